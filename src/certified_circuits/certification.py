@@ -1,0 +1,241 @@
+"""The decision rule of Certified Circuits (Algorithm 1 ``CertifyCircuit``, Theorem 1, App. C).
+
+For each component ``u``:
+
+1. selection: ``c_u`` is the more frequent outcome among the ``n0`` selection samples
+   ("top index in cnts0"): in (1) if ``selection_count > n0 / 2``, else out (0). An exact tie goes to
+   *out*, the first index of ``(out, in)``, as ``argmax`` does in SegCertify.
+2. certification: ``n_u`` is the number of the ``n`` fresh certification samples that agree with
+   ``c_u``; the p-value of ``H0: P[A_u(D ⊙ eps) = c_u] <= tau`` is ``P[Bin(n, tau) >= n_u]``
+   (``BinPValue(n_u, n, <=, tau)``).
+3. family-wise error control over all ``|U|`` tested components, fixed before looking at the data:
+   Bonferroni (the paper's: reject iff ``p <= alpha / |U|``) or Holm's step-down (same FWER <= alpha,
+   never fewer rejections).
+4. rejected -> certified ``c_u``; otherwise abstain (-1).
+
+The certified radius (Eq. r) is ``r = floor(log(1.5 - tau) / log p_del)``: the largest ``r`` with
+``p_del^r >= 1.5 - tau``, so that any component with smoothed confidence ``mu > tau`` keeps its
+decision for every dataset within ``r`` insertions, deletions or substitutions (RS-Del, Thm. 7).
+
+Sample complexity (App. C.2): under perfect agreement (``n_u = n``) the p-value is ``tau^n``, so a
+decision is certifiable iff ``tau^n <= alpha / N`` with ``N`` the number of corrected components
+(``N = 1``: no correction).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+import numpy as np
+from scipy.stats import binom
+
+from .validation import check_alpha, check_correction, check_count, check_p_del, check_tau
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .store import Certificates, Votes
+
+IN, OUT, ABSTAIN = 1, 0, -1
+
+
+def _check_counts(counts: np.ndarray, total: int, name: str) -> np.ndarray:
+    counts = np.asarray(counts)
+    if not np.issubdtype(counts.dtype, np.integer):
+        raise ValueError(f"{name} must be integer vote counts, got dtype {counts.dtype}")
+    if counts.size and (counts.min() < 0 or counts.max() > total):
+        raise ValueError(f"{name} must lie in [0, {total}] (the number of samples drawn)")
+    return counts.astype(np.int64)
+
+
+def selected_decision(selection_counts: np.ndarray, n0: int) -> np.ndarray:
+    """``c_u``: 1 where the selection samples include ``u`` more often than not, else 0 (int8)."""
+    n0 = check_count("n0", n0)
+    selection_counts = _check_counts(selection_counts, n0, "selection_counts")
+    return (2 * selection_counts > n0).astype(np.int8)
+
+
+def binomial_pvalue(agreeing: np.ndarray, n: int, tau: float) -> np.ndarray:
+    """``P[Bin(n, tau) >= agreeing]``, the one-sided p-value of ``H0: p <= tau`` (float64)."""
+    agreeing = np.asarray(agreeing, dtype=np.int64)
+    return binom.sf(agreeing - 1, n, tau)
+
+
+def pvalues(
+    selection_counts: np.ndarray,
+    certification_counts: np.ndarray,
+    n0: int,
+    n: int,
+    tau: float,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Steps 1-2 of Algorithm 1: the guessed decisions ``c_u`` and their p-values."""
+    n = check_count("n", n)
+    tau = check_tau(tau)
+    selection_counts = np.asarray(selection_counts)
+    certification_counts = _check_counts(certification_counts, n, "certification_counts")
+    if selection_counts.shape != certification_counts.shape:
+        raise ValueError(
+            f"selection_counts {selection_counts.shape} and certification_counts "
+            f"{certification_counts.shape} must have the same shape"
+        )
+    guess = selected_decision(selection_counts, n0)
+    agreeing = np.where(guess == IN, certification_counts, n - certification_counts)
+    return guess, binomial_pvalue(agreeing, n, tau)
+
+
+def reject(pvalue: np.ndarray, alpha: float, correction: str = "bonferroni") -> np.ndarray:
+    """FWER-controlled rejections over the last axis (the components), per leading index.
+
+    Bonferroni rejects ``p <= alpha / m``. Holm sorts the ``m`` p-values and rejects the smallest
+    ``p_(1..j)`` while ``p_(i) <= alpha / (m - i + 1)``; it controls the FWER at ``alpha`` under any
+    dependence, like Bonferroni, and rejects a superset of Bonferroni's.
+    """
+    alpha = check_alpha(alpha)
+    correction = check_correction(correction)
+    pvalue = np.asarray(pvalue, dtype=np.float64)
+    m = pvalue.shape[-1]
+    if correction == "bonferroni":
+        return pvalue <= alpha / m
+    order = np.argsort(pvalue, axis=-1, kind="stable")
+    ordered = np.take_along_axis(pvalue, order, axis=-1)
+    thresholds = alpha / (m - np.arange(m))
+    passed = np.cumprod(ordered <= thresholds, axis=-1).astype(bool)
+    rejected = np.empty_like(passed)
+    np.put_along_axis(rejected, order, passed, axis=-1)
+    return rejected
+
+
+def certify_with_pvalues(
+    selection_counts: np.ndarray,
+    certification_counts: np.ndarray,
+    n0: int,
+    n: int,
+    tau: float,
+    alpha: float,
+    correction: str = "bonferroni",
+) -> tuple[np.ndarray, np.ndarray]:
+    """Algorithm 1: decisions (int8 in {1, 0, -1}) and the p-values they were based on."""
+    guess, pvalue = pvalues(selection_counts, certification_counts, n0, n, tau)
+    decision = np.where(reject(pvalue, alpha, correction), guess, np.int8(ABSTAIN)).astype(np.int8)
+    return decision, pvalue
+
+
+def certify(
+    selection_counts: np.ndarray,
+    certification_counts: np.ndarray,
+    n0: int,
+    n: int,
+    tau: float,
+    alpha: float,
+    correction: str = "bonferroni",
+) -> np.ndarray:
+    """Algorithm 1 (``CertifyCircuit``) on vote counts.
+
+    Args:
+        selection_counts: int ``[..., U]`` inclusion counts from the ``n0`` selection samples.
+        certification_counts: int ``[..., U]`` inclusion counts from ``n`` independent samples.
+        n0, n: numbers of selection and certification samples.
+        tau: confidence threshold in [0.5, 1).
+        alpha: family-wise failure probability in (0, 1).
+        correction: ``"bonferroni"`` (paper) or ``"holm"``; runs over the last axis separately for
+            each leading index (each K of a grid).
+
+    Returns:
+        int8 array of the counts' shape: 1 certified in, 0 certified out, -1 abstain.
+    """
+    return certify_with_pvalues(selection_counts, certification_counts, n0, n, tau, alpha, correction)[0]
+
+
+def majority_vote(selection_counts: np.ndarray, certification_counts: np.ndarray, n0: int, n: int) -> np.ndarray:
+    """Vanilla majority vote at identical compute (App. D): no tau, no test.
+
+    Pools all ``n0 + n`` samples the certified pipeline drew and keeps ``u`` iff more than half of
+    them include it (bool, counts' shape).
+    """
+    n0, n = check_count("n0", n0), check_count("n", n)
+    total = _check_counts(selection_counts, n0, "selection_counts") + _check_counts(
+        certification_counts, n, "certification_counts"
+    )
+    return 2 * total > n0 + n
+
+
+def certified_radius(tau: float, p_del: float) -> int:
+    """Eq. (r): ``floor(log(1.5 - tau) / log p_del)``, the certified edit distance.
+
+    Computed as the largest integer ``r >= 0`` with ``p_del^r >= 1.5 - tau`` (the exact condition the
+    floor expresses), so floating-point error in the log ratio can never round a boundary case the
+    wrong way.
+    """
+    tau, p_del = check_tau(tau), check_p_del(p_del)
+    target = 1.5 - tau
+    radius = max(0, math.floor(math.log(target) / math.log(p_del)))
+    while p_del ** (radius + 1) >= target:
+        radius += 1
+    while radius > 0 and p_del**radius < target:
+        radius -= 1
+    return radius
+
+
+def min_samples(tau: float, alpha: float, n_components: int = 1) -> int:
+    """Smallest ``n`` certifying ``tau`` under perfect agreement: ``tau^n <= alpha / n_components``.
+
+    ``n_components = 1`` is the per-component (uncorrected) requirement; ``|U|`` gives the
+    Bonferroni-corrected, circuit-level one (App. C.2, Fig. n-vs-tau).
+    """
+    tau, alpha = check_tau(tau), check_alpha(alpha)
+    n_components = check_count("n_components", n_components)
+    level = alpha / n_components
+    n = max(1, math.ceil(math.log(level) / math.log(tau)))
+    while n > 1 and tau ** (n - 1) <= level:
+        n -= 1
+    while tau**n > level:
+        n += 1
+    return n
+
+
+def max_certifiable_tau(n: int, alpha: float, n_components: int = 1) -> float:
+    """Largest tau certifiable with ``n`` samples under perfect agreement: ``(alpha / N)^(1/n)``.
+
+    Any ``tau`` at most this value is certifiable; e.g. ``n = 1000``, ``alpha = 0.001``,
+    ``N = 3840`` gives 0.98495 (the paper's tau* = 0.985).
+    """
+    n = check_count("n", n)
+    alpha = check_alpha(alpha)
+    n_components = check_count("n_components", n_components)
+    return float((alpha / n_components) ** (1.0 / n))
+
+
+def method_masks(votes: "Votes", certificates: "Certificates") -> dict[str, np.ndarray]:
+    """The three circuits compared throughout the paper, bool ``[nK, U]`` each.
+
+    ``baseline``: A on the full dataset; ``majority``: majority vote at identical compute;
+    ``certified``: certified-in components (abstentions dropped).
+    """
+    if votes.baseline.shape != certificates.decision.shape:
+        raise ValueError(
+            f"votes ({votes.baseline.shape}) and certificates ({certificates.decision.shape}) do not match: "
+            "were they produced from the same attributions and K grid?"
+        )
+    return {
+        "baseline": votes.baseline.astype(bool),
+        "majority": certificates.majority.astype(bool),
+        "certified": certificates.decision == IN,
+    }
+
+
+def certify_votes(votes: "Votes", tau: float, alpha: float, correction: str = "bonferroni") -> "Certificates":
+    """The certification stage: Algorithm 1 for every K of a votes file, plus the majority vote."""
+    from .store import Certificates
+
+    n0, n = int(votes.attrs["n0"]), int(votes.attrs["n"])
+    decision, pvalue = certify_with_pvalues(
+        votes.selection_counts, votes.certification_counts, n0, n, tau, alpha, correction
+    )
+    radius = certified_radius(tau, float(votes.attrs["p_del"]))
+    return Certificates(
+        k_grid=np.asarray(votes.k_grid, dtype=np.float64),
+        decision=decision,
+        majority=majority_vote(votes.selection_counts, votes.certification_counts, n0, n),
+        pvalue=pvalue,
+        attrs={"tau": float(tau), "alpha": float(alpha), "correction": correction, "radius": radius,
+               "n_components_tested": int(decision.shape[-1])},
+    )

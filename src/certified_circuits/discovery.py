@@ -1,0 +1,147 @@
+"""Base circuit-discovery algorithms A: D -> {0,1}^|U| (paper Eq. circdisc).
+
+Both base algorithms of the paper are *top-K over a dataset score*:
+
+* vision (node level): per-layer top-K fraction of channels, the score of a channel on a dataset being
+  the mean of its per-example scores (relevance, activation or rank);
+* language (edge level, EAP-IG): global top-K fraction of edges ranked by ``|mean_i s_i(e)|``, the
+  absolute value of the dataset's mean signed edge score (EAP-IG's top-n convention; never the mean of
+  absolute values).
+
+Because the dataset score is a mean of cached per-example rows ``S[i, u]``, the score of any
+sub-dataset ``D ⊙ eps`` is ``eps @ S / |eps|``; this module holds the definition of A on one score
+vector (the reference used by the naive path) and the conventions that make it deterministic:
+
+K -> count per group
+    A group of ``m`` components keeps ``k_count(K, m) = min(m, max(1, floor(K * m + 1/2)))``
+    components: round half up, at least one, at most all. (``K * m`` is computed in float64, and a
+    1e-9 guard absorbs representation error, so that K = 0.3 of 10 keeps 3, not 2.)
+Ties
+    Components with equal scores are ordered by index: the lower index wins.
+Empty sub-dataset
+    ``A(empty) = empty circuit``: no component is included. It stays in the smoothing distribution
+    (probability ``p_del^|D|``) and is never resampled away.
+Effective K
+    The paper reports the *effective* size of a circuit as the fraction of components kept, averaged
+    over groups (layers): :func:`effective_k`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .validation import check_k_grid
+
+_ROUND_GUARD = 1e-9
+
+
+@dataclass(frozen=True)
+class GroupIndex:
+    """Components partitioned into top-K groups.
+
+    ``labels`` are the distinct group ids (sorted), ``members[g]`` the component indices of group
+    ``labels[g]`` in increasing order, ``sizes[g]`` their number.
+    """
+
+    labels: np.ndarray
+    members: tuple[np.ndarray, ...]
+    sizes: np.ndarray
+
+    @classmethod
+    def from_groups(cls, groups: np.ndarray) -> "GroupIndex":
+        groups = np.asarray(groups)
+        if groups.ndim != 1 or groups.size == 0:
+            raise ValueError(f"groups must be a non-empty 1-D array of group ids, got shape {groups.shape}")
+        if not np.issubdtype(groups.dtype, np.integer):
+            raise ValueError(f"groups must hold integer group ids, got dtype {groups.dtype}")
+        labels, inverse = np.unique(groups, return_inverse=True)
+        order = np.argsort(inverse, kind="stable")
+        sizes = np.bincount(inverse, minlength=labels.size)
+        members = tuple(np.split(order, np.cumsum(sizes)[:-1]))
+        return cls(labels=labels, members=members, sizes=sizes)
+
+
+def k_count(k: float | np.ndarray, group_size: int | np.ndarray) -> np.ndarray:
+    """Number of components a group of ``group_size`` keeps at top-K fraction ``k``.
+
+    ``min(m, max(1, floor(k * m + 1/2)))``, elementwise with broadcasting.
+    """
+    k = np.asarray(k, dtype=np.float64)
+    m = np.asarray(group_size, dtype=np.int64)
+    counts = np.floor(k * m + 0.5 + _ROUND_GUARD).astype(np.int64)
+    return np.minimum(m, np.maximum(1, counts))
+
+
+def count_table(k_grid: np.ndarray, index: GroupIndex) -> np.ndarray:
+    """``int64 [len(k_grid), n_groups]``: components kept per group for every K of the grid."""
+    k = check_k_grid(k_grid)
+    return k_count(k[:, None], index.sizes[None, :])
+
+
+def top_k_circuit(dataset_score: np.ndarray, groups: np.ndarray, k: float) -> np.ndarray:
+    """Reference base algorithm: top-K fraction per group of one score vector.
+
+    Args:
+        dataset_score: float ``[U]``, the dataset-level score of each component (already averaged, and
+            already made absolute for EAP-IG edges).
+        groups: int ``[U]`` group id per component (all equal for a global top-K).
+        k: fraction in (0, 1].
+
+    Returns:
+        bool ``[U]``: the circuit. Ties go to the lower component index.
+    """
+    dataset_score = np.asarray(dataset_score, dtype=np.float64)
+    index = GroupIndex.from_groups(groups)
+    kept = k_count(check_k_grid([k])[0], index.sizes)
+    circuit = np.zeros(dataset_score.shape[0], dtype=bool)
+    for members, count in zip(index.members, kept):
+        order = np.argsort(-dataset_score[members], kind="stable")
+        circuit[members[order[:count]]] = True
+    return circuit
+
+
+@dataclass(frozen=True)
+class TopKDiscovery:
+    """The paper's base algorithm A as a callable over a sub-dataset, for the naive path.
+
+    ``TopKDiscovery(scores, groups, k_grid, absolute)(kept)`` averages the rows ``scores[kept]``
+    (``kept``: int indices of the examples the deletion mask keeps), optionally takes the absolute
+    value, and returns bool ``[len(k_grid), U]``: the top-K circuit for every K. The empty
+    sub-dataset gives the empty circuit.
+    """
+
+    scores: np.ndarray
+    groups: np.ndarray
+    k_grid: np.ndarray
+    absolute: bool = False
+
+    def __call__(self, kept: np.ndarray) -> np.ndarray:
+        k_grid = check_k_grid(self.k_grid)
+        n_components = self.scores.shape[1]
+        if len(kept) == 0:
+            return np.zeros((k_grid.size, n_components), dtype=bool)
+        subset = np.asarray(self.scores, dtype=np.float64)[kept]
+        dataset_score = subset.sum(axis=0) / len(kept)
+        if self.absolute:
+            dataset_score = np.abs(dataset_score)
+        return np.stack([top_k_circuit(dataset_score, self.groups, k) for k in k_grid])
+
+
+def effective_k(masks: np.ndarray, groups: np.ndarray) -> np.ndarray:
+    """Effective K of circuits: the fraction of components kept, averaged over groups (layers).
+
+    Args:
+        masks: bool ``[..., U]`` circuits.
+        groups: int ``[U]``.
+
+    Returns:
+        float64 ``[...]``. With one group this is the plain kept fraction.
+    """
+    masks = np.asarray(masks, dtype=bool)
+    index = GroupIndex.from_groups(groups)
+    if masks.shape[-1] != groups.shape[0]:
+        raise ValueError(f"masks have {masks.shape[-1]} components but groups has {groups.shape[0]}")
+    fractions = [masks[..., members].mean(axis=-1) for members in index.members]
+    return np.mean(np.stack(fractions, axis=-1), axis=-1)

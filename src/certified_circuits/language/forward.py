@@ -1,0 +1,222 @@
+"""Node-decomposed GPT-2 forward pass over the EAP graph (paper, Appendix "Circuit graph and metric").
+
+The residual stream of GPT-2 is a sum of node outputs plus the attention output biases:
+
+    resid_pre(l) = input + sum_{l' < l} (sum_h a_{l',h} + b_O(l') + m_{l'})
+
+This module runs the model *from that decomposition*: every downstream input (each head's q/k/v input,
+each MLP input, the logits input) is assembled from the upstream node outputs, optionally with edge-level
+interchange patching
+
+    in_v = sum_u [mask_uv ? a_u(this run) : a_u(corrupted run)] + biases
+         = in_v(corrupted run) + sum_u mask_uv (a_u(this run) - a_u(corrupted run)),
+
+which is exactly what EAP-IG's circuit evaluation does with hooks. The per-head q/k/v inputs are separate
+tensors so that the gradient of the metric with respect to each of them (EAP-IG) is available.
+
+Why a decomposed forward instead of TransformerBridge hooks: many edge masks (all K x methods) are
+evaluated in one batched pass with per-batch-element masks, and the per-head, per-letter input gradients
+come from one ``torch.autograd.grad`` call; the weights are read from the same HF module that the
+``TransformerBridge`` wraps, and the tests check every node and input against the bridge's hooks
+(``hook_result``, ``hook_mlp_out``, ``hook_{q,k,v}_input``, ``hook_mlp_in``) and the logits against HF.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from certified_circuits.language.graph import EAPGraph, build_graph
+
+
+@dataclass
+class GPT2Weights:
+    """GPT-2 parameters in per-head form (read-only views of an HF ``GPT2LMHeadModel``)."""
+
+    n_layers: int
+    n_heads: int
+    d_model: int
+    d_head: int
+    eps: float
+    wte: torch.Tensor   # [V, d]
+    wpe: torch.Tensor   # [P_max, d]
+    ln1_w: torch.Tensor  # [L, d]
+    ln1_b: torch.Tensor
+    W_Q: torch.Tensor   # [L, H, d, dh]
+    W_K: torch.Tensor
+    W_V: torch.Tensor
+    b_Q: torch.Tensor   # [L, H, dh]
+    b_K: torch.Tensor
+    b_V: torch.Tensor
+    W_O: torch.Tensor   # [L, H, dh, d]
+    b_O: torch.Tensor   # [L, d]
+    ln2_w: torch.Tensor
+    ln2_b: torch.Tensor
+    W_in: torch.Tensor  # [L, d, d_mlp]
+    b_in: torch.Tensor
+    W_out: torch.Tensor  # [L, d_mlp, d]
+    b_out: torch.Tensor  # [L, d]
+    lnf_w: torch.Tensor  # [d]
+    lnf_b: torch.Tensor
+    W_U: torch.Tensor   # [d, V]
+    act: str
+
+    @property
+    def graph(self) -> EAPGraph:
+        return build_graph(self.n_layers, self.n_heads)
+
+    @classmethod
+    def from_hf(cls, model) -> "GPT2Weights":
+        """Extract per-head weights from an HF ``GPT2LMHeadModel`` (no copies where avoidable)."""
+        cfg = model.config
+        if getattr(cfg, "scale_attn_by_inverse_layer_idx", False) or getattr(cfg, "reorder_and_upcast_attn", False):
+            raise ValueError("GPT2 configs with scale_attn_by_inverse_layer_idx / reorder_and_upcast_attn are "
+                             "not supported by the decomposed forward")
+        if cfg.activation_function not in ("gelu_new", "gelu_pytorch_tanh", "gelu"):
+            raise ValueError(f"unsupported activation {cfg.activation_function!r}")
+        tr = model.transformer
+        L, H, d = cfg.n_layer, cfg.n_head, cfg.n_embd
+        dh = d // H
+
+        def st(fn):
+            return torch.stack([fn(b).detach() for b in tr.h])
+
+        c_attn_w = st(lambda b: b.attn.c_attn.weight)          # [L, d, 3d]
+        c_attn_b = st(lambda b: b.attn.c_attn.bias)            # [L, 3d]
+        wq, wk, wv = c_attn_w.split(d, dim=2)
+        bq, bk, bv = c_attn_b.split(d, dim=1)
+
+        def heads_w(w):  # [L, d, H*dh] -> [L, H, d, dh]
+            return w.reshape(L, d, H, dh).permute(0, 2, 1, 3).contiguous()
+
+        def heads_b(b):
+            return b.reshape(L, H, dh).contiguous()
+
+        W_O = st(lambda b: b.attn.c_proj.weight).reshape(L, H, dh, d)
+        lm = model.lm_head.weight.detach()
+        return cls(
+            n_layers=L, n_heads=H, d_model=d, d_head=dh, eps=float(cfg.layer_norm_epsilon),
+            wte=tr.wte.weight.detach(), wpe=tr.wpe.weight.detach(),
+            ln1_w=st(lambda b: b.ln_1.weight), ln1_b=st(lambda b: b.ln_1.bias),
+            W_Q=heads_w(wq), W_K=heads_w(wk), W_V=heads_w(wv), b_Q=heads_b(bq), b_K=heads_b(bk), b_V=heads_b(bv),
+            W_O=W_O, b_O=st(lambda b: b.attn.c_proj.bias),
+            ln2_w=st(lambda b: b.ln_2.weight), ln2_b=st(lambda b: b.ln_2.bias),
+            W_in=st(lambda b: b.mlp.c_fc.weight), b_in=st(lambda b: b.mlp.c_fc.bias),
+            W_out=st(lambda b: b.mlp.c_proj.weight), b_out=st(lambda b: b.mlp.c_proj.bias),
+            lnf_w=tr.ln_f.weight.detach(), lnf_b=tr.ln_f.bias.detach(), W_U=lm.T,
+            act=cfg.activation_function,
+        )
+
+    def embed(self, tokens: torch.Tensor) -> torch.Tensor:
+        """Activation of the ``input`` node: token + position embedding, [B, P, d]."""
+        p = tokens.shape[1]
+        if p > self.wpe.shape[0]:
+            raise ValueError(f"prompt of {p} tokens exceeds the model's {self.wpe.shape[0]} positions")
+        return self.wte[tokens] + self.wpe[:p]
+
+
+def _ln(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, eps: float) -> torch.Tensor:
+    return F.layer_norm(x, (x.shape[-1],), w, b, eps)
+
+
+def _gelu(x: torch.Tensor, act: str) -> torch.Tensor:
+    return F.gelu(x) if act == "gelu" else F.gelu(x, approximate="tanh")
+
+
+@dataclass
+class RunCache:
+    """Everything one run leaves behind: node outputs and the downstream inputs it saw."""
+
+    nodes: torch.Tensor          # [B, n_up, P, d] upstream node outputs, forward order
+    inputs: list[torch.Tensor]   # per layer: qkv [B, H, 3, P, d], then mlp [B, P, d]; finally logits [B, P, d]
+    logits_last: torch.Tensor    # [B, V] logits at the last prompt position
+
+
+def last_positions(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    """Rows x[b, lengths[b] - 1] of a [B, P, ...] tensor."""
+    return x[torch.arange(x.shape[0], device=x.device), lengths - 1]
+
+
+def run(w: GPT2Weights, input_act: torch.Tensor, lengths: torch.Tensor, *,
+        corrupted: RunCache | None = None, masks: torch.Tensor | None = None,
+        keep_inputs: bool = False) -> RunCache:
+    """Decomposed forward from the ``input`` node's activation [B, P, d].
+
+    With ``corrupted`` (a cache of the corrupted run, batch-aligned) and ``masks`` (float [B, n_up, n_down],
+    1 = edge in the circuit, 0 = edge carries the corrupted activation) every downstream input is
+    interchange-patched edge by edge; invalid (u, v) pairs are ignored. Without them this is the plain
+    forward pass. ``keep_inputs`` keeps the per-head q/k/v, MLP and logits inputs (needed for gradients);
+    they are views into the graph, so ``torch.autograd.grad`` can differentiate with respect to them.
+    """
+    L, H = w.n_layers, w.n_heads
+    B, P, d = input_act.shape
+    patch = corrupted is not None
+    if patch and masks is None:
+        raise ValueError("patching needs masks")
+    g = w.graph
+    nodes: list[torch.Tensor] = [input_act]
+    inputs: list[torch.Tensor] = []
+    causal = torch.ones(P, P, dtype=torch.bool, device=input_act.device).tril()
+    resid = input_act
+    diff = None
+    for l in range(L):
+        n_up = 1 + l * (H + 1)
+        col = l * (3 * H + 1)
+        if patch:
+            diff = torch.stack(nodes, 1) - corrupted.nodes[:, :n_up]            # [B, U, P, d]
+            m = masks[:, :n_up, col: col + 3 * H]                                # [B, U, 3H]
+            x = corrupted.inputs[2 * l] + torch.einsum("bun,bupd->bnpd", m, diff).view(B, H, 3, P, d)
+        else:
+            x = resid[:, None, None].expand(B, H, 3, P, d)
+            if keep_inputs:
+                x = x.clone()
+        if keep_inputs or patch:
+            inputs.append(x)
+        xn = _ln(x, w.ln1_w[l], w.ln1_b[l], w.eps)                               # [B, H, 3, P, d]
+        q = torch.einsum("bhpd,hde->bhpe", xn[:, :, 0], w.W_Q[l]) + w.b_Q[l][None, :, None]
+        k = torch.einsum("bhpd,hde->bhpe", xn[:, :, 1], w.W_K[l]) + w.b_K[l][None, :, None]
+        v = torch.einsum("bhpd,hde->bhpe", xn[:, :, 2], w.W_V[l]) + w.b_V[l][None, :, None]
+        att = torch.einsum("bhpe,bhqe->bhpq", q, k) / (w.d_head ** 0.5)
+        att = att.masked_fill(~causal, torch.finfo(att.dtype).min).softmax(-1)
+        z = torch.einsum("bhpq,bhqe->bhpe", att, v)
+        heads = torch.einsum("bhpe,hed->bhpd", z, w.W_O[l])                     # [B, H, P, d]
+        nodes.extend(heads.unbind(1))
+        if patch:
+            diff = torch.stack(nodes, 1) - corrupted.nodes[:, : n_up + H]
+            xm = corrupted.inputs[2 * l + 1] + torch.einsum("bu,bupd->bpd", masks[:, : n_up + H, col + 3 * H], diff)
+        else:
+            xm = resid + heads.sum(1) + w.b_O[l]
+            if keep_inputs:
+                xm = xm.clone()
+        if keep_inputs or patch:
+            inputs.append(xm)
+        hmid = _gelu(_ln(xm, w.ln2_w[l], w.ln2_b[l], w.eps) @ w.W_in[l] + w.b_in[l], w.act)
+        mlp = hmid @ w.W_out[l] + w.b_out[l]
+        nodes.append(mlp)
+        if not patch:
+            resid = xm + mlp
+    if patch:
+        diff = torch.stack(nodes, 1) - corrupted.nodes
+        xf = corrupted.inputs[2 * L] + torch.einsum("bu,bupd->bpd", masks[:, :, g.valid.shape[1] - 1], diff)
+    else:
+        xf = resid.clone() if keep_inputs else resid
+    if keep_inputs or patch:
+        inputs.append(xf)
+    last = last_positions(xf, lengths)
+    logits = _ln(last, w.lnf_w, w.lnf_b, w.eps) @ w.W_U
+    return RunCache(torch.stack(nodes, 1), inputs, logits)
+
+
+def flat_inputs(cache: RunCache, n_heads: int) -> torch.Tensor:
+    """Downstream inputs stacked in graph order: [B, n_down, P, d] (q/k/v per head, MLP, ..., logits)."""
+    parts = []
+    n_layers = (len(cache.inputs) - 1) // 2
+    for l in range(n_layers):
+        x = cache.inputs[2 * l]
+        B, H, _, P, d = x.shape
+        parts.append(x.reshape(B, 3 * H, P, d))
+        parts.append(cache.inputs[2 * l + 1][:, None])
+    parts.append(cache.inputs[-1][:, None])
+    return torch.cat(parts, 1)

@@ -1,0 +1,118 @@
+"""The EAP computational graph of a GPT-2-style model (paper, Appendix "Circuit graph and metric").
+
+Upstream nodes (forward order): ``input`` (token + position embedding), every head output ``a{l}.h{h}``
+(the head's z @ W_O, without the attention output bias) and every MLP output ``m{l}`` (with its bias).
+Downstream inputs: each head's q, k and v input ``a{l}.h{h}<q|k|v>`` (the residual stream before ln_1,
+one copy per head and letter), each MLP input ``m{l}`` (the residual before ln_2) and ``logits`` (the
+residual before ln_f). An edge u -> v exists when u is computed before v is read; an MLP reads the heads
+of its own layer. For L layers and H heads (DESIGN.md section 1):
+
+    E = sum_l [3H (1 + l (H+1)) + (1 + l (H+1) + H)] + 1 + L (H+1)      (GPT-2 Small: 32,491)
+
+Canonical edge order (= attribution column order): upstream-major, i.e. ``np.nonzero(valid)`` of the
+[n_upstream, n_downstream] validity matrix, both axes in forward order; downstream order per layer is
+``a{l}.h0<q>, a{l}.h0<k>, a{l}.h0<v>, a{l}.h1<q>, ..., m{l}``, then ``logits`` last.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+import numpy as np
+
+QKV = ("q", "k", "v")
+
+
+def n_edges_formula(n_layers: int, n_heads: int) -> int:
+    """Edge count from DESIGN.md section 1 (independent of the graph construction, for checks)."""
+    h = n_heads
+    return sum(3 * h * (1 + l * (h + 1)) + (1 + l * (h + 1) + h) for l in range(n_layers)) + 1 + n_layers * (h + 1)
+
+
+def upstream_index(layer: int, head: int | None, n_heads: int) -> int:
+    """Index of head ``a{layer}.h{head}`` (or MLP ``m{layer}`` when head is None) among upstream nodes."""
+    base = 1 + layer * (n_heads + 1)
+    return base + (n_heads if head is None else head)
+
+
+def downstream_index(layer: int, head: int | None, letter: str | None, n_heads: int) -> int:
+    """Index of input ``a{layer}.h{head}<letter>`` (or ``m{layer}`` when head is None)."""
+    base = layer * (3 * n_heads + 1)
+    if head is None:
+        return base + 3 * n_heads
+    return base + 3 * head + QKV.index(letter)
+
+
+@dataclass(frozen=True)
+class EAPGraph:
+    """Nodes, validity matrix and canonical edge list of the EAP graph."""
+
+    n_layers: int
+    n_heads: int
+    upstream: tuple[str, ...]
+    downstream: tuple[str, ...]
+    valid: np.ndarray = field(repr=False)  # bool [n_up, n_down]
+    edge_up: np.ndarray = field(repr=False)  # int64 [E]
+    edge_down: np.ndarray = field(repr=False)  # int64 [E]
+
+    @property
+    def n_edges(self) -> int:
+        return int(self.edge_up.size)
+
+    def edge_names(self) -> list[str]:
+        return [f"{self.upstream[u]}->{self.downstream[d]}" for u, d in zip(self.edge_up, self.edge_down)]
+
+    def dense_mask(self, edge_mask: np.ndarray) -> np.ndarray:
+        """Scatter bool [..., E] edge masks into dense [..., n_up, n_down] matrices (invalid pairs False)."""
+        edge_mask = np.asarray(edge_mask, dtype=bool)
+        if edge_mask.shape[-1] != self.n_edges:
+            raise ValueError(f"edge mask has {edge_mask.shape[-1]} columns but the graph has {self.n_edges} edges")
+        out = np.zeros(edge_mask.shape[:-1] + self.valid.shape, dtype=bool)
+        out[..., self.edge_up, self.edge_down] = edge_mask
+        return out
+
+
+@lru_cache(maxsize=16)
+def build_graph(n_layers: int, n_heads: int) -> EAPGraph:
+    """Build the EAP graph for ``n_layers`` x ``n_heads`` (cached; treat the result as read-only)."""
+    if n_layers < 1 or n_heads < 1:
+        raise ValueError(f"need n_layers >= 1 and n_heads >= 1, got {n_layers}, {n_heads}")
+    L, H = n_layers, n_heads
+    up = ["input"]
+    up_layer = [-1]   # last layer index whose *attention* cannot read it (input: none)
+    up_is_mlp = [False]
+    for l in range(L):
+        for h in range(H):
+            up.append(f"a{l}.h{h}")
+            up_layer.append(l)
+            up_is_mlp.append(False)
+        up.append(f"m{l}")
+        up_layer.append(l)
+        up_is_mlp.append(True)
+    down, down_layer, down_is_mlp = [], [], []
+    for l in range(L):
+        for h in range(H):
+            for q in QKV:
+                down.append(f"a{l}.h{h}<{q}>")
+                down_layer.append(l)
+                down_is_mlp.append(False)
+        down.append(f"m{l}")
+        down_layer.append(l)
+        down_is_mlp.append(True)
+    down.append("logits")
+    down_layer.append(L)
+    down_is_mlp.append(False)
+    ul = np.array(up_layer)[:, None]
+    dl = np.array(down_layer)[None, :]
+    u_head = (~np.array(up_is_mlp))[:, None] & (ul >= 0)
+    d_mlp = np.array(down_is_mlp)[None, :]
+    # strictly earlier layer always readable; same-layer head -> same-layer MLP also readable
+    valid = (ul < dl) | ((ul == dl) & u_head & d_mlp)
+    eu, ed = np.nonzero(valid)
+    return EAPGraph(L, H, tuple(up), tuple(down), valid, eu.astype(np.int64), ed.astype(np.int64))
+
+
+def edge_names(n_layers: int, n_heads: int) -> list[str]:
+    """Edge names in canonical order (the attribution column order), e.g. ``a3.h2->m7``."""
+    return build_graph(n_layers, n_heads).edge_names()

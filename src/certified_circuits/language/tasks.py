@@ -1,0 +1,265 @@
+"""Prompt generators for the three language tasks (paper, Appendix "Language Setup", Table of prompts).
+
+Every example has a clean prompt, a corrupted prompt, an answer word and a distractor word:
+
+* ``ioi`` (indirect object identification, Wang et al. 2023): "Then, A and B went to the garden. B gave a
+  drink to" -> (A / B). Corruption replaces every name by fresh random names (ABC-style), keeping the
+  answer/distractor pair used by the metric. OOD adds object/place distractor clauses.
+* ``ioi_hard``: the same rule with longer prompts ("Then in the morning, ..."), both name orders and a
+  longer template; OOD inserts repeated question-and-answer detours between the two names.
+* ``greater_than`` (Hanna et al. 2023, EAP form): "... The war lasted from the year Y to the year" ->
+  (Y+1 / Y+1+shift). Corruption starts the span at Y+shift so that the distractor becomes the natural
+  continuation. OOD inserts a distracting clause right before the answer position.
+
+Splits ``train`` / ``id_test`` / ``ood_test`` (100 each by default) are drawn from independent seeded
+streams; ``train`` and ``id_test`` share the ID templates, ``ood_test`` uses the OOD ones. Model training
+(:mod:`certified_circuits.language.train`) draws from a further independent stream of ID prompts.
+
+Words are rendered with plain spaces so that a word-level tokenizer (:mod:`.tokenizer`) and GPT-2's BPE
+both work; answers are scored as the next token (`" " + word` for GPT-2).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Callable, Iterable, Sequence
+
+import numpy as np
+
+TASKS: tuple[str, ...] = ("ioi", "ioi_hard", "greater_than")
+SPLITS: tuple[str, ...] = ("train", "id_test", "ood_test")
+# Stream index of the model-training distribution (never one of SPLITS' streams).
+TRAIN_MODEL_STREAM = 7
+
+NAMES: tuple[str, ...] = (
+    "Michael", "Christopher", "Jessica", "Matthew", "Ashley", "Jennifer", "Joshua", "Amanda", "Daniel",
+    "David", "James", "Robert", "John", "Joseph", "Andrew", "Ryan", "Brandon", "Jason", "Justin", "Sarah",
+    "William", "Jonathan", "Stephanie", "Brian", "Nicole", "Nicholas", "Anthony", "Heather", "Eric",
+    "Elizabeth", "Adam", "Megan", "Melissa", "Kevin", "Steven", "Thomas", "Timothy", "Christina", "Kyle",
+    "Rachel", "Laura", "Lauren", "Amber", "Richard", "Kimberly", "Emily", "Katherine", "Allison",
+)
+PLACES: tuple[str, ...] = (
+    "garden", "school", "store", "restaurant", "office", "station", "hospital", "park", "house", "library",
+)
+OBJECTS: tuple[str, ...] = (
+    "drink", "ring", "snack", "necklace", "basketball", "book", "bone", "apple", "computer", "kiss",
+)
+EVENTS: tuple[str, ...] = ("war", "expedition", "famine", "reign", "journey", "drought")
+# Greater-Than: start years are drawn from [YEAR_START_MIN, YEAR_START_MAX]; the distractor is
+# answer + GT_SHIFT and the corrupted span starts at start + GT_SHIFT (paper: 1799 -> 1800 / 1840).
+YEAR_START_MIN = 1700
+YEAR_START_MAX = 1899
+GT_SHIFT = 40
+
+
+@dataclass(frozen=True)
+class Example:
+    """One task prompt pair (paper: clean prompt, corrupted prompt, answer, distractor)."""
+
+    id: str
+    task: str
+    split: str
+    clean: str
+    corrupted: str
+    answer: str
+    distractor: str
+
+
+def year_vocabulary(start_min: int = YEAR_START_MIN, start_max: int = YEAR_START_MAX) -> list[str]:
+    """Every year string a Greater-Than prompt, answer or distractor can contain."""
+    return [str(y) for y in range(start_min, start_max + GT_SHIFT + 2)]
+
+
+def template_words() -> list[str]:
+    """Every non-name, non-number word of every template (for the word-level vocabulary)."""
+    texts = [
+        _ioi_id("A", "B", "B", "garden", "drink", first_a=True),
+        _ioi_ood("A", "B", "B", "A", "B", "garden", "drink", "book", first_a=True),
+        _hard_id("A", "B", "B", "garden", "drink", first_a=True, template=0),
+        _hard_id("A", "B", "B", "garden", "drink", first_a=True, template=1),
+        _hard_ood("A", "B", "A", "B", "garden", "drink", n_detours=2, first_a=True),
+        _gt_prompt("0", "garden", "drink", "war", "1700", ood_place=None, ood_obj=None),
+        _gt_prompt("0", "garden", "drink", "war", "1700", ood_place="garden", ood_obj="drink"),
+    ]
+    from certified_circuits.language.tokenizer import split_words  # local import: no cycle at load
+
+    words: set[str] = set()
+    for t in texts:
+        words.update(w for w in split_words(t) if not w.isdigit() and w not in ("A", "B"))
+    return sorted(words)
+
+
+# ---------------------------------------------------------------------------------------------- templates
+def _ioi_id(a: str, b: str, s: str, place: str, obj: str, *, first_a: bool) -> str:
+    n1, n2 = (a, b) if first_a else (b, a)
+    return f"Then, {n1} and {n2} went to the {place}. {s} gave a {obj} to"
+
+
+def _ioi_ood(a: str, b: str, s: str, a2: str, b2: str, place: str, obj: str, obj2: str, *,
+             first_a: bool) -> str:
+    n1, n2 = (a, b) if first_a else (b, a)
+    return (f"Then in the morning, {n1} and {n2} went to the {place}. While {b2} looked around the {place}, "
+            f"{a2} talked about the {obj2}, and after a while {s} gave a {obj} to")
+
+
+def _hard_id(a: str, b: str, s: str, place: str, obj: str, *, first_a: bool, template: int) -> str:
+    n1, n2 = (a, b) if first_a else (b, a)
+    if template == 0:
+        return f"Then in the morning, {n1} and {n2} went to the {place}. {s} gave a {obj} to"
+    return (f"Then in the morning, {n1} and {n2} went to the {place} together, and after a long day at "
+            f"the {place}, {s} gave a {obj} to")
+
+
+def _hard_ood(a: str, b: str, a_rep: str, b_rep: str, place: str, obj: str, *, n_detours: int,
+              first_a: bool, s: str | None = None) -> str:
+    n1, n2 = (a, b) if first_a else (b, a)
+    subject = b_rep if s is None else s
+    detours = " ".join(f"and {b_rep} answered {a_rep} about the {obj}, then {a_rep} asked {b_rep} again,"
+                       for _ in range(n_detours))
+    return (f"Then in the morning, {n1} and {n2} went to the {place}. {a_rep} repeatedly asked {b_rep} "
+            f"about the {obj}, {detours} and resumed the discussion of the {obj}, {subject} gave a {obj} to")
+
+
+def _gt_prompt(scenario: str, place: str, obj: str, event: str, start: str, *, ood_place: str | None,
+               ood_obj: str | None) -> str:
+    text = f"In scenario {scenario} at the {place} with the {obj}, The {event} lasted from the year {start} to the year"
+    if ood_place is not None:
+        text += (f" after a long and distracting discussion at the {ood_place} about the {ood_obj}, "
+                 f"followed by more unrelated details,")
+    return text
+
+
+# ---------------------------------------------------------------------------------------------- sampling
+def _pick(rng: np.random.Generator, pool: Sequence[str], k: int, exclude: Iterable[str] = ()) -> list[str]:
+    excl = set(exclude)
+    cand = [p for p in pool if p not in excl]
+    idx = rng.choice(len(cand), size=k, replace=False)
+    return [cand[i] for i in idx]
+
+
+def _sample_ioi(rng: np.random.Generator, ood: bool, names: Sequence[str]) -> tuple[str, str, str, str]:
+    a, b = _pick(rng, names, 2)
+    c, d, e, f = _pick(rng, names, 4, exclude=(a, b))
+    place = _pick(rng, PLACES, 1)[0]
+    obj, obj2 = _pick(rng, OBJECTS, 2)
+    first_a = bool(rng.integers(2))
+    if not ood:
+        clean = _ioi_id(a, b, b, place, obj, first_a=first_a)
+        corr = _ioi_id(c, d, e, place, obj, first_a=first_a)
+    else:
+        clean = _ioi_ood(a, b, b, a, b, place, obj, obj2, first_a=first_a)
+        corr = _ioi_ood(c, d, e, f, e, place, obj, obj2, first_a=first_a)
+    return clean, corr, a, b
+
+
+def _sample_ioi_hard(rng: np.random.Generator, ood: bool, names: Sequence[str]) -> tuple[str, str, str, str]:
+    a, b = _pick(rng, names, 2)
+    c, d, e, f = _pick(rng, names, 4, exclude=(a, b))
+    place = _pick(rng, PLACES, 1)[0]
+    obj = _pick(rng, OBJECTS, 1)[0]
+    first_a = bool(rng.integers(2))
+    if not ood:
+        template = int(rng.integers(2))
+        clean = _hard_id(a, b, b, place, obj, first_a=first_a, template=template)
+        corr = _hard_id(c, d, e, place, obj, first_a=first_a, template=template)
+    else:
+        n_det = int(rng.integers(1, 4))
+        clean = _hard_ood(a, b, a, b, place, obj, n_detours=n_det, first_a=first_a)
+        corr = _hard_ood(c, d, f, e, place, obj, n_detours=n_det, first_a=first_a, s=e)
+    return clean, corr, a, b
+
+
+def _sample_greater_than(rng: np.random.Generator, ood: bool, year_range: tuple[int, int]
+                         ) -> tuple[str, str, str, str]:
+    start = int(rng.integers(year_range[0], year_range[1] + 1))
+    scenario = str(int(rng.integers(100000, 1000000)))
+    place, place2 = _pick(rng, PLACES, 2)
+    obj, obj2 = _pick(rng, OBJECTS, 2)
+    event = _pick(rng, EVENTS, 1)[0]
+    kw = dict(ood_place=place2, ood_obj=obj2) if ood else dict(ood_place=None, ood_obj=None)
+    clean = _gt_prompt(scenario, place, obj, event, str(start), **kw)
+    corr = _gt_prompt(scenario, place, obj, event, str(start + GT_SHIFT), **kw)
+    return clean, corr, str(start + 1), str(start + 1 + GT_SHIFT)
+
+
+def generate_examples(task: str, split: str, n: int, seed: int, *, stream: int | None = None,
+                      names: Sequence[str] = NAMES,
+                      year_range: tuple[int, int] = (YEAR_START_MIN, YEAR_START_MAX),
+                      length_check: Callable[[Example], bool] | None = None,
+                      max_tries: int = 50) -> list[Example]:
+    """Draw ``n`` examples of ``task`` for ``split`` from the seeded stream (seed, task, split/stream).
+
+    ``split`` picks the template family (``ood_test`` -> OOD, otherwise ID). ``length_check`` (e.g. the
+    GPT-2 equal-length test) rejects and redraws an example; after ``max_tries`` failures in a row it
+    raises, naming the example.
+    """
+    if task not in TASKS:
+        raise ValueError(f"unknown task {task!r}; choose one of {', '.join(TASKS)}")
+    if split not in SPLITS and split != "model_train":
+        raise ValueError(f"unknown split {split!r}; choose one of {', '.join(SPLITS)}")
+    if n < 0:
+        raise ValueError(f"n must be >= 0, got {n}")
+    s_idx = stream if stream is not None else (SPLITS.index(split) if split in SPLITS else TRAIN_MODEL_STREAM)
+    rng = np.random.default_rng([int(seed), TASKS.index(task), int(s_idx)])
+    ood = split == "ood_test"
+    out: list[Example] = []
+    while len(out) < n:
+        for attempt in range(max_tries):
+            if task == "ioi":
+                clean, corr, ans, dis = _sample_ioi(rng, ood, names)
+            elif task == "ioi_hard":
+                clean, corr, ans, dis = _sample_ioi_hard(rng, ood, names)
+            else:
+                clean, corr, ans, dis = _sample_greater_than(rng, ood, year_range)
+            ex = Example(f"{task}-{split}-{len(out):05d}", task, split, clean, corr, ans, dis)
+            if length_check is None or length_check(ex):
+                out.append(ex)
+                break
+        else:
+            raise ValueError(f"{task}/{split}: {max_tries} draws in a row failed the tokenizer check "
+                             f"(last: {ex.clean!r} vs {ex.corrupted!r}); the name/year lists do not fit "
+                             f"this tokenizer: restrict them to single-token entries")
+    return out
+
+
+def generate_splits(task: str, seed: int, n_per_split: int = 100, **kw) -> dict[str, list[Example]]:
+    """The paper's three splits of one task (100 train, 100 ID test, 100 OOD test by default)."""
+    return {s: generate_examples(task, s, n_per_split, seed, **kw) for s in SPLITS}
+
+
+# ---------------------------------------------------------------------------------------------- files
+def write_jsonl(path: str | os.PathLike, examples: Sequence[Example]) -> Path:
+    """Write examples as JSON lines atomically (temp file in the same folder, then rename)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    try:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            for ex in examples:
+                fh.write(json.dumps(asdict(ex)) + "\n")
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    return path
+
+
+def read_jsonl(path: str | os.PathLike) -> list[Example]:
+    """Read examples written by :func:`write_jsonl` (clear error when missing or malformed)."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"task file {path} does not exist; create it with "
+                                f"`certified-circuits language-tasks --task TASK --out-dir {path.parent}`")
+    out = []
+    with open(path, encoding="utf-8") as fh:
+        for i, line in enumerate(fh):
+            if not line.strip():
+                continue
+            try:
+                out.append(Example(**json.loads(line)))
+            except (TypeError, json.JSONDecodeError) as err:
+                raise ValueError(f"{path}:{i + 1}: not a task example ({err})") from err
+    return out

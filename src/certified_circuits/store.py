@@ -1,0 +1,308 @@
+"""HDF5 data contracts between stages (DESIGN.md section 5), with atomic writes and validated reads.
+
+Every writer goes through :func:`atomic_path`: the file is written under a temporary name in the
+destination folder and renamed into place only when complete, so an interrupted job never leaves a
+half-written output that a resumed workflow would mistake for a finished one.
+
+Every reader checks that the file opens, that each required dataset exists with the contracted dtype
+kind and shape, and raises :class:`StoreError` naming the file, what is wrong and how to fix it.
+
+Contracts
+---------
+attributions  ``scores/{scorer}`` float32 [n_examples, U]; ``components/group`` int32 [U];
+              ``components/name`` str [U]; ``examples/id`` str [n_examples]; optional
+              ``extras/{name}``; attrs: model, dataset, split, concept, package version, config digest.
+votes         ``k_grid`` float64 [nK]; ``baseline`` bool [nK, U]; ``selection_counts`` and
+              ``certification_counts`` int32 [nK, U]; ``groups`` int32 [U]; attrs: p_del, n0, n, seed,
+              n_examples, scorer.
+certificates  ``decision`` int8 [nK, U] in {1, 0, -1}; ``majority`` bool [nK, U]; ``pvalue`` float64
+              [nK, U]; ``k_grid`` float64 [nK]; attrs: tau, alpha, correction, radius.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator, Mapping, Sequence
+
+import h5py
+import numpy as np
+
+from . import __version__
+
+STR_DTYPE = h5py.string_dtype(encoding="utf-8")
+
+
+class StoreError(RuntimeError):
+    """A results file is missing, truncated or does not follow its contract."""
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield a temporary path beside ``path``; rename it onto ``path`` only if the block succeeds.
+
+    The temporary file lives in the destination folder (same filesystem, so ``os.replace`` is atomic)
+    and is removed if the block raises.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    tmp_path = Path(tmp)
+    try:
+        yield tmp_path
+        os.replace(tmp_path, path)
+    finally:
+        if tmp_path.exists():
+            tmp_path.unlink()
+
+
+def _plain(value: Any) -> Any:
+    """HDF5 attributes from plain Python values (numpy scalars converted, None as '')."""
+    if value is None:
+        return ""
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+def _write_attrs(handle: h5py.File, attrs: Mapping[str, Any]) -> None:
+    for key, value in attrs.items():
+        handle.attrs[key] = _plain(value)
+
+
+def _read_attrs(handle: h5py.File) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in handle.attrs.items():
+        out[key] = value.item() if isinstance(value, np.generic) else value
+    return out
+
+
+@contextlib.contextmanager
+def _open_for_read(path: str | os.PathLike, producer: str) -> Iterator[h5py.File]:
+    path = Path(path)
+    if not path.exists():
+        raise StoreError(f"{path}: file not found; run the {producer} stage that produces it")
+    try:
+        handle = h5py.File(path, "r")
+    except OSError as exc:
+        raise StoreError(
+            f"{path}: not a readable HDF5 file ({exc}); it is truncated or corrupt: delete it and rerun "
+            f"the {producer} stage"
+        ) from exc
+    with handle:
+        yield handle
+
+
+def _dataset(handle: h5py.File, name: str, kind: str, shape: tuple[int | None, ...], producer: str) -> np.ndarray:
+    """Read ``name`` and check its dtype kind (numpy ``dtype.kind`` letters) and shape (None = any)."""
+    where = f"{handle.filename}: dataset '{name}'"
+    if name not in handle:
+        raise StoreError(f"{where} is missing; the file does not follow the {producer} contract: rerun that stage")
+    try:
+        data = handle[name][()]
+    except Exception as exc:  # h5py raises OSError/KeyError variants on damaged chunks
+        raise StoreError(f"{where} cannot be read ({exc}): delete the file and rerun the {producer} stage") from exc
+    data = np.asarray(data)
+    if kind == "str":
+        if data.dtype.kind not in ("O", "S", "U"):
+            raise StoreError(f"{where} should hold strings, found dtype {data.dtype}")
+        data = np.array([d.decode() if isinstance(d, bytes) else str(d) for d in data.ravel()], dtype=object)
+    elif data.dtype.kind not in kind:
+        raise StoreError(f"{where} has dtype {data.dtype}, the contract needs kind '{kind}'")
+    if len(shape) != data.ndim or any(s is not None and s != d for s, d in zip(shape, data.shape)):
+        want = "[" + ", ".join("*" if s is None else str(s) for s in shape) + "]"
+        raise StoreError(f"{where} has shape {list(data.shape)}, expected {want}")
+    return data
+
+
+# --------------------------------------------------------------------------- attributions
+
+
+@dataclass
+class Attributions:
+    """Per-example, per-component scores of one (experiment, split, concept)."""
+
+    scores: dict[str, np.ndarray]
+    groups: np.ndarray
+    names: list[str]
+    example_ids: list[str]
+    attrs: dict[str, Any] = field(default_factory=dict)
+    extras: dict[str, np.ndarray] = field(default_factory=dict)
+
+    @property
+    def n_examples(self) -> int:
+        return len(self.example_ids)
+
+    @property
+    def n_components(self) -> int:
+        return int(self.groups.shape[0])
+
+
+def write_attributions(
+    path: str | os.PathLike,
+    scores: Mapping[str, np.ndarray],
+    groups: np.ndarray,
+    names: Sequence[str],
+    example_ids: Sequence[str],
+    attrs: Mapping[str, Any],
+    extras: Mapping[str, np.ndarray] | None = None,
+) -> Path:
+    """Write the attribution contract atomically; returns ``path``."""
+    groups = np.asarray(groups)
+    n_components, n_examples = groups.shape[0], len(example_ids)
+    if not scores:
+        raise ValueError("scores is empty: give at least one scorer's [n_examples, n_components] matrix")
+    if len(names) != n_components:
+        raise ValueError(f"{len(names)} component names for {n_components} components")
+    for scorer, matrix in scores.items():
+        if np.shape(matrix) != (n_examples, n_components):
+            raise ValueError(
+                f"scores['{scorer}'] has shape {np.shape(matrix)}, expected ({n_examples}, {n_components})"
+            )
+    path = Path(path)
+    with atomic_path(path) as tmp:
+        with h5py.File(tmp, "w") as handle:
+            for scorer, matrix in scores.items():
+                handle.create_dataset(f"scores/{scorer}", data=np.asarray(matrix, dtype=np.float32))
+            handle.create_dataset("components/group", data=groups.astype(np.int32))
+            handle.create_dataset("components/name", data=np.asarray(list(names), dtype=object), dtype=STR_DTYPE)
+            handle.create_dataset("examples/id", data=np.asarray(list(example_ids), dtype=object), dtype=STR_DTYPE)
+            for name, value in (extras or {}).items():
+                handle.create_dataset(f"extras/{name}", data=np.asarray(value))
+            _write_attrs(handle, {"package_version": __version__, **attrs})
+    return path
+
+
+def read_attributions(path: str | os.PathLike) -> Attributions:
+    """Read and validate an attribution file."""
+    producer = "attribution"
+    with _open_for_read(path, producer) as handle:
+        groups = _dataset(handle, "components/group", "iu", (None,), producer)
+        n_components = groups.shape[0]
+        names = _dataset(handle, "components/name", "str", (n_components,), producer)
+        ids = _dataset(handle, "examples/id", "str", (None,), producer)
+        if "scores" not in handle or not len(handle["scores"]):
+            raise StoreError(f"{path}: group 'scores' is missing or empty; rerun the attribution stage")
+        scores = {
+            scorer: _dataset(handle, f"scores/{scorer}", "f", (ids.shape[0], n_components), producer)
+            for scorer in handle["scores"]
+        }
+        extras = {name: np.asarray(handle[f"extras/{name}"][()]) for name in handle.get("extras", {})}
+        return Attributions(
+            scores=scores,
+            groups=groups.astype(np.int32),
+            names=list(names),
+            example_ids=list(ids),
+            attrs=_read_attrs(handle),
+            extras=extras,
+        )
+
+
+# --------------------------------------------------------------------------- votes
+
+
+@dataclass
+class Votes:
+    """Vote counts of Algorithm 2 for a K grid, plus the baseline circuits (A on the full dataset)."""
+
+    k_grid: np.ndarray
+    baseline: np.ndarray
+    selection_counts: np.ndarray
+    certification_counts: np.ndarray
+    groups: np.ndarray
+    attrs: dict[str, Any] = field(default_factory=dict)
+
+
+def write_votes(path: str | os.PathLike, votes: Votes) -> Path:
+    """Write the votes contract atomically."""
+    n_k, n_components = votes.selection_counts.shape
+    for name in ("baseline", "certification_counts"):
+        if getattr(votes, name).shape != (n_k, n_components):
+            raise ValueError(f"votes.{name} has shape {getattr(votes, name).shape}, expected {(n_k, n_components)}")
+    path = Path(path)
+    with atomic_path(path) as tmp:
+        with h5py.File(tmp, "w") as handle:
+            handle.create_dataset("k_grid", data=np.asarray(votes.k_grid, dtype=np.float64))
+            handle.create_dataset("baseline", data=votes.baseline.astype(bool))
+            handle.create_dataset("selection_counts", data=votes.selection_counts.astype(np.int32))
+            handle.create_dataset("certification_counts", data=votes.certification_counts.astype(np.int32))
+            handle.create_dataset("groups", data=np.asarray(votes.groups, dtype=np.int32))
+            _write_attrs(handle, {"package_version": __version__, **votes.attrs})
+    return path
+
+
+def read_votes(path: str | os.PathLike) -> Votes:
+    """Read and validate a votes file."""
+    producer = "votes"
+    with _open_for_read(path, producer) as handle:
+        k_grid = _dataset(handle, "k_grid", "f", (None,), producer)
+        selection = _dataset(handle, "selection_counts", "iu", (k_grid.shape[0], None), producer)
+        shape = selection.shape
+        votes = Votes(
+            k_grid=k_grid,
+            baseline=_dataset(handle, "baseline", "b", shape, producer),
+            selection_counts=selection,
+            certification_counts=_dataset(handle, "certification_counts", "iu", shape, producer),
+            groups=_dataset(handle, "groups", "iu", (shape[1],), producer),
+            attrs=_read_attrs(handle),
+        )
+        for key in ("p_del", "n0", "n", "seed", "n_examples"):
+            if key not in votes.attrs:
+                raise StoreError(f"{path}: attribute '{key}' is missing; rerun the votes stage")
+        return votes
+
+
+# --------------------------------------------------------------------------- certificates
+
+
+@dataclass
+class Certificates:
+    """Certified decisions (Algorithm 1) and majority-vote circuits for a K grid."""
+
+    k_grid: np.ndarray
+    decision: np.ndarray
+    majority: np.ndarray
+    pvalue: np.ndarray
+    attrs: dict[str, Any] = field(default_factory=dict)
+
+
+def write_certificates(path: str | os.PathLike, certificates: Certificates) -> Path:
+    """Write the certificates contract atomically."""
+    shape = certificates.decision.shape
+    for name in ("majority", "pvalue"):
+        if getattr(certificates, name).shape != shape:
+            raise ValueError(f"certificates.{name} has shape {getattr(certificates, name).shape}, expected {shape}")
+    path = Path(path)
+    with atomic_path(path) as tmp:
+        with h5py.File(tmp, "w") as handle:
+            handle.create_dataset("k_grid", data=np.asarray(certificates.k_grid, dtype=np.float64))
+            handle.create_dataset("decision", data=certificates.decision.astype(np.int8))
+            handle.create_dataset("majority", data=certificates.majority.astype(bool))
+            handle.create_dataset("pvalue", data=certificates.pvalue.astype(np.float64))
+            _write_attrs(handle, {"package_version": __version__, **certificates.attrs})
+    return path
+
+
+def read_certificates(path: str | os.PathLike) -> Certificates:
+    """Read and validate a certificates file."""
+    producer = "certification"
+    with _open_for_read(path, producer) as handle:
+        k_grid = _dataset(handle, "k_grid", "f", (None,), producer)
+        decision = _dataset(handle, "decision", "i", (k_grid.shape[0], None), producer)
+        if decision.size and not np.isin(decision, (-1, 0, 1)).all():
+            raise StoreError(f"{path}: dataset 'decision' holds values outside {{1, 0, -1}}; rerun certification")
+        certificates = Certificates(
+            k_grid=k_grid,
+            decision=decision.astype(np.int8),
+            majority=_dataset(handle, "majority", "b", decision.shape, producer),
+            pvalue=_dataset(handle, "pvalue", "f", decision.shape, producer),
+            attrs=_read_attrs(handle),
+        )
+        for key in ("tau", "alpha", "correction", "radius"):
+            if key not in certificates.attrs:
+                raise StoreError(f"{path}: attribute '{key}' is missing; rerun the certification stage")
+        return certificates

@@ -1,0 +1,370 @@
+"""The embedded concept world: procedurally rendered shape classes with a planted spurious cue.
+
+Stand-in for ImageNet in the paper's vision experiments (Sec. 4, App. A.1) so that every claim can be
+tested on a 2-core CPU without data. Each class is a *shape* (the core cue) drawn with random
+position, scale, rotation and colour (nuisances) on a textured background ("habitat", the spurious
+cue). In the training, concept (D_c) and ID-test splits the habitat equals the class's own habitat
+with probability ``habitat_rate`` and is uniform otherwise. OOD splits mirror the paper's:
+
+- ``context_shift`` (like OOD-CV): the habitat is always one of the *other* classes' habitats;
+- ``corruption`` (like ImageNet-C): the ID-test images after defocus blur (see ``corruption.py``);
+- ``adversarial_pool`` (like ImageNet-A before filtration): hard images (small, low-contrast shapes,
+  decorrelated habitats); ``filter.py`` keeps those the trained model misclassifies;
+- ``anomaly_pool`` (like ImageNet-O before filtration): shapes never trained on; ``filter.py`` keeps
+  those the model confidently assigns to a known class, labelled with that class.
+
+Everything is a pure function of ``WorldConfig`` (incl. its seed): each split draws from its own
+``numpy.random.SeedSequence`` child, so splits are independent and reproducible.
+Rendering is vectorised over the batch (2x supersampled, then box-filtered for anti-aliasing).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+CLASS_SHAPES: tuple[str, ...] = (
+    "circle", "square", "triangle", "plus", "star", "ring", "hexagon", "crescent", "bar", "ell",
+)
+NOVEL_SHAPES: tuple[str, ...] = ("frame", "hollow_triangle", "tee", "two_dots", "chevron")
+HABITATS: tuple[str, ...] = tuple(f"habitat{i}" for i in range(len(CLASS_SHAPES)))
+
+SPLITS: tuple[str, ...] = (
+    "train", "concept", "id_test", "context_shift", "corruption", "adversarial_pool", "anomaly_pool",
+    "counterfactual",
+)
+
+
+@dataclass(frozen=True)
+class WorldConfig:
+    """All knobs of the concept world (defaults = the calibrated embedded world)."""
+
+    seed: int = 0
+    image_size: int = 32
+    n_classes: int = 10
+    habitat_rate: float = 0.8          # P(own habitat) in train / concept / id_test
+    texture_contrast: float = 0.18     # amplitude of the habitat pattern (0..0.5)
+    habitat_tint: float = 0.12         # strength of the habitat colour tint (0..0.5)
+    shape_radius: tuple[float, float] = (0.26, 0.40)  # shape radius as a fraction of the image side
+    shape_contrast: float = 0.45       # min |shape colour - background| per image (luminance units)
+    n_train_per_class: int = 600
+    n_concept_per_class: int = 50
+    n_test_per_class: int = 100
+    n_ood_per_class: int = 100
+    n_pool_per_class: int = 300
+    n_anomaly_pool: int = 3000
+    n_counterfactual: int = 400
+    corruption_severity: int = 2
+
+    def validate(self) -> None:
+        if not 1 <= self.n_classes <= len(CLASS_SHAPES):
+            raise ValueError(f"n_classes must be in 1..{len(CLASS_SHAPES)}, got {self.n_classes}")
+        if self.image_size < 16:
+            raise ValueError(f"image_size must be >= 16 px, got {self.image_size}")
+        if not 0.0 <= self.habitat_rate <= 1.0:
+            raise ValueError(f"habitat_rate must be in [0, 1], got {self.habitat_rate}")
+        if not 1 <= self.n_concept_per_class <= 5000:
+            raise ValueError(f"n_concept_per_class must be in 1..5000, got {self.n_concept_per_class}")
+        lo, hi = self.shape_radius
+        if not 0.05 <= lo <= hi <= 0.5:
+            raise ValueError(f"shape_radius must satisfy 0.05 <= lo <= hi <= 0.5, got {self.shape_radius}")
+
+    def class_names(self) -> list[str]:
+        return list(CLASS_SHAPES[: self.n_classes])
+
+
+# ----------------------------------------------------------------------------------------------
+# shapes: inside-tests on local coordinates (u, v) in roughly [-1, 1]; all vectorised
+# ----------------------------------------------------------------------------------------------
+
+def _polygon(u: np.ndarray, v: np.ndarray, n: int, r: float = 1.0) -> np.ndarray:
+    """Inside a regular n-gon of circumradius r (one vertex pointing up)."""
+    ang = np.arctan2(u, -v)
+    sector = 2 * np.pi / n
+    local = (ang % sector) - sector / 2
+    apothem = r * np.cos(np.pi / n)
+    return np.hypot(u, v) * np.cos(local) <= apothem
+
+
+def shape_mask(name: str, u: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """Boolean inside-mask of shape ``name`` at local coordinates (u, v)."""
+    r = np.hypot(u, v)
+    if name == "circle":
+        return r <= 0.95
+    if name == "square":
+        return np.maximum(np.abs(u), np.abs(v)) <= 0.78
+    if name == "triangle":
+        return _polygon(u, v + 0.15, 3, 1.05)
+    if name == "plus":
+        return ((np.abs(u) <= 0.3) & (np.abs(v) <= 0.95)) | ((np.abs(v) <= 0.3) & (np.abs(u) <= 0.95))
+    if name == "star":
+        phi = np.arctan2(v, u)
+        return r <= 0.42 + 0.58 * ((np.cos(5 * phi) + 1) / 2) ** 2
+    if name == "ring":
+        return (r <= 0.95) & (r >= 0.55)
+    if name == "hexagon":
+        return _polygon(u, v, 6, 0.95)
+    if name == "crescent":
+        return (r <= 0.95) & (np.hypot(u - 0.45, v) >= 0.78)
+    if name == "bar":
+        return (np.abs(u) <= 0.95) & (np.abs(v) <= 0.32)
+    if name == "ell":
+        return ((u >= -0.85) & (u <= -0.3) & (np.abs(v) <= 0.9)) | (
+            (u >= -0.85) & (u <= 0.85) & (v >= 0.35) & (v <= 0.9)
+        )
+    # novel shapes (anomaly set only)
+    if name == "frame":
+        m = np.maximum(np.abs(u), np.abs(v))
+        return (m <= 0.85) & (m >= 0.55)
+    if name == "hollow_triangle":
+        return _polygon(u, v + 0.15, 3, 1.05) & ~_polygon(u, v + 0.15, 3, 0.55)
+    if name == "tee":
+        return ((np.abs(u) <= 0.9) & (v >= -0.9) & (v <= -0.45)) | ((np.abs(u) <= 0.25) & (v >= -0.9) & (v <= 0.9))
+    if name == "two_dots":
+        return (np.hypot(u - 0.5, v) <= 0.38) | (np.hypot(u + 0.5, v) <= 0.38)
+    if name == "chevron":
+        return (np.abs(v - 0.6 * np.abs(u)) <= 0.25) & (np.abs(u) <= 0.9)
+    raise ValueError(f"unknown shape {name!r}; known: {CLASS_SHAPES + NOVEL_SHAPES}")
+
+
+# ----------------------------------------------------------------------------------------------
+# habitats: class-specific background textures (tint + oriented pattern)
+# ----------------------------------------------------------------------------------------------
+
+def _habitat_table(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Fixed per-habitat parameters: tint direction (rgb), pattern angle, frequency, pattern kind."""
+    hues = np.arange(n) / n
+    tint = np.stack([np.cos(2 * np.pi * (hues + k / 3)) for k in range(3)], axis=1)  # [n, 3]
+    angle = (np.arange(n) * 3 % n) * np.pi / n
+    freq = np.array([2.0, 3.5, 5.0])[np.arange(n) % 3]
+    kind = np.arange(n) % 2  # 0: stripes, 1: dots (product of two gratings)
+    return tint.astype(np.float32), angle, freq, kind
+
+
+@dataclass
+class Scene:
+    """Per-image generative parameters (all arrays of length N)."""
+
+    shape: np.ndarray       # int, index into the shape list used for rendering
+    habitat: np.ndarray     # int
+    cx: np.ndarray
+    cy: np.ndarray
+    radius: np.ndarray      # fraction of image side
+    angle: np.ndarray
+    color: np.ndarray       # [N, 3] in [0, 1]
+    phase: np.ndarray       # [N, 2] background pattern phases
+    base: np.ndarray        # [N] background luminance
+
+    def replace(self, **kw: np.ndarray) -> "Scene":
+        return dataclasses.replace(self, **kw)
+
+
+def sample_scenes(
+    rng: np.random.Generator, shape: np.ndarray, habitat: np.ndarray, cfg: WorldConfig,
+    radius_scale: float = 1.0, contrast: float | None = None,
+) -> Scene:
+    """Draw nuisance parameters (position, scale, rotation, colour, background phase) for N images."""
+    n = len(shape)
+    lo, hi = cfg.shape_radius
+    radius = rng.uniform(lo, hi, n) * radius_scale
+    margin = radius * 0.9
+    cx = rng.uniform(margin, 1 - margin)
+    cy = rng.uniform(margin, 1 - margin)
+    angle = rng.uniform(0, 2 * np.pi, n)
+    base = rng.uniform(0.35, 0.65, n)
+    contrast = cfg.shape_contrast if contrast is None else contrast
+    # shape colour: random hue, luminance pushed at least `contrast` away from the background
+    hue = rng.uniform(0, 1, n)
+    chroma = np.stack([np.cos(2 * np.pi * (hue + k / 3)) for k in range(3)], axis=1) * 0.2
+    sign = np.where(rng.uniform(size=n) < 0.5, -1.0, 1.0)
+    lum = np.clip(base + sign * (contrast + rng.uniform(0, 0.1, n)), 0.05, 0.95)
+    color = np.clip(lum[:, None] + chroma, 0, 1)
+    phase = rng.uniform(0, 2 * np.pi, (n, 2))
+    f32 = np.float32
+    return Scene(np.asarray(shape), np.asarray(habitat), cx.astype(f32), cy.astype(f32), radius.astype(f32),
+                 angle.astype(f32), color.astype(f32), phase.astype(f32), base.astype(f32))
+
+
+def render(scenes: Scene, cfg: WorldConfig, shape_names: tuple[str, ...] = CLASS_SHAPES) -> np.ndarray:
+    """Render scenes to uint8 [N, H, W, 3] (vectorised; 2x supersampling)."""
+    n = len(scenes.shape)
+    s = cfg.image_size * 2
+    coords = (np.arange(s, dtype=np.float32) + 0.5) / s
+    yy, xx = np.meshgrid(coords, coords, indexing="ij")  # [S, S]
+    tint, h_angle, h_freq, h_kind = _habitat_table(len(HABITATS))
+    h_angle, h_freq = h_angle.astype(np.float32), h_freq.astype(np.float32)
+    h = scenes.habitat
+    # background: base luminance + habitat tint + oriented pattern
+    ca, sa = np.cos(h_angle[h])[:, None, None], np.sin(h_angle[h])[:, None, None]
+    f = (2 * np.pi * h_freq[h])[:, None, None]
+    t1 = xx[None] * ca + yy[None] * sa
+    t2 = -xx[None] * sa + yy[None] * ca
+    g1 = np.sin(f * t1 + scenes.phase[:, 0, None, None])
+    g2 = np.sin(f * t2 + scenes.phase[:, 1, None, None])
+    pattern = np.where(h_kind[h][:, None, None] == 0, g1, g1 * g2)
+    lum = scenes.base[:, None, None] + np.float32(cfg.texture_contrast) * pattern  # [N, S, S]
+    bg = lum[..., None] + np.float32(cfg.habitat_tint) * tint[h][:, None, None, :]
+    # shape: local coordinates u, v = R(-angle) (p - c) / radius
+    dx = (xx[None] - scenes.cx[:, None, None]) / scenes.radius[:, None, None]
+    dy = (yy[None] - scenes.cy[:, None, None]) / scenes.radius[:, None, None]
+    c, sn = np.cos(scenes.angle)[:, None, None], np.sin(scenes.angle)[:, None, None]
+    u = c * dx + sn * dy
+    v = -sn * dx + c * dy
+    inside = np.zeros((n, s, s), dtype=bool)
+    for k in np.unique(scenes.shape):
+        sel = scenes.shape == k
+        inside[sel] = shape_mask(shape_names[int(k)], u[sel], v[sel])
+    img = np.where(inside[..., None], scenes.color[:, None, None, :], bg)
+    img = img.reshape(n, cfg.image_size, 2, cfg.image_size, 2, 3).mean(axis=(2, 4))
+    return (np.clip(img, 0, 1) * 255 + 0.5).astype(np.uint8)
+
+
+# ----------------------------------------------------------------------------------------------
+# splits
+# ----------------------------------------------------------------------------------------------
+
+def _correlated_habitats(rng: np.random.Generator, labels: np.ndarray, rate: float, n_hab: int) -> np.ndarray:
+    own = rng.uniform(size=len(labels)) < rate
+    return np.where(own, labels, rng.integers(0, n_hab, len(labels)))
+
+
+def _other_habitats(rng: np.random.Generator, labels: np.ndarray, n_hab: int) -> np.ndarray:
+    return (labels + rng.integers(1, n_hab, len(labels))) % n_hab
+
+
+def _balanced_labels(n_per_class: int, n_classes: int) -> np.ndarray:
+    return np.repeat(np.arange(n_classes), n_per_class)
+
+
+def _split_rng(cfg: WorldConfig, split: str) -> np.random.Generator:
+    return np.random.default_rng(np.random.SeedSequence([cfg.seed, SPLITS.index(split)]))
+
+
+def make_split(cfg: WorldConfig, split: str) -> dict[str, np.ndarray]:
+    """Generate one split as arrays: images uint8 [N,H,W,3], labels, habitat, shape, ids.
+
+    ``counterfactual`` returns base / habitat-swapped / shape-swapped images of the same scenes
+    (keys ``images``, ``images_habitat_swap``, ``images_shape_swap``)."""
+    cfg.validate()
+    if split not in SPLITS:
+        raise ValueError(f"unknown world split {split!r}; choose one of {SPLITS}")
+    rng = _split_rng(cfg, split)
+    nc = cfg.n_classes
+    shape_names = CLASS_SHAPES
+    out: dict[str, np.ndarray] = {}
+    if split in ("train", "concept", "id_test", "corruption"):
+        n_per = {"train": cfg.n_train_per_class, "concept": cfg.n_concept_per_class}.get(split, cfg.n_test_per_class)
+        if split == "corruption":  # a corrupted copy of id_test, as ImageNet-C is of ImageNet val
+            rng = _split_rng(cfg, "id_test")
+        labels = _balanced_labels(n_per, nc)
+        habitat = _correlated_habitats(rng, labels, cfg.habitat_rate, nc)
+        scenes = sample_scenes(rng, labels, habitat, cfg)
+        images = render(scenes, cfg)
+        if split == "corruption":
+            from .corruption import defocus_blur
+
+            images = defocus_blur(images, severity=cfg.corruption_severity)
+        shape = labels
+    elif split == "context_shift":
+        labels = _balanced_labels(cfg.n_ood_per_class, nc)
+        habitat = _other_habitats(rng, labels, nc)
+        images = render(sample_scenes(rng, labels, habitat, cfg), cfg)
+        shape = labels
+    elif split == "adversarial_pool":
+        labels = _balanced_labels(cfg.n_pool_per_class, nc)
+        mismatch = rng.uniform(size=len(labels)) < 0.6
+        habitat = np.where(mismatch, _other_habitats(rng, labels, nc), labels)
+        scenes = sample_scenes(rng, labels, habitat, cfg, radius_scale=0.75, contrast=cfg.shape_contrast * 0.35)
+        images = render(scenes, cfg)
+        shape = labels
+    elif split == "anomaly_pool":
+        shape_names = NOVEL_SHAPES
+        shape = rng.integers(0, len(NOVEL_SHAPES), cfg.n_anomaly_pool)
+        habitat = rng.integers(0, nc, cfg.n_anomaly_pool)
+        images = render(sample_scenes(rng, shape, habitat, cfg), cfg, NOVEL_SHAPES)
+        labels = np.full(cfg.n_anomaly_pool, -1)  # assigned by filtration against the model
+    else:  # counterfactual
+        n = cfg.n_counterfactual
+        labels = rng.integers(0, nc, n)
+        habitat = _correlated_habitats(rng, labels, cfg.habitat_rate, nc)
+        scenes = sample_scenes(rng, labels, habitat, cfg)
+        other_h = (habitat + rng.integers(1, nc, n)) % nc
+        other_s = (labels + rng.integers(1, nc, n)) % nc
+        images = render(scenes, cfg)
+        out["images_habitat_swap"] = render(scenes.replace(habitat=other_h), cfg)
+        out["images_shape_swap"] = render(scenes.replace(shape=other_s), cfg)
+        shape = labels
+    n = len(labels)
+    out.update(
+        images=images,
+        labels=np.asarray(labels, dtype=np.int16),
+        habitat=np.asarray(habitat, dtype=np.int16),
+        shape=np.asarray(shape, dtype=np.int16),
+        ids=np.array([f"{split}/{i:06d}" for i in range(n)]),
+        class_names=np.array(cfg.class_names()),
+        shape_names=np.array(shape_names),
+    )
+    return out
+
+
+def save_split(path: Path, arrays: dict[str, np.ndarray]) -> Path:
+    """Write one split as an uncompressed .npz atomically (temp name in the same folder + rename)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        with open(tmp, "wb") as fh:
+            np.savez(fh, **arrays)
+        tmp.replace(path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    return path
+
+
+def write_json_atomic(path: Path, obj: object) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        tmp.write_text(json.dumps(obj, indent=2, sort_keys=True))
+        tmp.replace(path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    return path
+
+
+def build_world(cfg: WorldConfig, out_dir: Path, splits: tuple[str, ...] = SPLITS, progress: bool = True) -> dict[str, Path]:
+    """Generate every split into ``out_dir/<split>.npz`` plus ``world.json`` (config, class names)."""
+    from tqdm import tqdm
+
+    cfg.validate()
+    out_dir = Path(out_dir)
+    paths = {}
+    for split in tqdm(splits, desc="vision-world", disable=not progress, file=None):
+        paths[split] = save_split(out_dir / f"{split}.npz", make_split(cfg, split))
+    meta = {"config": dataclasses.asdict(cfg), "class_names": cfg.class_names(), "habitats": list(HABITATS[: cfg.n_classes]),
+            "novel_shapes": list(NOVEL_SHAPES), "splits": list(splits)}
+    paths["meta"] = write_json_atomic(out_dir / "world.json", meta)
+    return paths
+
+
+def load_split(path: Path) -> dict[str, np.ndarray]:
+    """Load a world split .npz; clear error when it is missing or not a world split."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"world split {path} does not exist; build the world first with "
+            f"`certified-circuits vision-world --out {path.parent}`"
+        )
+    with np.load(path, allow_pickle=False) as z:
+        data = {k: z[k] for k in z.files}
+    missing = {"images", "labels", "ids", "class_names"} - set(data)
+    if missing:
+        raise ValueError(f"{path} is not a concept-world split: missing arrays {sorted(missing)}")
+    return data
