@@ -9,12 +9,11 @@ Deletion masks
 
 Vote counts, cached path
     For base algorithms that score a dataset by the mean of per-example scores ``S [|D|, U]``, the
-    sub-dataset score of every mask is one matrix product ``eps @ S / |eps|``. Each sample's
-    within-group rank of every component is computed once (stable sort: ties to the lower index) and
-    reused for the whole K grid: component ``u`` is in the top-K circuit iff
-    ``rank < k_count(K, |group(u)|)``. Because the counts are nondecreasing in K, the first K at which
-    ``u`` enters is a ``searchsorted`` and the counts for all K are one ``bincount`` plus a cumulative
-    sum. No Python loop runs over masks or components (only over sample chunks, to bound memory, and
+    sub-dataset score of every mask is one matrix product ``eps @ S / |eps|``. Each sample's scores are
+    sorted once per group and reused for the whole K grid: top-K circuits are nested in K, so it
+    suffices to find the first K at which each component enters (one comparison against each K's
+    threshold, ties to the lower index); the counts for all K are then one ``bincount`` plus a
+    cumulative sum. No Python loop runs over masks or components (only over sample chunks, to bound memory, and
     over the few top-K groups).
 
 Vote counts, naive path
@@ -100,61 +99,102 @@ def _check_scores(scores: np.ndarray, groups: np.ndarray, masks: np.ndarray) -> 
     return scores, groups, masks
 
 
-def _descending_order(values: np.ndarray) -> np.ndarray:
-    """Per-row order of ``values`` by (value descending, index ascending).
+def _first_entry(values: np.ndarray, kept: np.ndarray) -> np.ndarray:
+    """First position in a sorted K grid at which each component enters its sample's top-K circuit.
 
-    A fast unstable sort does the work; rows that contain exact ties (common: dead channels score
-    exactly 0) are then fixed by re-sorting a unique int64 key ``run_id * m + index``, which puts each
-    run of equal values in index order. Equivalent to ``argsort(-values, kind="stable")`` at a fraction
-    of the cost.
+    Args:
+        values: float64 ``[b, m]`` dataset scores of one group for ``b`` samples.
+        kept: int ``[nK]`` nondecreasing numbers of components kept at each sorted K.
+
+    Returns:
+        uint8/int16 ``[b, m]`` with values in ``0..nK`` (``nK``: never).
+
+    Method (no argsort): with ``d`` the row sorted in descending order, the threshold of K_j is
+    ``t_j = d[kept_j - 1]`` and ``u`` is in the circuit iff ``x_u > t_j``, or ``x_u == t_j`` and fewer
+    than ``s_j = kept_j - #{x > t_j}`` tied components have a lower index (ties to the lower index).
+    Without ties, the entry is ``#{j : t_j > x_u}``: one comparison per K. Where a tie straddles the
+    cut (``d[kept_j - 1] == d[kept_j]``), the tied components past the first ``s_j`` are pushed to
+    ``j + 1``, processing ``j`` in increasing order; this only touches the affected rows.
     """
-    negated = -values
-    order = np.argsort(negated, axis=1)
-    ordered = np.take_along_axis(negated, order, axis=1)
-    new_run = np.ones(ordered.shape, dtype=bool)
-    new_run[:, 1:] = ordered[:, 1:] != ordered[:, :-1]
-    tied_rows = np.flatnonzero(~new_run.all(axis=1))
-    if tied_rows.size:
-        width = values.shape[1]
-        run_id = np.cumsum(new_run[tied_rows], axis=1, dtype=np.int64)
-        key = run_id * width + order[tied_rows]
-        order[tied_rows] = np.sort(key, axis=1) % width
-    return order
+    b, m = values.shape
+    n_k = kept.size
+    descending = np.sort(values, axis=1)[:, ::-1]
+    thresholds = descending[:, kept - 1]  # [b, nK], nonincreasing along K
+    entry = np.zeros((b, m), dtype=np.uint8 if n_k < 255 else np.int16)
+    below = np.empty((b, m), dtype=bool)
+    for j in range(n_k):
+        np.less(values, thresholds[:, j : j + 1], out=below)
+        entry += below.view(np.uint8)
+    for j in range(n_k):
+        if kept[j] >= m:
+            continue
+        split = np.flatnonzero(descending[:, kept[j] - 1] == descending[:, kept[j]])
+        if split.size == 0:
+            continue
+        rows = values[split]
+        tied = rows == thresholds[split, j : j + 1]
+        slots = kept[j] - (rows > thresholds[split, j : j + 1]).sum(axis=1)
+        tie_rank = np.cumsum(tied, axis=1) - 1
+        excluded = tied & (tie_rank >= slots[:, None]) & (entry[split] <= j)
+        sub = entry[split]
+        sub[excluded] = j + 1
+        entry[split] = sub
+    return entry
 
 
-def first_inclusion(
+def _sub_dataset_scores(scores: np.ndarray, masks: np.ndarray, absolute: bool) -> np.ndarray:
+    """``A``'s dataset score for every mask: ``|eps @ S| / |eps|`` (float64, one matrix product)."""
+    n_kept = masks.sum(axis=1)
+    dataset_scores = masks.astype(np.float64) @ np.asarray(scores, dtype=np.float64)
+    dataset_scores /= np.maximum(n_kept, 1)[:, None]
+    if absolute:
+        np.abs(dataset_scores, out=dataset_scores)
+    return dataset_scores
+
+
+def _entry_histogram(
     scores: np.ndarray,
     groups: np.ndarray,
     k_grid: np.ndarray,
     masks: np.ndarray,
-    absolute: bool = False,
+    absolute: bool,
+    chunk_size: int,
+    weights: np.ndarray | None,
 ) -> np.ndarray:
-    """For every sample and component, the position in the *sorted* K grid where it enters.
+    """``H [U, nK + 1]``: (weighted) number of samples in which ``u`` first enters at the j-th smallest K.
 
-    Returns:
-        int64 ``[n_samples, U]`` with values in ``0..len(k_grid)``: the sample's circuit at the
-        ``j``-th smallest K contains ``u`` iff ``result[s, u] <= j``; ``len(k_grid)`` means never
-        (also for the empty sub-dataset, whose circuit is empty).
+    Per chunk of samples: one matrix product gives every sample's dataset scores, :func:`_first_entry`
+    the entry position of every (sample, component), and one ``bincount`` of
+    ``component * (nK + 1) + entry`` the histogram. Empty sub-datasets give the empty circuit and
+    contribute nothing.
     """
-    k_sorted = np.sort(check_k_grid(k_grid))
+    k_sorted = np.sort(k_grid)
+    n_k, n_components = k_sorted.size, scores.shape[1]
     index = GroupIndex.from_groups(groups)
     kept_per_group = count_table(k_sorted, index)  # [nK, G], nondecreasing along K
-    n_kept = masks.sum(axis=1)
-    sums = masks.astype(np.float64) @ np.asarray(scores, dtype=np.float64)
-    dataset_scores = sums / np.maximum(n_kept, 1)[:, None]
-    if absolute:
-        np.abs(dataset_scores, out=dataset_scores)
-    entry = np.empty(dataset_scores.shape, dtype=np.int64)
-    rows = np.arange(dataset_scores.shape[0])[:, None]
-    for g, members in enumerate(index.members):
-        # rank r enters at the first sorted K whose count exceeds r
-        entry_of_rank = np.searchsorted(kept_per_group[:, g], np.arange(members.size), side="right")
-        order = _descending_order(dataset_scores[:, members])
-        group_entry = np.empty(order.shape, dtype=np.int64)
-        group_entry[rows, order] = entry_of_rank[None, :]
-        entry[:, members] = group_entry
-    entry[n_kept == 0] = k_sorted.size
-    return entry
+    histogram = np.zeros(n_components * (n_k + 1), dtype=np.float64 if weights is not None else np.int64)
+    nonempty = np.flatnonzero(masks.any(axis=1))
+    for start in range(0, nonempty.size, chunk_size):
+        rows = nonempty[start : start + chunk_size]
+        dataset_scores = _sub_dataset_scores(scores, masks[rows], absolute)
+        for g, members in enumerate(index.members):
+            whole = members.size == n_components
+            local = dataset_scores if whole else dataset_scores[:, members]
+            entry = _first_entry(local, kept_per_group[:, g])
+            component = np.arange(n_components) if whole else members
+            bins = (component * (n_k + 1))[None, :] + entry
+            w = None if weights is None else np.repeat(weights[rows], members.size)
+            histogram += np.bincount(bins.ravel(), weights=w, minlength=histogram.size)
+    return histogram.reshape(n_components, n_k + 1)
+
+
+def _counts_from_histogram(histogram: np.ndarray, k_grid: np.ndarray) -> np.ndarray:
+    """Cumulate first-entry histograms into counts ``[nK, U]`` in the caller's K order."""
+    n_k = k_grid.size
+    counts_sorted = np.cumsum(histogram[:, :n_k], axis=1).T
+    counts = np.empty_like(counts_sorted)
+    counts[np.argsort(k_grid, kind="stable")] = counts_sorted
+    return counts
 
 
 def vote_counts(
@@ -182,18 +222,30 @@ def vote_counts(
     scores, groups, masks = _check_scores(scores, groups, masks)
     k_grid = check_k_grid(k_grid)
     chunk_size = check_count("chunk_size", chunk_size)
-    n_k, n_components = k_grid.size, scores.shape[1]
-    histogram = np.zeros(n_components * (n_k + 1), dtype=np.int64)
-    offsets = np.arange(n_components, dtype=np.int64) * (n_k + 1)
-    for start in range(0, masks.shape[0], chunk_size):
-        entry = first_inclusion(scores, groups, k_grid, masks[start : start + chunk_size], absolute)
-        histogram += np.bincount((entry + offsets[None, :]).ravel(), minlength=histogram.size)
-    per_entry = histogram.reshape(n_components, n_k + 1)[:, :n_k]
-    counts_sorted = np.cumsum(per_entry, axis=1).T  # [nK sorted, U]
-    order = np.argsort(k_grid, kind="stable")
-    counts = np.empty_like(counts_sorted)
-    counts[order] = counts_sorted
-    return counts.astype(np.int32)
+    histogram = _entry_histogram(scores, groups, k_grid, masks, absolute, chunk_size, None)
+    return _counts_from_histogram(histogram, k_grid).astype(np.int32)
+
+
+def inclusion_probabilities(
+    scores: np.ndarray,
+    groups: np.ndarray,
+    k_grid: np.ndarray,
+    masks: np.ndarray,
+    weights: np.ndarray,
+    absolute: bool = False,
+) -> np.ndarray:
+    """``sum_s weights[s] * A_u(D ⊙ eps_s)`` for every K: float64 ``[len(k_grid), U]``.
+
+    With all ``2^|D|`` masks and ``weights = P(eps)`` this is the exact smoothed inclusion probability
+    ``p_u(D)`` of Eq. (pv); used to verify Theorem 1 by enumeration on tiny datasets.
+    """
+    scores, groups, masks = _check_scores(scores, groups, masks)
+    k_grid = check_k_grid(k_grid)
+    weights = np.asarray(weights, dtype=np.float64)
+    if weights.shape != (masks.shape[0],):
+        raise ValueError(f"weights has shape {weights.shape}, expected ({masks.shape[0]},): one weight per mask")
+    histogram = _entry_histogram(scores, groups, k_grid, masks, absolute, DEFAULT_CHUNK, weights)
+    return _counts_from_histogram(histogram, k_grid)
 
 
 def full_dataset_circuits(
