@@ -80,14 +80,15 @@ class VisionModel:
 # embedded world model: a real torchvision ResNet with a 32 px stem and small widths
 # ----------------------------------------------------------------------------------------------
 
-def world_resnet(n_classes: int, widths: tuple[int, ...] = (16, 32, 64, 128), blocks: tuple[int, ...] = (1, 1, 1, 1)) -> ResNet:
-    """A torchvision ``ResNet`` (BasicBlock) for small images: 3x3 stride-1 stem, no max-pool,
+def world_resnet(n_classes: int, widths: tuple[int, ...] = (16, 32, 64, 128), blocks: tuple[int, ...] = (1, 1, 1, 1),
+                 stem_stride: int = 2) -> ResNet:
+    """A torchvision ``ResNet`` (BasicBlock) for small images: 3x3 stem (stride ``stem_stride``), no max-pool,
     stages of the given widths (strides 1, 2, 2, 2). Same ``layer1..layer4`` hook points as ResNet-50."""
     if len(widths) != 4 or len(blocks) != 4:
         raise ValueError(f"world_resnet needs 4 widths and 4 block counts, got {widths}, {blocks}")
     net = ResNet(BasicBlock, [1, 1, 1, 1], num_classes=n_classes)
     net.inplanes = widths[0]
-    net.conv1 = nn.Conv2d(3, widths[0], kernel_size=3, stride=1, padding=1, bias=False)
+    net.conv1 = nn.Conv2d(3, widths[0], kernel_size=3, stride=stem_stride, padding=1, bias=False)
     net.bn1 = nn.BatchNorm2d(widths[0])
     net.maxpool = nn.Identity()
     net.layer1 = net._make_layer(BasicBlock, widths[0], blocks[0])
@@ -121,7 +122,7 @@ def save_world_model(path: Path, net: ResNet, class_names: list[str], widths, bl
     tmp = path.with_name(f".{path.name}.tmp")
     try:
         torch.save({"state_dict": net.state_dict(), "class_names": list(class_names), "widths": list(widths),
-                    "blocks": list(blocks), "image_size": int(image_size), "meta": meta}, tmp)
+                    "blocks": list(blocks), "stem_stride": int(net.conv1.stride[0]), "image_size": int(image_size), "meta": meta}, tmp)
         tmp.replace(path)
     finally:
         if tmp.exists():
@@ -138,7 +139,7 @@ def load_world_model(path: Path) -> VisionModel:
     ck = torch.load(path, map_location="cpu", weights_only=True)
     if "state_dict" not in ck or "widths" not in ck:
         raise ValueError(f"{path} is not a world model checkpoint written by vision-train")
-    net = world_resnet(len(ck["class_names"]), tuple(ck["widths"]), tuple(ck["blocks"]))
+    net = world_resnet(len(ck["class_names"]), tuple(ck["widths"]), tuple(ck["blocks"]), int(ck.get("stem_stride", 2)))
     net.load_state_dict(ck["state_dict"])
     net.eval()
     return _resnet_model(net, "world_resnet", list(ck["class_names"]), int(ck["image_size"]), WORLD_MEAN, WORLD_STD, ck.get("meta", {}))

@@ -80,7 +80,7 @@ def train_world_model(
             loss.backward()
             opt.step()
             sched.step()
-            tot += float(loss) * len(idx)
+            tot += float(loss.detach()) * len(idx)
             cnt += len(idx)
             bar.update(1)
         log["loss"].append(tot / cnt)
