@@ -53,9 +53,7 @@ def _cmd_votes(args: argparse.Namespace) -> int:
 
     attributions = read_attributions(args.attributions)
     if args.scorer not in attributions.scores:
-        raise SystemExit(
-            f"error: {args.attributions} has no scorer '{args.scorer}'; it has {sorted(attributions.scores)}"
-        )
+        raise ValueError(f"{args.attributions} has no scorer '{args.scorer}'; it has {sorted(attributions.scores)}")
     scores = attributions.scores[args.scorer]
     start = time.perf_counter()
     votes = compute_votes(

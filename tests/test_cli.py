@@ -1,0 +1,61 @@
+"""The engine's command-line stages, run in-process as Snakemake runs them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from certified_circuits.cli import main
+from certified_circuits.store import read_certificates, read_votes, write_attributions
+
+
+@pytest.fixture
+def attribution_file(tmp_path: Path) -> Path:
+    rng = np.random.default_rng(1)
+    signal = np.zeros(16)
+    signal[[0, 9]] = 3.0
+    return write_attributions(
+        tmp_path / "attr.h5",
+        {"relevance": signal + rng.normal(size=(30, 16))},
+        np.repeat([0, 1], 8),
+        [f"c{i}" for i in range(16)],
+        [f"x{i}" for i in range(30)],
+        {"concept": "toy", "model": "random"},
+    )
+
+
+def test_votes_then_certify(tmp_path: Path, attribution_file: Path) -> None:
+    votes_path, cert_path = tmp_path / "votes.h5", tmp_path / "cert.h5"
+    assert main(["votes", "--attributions", str(attribution_file), "--scorer", "relevance", "--k-grid",
+                 "0.125,0.5", "--p-del", "0.6", "--n0", "50", "--n", "300", "--seed", "4", "--out", str(votes_path)]) == 0
+    votes = read_votes(votes_path)
+    assert votes.selection_counts.shape == (2, 16) and votes.attrs["scorer"] == "relevance"
+    assert main(["certify", "--votes", str(votes_path), "--tau", "0.95", "--alpha", "0.001", "--out", str(cert_path)]) == 0
+    certificates = read_certificates(cert_path)
+    assert certificates.attrs["radius"] == 1
+    # the planted components 0 and 9 are certified in at K = 1/8 (one per group)
+    assert certificates.decision[0, 0] == 1 and certificates.decision[0, 9] == 1
+
+
+def test_bad_tau_stops_before_writing(tmp_path: Path, attribution_file: Path, capsys: pytest.CaptureFixture) -> None:
+    votes_path = tmp_path / "votes.h5"
+    main(["votes", "--attributions", str(attribution_file), "--scorer", "relevance", "--k-grid", "0.5",
+          "--p-del", "0.6", "--n0", "5", "--n", "10", "--out", str(votes_path)])
+    with pytest.raises(SystemExit) as exit_info:
+        main(["certify", "--votes", str(votes_path), "--tau", "1.2", "--out", str(tmp_path / "c.h5")])
+    assert exit_info.value.code == 2
+    assert "tau=1.2 is invalid" in capsys.readouterr().err
+    assert not (tmp_path / "c.h5").exists()
+
+
+def test_unknown_scorer_and_bad_k_grid(tmp_path: Path, attribution_file: Path, capsys: pytest.CaptureFixture) -> None:
+    with pytest.raises(SystemExit):
+        main(["votes", "--attributions", str(attribution_file), "--scorer", "rank", "--k-grid", "0.5",
+              "--p-del", "0.6", "--out", str(tmp_path / "v.h5")])
+    assert "has no scorer 'rank'" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["votes", "--attributions", str(attribution_file), "--scorer", "relevance", "--k-grid", "0,1.5",
+              "--p-del", "0.6", "--out", str(tmp_path / "v.h5")])
+    assert "fraction in (0, 1]" in capsys.readouterr().err
