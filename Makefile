@@ -1,0 +1,31 @@
+# certified-circuits: two entry points, each sets up everything it needs.
+#   make reproduce   create .venv if missing, install, run the embedded default workflow end to end
+#   make test        create .venv if missing, install, run the test suite
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+CORES  ?= all
+STAMP  := $(VENV)/.installed
+
+.PHONY: reproduce test bench smoke clean-results
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	@touch $(STAMP)
+
+reproduce: $(STAMP)
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/snakemake --cores $(CORES) --profile profiles/local
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q --durations=15 tests
+
+bench: $(STAMP)
+	@for b in benchmarks/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+
+smoke: $(STAMP)
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/snakemake --cores $(CORES) --profile profiles/local --configfile configs/smoke.yaml
+
+clean-results:
+	rm -rf results .snakemake

@@ -1,0 +1,229 @@
+"""Aggregate evaluations of the paper: cACC curves, peak tables, paired tests, IoU, stability.
+
+Input is the tidy sufficiency table written per concept by ``vision-evaluate`` / ``language-evaluate``:
+one row per (experiment, concept, eval_set, method, k_target) with ``k_effective`` and ``accuracy``
+(plus ``false_positive_rate`` and ``balanced_accuracy`` for vision). ``method`` is one of
+``baseline`` (A on the full concept dataset), ``majority`` (majority vote at identical compute),
+``certified`` (certified-in components) and ``full`` (the unpruned model).
+
+Definitions (paper Sec. 4-5):
+
+cACC (Eq. cACC)
+    ``cACC = mean over concepts of CA(C_c, D_c)`` at each K: :func:`cacc_curves`.
+Peak
+    For each (experiment, eval_set, method), the K of the grid with the highest mean metric; ties go
+    to the smaller effective size. The reported size is the mean *effective* K over concepts (for
+    certified circuits the fraction actually kept after abstention), as in Table 1.
+Delta
+    Relative change of certified over baseline on unrounded values, as Table 1 reports:
+    ``(certified - baseline) / baseline`` for the metric and for K.
+Paired test (Table 3)
+    Class-level values of certified (at its peak K) and baseline (at its peak K), paired by concept:
+    Wilcoxon signed-rank (default; two-sided, zero differences split) or paired t-test; with no
+    non-zero difference the p-value is 1.
+IoU (Fig. IoU)
+    ``|V ∩ V'| / |V ∪ V'|``; two empty circuits are identical (IoU 1).
+"""
+
+from __future__ import annotations
+
+from itertools import combinations
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+KEYS = ["experiment", "concept", "eval_set", "method", "k_target"]
+METHODS = ("baseline", "majority", "certified")
+
+
+def require_columns(table: pd.DataFrame, columns: Iterable[str], what: str) -> None:
+    """Raise ValueError naming the columns ``what`` lacks."""
+    missing = [c for c in columns if c not in table.columns]
+    if missing:
+        raise ValueError(f"{what} lacks column(s) {missing}; it has {list(table.columns)}")
+
+
+def read_sufficiency(paths: Sequence[str | Path]) -> pd.DataFrame:
+    """Concatenate per-concept sufficiency CSVs, checking the contract."""
+    if not paths:
+        raise ValueError("no sufficiency tables given")
+    frames = []
+    for path in paths:
+        path = Path(path)
+        if not path.is_file():
+            raise FileNotFoundError(f"{path}: sufficiency table not found; run the evaluate stage for it")
+        frame = pd.read_csv(path)
+        require_columns(frame, KEYS + ["k_effective", "accuracy"], str(path))
+        frames.append(frame)
+    table = pd.concat(frames, ignore_index=True)
+    table["concept"] = table["concept"].astype(str)
+    return table
+
+
+def metric_columns(table: pd.DataFrame) -> list[str]:
+    """The numeric metrics present (accuracy first)."""
+    known = ["accuracy", "false_positive_rate", "balanced_accuracy", "binary_accuracy", "logit_diff"]
+    return [c for c in known if c in table.columns]
+
+
+def cacc_curves(table: pd.DataFrame) -> pd.DataFrame:
+    """Mean over concepts per (experiment, eval_set, method, k_target); ``accuracy`` becomes ``cacc``.
+
+    ``full`` rows (one per concept and eval set) are broadcast to every K so a curve plot can draw the
+    full model as a reference line.
+    """
+    require_columns(table, KEYS + ["k_effective", "accuracy"], "sufficiency table")
+    metrics = metric_columns(table)
+    pruned = table[table["method"] != "full"]
+    curves = (
+        pruned.groupby(["experiment", "eval_set", "method", "k_target"], as_index=False)[["k_effective", *metrics]]
+        .mean()
+        .assign(n_concepts=pruned.groupby(["experiment", "eval_set", "method", "k_target"]).size().to_numpy())
+    )
+    full = table[table["method"] == "full"]
+    if not full.empty:
+        full_mean = full.groupby(["experiment", "eval_set"], as_index=False)[metrics].mean()
+        grid = curves[["experiment", "eval_set", "k_target"]].drop_duplicates()
+        full_rows = grid.merge(full_mean, on=["experiment", "eval_set"]).assign(method="full", k_effective=1.0)
+        full_rows["n_concepts"] = full_rows.merge(
+            full.groupby(["experiment", "eval_set"]).size().rename("n").reset_index(), on=["experiment", "eval_set"]
+        )["n"].to_numpy()
+        curves = pd.concat([curves, full_rows[curves.columns]], ignore_index=True)
+    return curves.rename(columns={"accuracy": "cacc"}).sort_values(["experiment", "eval_set", "method", "k_target"])
+
+
+def _peak_rows(curves: pd.DataFrame, metric: str) -> pd.DataFrame:
+    """Row of each (experiment, eval_set, method) curve with the highest metric (ties: smaller K)."""
+    ranked = curves.sort_values(
+        ["experiment", "eval_set", "method", metric, "k_effective"], ascending=[True, True, True, False, True]
+    )
+    return ranked.groupby(["experiment", "eval_set", "method"], as_index=False).head(1)
+
+
+def paired_test(certified: np.ndarray, baseline: np.ndarray, test: str = "wilcoxon") -> float:
+    """Two-sided p-value of a paired class-level comparison (1.0 when all differences are zero)."""
+    certified, baseline = np.asarray(certified, float), np.asarray(baseline, float)
+    if certified.shape != baseline.shape:
+        raise ValueError("paired test needs one certified and one baseline value per concept")
+    difference = certified - baseline
+    if difference.size < 2 or np.allclose(difference, 0.0):
+        return 1.0
+    if test == "wilcoxon":
+        return float(stats.wilcoxon(certified, baseline, zero_method="zsplit").pvalue)
+    if test == "ttest":
+        return float(stats.ttest_rel(certified, baseline).pvalue)
+    raise ValueError(f"test={test!r} is invalid: choose 'wilcoxon' or 'ttest'")
+
+
+def peak_table(table: pd.DataFrame, metric: str = "accuracy", test: str = "wilcoxon") -> pd.DataFrame:
+    """Table 1 / Table 3: Full, Baseline, Certified (and majority) at their peaks, Delta, paired test.
+
+    ``metric`` selects the peak (``accuracy`` = the paper's cACC, or ``balanced_accuracy``); every
+    metric column is reported at the selected K.
+    """
+    metric_in_curves = "cacc" if metric == "accuracy" else metric
+    curves = cacc_curves(table)
+    require_columns(curves, [metric_in_curves], "cACC curves")
+    peaks = _peak_rows(curves[curves["method"] != "full"], metric_in_curves)
+    rows = []
+    for (experiment, eval_set), group in peaks.groupby(["experiment", "eval_set"]):
+        by_method = group.set_index("method")
+        if not {"baseline", "certified"} <= set(by_method.index):
+            continue
+        full = curves[(curves.experiment == experiment) & (curves.eval_set == eval_set) & (curves.method == "full")]
+        row = {
+            "experiment": experiment,
+            "eval_set": eval_set,
+            "metric": metric_in_curves,
+            "full": float(full[metric_in_curves].iloc[0]) if not full.empty else np.nan,
+        }
+        for method in METHODS:
+            if method in by_method.index:
+                row[method] = float(by_method.loc[method, metric_in_curves])
+                row[f"{method}_k"] = float(by_method.loc[method, "k_effective"])
+                row[f"{method}_k_target"] = float(by_method.loc[method, "k_target"])
+        row["delta"] = (row["certified"] - row["baseline"]) / row["baseline"] if row["baseline"] else np.nan
+        row["delta_k"] = (row["certified_k"] - row["baseline_k"]) / row["baseline_k"] if row["baseline_k"] else np.nan
+        classes = table[(table.experiment == experiment) & (table.eval_set == eval_set)]
+        per_class = {
+            method: classes[(classes.method == method) & np.isclose(classes.k_target, row[f"{method}_k_target"])]
+            .set_index("concept")[metric]
+            for method in ("baseline", "certified")
+        }
+        paired = pd.concat(per_class, axis=1, join="inner")
+        row["pvalue"] = paired_test(paired["certified"].to_numpy(), paired["baseline"].to_numpy(), test)
+        row["test"] = test
+        row["n_concepts"] = int(len(paired))
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def best_gap_k(curves: pd.DataFrame, experiment: str, eval_set: str, metric: str = "cacc") -> float:
+    """The K target maximising certified minus baseline (Fig. IoU's operating point); ties: smaller K."""
+    selected = curves[(curves.experiment == experiment) & (curves.eval_set == eval_set)]
+    pivot = selected.pivot_table(index="k_target", columns="method", values=metric)
+    if not {"baseline", "certified"} <= set(pivot.columns):
+        raise ValueError(f"no baseline and certified curves for {experiment}/{eval_set}")
+    gap = (pivot["certified"] - pivot["baseline"]).sort_index()
+    return float(gap.idxmax())
+
+
+def circuit_iou(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``|a ∩ b| / |a ∪ b|`` over the last axis; 1.0 where both circuits are empty."""
+    a, b = np.asarray(a, bool), np.asarray(b, bool)
+    union = (a | b).sum(axis=-1)
+    intersection = (a & b).sum(axis=-1)
+    return np.where(union == 0, 1.0, intersection / np.maximum(union, 1))
+
+
+def pairwise_iou(circuits: np.ndarray, labels: Sequence[int | str]) -> pd.DataFrame:
+    """IoU of every pair of circuits ``[n_runs, U]`` (App. Fig. variance: stability across seeds)."""
+    circuits = np.asarray(circuits, bool)
+    pairs = list(combinations(range(circuits.shape[0]), 2))
+    if not pairs:
+        return pd.DataFrame(columns=["seed_a", "seed_b", "iou"])
+    first, second = map(np.array, zip(*pairs))
+    return pd.DataFrame(
+        {
+            "seed_a": [labels[i] for i in first],
+            "seed_b": [labels[i] for i in second],
+            "iou": circuit_iou(circuits[first], circuits[second]),
+        }
+    )
+
+
+def abstention_summary(decision: np.ndarray, baseline: np.ndarray, groups: np.ndarray) -> pd.DataFrame:
+    """Per K: abstention rate (share of components abstained), share certified in/out, and the share of
+    the baseline circuit that certification abstains on (App. D, larger radii)."""
+    from .discovery import effective_k
+
+    decision = np.asarray(decision)
+    baseline = np.asarray(baseline, bool)
+    return pd.DataFrame(
+        {
+            "abstain_rate": (decision == -1).mean(axis=-1),
+            "certified_in_rate": (decision == 1).mean(axis=-1),
+            "certified_out_rate": (decision == 0).mean(axis=-1),
+            "baseline_abstained": np.where(
+                baseline.sum(-1) > 0, ((decision == -1) & baseline).sum(-1) / np.maximum(baseline.sum(-1), 1), 0.0
+            ),
+            "effective_k": effective_k(decision == 1, groups),
+            "baseline_k": effective_k(baseline, groups),
+        }
+    )
+
+
+def channel_categories(decision: np.ndarray, baseline: np.ndarray) -> np.ndarray:
+    """Label each component for the feature-visualisation and spurious-index comparisons (Fig. 4):
+    ``certified_in``, ``abstained`` (in the baseline circuit but abstained), ``certified_out``, or
+    ``other`` (abstained outside the baseline)."""
+    decision = np.asarray(decision)
+    baseline = np.asarray(baseline, bool)
+    labels = np.full(decision.shape, "other", dtype=object)
+    labels[decision == 1] = "certified_in"
+    labels[decision == 0] = "certified_out"
+    labels[(decision == -1) & baseline] = "abstained"
+    return labels

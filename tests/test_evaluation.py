@@ -1,0 +1,106 @@
+"""Aggregations behind Table 1/3, the cACC curves, IoU and seed stability, on hand-made tables."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+from certified_circuits.evaluation import (
+    abstention_summary,
+    best_gap_k,
+    cacc_curves,
+    channel_categories,
+    circuit_iou,
+    pairwise_iou,
+    peak_table,
+    read_sufficiency,
+)
+
+
+def _table() -> pd.DataFrame:
+    """Two concepts, two K targets; values chosen so every aggregate is checkable by hand."""
+    rows = []
+    acc = {  # (method, k_target) -> accuracies of concepts a, b ; k_effective
+        ("baseline", 0.2): ([0.6, 0.8], 0.2),
+        ("baseline", 0.5): ([0.7, 0.7], 0.5),
+        ("certified", 0.2): ([0.9, 0.7], 0.1),
+        ("certified", 0.5): ([0.95, 0.85], 0.3),
+        ("majority", 0.2): ([0.6, 0.6], 0.2),
+        ("majority", 0.5): ([0.8, 0.8], 0.45),
+    }
+    for (method, k), (values, k_eff) in acc.items():
+        for concept, value in zip("ab", values):
+            rows.append(dict(experiment="v", concept=concept, eval_set="id", method=method, k_target=k,
+                             k_effective=k_eff, accuracy=value, false_positive_rate=0.1, balanced_accuracy=(value + 0.9) / 2))
+    for concept, value in zip("ab", [0.5, 0.6]):
+        rows.append(dict(experiment="v", concept=concept, eval_set="id", method="full", k_target=1.0,
+                         k_effective=1.0, accuracy=value, false_positive_rate=0.5, balanced_accuracy=0.5))
+    return pd.DataFrame(rows)
+
+
+def test_cacc_curves_average_over_concepts() -> None:
+    curves = cacc_curves(_table()).set_index(["method", "k_target"])
+    assert curves.loc[("certified", 0.5), "cacc"] == pytest.approx(0.9)
+    assert curves.loc[("baseline", 0.2), "cacc"] == pytest.approx(0.7)
+    assert curves.loc[("full", 0.2), "cacc"] == pytest.approx(0.55)  # broadcast to every K
+    assert curves.loc[("certified", 0.5), "n_concepts"] == 2
+
+
+def test_peak_table_selects_peaks_and_computes_relative_deltas() -> None:
+    peaks = peak_table(_table()).iloc[0]
+    # baseline peaks tie at 0.7 (K 0.2 and 0.5): the smaller K wins
+    assert peaks["baseline"] == pytest.approx(0.7) and peaks["baseline_k"] == pytest.approx(0.2)
+    assert peaks["certified"] == pytest.approx(0.9) and peaks["certified_k"] == pytest.approx(0.3)
+    assert peaks["full"] == pytest.approx(0.55)
+    assert peaks["delta"] == pytest.approx((0.9 - 0.7) / 0.7)
+    assert peaks["delta_k"] == pytest.approx((0.3 - 0.2) / 0.2)
+    assert peaks["majority"] == pytest.approx(0.8) and peaks["n_concepts"] == 2
+    # class-level pairs: certified(0.5) = [0.95, 0.85] vs baseline(0.2) = [0.6, 0.8]
+    expected = stats.wilcoxon([0.95, 0.85], [0.6, 0.8], zero_method="zsplit").pvalue
+    assert peaks["pvalue"] == pytest.approx(expected)
+    ttest = peak_table(_table(), test="ttest").iloc[0]["pvalue"]
+    assert ttest == pytest.approx(stats.ttest_rel([0.95, 0.85], [0.6, 0.8]).pvalue)
+
+
+def test_peak_table_by_balanced_accuracy() -> None:
+    peaks = peak_table(_table(), metric="balanced_accuracy").iloc[0]
+    assert peaks["metric"] == "balanced_accuracy"
+    assert peaks["certified"] == pytest.approx((0.9 + 0.9) / 2)
+
+
+def test_best_gap_k() -> None:
+    curves = cacc_curves(_table())
+    # gaps: K 0.2 -> 0.8 - 0.7 = 0.1 ; K 0.5 -> 0.9 - 0.7 = 0.2
+    assert best_gap_k(curves, "v", "id") == 0.5
+
+
+def test_iou_and_pairwise_iou() -> None:
+    a = np.array([1, 1, 0, 0], bool)
+    b = np.array([1, 0, 1, 0], bool)
+    assert circuit_iou(a, b) == pytest.approx(1 / 3)
+    assert circuit_iou(np.zeros(3, bool), np.zeros(3, bool)) == 1.0
+    pairs = pairwise_iou(np.stack([a, b, a]), [0, 1, 2])
+    assert pairs[["seed_a", "seed_b"]].values.tolist() == [[0, 1], [0, 2], [1, 2]]
+    np.testing.assert_allclose(pairs["iou"], [1 / 3, 1.0, 1 / 3])
+
+
+def test_abstention_summary_and_categories() -> None:
+    decision = np.array([[1, -1, 0, -1]])
+    baseline = np.array([[True, True, False, False]])
+    summary = abstention_summary(decision, baseline, np.zeros(4, dtype=int)).iloc[0]
+    assert summary["abstain_rate"] == 0.5 and summary["baseline_abstained"] == 0.5
+    assert summary["effective_k"] == 0.25 and summary["baseline_k"] == 0.5
+    assert channel_categories(decision[0], baseline[0]).tolist() == ["certified_in", "abstained", "certified_out", "other"]
+
+
+def test_read_sufficiency_names_missing_columns(tmp_path: Path) -> None:
+    path = tmp_path / "s.csv"
+    _table().drop(columns="k_effective").to_csv(path, index=False)
+    with pytest.raises(ValueError, match="k_effective"):
+        read_sufficiency([path])
+    with pytest.raises(FileNotFoundError, match="evaluate stage"):
+        read_sufficiency([tmp_path / "missing.csv"])
