@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Sequence
 
 from . import __version__
+from .tracking import add_metrics
 
 log = logging.getLogger("certified_circuits")
 
@@ -74,6 +75,8 @@ def _cmd_votes(args: argparse.Namespace) -> int:
     )
     votes.attrs["seconds"] = time.perf_counter() - start
     write_votes(args.out, votes)
+    add_metrics({"votes_seconds": votes.attrs["seconds"], "n_components": scores.shape[1],
+                 "n_examples": scores.shape[0]})
     log.info("votes: %d x %d components, n0=%d n=%d in %.2fs -> %s", len(args.k_grid), scores.shape[1],
              args.n0, args.n, votes.attrs["seconds"], args.out)
     return 0
@@ -89,6 +92,8 @@ def _cmd_certify(args: argparse.Namespace) -> int:
     certificates.attrs["seconds"] = time.perf_counter() - start
     write_certificates(args.out, certificates)
     decided = (certificates.decision >= 0).mean()
+    add_metrics({"radius": certificates.attrs["radius"], "decided_fraction": decided,
+                 "abstain_fraction": 1.0 - decided, "certify_seconds": certificates.attrs["seconds"]})
     log.info("certify: tau=%.3f alpha=%g (%s), radius %d, %.1f%% decided -> %s", args.tau, args.alpha,
              args.correction, certificates.attrs["radius"], 100 * decided, args.out)
     return 0
@@ -157,10 +162,33 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     from .store import StoreError
 
+    start = time.perf_counter()
     try:
-        return int(args.func(args) or 0)
+        status = int(args.func(args) or 0)
     except (ValueError, StoreError, FileNotFoundError) as exc:
         parser.exit(2, f"error: {exc}\n")
+    if status == 0:
+        _record_job(args, time.perf_counter() - start)
+    return status
+
+
+def _record_job(args: argparse.Namespace, seconds: float) -> None:
+    """Leave a job record for MLflow (see :mod:`certified_circuits.tracking`); never fails the job.
+
+    Arguments whose name starts with ``out`` are the job's outputs; all others are its parameters.
+    """
+    from .tracking import write_job_record
+
+    values = {k: v for k, v in vars(args).items() if k not in ("func", "verbose")}
+    outputs: list[str] = []
+    for key, value in values.items():
+        if key.startswith("out") and value:
+            outputs.extend(map(str, value) if isinstance(value, (list, tuple)) else [str(value)])
+    params = {k: (",".join(map(str, v)) if isinstance(v, (list, tuple)) else v) for k, v in values.items()}
+    try:
+        write_job_record(args.command, params, outputs, seconds)
+    except OSError as exc:  # pragma: no cover - tracking must never fail a finished job
+        log.warning("could not write the MLflow job record: %s", exc)
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())
