@@ -1,0 +1,69 @@
+"""MLflow tracking: job records become child runs of the workflow's parent run, with artifacts."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from certified_circuits import tracking
+from certified_circuits.cli import main
+from certified_circuits.store import write_attributions
+
+
+def test_job_records_are_flushed_into_child_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    results = tmp_path / "results"
+    parent = tracking.start_workflow_run(results, tags={"config": "test"})
+    monkeypatch.setenv(tracking.ENV_PARENT, parent)
+    monkeypatch.setenv(tracking.ENV_RECORDS, str(tracking.records_dir(results)))
+    monkeypatch.setenv(tracking.ENV_RULE, "votes")
+    monkeypatch.setenv(tracking.ENV_WILDCARDS, "experiment=toy,concept=c1")
+    attributions = write_attributions(results / "a.h5", {"relevance": np.random.default_rng(0).normal(size=(10, 6))},
+                                      np.zeros(6, dtype=int), list("abcdef"), [str(i) for i in range(10)], {})
+    main(["votes", "--attributions", str(attributions), "--scorer", "relevance", "--k-grid", "0.5",
+          "--p-del", "0.5", "--n0", "10", "--n", "20", "--out", str(results / "v.h5")])
+    (results / "table.csv").write_text("a,b\n1,2\n")
+    monkeypatch.setenv(tracking.ENV_RULE, "table")
+    tracking.write_job_record("table", {"x": 1}, [results / "table.csv"], 0.5)
+
+    assert tracking.flush_job_records(results) == 2
+    assert tracking.flush_job_records(results) == 0  # nothing left pending
+    tracking.finish_workflow_run(results, parent, success=True, summary={"jobs": 2})
+
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking.tracking_uri(results))
+    experiment = client.get_experiment_by_name(tracking.EXPERIMENT)
+    children = client.search_runs([experiment.experiment_id], f"tags.mlflow.parentRunId = '{parent}'")
+    by_rule = {run.data.tags["rule"]: run for run in children}
+    assert set(by_rule) == {"votes", "table"}
+    votes_run = by_rule["votes"]
+    assert votes_run.data.tags["wildcard.concept"] == "c1"
+    assert votes_run.data.params["p_del"] == "0.5" and "votes_seconds" in votes_run.data.metrics
+    references = json.loads(Path(client.download_artifacts(votes_run.info.run_id, "references.json", str(tmp_path))).read_text())
+    assert references["references"][0]["path"].endswith("v.h5") and len(references["references"][0]["sha256"]) == 64
+    artifacts = [a.path for a in client.list_artifacts(by_rule["table"].info.run_id)]
+    assert artifacts == ["table.csv"]
+    assert client.get_run(parent).info.status == "FINISHED"
+
+
+def test_no_record_without_workflow_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(tracking.ENV_RECORDS, raising=False)
+    assert tracking.write_job_record("x", {}, [], 0.1) is None
+
+
+def test_retry_gives_up_on_non_transient_errors_and_retries_locks() -> None:
+    calls = []
+
+    def flaky() -> str:
+        calls.append(1)
+        if len(calls) < 3:
+            raise RuntimeError("(sqlite3.OperationalError) database is locked")
+        return "ok"
+
+    assert tracking.retry(flaky, delay=0.001) == "ok" and len(calls) == 3
+    with pytest.raises(ValueError):
+        tracking.retry(lambda: (_ for _ in ()).throw(ValueError("bad")), delay=0.001)
