@@ -12,6 +12,7 @@ from scipy import stats
 from certified_circuits.evaluation import (
     abstention_summary,
     best_gap_k,
+    best_setting,
     cacc_curves,
     channel_categories,
     circuit_iou,
@@ -104,3 +105,14 @@ def test_read_sufficiency_names_missing_columns(tmp_path: Path) -> None:
         read_sufficiency([path])
     with pytest.raises(FileNotFoundError, match="evaluate stage"):
         read_sufficiency([tmp_path / "missing.csv"])
+
+
+def test_peak_table_by_extra_keys_and_best_setting() -> None:
+    table = pd.concat([_table().assign(setting="s1"), _table().assign(setting="s2")], ignore_index=True)
+    better = (table.setting == "s2") & (table.method == "certified") & (table.k_target == 0.2)
+    table.loc[better, "accuracy"] = 0.99  # s2's certified peak: 0.99 at K_eff 0.1
+    peaks = peak_table(table, by=["experiment", "setting", "eval_set"])
+    assert peaks["setting"].tolist() == ["s1", "s2"]
+    assert peaks.set_index("setting").loc["s2", "certified"] == pytest.approx(0.99)
+    best = best_setting(peaks, by=["experiment", "eval_set"])
+    assert len(best) == 1 and best.iloc[0]["setting"] == "s2" and best.iloc[0]["certified_k"] == pytest.approx(0.1)

@@ -69,38 +69,36 @@ def metric_columns(table: pd.DataFrame) -> list[str]:
     return [c for c in known if c in table.columns]
 
 
-def cacc_curves(table: pd.DataFrame) -> pd.DataFrame:
-    """Mean over concepts per (experiment, eval_set, method, k_target); ``accuracy`` becomes ``cacc``.
+def cacc_curves(table: pd.DataFrame, by: Sequence[str] = ("experiment", "eval_set")) -> pd.DataFrame:
+    """Mean over concepts per (``by``..., method, k_target); ``accuracy`` becomes ``cacc``.
 
     ``full`` rows (one per concept and eval set) are broadcast to every K so a curve plot can draw the
     full model as a reference line.
     """
-    require_columns(table, KEYS + ["k_effective", "accuracy"], "sufficiency table")
+    by = list(by)
+    require_columns(table, KEYS + ["k_effective", "accuracy", *by], "sufficiency table")
     metrics = metric_columns(table)
     pruned = table[table["method"] != "full"]
-    curves = (
-        pruned.groupby(["experiment", "eval_set", "method", "k_target"], as_index=False)[["k_effective", *metrics]]
-        .mean()
-        .assign(n_concepts=pruned.groupby(["experiment", "eval_set", "method", "k_target"]).size().to_numpy())
-    )
-    full = table[table["method"] == "full"]
+    keys = [*by, "method", "k_target"]
+    grouped = pruned.groupby(keys)
+    curves = grouped[["k_effective", *metrics]].mean()
+    curves["n_concepts"] = grouped.size()
+    curves = curves.reset_index()
+    full = table[table["method"] == "full"].drop_duplicates([*by, "concept"])
     if not full.empty:
-        full_mean = full.groupby(["experiment", "eval_set"], as_index=False)[metrics].mean()
-        grid = curves[["experiment", "eval_set", "k_target"]].drop_duplicates()
-        full_rows = grid.merge(full_mean, on=["experiment", "eval_set"]).assign(method="full", k_effective=1.0)
-        full_rows["n_concepts"] = full_rows.merge(
-            full.groupby(["experiment", "eval_set"]).size().rename("n").reset_index(), on=["experiment", "eval_set"]
-        )["n"].to_numpy()
+        full_grouped = full.groupby(by)
+        full_mean = full_grouped[metrics].mean()
+        full_mean["n_concepts"] = full_grouped.size()
+        grid = curves[[*by, "k_target"]].drop_duplicates()
+        full_rows = grid.merge(full_mean.reset_index(), on=by).assign(method="full", k_effective=1.0)
         curves = pd.concat([curves, full_rows[curves.columns]], ignore_index=True)
-    return curves.rename(columns={"accuracy": "cacc"}).sort_values(["experiment", "eval_set", "method", "k_target"])
+    return curves.rename(columns={"accuracy": "cacc"}).sort_values(keys).reset_index(drop=True)
 
 
-def _peak_rows(curves: pd.DataFrame, metric: str) -> pd.DataFrame:
-    """Row of each (experiment, eval_set, method) curve with the highest metric (ties: smaller K)."""
-    ranked = curves.sort_values(
-        ["experiment", "eval_set", "method", metric, "k_effective"], ascending=[True, True, True, False, True]
-    )
-    return ranked.groupby(["experiment", "eval_set", "method"], as_index=False).head(1)
+def _peak_rows(curves: pd.DataFrame, metric: str, by: list[str]) -> pd.DataFrame:
+    """Row of each (by..., method) curve with the highest metric (ties: smaller effective K)."""
+    ranked = curves.sort_values([*by, "method", metric, "k_effective"], ascending=[True] * (len(by) + 1) + [False, True])
+    return ranked.groupby([*by, "method"], as_index=False).head(1)
 
 
 def paired_test(certified: np.ndarray, baseline: np.ndarray, test: str = "wilcoxon") -> float:
@@ -108,38 +106,43 @@ def paired_test(certified: np.ndarray, baseline: np.ndarray, test: str = "wilcox
     certified, baseline = np.asarray(certified, float), np.asarray(baseline, float)
     if certified.shape != baseline.shape:
         raise ValueError("paired test needs one certified and one baseline value per concept")
+    if test not in ("wilcoxon", "ttest"):
+        raise ValueError(f"test={test!r} is invalid: choose 'wilcoxon' or 'ttest'")
     difference = certified - baseline
     if difference.size < 2 or np.allclose(difference, 0.0):
         return 1.0
     if test == "wilcoxon":
         return float(stats.wilcoxon(certified, baseline, zero_method="zsplit").pvalue)
-    if test == "ttest":
-        return float(stats.ttest_rel(certified, baseline).pvalue)
-    raise ValueError(f"test={test!r} is invalid: choose 'wilcoxon' or 'ttest'")
+    return float(stats.ttest_rel(certified, baseline).pvalue)
 
 
-def peak_table(table: pd.DataFrame, metric: str = "accuracy", test: str = "wilcoxon") -> pd.DataFrame:
+def peak_table(
+    table: pd.DataFrame,
+    metric: str = "accuracy",
+    test: str = "wilcoxon",
+    by: Sequence[str] = ("experiment", "eval_set"),
+) -> pd.DataFrame:
     """Table 1 / Table 3: Full, Baseline, Certified (and majority) at their peaks, Delta, paired test.
 
-    ``metric`` selects the peak (``accuracy`` = the paper's cACC, or ``balanced_accuracy``); every
-    metric column is reported at the selected K.
+    ``metric`` selects the peak (``accuracy`` = the paper's cACC, or ``balanced_accuracy``); ``by``
+    lists the columns that define one table row (e.g. add ``scorer`` for Table 3, ``concept`` and
+    ``setting`` for language tasks).
     """
+    by = list(by)
     metric_in_curves = "cacc" if metric == "accuracy" else metric
-    curves = cacc_curves(table)
+    curves = cacc_curves(table, by)
     require_columns(curves, [metric_in_curves], "cACC curves")
-    peaks = _peak_rows(curves[curves["method"] != "full"], metric_in_curves)
+    peaks = _peak_rows(curves[curves["method"] != "full"], metric_in_curves, by)
+    full_curves = curves[curves["method"] == "full"].drop_duplicates(by).set_index(by)
     rows = []
-    for (experiment, eval_set), group in peaks.groupby(["experiment", "eval_set"]):
+    for key, group in peaks.groupby(by):
+        key = key if isinstance(key, tuple) else (key,)
         by_method = group.set_index("method")
         if not {"baseline", "certified"} <= set(by_method.index):
             continue
-        full = curves[(curves.experiment == experiment) & (curves.eval_set == eval_set) & (curves.method == "full")]
-        row = {
-            "experiment": experiment,
-            "eval_set": eval_set,
-            "metric": metric_in_curves,
-            "full": float(full[metric_in_curves].iloc[0]) if not full.empty else np.nan,
-        }
+        row = dict(zip(by, key))
+        row["metric"] = metric_in_curves
+        row["full"] = float(full_curves.loc[key, metric_in_curves]) if key in full_curves.index else np.nan
         for method in METHODS:
             if method in by_method.index:
                 row[method] = float(by_method.loc[method, metric_in_curves])
@@ -147,10 +150,11 @@ def peak_table(table: pd.DataFrame, metric: str = "accuracy", test: str = "wilco
                 row[f"{method}_k_target"] = float(by_method.loc[method, "k_target"])
         row["delta"] = (row["certified"] - row["baseline"]) / row["baseline"] if row["baseline"] else np.nan
         row["delta_k"] = (row["certified_k"] - row["baseline_k"]) / row["baseline_k"] if row["baseline_k"] else np.nan
-        classes = table[(table.experiment == experiment) & (table.eval_set == eval_set)]
+        selected = table.set_index(by).loc[[key]].reset_index() if by else table
         per_class = {
-            method: classes[(classes.method == method) & np.isclose(classes.k_target, row[f"{method}_k_target"])]
-            .set_index("concept")[metric]
+            method: selected[(selected.method == method) & np.isclose(selected.k_target, row[f"{method}_k_target"])]
+            .groupby("concept")[metric]
+            .mean()
             for method in ("baseline", "certified")
         }
         paired = pd.concat(per_class, axis=1, join="inner")
@@ -159,6 +163,13 @@ def peak_table(table: pd.DataFrame, metric: str = "accuracy", test: str = "wilco
         row["n_concepts"] = int(len(paired))
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def best_setting(peaks: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
+    """Per row key, the certification setting with the highest certified peak (ties: smaller
+    certified K), as the paper reports language results (App. A.2)."""
+    ranked = peaks.sort_values([*by, "certified", "certified_k"], ascending=[True] * len(by) + [False, True])
+    return ranked.groupby(list(by), as_index=False).head(1).reset_index(drop=True)
 
 
 def best_gap_k(curves: pd.DataFrame, experiment: str, eval_set: str, metric: str = "cacc") -> float:
