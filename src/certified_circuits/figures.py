@@ -1,0 +1,591 @@
+"""Figures and tables of the paper, rendered from tidy DataFrames (DESIGN.md section 5).
+
+Pure rendering: every function takes a table already computed by :mod:`certified_circuits.evaluation`
+(or nothing but hyperparameters, for the analytic figures of App. C) and writes files; none computes
+an evaluation result itself.
+
+- figures are written as ``stem.png`` (150 dpi) and ``stem.pdf`` by :func:`save_figure`;
+- tables are written as ``stem.csv`` (raw values), ``stem.md`` and ``stem.tex`` (formatted) by
+  :func:`write_table`.
+
+Every file goes through :func:`certified_circuits.store.atomic_path` (temporary name in the
+destination folder, renamed into place on success), so an interrupted job never leaves a truncated
+figure that a resumed workflow would take for a finished one.
+
+Figures are built on :class:`matplotlib.figure.Figure` with an explicit Agg canvas: no pyplot state,
+no global backend switch, nothing to leak between calls.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.ticker import ScalarFormatter
+
+from .certification import certified_radius, max_certifiable_tau, min_samples
+from .store import atomic_path
+
+__all__ = [
+    "save_figure",
+    "write_table",
+    "plot_cacc_curves",
+    "format_peak_table",
+    "plot_iou",
+    "plot_seed_stability",
+    "plot_radius_curves",
+    "plot_sample_complexity",
+    "plot_radius_sweep",
+    "plot_spurious",
+    "format_runtime_table",
+    "plot_feature_grid",
+]
+
+#: Line style per circuit method in the cACC-K figures (paper: certified solid, baseline dashed).
+METHOD_STYLE = {"certified": "-", "baseline": "--", "majority": ":"}
+METHOD_LABEL = {"certified": "Certified", "baseline": "Baseline", "majority": "Majority vote", "full": "Full model"}
+#: Bar / box colours per method (certified in the paper's highlight blue, baseline gold).
+METHOD_COLOR = {"certified": "#1f5fa8", "baseline": "#d4a017", "majority": "#7a7a7a"}
+SPURIOUS_ORDER = ("certified_in", "abstained", "certified_out")
+SPURIOUS_LABEL = {"certified_in": "Certified in", "abstained": "Abstained", "certified_out": "Certified out"}
+MISSING = "--"
+
+
+# --------------------------------------------------------------------------------------------------
+# helpers
+
+
+def _require(df: pd.DataFrame, columns: Iterable[str], what: str) -> None:
+    """Raise ValueError naming every required column ``df`` lacks, or saying that ``df`` is empty."""
+    if not isinstance(df, pd.DataFrame):
+        raise TypeError(f"{what} must be a pandas DataFrame, got {type(df).__name__}")
+    missing = [c for c in columns if c not in df.columns]
+    if missing:
+        raise ValueError(
+            f"{what} is missing column(s) {', '.join(repr(c) for c in missing)}; "
+            f"it has {', '.join(repr(c) for c in df.columns) or 'no columns'}"
+        )
+    if df.empty:
+        raise ValueError(f"{what} has no rows: nothing to render")
+
+
+def _figure(
+    nrows: int = 1, ncols: int = 1, *, panel: tuple[float, float] = (4.0, 3.2), **kwargs
+) -> tuple[Figure, np.ndarray]:
+    """A pyplot-free figure on an Agg canvas and its axes as a 2-D array ``[nrows, ncols]``."""
+    fig = Figure(figsize=(panel[0] * ncols, panel[1] * nrows), layout="constrained")
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(nrows, ncols, squeeze=False, **kwargs)
+    return fig, axes
+
+
+def _stem_path(stem: Path, suffix: str) -> Path:
+    """``stem`` + suffix, without ``with_suffix`` (stems such as ``radius_k0.6`` contain dots)."""
+    stem = Path(stem)
+    return stem.parent / f"{stem.name}{suffix}"
+
+
+def _color_cycle(n: int) -> list:
+    """``n`` distinguishable colours (tab10, then tab20 beyond ten)."""
+    from matplotlib import colormaps
+
+    cmap = colormaps["tab10" if n <= 10 else "tab20"]
+    return [cmap(i % cmap.N) for i in range(n)]
+
+
+def _as_text(values: pd.Series, float_format: str) -> pd.Series:
+    """One column as display strings: floats through ``float_format``, missing values as ``--``."""
+    if pd.api.types.is_bool_dtype(values):
+        text = values.astype(object).map(str)
+    elif pd.api.types.is_float_dtype(values):
+        text = values.map(lambda v: MISSING if pd.isna(v) else float_format.format(v))
+    else:
+        text = values.astype(object).map(lambda v: MISSING if pd.isna(v) else str(v))
+    return text.astype(object)
+
+
+def _is_numeric_text(text: pd.Series) -> bool:
+    """Whether every shown cell of a text column reads as a number (right-aligned in tables)."""
+    shown = text[text != MISSING].astype(str)
+    return bool(len(shown)) and bool(shown.str.match(r"^[+\-]?\d").all())
+
+
+_LATEX_SPECIAL = {
+    "\\": r"\textbackslash{}",
+    "&": r"\&",
+    "%": r"\%",
+    "$": r"\$",
+    "#": r"\#",
+    "_": r"\_",
+    "{": r"\{",
+    "}": r"\}",
+    "~": r"\textasciitilde{}",
+    "^": r"\textasciicircum{}",
+    "Δ": r"$\Delta$",
+    "±": r"$\pm$",
+    "×": r"$\times$",
+    "τ": r"$\tau$",
+}
+_LATEX_RE = re.compile("|".join(re.escape(k) for k in _LATEX_SPECIAL))
+
+
+def _latex_escape(text: str) -> str:
+    """Escape LaTeX's special characters and typeset the few Greek/maths symbols the tables use."""
+    return _LATEX_RE.sub(lambda m: _LATEX_SPECIAL[m.group(0)], str(text))
+
+
+def _markdown(cells: pd.DataFrame, numeric: Sequence[bool], caption: str) -> str:
+    """A GitHub-flavoured pipe table (numeric columns right-aligned), optional caption line first."""
+    escape = lambda s: str(s).replace("|", r"\|")  # noqa: E731
+    header = "| " + " | ".join(escape(c) for c in cells.columns) + " |"
+    rule = "|" + "|".join("---:" if num else ":---" for num in numeric) + "|"
+    body = cells.apply(lambda col: col.map(escape)).agg(" | ".join, axis=1)
+    lines = [header, rule, *("| " + body + " |").tolist()]
+    if caption:
+        lines = [f"Table: {caption}", "", *lines]
+    return "\n".join(lines) + "\n"
+
+
+def _latex(cells: pd.DataFrame, numeric: Sequence[bool], caption: str, label: str) -> str:
+    """A booktabs ``table`` environment; cells and header escaped for LaTeX."""
+    align = "".join("r" if num else "l" for num in numeric)
+    header = " & ".join(_latex_escape(c) for c in cells.columns) + r" \\"
+    body = cells.apply(lambda col: col.map(_latex_escape)).agg(" & ".join, axis=1) + r" \\"
+    lines = [
+        r"\begin{table}[t]",
+        r"\centering",
+        rf"\begin{{tabular}}{{{align}}}",
+        r"\toprule",
+        header,
+        r"\midrule",
+        *body.tolist(),
+        r"\bottomrule",
+        r"\end{tabular}",
+    ]
+    if caption:
+        lines.append(rf"\caption{{{_latex_escape(caption)}}}")
+    lines += [rf"\label{{tab:{label}}}", r"\end{table}"]
+    return "\n".join(lines) + "\n"
+
+
+def _signed_pct(values: pd.Series) -> pd.Series:
+    """Fractions as signed percentages with one decimal (``0.038 -> '+3.8'``; ``-0.0`` shown as ``+0.0``)."""
+    rounded = (100.0 * values.astype(float)).round(1) + 0.0  # + 0.0 turns -0.0 into 0.0
+    return rounded.map(lambda v: MISSING if pd.isna(v) else f"{v:+.1f}")
+
+
+def _pct(values: pd.Series) -> pd.Series:
+    """Fractions as percentages with one decimal (``0.912 -> '91.2'``)."""
+    return (100.0 * values.astype(float)).map(lambda v: MISSING if pd.isna(v) else f"{v:.1f}")
+
+
+def significance_marker(pvalue: pd.Series) -> pd.Series:
+    """``***`` p<0.001, ``**`` p<0.01, ``*`` p<0.05, ``ns`` otherwise; empty where no test was run (NaN)."""
+    p = pd.to_numeric(pvalue, errors="coerce").to_numpy(dtype=float)
+    marks = np.select([p < 0.001, p < 0.01, p < 0.05, np.isnan(p)], ["***", "**", "*", ""], default="ns")
+    return pd.Series(marks, index=pvalue.index, dtype=object)
+
+
+# --------------------------------------------------------------------------------------------------
+# writers
+
+
+def save_figure(fig: Figure, stem: Path) -> list[Path]:
+    """Write ``stem.png`` (150 dpi) and ``stem.pdf`` atomically, then close ``fig``.
+
+    The temporary files carry the suffix ``.tmp``, so the format is always passed explicitly. The PDF
+    is written without a creation date, so re-rendering unchanged data gives identical bytes.
+    Returns the two paths written.
+    """
+    written: list[Path] = []
+    try:
+        formats = (
+            (".png", {"format": "png", "dpi": 150}),
+            (".pdf", {"format": "pdf", "metadata": {"CreationDate": None}}),
+        )
+        for suffix, options in formats:
+            target = _stem_path(stem, suffix)
+            with atomic_path(target) as tmp:
+                fig.savefig(tmp, **options)
+            written.append(target)
+    finally:
+        if getattr(fig.canvas, "manager", None) is not None:  # a pyplot-managed figure
+            from matplotlib import pyplot as plt
+
+            plt.close(fig)
+    return written
+
+
+def write_table(df: pd.DataFrame, stem: Path, caption: str = "", float_format: str = "{:.3f}") -> list[Path]:
+    """Write a table as ``stem.csv``, ``stem.md`` and ``stem.tex`` atomically.
+
+    The CSV holds the raw values (full precision, for downstream use); Markdown and LaTeX (booktabs,
+    ``\\label{tab:<stem name>}``) show float columns through ``float_format``, missing values as
+    ``--``, and right-align columns that read as numbers. Used for paper Table 1/3
+    (tab:cert-vs-baseline, via :func:`format_peak_table`) and the App. D runtime table
+    (tab:runtime, via :func:`format_runtime_table`). Returns the three paths written.
+    """
+    if not isinstance(df, pd.DataFrame):
+        raise TypeError(f"write_table needs a pandas DataFrame, got {type(df).__name__}")
+    cells = pd.DataFrame({c: _as_text(df[c], float_format) for c in df.columns}, index=df.index)
+    cells.columns = [str(c) for c in df.columns]
+    numeric = [
+        (pd.api.types.is_numeric_dtype(df[c]) and not pd.api.types.is_bool_dtype(df[c])) or _is_numeric_text(cells[str(c)])
+        for c in df.columns
+    ]
+
+    targets = [_stem_path(stem, s) for s in (".csv", ".md", ".tex")]
+    with atomic_path(targets[0]) as tmp, open(tmp, "w", newline="", encoding="utf-8") as handle:
+        df.to_csv(handle, index=False)
+    with atomic_path(targets[1]) as tmp:
+        tmp.write_text(_markdown(cells, numeric, caption), encoding="utf-8")
+    with atomic_path(targets[2]) as tmp:
+        tmp.write_text(_latex(cells, numeric, caption, Path(stem).name), encoding="utf-8")
+    return targets
+
+
+# --------------------------------------------------------------------------------------------------
+# sufficiency (Fig. cACC-K, Table 1 / Table 3)
+
+
+def plot_cacc_curves(curves: pd.DataFrame, stem: Path, metric: str = "cacc", title: str = "") -> list[Path]:
+    """Circuit accuracy vs circuit size K (paper Fig. cACC-K, fig:cacc-k-vision; App. language figures).
+
+    One panel per ``eval_set`` (a row, shared y). x is ``k_effective`` in percent of components, y is
+    ``metric`` (``cacc``, ``balanced_accuracy``, ``false_positive_rate``, ...). Certified circuits are
+    solid, the baseline dashed, the majority vote dotted, colours distinguish experiments (models);
+    ``full`` (the unpruned model) is a horizontal grey line. Several rows for the same
+    (experiment, eval_set, method, k_target) are averaged. One legend for the whole figure.
+    """
+    _require(curves, ["experiment", "eval_set", "method", "k_target", "k_effective", metric], "curves")
+    keys = ["experiment", "eval_set", "method", "k_target"]
+    data = curves.groupby(keys, sort=False, dropna=False, as_index=False)[["k_effective", metric]].mean()
+    eval_sets = list(pd.unique(data["eval_set"]))
+    experiments = list(pd.unique(data["experiment"]))
+    colors = dict(zip(experiments, _color_cycle(len(experiments))))
+    fig, axes = _figure(1, len(eval_sets), sharey=True)
+
+    for ax, eval_set in zip(axes[0], eval_sets):
+        panel = data[data["eval_set"] == eval_set]
+        for (experiment, method), line in panel.groupby(["experiment", "method"], sort=False):
+            if method == "full":
+                ax.axhline(line[metric].mean(), color="0.55", lw=1.2, zorder=1)
+                continue
+            line = line.sort_values("k_effective")
+            style = METHOD_STYLE.get(method, "-.")
+            ax.plot(100.0 * line["k_effective"], line[metric], ls=style, color=colors[experiment], lw=1.6)
+        ax.set_title(str(eval_set))
+        ax.set_xlabel("circuit size K (% of components)")
+        ax.grid(alpha=0.3)
+    axes[0, 0].set_ylabel(metric.replace("_", " ") if metric != "cacc" else "cACC")
+
+    methods = list(pd.unique(data["method"]))
+    handles = [
+        Line2D([], [], color="black", ls=METHOD_STYLE.get(m, "-."), label=METHOD_LABEL.get(m, m))
+        for m in methods
+        if m != "full"
+    ]
+    if "full" in methods:
+        handles.append(Line2D([], [], color="0.55", label=METHOD_LABEL["full"]))
+    if len(experiments) > 1:
+        handles += [Line2D([], [], color=colors[e], lw=4, label=str(e)) for e in experiments]
+    fig.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 6), frameon=False)
+    if title:
+        fig.suptitle(title)
+    return save_figure(fig, stem)
+
+
+PEAK_COLUMNS = (
+    "experiment", "eval_set", "full", "baseline", "baseline_k", "certified", "certified_k", "delta", "delta_k", "pvalue",
+)
+
+
+def format_peak_table(peaks: pd.DataFrame) -> pd.DataFrame:
+    """The display table of paper Table 1 (tab:cert-vs-baseline) and Table 3 (other scorers).
+
+    Columns: ``Dataset``, ``Full``, ``Baseline cACC (K%)``, ``Certified cACC (K%)``, ``Δ cACC``,
+    ``Δ K``. All numbers are percentages with one decimal: peak cACC with the circuit size K at which
+    it is reached in parentheses (e.g. ``91.2 (33.6)``); ``Δ cACC`` and ``Δ K`` are the ``delta`` and
+    ``delta_k`` columns as given (signed, in percentage points).
+
+    Significance markers on ``Δ cACC`` come from ``pvalue`` (the paired test named in ``test``):
+    ``***`` p < 0.001, ``**`` p < 0.01, ``*`` p < 0.05, ``ns`` otherwise; no marker where ``pvalue``
+    is missing (no test run). ``Dataset`` is the ``eval_set``, prefixed with ``experiment: `` when the
+    table holds more than one experiment. Rows keep the order of ``peaks``.
+    """
+    _require(peaks, PEAK_COLUMNS, "peaks")
+    dataset = peaks["eval_set"].astype(str)
+    if peaks["experiment"].nunique() > 1:
+        dataset = peaks["experiment"].astype(str) + ": " + dataset
+    marker = significance_marker(peaks["pvalue"])
+    delta = (_signed_pct(peaks["delta"]) + " " + marker).str.rstrip()
+    table = pd.DataFrame(
+        {
+            "Dataset": dataset,
+            "Full": _pct(peaks["full"]),
+            "Baseline cACC (K%)": _pct(peaks["baseline"]) + " (" + _pct(peaks["baseline_k"]) + ")",
+            "Certified cACC (K%)": _pct(peaks["certified"]) + " (" + _pct(peaks["certified_k"]) + ")",
+            "Δ cACC": delta,
+            "Δ K": _signed_pct(peaks["delta_k"]),
+        }
+    )
+    return table.reset_index(drop=True).astype(object)
+
+
+# --------------------------------------------------------------------------------------------------
+# structural stability (Fig. IoU, seed stability)
+
+
+def plot_iou(iou: pd.DataFrame, stem: Path) -> list[Path]:
+    """Structural stability across distribution shift (paper Fig. IoU).
+
+    Grouped bars: for each ``eval_set`` the mean IoU over concepts of the baseline and the certified
+    circuit, with ± one standard error (std with ddof=1 over concepts / sqrt(n); 0 for a single
+    concept). One panel per experiment.
+    """
+    _require(iou, ["experiment", "concept", "eval_set", "method", "iou"], "iou")
+    per_concept = iou.groupby(["experiment", "eval_set", "method", "concept"], sort=False, as_index=False)["iou"].mean()
+    stats = (
+        per_concept.groupby(["experiment", "eval_set", "method"], sort=False)["iou"]
+        .agg(["mean", "std", "count"])
+        .reset_index()
+    )
+    stats["se"] = (stats["std"] / np.sqrt(stats["count"])).fillna(0.0)
+    experiments = list(pd.unique(stats["experiment"]))
+    present = set(stats["method"])
+    methods = [m for m in ("baseline", "certified") if m in present] + sorted(present - {"baseline", "certified"})
+    panel_width = max(4.0, 1.1 * stats["eval_set"].nunique() + 1.5)
+    fig, axes = _figure(1, len(experiments), panel=(panel_width, 3.2), sharey=True)
+    width = 0.8 / len(methods)
+
+    for ax, experiment in zip(axes[0], experiments):
+        panel = stats[stats["experiment"] == experiment]
+        eval_sets = list(pd.unique(panel["eval_set"]))
+        position = pd.Series(np.arange(len(eval_sets), dtype=float), index=eval_sets)
+        for j, method in enumerate(methods):
+            bars = panel[panel["method"] == method]
+            x = position.loc[bars["eval_set"]].to_numpy() + (j - (len(methods) - 1) / 2) * width
+            ax.bar(
+                x, bars["mean"], width, yerr=bars["se"], capsize=3,
+                color=METHOD_COLOR.get(method), label=METHOD_LABEL.get(method, method),
+            )
+        ax.set_xticks(position.to_numpy(), [str(e) for e in eval_sets], rotation=20, ha="right")
+        ax.set_title(str(experiment))
+        ax.set_ylim(0, 1.05)
+        ax.grid(axis="y", alpha=0.3)
+    axes[0, 0].set_ylabel("IoU with ID circuit (mean ± s.e.)")
+    axes[0, 0].legend(frameon=False)
+    return save_figure(fig, stem)
+
+
+def plot_seed_stability(stability: pd.DataFrame, stem: Path) -> list[Path]:
+    """Circuit stability across discovery seeds / resampled concept datasets (paper stability figure).
+
+    One box per method of the pairwise IoUs between circuits found with ``seed_a`` and ``seed_b``
+    (all concepts pooled); one panel per experiment.
+    """
+    _require(stability, ["experiment", "concept", "method", "seed_a", "seed_b", "iou"], "stability")
+    experiments = list(pd.unique(stability["experiment"]))
+    fig, axes = _figure(1, len(experiments), sharey=True)
+    for ax, experiment in zip(axes[0], experiments):
+        panel = stability[stability["experiment"] == experiment]
+        groups = {m: g["iou"].dropna().to_numpy(dtype=float) for m, g in panel.groupby("method", sort=False)}
+        methods = [m for m in ("baseline", "majority", "certified") if m in groups]
+        methods += [m for m in groups if m not in METHOD_STYLE]
+        labels = [METHOD_LABEL.get(m, m) for m in methods]
+        boxes = ax.boxplot([groups[m] for m in methods], tick_labels=labels, patch_artist=True, widths=0.6)
+        for patch, method in zip(boxes["boxes"], methods):
+            patch.set_facecolor(METHOD_COLOR.get(method, "0.8"))
+            patch.set_alpha(0.7)
+        ax.set_title(str(experiment))
+        ax.grid(axis="y", alpha=0.3)
+    axes[0, 0].set_ylabel("IoU between seeds")
+    return save_figure(fig, stem)
+
+
+# --------------------------------------------------------------------------------------------------
+# analysis of the certificate (App. C.1, C.2, larger radii)
+
+
+def plot_radius_curves(
+    stem: Path,
+    taus: Sequence[float] = (0.6, 0.7, 0.8, 0.9, 0.95),
+    p_del: Sequence[float] | np.ndarray = np.linspace(0.5, 0.995, 200),
+) -> list[Path]:
+    """Certified radius r vs deletion probability p_del for several tau (App. C.1, fig:radius-analysis).
+
+    ``r = floor(log(1.5 - tau) / log p_del)`` (Eq. r) from
+    :func:`certified_circuits.certification.certified_radius`, drawn as a step function per tau.
+    """
+    p_del = np.asarray(p_del, dtype=float)
+    fig, axes = _figure(1, 1, panel=(5.0, 3.6))
+    ax = axes[0, 0]
+    for tau, color in zip(taus, _color_cycle(len(taus))):
+        radius = np.array([certified_radius(tau, p) for p in p_del])
+        ax.step(p_del, radius, where="post", color=color, lw=1.6, label=rf"$\tau$ = {tau:g}")
+    ax.set_yscale("symlog", linthresh=10)
+    top = max(1, int(ax.get_ylim()[1]))
+    ax.set_yticks([t for t in (0, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000) if t <= top], minor=False)
+    ax.yaxis.set_major_formatter(ScalarFormatter())
+    ax.set_xlabel(r"deletion probability $p_{\mathrm{del}}$")
+    ax.set_ylabel("certified radius r (edits)")
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(frameon=False)
+    return save_figure(fig, stem)
+
+
+def plot_sample_complexity(
+    stem: Path,
+    n_components: int = 3840,
+    alphas: Sequence[float] = (0.01, 0.001, 0.0001),
+    taus: Sequence[float] | np.ndarray = np.linspace(0.6, 0.99, 100),
+) -> list[Path]:
+    """Minimum number of certification samples n vs tau under perfect agreement (App. C.2, fig:n-vs-tau).
+
+    Solid: Bonferroni over ``n_components`` components (``tau^n <= alpha / N``); dashed: a single
+    component (``tau^n <= alpha``); one colour per alpha; log y axis. The vertical line marks
+    ``tau* = max_certifiable_tau(1000, 0.001, n_components)``, the largest tau the paper's
+    ``n = 1000`` certifies at ``alpha = 0.001`` (0.985 for N = 3840).
+    """
+    taus = np.asarray(taus, dtype=float)
+    fig, axes = _figure(1, 1, panel=(5.0, 3.6))
+    ax = axes[0, 0]
+    for alpha, color in zip(alphas, _color_cycle(len(alphas))):
+        corrected = [min_samples(t, alpha, n_components) for t in taus]
+        single = [min_samples(t, alpha, 1) for t in taus]
+        bonferroni = rf"$\alpha$ = {alpha:g}, Bonferroni (N = {n_components:,})"
+        ax.plot(taus, corrected, color=color, ls="-", lw=1.6, label=bonferroni)
+        ax.plot(taus, single, color=color, ls="--", lw=1.2, label=rf"$\alpha$ = {alpha:g}, per component")
+    tau_star = max_certifiable_tau(1000, 0.001, n_components)
+    ax.axvline(tau_star, color="0.3", ls=":", lw=1.2)
+    ax.axhline(1000, color="0.6", ls=":", lw=1.0)
+    ax.annotate(rf"$\tau^*$ = {tau_star:.3f}", (tau_star, 0.02), xycoords=("data", "axes fraction"),
+                xytext=(-3, 0), textcoords="offset points", rotation=90, ha="right", va="bottom", fontsize=8)
+    ax.set_yscale("log")
+    ax.set_xlabel(r"confidence threshold $\tau$")
+    ax.set_ylabel("minimum samples n")
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(frameon=False, fontsize=7)
+    return save_figure(fig, stem)
+
+
+def plot_radius_sweep(sweep: pd.DataFrame, stem: Path) -> list[Path]:
+    """Certification at larger radii (App. larger-radii figures, fig:radius_fixed_K / fig:radius_optimal_K).
+
+    Rows of panels: cACC, effective circuit size and abstention rate, each vs certified radius, one
+    line per concept-dataset size ``n_examples``; one column per experiment. Rows sharing
+    (experiment, n_examples, radius), e.g. several (p_del, tau) giving the same radius, are averaged.
+    """
+    _require(
+        sweep, ["experiment", "n_examples", "p_del", "tau", "radius", "abstain_rate", "effective_k", "cacc"], "sweep"
+    )
+    data = (
+        sweep.groupby(["experiment", "n_examples", "radius"], as_index=False)[["cacc", "effective_k", "abstain_rate"]]
+        .mean()
+        .sort_values(["experiment", "n_examples", "radius"])
+    )
+    experiments = list(pd.unique(sweep["experiment"]))
+    sizes = sorted(pd.unique(data["n_examples"]))
+    colors = dict(zip(sizes, _color_cycle(len(sizes))))
+    rows = [("cacc", "cACC"), ("effective_k", "effective K"), ("abstain_rate", "abstention rate")]
+    fig, axes = _figure(len(rows), len(experiments), panel=(3.6, 2.4), sharex="col", sharey="row")
+    for col, experiment in enumerate(experiments):
+        panel = data[data["experiment"] == experiment]
+        for row, (column, label) in enumerate(rows):
+            ax = axes[row, col]
+            for size, line in panel.groupby("n_examples"):
+                ax.plot(line["radius"], line[column], marker="o", ms=3, color=colors[size], label=f"|D| = {size}")
+            ax.grid(alpha=0.3)
+            if col == 0:
+                ax.set_ylabel(label)
+        axes[0, col].set_title(str(experiment))
+        axes[-1, col].set_xlabel("certified radius r")
+    handles = [Line2D([], [], color=colors[s], marker="o", ms=3, label=f"|D| = {s}") for s in sizes]
+    fig.legend(handles=handles, loc="outside lower center", ncol=len(handles), frameon=False)
+    return save_figure(fig, stem)
+
+
+# --------------------------------------------------------------------------------------------------
+# qualitative (feature visualisation, spurious channels)
+
+
+def plot_spurious(spurious: pd.DataFrame, stem: Path) -> list[Path]:
+    """Spurious index of channels by certification outcome (feature-visualisation section).
+
+    One box per category (certified in, abstained, certified out) over all channels of all concepts;
+    the paper's claim is that abstained channels carry the spurious (background/co-occurring) features.
+    """
+    _require(spurious, ["concept", "category", "spurious_index"], "spurious")
+    present = set(spurious["category"])
+    categories = [c for c in SPURIOUS_ORDER if c in present] + sorted(present - set(SPURIOUS_ORDER))
+    groups = spurious.groupby("category")["spurious_index"]
+    values = [groups.get_group(c).dropna().to_numpy(dtype=float) for c in categories]
+    counts = [len(v) for v in values]
+    fig, axes = _figure(1, 1, panel=(4.5, 3.4))
+    ax = axes[0, 0]
+    labels = [f"{SPURIOUS_LABEL.get(c, c)}\n(n = {k})" for c, k in zip(categories, counts)]
+    boxes = ax.boxplot(values, tick_labels=labels, patch_artist=True, widths=0.6)
+    palette = {"certified_in": METHOD_COLOR["certified"], "abstained": "#c0392b", "certified_out": "0.7"}
+    for patch, category in zip(boxes["boxes"], categories):
+        patch.set_facecolor(palette.get(category, "0.85"))
+        patch.set_alpha(0.7)
+    ax.set_ylabel("spurious index")
+    ax.grid(axis="y", alpha=0.3)
+    return save_figure(fig, stem)
+
+
+RUNTIME_COLUMNS = ("n", "paradigm", "naive_sample_s", "cached_sample_s", "decision_s")
+
+
+def format_runtime_table(runtime: pd.DataFrame) -> pd.DataFrame:
+    """The runtime breakdown of App. D (tab:runtime), numeric, ready for :func:`write_table`.
+
+    Adds ``total_naive_s = naive_sample_s + decision_s``, ``total_cached_s = cached_sample_s +
+    decision_s`` and ``speedup = total_naive_s / total_cached_s`` (the paper's "optimized speedup",
+    e.g. 1007 s / 2.420 s = 416x at n = 1000, certified). A missing ``decision_s`` (the n = 1 baseline)
+    counts as 0; a missing naive time gives a missing total and speedup. Rows keep their order.
+    """
+    _require(runtime, RUNTIME_COLUMNS, "runtime")
+    out = runtime.copy()
+    decision = out["decision_s"].astype(float).fillna(0.0)
+    out["total_naive_s"] = out["naive_sample_s"].astype(float) + decision
+    out["total_cached_s"] = out["cached_sample_s"].astype(float) + decision
+    out["speedup"] = out["total_naive_s"] / out["total_cached_s"].where(out["total_cached_s"] > 0)
+    return out
+
+
+def plot_feature_grid(images: np.ndarray, rows: list[str], stem: Path, title: str = "") -> list[Path]:
+    """Top-activating examples per channel (paper Fig. 1a and the feature-visualisation figures).
+
+    ``images`` is uint8 ``[n_rows, n_cols, H, W, 3]``: one row per channel, its ``n_cols``
+    top-activating examples; ``rows`` labels each row (e.g. ``'certified in: layer3.17'``). Drawn as
+    an image grid without axes, the label left of each row.
+    """
+    images = np.asarray(images)
+    if images.ndim != 5 or images.shape[-1] != 3:
+        raise ValueError(f"images must have shape [n_rows, n_cols, H, W, 3], got {images.shape}")
+    if images.dtype != np.uint8:
+        raise ValueError(f"images must be uint8 RGB, got dtype {images.dtype}")
+    n_rows, n_cols = images.shape[:2]
+    if len(rows) != n_rows:
+        raise ValueError(f"rows has {len(rows)} labels for {n_rows} image rows")
+    if n_rows == 0 or n_cols == 0:
+        raise ValueError("images has no rows or no columns: nothing to render")
+    fig, axes = _figure(n_rows, n_cols, panel=(1.3, 1.3))
+    for (i, j), ax in np.ndenumerate(axes):
+        ax.imshow(images[i, j], interpolation="nearest")
+        ax.set_xticks([])
+        ax.set_yticks([])
+        for spine in ax.spines.values():
+            spine.set_visible(False)
+    for ax, label in zip(axes[:, 0], rows):
+        ax.set_ylabel(str(label), rotation=0, ha="right", va="center", fontsize=8)
+    if title:
+        fig.suptitle(title)
+    return save_figure(fig, stem)

@@ -1,0 +1,241 @@
+"""Rendering tests: every figure/table function on small hand-built tables (figures.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from certified_circuits import figures
+from certified_circuits.certification import certified_radius
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def assert_figure(paths: list[Path], stem: Path) -> None:
+    """Both files written, at the expected names, and valid by their magic bytes."""
+    png, pdf = stem.parent / f"{stem.name}.png", stem.parent / f"{stem.name}.pdf"
+    assert paths == [png, pdf]
+    assert png.read_bytes()[:8] == PNG_MAGIC and png.stat().st_size > 500
+    assert pdf.read_bytes()[:5] == b"%PDF-" and pdf.stat().st_size > 500
+
+
+def assert_no_tmp(folder: Path) -> None:
+    assert not list(folder.rglob("*.tmp")), list(folder.rglob("*.tmp"))
+
+
+def curves_table() -> pd.DataFrame:
+    k = np.array([0.1, 0.3, 0.5, 0.7, 1.0])
+    frames = []
+    for experiment in ("resnet101", "vit_b16"):
+        for eval_set in ("imagenet", "imagenet_a"):
+            for method, shift in (("baseline", 0.0), ("majority", 0.03), ("certified", 0.08)):
+                frames.append(pd.DataFrame({
+                    "experiment": experiment, "eval_set": eval_set, "method": method, "k_target": k,
+                    "k_effective": k * (0.6 if method == "certified" else 1.0),
+                    "cacc": np.clip(0.5 + 0.4 * k + shift, 0, 1), "balanced_accuracy": 0.6 + 0.2 * k,
+                }))
+            frames.append(pd.DataFrame({"experiment": [experiment], "eval_set": [eval_set], "method": ["full"],
+                                        "k_target": [1.0], "k_effective": [1.0], "cacc": [0.78], "balanced_accuracy": [0.8]}))
+    return pd.concat(frames, ignore_index=True)
+
+
+def peaks_table() -> pd.DataFrame:
+    return pd.DataFrame({
+        "experiment": ["resnet101", "resnet101", "resnet101"],
+        "eval_set": ["imagenet", "imagenet_a", "ood_cv"],
+        "full": [0.78, 0.07, 0.2],
+        "baseline": [0.874, 0.60, 0.73],
+        "baseline_k": [0.70, 0.40, 0.40],
+        "certified": [0.912, 0.94, 0.73],
+        "certified_k": [0.336, 0.342, 0.4],
+        "delta": [0.038, 0.34, -0.0004],
+        "delta_k": [-0.364, -0.058, 0.0],
+        "pvalue": [0.004, 0.0002, 0.2],
+        "test": ["wilcoxon"] * 3,
+        "n_concepts": [10, 10, 10],
+    })
+
+
+# --------------------------------------------------------------------------------------------------
+# tables
+
+
+def test_format_peak_table_values(tmp_path: Path) -> None:
+    table = figures.format_peak_table(peaks_table())
+    assert list(table.columns) == ["Dataset", "Full", "Baseline cACC (K%)", "Certified cACC (K%)", "Δ cACC", "Δ K"]
+    first = table.iloc[0].to_dict()
+    assert first == {
+        "Dataset": "imagenet", "Full": "78.0", "Baseline cACC (K%)": "87.4 (70.0)",
+        "Certified cACC (K%)": "91.2 (33.6)", "Δ cACC": "+3.8 **", "Δ K": "-36.4",
+    }
+    assert table["Δ cACC"].tolist() == ["+3.8 **", "+34.0 ***", "+0.0 ns"]  # -0.04 pp rounds to +0.0, not -0.0
+    assert table["Δ K"].tolist() == ["-36.4", "-5.8", "+0.0"]
+
+    paths = figures.write_table(table, tmp_path / "tab_cert_vs_baseline", caption="Peak cACC (ResNet-101)")
+    assert [p.name for p in paths] == ["tab_cert_vs_baseline.csv", "tab_cert_vs_baseline.md", "tab_cert_vs_baseline.tex"]
+    md, tex = paths[1].read_text(encoding="utf-8"), paths[2].read_text(encoding="utf-8")
+    assert "| imagenet | 78.0 | 87.4 (70.0) | 91.2 (33.6) | +3.8 ** | -36.4 |" in md
+    assert "| Dataset | Full | Baseline cACC (K%) | Certified cACC (K%) | Δ cACC | Δ K |" in md
+    assert md.startswith("Table: Peak cACC (ResNet-101)")
+    assert r"imagenet\_a & 7.0 & 60.0 (40.0) & 94.0 (34.2) & +34.0 *** & -5.8 \\" in tex
+    assert r"Baseline cACC (K\%)" in tex and r"$\Delta$ cACC" in tex
+    assert r"\begin{tabular}{lrrrrr}" in tex and r"\label{tab:tab_cert_vs_baseline}" in tex
+    assert r"\caption{Peak cACC (ResNet-101)}" in tex
+    assert pd.read_csv(paths[0])["Δ cACC"].tolist() == ["+3.8 **", "+34.0 ***", "+0.0 ns"]
+    assert_no_tmp(tmp_path)
+
+
+def test_significance_thresholds() -> None:
+    p = pd.Series([0.0009, 0.001, 0.0099, 0.01, 0.049, 0.05, 0.5, np.nan])
+    assert figures.significance_marker(p).tolist() == ["***", "**", "**", "*", "*", "ns", "ns", ""]
+
+
+def test_peak_table_several_experiments_prefixes_dataset() -> None:
+    peaks = pd.concat([peaks_table().iloc[:1], peaks_table().iloc[:1].assign(experiment="vit_b16")], ignore_index=True)
+    assert figures.format_peak_table(peaks)["Dataset"].tolist() == ["resnet101: imagenet", "vit_b16: imagenet"]
+
+
+def test_write_table_float_format_and_missing(tmp_path: Path) -> None:
+    df = pd.DataFrame({"name": ["a_b", "c&d"], "n": [100, 1000], "x": [1.23456, np.nan], "ok": [True, False]})
+    paths = figures.write_table(df, tmp_path / "sub" / "t.v1", float_format="{:.2f}")
+    assert [p.name for p in paths] == ["t.v1.csv", "t.v1.md", "t.v1.tex"]  # dots in a stem are kept
+    md, tex = paths[1].read_text(encoding="utf-8"), paths[2].read_text(encoding="utf-8")
+    assert "| a_b | 100 | 1.23 | True |" in md and "| c&d | 1000 | -- | False |" in md
+    assert "|:---|---:|---:|:---|" in md
+    assert r"a\_b & 100 & 1.23 & True \\" in tex and r"c\&d & 1000 & -- & False \\" in tex
+    back = pd.read_csv(paths[0])
+    assert back["x"].iloc[0] == pytest.approx(1.23456)  # CSV keeps full precision
+    assert_no_tmp(tmp_path)
+
+
+def test_runtime_table_speedup(tmp_path: Path) -> None:
+    runtime = pd.DataFrame({
+        "n": [100, 100, 1000, 1000],
+        "paradigm": ["majority", "certified", "majority", "certified"],
+        "naive_sample_s": [101.0, 101.0, 1007.0, 1007.0],
+        "cached_sample_s": [0.990, 0.990, 2.226, 2.226],
+        "decision_s": [0.006, 0.024, 0.021, 0.194],
+    })
+    out = figures.format_runtime_table(runtime)
+    assert out["total_naive_s"].tolist() == pytest.approx([101.006, 101.024, 1007.021, 1007.194])
+    assert out["total_cached_s"].tolist() == pytest.approx([0.996, 1.014, 2.247, 2.420])
+    assert out["speedup"].tolist() == pytest.approx([101.006 / 0.996, 101.024 / 1.014, 1007.021 / 2.247, 1007.194 / 2.420])
+    assert round(out["speedup"].iloc[3]) == 416  # the paper's x416 at n = 1000
+    assert list(runtime.columns) == ["n", "paradigm", "naive_sample_s", "cached_sample_s", "decision_s"]  # input untouched
+    paths = figures.write_table(out, tmp_path / "runtime", float_format="{:.3f}")
+    assert "| 1000 | certified | 1007.000 | 2.226 | 0.194 | 1007.194 | 2.420 | 416.196 |" in paths[1].read_text(encoding="utf-8")
+
+
+# --------------------------------------------------------------------------------------------------
+# figures
+
+
+def test_save_figure_pyplot_and_closes(tmp_path: Path) -> None:
+    from matplotlib import pyplot as plt
+
+    fig, ax = plt.subplots()
+    ax.plot([0, 1], [0, 1])
+    assert_figure(figures.save_figure(fig, tmp_path / "plain"), tmp_path / "plain")
+    assert not plt.fignum_exists(fig.number)
+    assert_no_tmp(tmp_path)
+
+
+@pytest.mark.parametrize("metric", ["cacc", "balanced_accuracy"])
+def test_plot_cacc_curves(tmp_path: Path, metric: str) -> None:
+    stem = tmp_path / f"cacc_{metric}"
+    assert_figure(figures.plot_cacc_curves(curves_table(), stem, metric=metric, title="cACC vs K"), stem)
+    assert_no_tmp(tmp_path)
+
+
+def test_plot_iou_and_seed_stability(tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    iou = pd.DataFrame([
+        {"experiment": "resnet101", "concept": c, "eval_set": e, "method": m, "iou": rng.uniform(0.3, 0.9)}
+        for c in ("crocodile", "goldfish", "tench") for e in ("imagenet_a", "imagenet_c") for m in ("baseline", "certified")
+    ])
+    assert_figure(figures.plot_iou(iou, tmp_path / "iou"), tmp_path / "iou")
+    stability = pd.DataFrame([
+        {"experiment": "resnet101", "concept": c, "method": m, "seed_a": a, "seed_b": b, "iou": rng.uniform(0.4, 1.0)}
+        for c in ("crocodile", "goldfish") for m in ("baseline", "certified") for a, b in ((0, 1), (0, 2), (1, 2))
+    ])
+    assert_figure(figures.plot_seed_stability(stability, tmp_path / "seeds"), tmp_path / "seeds")
+    assert_no_tmp(tmp_path)
+
+
+def test_analytic_figures(tmp_path: Path) -> None:
+    assert_figure(figures.plot_radius_curves(tmp_path / "radius", p_del=np.linspace(0.5, 0.99, 40)), tmp_path / "radius")
+    assert_figure(figures.plot_sample_complexity(tmp_path / "n_vs_tau", taus=np.linspace(0.6, 0.99, 30)), tmp_path / "n_vs_tau")
+    assert_no_tmp(tmp_path)
+
+
+def test_plot_radius_sweep(tmp_path: Path) -> None:
+    rows = [
+        {"experiment": exp, "n_examples": n, "p_del": p, "tau": 0.95, "radius": certified_radius(0.95, p),
+         "abstain_rate": 0.1 + 0.5 * p / n * 50, "effective_k": 0.4, "cacc": 0.9 - 0.1 * p}
+        for exp in ("imagenet", "imagenet_a") for n in (50, 100, 500) for p in (0.5, 0.7, 0.8, 0.9)
+    ]
+    assert_figure(figures.plot_radius_sweep(pd.DataFrame(rows), tmp_path / "sweep"), tmp_path / "sweep")
+
+
+def test_plot_spurious_and_feature_grid(tmp_path: Path) -> None:
+    rng = np.random.default_rng(1)
+    spurious = pd.DataFrame({
+        "concept": np.repeat(["crocodile", "goldfish"], 30),
+        "category": np.tile(np.repeat(["certified_in", "abstained", "certified_out"], 10), 2),
+        "spurious_index": rng.uniform(0, 1, 60),
+    })
+    assert_figure(figures.plot_spurious(spurious, tmp_path / "spurious"), tmp_path / "spurious")
+    images = rng.integers(0, 256, size=(2, 3, 8, 8, 3), dtype=np.uint8)
+    labels = ["certified in: layer3.17", "abstained: layer4.2"]
+    assert_figure(figures.plot_feature_grid(images, labels, tmp_path / "grid", title="crocodile"), tmp_path / "grid")
+    with pytest.raises(ValueError, match="labels"):
+        figures.plot_feature_grid(images, labels[:1], tmp_path / "bad")
+    with pytest.raises(ValueError, match="uint8"):
+        figures.plot_feature_grid(images.astype(float), labels, tmp_path / "bad")
+    assert_no_tmp(tmp_path)
+
+
+# --------------------------------------------------------------------------------------------------
+# validation
+
+
+@pytest.mark.parametrize(
+    ("call", "frame", "column"),
+    [
+        ("curves", curves_table().drop(columns="k_effective"), "k_effective"),
+        ("peaks", peaks_table().drop(columns="pvalue"), "pvalue"),
+        ("iou", pd.DataFrame({"experiment": ["e"], "concept": ["c"], "eval_set": ["s"], "method": ["baseline"]}), "iou"),
+        ("stability", pd.DataFrame({"experiment": ["e"], "concept": ["c"], "method": ["m"], "seed_a": [0], "iou": [1.0]}), "seed_b"),
+        (
+            "sweep",
+            pd.DataFrame({"experiment": ["e"], "n_examples": [50], "p_del": [0.5], "tau": [0.95], "radius": [1],
+                          "cacc": [0.9], "effective_k": [0.4]}),
+            "abstain_rate",
+        ),
+        ("spurious", pd.DataFrame({"concept": ["c"], "spurious_index": [0.3]}), "category"),
+        ("runtime", pd.DataFrame({"n": [1], "paradigm": ["certified"], "naive_sample_s": [1.0], "decision_s": [0.1]}), "cached_sample_s"),
+    ],
+)
+def test_missing_column_raises_naming_it(tmp_path: Path, call: str, frame: pd.DataFrame, column: str) -> None:
+    functions = {
+        "curves": lambda df: figures.plot_cacc_curves(df, tmp_path / "x"),
+        "peaks": figures.format_peak_table,
+        "iou": lambda df: figures.plot_iou(df, tmp_path / "x"),
+        "stability": lambda df: figures.plot_seed_stability(df, tmp_path / "x"),
+        "sweep": lambda df: figures.plot_radius_sweep(df, tmp_path / "x"),
+        "spurious": lambda df: figures.plot_spurious(df, tmp_path / "x"),
+        "runtime": figures.format_runtime_table,
+    }
+    with pytest.raises(ValueError, match=repr(column)):
+        functions[call](frame)
+    assert not list(tmp_path.iterdir())  # nothing written, not even a temporary file
+
+
+def test_missing_metric_column_and_empty_table(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="'false_positive_rate'"):
+        figures.plot_cacc_curves(curves_table(), tmp_path / "x", metric="false_positive_rate")
+    with pytest.raises(ValueError, match="no rows"):
+        figures.format_peak_table(peaks_table().iloc[:0])
