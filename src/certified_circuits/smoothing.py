@@ -107,38 +107,43 @@ def _first_entry(values: np.ndarray, kept: np.ndarray) -> np.ndarray:
         kept: int ``[nK]`` nondecreasing numbers of components kept at each sorted K.
 
     Returns:
-        uint8/int16 ``[b, m]`` with values in ``0..nK`` (``nK``: never).
+        uint8 (int16 for grids of 255+ values) ``[b, m]`` with values in ``0..nK`` (``nK``: never).
 
-    Method (no argsort): with ``d`` the row sorted in descending order, the threshold of K_j is
-    ``t_j = d[kept_j - 1]`` and ``u`` is in the circuit iff ``x_u > t_j``, or ``x_u == t_j`` and fewer
-    than ``s_j = kept_j - #{x > t_j}`` tied components have a lower index (ties to the lower index).
-    Without ties, the entry is ``#{j : t_j > x_u}``: one comparison per K. Where a tie straddles the
-    cut (``d[kept_j - 1] == d[kept_j]``), the tied components past the first ``s_j`` are pushed to
-    ``j + 1``, processing ``j`` in increasing order; this only touches the affected rows.
+    Method (no argsort): a component enters at the first K whose count exceeds its *rank* (its
+    position in the order value descending, index ascending). With ``d`` the row sorted descending,
+    K_j's threshold is ``t_j = d[kept_j - 1]``. Without ties at a threshold the entry is simply
+    ``#{j : t_j > x_u}``: one vectorised comparison per K. Where a tie straddles a cut
+    (``d[kept_j - 1] == d[kept_j]``, e.g. dead channels scoring exactly 0), the tied components' ranks
+    are computed exactly, ``#{x > t} + (number of equal values at a lower index)``, once per distinct
+    tied value and row, and their entries looked up with ``searchsorted`` on ``kept``.
     """
     b, m = values.shape
     n_k = kept.size
     descending = np.sort(values, axis=1)[:, ::-1]
-    thresholds = descending[:, kept - 1]  # [b, nK], nonincreasing along K
+    thresholds = np.ascontiguousarray(descending[:, kept - 1])  # [b, nK], nonincreasing along K
     entry = np.zeros((b, m), dtype=np.uint8 if n_k < 255 else np.int16)
     below = np.empty((b, m), dtype=bool)
+    step = below.view(np.uint8) if entry.dtype == np.uint8 else below
     for j in range(n_k):
         np.less(values, thresholds[:, j : j + 1], out=below)
-        entry += below.view(np.uint8)
-    for j in range(n_k):
-        if kept[j] >= m:
-            continue
-        split = np.flatnonzero(descending[:, kept[j] - 1] == descending[:, kept[j]])
-        if split.size == 0:
-            continue
-        rows = values[split]
-        tied = rows == thresholds[split, j : j + 1]
-        slots = kept[j] - (rows > thresholds[split, j : j + 1]).sum(axis=1)
-        tie_rank = np.cumsum(tied, axis=1) - 1
-        excluded = tied & (tie_rank >= slots[:, None]) & (entry[split] <= j)
-        sub = entry[split]
-        sub[excluded] = j + 1
-        entry[split] = sub
+        entry += step
+    cut = kept < m
+    split = np.zeros((b, n_k), dtype=bool)
+    split[:, cut] = descending[:, kept[cut] - 1] == descending[:, kept[cut]]
+    if not split.any():
+        return entry
+    first_of_value = split.copy()  # one pass per distinct straddling value and row
+    first_of_value[:, 1:] &= ~(split[:, :-1] & (thresholds[:, 1:] == thresholds[:, :-1]))
+    for j in np.flatnonzero(first_of_value.any(axis=0)):
+        rows = np.flatnonzero(first_of_value[:, j])
+        row_values = values[rows]
+        tied_value = thresholds[rows, j : j + 1]
+        tied = row_values == tied_value
+        greater = (row_values > tied_value).sum(axis=1, keepdims=True)
+        rank = greater + np.cumsum(tied, axis=1) - 1
+        row_entry = entry[rows]
+        row_entry[tied] = np.searchsorted(kept, rank[tied], side="right")
+        entry[rows] = row_entry
     return entry
 
 

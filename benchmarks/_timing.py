@@ -1,0 +1,16 @@
+"""Timing helper shared by the benchmarks: best-of-R wall time (robust to a busy machine)."""
+
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+
+def best_of(call: Callable[[], object], repeats: int = 3) -> float:
+    """Minimum wall-clock seconds of ``repeats`` calls."""
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        call()
+        best = min(best, time.perf_counter() - start)
+    return best
