@@ -1,0 +1,9 @@
+"""Vision half of Certified Circuits (paper Sec. 4-5, App. A.1, D).
+
+Modules: ``world`` (embedded concept world), ``corruption`` (ImageNet-C defocus blur), ``models``
+(world ResNet, torchvision ResNet-50/101 and ViT-B/16 with their circuit vertices), ``hooks``
+(capture and batched channel masking), ``scorers`` (relevance / activation / rank, spurious index),
+``imagenet`` and ``data`` (paper-scale ImageFolder loaders, uniform image sets), ``train``
+(world model training, OOD filtration), ``attribution`` (HDF5 attributions), ``evaluate``
+(sufficiency with a specificity control), ``cli`` (``vision-*`` subcommands).
+"""

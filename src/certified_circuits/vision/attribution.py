@@ -1,0 +1,88 @@
+"""Attribution extraction for one class and one split (paper Sec. 4; DESIGN.md section 5 contract).
+
+Runs the three scorers of ``scorers.py`` over the class's images (one forward + backward per batch)
+and writes ``scores/{relevance,activation,rank}`` [n_examples, U], ``components/group`` (block index)
+and ``examples/id`` with :func:`certified_circuits.store.write_attributions`, plus extras:
+
+- ``mean_activation`` float32 [U]: mean over the examples of each vertex's spatial-mean activation;
+- ``top_examples`` int32 [U, k]: indices (into ``examples/id``) of the k most activating examples of
+  every vertex, for feature visualisation (App. "feature visualisation");
+- ``correct`` bool [n_examples]: whether the full model classifies the example as the class;
+- ``spurious_index`` float32 [U] (concept world only): habitat- vs shape-sensitivity of each vertex
+  from the counterfactual pairs, see :func:`scorers.spurious_index`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Mapping
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from .data import ImageSet
+from .models import VisionModel
+from .scorers import SCORERS, mean_activations, score_batch, spurious_index
+
+
+def class_indices(imageset: ImageSet, label: int, n_examples: int | None = None, min_examples: int = 1) -> np.ndarray:
+    """Indices of the images labelled ``label`` (first ``n_examples`` of them, in set order)."""
+    idx = np.flatnonzero(imageset.labels == label)
+    if len(idx) < min_examples:
+        raise ValueError(f"{imageset.source} holds {len(idx)} images of class {label}, fewer than the {min_examples} required")
+    return idx[:n_examples] if n_examples else idx
+
+
+def extract_scores(model: VisionModel, imageset: ImageSet, idx: np.ndarray, label: int, batch_size: int = 64,
+                   progress: bool = True) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """Scores {scorer: float32 [len(idx), U]} and the full model's predictions [len(idx)]."""
+    parts: dict[str, list[np.ndarray]] = {s: [] for s in SCORERS}
+    preds = []
+    for s0 in tqdm(range(0, len(idx), batch_size), desc="vision-attribute", disable=not progress):
+        x = imageset.load(idx[s0 : s0 + batch_size], model)
+        scores, logits = score_batch(model, x, label)
+        for k, v in scores.items():
+            parts[k].append(v.numpy())
+        preds.append(logits.argmax(1).numpy())
+    return {k: np.concatenate(v) for k, v in parts.items()}, np.concatenate(preds)
+
+
+def counterfactual_spurious_index(model: VisionModel, counterfactual: Mapping[str, np.ndarray], batch_size: int = 256) -> np.ndarray:
+    """Spurious index [U] from a world ``counterfactual`` split (base / habitat swap / shape swap)."""
+    outs = []
+    for key in ("images", "images_habitat_swap", "images_shape_swap"):
+        if key not in counterfactual:
+            raise ValueError(f"counterfactual split lacks '{key}': rebuild it with vision-world")
+        imgs = counterfactual[key]
+        acts = [mean_activations(model, model.normalize(torch.from_numpy(np.ascontiguousarray(imgs[s : s + batch_size]))))
+                for s in range(0, len(imgs), batch_size)]
+        outs.append(torch.cat(acts))
+    return spurious_index(*outs).numpy()
+
+
+def run_attribution(model: VisionModel, imageset: ImageSet, label: int, out: Path, attrs: Mapping[str, object],
+                    n_examples: int | None = None, batch_size: int = 64, top_k: int = 9,
+                    counterfactual: Mapping[str, np.ndarray] | None = None, progress: bool = True) -> Path:
+    """Extract and write the attribution file for class ``label``; returns its path."""
+    from ..store import write_attributions
+
+    idx = class_indices(imageset, label, n_examples)
+    scores, preds = extract_scores(model, imageset, idx, label, batch_size, progress)
+    act = scores["activation"]
+    k = min(top_k, len(idx))
+    top = np.argsort(-act, axis=0, kind="stable")[:k].T.astype(np.int32)  # [U, k]
+    extras: dict[str, np.ndarray] = {
+        "mean_activation": act.mean(0).astype(np.float32),
+        "top_examples": top,
+        "correct": preds == label,
+    }
+    if counterfactual is not None:
+        extras["spurious_index"] = counterfactual_spurious_index(model, counterfactual).astype(np.float32)
+    return write_attributions(
+        out, scores, groups=model.groups().numpy(), names=model.vertex_names(),
+        example_ids=[str(i) for i in imageset.ids[idx]],
+        attrs={"model": model.arch, "source": imageset.source, "class_index": int(label),
+               "full_model_accuracy": float((preds == label).mean()), **attrs},
+        extras=extras,
+    )

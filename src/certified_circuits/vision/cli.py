@@ -1,0 +1,296 @@
+"""``certified-circuits vision-*`` subcommands (registered by ``certified_circuits.cli``).
+
+- ``vision-world``: build the embedded concept world (one ``.npz`` per split + ``world.json``);
+- ``vision-train``: train the world ResNet, write the checkpoint and ID/OOD accuracies (JSON);
+- ``vision-filter-ood``: build the adversarial and anomaly sets by filtration against a model, and
+  write the full model's accuracy on every split (the calibration numbers);
+- ``vision-attribute``: per-example scores of one class on one split -> attribution HDF5;
+- ``vision-evaluate``: sufficiency of one class's circuits (votes + certificates) -> tidy CSV.
+
+Every path is explicit so that a Snakemake rule can declare inputs and outputs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+
+def _threads(args: argparse.Namespace) -> None:
+    import torch
+
+    if getattr(args, "threads", None):
+        torch.set_num_threads(args.threads)
+
+
+def _model_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("model")
+    g.add_argument("--model", default="world", choices=["world", "resnet50", "resnet101", "vit_b_16"],
+                   help="'world' (needs --checkpoint) or a torchvision ImageNet model (default: world)")
+    g.add_argument("--checkpoint", type=Path, help="world model checkpoint written by vision-train")
+    g.add_argument("--weights", type=Path, help="IMAGENET1K_V1 weights file (default: the torch hub cache)")
+    g.add_argument("--class-index", type=Path,
+                   help="LOC_synset_mapping.txt (wnid per line in class order) for ImageNet folders")
+    g.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
+
+
+def _load(args: argparse.Namespace):
+    from .imagenet import class_names_from_index, load_wnid_index
+    from .models import load_model
+
+    index = load_wnid_index(args.class_index) if args.class_index else None
+    if args.model != "world" and index is None:
+        raise SystemExit(f"--model {args.model} needs --class-index LOC_synset_mapping.txt to map wnid folders to classes")
+    names = class_names_from_index(index) if index else None
+    model = load_model(args.model, checkpoint=args.checkpoint, weights=args.weights, class_names=names)
+    return model, index
+
+
+def _label(model, concept: str) -> int:
+    if concept in model.class_names:
+        return model.class_names.index(concept)
+    if concept.isdigit() and int(concept) < len(model.class_names):
+        return int(concept)
+    raise SystemExit(f"unknown concept {concept!r}: use a class name of the model, e.g. {model.class_names[:5]}, "
+                     f"or a class index < {len(model.class_names)}")
+
+
+def _check_out(path: Path, force: bool = True) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+
+
+# ---------------------------------------------------------------------------------------------- world
+
+def cmd_world(args: argparse.Namespace) -> int:
+    from .world import SPLITS, WorldConfig, build_world
+
+    cfg = WorldConfig(
+        seed=args.seed, image_size=args.image_size, n_classes=args.n_classes, habitat_rate=args.habitat_rate,
+        texture_contrast=args.texture_contrast, habitat_tint=args.habitat_tint,
+        n_train_per_class=args.n_train_per_class, n_concept_per_class=args.n_concept_per_class,
+        n_test_per_class=args.n_test_per_class, n_ood_per_class=args.n_ood_per_class,
+        n_pool_per_class=args.n_pool_per_class, n_anomaly_pool=args.n_anomaly_pool,
+        corruption_severity=args.severity,
+    )
+    try:
+        cfg.validate()
+    except ValueError as e:
+        raise SystemExit(f"vision-world: {e}")
+    splits = tuple(args.splits) if args.splits else SPLITS
+    t0 = time.perf_counter()
+    build_world(cfg, args.out, splits)
+    print(f"vision-world: wrote {len(splits)} splits to {args.out} in {time.perf_counter() - t0:.1f}s", file=sys.stderr)
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------- train
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from .models import save_world_model
+    from .train import accuracy, train_world_model
+    from .world import load_split, write_json_atomic
+
+    _threads(args)
+    tr = load_split(args.world / "train.npz")
+    class_names = [str(c) for c in tr["class_names"]]
+    model, log = train_world_model(tr["images"], tr["labels"], class_names, seed=args.seed, epochs=args.epochs,
+                                   batch_size=args.batch_size, lr=args.lr, widths=tuple(args.widths),
+                                   blocks=tuple(args.blocks))
+    metrics = {"train_log": log}
+    for split in ("id_test", "context_shift", "corruption"):
+        p = args.world / f"{split}.npz"
+        if p.is_file():
+            d = load_split(p)
+            metrics[f"accuracy_{split}"] = accuracy(model, d["images"], d["labels"].astype(np.int64))
+    save_world_model(args.out_model, model.net, class_names, args.widths, args.blocks, int(tr["images"].shape[1]),
+                     meta={"seed": args.seed, "world": str(args.world)})
+    write_json_atomic(args.out_metrics, metrics)
+    print("vision-train: " + ", ".join(f"{k}={v:.3f}" for k, v in metrics.items() if k.startswith("accuracy")), file=sys.stderr)
+    return 0
+
+
+def cmd_filter(args: argparse.Namespace) -> int:
+    from .models import load_world_model
+    from .train import accuracy, filter_adversarial, filter_anomaly
+    from .world import load_split, save_split, write_json_atomic
+
+    _threads(args)
+    model = load_world_model(args.checkpoint)
+    adv = filter_adversarial(model, load_split(args.world / "adversarial_pool.npz"), args.max_per_class)
+    ano = filter_anomaly(model, load_split(args.world / "anomaly_pool.npz"), args.max_per_class, args.min_confidence)
+    save_split(args.out_adversarial, adv)
+    save_split(args.out_anomaly, ano)
+    metrics: dict[str, object] = {}
+    for name, d in [("concept", None), ("id_test", None), ("context_shift", None), ("corruption", None),
+                    ("adversarial", adv), ("anomaly", ano)]:
+        if d is None:
+            p = args.world / f"{name}.npz"
+            if not p.is_file():
+                continue
+            d = load_split(p)
+        metrics[f"accuracy_{name}"] = accuracy(model, d["images"], d["labels"].astype(np.int64))
+        metrics[f"n_{name}"] = int(len(d["labels"]))
+        metrics[f"per_class_{name}"] = np.bincount(d["labels"].astype(np.int64), minlength=len(model.class_names)).tolist()
+    write_json_atomic(args.out_metrics, metrics)
+    print("vision-filter-ood: " + ", ".join(f"{k}={v:.3f}" for k, v in metrics.items() if k.startswith("accuracy")), file=sys.stderr)
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------- attribute
+
+def cmd_attribute(args: argparse.Namespace) -> int:
+    from .attribution import run_attribution
+    from .data import open_set
+    from .world import load_split
+
+    _threads(args)
+    model, index = _load(args)
+    label = _label(model, args.concept)
+    wnids = [args.concept] if index is not None else None
+    iset = open_set(args.data, index, wnids=wnids)
+    cf = load_split(args.counterfactual) if args.counterfactual else None
+    t0 = time.perf_counter()
+    run_attribution(model, iset, label, args.out, attrs={"experiment": args.experiment, "dataset": str(args.data),
+                    "split": args.split, "concept": args.concept}, n_examples=args.n_examples,
+                    batch_size=args.batch_size, top_k=args.top_k, counterfactual=cf)
+    print(f"vision-attribute: {args.concept} -> {args.out} in {time.perf_counter() - t0:.1f}s", file=sys.stderr)
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------- evaluate
+
+def _parse_sets(items: list[str]) -> dict[str, Path]:
+    out = {}
+    for it in items:
+        if "=" not in it:
+            raise SystemExit(f"--eval-set expects NAME=PATH, got {it!r}")
+        k, v = it.split("=", 1)
+        out[k] = Path(v)
+    return out
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    from ..certification import method_masks
+    from ..store import read_certificates, read_votes
+    from .data import open_set
+    from .evaluate import evaluate_class, write_table
+
+    _threads(args)
+    sets = _parse_sets(args.eval_set)
+    for name, p in sets.items():
+        if not p.exists():
+            raise SystemExit(f"vision-evaluate: eval set {name!r}: {p} does not exist")
+    votes = read_votes(args.votes)
+    certs = read_certificates(args.certificates)
+    masks = method_masks(votes, certs)
+    if args.methods:
+        unknown = set(args.methods) - set(masks)
+        if unknown:
+            raise SystemExit(f"unknown methods {sorted(unknown)}; available: {sorted(masks)}")
+        masks = {m: masks[m] for m in args.methods}
+    model, index = _load(args)
+    label = _label(model, args.concept)
+    groups = np.asarray(votes.groups) if getattr(votes, "groups", None) is not None else model.groups().numpy()
+    isets = {name: open_set(p, index, limit_per_class=args.limit_per_class) for name, p in sets.items()}
+    t0 = time.perf_counter()
+    df = evaluate_class(model, isets, label, masks, np.asarray(votes.k_grid), groups, experiment=args.experiment,
+                        concept=args.concept, n_negatives=args.n_negatives, seed=args.seed, max_batch=args.max_batch)
+    write_table(df, args.out)
+    print(f"vision-evaluate: {args.concept}: {len(df)} rows -> {args.out} in {time.perf_counter() - t0:.1f}s", file=sys.stderr)
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------- register
+
+def register(subparsers) -> None:
+    """Add the vision subcommands to the top-level ``certified-circuits`` parser."""
+    from .world import SPLITS, WorldConfig
+
+    d = WorldConfig()
+    p = subparsers.add_parser("vision-world", help="build the embedded concept world",
+                              description="Render the concept world (shape classes + class-correlated habitats) "
+                                          "into OUT/<split>.npz and OUT/world.json. Deterministic in --seed.")
+    p.add_argument("--out", type=Path, required=True, help="output folder")
+    p.add_argument("--seed", type=int, default=d.seed)
+    p.add_argument("--image-size", type=int, default=d.image_size)
+    p.add_argument("--n-classes", type=int, default=d.n_classes)
+    p.add_argument("--habitat-rate", type=float, default=d.habitat_rate, help="P(class's own habitat) in ID splits")
+    p.add_argument("--texture-contrast", type=float, default=d.texture_contrast)
+    p.add_argument("--habitat-tint", type=float, default=d.habitat_tint)
+    p.add_argument("--n-train-per-class", type=int, default=d.n_train_per_class)
+    p.add_argument("--n-concept-per-class", type=int, default=d.n_concept_per_class, help="|D_c| (paper: 50; up to 1000)")
+    p.add_argument("--n-test-per-class", type=int, default=d.n_test_per_class)
+    p.add_argument("--n-ood-per-class", type=int, default=d.n_ood_per_class)
+    p.add_argument("--n-pool-per-class", type=int, default=d.n_pool_per_class, help="adversarial pool before filtration")
+    p.add_argument("--n-anomaly-pool", type=int, default=d.n_anomaly_pool, help="novel-shape pool before filtration")
+    p.add_argument("--severity", type=int, default=d.corruption_severity, help="defocus blur severity (paper: 2)")
+    p.add_argument("--splits", nargs="*", choices=SPLITS, help="only these splits (default: all)")
+    p.set_defaults(func=cmd_world)
+
+    p = subparsers.add_parser("vision-train", help="train the embedded world ResNet",
+                              description="Train a small torchvision ResNet on WORLD/train.npz; write the checkpoint "
+                                          "and accuracies on id_test / context_shift / corruption (JSON).")
+    p.add_argument("--world", type=Path, required=True, help="folder written by vision-world")
+    p.add_argument("--out-model", type=Path, required=True)
+    p.add_argument("--out-metrics", type=Path, required=True)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--epochs", type=int, default=6)
+    p.add_argument("--batch-size", type=int, default=128)
+    p.add_argument("--lr", type=float, default=3e-3)
+    p.add_argument("--widths", type=int, nargs=4, default=[16, 32, 64, 128])
+    p.add_argument("--blocks", type=int, nargs=4, default=[1, 1, 1, 1])
+    p.add_argument("--threads", type=int, default=None)
+    p.set_defaults(func=cmd_train)
+
+    p = subparsers.add_parser("vision-filter-ood", help="filter the adversarial / anomaly OOD sets against a model",
+                              description="ImageNet-A-style filtration (keep misclassified hard images) and "
+                                          "ImageNet-O-style filtration (keep novel shapes confidently labelled as a "
+                                          "known class, labelled with it); also writes the model's accuracy per split.")
+    p.add_argument("--world", type=Path, required=True)
+    p.add_argument("--checkpoint", type=Path, required=True, help="filter model (vision-train output)")
+    p.add_argument("--out-adversarial", type=Path, required=True)
+    p.add_argument("--out-anomaly", type=Path, required=True)
+    p.add_argument("--out-metrics", type=Path, required=True)
+    p.add_argument("--max-per-class", type=int, default=50)
+    p.add_argument("--min-confidence", type=float, default=0.7)
+    p.add_argument("--threads", type=int, default=None)
+    p.set_defaults(func=cmd_filter)
+
+    p = subparsers.add_parser("vision-attribute", help="per-example scores of one class on one split -> HDF5",
+                              description="Relevance, activation and rank scores of every vertex for the images of "
+                                          "one class (one forward/backward per batch), in the attribution contract.")
+    _model_args(p)
+    p.add_argument("--data", type=Path, required=True, help="world .npz split or ROOT/<wnid>/ image folder")
+    p.add_argument("--concept", required=True, help="class name (world), wnid (ImageNet) or class index")
+    p.add_argument("--split", default="concept", help="split name stored in the file's attrs")
+    p.add_argument("--experiment", default="vision")
+    p.add_argument("--out", type=Path, required=True, help="attribution .h5")
+    p.add_argument("--n-examples", type=int, default=None, help="first N images of the class (default: all)")
+    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--top-k", type=int, default=9, help="top-activating examples stored per vertex")
+    p.add_argument("--counterfactual", type=Path, help="world counterfactual.npz -> extras/spurious_index")
+    p.set_defaults(func=cmd_attribute)
+
+    p = subparsers.add_parser("vision-evaluate", help="sufficiency of one class's circuits -> tidy CSV",
+                              description="Zero non-circuit channels at every block output and measure class accuracy, "
+                                          "false-positive rate on other classes and balanced accuracy for all K x "
+                                          "methods (batched), plus the unmasked model ('full').")
+    _model_args(p)
+    p.add_argument("--votes", type=Path, required=True)
+    p.add_argument("--certificates", type=Path, required=True)
+    p.add_argument("--concept", required=True)
+    p.add_argument("--eval-set", action="append", required=True, metavar="NAME=PATH",
+                   help="eval set (world .npz or wnid folder); repeat for several")
+    p.add_argument("--out", type=Path, required=True, help="tidy CSV")
+    p.add_argument("--experiment", default="vision")
+    p.add_argument("--methods", nargs="*", help="subset of baseline/majority/certified (default: all)")
+    p.add_argument("--n-negatives", type=int, default=200, help="seeded sample of other-class images for the FPR")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--max-batch", type=int, default=4096, help="(mask, image) pairs per forward pass")
+    p.add_argument("--limit-per-class", type=int, default=None, help="images per class folder (paper scale)")
+    p.set_defaults(func=cmd_evaluate)
