@@ -4,7 +4,7 @@
 #   attributions/{experiment}/{split}/{concept}.h5
 #   votes/{experiment}/{split}/{concept}/{scorer}/p{p_del}_n0{n0}_n{n}_s{seed}.h5
 #   certificates/{experiment}/{split}/{concept}/{scorer}/p{p_del}_n0{n0}_n{n}_s{seed}/t{tau}_a{alpha}_{correction}.h5
-#   sufficiency/{experiment}/{concept}/{scorer}/p{p_del}_n0{n0}_n{n}_s{seed}/t{tau}_a{alpha}_{correction}.csv
+#   sufficiency/{experiment}/{split}/{concept}/{scorer}/p{p_del}_n0{n0}_n{n}_s{seed}/t{tau}_a{alpha}_{correction}.csv
 #   tables/ figures/ benchmarks/ logs/ mlflow.db
 # Every hyperparameter that changes a result is part of its path, so changing tau reruns only
 # certification and what follows it, changing p_del or n reruns votes onward, and old results stay.
@@ -41,8 +41,8 @@ def certificates_path(experiment, split, concept, scorer, cert):
             f"{setting_tag(cert)}/{decision_tag(cert)}.h5")
 
 
-def sufficiency_path(experiment, concept, scorer, cert):
-    return (f"{RESULTS}/sufficiency/{experiment}/{concept}/{scorer}/"
+def sufficiency_path(experiment, split, concept, scorer, cert):
+    return (f"{RESULTS}/sufficiency/{experiment}/{split}/{concept}/{scorer}/"
             f"{setting_tag(cert)}/{decision_tag(cert)}.csv")
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from certified_circuits.certification import certify_votes
 from certified_circuits.cli import main
-from certified_circuits.report_cli import annotate_from_path
+from certified_circuits.reporting import annotate_from_path
 from certified_circuits.smoothing import compute_votes
 from certified_circuits.store import write_attributions, write_certificates, write_votes
 

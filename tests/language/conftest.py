@@ -9,7 +9,7 @@ from certified_circuits.language.models import build_model, tiny_config, Languag
 from certified_circuits.language.tasks import generate_examples
 from certified_circuits.language.tokenizer import WordTokenizer, encode_examples
 
-torch.set_num_threads(2)
+torch.set_num_threads(1)
 
 
 @pytest.fixture(scope="session")

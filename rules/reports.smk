@@ -1,0 +1,175 @@
+# Aggregates: tables and figures of the paper, and the run summary. `rule all` asks for these.
+
+TABLES = f"{RESULTS}/tables"
+FIGURES = f"{RESULTS}/figures"
+ALL_TARGETS = []
+SUMMARY_PEAKS = []
+TEST = config.get("tables", {}).get("test", "wilcoxon")
+
+EXPERIMENTS = {}
+if VISION["enabled"]:
+    EXPERIMENTS[VX] = {"absolute": False, "k_grid": VISION["k_grid"]}
+
+
+def with_(cert, **changes):
+    return {**cert, **changes}
+
+
+def items_arg(rows):
+    return " ".join("--item " + " ".join(map(str, row)) for row in rows)
+
+
+if VISION["enabled"]:
+    VCERT = VISION["certification"]
+    VMAIN = VISION["main_scorer"]
+    VCONCEPTS = vision_concepts()
+
+    rule vision_tables:
+        """Table 1 / Table 3 (all scorers) and the cACC-K curves of the vision experiment."""
+        input:
+            [sufficiency_path(VX, "concept", c, s, VCERT) for c in VCONCEPTS for s in VISION["scorers"]],
+        output:
+            peaks=f"{TABLES}/{VX}/peaks_cacc_raw.csv",
+            balanced=f"{TABLES}/{VX}/peaks_balanced_raw.csv",
+            curves=f"{TABLES}/{VX}/curves.csv",
+        log:
+            f"{RESULTS}/logs/reports/{VX}_tables.log",
+        shell:
+            tracked("certified-circuits report-sufficiency --inputs {input} --by scorer --test {TEST} "
+                    "--title '{VX}' --out-dir {TABLES}/{VX} 2> {log}")
+
+    ALL_TARGETS += rules.vision_tables.output
+    SUMMARY_PEAKS += [rules.vision_tables.output.peaks, rules.vision_tables.output.balanced]
+
+    if VISION.get("rediscovery_sets"):
+        IOU_ROWS = [
+            (c, e, votes_path(VX, "concept", c, VMAIN, VCERT), certificates_path(VX, "concept", c, VMAIN, VCERT),
+             votes_path(VX, e, c, VMAIN, VCERT), certificates_path(VX, e, c, VMAIN, VCERT))
+            for c in VCONCEPTS for e in VISION["rediscovery_sets"]
+        ]
+
+        rule vision_iou:
+            """Fig. IoU: ID circuits vs circuits re-discovered on each OOD set."""
+            input:
+                curves=f"{TABLES}/{VX}/curves.csv",
+                files=[f for row in IOU_ROWS for f in row[2:]],
+            output:
+                f"{TABLES}/{VX}/iou.csv",
+            params:
+                rows=items_arg(IOU_ROWS),
+            log:
+                f"{RESULTS}/logs/reports/{VX}_iou.log",
+            shell:
+                tracked("certified-circuits report-iou --experiment {VX} --curves {input.curves} {params.rows} "
+                        "--out-dir {TABLES}/{VX} 2> {log}")
+
+        ALL_TARGETS += rules.vision_iou.output
+
+    SEEDS = VISION.get("seed_stability", {})
+    if SEEDS.get("n_seeds", 0) >= 2:
+        SEED_ROWS = [
+            (c, VCERT["seed"] + i, votes_path(VX, "concept", c, VMAIN, with_(VCERT, seed=VCERT["seed"] + i)),
+             certificates_path(VX, "concept", c, VMAIN, with_(VCERT, seed=VCERT["seed"] + i)))
+            for c in vision_concepts(SEEDS.get("concepts", "all")) for i in range(SEEDS["n_seeds"])
+        ]
+
+        rule vision_seed_stability:
+            """Pairwise IoU of certified circuits across independent certification seeds."""
+            input:
+                curves=f"{TABLES}/{VX}/curves.csv",
+                files=[f for row in SEED_ROWS for f in row[2:]],
+            output:
+                f"{TABLES}/{VX}/seed_stability.csv",
+            params:
+                rows=items_arg(SEED_ROWS),
+            log:
+                f"{RESULTS}/logs/reports/{VX}_seeds.log",
+            shell:
+                tracked("certified-circuits report-seeds --experiment {VX} --curves {input.curves} {params.rows} "
+                        "--out-dir {TABLES}/{VX} 2> {log}")
+
+        ALL_TARGETS += rules.vision_seed_stability.output
+
+    SWEEP = VISION.get("radius_sweep", {})
+    if SWEEP.get("enabled", False):
+        BASE_SIZE = VISION["world"].get("n_concept_per_class", 50) if EMBEDDED_VISION else 50
+        RADIUS_ROWS = []
+        for c in vision_concepts(SWEEP.get("concepts", "all")):
+            for size in SWEEP["sizes"]:
+                split = "concept" if size == BASE_SIZE else f"concept_n{size}"
+                for p_del in SWEEP["p_del"]:
+                    cert = with_(VCERT, p_del=p_del)
+                    RADIUS_ROWS.append((c, size, votes_path(VX, split, c, VMAIN, cert),
+                                        certificates_path(VX, split, c, VMAIN, cert),
+                                        sufficiency_path(VX, split, c, VMAIN, cert)))
+
+        rule vision_radius_sweep:
+            """App. D: abstention, effective size and cACC across certified radii and |D|."""
+            input:
+                [f for row in RADIUS_ROWS for f in row[2:]],
+            output:
+                f"{TABLES}/{VX}/radius_sweep_fixed_k.csv",
+                f"{TABLES}/{VX}/radius_sweep_best_k.csv",
+            params:
+                rows=items_arg(RADIUS_ROWS),
+                k=SWEEP.get("fixed_k", 0.6),
+            log:
+                f"{RESULTS}/logs/reports/{VX}_radius.log",
+            shell:
+                tracked("certified-circuits report-radius --experiment {VX} --k {params.k} {params.rows} "
+                        "--out-dir {TABLES}/{VX} 2> {log}")
+
+        ALL_TARGETS += rules.vision_radius_sweep.output
+
+    if EMBEDDED_VISION:
+        SPURIOUS_ROWS = [
+            (c, attribution_path(VX, "concept", c), votes_path(VX, "concept", c, VMAIN, VCERT),
+             certificates_path(VX, "concept", c, VMAIN, VCERT))
+            for c in VCONCEPTS
+        ]
+
+        rule vision_spurious:
+            """Spurious-cue index of certified-in vs abstained vs certified-out channels."""
+            input:
+                curves=f"{TABLES}/{VX}/curves.csv",
+                files=[f for row in SPURIOUS_ROWS for f in row[1:]],
+            output:
+                f"{TABLES}/{VX}/spurious_summary.csv",
+            params:
+                rows=items_arg(SPURIOUS_ROWS),
+            log:
+                f"{RESULTS}/logs/reports/{VX}_spurious.log",
+            shell:
+                tracked("certified-circuits report-spurious --curves {input.curves} {params.rows} "
+                        "--out-dir {TABLES}/{VX} 2> {log}")
+
+        ALL_TARGETS += rules.vision_spurious.output
+
+
+rule theory_figures:
+    """App. C: certified radius vs p_del, minimum n vs tau (with and without the correction)."""
+    output:
+        f"{FIGURES}/theory/radius_vs_pdel.png",
+        f"{FIGURES}/theory/samples_vs_tau.png",
+    log:
+        f"{RESULTS}/logs/reports/theory.log",
+    shell:
+        tracked("certified-circuits report-theory --out-dir {FIGURES}/theory 2> {log}")
+
+
+ALL_TARGETS += rules.theory_figures.output
+
+
+rule summary:
+    """Headline numbers of the run (printed at the end and written to summary.md)."""
+    input:
+        SUMMARY_PEAKS,
+    output:
+        f"{RESULTS}/summary.md",
+    log:
+        f"{RESULTS}/logs/reports/summary.log",
+    shell:
+        tracked("certified-circuits report-summary --peaks {input} --out {output} 2> {log}")
+
+
+ALL_TARGETS += rules.summary.output

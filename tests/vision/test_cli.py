@@ -1,0 +1,93 @@
+"""End to end through the vision subcommands on a tiny world, with the engine's votes/certify in between."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from certified_circuits.vision import cli as vcli
+
+SUBCOMMANDS = ["vision-world", "vision-train", "vision-filter-ood", "vision-attribute", "vision-evaluate"]
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="certified-circuits")
+    vcli.register(p.add_subparsers(dest="cmd"))
+    return p
+
+
+def run(*argv: str) -> int:
+    args = parser().parse_args([str(a) for a in argv])
+    return args.func(args)
+
+
+@pytest.mark.parametrize("cmd", SUBCOMMANDS)
+def test_help(cmd, capsys):
+    with pytest.raises(SystemExit) as e:
+        parser().parse_args([cmd, "--help"])
+    assert e.value.code == 0
+    assert "usage" in capsys.readouterr().out
+
+
+def test_end_to_end(tmp_path):
+    from certified_circuits.certification import certify_votes
+    from certified_circuits.smoothing import compute_votes
+    from certified_circuits.store import read_attributions, write_certificates, write_votes
+
+    w = tmp_path / "world"
+    assert run("vision-world", "--out", w, "--seed", 1, "--n-classes", 3, "--n-train-per-class", 16,
+               "--n-concept-per-class", 8, "--n-test-per-class", 4, "--n-ood-per-class", 4, "--n-pool-per-class", 6,
+               "--n-anomaly-pool", 30) == 0
+    assert run("vision-train", "--world", w, "--out-model", tmp_path / "m.pt", "--out-metrics", tmp_path / "train.json",
+               "--epochs", 1, "--widths", 4, 8, 8, 8, "--threads", 1) == 0
+    tm = json.loads((tmp_path / "train.json").read_text())
+    assert {"accuracy_id_test", "accuracy_context_shift", "accuracy_corruption"} <= set(tm)
+    assert run("vision-filter-ood", "--world", w, "--checkpoint", tmp_path / "m.pt", "--out-adversarial",
+               tmp_path / "adv.npz", "--out-anomaly", tmp_path / "ano.npz", "--out-metrics", tmp_path / "ood.json",
+               "--min-confidence", 0.0) == 0
+    om = json.loads((tmp_path / "ood.json").read_text())
+    if om["n_adversarial"]:
+        assert om["accuracy_adversarial"] == 0.0  # kept only where the filter model errs
+    assert om["n_anomaly"] > 0 and om["accuracy_anomaly"] == 1.0  # labelled with the model's prediction
+
+    h5 = tmp_path / "attr" / "circle.h5"
+    assert run("vision-attribute", "--model", "world", "--checkpoint", tmp_path / "m.pt", "--data", w / "concept.npz",
+               "--concept", "circle", "--out", h5, "--counterfactual", w / "counterfactual.npz", "--batch-size", 3) == 0
+    att = read_attributions(h5)
+    assert set(att.scores) == {"relevance", "activation", "rank"}
+    assert att.scores["relevance"].shape == (8, 28) and att.groups.tolist() == [0] * 4 + [1] * 8 + [2] * 8 + [3] * 8
+    assert att.example_ids[0] == "concept/000000" and att.names[4] == "layer2.0"
+    assert att.extras["spurious_index"].shape == (28,) and att.extras["top_examples"].shape == (28, 8)
+    assert ((att.extras["spurious_index"] >= 0) & (att.extras["spurious_index"] <= 1)).all()
+    assert att.attrs["concept"] == "circle" and att.attrs["split"] == "concept"
+
+    k_grid = np.array([0.25, 0.5, 1.0])
+    votes = compute_votes(att.scores["relevance"], att.groups, k_grid, p_del=0.6, n0=20, n=50, seed=0)
+    write_votes(tmp_path / "v.h5", votes)
+    write_certificates(tmp_path / "c.h5", certify_votes(votes, tau=0.6, alpha=0.1))
+    out = tmp_path / "eval" / "circle.csv"
+    assert run("vision-evaluate", "--model", "world", "--checkpoint", tmp_path / "m.pt", "--votes", tmp_path / "v.h5",
+               "--certificates", tmp_path / "c.h5", "--concept", "circle", "--eval-set", f"id={w / 'concept.npz'}",
+               "--eval-set", f"context_shift={w / 'context_shift.npz'}", "--eval-set", f"adversarial={tmp_path / 'adv.npz'}",
+               "--out", out, "--n-negatives", 5) == 0
+    df = pd.read_csv(out)
+    assert {"id", "context_shift"} <= set(df.eval_set)
+    idrows = df[df.eval_set == "id"]
+    assert len(idrows) == 1 + 3 * 3 and set(idrows.method) == {"full", "baseline", "majority", "certified"}
+    assert df.accuracy.between(0, 1).all() and df.false_positive_rate.between(0, 1).all()
+    assert (idrows[idrows.method == "baseline"].k_effective.to_numpy() <= k_grid + 0.25).all()
+
+
+def test_clear_errors(tmp_path):
+    with pytest.raises(FileNotFoundError, match="vision-world"):
+        run("vision-train", "--world", tmp_path, "--out-model", tmp_path / "m.pt", "--out-metrics", tmp_path / "x.json")
+    with pytest.raises(SystemExit, match="habitat_rate"):
+        run("vision-world", "--out", tmp_path / "w", "--habitat-rate", 2)
+    with pytest.raises(SystemExit, match="NAME=PATH"):
+        vcli._parse_sets(["nopath"])
+    with pytest.raises(SystemExit, match="class-index"):
+        run("vision-attribute", "--model", "resnet50", "--data", tmp_path, "--concept", "n01440764", "--out", tmp_path / "a.h5")
