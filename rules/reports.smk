@@ -9,6 +9,8 @@ TEST = config.get("tables", {}).get("test", "wilcoxon")
 EXPERIMENTS = {}
 if VISION["enabled"]:
     EXPERIMENTS[VX] = {"absolute": False, "k_grid": VISION["k_grid"]}
+if LANGUAGE["enabled"]:
+    EXPERIMENTS[LX] = {"absolute": True, "k_grid": LANGUAGE["k_grid"]}
 
 
 def with_(cert, **changes):
@@ -144,6 +146,27 @@ if VISION["enabled"]:
                         "--out-dir {TABLES}/{VX} 2> {log}")
 
         ALL_TARGETS += rules.vision_spurious.output
+
+
+if LANGUAGE["enabled"]:
+    LANGUAGE_RUNS = [sufficiency_path(LX, "train", task, "eap_ig", cert)
+                     for task in LANGUAGE["tasks"] for cert in language_settings(task)]
+
+    rule language_tables:
+        """Table 1 (language rows): per task and eval set, the best certification setting's peak."""
+        input:
+            LANGUAGE_RUNS,
+        output:
+            peaks=f"{TABLES}/{LX}/peaks_cacc_raw.csv",
+            curves=f"{TABLES}/{LX}/curves.csv",
+        log:
+            f"{RESULTS}/logs/reports/{LX}_tables.log",
+        shell:
+            tracked("certified-circuits report-sufficiency --inputs {input} --by concept setting --best-setting "
+                    "--test {TEST} --title '{LX}' --out-dir {TABLES}/{LX} 2> {log}")
+
+    ALL_TARGETS += rules.language_tables.output
+    SUMMARY_PEAKS += [rules.language_tables.output.peaks]
 
 
 rule theory_figures:
