@@ -18,7 +18,9 @@ def resnet50():
 @pytest.fixture(scope="module")
 def vit():
     torch.manual_seed(0)
-    return build_paper_model("vit_b_16", pretrained=False)
+    m = build_paper_model("vit_b_16", pretrained=False)
+    torch.nn.init.normal_(m.net.heads.head.weight, std=0.02)  # torchvision zero-initialises the head
+    return m
 
 
 def test_resnet_vertices_and_hooks(resnet50):
