@@ -21,11 +21,10 @@ import torch
 from certified_circuits.language.forward import GPT2Weights
 from certified_circuits.language.tokenizer import GPT2PromptTokenizer, PromptTokenizer, WordTokenizer
 
-EMBEDDED_DEFAULTS: dict[str, int] = dict(n_layer=3, n_head=4, n_embd=96, n_positions=128)
 VOCAB_FILE = "vocab.json"
 
 
-def tiny_config(vocab_size: int, n_layer: int = 3, n_head: int = 4, n_embd: int = 96, n_positions: int = 128):
+def tiny_config(vocab_size: int, n_layer: int = 3, n_head: int = 4, n_embd: int = 64, n_positions: int = 80):
     """HF ``GPT2Config`` of the embedded model (no dropout: training is short and deterministic)."""
     from transformers import GPT2Config
 

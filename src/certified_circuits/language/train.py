@@ -4,8 +4,8 @@ The paper analyses a pretrained GPT-2 Small; the embedded default trains a small
 instead, on a mixture of the three tasks' *ID training distributions* (IOI, IOI-Hard, Greater-Than),
 drawn fresh from a dedicated seeded stream that never overlaps the circuit-discovery and evaluation splits
 (any prompt whose clean text occurs in a held-out split is dropped). Loss: cross-entropy of the answer
-token at the last prompt position, on clean prompts. Position augmentation: each prompt is shifted right
-by a random number of pad tokens so that every position embedding is trained (a pretrained model has seen
+token at the last prompt position, on clean prompts. Position augmentation: a share of the prompts get
+their position ids offset by a random amount so that every position embedding is trained (a pretrained model has seen
 all positions; OOD prompts are longer than ID ones). No OOD template is ever used for training.
 """
 
@@ -32,16 +32,16 @@ class TrainConfig:
 
     n_layer: int = 3
     n_head: int = 4
-    n_embd: int = 96
-    n_positions: int = 128
-    steps: int = 1500
-    batch_per_task: int = 32
+    n_embd: int = 64
+    n_positions: int = 80
+    steps: int = 1200
+    batch_per_task: int = 24
     lr: float = 3e-3
     weight_decay: float = 0.01
     warmup: int = 100
-    shift_prob: float = 0.5
+    shift_prob: float = 0.3
     seed: int = 0
-    time_limit_s: float | None = None
+    time_limit_s: float | None = 170.0
 
 
 def _pool(task: str, n: int, seed: int, chunk: int, exclude: set[str]) -> list[Example]:
@@ -50,21 +50,25 @@ def _pool(task: str, n: int, seed: int, chunk: int, exclude: set[str]) -> list[E
 
 
 def _batch(examples: Sequence[Example], tok: WordTokenizer, n_positions: int, rng: np.random.Generator,
-           shift_prob: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+           shift_prob: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Right-padded ids, position ids (randomly offset rows), last positions and answer ids."""
     seqs = [tok.encode(e.clean) for e in examples]
-    shifts = [int(rng.integers(0, n_positions - len(s) + 1)) if rng.random() < shift_prob else 0 for s in seqs]
-    p = max(len(s) + sh for s, sh in zip(seqs, shifts))
+    p = max(len(s) for s in seqs)
     ids = np.full((len(seqs), p), tok.pad_id, dtype=np.int64)
-    for i, (s, sh) in enumerate(zip(seqs, shifts)):
-        ids[i, sh: sh + len(s)] = s
-    last = np.array([sh + len(s) - 1 for s, sh in zip(seqs, shifts)])
+    for i, s in enumerate(seqs):
+        ids[i, : len(s)] = s
+    lens = np.array([len(s) for s in seqs])
+    shift = np.where(rng.random(len(seqs)) < shift_prob,
+                     np.floor(rng.random(len(seqs)) * (n_positions - lens + 1)).astype(np.int64), 0)
+    pos = np.minimum(np.arange(p)[None, :] + shift[:, None], n_positions - 1)
     ans = np.array([tok.answer_id(e.answer) for e in examples])
-    return torch.as_tensor(ids), torch.as_tensor(last), torch.as_tensor(ans)
+    return torch.as_tensor(ids), torch.as_tensor(pos), torch.as_tensor(lens - 1), torch.as_tensor(ans)
 
 
-def last_logits(model, ids: torch.Tensor, last: torch.Tensor) -> torch.Tensor:
+def last_logits(model, ids: torch.Tensor, last: torch.Tensor, position_ids: torch.Tensor | None = None
+                ) -> torch.Tensor:
     """Logits at positions ``last`` (one per row) of an HF GPT-2 on right-padded ids."""
-    h = model.transformer(input_ids=ids).last_hidden_state
+    h = model.transformer(input_ids=ids, position_ids=position_ids).last_hidden_state
     return model.lm_head(h[torch.arange(ids.shape[0]), last])
 
 
@@ -72,6 +76,7 @@ def train_embedded(cfg: TrainConfig, exclude_prompts: Iterable[str] = (), progre
     """Train the embedded model; returns (model, tokenizer, training log dict)."""
     tok = WordTokenizer.default()
     model = build_model(tiny_config(tok.vocab_size, cfg.n_layer, cfg.n_head, cfg.n_embd, cfg.n_positions), cfg.seed)
+    model.config._attn_implementation = "sdpa"  # faster on CPU for training; eager again afterwards
     model.train()
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay, betas=(0.9, 0.98))
     sched = torch.optim.lr_scheduler.LambdaLR(
@@ -91,8 +96,8 @@ def train_embedded(cfg: TrainConfig, exclude_prompts: Iterable[str] = (), progre
             used = 0
         exs = [e for t in TASKS for e in pools[t][used: used + cfg.batch_per_task]]
         used += cfg.batch_per_task
-        ids, last, ans = _batch(exs, tok, cfg.n_positions, rng, cfg.shift_prob)
-        loss = F.cross_entropy(last_logits(model, ids, last), ans)
+        ids, pos, last, ans = _batch(exs, tok, cfg.n_positions, rng, cfg.shift_prob)
+        loss = F.cross_entropy(last_logits(model, ids, last, pos), ans)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -105,6 +110,7 @@ def train_embedded(cfg: TrainConfig, exclude_prompts: Iterable[str] = (), progre
             print(f"train embedded LM: time limit {cfg.time_limit_s}s reached at step {step + 1}", file=sys.stderr)
             break
     bar.close()
+    model.config._attn_implementation = "eager"
     model.eval()
     log = {"steps_run": len(losses), "final_loss": float(np.mean(losses[-50:])), "train_seconds": time.time() - t0,
            "examples_seen": len(losses) * cfg.batch_per_task * len(TASKS)}

@@ -1,0 +1,70 @@
+"""Sufficiency table of language circuits (paper, Section 5 "cACC" and Appendix C; DESIGN.md section 5).
+
+For one task: every (method, K) circuit from the votes and certificates (baseline EAP-IG top-K, majority
+vote at identical compute, certified-in edges) is evaluated on each eval set by interchange patching
+(:mod:`.patching`); the unpatched model gives the ``full`` row. One batched pass per eval set evaluates
+all masks. Output: tidy rows (experiment, concept, eval_set, method, k_target, k_effective, accuracy,
+binary_accuracy, logit_diff, n_examples).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Mapping
+
+import numpy as np
+import pandas as pd
+
+from certified_circuits.language.patching import evaluate_edge_masks, full_model_metrics
+from certified_circuits.language.tasks import read_jsonl
+from certified_circuits.language.tokenizer import encode_examples
+
+COLUMNS = ["experiment", "concept", "eval_set", "method", "k_target", "k_effective", "accuracy",
+           "binary_accuracy", "logit_diff", "n_examples"]
+
+
+def circuit_table(lm, task: str, masks: Mapping[str, np.ndarray], k_grid: np.ndarray,
+                  eval_sets: Mapping[str, str | os.PathLike], *, experiment: str = "language",
+                  device: str = "cpu", progress: bool = True) -> pd.DataFrame:
+    """Evaluate bool [nK, E] masks per method on every eval set (JSONL paths); returns the tidy table."""
+    from certified_circuits.discovery import effective_k
+
+    g = lm.weights.graph
+    names = list(masks)
+    for m in names:
+        if masks[m].shape != (len(k_grid), g.n_edges):
+            raise ValueError(f"{m} masks have shape {masks[m].shape}, expected ({len(k_grid)}, {g.n_edges}): "
+                             f"votes/certificates were made for another model graph")
+    stacked = np.concatenate([masks[m] for m in names], 0)
+    k_eff = effective_k(stacked, np.zeros(g.n_edges, dtype=np.int32))
+    rows = []
+    for eval_set, path in eval_sets.items():
+        examples = read_jsonl(path)
+        bad = [e.id for e in examples if e.task != task]
+        if bad:
+            raise ValueError(f"{path} holds examples of another task than {task!r} ({bad[:3]})")
+        batch = encode_examples(examples, lm.tokenizer, max_len=lm.n_positions)
+        full = full_model_metrics(lm.weights, batch, device=device)
+        rows.append(dict(experiment=experiment, concept=task, eval_set=eval_set, method="full", k_target=1.0,
+                         k_effective=1.0, accuracy=full.accuracy[0], binary_accuracy=full.binary_accuracy[0],
+                         logit_diff=full.logit_diff[0], n_examples=full.n_examples))
+        res = evaluate_edge_masks(lm.weights, batch, stacked, device=device, progress=progress)
+        for i in range(stacked.shape[0]):
+            m, k = names[i // len(k_grid)], float(k_grid[i % len(k_grid)])
+            rows.append(dict(experiment=experiment, concept=task, eval_set=eval_set, method=m, k_target=k,
+                             k_effective=float(k_eff[i]), accuracy=res.accuracy[i],
+                             binary_accuracy=res.binary_accuracy[i], logit_diff=res.logit_diff[i],
+                             n_examples=res.n_examples))
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def evaluate_task(model: str, model_path: str | None, task: str, votes, certificates,
+                  eval_sets: Mapping[str, str | os.PathLike], *, experiment: str = "language",
+                  device: str = "cpu") -> pd.DataFrame:
+    """Load the model and evaluate the baseline / majority / certified circuits of ``votes``+``certificates``."""
+    from certified_circuits.certification import method_masks
+    from certified_circuits.language.models import load_language_model
+
+    lm = load_language_model(model, model_path, with_bridge=False)
+    masks = method_masks(votes, certificates)
+    return circuit_table(lm, task, masks, np.asarray(votes.k_grid), eval_sets, experiment=experiment, device=device)
