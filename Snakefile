@@ -17,6 +17,10 @@ min_version("9.0")
 configfile: "config.yaml"
 
 
+# HDF5 file locking breaks on NFS/Lustre; each output has exactly one writer, so it is not needed.
+os.environ.setdefault("HDF5_USE_FILE_LOCKING", "FALSE")
+
+
 validate(config, "config.schema.yaml")
 
 
