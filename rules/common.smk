@@ -46,6 +46,20 @@ def sufficiency_path(experiment, split, concept, scorer, cert):
             f"{setting_tag(cert)}/{decision_tag(cert)}.csv")
 
 
+def cli_options(options):
+    """A config mapping as command-line options: {n_classes: 3, widths: [8, 16]} -> '--n-classes 3 --widths 8 16'."""
+    parts = []
+    for key, value in options.items():
+        flag = "--" + key.replace("_", "-")
+        if isinstance(value, bool):
+            parts.append(flag if value else "")
+        elif isinstance(value, (list, tuple)):
+            parts.append(flag + " " + " ".join(str(v) for v in value))
+        else:
+            parts.append(f"{flag} {value}")
+    return " ".join(p for p in parts if p)
+
+
 # Every job runs `certified-circuits`; this prefix tells it which rule and wildcards it serves, so
 # the job's MLflow record is tagged with them (the run id itself comes from the environment).
 def tracked(command):

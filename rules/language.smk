@@ -51,7 +51,7 @@ if EMBEDDED_LANGUAGE:
             model=f"{LDIR}/model/config.json",
             metrics=f"{LDIR}/train_metrics.json",
         params:
-            options=" ".join(f"--{k.replace('_', '-')} {v}" for k, v in LANGUAGE.get("train", {}).items()),
+            options=cli_options(LANGUAGE.get("train", {})),
         log:
             f"{RESULTS}/logs/language/train.log",
         benchmark:

@@ -70,7 +70,7 @@ if EMBEDDED_VISION:
             expand(f"{WORLD}/{{split}}.npz", split=WORLD_SPLITS),
             meta=f"{WORLD}/world.json",
         params:
-            options=" ".join(f"--{k.replace('_', '-')} {v}" for k, v in VISION["world"].items()),
+            options=cli_options(VISION["world"]),
         log:
             f"{RESULTS}/logs/vision/world.log",
         threads: 1
@@ -85,7 +85,7 @@ if EMBEDDED_VISION:
         output:
             f"{VDIR}/world_large/concept.npz",
         params:
-            options=" ".join(f"--{k.replace('_', '-')} {v}" for k, v in VISION["world"].items() if k != "n_concept_per_class"),
+            options=cli_options({k: v for k, v in VISION["world"].items() if k != "n_concept_per_class"}),
             size=max(VISION.get("radius_sweep", {}).get("sizes", [50])),
         log:
             f"{RESULTS}/logs/vision/world_large.log",
@@ -105,7 +105,7 @@ if EMBEDDED_VISION:
             model=f"{VDIR}/model.pt",
             metrics=f"{VDIR}/train_metrics.json",
         params:
-            options=" ".join(f"--{k.replace('_', '-')} {v}" for k, v in VISION.get("train", {}).items()),
+            options=cli_options(VISION.get("train", {})),
         log:
             f"{RESULTS}/logs/vision/train.log",
         benchmark:
