@@ -210,7 +210,7 @@ def register(subparsers) -> None:
     p.add_argument("--out-dir", required=True, help="model directory to write (HF format + vocab.json)")
     p.add_argument("--metrics", required=True, help="JSON file for accuracy per task and split")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--steps", type=int, default=1200)
+    p.add_argument("--steps", type=int, default=900)
     p.add_argument("--batch-per-task", type=int, default=24)
     p.add_argument("--lr", type=float, default=3e-3)
     p.add_argument("--n-layer", type=int, default=3)

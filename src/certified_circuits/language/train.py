@@ -34,7 +34,7 @@ class TrainConfig:
     n_head: int = 4
     n_embd: int = 64
     n_positions: int = 80
-    steps: int = 1200
+    steps: int = 900
     batch_per_task: int = 24
     lr: float = 3e-3
     weight_decay: float = 0.01
@@ -68,7 +68,8 @@ def _batch(examples: Sequence[Example], tok: WordTokenizer, n_positions: int, rn
 def last_logits(model, ids: torch.Tensor, last: torch.Tensor, position_ids: torch.Tensor | None = None
                 ) -> torch.Tensor:
     """Logits at positions ``last`` (one per row) of an HF GPT-2 on right-padded ids."""
-    h = model.transformer(input_ids=ids, position_ids=position_ids).last_hidden_state
+    mask = (torch.arange(ids.shape[1])[None, :] <= last[:, None]).long()  # right padding only
+    h = model.transformer(input_ids=ids, position_ids=position_ids, attention_mask=mask).last_hidden_state
     return model.lm_head(h[torch.arange(ids.shape[0]), last])
 
 
@@ -103,7 +104,7 @@ def train_embedded(cfg: TrainConfig, exclude_prompts: Iterable[str] = (), progre
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         sched.step()
-        losses.append(float(loss))
+        losses.append(float(loss.detach()))
         if step % 50 == 0:
             bar.set_postfix(loss=f"{np.mean(losses[-50:]):.3f}")
         if cfg.time_limit_s is not None and time.time() - t0 > cfg.time_limit_s:
