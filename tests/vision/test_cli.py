@@ -11,7 +11,8 @@ import pytest
 
 from certified_circuits.vision import cli as vcli
 
-SUBCOMMANDS = ["vision-world", "vision-train", "vision-filter-ood", "vision-attribute", "vision-evaluate"]
+SUBCOMMANDS = ["vision-world", "vision-train", "vision-filter-ood", "vision-attribute", "vision-evaluate",
+               "vision-select-classes", "vision-imagenet-c", "vision-prepare-oodcv"]
 
 
 def parser() -> argparse.ArgumentParser:
@@ -56,14 +57,15 @@ def test_end_to_end(tmp_path):
 
     h5 = tmp_path / "attr" / "circle.h5"
     assert run("vision-attribute", "--model", "world", "--checkpoint", tmp_path / "m.pt", "--data", w / "concept.npz",
-               "--concept", "circle", "--out", h5, "--counterfactual", w / "counterfactual.npz", "--batch-size", 3) == 0
+               "--concept", "circle", "--out", h5, "--counterfactual", w / "counterfactual.npz", "--batch-size", 3,
+               "--attr", "config_digest=abc") == 0
     att = read_attributions(h5)
     assert set(att.scores) == {"relevance", "activation", "rank"}
     assert att.scores["relevance"].shape == (8, 28) and att.groups.tolist() == [0] * 4 + [1] * 8 + [2] * 8 + [3] * 8
     assert att.example_ids[0] == "concept/000000" and att.names[4] == "layer2.0"
     assert att.extras["spurious_index"].shape == (28,) and att.extras["top_examples"].shape == (28, 8)
     assert ((att.extras["spurious_index"] >= 0) & (att.extras["spurious_index"] <= 1)).all()
-    assert att.attrs["concept"] == "circle" and att.attrs["split"] == "concept"
+    assert att.attrs["concept"] == "circle" and att.attrs["split"] == "concept" and att.attrs["config_digest"] == "abc"
 
     k_grid = np.array([0.25, 0.5, 1.0])
     votes = compute_votes(att.scores["relevance"], att.groups, k_grid, p_del=0.6, n0=20, n=50, seed=0)
@@ -91,3 +93,11 @@ def test_clear_errors(tmp_path):
         vcli._parse_sets(["nopath"])
     with pytest.raises(SystemExit, match="class-index"):
         run("vision-attribute", "--model", "resnet50", "--data", tmp_path, "--concept", "n01440764", "--out", tmp_path / "a.h5")
+
+
+def test_select_classes_cli(tmp_path):
+    for i in range(7):
+        (tmp_path / "val" / f"n{i:08d}").mkdir(parents=True)
+    assert run("vision-select-classes", "--data", tmp_path / "val", "--n", 3, "--seed", 1, "--out", tmp_path / "c.txt") == 0
+    lines = (tmp_path / "c.txt").read_text().split()
+    assert len(lines) == 3 and lines == sorted(lines)

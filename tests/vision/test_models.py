@@ -109,3 +109,18 @@ def test_weights_roundtrip_from_file(tmp_path):
     x = torch.randn(1, 3, 64, 64)
     with torch.no_grad():
         assert torch.equal(m.net(x), m2.net(x))
+
+
+def test_vit_scores_reduce_over_tokens(vit):
+    from certified_circuits.vision.hooks import captured
+    from certified_circuits.vision.scorers import score_batch
+
+    x = torch.randn(1, 3, 224, 224)
+    s, logits = score_batch(vit, x, target=7)
+    assert {k: tuple(v.shape) for k, v in s.items()} == {k: (1, 9216) for k in ("relevance", "activation", "rank")}
+    with torch.no_grad(), captured(vit) as acts:
+        vit.net(x)
+    torch.testing.assert_close(s["activation"][0, 768:1536], acts[1][0].mean(0), rtol=1e-5, atol=1e-6)
+    # rank is a permutation of 0..767 / 767 within every block
+    r = s["rank"][0, :768].sort().values
+    torch.testing.assert_close(r, torch.arange(768) / 767.0)

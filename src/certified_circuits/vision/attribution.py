@@ -40,11 +40,11 @@ def extract_scores(model: VisionModel, imageset: ImageSet, idx: np.ndarray, labe
     parts: dict[str, list[np.ndarray]] = {s: [] for s in SCORERS}
     preds = []
     for s0 in tqdm(range(0, len(idx), batch_size), desc="vision-attribute", disable=not progress):
-        x = imageset.load(idx[s0 : s0 + batch_size], model)
+        x = imageset.load(idx[s0 : s0 + batch_size], model).to(model.device)
         scores, logits = score_batch(model, x, label)
         for k, v in scores.items():
-            parts[k].append(v.numpy())
-        preds.append(logits.argmax(1).numpy())
+            parts[k].append(v.cpu().numpy())
+        preds.append(logits.argmax(1).cpu().numpy())
     return {k: np.concatenate(v) for k, v in parts.items()}, np.concatenate(preds)
 
 
@@ -55,9 +55,9 @@ def counterfactual_spurious_index(model: VisionModel, counterfactual: Mapping[st
         if key not in counterfactual:
             raise ValueError(f"counterfactual split lacks '{key}': rebuild it with vision-world")
         imgs = counterfactual[key]
-        acts = [mean_activations(model, model.normalize(torch.from_numpy(np.ascontiguousarray(imgs[s : s + batch_size]))))
-                for s in range(0, len(imgs), batch_size)]
-        outs.append(torch.cat(acts))
+        acts = [mean_activations(model, model.normalize(torch.from_numpy(np.ascontiguousarray(imgs[s : s + batch_size])))
+                                 .to(model.device)) for s in range(0, len(imgs), batch_size)]
+        outs.append(torch.cat(acts).cpu())
     return spurious_index(*outs).numpy()
 
 

@@ -36,7 +36,9 @@ def _model_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--weights", type=Path, help="IMAGENET1K_V1 weights file (default: the torch hub cache)")
     g.add_argument("--class-index", type=Path,
                    help="LOC_synset_mapping.txt (wnid per line in class order) for ImageNet folders")
-    g.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
+    g.add_argument("--threads", type=int, default=1,
+                   help="torch CPU threads (default 1: workflow jobs run side by side; raise it for a lone job)")
+    g.add_argument("--device", default="cpu", help="torch device, e.g. cpu or cuda (default cpu)")
 
 
 def _load(args: argparse.Namespace):
@@ -48,6 +50,11 @@ def _load(args: argparse.Namespace):
         raise SystemExit(f"--model {args.model} needs --class-index LOC_synset_mapping.txt to map wnid folders to classes")
     names = class_names_from_index(index) if index else None
     model = load_model(args.model, checkpoint=args.checkpoint, weights=args.weights, class_names=names)
+    import torch
+
+    if args.device != "cpu" and args.device.startswith("cuda") and not torch.cuda.is_available():
+        raise SystemExit(f"--device {args.device}: CUDA is not available on this machine; use --device cpu")
+    model.net.to(args.device)
     return model, index
 
 
@@ -100,7 +107,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     class_names = [str(c) for c in tr["class_names"]]
     model, log = train_world_model(tr["images"], tr["labels"], class_names, seed=args.seed, epochs=args.epochs,
                                    batch_size=args.batch_size, lr=args.lr, widths=tuple(args.widths),
-                                   blocks=tuple(args.blocks))
+                                   blocks=tuple(args.blocks), stem_stride=args.stem_stride)
     metrics = {"train_log": log}
     for split in ("id_test", "context_shift", "corruption"):
         p = args.world / f"{split}.npz"
@@ -155,8 +162,10 @@ def cmd_attribute(args: argparse.Namespace) -> int:
     iset = open_set(args.data, index, wnids=wnids)
     cf = load_split(args.counterfactual) if args.counterfactual else None
     t0 = time.perf_counter()
+    extra = dict(_parse_sets(args.attr, "--attr", "KEY=VALUE"))
     run_attribution(model, iset, label, args.out, attrs={"experiment": args.experiment, "dataset": str(args.data),
-                    "split": args.split, "concept": args.concept}, n_examples=args.n_examples,
+                    "split": args.split, "concept": args.concept, **{k: str(v) for k, v in extra.items()}},
+                    n_examples=args.n_examples,
                     batch_size=args.batch_size, top_k=args.top_k, counterfactual=cf)
     print(f"vision-attribute: {args.concept} -> {args.out} in {time.perf_counter() - t0:.1f}s", file=sys.stderr)
     return 0
@@ -164,11 +173,11 @@ def cmd_attribute(args: argparse.Namespace) -> int:
 
 # ---------------------------------------------------------------------------------------------- evaluate
 
-def _parse_sets(items: list[str]) -> dict[str, Path]:
+def _parse_sets(items: list[str], flag: str = "--eval-set", form: str = "NAME=PATH") -> dict[str, Path]:
     out = {}
     for it in items:
         if "=" not in it:
-            raise SystemExit(f"--eval-set expects NAME=PATH, got {it!r}")
+            raise SystemExit(f"{flag} expects {form}, got {it!r}")
         k, v = it.split("=", 1)
         out[k] = Path(v)
     return out
@@ -197,11 +206,49 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     label = _label(model, args.concept)
     groups = np.asarray(votes.groups) if getattr(votes, "groups", None) is not None else model.groups().numpy()
     isets = {name: open_set(p, index, limit_per_class=args.limit_per_class) for name, p in sets.items()}
+    max_batch = args.max_batch or (2048 if model.image_size <= 64 else 64)
     t0 = time.perf_counter()
     df = evaluate_class(model, isets, label, masks, np.asarray(votes.k_grid), groups, experiment=args.experiment,
-                        concept=args.concept, n_negatives=args.n_negatives, seed=args.seed, max_batch=args.max_batch)
+                        concept=args.concept, n_negatives=args.n_negatives, seed=args.seed, max_batch=max_batch)
     write_table(df, args.out)
     print(f"vision-evaluate: {args.concept}: {len(df)} rows -> {args.out} in {time.perf_counter() - t0:.1f}s", file=sys.stderr)
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------- paper-scale data
+
+def cmd_select_classes(args: argparse.Namespace) -> int:
+    from .imagenet import list_classes, select_classes
+
+    chosen = select_classes(list_classes(args.data), args.n, args.seed)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = args.out.with_name(f".{args.out.name}.tmp")
+    tmp.write_text("\n".join(chosen) + "\n")
+    tmp.replace(args.out)
+    print(f"vision-select-classes: {len(chosen)} classes -> {args.out}", file=sys.stderr)
+    return 0
+
+
+def _read_classes(path: Path) -> list[str]:
+    if not path.is_file():
+        raise SystemExit(f"class list {path} not found (one wnid per line; see vision-select-classes)")
+    return [line.strip() for line in path.read_text().splitlines() if line.strip()]
+
+
+def cmd_imagenet_c(args: argparse.Namespace) -> int:
+    from .imagenet import generate_imagenet_c
+
+    out = generate_imagenet_c(args.val, args.out, _read_classes(args.classes), severity=args.severity)
+    print(f"vision-imagenet-c: {out}", file=sys.stderr)
+    return 0
+
+
+def cmd_prepare_oodcv(args: argparse.Namespace) -> int:
+    from .imagenet import prepare_oodcv
+
+    if not args.mapping.is_file():
+        raise SystemExit(f"OOD-CV mapping {args.mapping} not found: a JSON object {{category: wnid}}")
+    prepare_oodcv(args.src, args.out, json.loads(args.mapping.read_text()))
     return 0
 
 
@@ -239,12 +286,13 @@ def register(subparsers) -> None:
     p.add_argument("--out-model", type=Path, required=True)
     p.add_argument("--out-metrics", type=Path, required=True)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--epochs", type=int, default=6)
+    p.add_argument("--epochs", type=int, default=10)
     p.add_argument("--batch-size", type=int, default=128)
     p.add_argument("--lr", type=float, default=3e-3)
     p.add_argument("--widths", type=int, nargs=4, default=[16, 32, 64, 128])
     p.add_argument("--blocks", type=int, nargs=4, default=[1, 1, 1, 1])
-    p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--stem-stride", type=int, default=2, choices=[1, 2], help="stride of the 3x3 stem convolution")
+    p.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
     p.set_defaults(func=cmd_train)
 
     p = subparsers.add_parser("vision-filter-ood", help="filter the adversarial / anomaly OOD sets against a model",
@@ -258,7 +306,7 @@ def register(subparsers) -> None:
     p.add_argument("--out-metrics", type=Path, required=True)
     p.add_argument("--max-per-class", type=int, default=50)
     p.add_argument("--min-confidence", type=float, default=0.7)
-    p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
     p.set_defaults(func=cmd_filter)
 
     p = subparsers.add_parser("vision-attribute", help="per-example scores of one class on one split -> HDF5",
@@ -274,6 +322,8 @@ def register(subparsers) -> None:
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--top-k", type=int, default=9, help="top-activating examples stored per vertex")
     p.add_argument("--counterfactual", type=Path, help="world counterfactual.npz -> extras/spurious_index")
+    p.add_argument("--attr", action="append", default=[], metavar="KEY=VALUE",
+                   help="extra file attribute, e.g. config_digest=abc123 (repeatable)")
     p.set_defaults(func=cmd_attribute)
 
     p = subparsers.add_parser("vision-evaluate", help="sufficiency of one class's circuits -> tidy CSV",
@@ -289,8 +339,35 @@ def register(subparsers) -> None:
     p.add_argument("--out", type=Path, required=True, help="tidy CSV")
     p.add_argument("--experiment", default="vision")
     p.add_argument("--methods", nargs="*", help="subset of baseline/majority/certified (default: all)")
-    p.add_argument("--n-negatives", type=int, default=200, help="seeded sample of other-class images for the FPR")
+    p.add_argument("--n-negatives", type=int, default=100, help="seeded sample of other-class images for the FPR")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--max-batch", type=int, default=4096, help="(mask, image) pairs per forward pass")
+    p.add_argument("--max-batch", type=int, default=None,
+                   help="(mask, image) pairs per forward pass (default: 2048 for the world model, 64 at 224 px)")
     p.add_argument("--limit-per-class", type=int, default=None, help="images per class folder (paper scale)")
     p.set_defaults(func=cmd_evaluate)
+
+    p = subparsers.add_parser("vision-select-classes", help="seeded random class selection (paper: 100 classes)",
+                              description="Draw N wnid folders of an ImageFolder tree by seed; write one wnid per line.")
+    p.add_argument("--data", type=Path, required=True, help="ImageNet val root (ROOT/<wnid>/)")
+    p.add_argument("--n", type=int, default=100)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", type=Path, required=True)
+    p.set_defaults(func=cmd_select_classes)
+
+    p = subparsers.add_parser("vision-imagenet-c", help="generate ImageNet-C defocus blur from ImageNet val",
+                              description="Write OUT/defocus_blur/<severity>/<wnid>/*.png for the listed classes "
+                                          "(resize 256, crop 224, reimplemented ImageNet-C defocus blur). Use when the "
+                                          "official ImageNet-C files are absent.")
+    p.add_argument("--val", type=Path, required=True, help="ImageNet val root (ROOT/<wnid>/)")
+    p.add_argument("--classes", type=Path, required=True, help="wnid list (vision-select-classes output)")
+    p.add_argument("--out", type=Path, required=True, help="ImageNet-C root")
+    p.add_argument("--severity", type=int, default=2)
+    p.set_defaults(func=cmd_imagenet_c)
+
+    p = subparsers.add_parser("vision-prepare-oodcv", help="sort an OOD-CV export into wnid folders",
+                              description="Copy SRC/<category>/<image> to OUT/<wnid>/<image> with an explicit JSON "
+                                          "table {category: wnid} (only the categories shared with ImageNet-1k).")
+    p.add_argument("--src", type=Path, required=True)
+    p.add_argument("--mapping", type=Path, required=True)
+    p.add_argument("--out", type=Path, required=True)
+    p.set_defaults(func=cmd_prepare_oodcv)

@@ -71,6 +71,15 @@ def disk_kernel(radius: float, alias_blur: float) -> np.ndarray:
     return np.asarray(out, dtype=np.float32)
 
 
+def _support(kernel: np.ndarray) -> np.ndarray:
+    """Crop a centred symmetric kernel to its non-zero support (exact: zero taps add nothing, and the
+    reflect padding of the remaining taps is unchanged). CIFAR-C kernels shrink from 17x17 to 3x3."""
+    nz = np.argwhere(kernel != 0)
+    c = kernel.shape[0] // 2
+    r = int(np.abs(nz - c).max()) if len(nz) else 0
+    return kernel[c - r : c + r + 1, c - r : c + r + 1]
+
+
 def defocus_blur(images: np.ndarray, severity: int = 2, scale: str | None = None) -> np.ndarray:
     """Apply ImageNet-C defocus blur to a batch of uint8 images.
 
@@ -90,7 +99,7 @@ def defocus_blur(images: np.ndarray, severity: int = 2, scale: str | None = None
     if scale not in DEFOCUS_PARAMS:
         raise ValueError(f"unknown defocus scale {scale!r}; choose one of {sorted(DEFOCUS_PARAMS)}")
     radius, alias = DEFOCUS_PARAMS[scale][severity - 1]
-    kernel = torch.from_numpy(disk_kernel(radius, alias)).double()
+    kernel = torch.from_numpy(_support(disk_kernel(radius, alias))).double()
     k = kernel.shape[0]
     pad = k // 2
     if min(arr.shape[1], arr.shape[2]) <= pad:

@@ -39,23 +39,24 @@ def predictions_under_masks(model: VisionModel, imageset: ImageSet, idx: np.ndar
     """Predicted class int64 [M, len(idx)] of every image under every mask (masks bool/float [M, U]).
 
     Batches hold at most ``max_batch`` (mask, image) pairs."""
-    masks_t = torch.as_tensor(np.asarray(masks), dtype=torch.float32)
+    masks_t = torch.as_tensor(np.asarray(masks), dtype=torch.float32, device=model.device)
     m = masks_t.shape[0]
     mc = max(1, min(m, max_batch))
     b = max(1, max_batch // mc)
     out = np.empty((m, len(idx)), dtype=np.int64)
     for s0 in tqdm(range(0, len(idx), b), desc=desc, disable=not progress, leave=False):
         sl = slice(s0, min(len(idx), s0 + b))
-        x = imageset.load(idx[sl], model)
+        x = imageset.load(idx[sl], model).to(model.device)
         for m0 in range(0, m, mc):
             logits = masked_logits(model, x, masks_t[m0 : m0 + mc])
-            out[m0 : m0 + mc, sl] = logits.argmax(-1).numpy()
+            out[m0 : m0 + mc, sl] = logits.argmax(-1).cpu().numpy()
     return out
 
 
 @torch.no_grad()
 def plain_predictions(model: VisionModel, imageset: ImageSet, idx: np.ndarray, batch_size: int = 256) -> np.ndarray:
-    out = [model.net(imageset.load(idx[s : s + batch_size], model)).argmax(1).numpy() for s in range(0, len(idx), batch_size)]
+    out = [model.net(imageset.load(idx[s : s + batch_size], model).to(model.device)).argmax(1).cpu().numpy()
+           for s in range(0, len(idx), batch_size)]
     return np.concatenate(out) if out else np.zeros(0, np.int64)
 
 

@@ -56,6 +56,11 @@ class VisionModel:
     meta: dict = field(default_factory=dict)
 
     @property
+    def device(self) -> torch.device:
+        p = next(self.net.parameters(), None)
+        return p.device if p is not None else torch.device("cpu")
+
+    @property
     def n_vertices(self) -> int:
         return int(sum(self.widths))
 
@@ -81,7 +86,7 @@ class VisionModel:
 # ----------------------------------------------------------------------------------------------
 
 def world_resnet(n_classes: int, widths: tuple[int, ...] = (16, 32, 64, 128), blocks: tuple[int, ...] = (1, 1, 1, 1),
-                 stem_stride: int = 1) -> ResNet:
+                 stem_stride: int = 2) -> ResNet:
     """A torchvision ``ResNet`` (BasicBlock) for small images: 3x3 stem (stride ``stem_stride``), no max-pool,
     stages of the given widths (strides 1, 2, 2, 2). Same ``layer1..layer4`` hook points as ResNet-50."""
     if len(widths) != 4 or len(blocks) != 4:
@@ -139,7 +144,7 @@ def load_world_model(path: Path) -> VisionModel:
     ck = torch.load(path, map_location="cpu", weights_only=True)
     if "state_dict" not in ck or "widths" not in ck:
         raise ValueError(f"{path} is not a world model checkpoint written by vision-train")
-    net = world_resnet(len(ck["class_names"]), tuple(ck["widths"]), tuple(ck["blocks"]), int(ck.get("stem_stride", 1)))
+    net = world_resnet(len(ck["class_names"]), tuple(ck["widths"]), tuple(ck["blocks"]), int(ck.get("stem_stride", 2)))
     net.load_state_dict(ck["state_dict"])
     net.eval()
     return _resnet_model(net, "world_resnet", list(ck["class_names"]), int(ck["image_size"]), WORLD_MEAN, WORLD_STD, ck.get("meta", {}))

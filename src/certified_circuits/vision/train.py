@@ -41,10 +41,10 @@ def predict(model: VisionModel, images: np.ndarray, batch_size: int = 512) -> np
 
 
 def train_world_model(
-    images: np.ndarray, labels: np.ndarray, class_names: list[str], *, seed: int = 0, epochs: int = 6,
+    images: np.ndarray, labels: np.ndarray, class_names: list[str], *, seed: int = 0, epochs: int = 10,
     batch_size: int = 128, lr: float = 3e-3, weight_decay: float = 5e-4,
     widths: tuple[int, ...] = (16, 32, 64, 128), blocks: tuple[int, ...] = (1, 1, 1, 1),
-    flip: bool = True, progress: bool = True,
+    stem_stride: int = 2, flip: bool = True, progress: bool = True,
 ) -> tuple[VisionModel, dict]:
     """Train the world ResNet; returns the model (eval mode) and a small training log."""
     if images.ndim != 4 or images.dtype != np.uint8:
@@ -53,7 +53,7 @@ def train_world_model(
         raise ValueError(f"need as many labels as images (> 0), got {len(images)} images and {len(labels)} labels")
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed)
-    net = world_resnet(len(class_names), widths, blocks)
+    net = world_resnet(len(class_names), widths, blocks, stem_stride)
     model = world_model_from_net(net, class_names, images.shape[1])
     x_all = model.normalize(torch.from_numpy(images))
     y_all = torch.from_numpy(labels.astype(np.int64))
