@@ -6,7 +6,7 @@ import numpy as np
 import torch
 
 from certified_circuits.language.eap_ig import eap_ig_scores, metric_per_example
-from certified_circuits.language.forward import run
+from certified_circuits.language.forward import run, run_patched_groups
 from certified_circuits.language.graph import upstream_index
 from certified_circuits.language.patching import evaluate_edge_masks
 
@@ -62,6 +62,14 @@ def test_patching_none_and_all_edges(tiny_lm, mixed_batch):
     np.testing.assert_allclose(res.logit_diff[0], metric_per_example(c_logits, ans, dis).mean(), atol=1e-4)
     np.testing.assert_allclose(res.logit_diff[1], metric_per_example(k_logits, ans, dis).mean(), atol=1e-4)
     np.testing.assert_allclose(res.accuracy[0], (c_logits.argmax(-1) == ans).double().mean(), atol=1e-9)
+    # the grouped fast path equals the per-element patched forward for an arbitrary mask
+    half = torch.as_tensor(g.dense_mask(masks[2:3]), dtype=torch.float32)
+    with torch.no_grad():
+        ref = run(w, w.embed(clean), lengths, corrupted=ccache, masks=half.expand(len(lengths), -1, -1)).logits_last
+        fast = run_patched_groups(w, w.embed(clean), lengths, ccache, torch.cat([half, dense]))
+    assert torch.allclose(fast[0], ref, atol=1e-4)
+    assert torch.allclose(fast[1], c_logits, atol=1e-4)
+    np.testing.assert_allclose(res.logit_diff[2], metric_per_example(ref, ans, dis).mean(), atol=1e-4)
 
 
 def test_eap_scores_match_finite_differences(tiny_lm, ioi_batch):

@@ -93,3 +93,28 @@ def test_word_tokenizer_years_single_tokens():
         assert tok.answer_id(e.answer) != tok.answer_id(e.distractor)
     with pytest.raises(KeyError, match="vocabulary"):
         tok.encode("Then, Zorblax went")
+
+
+class _FakeBPE:
+    """Stands in for GPT-2's tokenizer: splits 4-digit numbers ending in 7 into two tokens."""
+
+    eos_token_id = 0
+
+    def __len__(self):
+        return 100
+
+    def encode(self, text):
+        out = []
+        for w in text.split():
+            out.extend([1, 2] if (w.isdigit() and w.endswith("7")) else [3])
+        return out
+
+
+def test_gpt2_style_filter_redraws_multi_token_years():
+    from certified_circuits.language.tokenizer import GPT2PromptTokenizer
+
+    tok = GPT2PromptTokenizer(_FakeBPE())
+    exs = generate_examples("greater_than", "id_test", 40, seed=4, length_check=tok.equal_length)
+    assert all(not e.answer.endswith("7") and not e.distractor.endswith("7") for e in exs)
+    with pytest.raises(ValueError, match="single GPT-2 tokens"):
+        tok.check_single_tokens(["Anna", "1777"])

@@ -220,3 +220,52 @@ def flat_inputs(cache: RunCache, n_heads: int) -> torch.Tensor:
         parts.append(cache.inputs[2 * l + 1][:, None])
     parts.append(cache.inputs[-1][:, None])
     return torch.cat(parts, 1)
+
+
+def _attention(w: GPT2Weights, l: int, x: torch.Tensor, causal: torch.Tensor) -> torch.Tensor:
+    """Head outputs [B, H, P, d] of layer ``l`` from per-head q/k/v inputs x [B, H, 3, P, d]."""
+    xn = _ln(x, w.ln1_w[l], w.ln1_b[l], w.eps)
+    q = torch.einsum("bhpd,hde->bhpe", xn[:, :, 0], w.W_Q[l]) + w.b_Q[l][None, :, None]
+    k = torch.einsum("bhpd,hde->bhpe", xn[:, :, 1], w.W_K[l]) + w.b_K[l][None, :, None]
+    v = torch.einsum("bhpd,hde->bhpe", xn[:, :, 2], w.W_V[l]) + w.b_V[l][None, :, None]
+    att = torch.einsum("bhpe,bhqe->bhpq", q, k) / (w.d_head ** 0.5)
+    att = att.masked_fill(~causal, torch.finfo(att.dtype).min).softmax(-1)
+    z = torch.einsum("bhpq,bhqe->bhpe", att, v)
+    return torch.einsum("bhpe,hed->bhpd", z, w.W_O[l])
+
+
+@torch.no_grad()
+def run_patched_groups(w: GPT2Weights, input_act: torch.Tensor, lengths: torch.Tensor, corrupted: RunCache,
+                       masks: torch.Tensor) -> torch.Tensor:
+    """Last-position logits [m, e, V] of m edge masks (float [m, n_up, n_down]) on the same e examples.
+
+    Same computation as ``run(..., corrupted=, masks=)`` on the (mask, example) product, without copying the
+    corrupted cache per mask: node differences live in one buffer [m, n_up, e, P, d] and each downstream
+    input is the corrupted input plus one batched matmul of mask columns with that buffer.
+    """
+    L, H = w.n_layers, w.n_heads
+    e, P, d = input_act.shape
+    m = masks.shape[0]
+    n_up = masks.shape[1]
+    f = e * P * d
+    causal = torch.ones(P, P, dtype=torch.bool, device=input_act.device).tril()
+    ct = corrupted.nodes.transpose(0, 1)                                      # [n_up, e, P, d] view
+    D = torch.empty(m, n_up, e, P, d, dtype=input_act.dtype, device=input_act.device)
+    D[:, 0] = (input_act - ct[0])[None]
+    for l in range(L):
+        u = 1 + l * (H + 1)
+        col = l * (3 * H + 1)
+        mq = masks[:, :u, col: col + 3 * H].transpose(1, 2)                   # [m, 3H, U]
+        delta = torch.matmul(mq, D[:, :u].reshape(m, u, f)).view(m, H, 3, e, P, d)
+        x = corrupted.inputs[2 * l][None] + delta.permute(0, 3, 1, 2, 4, 5)    # [m, e, H, 3, P, d]
+        heads = _attention(w, l, x.reshape(m * e, H, 3, P, d), causal)        # [m*e, H, P, d]
+        D[:, u: u + H] = heads.view(m, e, H, P, d).transpose(1, 2) - ct[u: u + H][None]
+        mm = masks[:, : u + H, col + 3 * H][:, None]                          # [m, 1, U+H]
+        xm = corrupted.inputs[2 * l + 1][None] + torch.matmul(mm, D[:, : u + H].reshape(m, u + H, f)).view(m, e, P, d)
+        hmid = _gelu(_ln(xm, w.ln2_w[l], w.ln2_b[l], w.eps) @ w.W_in[l] + w.b_in[l], w.act)
+        D[:, u + H] = hmid @ w.W_out[l] + w.b_out[l] - ct[u + H][None]
+    ar = torch.arange(e, device=input_act.device)
+    d_last = D[:, :, ar, lengths - 1]                                         # [m, n_up, e, d]
+    mf = masks[:, :, -1][:, None]                                             # [m, 1, n_up]
+    xf = last_positions(corrupted.inputs[-1], lengths)[None] + torch.matmul(mf, d_last.reshape(m, n_up, e * d)).view(m, e, d)
+    return _ln(xf, w.lnf_w, w.lnf_b, w.eps) @ w.W_U

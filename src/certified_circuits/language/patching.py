@@ -8,7 +8,7 @@ carry the patched run's own activation:
 (EAP-IG's ``evaluate_graph``). Metrics at the last prompt position: exact next-token accuracy (argmax over
 the whole vocabulary equals the answer token; the paper's cACC), binary accuracy (answer logit above the
 distractor's) and the logit difference. Many masks (all K x methods) are evaluated in one batched pass:
-the batch axis is (mask, example) pairs, chunked to bound memory.
+the batch axis is (mask, example) pairs, chunked to bound memory; duplicate masks are evaluated once.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import torch
 from tqdm.auto import tqdm
 
 from certified_circuits.language.eap_ig import metric_per_example
-from certified_circuits.language.forward import GPT2Weights, RunCache, run
+from certified_circuits.language.forward import GPT2Weights, run, run_patched_groups
 from certified_circuits.language.tokenizer import EncodedBatch
 
 
@@ -60,11 +60,6 @@ def full_model_metrics(w: GPT2Weights, batch: EncodedBatch, *, batch_size: int =
     return MaskMetrics(np.array([m[0]]), np.array([m[1]]), np.array([m[2]]), n)
 
 
-def _repeat_cache(c: RunCache, m: int) -> RunCache:
-    rep = lambda t: t.repeat((m,) + (1,) * (t.dim() - 1))  # noqa: E731  (mask-major batch order)
-    return RunCache(rep(c.nodes), [rep(t) for t in c.inputs], c.logits_last)
-
-
 def evaluate_edge_masks(w: GPT2Weights, batch: EncodedBatch, edge_masks: np.ndarray, *,
                         max_batch: int | None = None, budget_floats: float = 4e7,
                         device: str | torch.device = "cpu", progress: bool = True) -> MaskMetrics:
@@ -74,10 +69,13 @@ def evaluate_edge_masks(w: GPT2Weights, batch: EncodedBatch, edge_masks: np.ndar
     if edge_masks.ndim != 2 or edge_masks.shape[1] != g.n_edges:
         raise ValueError(f"edge masks must be [M, {g.n_edges}] for a {g.n_layers}x{g.n_heads} model, "
                          f"got {edge_masks.shape}")
+    # identical masks (e.g. majority == baseline, or saturated K) are evaluated once
+    edge_masks, inverse = np.unique(edge_masks, axis=0, return_inverse=True)
+    inverse = inverse.reshape(-1)
     M, n = edge_masks.shape[0], len(batch.ids)
     dense = torch.as_tensor(g.dense_mask(edge_masks), dtype=torch.float32, device=device)  # [M, U, D]
     p_all = int(batch.lengths.max())
-    per_elem = g.valid.shape[0] * p_all * w.d_model * 6
+    per_elem = g.valid.shape[0] * p_all * w.d_model * 2
     b_max = max(1, int(budget_floats // per_elem)) if max_batch is None else int(max_batch)
     e_chunk = min(n, b_max)
     m_chunk = max(1, b_max // e_chunk)
@@ -97,13 +95,11 @@ def evaluate_edge_masks(w: GPT2Weights, batch: EncodedBatch, edge_masks: np.ndar
             dis = torch.as_tensor(batch.distractor[sl], device=device)
             for m0 in range(0, M, m_chunk):
                 mm = min(m_chunk, M - m0)
-                masks = dense[m0: m0 + mm].repeat_interleave(e, 0)
-                out = run(w, x_clean.repeat(mm, 1, 1), lengths.repeat(mm), corrupted=_repeat_cache(corr, mm),
-                          masks=masks)
-                parts = _score(out.logits_last, ans.repeat(mm), dis.repeat(mm))
+                logits = run_patched_groups(w, x_clean, lengths, corr, dense[m0: m0 + mm])   # [mm, e, V]
+                parts = _score(logits.reshape(mm * e, -1), ans.repeat(mm), dis.repeat(mm))
                 for i, t in enumerate(parts):
                     sums[i, m0: m0 + mm] += t.view(mm, e).sum(1).cpu().numpy()
                 bar.update(1)
     bar.close()
-    mean = sums / n
+    mean = (sums / n)[:, inverse]
     return MaskMetrics(mean[0], mean[1], mean[2], n)

@@ -128,7 +128,10 @@ class GPT2PromptTokenizer:
                              f"the name/object/place lists for paper-scale runs")
 
     def equal_length(self, ex: Example) -> bool:
-        return len(self.encode(ex.clean)) == len(self.encode(ex.corrupted))
+        """Generator filter: equal clean/corrupted lengths and single-token answer and distractor."""
+        if len(self.encode(ex.clean)) != len(self.encode(ex.corrupted)):
+            return False
+        return all(len(self.hf.encode(" " + w)) == 1 for w in (ex.answer, ex.distractor))
 
 
 @dataclass
