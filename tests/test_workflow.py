@@ -1,0 +1,165 @@
+"""The Snakemake workflow, for real, on the smoke config: a full run, MLflow runs for every job,
+incremental reruns (dry runs after the real run), resumption after a kill, and config validation.
+
+The smoke run takes a minute or two on 2 cores; it runs once per test session (module fixture).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+SMOKE = ROOT / "configs" / "smoke.yaml"
+
+
+def snakemake(results: Path, *args: str, configs: tuple[Path, ...] = (), timeout: int = 900) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
+    env.pop("MLFLOW_TRACKING_URI", None)
+    command = [str(BIN / "snakemake"), "--cores", "2", "--rerun-incomplete", "--configfile", str(SMOKE),
+               *map(str, configs), "--config", f"results_dir={results}", *args]
+    return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def job_counts(dry_run_output: str) -> dict[str, int]:
+    """Rule -> number of jobs from the 'Job stats' table of a dry run ({} when nothing to do)."""
+    counts: dict[str, int] = {}
+    if "Job stats:" not in dry_run_output:
+        return counts
+    table = dry_run_output.split("Job stats:", 1)[1].splitlines()
+    for line in table[3:]:
+        match = re.fullmatch(r"(\w+)\s+(\d+)", line.strip())
+        if not match or match[1] == "total":
+            break
+        counts[match[1]] = int(match[2])
+    return counts
+
+
+def override(tmp: Path, name: str, patch: dict) -> Path:
+    path = tmp / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(patch))
+    return path
+
+
+@pytest.fixture(scope="module")
+def smoke_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    results = tmp_path_factory.mktemp("smoke") / "results"
+    done = snakemake(results)
+    assert done.returncode == 0, done.stderr[-6000:]
+    return results
+
+
+def test_smoke_run_produces_every_table_and_figure(smoke_run: Path) -> None:
+    tables = smoke_run / "tables"
+    for name in ("world/peaks_cacc.md", "world/peaks_balanced.tex", "world/curves_cacc.png", "world/iou.csv",
+                 "world/iou.pdf", "world/seed_stability.csv", "world/radius_sweep_fixed_k.csv",
+                 "world/spurious_summary.csv", "tiny_gpt2/peaks_cacc.md", "tiny_gpt2/curves_cacc.png"):
+        assert (tables / name).stat().st_size > 0, name
+    assert (smoke_run / "figures" / "theory" / "samples_vs_tau.pdf").stat().st_size > 0
+    assert "world" in (smoke_run / "summary.md").read_text()
+    assert not list(smoke_run.rglob("*.tmp")), "no temporary files may be left behind"
+
+
+def test_every_job_has_an_mlflow_run_with_artifacts(smoke_run: Path) -> None:
+    from mlflow.tracking import MlflowClient
+
+    logged = sorted((smoke_run / ".tracking" / "logged").glob("*.json"))
+    assert not list((smoke_run / ".tracking" / "pending").glob("*.json"))
+    client = MlflowClient(f"sqlite:///{smoke_run / 'mlflow.db'}")
+    experiment = client.get_experiment_by_name("certified-circuits")
+    parents = client.search_runs([experiment.experiment_id], "tags.kind = 'workflow'")
+    assert len(parents) == 1 and parents[0].info.status == "FINISHED"
+    children = client.search_runs([experiment.experiment_id], f"tags.mlflow.parentRunId = '{parents[0].info.run_id}'",
+                                  max_results=1000)
+    assert len(children) == len(logged) > 30
+    rules = {run.data.tags["rule"] for run in children}
+    assert {"vision_world", "vision_train", "vision_attribute", "votes", "certify", "vision_evaluate",
+            "language_train", "language_attribute", "language_evaluate", "vision_tables", "summary"} <= rules
+    tables = next(run for run in children if run.data.tags["rule"] == "vision_tables")
+    assert any(a.path == "peaks_cacc.md" for a in client.list_artifacts(tables.info.run_id, "")) or any(
+        "peaks" in a.path for a in client.list_artifacts(tables.info.run_id))
+    votes = next(run for run in children if run.data.tags["rule"] == "votes")
+    assert "wildcard.concept" in votes.data.tags and float(votes.data.params["n"]) == 100
+
+
+def test_nothing_reruns_when_nothing_changed(smoke_run: Path) -> None:
+    dry = snakemake(smoke_run, "-n")
+    assert dry.returncode == 0, dry.stderr[-3000:]
+    assert job_counts(dry.stdout + dry.stderr) == {}
+
+
+def test_changing_tau_reruns_certification_onward_only(smoke_run: Path, tmp_path: Path) -> None:
+    patch = override(tmp_path, "tau", {"vision": {"certification": {"tau": 0.8}}})
+    counts = job_counts((dry := snakemake(smoke_run, "-n", configs=(patch,))).stdout + dry.stderr)
+    assert counts.get("certify", 0) > 0 and counts.get("vision_evaluate", 0) > 0 and counts.get("vision_tables") == 1
+    for upstream in ("votes", "vision_attribute", "vision_train", "vision_world", "language_attribute", "language_evaluate"):
+        assert upstream not in counts, (upstream, counts)
+
+
+def test_changing_p_del_reruns_votes_onward_only(smoke_run: Path, tmp_path: Path) -> None:
+    patch = override(tmp_path, "pdel", {"vision": {"certification": {"p_del": 0.5}}})
+    counts = job_counts((dry := snakemake(smoke_run, "-n", configs=(patch,))).stdout + dry.stderr)
+    assert counts.get("votes", 0) > 0 and counts.get("certify", 0) > 0
+    assert "vision_attribute" not in counts and "vision_train" not in counts, counts
+
+
+def test_adding_a_class_runs_only_its_jobs_and_the_aggregates(smoke_run: Path, tmp_path: Path) -> None:
+    patch = override(tmp_path, "classes", {"vision": {"concepts": ["circle", "square", "triangle"]}})
+    dry = snakemake(smoke_run, "-n", "--printshellcmds", configs=(patch,))
+    text = dry.stdout + dry.stderr
+    counts = job_counts(text)
+    # triangle: attributions on the concept set and the re-discovery set, its votes and evaluations
+    assert counts.get("vision_attribute") == 2, counts
+    attribute_lines = [line for line in text.splitlines() if "vision-attribute" in line]
+    assert attribute_lines and all("--concept triangle" in line for line in attribute_lines)
+    assert counts.get("vision_tables") == 1 and "vision_train" not in counts and "language_attribute" not in counts
+
+
+def test_killed_run_resumes_without_redoing_finished_jobs(tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
+    target = str(results / "tables" / "world" / "peaks_cacc_raw.csv")
+    command = [str(BIN / "snakemake"), "--cores", "2", "--configfile", str(SMOKE), "--config",
+               f"results_dir={results}", target]
+    process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               start_new_session=True)
+    model = results / "vision" / "model.pt"
+    deadline = time.time() + 600
+    while not model.exists() and time.time() < deadline and process.poll() is None:
+        time.sleep(0.5)
+    assert model.exists(), "the model should have been trained before the kill"
+    time.sleep(3)  # let some attribution jobs start
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+    before = {p: p.stat().st_mtime_ns for p in (results / "vision" / "world").glob("*.npz")}
+    before[model] = model.stat().st_mtime_ns
+    resumed = subprocess.run(command[:1] + ["--rerun-incomplete", "--unlock"] + command[1:], cwd=ROOT, env=env,
+                             capture_output=True, text=True)
+    resumed = subprocess.run(command[:1] + ["--rerun-incomplete"] + command[1:], cwd=ROOT, env=env,
+                             capture_output=True, text=True, timeout=900)
+    assert resumed.returncode == 0, resumed.stderr[-4000:]
+    assert "vision_train" not in job_counts(resumed.stderr + resumed.stdout)
+    assert {p: p.stat().st_mtime_ns for p in before} == before, "finished outputs must not be redone"
+    assert Path(target).exists() and not list(results.rglob("*.tmp"))
+
+
+def test_invalid_config_stops_before_any_job(tmp_path: Path) -> None:
+    patch = override(tmp_path, "bad", {"vision": {"certification": {"tau": 1.5}}})
+    done = snakemake(tmp_path / "results", "-n", configs=(patch,))
+    assert done.returncode != 0
+    assert "tau" in done.stderr and "1.5" in done.stderr
+    patch = override(tmp_path, "bad2", {"vision": {"main_scorer": "rank"}})
+    done = snakemake(tmp_path / "results", "-n", configs=(patch,))
+    assert done.returncode != 0 and "vision.main_scorer" in done.stderr
+    assert not (tmp_path / "results").exists()
+    shutil.rmtree(tmp_path, ignore_errors=True)
