@@ -123,6 +123,28 @@ if VISION["enabled"]:
 
         ALL_TARGETS += rules.vision_radius_sweep.output
 
+    FEATURE_CONCEPTS = vision_concepts(VISION.get("feature_concepts", VCONCEPTS[:2]))
+
+    rule vision_features:
+        """Fig. 4: top-activating examples of certified-in, abstained and certified-out channels."""
+        input:
+            curves=f"{TABLES}/{VX}/curves.csv",
+            attributions=attribution_path(VX, "concept", "{concept}"),
+            votes=votes_path(VX, "concept", "{concept}", VMAIN, VCERT),
+            certificates=certificates_path(VX, "concept", "{concept}", VMAIN, VCERT),
+        output:
+            f"{FIGURES}/{VX}/features_{{concept}}.png",
+        params:
+            data=vision_split_data("concept")[0],
+        log:
+            f"{RESULTS}/logs/reports/{VX}_features_{{concept}}.log",
+        shell:
+            tracked("certified-circuits report-features --curves {input.curves} --attributions {input.attributions} "
+                    "--votes {input.votes} --certificates {input.certificates} --data {params.data} "
+                    "--out-stem {FIGURES}/{VX}/features_{wildcards.concept} 2> {log}")
+
+    ALL_TARGETS += expand(f"{FIGURES}/{VX}/features_{{concept}}.png", concept=FEATURE_CONCEPTS)
+
     if EMBEDDED_VISION:
         SPURIOUS_ROWS = [
             (c, attribution_path(VX, "concept", c), votes_path(VX, "concept", c, VMAIN, VCERT),

@@ -64,6 +64,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--out-dir", required=True, type=Path)
     p.set_defaults(func=_lazy("_cmd_spurious"))
 
+    p = subparsers.add_parser("report-features", help="feature grid of certified-in / abstained / out channels")
+    p.add_argument("--curves", required=True, type=Path)
+    p.add_argument("--eval-set", default="id")
+    p.add_argument("--attributions", required=True, type=Path)
+    p.add_argument("--votes", required=True, type=Path)
+    p.add_argument("--certificates", required=True, type=Path)
+    p.add_argument("--data", required=True, help="the concept data the attributions were made from")
+    p.add_argument("--channels", type=int, default=3, help="channels per category")
+    p.add_argument("--examples", type=int, default=6, help="top-activating examples per channel")
+    p.add_argument("--out-stem", required=True, type=Path)
+    p.set_defaults(func=_lazy("_cmd_features"))
+
     p = subparsers.add_parser("report-theory", help="radius vs p_del and minimum n vs tau (App. C)")
     p.add_argument("--n-components", type=int, default=3840)
     p.add_argument("--out-dir", required=True, type=Path)

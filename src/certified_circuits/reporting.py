@@ -241,3 +241,52 @@ def _cmd_summary(args: argparse.Namespace) -> int:
         tmp.write_text(text)
     print(text, file=sys.stderr)
     return 0
+
+
+def _example_images(data: str, ids: list[str], size: int = 64) -> np.ndarray:
+    """uint8 [len(ids), H, W, 3] for example ids of a world .npz split or an ImageNet-style folder."""
+    path = Path(data)
+    if path.suffix == ".npz":
+        from .vision.world import load_split
+
+        split = load_split(path)
+        position = {str(i): n for n, i in enumerate(split["ids"].astype(str))}
+        missing = [i for i in ids if i not in position]
+        if missing:
+            raise ValueError(f"{path} lacks example ids {missing[:3]}: were the attributions made from it?")
+        return split["images"][[position[i] for i in ids]]
+    from PIL import Image
+
+    return np.stack([np.asarray(Image.open(path / i).convert("RGB").resize((size, size))) for i in ids])
+
+
+def _cmd_features(args: argparse.Namespace) -> int:
+    """Fig. 4: top-activating examples of certified-in, abstained (within the baseline) and
+    certified-out channels of one class, at the certified ID peak K. Channels come from the deepest
+    block (the most class-specific features); within each category the ones with the highest mean
+    activation on the concept dataset are shown."""
+    curves = pd.read_csv(args.curves)
+    certified = curves[(curves.eval_set == args.eval_set) & (curves.method == "certified")]
+    k_target = float(certified.sort_values(["cacc", "k_effective"], ascending=[False, True]).iloc[0]["k_target"])
+    attributions = read_attributions(args.attributions)
+    for key in ("top_examples", "mean_activation"):
+        if key not in attributions.extras:
+            raise ValueError(f"{args.attributions} has no extras/{key}; rerun vision-attribute")
+    votes, certificates = read_votes(args.votes), read_certificates(args.certificates)
+    i = _k_index(votes.k_grid, k_target, str(args.votes))
+    categories = evaluation.channel_categories(certificates.decision[i], votes.baseline[i])
+    deepest = attributions.groups == attributions.groups.max()
+    activation = attributions.extras["mean_activation"]
+    top = attributions.extras["top_examples"][:, : args.examples]
+    rows, labels = [], []
+    for category in ("certified_in", "abstained", "certified_out"):
+        candidates = np.flatnonzero((categories == category) & deepest)
+        for channel in candidates[np.argsort(-activation[candidates], kind="stable")][: args.channels]:
+            ids = [attributions.example_ids[j] for j in top[channel]]
+            rows.append(_example_images(args.data, ids))
+            labels.append(f"{category.replace('_', ' ')}: {attributions.names[channel]}")
+    if not rows:
+        raise ValueError("no channel in any category at this K; nothing to show")
+    figures.plot_feature_grid(np.stack(rows), labels, args.out_stem,
+                              title=f"{attributions.attrs.get('concept', '')} (K = {k_target:g})")
+    return 0
