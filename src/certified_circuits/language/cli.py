@@ -137,10 +137,10 @@ def _cmd_attribute(args: argparse.Namespace) -> int:
     if bad:
         raise SystemExit(f"error: {args.examples} holds examples of another task than {args.task!r} ({bad[:3]})")
     _threads(args.threads)
-    lm = load_language_model(args.model, args.model_path, with_bridge=False)
+    lm = load_language_model(args.model, args.model_path)
     batch = encode_examples(examples, lm.tokenizer, max_len=lm.n_positions)
     t0 = time.time()
-    scores = eap_ig_scores(lm.weights, batch, ig_steps=args.ig_steps, batch_size=args.batch_size, device=args.device)
+    scores = eap_ig_scores(lm.weights.to(args.device), batch, ig_steps=args.ig_steps, batch_size=args.batch_size, device=args.device)
     g = lm.weights.graph
     write_attributions(
         args.out, {"eap_ig": scores}, np.zeros(g.n_edges, dtype=np.int32), g.edge_names(), batch.ids,

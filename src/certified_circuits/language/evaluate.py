@@ -65,6 +65,7 @@ def evaluate_task(model: str, model_path: str | None, task: str, votes, certific
     from certified_circuits.certification import method_masks
     from certified_circuits.language.models import load_language_model
 
-    lm = load_language_model(model, model_path, with_bridge=False)
+    lm = load_language_model(model, model_path)
+    lm.weights = lm.weights.to(device)
     masks = method_masks(votes, certificates)
     return circuit_table(lm, task, masks, np.asarray(votes.k_grid), eval_sets, experiment=experiment, device=device)

@@ -109,6 +109,11 @@ class GPT2Weights:
             act=cfg.activation_function,
         )
 
+    def to(self, device: str | torch.device | None = None, dtype: torch.dtype | None = None) -> "GPT2Weights":
+        """A copy with every tensor moved to ``device`` / cast to ``dtype``."""
+        return type(self)(**{k: (v.to(device=device, dtype=dtype) if torch.is_tensor(v) else v)
+                             for k, v in self.__dict__.items()})
+
     def embed(self, tokens: torch.Tensor) -> torch.Tensor:
         """Activation of the ``input`` node: token + position embedding, [B, P, d]."""
         p = tokens.shape[1]

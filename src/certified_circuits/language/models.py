@@ -75,12 +75,31 @@ class LanguageModel:
         return int(self.hf.config.n_positions)
 
 
+def check_bridge_agrees(bridge, weights: GPT2Weights, n_tokens: int = 8, atol: float = 1e-3) -> float:
+    """Run a short seeded token sequence through the bridge and the decomposed forward; raise on mismatch."""
+    from certified_circuits.language.forward import run
+
+    gen = torch.Generator().manual_seed(0)
+    toks = torch.randint(0, weights.wte.shape[0], (1, min(n_tokens, weights.wpe.shape[0])), generator=gen)
+    with torch.no_grad():
+        ref = bridge(toks)[0, -1].to(weights.wte.device)
+        ours = run(weights, weights.embed(toks.to(weights.wte.device)), torch.tensor([toks.shape[1]])).logits_last[0]
+    err = float((ref - ours).abs().max())
+    if not err <= atol * max(1.0, float(ref.abs().max())):
+        raise RuntimeError(f"the decomposed forward disagrees with the TransformerBridge by {err:.3g} in the logits; "
+                           f"the model is not a standard GPT-2 (check its config)")
+    return err
+
+
 def _bundle(name: str, hf_model, tok: PromptTokenizer, with_bridge: bool) -> LanguageModel:
     hf_model.eval()
     for p in hf_model.parameters():
         p.requires_grad_(False)
     weights = GPT2Weights.from_hf(hf_model)  # read before the bridge rewires submodules
-    bridge = wrap_bridge(hf_model) if with_bridge else None
+    bridge = None
+    if with_bridge:
+        bridge = wrap_bridge(hf_model)
+        check_bridge_agrees(bridge, weights)
     return LanguageModel(name, hf_model, bridge, weights, tok)
 
 
