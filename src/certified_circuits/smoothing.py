@@ -35,8 +35,14 @@ if TYPE_CHECKING:  # pragma: no cover
 
 SeedLike = int | np.random.SeedSequence
 
-#: Samples per chunk of the cached path; bounds memory at ~chunk * U * 8 bytes per temporary.
-DEFAULT_CHUNK = 256
+#: Elements (samples x components) per chunk of the cached path: bounds each float64 temporary at
+#: 64 MB while keeping chunks large enough that per-call overhead vanishes for small models.
+CHUNK_ELEMENTS = 2**23
+
+
+def default_chunk(n_components: int) -> int:
+    """Samples per chunk for ``n_components`` components (at least 64)."""
+    return max(64, CHUNK_ELEMENTS // max(1, n_components))
 
 
 def _seed_sequence(seed: SeedLike) -> np.random.SeedSequence:
@@ -208,7 +214,7 @@ def vote_counts(
     k_grid: np.ndarray,
     masks: np.ndarray,
     absolute: bool = False,
-    chunk_size: int = DEFAULT_CHUNK,
+    chunk_size: int | None = None,
 ) -> np.ndarray:
     """Algorithm 2 (``Sample``), cached: inclusion counts of every component for every K.
 
@@ -218,7 +224,8 @@ def vote_counts(
         k_grid: top-K fractions in (0, 1], any order.
         masks: bool ``[n_samples, n_examples]`` deletion masks.
         absolute: rank by ``|mean score|`` (EAP-IG's convention for signed edge scores).
-        chunk_size: samples processed at once (memory bound only; results do not depend on it).
+        chunk_size: samples processed at once (memory bound only; results do not depend on it);
+            default :func:`default_chunk`.
 
     Returns:
         int32 ``[len(k_grid), U]``: ``counts[k, u] = #{samples whose top-K circuit contains u}``, in the
@@ -226,7 +233,7 @@ def vote_counts(
     """
     scores, groups, masks = _check_scores(scores, groups, masks)
     k_grid = check_k_grid(k_grid)
-    chunk_size = check_count("chunk_size", chunk_size)
+    chunk_size = default_chunk(scores.shape[1]) if chunk_size is None else check_count("chunk_size", chunk_size)
     histogram = _entry_histogram(scores, groups, k_grid, masks, absolute, chunk_size, None)
     return _counts_from_histogram(histogram, k_grid).astype(np.int32)
 
@@ -249,7 +256,7 @@ def inclusion_probabilities(
     weights = np.asarray(weights, dtype=np.float64)
     if weights.shape != (masks.shape[0],):
         raise ValueError(f"weights has shape {weights.shape}, expected ({masks.shape[0]},): one weight per mask")
-    histogram = _entry_histogram(scores, groups, k_grid, masks, absolute, DEFAULT_CHUNK, weights)
+    histogram = _entry_histogram(scores, groups, k_grid, masks, absolute, default_chunk(scores.shape[1]), weights)
     return _counts_from_histogram(histogram, k_grid)
 
 
