@@ -72,4 +72,4 @@ def test_scale_choice_and_errors():
     with pytest.raises(ValueError, match=r"\[N, H, W, 3\]"):
         defocus_blur(np.zeros((1, 32, 32), np.uint8))
     with pytest.raises(ValueError, match="too small"):
-        defocus_blur(np.zeros((1, 8, 8, 3), np.uint8), scale="imagenet")
+        defocus_blur(np.zeros((1, 4, 4, 3), np.uint8), scale="imagenet")

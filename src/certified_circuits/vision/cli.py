@@ -206,7 +206,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     label = _label(model, args.concept)
     groups = np.asarray(votes.groups) if getattr(votes, "groups", None) is not None else model.groups().numpy()
     isets = {name: open_set(p, index, limit_per_class=args.limit_per_class) for name, p in sets.items()}
-    max_batch = args.max_batch or (2048 if model.image_size <= 64 else 64)
+    max_batch = args.max_batch or (1024 if model.image_size <= 64 else 64)
     t0 = time.perf_counter()
     df = evaluate_class(model, isets, label, masks, np.asarray(votes.k_grid), groups, experiment=args.experiment,
                         concept=args.concept, n_negatives=args.n_negatives, seed=args.seed, max_batch=max_batch)
@@ -342,7 +342,7 @@ def register(subparsers) -> None:
     p.add_argument("--n-negatives", type=int, default=100, help="seeded sample of other-class images for the FPR")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--max-batch", type=int, default=None,
-                   help="(mask, image) pairs per forward pass (default: 2048 for the world model, 64 at 224 px)")
+                   help="(mask, image) pairs per forward pass (default: 1024 for the world model, 64 at 224 px)")
     p.add_argument("--limit-per-class", type=int, default=None, help="images per class folder (paper scale)")
     p.set_defaults(func=cmd_evaluate)
 

@@ -35,7 +35,7 @@ COLUMNS = ["experiment", "concept", "eval_set", "method", "k_target", "k_effecti
 
 @torch.no_grad()
 def predictions_under_masks(model: VisionModel, imageset: ImageSet, idx: np.ndarray, masks: np.ndarray,
-                            max_batch: int = 4096, progress: bool = False, desc: str = "masks") -> np.ndarray:
+                            max_batch: int = 1024, progress: bool = False, desc: str = "masks") -> np.ndarray:
     """Predicted class int64 [M, len(idx)] of every image under every mask (masks bool/float [M, U]).
 
     Batches hold at most ``max_batch`` (mask, image) pairs."""
@@ -71,7 +71,7 @@ def negative_sample(labels: np.ndarray, label: int, n: int, seed: int, eval_set:
 
 def evaluate_class(model: VisionModel, sets: Mapping[str, ImageSet], label: int, masks: Mapping[str, np.ndarray],
                    k_grid: np.ndarray, groups: np.ndarray, *, experiment: str, concept: str, n_negatives: int = 200,
-                   seed: int = 0, max_batch: int = 4096, progress: bool = True) -> pd.DataFrame:
+                   seed: int = 0, max_batch: int = 1024, progress: bool = True) -> pd.DataFrame:
     """Tidy table of accuracy / FPR / balanced accuracy for every (eval set, method, K) + ``full``.
 
     masks: {method: bool [nK, U]}; eval sets without images of the class are skipped (warned on stderr)."""
