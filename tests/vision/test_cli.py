@@ -101,3 +101,41 @@ def test_select_classes_cli(tmp_path):
     assert run("vision-select-classes", "--data", tmp_path / "val", "--n", 3, "--seed", 1, "--out", tmp_path / "c.txt") == 0
     lines = (tmp_path / "c.txt").read_text().split()
     assert len(lines) == 3 and lines == sorted(lines)
+
+
+def test_paper_scale_cli_on_fake_imagenet(tmp_path):
+    """ResNet-50 (random weights saved to a file) through vision-attribute and vision-evaluate on a fake
+    ImageNet tree with a LOC_synset_mapping.txt: 3,840 vertices, labels via wnids."""
+    import torch
+    from PIL import Image
+
+    from certified_circuits.certification import certify_votes
+    from certified_circuits.smoothing import compute_votes
+    from certified_circuits.store import read_attributions, write_certificates, write_votes
+    from certified_circuits.vision.models import build_paper_model
+
+    wnids = ["n01440764", "n01443537", "n01484850"]
+    (tmp_path / "LOC_synset_mapping.txt").write_text("".join(f"{w} class {i}\n" for i, w in enumerate(wnids)))
+    rng = np.random.default_rng(0)
+    for w in wnids:
+        (tmp_path / "val" / w).mkdir(parents=True)
+        for i in range(2):
+            Image.fromarray(rng.integers(0, 256, (60, 80, 3), dtype=np.uint8)).save(tmp_path / "val" / w / f"{i}.JPEG")
+    torch.manual_seed(0)
+    torch.save(build_paper_model("resnet50", pretrained=False).net.state_dict(), tmp_path / "r50.pth")
+    common = ["--model", "resnet50", "--weights", tmp_path / "r50.pth", "--class-index", tmp_path / "LOC_synset_mapping.txt"]
+    assert run("vision-attribute", *common, "--data", tmp_path / "val", "--concept", wnids[1], "--out", tmp_path / "a.h5") == 0
+    att = read_attributions(tmp_path / "a.h5")
+    assert att.scores["relevance"].shape == (2, 3840) and att.attrs["class_index"] == 1
+    assert att.example_ids == [f"{wnids[1]}/0.JPEG", f"{wnids[1]}/1.JPEG"]
+    votes = compute_votes(att.scores["relevance"], att.groups, np.array([0.3, 1.0]), p_del=0.6, n0=10, n=20, seed=0)
+    write_votes(tmp_path / "v.h5", votes)
+    write_certificates(tmp_path / "c.h5", certify_votes(votes, tau=0.6, alpha=0.1))
+    assert run("vision-evaluate", *common, "--votes", tmp_path / "v.h5", "--certificates", tmp_path / "c.h5",
+               "--concept", wnids[1], "--eval-set", f"id={tmp_path / 'val'}", "--n-negatives", 2,
+               "--methods", "baseline", "certified", "--out", tmp_path / "e.csv") == 0
+    df = pd.read_csv(tmp_path / "e.csv")
+    assert len(df) == 1 + 2 * 2 and (df.n_images == 2).all() and (df.n_negatives == 2).all()
+    with pytest.raises(FileNotFoundError, match="nowhere.pth"):
+        run("vision-attribute", "--model", "resnet50", "--weights", tmp_path / "nowhere.pth", "--class-index",
+            tmp_path / "LOC_synset_mapping.txt", "--data", tmp_path / "val", "--concept", wnids[0], "--out", tmp_path / "b.h5")

@@ -67,10 +67,6 @@ def _label(model, concept: str) -> int:
                      f"or a class index < {len(model.class_names)}")
 
 
-def _check_out(path: Path, force: bool = True) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-
-
 # ---------------------------------------------------------------------------------------------- world
 
 def cmd_world(args: argparse.Namespace) -> int:
