@@ -30,7 +30,9 @@ import numpy as np
 CLASS_SHAPES: tuple[str, ...] = (
     "circle", "square", "triangle", "plus", "star", "ring", "hexagon", "crescent", "bar", "ell",
 )
-NOVEL_SHAPES: tuple[str, ...] = ("frame", "hollow_triangle", "tee", "two_dots", "chevron")
+NOVEL_SHAPES: tuple[str, ...] = (
+    "frame", "hollow_triangle", "tee", "two_dots", "chevron", "oval", "rectangle", "target",
+)
 HABITATS: tuple[str, ...] = tuple(f"habitat{i}" for i in range(len(CLASS_SHAPES)))
 
 SPLITS: tuple[str, ...] = (
@@ -128,6 +130,12 @@ def shape_mask(name: str, u: np.ndarray, v: np.ndarray) -> np.ndarray:
         return (np.hypot(u - 0.5, v) <= 0.38) | (np.hypot(u + 0.5, v) <= 0.38)
     if name == "chevron":
         return (np.abs(v - 0.6 * np.abs(u)) <= 0.25) & (np.abs(u) <= 0.9)
+    if name == "oval":
+        return (u / 0.95) ** 2 + (v / 0.6) ** 2 <= 1
+    if name == "rectangle":
+        return (np.abs(u) <= 0.9) & (np.abs(v) <= 0.55)
+    if name == "target":
+        return ((r <= 0.95) & (r >= 0.7)) | (r <= 0.3)
     raise ValueError(f"unknown shape {name!r}; known: {CLASS_SHAPES + NOVEL_SHAPES}")
 
 
@@ -364,7 +372,7 @@ def build_world(cfg: WorldConfig, out_dir: Path, splits: tuple[str, ...] = SPLIT
     for split in tqdm(splits, desc="vision-world", disable=not progress, file=None):
         paths[split] = save_split(out_dir / f"{split}.npz", make_split(cfg, split))
     meta = {"config": dataclasses.asdict(cfg), "class_names": cfg.class_names(), "habitats": list(HABITATS[: cfg.n_classes]),
-            "novel_shapes": list(NOVEL_SHAPES), "splits": list(splits)}
+            "novel_shapes": list(NOVEL_SHAPES), "splits": sorted(p.stem for p in out_dir.glob("*.npz"))}
     paths["meta"] = write_json_atomic(out_dir / "world.json", meta)
     return paths
 
