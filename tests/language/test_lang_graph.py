@@ -15,15 +15,25 @@ def test_edge_count_formula(L, H):
 
 def test_gpt2_small_graph_from_random_model():
     """GPT-2 Small's architecture with random weights (no download): 32,491 edges."""
-    from transformers import GPT2Config
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel
 
-    from certified_circuits.language.forward import GPT2Weights
+    from certified_circuits.language.forward import GPT2Weights, run
     from certified_circuits.language.models import build_model
 
-    cfg = GPT2Config()  # GPT-2 Small defaults: 12 layers, 12 heads, d_model 768
-    cfg.vocab_size = 16  # keep the random model small; the graph depends only on layers and heads
-    w = GPT2Weights.from_hf(build_model(cfg, seed=0))
-    g = w.graph
+    cfg = GPT2Config()  # GPT-2 Small defaults: 12 layers, 12 heads, d_model 768, 50257 tokens
+    with torch.device("meta"):  # full-size shapes without allocating or initialising 124M weights
+        g = GPT2Weights.from_hf(GPT2LMHeadModel(cfg)).graph
+    # the decomposed forward reproduces HF logits with GPT-2 Small's 12 x 12 head layout (narrower width)
+    small = GPT2Config(n_embd=96, vocab_size=64, bos_token_id=0, eos_token_id=0)
+    model = build_model(small, seed=0)
+    w = GPT2Weights.from_hf(model)
+    toks = torch.tensor([[1, 5, 3, 9, 2, 7]])
+    with torch.no_grad():
+        ours = run(w, w.embed(toks), torch.tensor([6])).logits_last
+        ref = model(toks).logits[:, -1]
+    assert torch.allclose(ours, ref, atol=1e-4)
+    assert w.graph.n_edges == g.n_edges
     assert (g.n_layers, g.n_heads) == (12, 12)
     assert g.n_edges == 32491
     names = edge_names(12, 12)

@@ -174,7 +174,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     votes, certs = read_votes(args.votes), read_certificates(args.certificates)
     _threads(args.threads)
     table = evaluate_task(args.model, args.model_path, args.task, votes, certs, eval_sets,
-                          experiment=args.experiment, device=args.device)
+                          experiment=args.experiment, device=args.device, budget_floats=args.max_floats)
     from certified_circuits.store import atomic_path
 
     out = Path(args.out)
@@ -249,6 +249,8 @@ def register(subparsers) -> None:
                    help="evaluation prompts, repeatable: id_test=DIR/id_test.jsonl ood_test=DIR/ood_test.jsonl")
     p.add_argument("--out", required=True, help="CSV to write")
     p.add_argument("--experiment", default="language")
+    p.add_argument("--max-floats", type=float, default=4e7,
+                   help="activation buffer size per patched batch in floats (default 4e7 = 160 MB; raise on a GPU)")
     p.set_defaults(func=_cmd_evaluate)
 
 

@@ -25,7 +25,7 @@ COLUMNS = ["experiment", "concept", "eval_set", "method", "k_target", "k_effecti
 
 def circuit_table(lm, task: str, masks: Mapping[str, np.ndarray], k_grid: np.ndarray,
                   eval_sets: Mapping[str, str | os.PathLike], *, experiment: str = "language",
-                  device: str = "cpu", progress: bool = True) -> pd.DataFrame:
+                  device: str = "cpu", progress: bool = True, budget_floats: float = 4e7) -> pd.DataFrame:
     """Evaluate bool [nK, E] masks per method on every eval set (JSONL paths); returns the tidy table."""
     from certified_circuits.discovery import effective_k
 
@@ -48,7 +48,8 @@ def circuit_table(lm, task: str, masks: Mapping[str, np.ndarray], k_grid: np.nda
         rows.append(dict(experiment=experiment, concept=task, eval_set=eval_set, method="full", k_target=1.0,
                          k_effective=1.0, accuracy=full.accuracy[0], binary_accuracy=full.binary_accuracy[0],
                          logit_diff=full.logit_diff[0], n_examples=full.n_examples))
-        res = evaluate_edge_masks(lm.weights, batch, stacked, device=device, progress=progress)
+        res = evaluate_edge_masks(lm.weights, batch, stacked, device=device, progress=progress,
+                                  budget_floats=budget_floats)
         for i in range(stacked.shape[0]):
             m, k = names[i // len(k_grid)], float(k_grid[i % len(k_grid)])
             rows.append(dict(experiment=experiment, concept=task, eval_set=eval_set, method=m, k_target=k,
@@ -60,7 +61,7 @@ def circuit_table(lm, task: str, masks: Mapping[str, np.ndarray], k_grid: np.nda
 
 def evaluate_task(model: str, model_path: str | None, task: str, votes, certificates,
                   eval_sets: Mapping[str, str | os.PathLike], *, experiment: str = "language",
-                  device: str = "cpu") -> pd.DataFrame:
+                  device: str = "cpu", budget_floats: float = 4e7) -> pd.DataFrame:
     """Load the model and evaluate the baseline / majority / certified circuits of ``votes``+``certificates``."""
     from certified_circuits.certification import method_masks
     from certified_circuits.language.models import load_language_model
@@ -68,4 +69,5 @@ def evaluate_task(model: str, model_path: str | None, task: str, votes, certific
     lm = load_language_model(model, model_path)
     lm.weights = lm.weights.to(device)
     masks = method_masks(votes, certificates)
-    return circuit_table(lm, task, masks, np.asarray(votes.k_grid), eval_sets, experiment=experiment, device=device)
+    return circuit_table(lm, task, masks, np.asarray(votes.k_grid), eval_sets, experiment=experiment, device=device,
+                         budget_floats=budget_floats)
