@@ -44,21 +44,30 @@ if VISION["enabled"]:
     SUMMARY_PEAKS += [rules.vision_tables.output.peaks, rules.vision_tables.output.balanced]
 
     if VISION.get("rediscovery_sets"):
-        IOU_ROWS = [
-            (c, e, votes_path(VX, "concept", c, VMAIN, VCERT), certificates_path(VX, "concept", c, VMAIN, VCERT),
-             votes_path(VX, e, c, VMAIN, VCERT), certificates_path(VX, e, c, VMAIN, VCERT))
-            for c in VCONCEPTS for e in VISION["rediscovery_sets"]
-        ]
+        MIN_REDISCOVERY = VISION.get("rediscovery_min_images", 10)
+
+        def iou_rows(wildcards=None):
+            """(concept, eval set, ID votes, ID certificates, OOD votes, OOD certificates) for every class
+            with at least `rediscovery_min_images` images in the OOD set (filtered sets can lack some)."""
+            rows = []
+            for e in VISION["rediscovery_sets"]:
+                available = vision_images_per_class(e)
+                for c in VCONCEPTS:
+                    if available.get(c, 0) >= MIN_REDISCOVERY:
+                        rows.append((c, e, votes_path(VX, "concept", c, VMAIN, VCERT),
+                                     certificates_path(VX, "concept", c, VMAIN, VCERT),
+                                     votes_path(VX, e, c, VMAIN, VCERT), certificates_path(VX, e, c, VMAIN, VCERT)))
+            return rows
 
         rule vision_iou:
             """Fig. IoU: ID circuits vs circuits re-discovered on each OOD set."""
             input:
                 curves=f"{TABLES}/{VX}/curves.csv",
-                files=[f for row in IOU_ROWS for f in row[2:]],
+                files=lambda w: [f for row in iou_rows() for f in row[2:]],
             output:
                 f"{TABLES}/{VX}/iou.csv",
             params:
-                rows=items_arg(IOU_ROWS),
+                rows=lambda w: items_arg(iou_rows()),
             log:
                 f"{RESULTS}/logs/reports/{VX}_iou.log",
             shell:

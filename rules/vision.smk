@@ -118,8 +118,11 @@ if EMBEDDED_VISION:
             tracked("certified-circuits vision-train --world {WORLD} {params.options} --threads {threads} "
                     "--out-model {output.model} --out-metrics {output.metrics} 2> {log}")
 
-    rule vision_filter_ood:
-        """Natural-adversarial and semantic-anomaly sets by filtration against the trained model."""
+    checkpoint vision_filter_ood:
+        """Natural-adversarial and semantic-anomaly sets by filtration against the trained model.
+
+        A checkpoint: how many images each class keeps is known only afterwards, and the OOD
+        re-discovery jobs (Fig. IoU) are created only for classes with enough of them."""
         input:
             model=f"{VDIR}/model.pt",
             pools=expand(f"{WORLD}/{{split}}.npz", split=["adversarial_pool", "anomaly_pool", "concept", "id_test"]),
@@ -137,6 +140,27 @@ if EMBEDDED_VISION:
             tracked("certified-circuits vision-filter-ood --world {WORLD} --checkpoint {input.model} --threads {threads} "
                     "--out-adversarial {output.adversarial} --out-anomaly {output.anomaly} "
                     "--out-metrics {output.metrics} 2> {log}")
+
+
+def vision_images_per_class(eval_set):
+    """{concept: number of images} of an eval set; for filtered sets this waits for the checkpoint."""
+    if EMBEDDED_VISION:
+        import json
+
+        calibration = checkpoints.vision_filter_ood.get().output.metrics
+        with open(calibration) as handle:
+            counts = json.load(handle).get(f"per_class_{eval_set}")
+        if counts is None:
+            size = VISION["world"].get("n_ood_per_class", 100)
+            return {c: size for c in vision_concepts("all")}
+        from certified_circuits.vision.world import CLASS_SHAPES
+
+        return dict(zip(CLASS_SHAPES, counts))
+    from certified_circuits.vision.imagenet import list_class_images
+
+    root = vision_eval_data(eval_set)
+    return {c: len(list_class_images(root, c, min_images=0)) if os.path.isdir(os.path.join(root, c)) else 0
+            for c in vision_concepts()}
 
 
 def vision_attribute_inputs(wildcards):
