@@ -103,15 +103,21 @@ class WordTokenizer:
 
 
 class GPT2PromptTokenizer:
-    """GPT-2 BPE wrapper; answers are scored as the single token ``" " + word``."""
+    """GPT-2 BPE wrapper; answers are scored as the single token ``" " + word``.
 
-    def __init__(self, hf_tokenizer):
+    Prompts start with ``<|endoftext|>`` as BOS (TransformerLens' ``to_tokens`` default, used by the EAP-IG
+    reference); padding also uses it (right padding never reaches the last prompt position).
+    """
+
+    def __init__(self, hf_tokenizer, prepend_bos: bool = True):
         self.hf = hf_tokenizer
         self.pad_id = int(hf_tokenizer.eos_token_id)
         self.vocab_size = int(len(hf_tokenizer))
+        self.prepend_bos = prepend_bos
 
     def encode(self, text: str) -> list[int]:
-        return list(self.hf.encode(text))
+        ids = list(self.hf.encode(text))
+        return [self.pad_id] + ids if self.prepend_bos else ids
 
     def answer_id(self, word: str) -> int:
         ids = self.hf.encode(" " + word)
