@@ -217,7 +217,9 @@ def register(subparsers) -> None:
     p.add_argument("--n-head", type=int, default=4)
     p.add_argument("--n-embd", type=int, default=64)
     p.add_argument("--n-positions", type=int, default=80)
-    p.add_argument("--time-limit", type=float, default=170.0, help="stop training after this many seconds")
+    p.add_argument("--time-limit", type=float, default=None,
+                   help="optional wall-clock cap in seconds; off by default because it makes the model depend on "
+                        "machine speed (every result must follow from the seeds)")
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
     p.set_defaults(func=_cmd_train)
 

@@ -41,7 +41,7 @@ class TrainConfig:
     warmup: int = 100
     shift_prob: float = 0.3
     seed: int = 0
-    time_limit_s: float | None = 170.0
+    time_limit_s: float | None = None
 
 
 def _pool(task: str, n: int, seed: int, chunk: int, exclude: set[str]) -> list[Example]:
