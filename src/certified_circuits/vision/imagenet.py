@@ -148,14 +148,20 @@ def prepare_oodcv(src_root: Path | str, out_root: Path | str, category_to_wnid: 
     per category) into ``OUT/<wnid>/<image>`` using an explicit category -> wnid table (a JSON file in
     the CLI). Categories absent from the table are skipped; a table entry without a folder is an error."""
     src_root, out_root = Path(src_root), Path(out_root)
+    for cat in category_to_wnid:
+        if not (src_root / cat).is_dir():
+            raise DatasetLayoutError(f"OOD-CV category folder {src_root / cat} missing (expected SRC/<category>/<image>)")
+    out_root.mkdir(parents=True, exist_ok=True)
     for cat, wnid in category_to_wnid.items():
-        folder = src_root / cat
-        if not folder.is_dir():
-            raise DatasetLayoutError(f"OOD-CV category folder {folder} missing (expected SRC/<category>/<image>)")
-        dst = out_root / wnid
-        dst.mkdir(parents=True, exist_ok=True)
-        for f in sorted(folder.iterdir()):
+        tmp = out_root / f".{wnid}.tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir()
+        for f in sorted((src_root / cat).iterdir()):
             if f.suffix.lower() in IMAGE_SUFFIXES:
-                shutil.copy2(f, dst / f.name)
-    (out_root / "oodcv_mapping.json").write_text(json.dumps(dict(category_to_wnid), indent=2))
+                shutil.copy2(f, tmp / f.name)
+        shutil.rmtree(out_root / wnid, ignore_errors=True)
+        tmp.replace(out_root / wnid)
+    meta = out_root / ".oodcv_mapping.json.tmp"
+    meta.write_text(json.dumps(dict(category_to_wnid), indent=2))
+    meta.replace(out_root / "oodcv_mapping.json")
     return out_root
