@@ -90,3 +90,24 @@ def test_mask_width_mismatch_is_explained(tiny_model):
     with pytest.raises(ValueError, match="vertices"):
         evaluate_class(tiny_model, {"id": iset}, 0, {"baseline": np.ones((1, 5), bool)}, np.array([1.0]),
                        np.zeros(5, int), experiment="t", concept="a", progress=False)
+
+
+def test_mean_ablation_keeps_kept_channels_and_fills_removed_ones(tiny_model, rng):
+    from certified_circuits.vision.hooks import masked_logits, reference_activations
+
+    x = tiny_model.normalize(torch.from_numpy(rng.integers(0, 256, (6, 32, 32, 3), dtype=np.uint8)))
+    reference = tiny_model.normalize(torch.from_numpy(rng.integers(0, 256, (10, 32, 32, 3), dtype=np.uint8)))
+    fill = reference_activations(tiny_model, reference, batch_size=3)
+    assert fill[-1].ndim == 3 and fill[-1].shape[0] == 8  # layer4 map [C, H, W] of one image
+    keep_all = torch.ones(1, tiny_model.n_vertices)
+    with torch.no_grad():
+        plain = tiny_model.net(x)
+    torch.testing.assert_close(masked_logits(tiny_model, x, keep_all, fill)[0], plain)
+    # removing everything: every image sees the reference mean at layer4, so all logits are equal
+    # to the classifier applied to that mean map
+    removed = masked_logits(tiny_model, x, torch.zeros(1, tiny_model.n_vertices), fill)[0]
+    expected = tiny_model.net.fc(fill[-1].mean(dim=(1, 2)))
+    torch.testing.assert_close(removed, expected.expand_as(removed))
+    # zero ablation of everything gives the classifier's bias instead
+    zeroed = masked_logits(tiny_model, x, torch.zeros(1, tiny_model.n_vertices))[0]
+    torch.testing.assert_close(zeroed, tiny_model.net.fc.bias.expand_as(zeroed))

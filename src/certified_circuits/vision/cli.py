@@ -203,9 +203,21 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     groups = np.asarray(votes.groups) if getattr(votes, "groups", None) is not None else model.groups().numpy()
     isets = {name: open_set(p, index, limit_per_class=args.limit_per_class) for name, p in sets.items()}
     max_batch = args.max_batch or (1024 if model.image_size <= 64 else 64)
+    fill = None
+    if args.ablation == "mean":
+        from .hooks import reference_activations
+
+        if args.reference is None:
+            raise SystemExit("vision-evaluate: --ablation mean needs --reference (images whose mean activations fill removed channels)")
+        reference = open_set(args.reference, index, limit_per_class=args.reference_per_class)
+        rng = np.random.default_rng(args.seed)
+        pick = np.sort(rng.choice(len(reference), size=min(len(reference), args.reference_size), replace=False))
+        fill = reference_activations(model, reference.load(pick, model).to(model.device))
     t0 = time.perf_counter()
     df = evaluate_class(model, isets, label, masks, np.asarray(votes.k_grid), groups, experiment=args.experiment,
-                        concept=args.concept, n_negatives=args.n_negatives, seed=args.seed, max_batch=max_batch)
+                        concept=args.concept, n_negatives=args.n_negatives, seed=args.seed, max_batch=max_batch,
+                        fill=fill)
+    df["ablation"] = args.ablation
     write_table(df, args.out)
     print(f"vision-evaluate: {args.concept}: {len(df)} rows -> {args.out} in {time.perf_counter() - t0:.1f}s", file=sys.stderr)
     return 0
@@ -335,6 +347,13 @@ def register(subparsers) -> None:
     p.add_argument("--out", type=Path, required=True, help="tidy CSV")
     p.add_argument("--experiment", default="vision")
     p.add_argument("--methods", nargs="*", help="subset of baseline/majority/certified (default: all)")
+    p.add_argument("--ablation", choices=("zero", "mean"), default="zero",
+                   help="what removed channels carry: zero (the paper's sufficiency test) or their mean "
+                        "activation over --reference images (mean ablation)")
+    p.add_argument("--reference", type=Path, default=None,
+                   help="class-agnostic reference images for --ablation mean (world .npz or ROOT/<wnid>/)")
+    p.add_argument("--reference-size", type=int, default=500, help="reference images sampled (seeded)")
+    p.add_argument("--reference-per-class", type=int, default=5, help="folder references: images per class")
     p.add_argument("--n-negatives", type=int, default=100, help="seeded sample of other-class images for the FPR")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--max-batch", type=int, default=None,

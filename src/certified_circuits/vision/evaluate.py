@@ -35,7 +35,8 @@ COLUMNS = ["experiment", "concept", "eval_set", "method", "k_target", "k_effecti
 
 @torch.no_grad()
 def predictions_under_masks(model: VisionModel, imageset: ImageSet, idx: np.ndarray, masks: np.ndarray,
-                            max_batch: int = 1024, progress: bool = False, desc: str = "masks") -> np.ndarray:
+                            max_batch: int = 1024, progress: bool = False, desc: str = "masks",
+                            fill: list[torch.Tensor] | None = None) -> np.ndarray:
     """Predicted class int64 [M, len(idx)] of every image under every mask (masks bool/float [M, U]).
 
     Batches hold at most ``max_batch`` (mask, image) pairs."""
@@ -48,7 +49,7 @@ def predictions_under_masks(model: VisionModel, imageset: ImageSet, idx: np.ndar
         sl = slice(s0, min(len(idx), s0 + b))
         x = imageset.load(idx[sl], model).to(model.device)
         for m0 in range(0, m, mc):
-            logits = masked_logits(model, x, masks_t[m0 : m0 + mc])
+            logits = masked_logits(model, x, masks_t[m0 : m0 + mc], fill)
             out[m0 : m0 + mc, sl] = logits.argmax(-1).cpu().numpy()
     return out
 
@@ -71,8 +72,11 @@ def negative_sample(labels: np.ndarray, label: int, n: int, seed: int, eval_set:
 
 def evaluate_class(model: VisionModel, sets: Mapping[str, ImageSet], label: int, masks: Mapping[str, np.ndarray],
                    k_grid: np.ndarray, groups: np.ndarray, *, experiment: str, concept: str, n_negatives: int = 200,
-                   seed: int = 0, max_batch: int = 1024, progress: bool = True) -> pd.DataFrame:
+                   seed: int = 0, max_batch: int = 1024, progress: bool = True,
+                   fill: list[torch.Tensor] | None = None) -> pd.DataFrame:
     """Tidy table of accuracy / FPR / balanced accuracy for every (eval set, method, K) + ``full``.
+
+    ``fill``: None zeroes removed channels (the paper); block-mean tensors give mean ablation.
 
     masks: {method: bool [nK, U]}; eval sets without images of the class are skipped (warned on stderr)."""
     from ..discovery import effective_k
@@ -96,7 +100,7 @@ def evaluate_class(model: VisionModel, sets: Mapping[str, ImageSet], label: int,
             continue
         neg = negative_sample(iset.labels, label, n_negatives, seed, name)
         idx = np.concatenate([pos, neg])
-        pred_u = predictions_under_masks(model, iset, idx, uniq, max_batch, progress, desc=name)
+        pred_u = predictions_under_masks(model, iset, idx, uniq, max_batch, progress, desc=name, fill=fill)
         hit = pred_u == label  # [Mu, N]
         acc_u = hit[:, : len(pos)].mean(1)
         fpr_u = hit[:, len(pos) :].mean(1) if len(neg) else np.full(len(uniq), np.nan)

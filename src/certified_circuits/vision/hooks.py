@@ -26,9 +26,13 @@ def _channel_view(mask_b: torch.Tensor, out_ndim: int, channel_dim: int) -> torc
 
 
 @contextmanager
-def masked(model: VisionModel, masks: torch.Tensor) -> Iterator[None]:
+def masked(model: VisionModel, masks: torch.Tensor, fill: list[torch.Tensor] | None = None) -> Iterator[None]:
     """Within the context, a forward pass on B images returns M*B logits (mask-major: row m*B + b is
-    image b under mask m). masks: float or bool [M, U] over the model's vertices (1 keep, 0 zero)."""
+    image b under mask m). masks: float or bool [M, U] over the model's vertices (1 keep, 0 remove).
+
+    ``fill`` chooses what a removed channel carries: ``None`` zeroes it (the paper's sufficiency
+    test); a list with one tensor per block, shaped like one image's block output ([C, H, W] or
+    [T, D]), replaces it by that value (mean ablation, see :func:`reference_activations`)."""
     if masks.ndim != 2 or masks.shape[1] != model.n_vertices:
         raise ValueError(f"masks must be [M, {model.n_vertices}] for {model.arch}, got {tuple(masks.shape)}")
     m = masks.shape[0]
@@ -48,16 +52,22 @@ def masked(model: VisionModel, masks: torch.Tensor) -> Iterator[None]:
     else:
         handles.append(mod.register_forward_pre_hook(lambda _m, args: (expand(args[0]),) + tuple(args[1:])))
 
-    def make_hook(mask_b: torch.Tensor):
+    def make_hook(mask_b: torch.Tensor, fill_b: torch.Tensor | None):
         def hook(_m, _i, out: torch.Tensor) -> torch.Tensor:
             b = state["b"]
             view = out.reshape(m, b, *out.shape[1:])
-            return (view * _channel_view(mask_b, out.ndim, model.channel_dim).to(out.dtype)).reshape(out.shape)
+            keep = _channel_view(mask_b, out.ndim, model.channel_dim).to(out.dtype)
+            if fill_b is None:
+                return (view * keep).reshape(out.shape)
+            return (view * keep + (1 - keep) * fill_b.to(out.dtype)).reshape(out.shape)
         return hook
 
+    if fill is not None and len(fill) != len(model.hook_names):
+        raise ValueError(f"fill needs one tensor per block ({len(model.hook_names)}), got {len(fill)}")
     try:
-        for hname, mask_b in zip(model.hook_names, slices):
-            handles.append(model.net.get_submodule(hname).register_forward_hook(make_hook(mask_b)))
+        for i, (hname, mask_b) in enumerate(zip(model.hook_names, slices)):
+            fill_b = None if fill is None else fill[i]
+            handles.append(model.net.get_submodule(hname).register_forward_hook(make_hook(mask_b, fill_b)))
         yield
     finally:
         for h in handles:
@@ -65,9 +75,10 @@ def masked(model: VisionModel, masks: torch.Tensor) -> Iterator[None]:
 
 
 @torch.no_grad()
-def masked_logits(model: VisionModel, x: torch.Tensor, masks: torch.Tensor) -> torch.Tensor:
+def masked_logits(model: VisionModel, x: torch.Tensor, masks: torch.Tensor,
+                  fill: list[torch.Tensor] | None = None) -> torch.Tensor:
     """Logits [M, B, n_classes] of the model on images x [B, 3, H, W] under each of the M masks."""
-    with masked(model, masks):
+    with masked(model, masks, fill):
         out = model.net(x)
     return out.reshape(masks.shape[0], x.shape[0], -1)
 
@@ -92,3 +103,22 @@ def captured(model: VisionModel, retain_grad: bool = False) -> Iterator[list[tor
     finally:
         for h in handles:
             h.remove()
+
+
+@torch.no_grad()
+def reference_activations(model: VisionModel, images: torch.Tensor, batch_size: int = 256) -> list[torch.Tensor]:
+    """Mean block outputs over reference images (one [C, H, W] or [T, D] tensor per block).
+
+    The fill of mean ablation: a removed channel carries its average activation map over a
+    class-agnostic reference set instead of zero, which keeps downstream layers in distribution (zero
+    ablation pushes a class circuit to label every image as its class; the false-positive rate of the
+    specificity control exposes that)."""
+    sums: list[torch.Tensor] | None = None
+    for s0 in range(0, images.shape[0], batch_size):
+        with captured(model) as acts:
+            model.net(images[s0 : s0 + batch_size])
+        batch = [a.sum(0) for a in acts]
+        sums = batch if sums is None else [t + b for t, b in zip(sums, batch)]
+    if sums is None:
+        raise ValueError("reference_activations needs at least one image")
+    return [t / images.shape[0] for t in sums]
