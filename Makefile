@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 CORES  ?= all
 STAMP  := $(VENV)/.installed
 
-.PHONY: reproduce test bench smoke clean-results
+.PHONY: reproduce test bench smoke docs clean-results
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -26,6 +26,16 @@ bench: $(STAMP)
 
 smoke: $(STAMP)
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/snakemake --cores $(CORES) --profile profiles/local --configfile configs/smoke.yaml
+
+# Copy the headline tables and two figures of the last full run into docs/ (committed).
+docs:
+	mkdir -p docs/figures
+	cp results/tables/world/peaks_cacc.md docs/vision_peaks_cacc.md
+	cp results/tables/world/peaks_balanced.md docs/vision_peaks_balanced.md
+	cp results/tables/tiny_gpt2/peaks_cacc.md docs/language_peaks_cacc.md
+	cp results/tables/world/curves_cacc.png results/tables/world/curves_balanced_accuracy.png docs/figures/
+	cp results/tables/world/iou.png docs/figures/ 2>/dev/null || true
+	cp results/summary.md docs/summary.md
 
 clean-results:
 	rm -rf results .snakemake
