@@ -56,6 +56,7 @@ if EMBEDDED_LANGUAGE:
             f"{RESULTS}/logs/language/train.log",
         benchmark:
             f"{RESULTS}/benchmarks/language/train.tsv"
+        priority: 20  # critical path first
         threads: 1
         resources:
             mem_mb=4000,
@@ -79,6 +80,7 @@ rule language_attribute:
         f"{RESULTS}/logs/language/attribute/{{split}}/{{concept}}.log",
     benchmark:
         f"{RESULTS}/benchmarks/language/attribute/{{split}}/{{concept}}.tsv"
+    priority: 10  # critical path first
     threads: 1
     resources:
         mem_mb=4000,

@@ -73,6 +73,7 @@ if EMBEDDED_VISION:
             options=cli_options(VISION["world"]),
         log:
             f"{RESULTS}/logs/vision/world.log",
+        priority: 20  # critical path first
         threads: 1
         resources:
             mem_mb=4000,
@@ -89,6 +90,7 @@ if EMBEDDED_VISION:
             size=max(VISION.get("radius_sweep", {}).get("sizes", [50])),
         log:
             f"{RESULTS}/logs/vision/world_large.log",
+        priority: 5  # critical path first
         threads: 1
         resources:
             mem_mb=4000,
@@ -110,6 +112,7 @@ if EMBEDDED_VISION:
             f"{RESULTS}/logs/vision/train.log",
         benchmark:
             f"{RESULTS}/benchmarks/vision/train.tsv"
+        priority: 20  # critical path first
         threads: 2
         resources:
             mem_mb=4000,
@@ -132,6 +135,7 @@ if EMBEDDED_VISION:
             metrics=f"{VDIR}/calibration.json",
         log:
             f"{RESULTS}/logs/vision/filter_ood.log",
+        priority: 15  # critical path first
         threads: 1
         resources:
             mem_mb=4000,
@@ -190,6 +194,7 @@ rule vision_attribute:
         f"{RESULTS}/logs/vision/attribute/{{split}}/{{concept}}.log",
     benchmark:
         f"{RESULTS}/benchmarks/vision/attribute/{{split}}/{{concept}}.tsv"
+    priority: 10  # critical path first
     threads: 1
     resources:
         mem_mb=4000,
