@@ -175,10 +175,50 @@ def vision_attribute_inputs(wildcards):
     return inputs
 
 
-def vision_attribute_args(wildcards):
-    data, n_examples = vision_split_data(wildcards.split)
-    extra = f" --counterfactual {WORLD}/counterfactual.npz" if EMBEDDED_VISION and wildcards.split == "concept" else ""
+def vision_attribute_args_for(split):
+    data, n_examples = vision_split_data(split)
+    extra = f" --counterfactual {WORLD}/counterfactual.npz" if EMBEDDED_VISION and split == "concept" else ""
     return f"--data {data} --n-examples {n_examples}{extra}"
+
+
+def vision_attribute_args(wildcards):
+    return vision_attribute_args_for(wildcards.split)
+
+
+REDISCOVERY = list(VISION.get("rediscovery_sets", []))
+CLASS_SPLITS = ["concept"] + REDISCOVERY
+
+
+rule vision_attribute_class:
+    """Attributions of one class on its concept set and on every OOD re-discovery set, in one process
+    (one torch start-up instead of one per split). A filtered set without images of the class gets a
+    valid file with zero examples, which the IoU report skips."""
+    input:
+        lambda w: vision_model_inputs() + [f for split in CLASS_SPLITS for f in local_file(vision_split_data(split)[0])]
+        + ([f"{WORLD}/counterfactual.npz"] if EMBEDDED_VISION else []),
+    output:
+        [attribution_path(VX, split, "{concept}") for split in CLASS_SPLITS],
+    params:
+        model=vision_model_args(),
+        data=vision_attribute_args_for("concept"),
+        also=lambda w: " ".join(f"--also {split} {vision_split_data(split)[0]} {attribution_path(VX, split, w.concept)}"
+                                for split in REDISCOVERY),
+    log:
+        f"{RESULTS}/logs/vision/attribute/class/{{concept}}.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/vision/attribute_class/{{concept}}.tsv"
+    priority: 10  # critical path first
+    threads: 1
+    resources:
+        mem_mb=4000,
+        runtime=30,
+        gpu=0 if EMBEDDED_VISION else 1,
+    shell:
+        tracked("certified-circuits vision-attribute {params.model} --threads {threads} {params.data} "
+                "--concept {wildcards.concept} --split concept --experiment {VX} --out {output[0]} {params.also} 2> {log}")
+
+
+ruleorder: vision_attribute_class > vision_attribute
 
 
 rule vision_attribute:
@@ -203,6 +243,44 @@ rule vision_attribute:
     shell:
         tracked("certified-circuits vision-attribute {params.model} --threads {threads} {params.data} "
                 "--concept {wildcards.concept} --split {wildcards.split} --experiment {VX} --out {output} 2> {log}")
+
+
+VSCORERS = VISION.get("scorers", [])
+VMAIN_CERT = VISION.get("certification", {})
+
+
+rule vision_evaluate_class:
+    """Sufficiency of one class's circuits for every scorer at the main setting, in one process."""
+    input:
+        circuits=[f for scorer in VSCORERS for f in (votes_path(VX, "concept", "{concept}", scorer, VMAIN_CERT),
+                                                      certificates_path(VX, "concept", "{concept}", scorer, VMAIN_CERT))],
+        model=vision_model_inputs(),
+        data=[f for name in VISION.get("eval_sets", []) for f in local_file(vision_eval_data(name))],
+    output:
+        [sufficiency_path(VX, "concept", "{concept}", scorer, VMAIN_CERT) for scorer in VSCORERS],
+    params:
+        model=vision_model_args(),
+        eval_sets=" ".join(f"--eval-set {name}={vision_eval_data(name)}" for name in VISION.get("eval_sets", [])),
+        circuits=lambda w: " ".join(
+            f"--circuits {votes_path(VX, 'concept', w.concept, scorer, VMAIN_CERT)} "
+            f"{certificates_path(VX, 'concept', w.concept, scorer, VMAIN_CERT)} "
+            f"{sufficiency_path(VX, 'concept', w.concept, scorer, VMAIN_CERT)}"
+            for scorer in VSCORERS),
+    log:
+        f"{RESULTS}/logs/vision/evaluate_class/{{concept}}.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/vision/evaluate_class/{{concept}}.tsv"
+    threads: 1
+    resources:
+        mem_mb=4000,
+        runtime=60,
+        gpu=0 if EMBEDDED_VISION else 1,
+    shell:
+        tracked("certified-circuits vision-evaluate {params.model} --threads {threads} {params.circuits} "
+                "--concept {wildcards.concept} {params.eval_sets} --experiment {VX} 2> {log}")
+
+
+ruleorder: vision_evaluate_class > vision_evaluate
 
 
 def vision_eval_sets(wildcards):

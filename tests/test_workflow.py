@@ -83,7 +83,8 @@ def test_every_job_has_an_mlflow_run_with_artifacts(smoke_run: Path) -> None:
                                   max_results=1000)
     assert len(children) == len(logged) > 30
     rules = {run.data.tags["rule"] for run in children}
-    assert {"vision_world", "vision_train", "vision_attribute", "votes", "certify", "vision_evaluate",
+    assert {"vision_world", "vision_train", "vision_attribute_class", "vision_attribute", "votes", "certify",
+            "vision_evaluate_class", "vision_evaluate",
             "language_train", "language_attribute", "language_evaluate", "vision_tables", "summary"} <= rules
     tables = next(run for run in children if run.data.tags["rule"] == "vision_tables")
     assert any(a.path == "peaks_cacc.md" for a in client.list_artifacts(tables.info.run_id, "")) or any(
@@ -118,8 +119,8 @@ def test_adding_a_class_runs_only_its_jobs_and_the_aggregates(smoke_run: Path, t
     dry = snakemake(smoke_run, "-n", "--printshellcmds", configs=(patch,))
     text = dry.stdout + dry.stderr
     counts = job_counts(text)
-    # triangle: attributions on the concept set and the re-discovery set, its votes and evaluations
-    assert counts.get("vision_attribute") == 2, counts
+    # triangle: one attribution job (concept set + re-discovery set), its votes and evaluations
+    assert counts.get("vision_attribute_class") == 1 and counts.get("vision_evaluate_class") == 1, counts
     attribute_lines = [line for line in text.splitlines() if "vision-attribute" in line]
     assert attribute_lines and all("--concept triangle" in line for line in attribute_lines)
     assert counts.get("vision_tables") == 1 and "vision_train" not in counts and "language_attribute" not in counts

@@ -61,6 +61,19 @@ def counterfactual_spurious_index(model: VisionModel, counterfactual: Mapping[st
     return spurious_index(*outs).numpy()
 
 
+def write_empty_attribution(model: VisionModel, out: Path, attrs: Mapping[str, object]) -> Path:
+    """A valid attribution file with zero examples, for a split that holds no image of the class (a
+    filtered OOD set can lack some classes); downstream stages skip it by its example count."""
+    from ..store import write_attributions
+
+    n = model.n_vertices
+    return write_attributions(
+        out, {s: np.zeros((0, n), np.float32) for s in SCORERS}, groups=model.groups().numpy(),
+        names=model.vertex_names(), example_ids=[], attrs={"model": model.arch, **attrs, "n_examples": 0},
+        extras={"mean_activation": np.zeros(n, np.float32), "top_examples": np.zeros((n, 0), np.int32)},
+    )
+
+
 def run_attribution(model: VisionModel, imageset: ImageSet, label: int, out: Path, attrs: Mapping[str, object],
                     n_examples: int | None = None, batch_size: int = 64, top_k: int = 9,
                     counterfactual: Mapping[str, np.ndarray] | None = None, progress: bool = True) -> Path:

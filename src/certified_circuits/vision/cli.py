@@ -147,7 +147,7 @@ def cmd_filter(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------------------------------------- attribute
 
 def cmd_attribute(args: argparse.Namespace) -> int:
-    from .attribution import run_attribution
+    from .attribution import run_attribution, write_empty_attribution
     from .data import open_set
     from .world import load_split
 
@@ -155,15 +155,21 @@ def cmd_attribute(args: argparse.Namespace) -> int:
     model, index = _load(args)
     label = _label(model, args.concept)
     wnids = [args.concept] if index is not None else None
-    iset = open_set(args.data, index, wnids=wnids)
     cf = load_split(args.counterfactual) if args.counterfactual else None
-    t0 = time.perf_counter()
-    extra = dict(_parse_sets(args.attr, "--attr", "KEY=VALUE"))
-    run_attribution(model, iset, label, args.out, attrs={"experiment": args.experiment, "dataset": str(args.data),
-                    "split": args.split, "concept": args.concept, **{k: str(v) for k, v in extra.items()}},
-                    n_examples=args.n_examples,
-                    batch_size=args.batch_size, top_k=args.top_k, counterfactual=cf)
-    print(f"vision-attribute: {args.concept} -> {args.out} in {time.perf_counter() - t0:.1f}s", file=sys.stderr)
+    extra = {k: str(v) for k, v in _parse_sets(args.attr, "--attr", "KEY=VALUE").items()}
+    # the main item, then every --also item: one process (one torch start-up) for all splits of a class
+    items = [(args.split, args.data, args.out, cf, 1)] + [(split, Path(data), Path(out), None, 0) for split, data, out in args.also]
+    for split, data, out, counterfactual, min_examples in items:
+        t0 = time.perf_counter()
+        iset = open_set(data, index, wnids=wnids)
+        attrs = {"experiment": args.experiment, "dataset": str(data), "split": split, "concept": args.concept, **extra}
+        if min_examples == 0 and not (iset.labels == label).any():
+            write_empty_attribution(model, out, attrs)
+            print(f"vision-attribute: {data} holds no image of {args.concept}; wrote an empty {out}", file=sys.stderr)
+            continue
+        run_attribution(model, iset, label, out, attrs=attrs, n_examples=args.n_examples,
+                        batch_size=args.batch_size, top_k=args.top_k, counterfactual=counterfactual)
+        print(f"vision-attribute: {args.concept} ({split}) -> {out} in {time.perf_counter() - t0:.1f}s", file=sys.stderr)
     return 0
 
 
@@ -190,17 +196,16 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     for name, p in sets.items():
         if not p.exists():
             raise SystemExit(f"vision-evaluate: eval set {name!r}: {p} does not exist")
-    votes = read_votes(args.votes)
-    certs = read_certificates(args.certificates)
-    masks = method_masks(votes, certs)
-    if args.methods:
-        unknown = set(args.methods) - set(masks)
-        if unknown:
-            raise SystemExit(f"unknown methods {sorted(unknown)}; available: {sorted(masks)}")
-        masks = {m: masks[m] for m in args.methods}
+    circuits = [(args.votes, args.certificates, args.out)] if args.votes else []
+    circuits += [tuple(map(Path, item)) for item in args.circuits]
+    if not circuits or (args.votes is None) != (args.certificates is None) or (args.votes is None) != (args.out is None):
+        raise SystemExit("vision-evaluate: give --votes, --certificates and --out together, and/or --circuits VOTES CERTS OUT")
+    for item in circuits:
+        for path in item[:2]:
+            if not Path(path).is_file():
+                raise SystemExit(f"vision-evaluate: {path} does not exist")
     model, index = _load(args)
     label = _label(model, args.concept)
-    groups = np.asarray(votes.groups) if getattr(votes, "groups", None) is not None else model.groups().numpy()
     isets = {name: open_set(p, index, limit_per_class=args.limit_per_class) for name, p in sets.items()}
     max_batch = args.max_batch or (1024 if model.image_size <= 64 else 64)
     fill = None
@@ -213,13 +218,21 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         rng = np.random.default_rng(args.seed)
         pick = np.sort(rng.choice(len(reference), size=min(len(reference), args.reference_size), replace=False))
         fill = reference_activations(model, reference.load(pick, model).to(model.device))
-    t0 = time.perf_counter()
-    df = evaluate_class(model, isets, label, masks, np.asarray(votes.k_grid), groups, experiment=args.experiment,
-                        concept=args.concept, n_negatives=args.n_negatives, seed=args.seed, max_batch=max_batch,
-                        fill=fill)
-    df["ablation"] = args.ablation
-    write_table(df, args.out)
-    print(f"vision-evaluate: {args.concept}: {len(df)} rows -> {args.out} in {time.perf_counter() - t0:.1f}s", file=sys.stderr)
+    for votes_path, certificates_path, out in circuits:  # one process (one torch start-up) for all items
+        t0 = time.perf_counter()
+        votes = read_votes(votes_path)
+        masks = method_masks(votes, read_certificates(certificates_path))
+        if args.methods:
+            unknown = set(args.methods) - set(masks)
+            if unknown:
+                raise SystemExit(f"unknown methods {sorted(unknown)}; available: {sorted(masks)}")
+            masks = {m: masks[m] for m in args.methods}
+        df = evaluate_class(model, isets, label, masks, np.asarray(votes.k_grid), np.asarray(votes.groups),
+                            experiment=args.experiment, concept=args.concept, n_negatives=args.n_negatives,
+                            seed=args.seed, max_batch=max_batch, fill=fill)
+        df["ablation"] = args.ablation
+        write_table(df, out)
+        print(f"vision-evaluate: {args.concept}: {len(df)} rows -> {out} in {time.perf_counter() - t0:.1f}s", file=sys.stderr)
     return 0
 
 
@@ -330,6 +343,9 @@ def register(subparsers) -> None:
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--top-k", type=int, default=9, help="top-activating examples stored per vertex")
     p.add_argument("--counterfactual", type=Path, help="world counterfactual.npz -> extras/spurious_index")
+    p.add_argument("--also", nargs=3, action="append", default=[], metavar=("SPLIT", "DATA", "OUT"),
+                   help="attribute the same class on another split in the same process (repeatable); a split "
+                        "without images of the class gets a valid file with zero examples")
     p.add_argument("--attr", action="append", default=[], metavar="KEY=VALUE",
                    help="extra file attribute, e.g. config_digest=abc123 (repeatable)")
     p.set_defaults(func=cmd_attribute)
@@ -339,12 +355,14 @@ def register(subparsers) -> None:
                                           "false-positive rate on other classes and balanced accuracy for all K x "
                                           "methods (batched), plus the unmasked model ('full').")
     _model_args(p)
-    p.add_argument("--votes", type=Path, required=True)
-    p.add_argument("--certificates", type=Path, required=True)
+    p.add_argument("--votes", type=Path, default=None)
+    p.add_argument("--certificates", type=Path, default=None)
+    p.add_argument("--circuits", nargs=3, action="append", default=[], metavar=("VOTES", "CERTS", "OUT"),
+                   help="more (votes, certificates, CSV) triples of the same class, evaluated in the same process")
     p.add_argument("--concept", required=True)
     p.add_argument("--eval-set", action="append", required=True, metavar="NAME=PATH",
                    help="eval set (world .npz or wnid folder); repeat for several")
-    p.add_argument("--out", type=Path, required=True, help="tidy CSV")
+    p.add_argument("--out", type=Path, default=None, help="tidy CSV (with --votes and --certificates)")
     p.add_argument("--experiment", default="vision")
     p.add_argument("--methods", nargs="*", help="subset of baseline/majority/certified (default: all)")
     p.add_argument("--ablation", choices=("zero", "mean"), default="zero",
