@@ -25,6 +25,12 @@ if VISION["enabled"]:
     VCERT = VISION["certification"]
     VMAIN = VISION["main_scorer"]
     VCONCEPTS = vision_concepts()
+    for key, listed in (("vision.feature_concepts", VISION.get("feature_concepts", "all")),
+                        ("vision.seed_stability.concepts", VISION.get("seed_stability", {}).get("concepts", "all")),
+                        ("vision.radius_sweep.concepts", VISION.get("radius_sweep", {}).get("concepts", "all"))):
+        unknown = [] if listed == "all" else [c for c in listed if c not in VCONCEPTS]
+        if unknown:
+            config_error(key, unknown, f"every class listed must be certified, i.e. one of {VCONCEPTS}")
 
     rule vision_tables:
         """Table 1 / Table 3 (all scorers) and the cACC-K curves of the vision experiment."""
@@ -132,7 +138,8 @@ if VISION["enabled"]:
 
         ALL_TARGETS += rules.vision_radius_sweep.output
 
-    FEATURE_CONCEPTS = vision_concepts(VISION.get("feature_concepts", VCONCEPTS[:2]))
+    FEATURE_CONCEPTS = VISION.get("feature_concepts", VCONCEPTS[:2])
+    FEATURE_CONCEPTS = VCONCEPTS if FEATURE_CONCEPTS == "all" else FEATURE_CONCEPTS
 
     rule vision_features:
         """Fig. 4: top-activating examples of certified-in, abstained and certified-out channels."""
