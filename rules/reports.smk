@@ -40,6 +40,9 @@ if VISION["enabled"]:
             peaks=f"{TABLES}/{VX}/peaks_cacc_raw.csv",
             balanced=f"{TABLES}/{VX}/peaks_balanced_raw.csv",
             curves=f"{TABLES}/{VX}/curves.csv",
+            curves_figure=report(f"{TABLES}/{VX}/curves_cacc.png", caption="../report/curves.rst", category="Vision"),
+            balanced_figure=report(f"{TABLES}/{VX}/curves_balanced_accuracy.png", caption="../report/balanced.rst",
+                                   category="Vision"),
         log:
             f"{RESULTS}/logs/reports/{VX}_tables.log",
         shell:
@@ -72,6 +75,7 @@ if VISION["enabled"]:
                 files=lambda w: [f for row in iou_rows() for f in row[2:]],
             output:
                 f"{TABLES}/{VX}/iou.csv",
+                report(f"{TABLES}/{VX}/iou.png", caption="../report/iou.rst", category="Vision"),
             params:
                 rows=lambda w: items_arg(iou_rows()),
             log:
@@ -97,6 +101,7 @@ if VISION["enabled"]:
                 files=[f for row in SEED_ROWS for f in row[2:]],
             output:
                 f"{TABLES}/{VX}/seed_stability.csv",
+                report(f"{TABLES}/{VX}/seed_stability.png", caption="../report/seeds.rst", category="Vision"),
             params:
                 rows=items_arg(SEED_ROWS),
             log:
@@ -127,6 +132,7 @@ if VISION["enabled"]:
             output:
                 f"{TABLES}/{VX}/radius_sweep_fixed_k.csv",
                 f"{TABLES}/{VX}/radius_sweep_best_k.csv",
+                report(f"{TABLES}/{VX}/radius_sweep_best_k.png", caption="../report/radius.rst", category="Vision"),
             params:
                 rows=items_arg(RADIUS_ROWS),
                 k=SWEEP.get("fixed_k", 0.6),
@@ -149,7 +155,7 @@ if VISION["enabled"]:
             votes=votes_path(VX, "concept", "{concept}", VMAIN, VCERT),
             certificates=certificates_path(VX, "concept", "{concept}", VMAIN, VCERT),
         output:
-            f"{FIGURES}/{VX}/features_{{concept}}.png",
+            report(f"{FIGURES}/{VX}/features_{{concept}}.png", caption="../report/features.rst", category="Vision"),
         params:
             data=vision_split_data("concept")[0],
         log:
@@ -160,6 +166,34 @@ if VISION["enabled"]:
                     "--out-stem {FIGURES}/{VX}/features_{wildcards.concept} 2> {log}")
 
     ALL_TARGETS += expand(f"{FIGURES}/{VX}/features_{{concept}}.png", concept=FEATURE_CONCEPTS)
+
+    RUNTIME = VISION.get("runtime", {})
+    if RUNTIME.get("n"):
+
+        rule vision_runtime:
+            """App. D: naive (A re-run per mask) vs cached certification cost for one class."""
+            input:
+                vision_model_inputs() + local_file(vision_split_data("concept")[0]),
+            output:
+                f"{TABLES}/{VX}/runtime.csv",
+            params:
+                model=vision_model_args(),
+                data=vision_split_data("concept")[0],
+                concept=RUNTIME.get("concept", VCONCEPTS[0]),
+                n=" ".join(map(str, RUNTIME["n"])),
+                k_grid=" ".join(fmt(k) for k in VISION["k_grid"]),
+            log:
+                f"{RESULTS}/logs/reports/{VX}_runtime.log",
+            threads: 1
+            resources:
+                mem_mb=4000,
+                runtime=60,
+            shell:
+                tracked("certified-circuits vision-runtime {params.model} --threads {threads} --data {params.data} "
+                        "--concept {params.concept} --n {params.n} --k-grid {params.k_grid} --p-del {VCERT[p_del]} "
+                        "--tau {VCERT[tau]} --alpha {VCERT[alpha]} --out-stem {TABLES}/{VX}/runtime 2> {log}")
+
+        ALL_TARGETS += rules.vision_runtime.output
 
     if EMBEDDED_VISION:
         SPURIOUS_ROWS = [
@@ -175,6 +209,7 @@ if VISION["enabled"]:
                 files=[f for row in SPURIOUS_ROWS for f in row[1:]],
             output:
                 f"{TABLES}/{VX}/spurious_summary.csv",
+                report(f"{TABLES}/{VX}/spurious.png", caption="../report/spurious.rst", category="Vision"),
             params:
                 rows=items_arg(SPURIOUS_ROWS),
             log:
@@ -197,6 +232,7 @@ if LANGUAGE["enabled"]:
         output:
             peaks=f"{TABLES}/{LX}/peaks_cacc_raw.csv",
             curves=f"{TABLES}/{LX}/curves.csv",
+            curves_figure=report(f"{TABLES}/{LX}/curves_cacc.png", caption="../report/curves.rst", category="Language"),
         log:
             f"{RESULTS}/logs/reports/{LX}_tables.log",
         shell:
@@ -210,8 +246,8 @@ if LANGUAGE["enabled"]:
 rule theory_figures:
     """App. C: certified radius vs p_del, minimum n vs tau (with and without the correction)."""
     output:
-        f"{FIGURES}/theory/radius_vs_pdel.png",
-        f"{FIGURES}/theory/samples_vs_tau.png",
+        report(f"{FIGURES}/theory/radius_vs_pdel.png", caption="../report/theory.rst", category="Theory"),
+        report(f"{FIGURES}/theory/samples_vs_tau.png", caption="../report/theory.rst", category="Theory"),
     log:
         f"{RESULTS}/logs/reports/theory.log",
     shell:

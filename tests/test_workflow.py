@@ -63,7 +63,8 @@ def test_smoke_run_produces_every_table_and_figure(smoke_run: Path) -> None:
     tables = smoke_run / "tables"
     for name in ("world/peaks_cacc.md", "world/peaks_balanced.tex", "world/curves_cacc.png", "world/iou.csv",
                  "world/iou.pdf", "world/seed_stability.csv", "world/radius_sweep_fixed_k.csv",
-                 "world/spurious_summary.csv", "tiny_gpt2/peaks_cacc.md", "tiny_gpt2/curves_cacc.png"):
+                 "world/spurious_summary.csv", "world/runtime.md", "tiny_gpt2/peaks_cacc.md",
+                 "tiny_gpt2/curves_cacc.png"):
         assert (tables / name).stat().st_size > 0, name
     assert (smoke_run / "figures" / "theory" / "samples_vs_tau.pdf").stat().st_size > 0
     assert "world" in (smoke_run / "summary.md").read_text()
@@ -91,6 +92,13 @@ def test_every_job_has_an_mlflow_run_with_artifacts(smoke_run: Path) -> None:
         "peaks" in a.path for a in client.list_artifacts(tables.info.run_id))
     votes = next(run for run in children if run.data.tags["rule"] == "votes")
     assert "wildcard.concept" in votes.data.tags and float(votes.data.params["n"]) == 100
+
+
+def test_html_report_with_captions(smoke_run: Path, tmp_path: Path) -> None:
+    report = tmp_path / "report.html"
+    done = snakemake(smoke_run, "--report", str(report))
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    assert report.stat().st_size > 10_000
 
 
 def test_nothing_reruns_when_nothing_changed(smoke_run: Path) -> None:

@@ -236,6 +236,25 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_runtime(args: argparse.Namespace) -> int:
+    from ..figures import format_runtime_table, write_table
+    from .attribution import class_indices
+    from .data import open_set
+    from .runtime import measure_naive_vs_cached
+
+    _threads(args)
+    model, index = _load(args)
+    label = _label(model, args.concept)
+    iset = open_set(args.data, index, wnids=[args.concept] if index is not None else None)
+    images = iset.load(class_indices(iset, label, args.n_examples), model).to(model.device)
+    table = format_runtime_table(measure_naive_vs_cached(model, images, label, args.n, np.asarray(args.k_grid),
+                                                         args.p_del, args.tau, args.alpha, args.seed))
+    write_table(table, args.out_stem, caption="Runtime: naive (A re-run per mask) vs cached per-example scores",
+                float_format="{:.4g}")
+    print(table.to_string(index=False), file=sys.stderr)
+    return 0
+
+
 # ---------------------------------------------------------------------------------------------- paper-scale data
 
 def cmd_select_classes(args: argparse.Namespace) -> int:
@@ -349,6 +368,22 @@ def register(subparsers) -> None:
     p.add_argument("--attr", action="append", default=[], metavar="KEY=VALUE",
                    help="extra file attribute, e.g. config_digest=abc123 (repeatable)")
     p.set_defaults(func=cmd_attribute)
+
+    p = subparsers.add_parser("vision-runtime", help="naive vs cached certification cost (App. D table)",
+                              description="Time certification of one class with A re-run on every sub-dataset "
+                                          "(naive) and from cached per-example relevance (cached).")
+    _model_args(p)
+    p.add_argument("--data", type=Path, required=True, help="concept data of the class (.npz or ROOT/<wnid>/)")
+    p.add_argument("--concept", required=True)
+    p.add_argument("--n-examples", type=int, default=50)
+    p.add_argument("--n", type=int, nargs="+", default=[100, 500, 1000], help="certification sample sizes")
+    p.add_argument("--k-grid", type=float, nargs="+", default=list(np.linspace(0.05, 1.0, 20)))
+    p.add_argument("--p-del", type=float, default=0.6)
+    p.add_argument("--tau", type=float, default=0.95)
+    p.add_argument("--alpha", type=float, default=0.001)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out-stem", type=Path, required=True, help="writes STEM.csv, STEM.md and STEM.tex")
+    p.set_defaults(func=cmd_runtime)
 
     p = subparsers.add_parser("vision-evaluate", help="sufficiency of one class's circuits -> tidy CSV",
                               description="Zero non-circuit channels at every block output and measure class accuracy, "
