@@ -6,16 +6,11 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).parent))
-from _timing import best_of  # noqa: E402
-
-from certified_circuits.certification import certify  # noqa: E402
-from certified_circuits.smoothing import selection_and_certification_masks, vote_counts  # noqa: E402
+from certified_circuits.certification import certify
+from certified_circuits.smoothing import selection_and_certification_masks, vote_counts
+from certified_circuits.timing import best_of
 
 N_EXAMPLES, N_EDGES, N0, N, P_DEL, TAU, ALPHA = 100, 32491, 100, 1000, 0.95, 0.90, 0.001
 K_GRID = np.geomspace(0.002, 0.5, 20)

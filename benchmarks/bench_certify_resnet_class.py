@@ -7,16 +7,11 @@ Targets: < 0.5 s and < 20 ms (paper: 0.194 s for the decision at one K, desktop 
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).parent))
-from _timing import best_of  # noqa: E402
-
-from certified_circuits.certification import certify  # noqa: E402
-from certified_circuits.smoothing import selection_and_certification_masks, vote_counts  # noqa: E402
+from certified_circuits.certification import certify
+from certified_circuits.smoothing import selection_and_certification_masks, vote_counts
+from certified_circuits.timing import best_of
 
 N_EXAMPLES, N0, N, P_DEL, TAU, ALPHA = 50, 100, 1000, 0.6, 0.95, 0.001
 GROUPS = np.repeat(np.arange(4), [256, 512, 1024, 2048])

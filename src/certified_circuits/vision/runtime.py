@@ -11,7 +11,7 @@ table and by ``benchmarks/bench_naive_vs_cached.py``.
 from __future__ import annotations
 
 import time
-from typing import Callable, Sequence
+from typing import Sequence
 
 import numpy as np
 import pandas as pd
@@ -20,17 +20,9 @@ import torch
 from ..certification import certify, majority_vote
 from ..discovery import TopKDiscovery
 from ..smoothing import selection_and_certification_masks, vote_counts, vote_counts_naive
+from ..timing import best_of
 from .models import VisionModel
 from .scorers import score_batch
-
-
-def _best_of(call: Callable[[], object], repeats: int) -> float:
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        call()
-        best = min(best, time.perf_counter() - start)
-    return best
 
 
 def measure_naive_vs_cached(
@@ -63,7 +55,7 @@ def measure_naive_vs_cached(
         return TopKDiscovery(relevance(kept), groups, k_grid)(np.arange(kept.size))
 
     rows = [dict(n=1, paradigm="baseline", naive_sample_s=np.nan,
-                 cached_sample_s=_best_of(lambda: naive_algorithm(np.arange(n_examples)), 3), decision_s=0.0,
+                 cached_sample_s=best_of(lambda: naive_algorithm(np.arange(n_examples)), 3), decision_s=0.0,
                  agreement=np.nan)]
     for n in n_values:
         n0 = max(1, n // 10)
@@ -79,7 +71,7 @@ def measure_naive_vs_cached(
                     vote_counts(scores, groups, k_grid, certification_masks))
 
         selection, certification = cached()
-        cached_time = _best_of(cached, 3)
+        cached_time = best_of(cached, 3)
         agreement = float((np.abs(naive_certification.astype(int) - certification) <= 0.01 * n).mean())
         decisions = {
             "majority": lambda: majority_vote(selection, certification, n0, n),
@@ -87,5 +79,5 @@ def measure_naive_vs_cached(
         }
         for paradigm, decide in decisions.items():
             rows.append(dict(n=n, paradigm=paradigm, naive_sample_s=naive_time, cached_sample_s=cached_time,
-                             decision_s=_best_of(decide, 5), agreement=agreement))
+                             decision_s=best_of(decide, 5), agreement=agreement))
     return pd.DataFrame(rows)

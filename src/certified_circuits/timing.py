@@ -1,4 +1,4 @@
-"""Timing helper shared by the benchmarks: best-of-R wall time (robust to a busy machine)."""
+"""Wall-clock timing shared by the runtime table and the benchmarks."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Callable
 
 
 def best_of(call: Callable[[], object], repeats: int = 3) -> float:
-    """Minimum wall-clock seconds of ``repeats`` calls."""
+    """Minimum wall-clock seconds of ``repeats`` calls (robust to a busy machine)."""
     best = float("inf")
     for _ in range(repeats):
         start = time.perf_counter()
