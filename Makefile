@@ -34,7 +34,9 @@ docs:
 	cp results/tables/world/peaks_balanced.md docs/vision_peaks_balanced.md
 	cp results/tables/tiny_gpt2/peaks_cacc.md docs/language_peaks_cacc.md
 	cp results/tables/world/curves_cacc.png results/tables/world/curves_balanced_accuracy.png docs/figures/
-	cp results/tables/world/iou.png docs/figures/ 2>/dev/null || true
+	cp results/tables/world/iou.png results/tables/world/seed_stability.png results/tables/world/spurious.png docs/figures/
+	cp results/figures/world/features_circle.png docs/figures/
+	cp results/tables/world/runtime.md docs/vision_runtime.md
 	cp results/summary.md docs/summary.md
 
 clean-results:
