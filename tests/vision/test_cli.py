@@ -124,7 +124,13 @@ def test_paper_scale_cli_on_fake_imagenet(tmp_path):
     torch.manual_seed(0)
     torch.save(build_paper_model("resnet50", pretrained=False).net.state_dict(), tmp_path / "r50.pth")
     common = ["--model", "resnet50", "--weights", tmp_path / "r50.pth", "--class-index", tmp_path / "LOC_synset_mapping.txt"]
-    assert run("vision-attribute", *common, "--data", tmp_path / "val", "--concept", wnids[1], "--out", tmp_path / "a.h5") == 0
+    # an OOD set lacking the class (ImageNet-A/O cover 200 classes) gets a valid empty file via --also
+    (tmp_path / "ood" / wnids[0]).mkdir(parents=True)
+    Image.fromarray(rng.integers(0, 256, (60, 80, 3), dtype=np.uint8)).save(tmp_path / "ood" / wnids[0] / "0.JPEG")
+    assert run("vision-attribute", *common, "--data", tmp_path / "val", "--concept", wnids[1], "--out", tmp_path / "a.h5",
+               "--also", "ood", tmp_path / "ood", tmp_path / "ood.h5") == 0
+    empty = read_attributions(tmp_path / "ood.h5")
+    assert empty.n_examples == 0 and empty.scores["relevance"].shape == (0, 3840) and empty.attrs["split"] == "ood"
     att = read_attributions(tmp_path / "a.h5")
     assert att.scores["relevance"].shape == (2, 3840) and att.attrs["class_index"] == 1
     assert att.example_ids == [f"{wnids[1]}/0.JPEG", f"{wnids[1]}/1.JPEG"]

@@ -161,8 +161,13 @@ def cmd_attribute(args: argparse.Namespace) -> int:
     items = [(args.split, args.data, args.out, cf, 1)] + [(split, Path(data), Path(out), None, 0) for split, data, out in args.also]
     for split, data, out, counterfactual, min_examples in items:
         t0 = time.perf_counter()
-        iset = open_set(data, index, wnids=wnids)
         attrs = {"experiment": args.experiment, "dataset": str(data), "split": split, "concept": args.concept, **extra}
+        if min_examples == 0 and Path(data).is_dir() and not (Path(data) / args.concept).is_dir():
+            # ImageNet-A/O hold 200 of the 1,000 classes: a class they lack has nothing to re-discover
+            write_empty_attribution(model, out, attrs)
+            print(f"vision-attribute: {data} has no folder for {args.concept}; wrote an empty {out}", file=sys.stderr)
+            continue
+        iset = open_set(data, index, wnids=wnids)
         if min_examples == 0 and not (iset.labels == label).any():
             write_empty_attribution(model, out, attrs)
             print(f"vision-attribute: {data} holds no image of {args.concept}; wrote an empty {out}", file=sys.stderr)
