@@ -179,14 +179,7 @@ def run(w: GPT2Weights, input_act: torch.Tensor, lengths: torch.Tensor, *,
                 x = x.clone()
         if keep_inputs or patch:
             inputs.append(x)
-        xn = _ln(x, w.ln1_w[l], w.ln1_b[l], w.eps)                               # [B, H, 3, P, d]
-        q = torch.einsum("bhpd,hde->bhpe", xn[:, :, 0], w.W_Q[l]) + w.b_Q[l][None, :, None]
-        k = torch.einsum("bhpd,hde->bhpe", xn[:, :, 1], w.W_K[l]) + w.b_K[l][None, :, None]
-        v = torch.einsum("bhpd,hde->bhpe", xn[:, :, 2], w.W_V[l]) + w.b_V[l][None, :, None]
-        att = torch.einsum("bhpe,bhqe->bhpq", q, k) / (w.d_head ** 0.5)
-        att = att.masked_fill(~causal, torch.finfo(att.dtype).min).softmax(-1)
-        z = torch.einsum("bhpq,bhqe->bhpe", att, v)
-        heads = torch.einsum("bhpe,hed->bhpd", z, w.W_O[l])                     # [B, H, P, d]
+        heads = _attention(w, l, x, causal)                                     # [B, H, P, d]
         nodes.extend(heads.unbind(1))
         if patch:
             diff = torch.stack(nodes, 1) - corrupted.nodes[:, : n_up + H]
