@@ -40,10 +40,16 @@ METHODS = ("baseline", "majority", "certified")
 
 
 def require_columns(table: pd.DataFrame, columns: Iterable[str], what: str) -> None:
-    """Raise ValueError naming the columns ``what`` lacks."""
+    """Raise ValueError naming every required column ``what`` lacks (the one check used by the
+    aggregates here and by the figure and table writers)."""
+    if not isinstance(table, pd.DataFrame):
+        raise TypeError(f"{what} must be a pandas DataFrame, got {type(table).__name__}")
     missing = [c for c in columns if c not in table.columns]
     if missing:
-        raise ValueError(f"{what} lacks column(s) {missing}; it has {list(table.columns)}")
+        raise ValueError(
+            f"{what} is missing column(s) {', '.join(repr(c) for c in missing)}; "
+            f"it has {', '.join(repr(c) for c in table.columns) or 'no columns'}"
+        )
 
 
 def read_sufficiency(paths: Sequence[str | Path]) -> pd.DataFrame:

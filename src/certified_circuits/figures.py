@@ -63,14 +63,9 @@ MISSING = "--"
 
 def _require(df: pd.DataFrame, columns: Iterable[str], what: str) -> None:
     """Raise ValueError naming every required column ``df`` lacks, or saying that ``df`` is empty."""
-    if not isinstance(df, pd.DataFrame):
-        raise TypeError(f"{what} must be a pandas DataFrame, got {type(df).__name__}")
-    missing = [c for c in columns if c not in df.columns]
-    if missing:
-        raise ValueError(
-            f"{what} is missing column(s) {', '.join(repr(c) for c in missing)}; "
-            f"it has {', '.join(repr(c) for c in df.columns) or 'no columns'}"
-        )
+    from .evaluation import require_columns
+
+    require_columns(df, columns, what)
     if df.empty:
         raise ValueError(f"{what} has no rows: nothing to render")
 
