@@ -188,6 +188,15 @@ def best_gap_k(curves: pd.DataFrame, experiment: str, eval_set: str, metric: str
     return float(gap.idxmax())
 
 
+def certified_peak_k(curves: pd.DataFrame, eval_set: str, metric: str = "cacc") -> float:
+    """The K target of the certified curve's peak on ``eval_set`` (ties: smaller effective K), the
+    operating point of the seed-stability, spurious-index and feature-visualisation reports."""
+    certified = curves[(curves.eval_set == eval_set) & (curves.method == "certified")]
+    if certified.empty:
+        raise ValueError(f"no certified curve for eval set {eval_set!r}")
+    return float(certified.sort_values([metric, "k_effective"], ascending=[False, True]).iloc[0]["k_target"])
+
+
 def circuit_iou(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """``|a ∩ b| / |a ∪ b|`` over the last axis; 1.0 where both circuits are empty."""
     a, b = np.asarray(a, bool), np.asarray(b, bool)

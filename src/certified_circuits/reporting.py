@@ -150,8 +150,7 @@ def _cmd_iou(args: argparse.Namespace) -> int:
 
 def _cmd_seeds(args: argparse.Namespace) -> int:
     curves = pd.read_csv(args.curves)
-    id_curve = curves[(curves.eval_set == args.eval_set) & (curves.method == "certified")]
-    k_target = float(args.k) if args.k else float(id_curve.sort_values(["cacc", "k_effective"], ascending=[False, True]).iloc[0]["k_target"])
+    k_target = float(args.k) if args.k else evaluation.certified_peak_k(curves, args.eval_set)
     by_concept: dict[str, list[tuple[int, dict[str, np.ndarray], np.ndarray]]] = {}
     for concept, seed, votes_path, certificates_path in args.item:
         masks, grid, _ = _circuits(votes_path, certificates_path)
@@ -200,8 +199,7 @@ def _cmd_radius(args: argparse.Namespace) -> int:
 
 def _cmd_spurious(args: argparse.Namespace) -> int:
     curves = pd.read_csv(args.curves)
-    certified = curves[(curves.eval_set == args.eval_set) & (curves.method == "certified")]
-    k_target = float(certified.sort_values(["cacc", "k_effective"], ascending=[False, True]).iloc[0]["k_target"])
+    k_target = evaluation.certified_peak_k(curves, args.eval_set)
     frames = []
     for concept, attributions_path, votes_path, certificates_path in args.item:
         attributions = read_attributions(attributions_path)
@@ -266,8 +264,7 @@ def _cmd_features(args: argparse.Namespace) -> int:
     block (the most class-specific features); within each category the ones with the highest mean
     activation on the concept dataset are shown."""
     curves = pd.read_csv(args.curves)
-    certified = curves[(curves.eval_set == args.eval_set) & (curves.method == "certified")]
-    k_target = float(certified.sort_values(["cacc", "k_effective"], ascending=[False, True]).iloc[0]["k_target"])
+    k_target = evaluation.certified_peak_k(curves, args.eval_set)
     attributions = read_attributions(args.attributions)
     for key in ("top_examples", "mean_activation"):
         if key not in attributions.extras:
