@@ -81,7 +81,7 @@ if VISION["enabled"]:
             log:
                 f"{RESULTS}/logs/reports/{VX}_iou.log",
             shell:
-                tracked("certified-circuits report-iou --experiment {VX} --curves {input.curves} {params.rows} "
+                tracked("certified-circuits report-iou --experiment {VX} --curves {input.curves} --scorer {VMAIN} {params.rows} "
                         "--out-dir {TABLES}/{VX} 2> {log}")
 
         ALL_TARGETS += rules.vision_iou.output
@@ -107,7 +107,7 @@ if VISION["enabled"]:
             log:
                 f"{RESULTS}/logs/reports/{VX}_seeds.log",
             shell:
-                tracked("certified-circuits report-seeds --experiment {VX} --curves {input.curves} {params.rows} "
+                tracked("certified-circuits report-seeds --experiment {VX} --curves {input.curves} --scorer {VMAIN} {params.rows} "
                         "--out-dir {TABLES}/{VX} 2> {log}")
 
         ALL_TARGETS += rules.vision_seed_stability.output
@@ -161,7 +161,7 @@ if VISION["enabled"]:
         log:
             f"{RESULTS}/logs/reports/{VX}_features_{{concept}}.log",
         shell:
-            tracked("certified-circuits report-features --curves {input.curves} --attributions {input.attributions} "
+            tracked("certified-circuits report-features --curves {input.curves} --scorer {VMAIN} --attributions {input.attributions} "
                     "--votes {input.votes} --certificates {input.certificates} --data {params.data} "
                     "--out-stem {FIGURES}/{VX}/features_{wildcards.concept} 2> {log}")
 
@@ -215,7 +215,7 @@ if VISION["enabled"]:
             log:
                 f"{RESULTS}/logs/reports/{VX}_spurious.log",
             shell:
-                tracked("certified-circuits report-spurious --curves {input.curves} {params.rows} "
+                tracked("certified-circuits report-spurious --curves {input.curves} --scorer {VMAIN} {params.rows} "
                         "--out-dir {TABLES}/{VX} 2> {log}")
 
         ALL_TARGETS += rules.vision_spurious.output

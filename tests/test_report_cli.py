@@ -95,3 +95,20 @@ def test_iou_seeds_spurious_and_theory(tmp_path: Path) -> None:
     assert "certified_in" in set(channels.category)
     assert main(["report-theory", "--out-dir", str(out)]) == 0
     assert (out / "radius_vs_pdel.png").exists() and (out / "samples_vs_tau.pdf").exists()
+
+
+def test_operating_k_comes_from_the_chosen_scorer(tmp_path: Path) -> None:
+    # relevance peaks at K 0.2, activation at K 0.5: mixing the scorers would pick the wrong K
+    rows = [dict(experiment="world", scorer=s, eval_set="id", method="certified", k_target=k, k_effective=k, cacc=c)
+            for s, k, c in (("relevance", 0.2, 0.9), ("relevance", 0.5, 0.5), ("activation", 0.2, 0.1),
+                            ("activation", 0.5, 0.95))]
+    curves_path = tmp_path / "curves.csv"
+    pd.DataFrame(rows).to_csv(curves_path, index=False)
+    _, v, c = _votes_and_certificates(tmp_path, "id", 0, 0.0)
+    out = tmp_path / "out"
+    assert main(["report-seeds", "--experiment", "world", "--curves", str(curves_path), "--scorer", "relevance",
+                 "--item", "c0", "0", str(v), str(c), "--item", "c0", "1", str(v), str(c), "--out-dir", str(out)]) == 0
+    assert (pd.read_csv(out / "seed_stability.csv").k_target == 0.2).all()
+    with pytest.raises(SystemExit):
+        main(["report-seeds", "--experiment", "world", "--curves", str(curves_path), "--item", "c0", "0", str(v),
+              str(c), "--out-dir", str(out)])

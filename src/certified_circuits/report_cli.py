@@ -34,6 +34,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("report-iou", help="IoU of ID vs OOD re-discovered circuits (Fig. IoU)")
     p.add_argument("--experiment", required=True)
     p.add_argument("--curves", required=True, type=Path, help="curves.csv of report-sufficiency")
+    p.add_argument("--scorer", default=None, help="scorer whose curve sets the operating K (needed when the curves hold several)")
     p.add_argument("--item", nargs=6, action="append", required=True,
                    metavar=("CONCEPT", "EVAL_SET", "ID_VOTES", "ID_CERTS", "OOD_VOTES", "OOD_CERTS"))
     p.add_argument("--out-dir", required=True, type=Path)
@@ -42,6 +43,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("report-seeds", help="pairwise IoU across certification seeds")
     p.add_argument("--experiment", required=True)
     p.add_argument("--curves", required=True, type=Path)
+    p.add_argument("--scorer", default=None, help="scorer whose curve sets the operating K (needed when the curves hold several)")
     p.add_argument("--eval-set", default="id")
     p.add_argument("--k", type=float, default=None, help="K target (default: certified ID peak)")
     p.add_argument("--item", nargs=4, action="append", required=True, metavar=("CONCEPT", "SEED", "VOTES", "CERTS"))
@@ -59,6 +61,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     p = subparsers.add_parser("report-spurious", help="spurious index by certification category")
     p.add_argument("--curves", required=True, type=Path)
+    p.add_argument("--scorer", default=None, help="scorer whose curve sets the operating K (needed when the curves hold several)")
     p.add_argument("--eval-set", default="id")
     p.add_argument("--item", nargs=4, action="append", required=True, metavar=("CONCEPT", "ATTRIBUTIONS", "VOTES", "CERTS"))
     p.add_argument("--out-dir", required=True, type=Path)
@@ -66,6 +69,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     p = subparsers.add_parser("report-features", help="feature grid of certified-in / abstained / out channels")
     p.add_argument("--curves", required=True, type=Path)
+    p.add_argument("--scorer", default=None, help="scorer whose curve sets the operating K (needed when the curves hold several)")
     p.add_argument("--eval-set", default="id")
     p.add_argument("--attributions", required=True, type=Path)
     p.add_argument("--votes", required=True, type=Path)

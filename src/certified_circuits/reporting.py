@@ -128,8 +128,24 @@ def _k_index(k_grid: np.ndarray, k_target: float, where: str) -> int:
     return int(matches[0])
 
 
+def _read_curves(path: Path, scorer: str | None) -> pd.DataFrame:
+    """cACC curves of one scorer: the operating K of a report must come from the scorer whose circuits
+    it compares, never from an average over the scorers of Table 3."""
+    curves = pd.read_csv(path)
+    if "scorer" not in curves.columns:
+        return curves
+    available = sorted(curves["scorer"].unique())
+    if scorer is None:
+        if len(available) > 1:
+            raise ValueError(f"{path} holds curves of scorers {available}: choose one with --scorer")
+        return curves
+    if scorer not in available:
+        raise ValueError(f"{path} has no curves of scorer {scorer!r}; it has {available}")
+    return curves[curves["scorer"] == scorer]
+
+
 def _cmd_iou(args: argparse.Namespace) -> int:
-    curves = pd.read_csv(args.curves)
+    curves = _read_curves(args.curves, args.scorer)
     rows = []
     for concept, eval_set, id_votes, id_cert, ood_votes, ood_cert in args.item:
         k_target = evaluation.best_gap_k(curves, args.experiment, eval_set)
@@ -149,7 +165,7 @@ def _cmd_iou(args: argparse.Namespace) -> int:
 
 
 def _cmd_seeds(args: argparse.Namespace) -> int:
-    curves = pd.read_csv(args.curves)
+    curves = _read_curves(args.curves, args.scorer)
     k_target = float(args.k) if args.k else evaluation.certified_peak_k(curves, args.eval_set)
     by_concept: dict[str, list[tuple[int, dict[str, np.ndarray], np.ndarray]]] = {}
     for concept, seed, votes_path, certificates_path in args.item:
@@ -198,7 +214,7 @@ def _cmd_radius(args: argparse.Namespace) -> int:
 
 
 def _cmd_spurious(args: argparse.Namespace) -> int:
-    curves = pd.read_csv(args.curves)
+    curves = _read_curves(args.curves, args.scorer)
     k_target = evaluation.certified_peak_k(curves, args.eval_set)
     frames = []
     for concept, attributions_path, votes_path, certificates_path in args.item:
@@ -263,7 +279,7 @@ def _cmd_features(args: argparse.Namespace) -> int:
     certified-out channels of one class, at the certified ID peak K. Channels come from the deepest
     block (the most class-specific features); within each category the ones with the highest mean
     activation on the concept dataset are shown."""
-    curves = pd.read_csv(args.curves)
+    curves = _read_curves(args.curves, args.scorer)
     k_target = evaluation.certified_peak_k(curves, args.eval_set)
     attributions = read_attributions(args.attributions)
     for key in ("top_examples", "mean_activation"):
