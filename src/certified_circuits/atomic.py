@@ -1,0 +1,123 @@
+"""Atomic outputs: every file or folder a stage writes appears complete or not at all.
+
+One mechanism serves every writer of the project: write under a temporary name in the destination
+folder (same filesystem, so the final ``os.replace`` is atomic), then rename onto the real name. An
+interrupted job therefore never leaves a half-written output that a resumed workflow would mistake for
+a finished one. Temporary names start with ``.`` and contain ``.cc-tmp``: :func:`remove_stale_temporaries`
+clears the ones a killed process left behind (a SIGKILL runs no ``finally``), and the workflow calls it
+when it starts.
+
+Writers here: :func:`atomic_path` (any file), :func:`atomic_dir` (a folder, e.g. a Hugging Face model
+directory), and the conveniences :func:`write_text`, :func:`write_json`, :func:`write_csv`,
+:func:`write_npz`. HDF5 writers in :mod:`certified_circuits.store` use :func:`atomic_path`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterator
+
+if TYPE_CHECKING:  # pragma: no cover
+    import numpy as np
+    import pandas as pd
+
+TEMP_MARK = ".cc-tmp"
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield a temporary file path beside ``path``; rename it onto ``path`` only if the block succeeds.
+
+    The temporary file is removed if the block raises. The suffix of ``path`` is kept, so writers that
+    look at the extension (``np.savez``, matplotlib, pandas) behave as they would on the real name.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=f"{TEMP_MARK}{path.suffix}", dir=path.parent)
+    os.close(fd)
+    tmp_path = Path(tmp)
+    try:
+        yield tmp_path
+        os.replace(tmp_path, path)
+    finally:
+        if tmp_path.exists():
+            tmp_path.unlink()
+
+
+@contextlib.contextmanager
+def atomic_dir(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield an empty temporary folder beside ``path``; swap it in for ``path`` if the block succeeds.
+
+    An existing ``path`` is moved aside first and deleted after the swap, so readers see either the old
+    complete folder or the new complete folder.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=TEMP_MARK, dir=path.parent))
+    try:
+        yield tmp
+        if path.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{path.name}.old.", suffix=TEMP_MARK, dir=path.parent))
+            os.replace(path, old / path.name)
+            os.replace(tmp, path)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def write_text(path: str | os.PathLike, text: str) -> Path:
+    """Write ``text`` (UTF-8) atomically; returns the path."""
+    with atomic_path(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+    return Path(path)
+
+
+def write_json(path: str | os.PathLike, value: Any) -> Path:
+    """Write ``value`` as indented JSON atomically; returns the path."""
+    return write_text(path, json.dumps(value, indent=2, sort_keys=False) + "\n")
+
+
+def write_csv(path: str | os.PathLike, frame: "pd.DataFrame") -> Path:
+    """Write a data frame as CSV (no index) atomically; returns the path."""
+    with atomic_path(path) as tmp:
+        frame.to_csv(tmp, index=False)
+    return Path(path)
+
+
+def write_npz(path: str | os.PathLike, arrays: dict[str, "np.ndarray"], compressed: bool = True) -> Path:
+    """Write arrays to an ``.npz`` atomically; returns the path."""
+    import numpy as np
+
+    with atomic_path(path) as tmp:
+        with open(tmp, "wb") as handle:
+            (np.savez_compressed if compressed else np.savez)(handle, **arrays)
+    return Path(path)
+
+
+def remove_stale_temporaries(root: str | os.PathLike) -> int:
+    """Delete temporary files and folders that killed writers left under ``root``; returns how many.
+
+    Only call this when no writer is running under ``root`` (the workflow does it in ``onstart``, while
+    it holds Snakemake's lock on the results folder).
+    """
+    root = Path(root)
+    if not root.is_dir():
+        return 0
+    removed = 0
+    for entry in sorted(root.rglob(f".*{TEMP_MARK}*"), key=lambda p: len(p.parts), reverse=True):
+        if not entry.exists():
+            continue
+        if entry.is_dir():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            entry.unlink(missing_ok=True)
+        removed += 1
+    return removed
