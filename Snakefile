@@ -5,27 +5,41 @@
 #   snakemake --profile profiles/slurm --configfile configs/paper.yaml
 #
 # Rules are thin: each calls one `certified-circuits <stage>` with explicit inputs and outputs.
+# Config: config.yaml (the embedded default) is read only when no --configfile is given, so a paper
+# run never inherits an embedded choice; every other default lives in config.schema.yaml. Layer
+# overrides after a full config: --configfile configs/paper.yaml my_paths.yaml.
 
 import os
-import sys
 
+from snakemake.exceptions import WorkflowError
 from snakemake.utils import min_version, validate
+
+from certified_circuits.workflow_config import ConfigError, check_config
 
 min_version("9.0")
 
 
-configfile: "config.yaml"
+if not workflow.overwrite_configfiles:
+
+    configfile: "config.yaml"
+
+
+validate(config, "config.schema.yaml", set_default=True)
 
 
 # HDF5 file locking breaks on NFS/Lustre; each output has exactly one writer, so it is not needed.
 os.environ.setdefault("HDF5_USE_FILE_LOCKING", "FALSE")
 
 
-validate(config, "config.schema.yaml")
-
-
 include: "rules/common.smk"
-include: "rules/checks.smk"
+
+
+try:
+    VCONCEPTS = check_config(config)
+except ConfigError as error:
+    raise WorkflowError(str(error)) from None
+
+
 include: "rules/vision.smk"
 include: "rules/language.smk"
 include: "rules/certification.smk"

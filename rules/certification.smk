@@ -1,54 +1,55 @@
 # Algorithm 2 (votes) and Algorithm 1 (certificates): one job per attribution file and setting.
 
-
-def absolute_ranking(wildcards):
-    """EAP-IG edges rank by |mean score|; vision channels by the signed mean."""
-    return "--absolute" if EXPERIMENTS[wildcards.experiment]["absolute"] else ""
-
-
-def k_grid_arg(wildcards):
-    return ",".join(fmt(k) for k in EXPERIMENTS[wildcards.experiment]["k_grid"])
+# EAP-IG edges rank by |mean score|; vision channels by the signed mean.
+EXPERIMENTS = {}
+if VISION["enabled"]:
+    EXPERIMENTS[VX] = {"ranking": "", "k_grid": words(VISION["k_grid"])}
+if LANGUAGE["enabled"]:
+    EXPERIMENTS[LX] = {"ranking": "--absolute", "k_grid": words(LANGUAGE["k_grid"])}
 
 
 rule votes:
     """Deletion masks and vote counts for the whole K grid (cached per-example scores)."""
     input:
-        attributions=f"{RESULTS}/attributions/{{experiment}}/{{split}}/{{concept}}.h5",
+        attributions=PATHS.attributions(),
     output:
-        f"{RESULTS}/votes/{{experiment}}/{{split}}/{{concept}}/{{scorer}}/p{{p_del}}_n0{{n0}}_n{{n}}_s{{seed}}.h5",
+        PATHS.votes(),
     params:
-        k_grid=k_grid_arg,
-        absolute=absolute_ranking,
+        job=job_env("votes"),
+        k_grid=lambda w: EXPERIMENTS[w.experiment]["k_grid"],
+        ranking=lambda w: EXPERIMENTS[w.experiment]["ranking"],
     log:
-        f"{RESULTS}/logs/votes/{{experiment}}/{{split}}/{{concept}}/{{scorer}}/p{{p_del}}_n0{{n0}}_n{{n}}_s{{seed}}.log",
+        log_path("votes", f"{{experiment}}/{{split}}/{{concept}}/{{scorer}}/{VOTES_PATTERN}"),
     benchmark:
-        f"{RESULTS}/benchmarks/votes/{{experiment}}/{{split}}/{{concept}}/{{scorer}}/p{{p_del}}_n0{{n0}}_n{{n}}_s{{seed}}.tsv"
+        benchmark_path("votes", f"{{experiment}}/{{split}}/{{concept}}/{{scorer}}/{VOTES_PATTERN}")
+    conda:
+        ENV
     threads: 1
     resources:
         mem_mb=2000,
         runtime=10,
     shell:
-        tracked(
-            "certified-circuits votes --attributions {input.attributions} --scorer {wildcards.scorer} "
-            "--k-grid {params.k_grid} --p-del {wildcards.p_del} --n0 {wildcards.n0} --n {wildcards.n} "
-            "--seed {wildcards.seed} {params.absolute} --out {output} 2> {log}"
-        )
+        "{params.job} certified-circuits votes --attributions {input.attributions:q} --scorer {wildcards.scorer} "
+        "--k-grid {params.k_grid} --p-del {wildcards.p_del} --n0 {wildcards.n0} --n {wildcards.n} "
+        "--seed {wildcards.seed} {params.ranking} --out {output:q} 2> {log:q}"
 
 
 rule certify:
     """Binomial test per component with family-wise error control; majority vote beside it."""
     input:
-        votes=f"{RESULTS}/votes/{{experiment}}/{{split}}/{{concept}}/{{scorer}}/p{{p_del}}_n0{{n0}}_n{{n}}_s{{seed}}.h5",
+        votes=PATHS.votes(),
     output:
-        f"{RESULTS}/certificates/{{experiment}}/{{split}}/{{concept}}/{{scorer}}/p{{p_del}}_n0{{n0}}_n{{n}}_s{{seed}}/t{{tau}}_a{{alpha}}_{{correction}}.h5",
+        PATHS.certificates(),
+    params:
+        job=job_env("certify"),
     log:
-        f"{RESULTS}/logs/certify/{{experiment}}/{{split}}/{{concept}}/{{scorer}}/p{{p_del}}_n0{{n0}}_n{{n}}_s{{seed}}/t{{tau}}_a{{alpha}}_{{correction}}.log",
+        log_path("certify", f"{{experiment}}/{{split}}/{{concept}}/{{scorer}}/{SETTING_PATTERN}"),
+    conda:
+        ENV
     threads: 1
     resources:
         mem_mb=1000,
         runtime=5,
     shell:
-        tracked(
-            "certified-circuits certify --votes {input.votes} --tau {wildcards.tau} --alpha {wildcards.alpha} "
-            "--correction {wildcards.correction} --out {output} 2> {log}"
-        )
+        "{params.job} certified-circuits certify --votes {input.votes:q} --tau {wildcards.tau} --alpha {wildcards.alpha} "
+        "--correction {wildcards.correction} --out {output:q} 2> {log:q}"

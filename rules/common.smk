@@ -1,80 +1,182 @@
-# Shared helpers: path layout (the contract between rules), value formatting, job environment.
-#
-# Layout (all under config["results_dir"]):
-#   attributions/{experiment}/{split}/{concept}.h5
-#   votes/{experiment}/{split}/{concept}/{scorer}/p{p_del}_n0{n0}_n{n}_s{seed}.h5
-#   certificates/{experiment}/{split}/{concept}/{scorer}/p{p_del}_n0{n0}_n{n}_s{seed}/t{tau}_a{alpha}_{correction}.h5
-#   sufficiency/{experiment}/{split}/{concept}/{scorer}/p{p_del}_n0{n0}_n{n}_s{seed}/t{tau}_a{alpha}_{correction}.csv
-#   tables/ figures/ benchmarks/ logs/ mlflow.db
-# Every hyperparameter that changes a result is part of its path, so changing tau reruns only
-# certification and what follows it, changing p_del or n reruns votes onward, and old results stay.
+# Shared helpers of every rule: the result layout, quoting, job environment. The only .smk file
+# with functions; the path layout itself lives in certified_circuits.layout (one owner).
 
-import os
+import shlex
+
+from certified_circuits.layout import SETTING_PATTERN, VOTES_PATTERN, WILDCARD_CONSTRAINTS, Layout, Setting, number
 
 RESULTS = config["results_dir"].rstrip("/")
+PATHS = Layout(RESULTS)
+VISION = config["vision"]
+LANGUAGE = config["language"]
+DEVICE = config["device"]
+ENV = "../envs/certified-circuits.yaml"
+EMBEDDED_VISION = VISION["enabled"] and VISION["source"] == "embedded"
+EMBEDDED_LANGUAGE = LANGUAGE["enabled"] and LANGUAGE["source"] == "embedded"
+VX = VISION["experiment"]
+LX = LANGUAGE["experiment"]
+VDIR = PATHS.data("vision")
+WORLD = f"{VDIR}/world"
+LDIR = PATHS.data("language")
+TABLES = f"{RESULTS}/tables"
+FIGURES = f"{RESULTS}/figures"
 
 
-def fmt(value):
-    """A float as it appears in paths: 0.95 -> '0.95', 0.001 -> '0.001' (plain Python, no numpy)."""
-    return format(float(value), "g")
+wildcard_constraints:
+    **WILDCARD_CONSTRAINTS,
 
 
-def setting_tag(cert):
-    """Votes-level tag of a certification block."""
-    return f"p{fmt(cert['p_del'])}_n0{cert['n0']}_n{cert['n']}_s{cert['seed']}"
+def q(value):
+    """One shell word: every config string that reaches a command goes through here (or ``:q``)."""
+    return shlex.quote(str(value))
 
 
-def decision_tag(cert):
-    return f"t{fmt(cert['tau'])}_a{fmt(cert['alpha'])}_{cert['correction']}"
-
-
-def attribution_path(experiment, split, concept):
-    return f"{RESULTS}/attributions/{experiment}/{split}/{concept}.h5"
-
-
-def votes_path(experiment, split, concept, scorer, cert):
-    return f"{RESULTS}/votes/{experiment}/{split}/{concept}/{scorer}/{setting_tag(cert)}.h5"
-
-
-def certificates_path(experiment, split, concept, scorer, cert):
-    return (f"{RESULTS}/certificates/{experiment}/{split}/{concept}/{scorer}/"
-            f"{setting_tag(cert)}/{decision_tag(cert)}.h5")
-
-
-def sufficiency_path(experiment, split, concept, scorer, cert):
-    return (f"{RESULTS}/sufficiency/{experiment}/{split}/{concept}/{scorer}/"
-            f"{setting_tag(cert)}/{decision_tag(cert)}.csv")
+def words(values):
+    """A list as quoted shell words (the CLI's one list format: space-separated)."""
+    return " ".join(q(number(v) if isinstance(v, float) else v) for v in values)
 
 
 def cli_options(options):
-    """A config mapping as command-line options: {n_classes: 3, widths: [8, 16]} -> '--n-classes 3 --widths 8 16'."""
+    """A config mapping as quoted options: {n_classes: 3, widths: [8, 16]} -> '--n-classes 3 --widths 8 16'."""
     parts = []
     for key, value in options.items():
         flag = "--" + key.replace("_", "-")
         if isinstance(value, bool):
             parts.append(flag if value else "")
         elif isinstance(value, (list, tuple)):
-            parts.append(flag + " " + " ".join(str(v) for v in value))
+            parts.append(f"{flag} {words(value)}")
         else:
-            parts.append(f"{flag} {value}")
+            parts.append(f"{flag} {q(number(value) if isinstance(value, float) else value)}")
     return " ".join(p for p in parts if p)
 
 
-# Every job runs `certified-circuits`; this prefix tells it which rule and wildcards it serves, so
-# the job's MLflow record is tagged with them (the run id itself comes from the environment).
-def tracked(command):
-    return "CC_RULE={rule} CC_WILDCARDS='{wildcards}' " + command
+def job_env(rule_name):
+    """Environment prefix that tells `certified-circuits` which rule and wildcards it serves, so the
+    job's MLflow record is tagged with them (the parent run id itself comes from the environment)."""
+
+    def prefix(wildcards):
+        tags = ",".join(f"{k}={v}" for k, v in wildcards.items())
+        return f"CC_RULE={q(rule_name)} CC_WILDCARDS={q(tags)}"
+
+    return prefix
 
 
-wildcard_constraints:
-    experiment=r"[A-Za-z0-9_\-]+",
-    split=r"[A-Za-z0-9_\-]+",
-    concept=r"[A-Za-z0-9_\-]+",
-    scorer=r"[a-z_]+",
-    p_del=r"[0-9.e\-]+",
-    n0=r"[0-9]+",
-    n=r"[0-9]+",
-    seed=r"[0-9]+",
-    tau=r"[0-9.e\-]+",
-    alpha=r"[0-9.e\-]+",
-    correction=r"bonferroni|holm",
+def log_path(rule_name, pattern=""):
+    return f"{RESULTS}/logs/{rule_name}/{pattern or 'job'}.log"
+
+
+def benchmark_path(rule_name, pattern=""):
+    return f"{RESULTS}/benchmarks/{rule_name}/{pattern or 'job'}.tsv"
+
+
+def local_inputs(paths):
+    """Only files the workflow builds are inputs; user folders (ImageNet) are checked at parse time."""
+    return [p for p in paths if str(p).startswith(RESULTS + "/")]
+
+
+def item_options(flag, rows):
+    """Repeated table rows as options: [('a', 'b')] -> "--flag a b" (quoted)."""
+    return " ".join(f"{flag} {words(row)}" for row in rows)
+
+
+# ------------------------------------------------------------------------ vision data and model
+
+
+def vision_concepts(selection="all"):
+    """Class names (embedded) or WordNet ids (paper) to certify, in config order."""
+    if selection != "all":
+        return list(selection)
+    return list(VCONCEPTS)
+
+
+def vision_eval_data(name):
+    """Data file or folder of an eval set."""
+    if EMBEDDED_VISION:
+        built = {"id": f"{WORLD}/concept.npz", "adversarial": f"{VDIR}/adversarial.npz", "anomaly": f"{VDIR}/anomaly.npz"}
+        return built.get(name, f"{WORLD}/{name}.npz")
+    imagenet = VISION["imagenet"]
+    return imagenet["val_root"] if name == "id" else imagenet["ood_roots"][name]
+
+
+def vision_concept_size():
+    """|D_c|: images per class of the concept datasets."""
+    return VISION["world"].get("n_concept_per_class", 50) if EMBEDDED_VISION else VISION["imagenet"]["concept_size"]
+
+
+def vision_model_args():
+    if EMBEDDED_VISION:
+        return f"--model world --checkpoint {q(VDIR + '/model.pt')} --device {q(DEVICE)}"
+    imagenet = VISION["imagenet"]
+    weights = f" --weights {q(imagenet['weights'])}" if imagenet.get("weights") else ""
+    return f"--model {q(imagenet['model'])} --class-index {q(imagenet['class_index'])}{weights} --device {q(DEVICE)}"
+
+
+def vision_model_inputs():
+    return [f"{VDIR}/model.pt"] if EMBEDDED_VISION else []
+
+
+def vision_scorers(split, setting):
+    """Scorers evaluated for a (split, setting): all of them at the main setting on the concept sets
+    (Table 3), the main scorer elsewhere (radius sweep)."""
+    return list(VISION["scorers"]) if split == "concept" and setting == VSETTING else [VISION["main_scorer"]]
+
+
+def setting_of(wildcards, **base):
+    """The Setting named by a job's wildcards."""
+    return Setting.from_config({**base, **{k: wildcards[k] for k in ("p_del", "n0", "n", "seed", "tau", "alpha", "correction")}})
+
+
+def vision_circuits(split, concept, setting=None, scorer=None):
+    """(votes, certificates) of one class, split and setting (default: the main setting and scorer)."""
+    setting, scorer = setting or VSETTING, scorer or VISION["main_scorer"]
+    return (PATHS.votes(VX, split, concept, scorer, setting), PATHS.certificates(VX, split, concept, scorer, setting))
+
+
+def vision_rediscovered():
+    """(concept, eval set) pairs re-discovered on an OOD set: classes with at least
+    `rediscovery_min_images` images there (filtered sets can lack some; waits for the checkpoint)."""
+    pairs = []
+    for eval_set in VISION["rediscovery_sets"]:
+        available = vision_images_per_class(eval_set)
+        pairs += [(c, eval_set) for c in VCONCEPTS if available.get(c, 0) >= VISION["rediscovery_min_images"]]
+    return pairs
+
+
+def vision_images_per_class(eval_set):
+    """{concept: number of images} of an eval set."""
+    if EMBEDDED_VISION:
+        import json
+
+        with open(checkpoints.vision_filter_ood.get().output.metrics) as handle:
+            counts = json.load(handle).get(f"per_class_{eval_set}")
+        if counts is None:
+            return {c: VISION["world"].get("n_ood_per_class", 100) for c in VCONCEPTS}
+        from certified_circuits.vision.world import CLASS_SHAPES
+
+        return dict(zip(CLASS_SHAPES, counts))
+    from certified_circuits.vision.imagenet import count_class_images
+
+    return count_class_images(vision_eval_data(eval_set), VCONCEPTS)
+
+
+def vision_iou_circuits(wildcards):
+    """ID and re-discovered circuits of every (class, OOD set) pair of Fig. IoU."""
+    return [f for c, e in vision_rediscovered() for split in ("concept", e) for f in vision_circuits(split, c)]
+
+
+# ------------------------------------------------------------------------ language
+
+
+def language_model_args():
+    if EMBEDDED_LANGUAGE:
+        return f"--model embedded --model-path {q(LDIR + '/model')} --device {q(DEVICE)}"
+    return f"--model gpt2 --model-path {q(LANGUAGE['model_path'])} --device {q(DEVICE)}"
+
+
+def language_model_inputs():
+    return [f"{LDIR}/model/config.json"] if EMBEDDED_LANGUAGE else []
+
+
+def language_settings(task):
+    """Certification settings of a task: one per [tau, p_del] pair of the config."""
+    return [Setting.from_config(LANGUAGE["certification"], tau=tau, p_del=p_del) for tau, p_del in LANGUAGE["settings"][task]]

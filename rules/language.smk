@@ -1,27 +1,8 @@
 # Language half: task prompts, the embedded tiny GPT-2 (or GPT-2 Small), EAP-IG attributions on the
 # train split, interchange-patched sufficiency per (task, certification setting).
 
-LANGUAGE = config["language"]
-LX = LANGUAGE.get("experiment", "language")
-LDIR = f"{RESULTS}/language"
-EMBEDDED_LANGUAGE = LANGUAGE["enabled"] and LANGUAGE["source"] == "embedded"
 LANGUAGE_SPLITS = ["train", "id_test", "ood_test"]
-
-
-def language_model_args():
-    if EMBEDDED_LANGUAGE:
-        return f"--model embedded --model-path {LDIR}/model"
-    return f"--model gpt2 --model-path {LANGUAGE['model_path']} --device {LANGUAGE.get('device', 'cpu')}"
-
-
-def language_model_inputs():
-    return [f"{LDIR}/model/config.json"] if EMBEDDED_LANGUAGE else []
-
-
-def language_settings(task):
-    """Certification blocks of a task: one per [tau, p_del] pair of the config."""
-    base = LANGUAGE["certification"]
-    return [{**base, "tau": tau, "p_del": p_del} for tau, p_del in LANGUAGE["settings"][task]]
+ALL_TASKS = ["ioi", "ioi_hard", "greater_than"]
 
 
 rule language_tasks:
@@ -29,16 +10,20 @@ rule language_tasks:
     output:
         expand(f"{LDIR}/tasks/{{{{task}}}}/{{split}}.jsonl", split=LANGUAGE_SPLITS),
     params:
-        n=LANGUAGE.get("n_per_split", 100),
-        seed=LANGUAGE.get("task_seed", 0),
-        tokenizer="" if EMBEDDED_LANGUAGE else f"--gpt2-tokenizer {LANGUAGE.get('model_path', '')}",
+        job=job_env("language_tasks"),
+        n=LANGUAGE["n_per_split"],
+        seed=LANGUAGE["task_seed"],
+        tokenizer="" if EMBEDDED_LANGUAGE else f"--gpt2-tokenizer {q(LANGUAGE.get('model_path', ''))}",
+        out=lambda w: f"{LDIR}/tasks/{w.task}",
     log:
-        f"{RESULTS}/logs/language/tasks/{{task}}.log",
+        log_path("language_tasks", "{task}"),
+    conda:
+        ENV
     wildcard_constraints:
-        task=r"ioi|ioi_hard|greater_than",
+        task="|".join(ALL_TASKS),
     shell:
-        tracked("certified-circuits language-tasks --task {wildcards.task} --n-per-split {params.n} "
-                "--seed {params.seed} {params.tokenizer} --out-dir {LDIR}/tasks/{wildcards.task} 2> {log}")
+        "{params.job} certified-circuits language-tasks --task {wildcards.task} --n-per-split {params.n} "
+        "--seed {params.seed} {params.tokenizer} --out-dir {params.out:q} 2> {log:q}"
 
 
 if EMBEDDED_LANGUAGE:
@@ -49,24 +34,29 @@ if EMBEDDED_LANGUAGE:
         The model always learns all three tasks (whatever `tasks` certifies); every task's evaluation
         prompts are inputs so that training can exclude them."""
         input:
-            expand(f"{LDIR}/tasks/{{task}}/{{split}}.jsonl", task=["ioi", "ioi_hard", "greater_than"], split=LANGUAGE_SPLITS),
+            expand(f"{LDIR}/tasks/{{task}}/{{split}}.jsonl", task=ALL_TASKS, split=LANGUAGE_SPLITS),
         output:
             model=f"{LDIR}/model/config.json",
             metrics=f"{LDIR}/train_metrics.json",
         params:
-            options=cli_options(LANGUAGE.get("train", {})),
+            job=job_env("language_train"),
+            options=cli_options(LANGUAGE["train"]),
+            tasks=f"{LDIR}/tasks",
+            model=f"{LDIR}/model",
         log:
-            f"{RESULTS}/logs/language/train.log",
+            log_path("language_train"),
         benchmark:
-            f"{RESULTS}/benchmarks/language/train.tsv"
-        priority: 20  # critical path first
+            benchmark_path("language_train")
+        conda:
+            ENV
+        priority: 20
         threads: 1
         resources:
             mem_mb=4000,
             runtime=30,
         shell:
-            tracked("certified-circuits language-train --tasks-dir {LDIR}/tasks {params.options} --threads {threads} "
-                    "--out-dir {LDIR}/model --metrics {output.metrics} 2> {log}")
+            "{params.job} certified-circuits language-train --tasks-dir {params.tasks:q} {params.options} "
+            "--threads {threads} --out-dir {params.model:q} --metrics {output.metrics:q} 2> {log:q}"
 
 
 rule language_attribute:
@@ -75,48 +65,56 @@ rule language_attribute:
         examples=f"{LDIR}/tasks/{{concept}}/{{split}}.jsonl",
         model=language_model_inputs(),
     output:
-        f"{RESULTS}/attributions/{LX}/{{split}}/{{concept}}.h5",
+        PATHS.attributions(LX),
     params:
+        job=job_env("language_attribute"),
         model=language_model_args(),
-        ig_steps=LANGUAGE.get("ig_steps", 5),
+        ig_steps=LANGUAGE["ig_steps"],
+        experiment=LX,
     log:
-        f"{RESULTS}/logs/language/attribute/{{split}}/{{concept}}.log",
+        log_path("language_attribute", "{split}/{concept}"),
     benchmark:
-        f"{RESULTS}/benchmarks/language/attribute/{{split}}/{{concept}}.tsv"
-    priority: 10  # critical path first
+        benchmark_path("language_attribute", "{split}/{concept}")
+    conda:
+        ENV
+    priority: 10
     threads: 1
     resources:
         mem_mb=4000,
         runtime=60,
         gpu=0 if EMBEDDED_LANGUAGE else 1,
     shell:
-        tracked("certified-circuits language-attribute {params.model} --threads {threads} --task {wildcards.concept} "
-                "--split {wildcards.split} --examples {input.examples} --ig-steps {params.ig_steps} "
-                "--experiment {LX} --out {output} 2> {log}")
+        "{params.job} certified-circuits language-attribute {params.model} --threads {threads} --task {wildcards.concept} "
+        "--split {wildcards.split} --examples {input.examples:q} --ig-steps {params.ig_steps} "
+        "--experiment {params.experiment:q} --out {output:q} 2> {log:q}"
 
 
 rule language_evaluate:
     """Interchange-patched sufficiency of baseline, majority and certified edge circuits."""
     input:
-        votes=f"{RESULTS}/votes/{LX}/{{split}}/{{concept}}/{{scorer}}/p{{p_del}}_n0{{n0}}_n{{n}}_s{{seed}}.h5",
-        certificates=f"{RESULTS}/certificates/{LX}/{{split}}/{{concept}}/{{scorer}}/p{{p_del}}_n0{{n0}}_n{{n}}_s{{seed}}/t{{tau}}_a{{alpha}}_{{correction}}.h5",
+        votes=PATHS.votes(LX, scorer="eap_ig"),
+        certificates=PATHS.certificates(LX, scorer="eap_ig"),
         id_test=f"{LDIR}/tasks/{{concept}}/id_test.jsonl",
         ood_test=f"{LDIR}/tasks/{{concept}}/ood_test.jsonl",
         model=language_model_inputs(),
     output:
-        f"{RESULTS}/sufficiency/{LX}/{{split}}/{{concept}}/{{scorer}}/p{{p_del}}_n0{{n0}}_n{{n}}_s{{seed}}/t{{tau}}_a{{alpha}}_{{correction}}.csv",
+        PATHS.sufficiency(LX),
     params:
+        job=job_env("language_evaluate"),
         model=language_model_args(),
+        experiment=LX,
     log:
-        f"{RESULTS}/logs/language/evaluate/{{split}}/{{concept}}/{{scorer}}/p{{p_del}}_n0{{n0}}_n{{n}}_s{{seed}}/t{{tau}}_a{{alpha}}_{{correction}}.log",
+        log_path("language_evaluate", f"{{split}}/{{concept}}/{SETTING_PATTERN}"),
     benchmark:
-        f"{RESULTS}/benchmarks/language/evaluate/{{split}}/{{concept}}/{{scorer}}/p{{p_del}}_n0{{n0}}_n{{n}}_s{{seed}}/t{{tau}}_a{{alpha}}_{{correction}}.tsv"
+        benchmark_path("language_evaluate", f"{{split}}/{{concept}}/{SETTING_PATTERN}")
+    conda:
+        ENV
     threads: 1
     resources:
         mem_mb=4000,
         runtime=60,
         gpu=0 if EMBEDDED_LANGUAGE else 1,
     shell:
-        tracked("certified-circuits language-evaluate {params.model} --threads {threads} --task {wildcards.concept} "
-                "--votes {input.votes} --certificates {input.certificates} --eval-set id_test={input.id_test} "
-                "--eval-set ood_test={input.ood_test} --experiment {LX} --out {output} 2> {log}")
+        "{params.job} certified-circuits language-evaluate {params.model} --threads {threads} --task {wildcards.concept} "
+        "--votes {input.votes:q} --certificates {input.certificates:q} --eval-set id_test={input.id_test:q} "
+        "--eval-set ood_test={input.ood_test:q} --experiment {params.experiment:q} --out {output:q} 2> {log:q}"

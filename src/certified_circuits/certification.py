@@ -25,17 +25,14 @@ decision is certifiable iff ``tau^n <= alpha / N`` with ``N`` the number of corr
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
-
 import numpy as np
 from scipy.special import bdtrc
 
+from .contracts import ABSTAIN, IN, Certificates, Votes
 from .validation import check_alpha, check_correction, check_count, check_p_del, check_tau
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .store import Certificates, Votes
-
-IN, OUT, ABSTAIN = 1, 0, -1
+#: votes attributes copied into certificates (the settings that produced them)
+VOTES_SETTING_KEYS = ("p_del", "n0", "n", "seed", "n_examples", "scorer", "concept", "model", "experiment", "split")
 
 
 def _check_counts(counts: np.ndarray, total: int, name: str) -> np.ndarray:
@@ -208,7 +205,7 @@ def max_certifiable_tau(n: int, alpha: float, n_components: int = 1) -> float:
     return float((alpha / n_components) ** (1.0 / n))
 
 
-def method_masks(votes: "Votes", certificates: "Certificates") -> dict[str, np.ndarray]:
+def method_masks(votes: Votes, certificates: Certificates) -> dict[str, np.ndarray]:
     """The three circuits compared throughout the paper, bool ``[nK, U]`` each.
 
     ``baseline``: A on the full dataset; ``majority``: majority vote at identical compute;
@@ -226,10 +223,12 @@ def method_masks(votes: "Votes", certificates: "Certificates") -> dict[str, np.n
     }
 
 
-def certify_votes(votes: "Votes", tau: float, alpha: float, correction: str = "bonferroni") -> "Certificates":
-    """The certification stage: Algorithm 1 for every K of a votes file, plus the majority vote."""
-    from .store import Certificates
+def certify_votes(votes: Votes, tau: float, alpha: float, correction: str = "bonferroni") -> Certificates:
+    """The certification stage: Algorithm 1 for every K of a votes file, plus the majority vote.
 
+    The certificates carry their votes' settings (p_del, n0, n, seed, scorer, concept, ...) beside
+    their own (tau, alpha, correction, radius), so every downstream table is labelled from the file.
+    """
     n0, n = int(votes.attrs["n0"]), int(votes.attrs["n"])
     decision, pvalue = certify_with_pvalues(
         votes.selection_counts, votes.certification_counts, n0, n, tau, alpha, correction
@@ -240,6 +239,7 @@ def certify_votes(votes: "Votes", tau: float, alpha: float, correction: str = "b
         decision=decision,
         majority=majority_vote(votes.selection_counts, votes.certification_counts, n0, n),
         pvalue=pvalue,
-        attrs={"tau": float(tau), "alpha": float(alpha), "correction": correction, "radius": radius,
+        attrs={**{k: v for k, v in votes.attrs.items() if k in VOTES_SETTING_KEYS},
+               "tau": float(tau), "alpha": float(alpha), "correction": correction, "radius": radius,
                "n_components_tested": int(decision.shape[-1])},
     )

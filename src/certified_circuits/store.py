@@ -23,8 +23,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import tempfile
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
@@ -32,32 +30,14 @@ import h5py
 import numpy as np
 
 from . import __version__
+from .atomic import atomic_path
+from .contracts import Attributions, Certificates, Votes
 
 STR_DTYPE = h5py.string_dtype(encoding="utf-8")
 
 
 class StoreError(RuntimeError):
     """A results file is missing, truncated or does not follow its contract."""
-
-
-@contextlib.contextmanager
-def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
-    """Yield a temporary path beside ``path``; rename it onto ``path`` only if the block succeeds.
-
-    The temporary file lives in the destination folder (same filesystem, so ``os.replace`` is atomic)
-    and is removed if the block raises.
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    tmp_path = Path(tmp)
-    try:
-        yield tmp_path
-        os.replace(tmp_path, path)
-    finally:
-        if tmp_path.exists():
-            tmp_path.unlink()
 
 
 def _plain(value: Any) -> Any:
@@ -120,26 +100,6 @@ def _dataset(handle: h5py.File, name: str, kind: str, shape: tuple[int | None, .
 
 
 # --------------------------------------------------------------------------- attributions
-
-
-@dataclass
-class Attributions:
-    """Per-example, per-component scores of one (experiment, split, concept)."""
-
-    scores: dict[str, np.ndarray]
-    groups: np.ndarray
-    names: list[str]
-    example_ids: list[str]
-    attrs: dict[str, Any] = field(default_factory=dict)
-    extras: dict[str, np.ndarray] = field(default_factory=dict)
-
-    @property
-    def n_examples(self) -> int:
-        return len(self.example_ids)
-
-    @property
-    def n_components(self) -> int:
-        return int(self.groups.shape[0])
 
 
 def write_attributions(
@@ -205,18 +165,6 @@ def read_attributions(path: str | os.PathLike) -> Attributions:
 # --------------------------------------------------------------------------- votes
 
 
-@dataclass
-class Votes:
-    """Vote counts of Algorithm 2 for a K grid, plus the baseline circuits (A on the full dataset)."""
-
-    k_grid: np.ndarray
-    baseline: np.ndarray
-    selection_counts: np.ndarray
-    certification_counts: np.ndarray
-    groups: np.ndarray
-    attrs: dict[str, Any] = field(default_factory=dict)
-
-
 def write_votes(path: str | os.PathLike, votes: Votes) -> Path:
     """Write the votes contract atomically."""
     n_k, n_components = votes.selection_counts.shape
@@ -257,17 +205,6 @@ def read_votes(path: str | os.PathLike) -> Votes:
 
 
 # --------------------------------------------------------------------------- certificates
-
-
-@dataclass
-class Certificates:
-    """Certified decisions (Algorithm 1) and majority-vote circuits for a K grid."""
-
-    k_grid: np.ndarray
-    decision: np.ndarray
-    majority: np.ndarray
-    pvalue: np.ndarray
-    attrs: dict[str, Any] = field(default_factory=dict)
 
 
 def write_certificates(path: str | os.PathLike, certificates: Certificates) -> Path:

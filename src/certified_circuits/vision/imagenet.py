@@ -82,6 +82,13 @@ def list_class_images(root: Path | str, wnid: str, min_images: int = 1, limit: i
     return files[:limit] if limit else files
 
 
+def count_class_images(root: Path | str, wnids: Sequence[str]) -> dict[str, int]:
+    """{wnid: number of images under ``root/<wnid>/``}; 0 for a class the set lacks (ImageNet-A/O hold
+    200 of the 1,000 classes)."""
+    root = Path(root)
+    return {w: len(list_class_images(root, w, min_images=0)) if (root / w).is_dir() else 0 for w in wnids}
+
+
 def list_classes(root: Path | str) -> list[str]:
     """wnid folders under ``root`` (sorted); error when there are none."""
     root = Path(root)

@@ -1,0 +1,63 @@
+"""The data types that pass between stages: attributions, votes and certificates (DESIGN.md section 5).
+
+Plain dataclasses over numpy arrays. The engine (:mod:`~certified_circuits.smoothing`,
+:mod:`~certified_circuits.certification`) produces and consumes them without knowing how they are
+stored; :mod:`~certified_circuits.store` writes and reads them as HDF5.
+
+Settings travel with the data (``attrs``): votes carry p_del, n0, n, seed, scorer and concept;
+certificates carry those of their votes plus tau, alpha, correction and the radius, so every
+downstream table can be labelled without reading a path.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+#: certified decisions (Algorithm 1): in, out, abstain
+IN, OUT, ABSTAIN = 1, 0, -1
+
+
+@dataclass
+class Attributions:
+    """Per-example, per-component scores of one (experiment, split, concept)."""
+
+    scores: dict[str, np.ndarray]
+    groups: np.ndarray
+    names: list[str]
+    example_ids: list[str]
+    attrs: dict[str, Any] = field(default_factory=dict)
+    extras: dict[str, np.ndarray] = field(default_factory=dict)
+
+    @property
+    def n_examples(self) -> int:
+        return len(self.example_ids)
+
+    @property
+    def n_components(self) -> int:
+        return int(self.groups.shape[0])
+
+
+@dataclass
+class Votes:
+    """Vote counts of Algorithm 2 for a K grid, plus the baseline circuits (A on the full dataset)."""
+
+    k_grid: np.ndarray
+    baseline: np.ndarray
+    selection_counts: np.ndarray
+    certification_counts: np.ndarray
+    groups: np.ndarray
+    attrs: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Certificates:
+    """Certified decisions (Algorithm 1) and majority-vote circuits for a K grid."""
+
+    k_grid: np.ndarray
+    decision: np.ndarray
+    majority: np.ndarray
+    pvalue: np.ndarray
+    attrs: dict[str, Any] = field(default_factory=dict)

@@ -1,0 +1,170 @@
+"""The result layout: the one place that knows where every result lives and how settings become names.
+
+Every hyperparameter that changes a result is part of its path, so Snakemake reruns exactly what a
+config change affects (change tau: certification onward; change p_del or n: votes onward) and old
+results stay beside new ones. The workflow's rules build their output patterns and wildcard
+constraints from this module, and nothing downstream ever parses a path: each stage writes its
+settings into its outputs (HDF5 attributes, CSV columns).
+
+Layout (under ``results_dir``)::
+
+    attributions/{experiment}/{split}/{concept}.h5
+    votes/{experiment}/{split}/{concept}/{scorer}/{setting}.h5
+    certificates/{experiment}/{split}/{concept}/{scorer}/{setting}/{decision}.h5
+    sufficiency/{experiment}/{split}/{concept}/{setting}/{decision}.csv     (all scorers of the job)
+    tables/{experiment}/...   figures/{experiment}/...   logs/  benchmarks/  mlflow.db
+
+with ``setting = p{p_del}_n0{n0}_n{n}_s{seed}`` (the votes: Algorithm 2) and
+``decision = t{tau}_a{alpha}_{correction}`` (the test: Algorithm 1).
+
+Numbers appear *exactly*: a float is written as Python's shortest round-trip ``repr`` (``0.95``,
+``0.001``, ``1e-05``, ``0.6000001``), so ``float(tag) == value`` always; a 6-digit ``%g`` would turn
+``tau: 0.9999999`` into ``1`` and ``p_del: 0.6000001`` into ``0.6``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Mapping
+
+#: regexes of every wildcard of the layout (Snakemake ``wildcard_constraints``)
+NAME = r"[A-Za-z0-9][A-Za-z0-9_\-]*"
+FLOAT = r"[0-9][0-9.]*(?:e-?[0-9]+)?"
+INT = r"[0-9]+"
+WILDCARD_CONSTRAINTS: dict[str, str] = {
+    "experiment": NAME,
+    "split": NAME,
+    "concept": NAME,
+    "scorer": r"[a-z_]+",
+    "p_del": FLOAT,
+    "n0": INT,
+    "n": INT,
+    "seed": INT,
+    "tau": FLOAT,
+    "alpha": FLOAT,
+    "correction": r"bonferroni|holm",
+    "size": INT,
+}
+
+
+def number(value: float | int) -> str:
+    """A number as it appears in a path: exact (``repr`` of the float, ``str`` of an int)."""
+    if isinstance(value, bool):
+        raise TypeError(f"{value!r} is not a number")
+    if isinstance(value, int):
+        return str(value)
+    value = float(value)
+    if not math.isfinite(value):
+        raise ValueError(f"{value!r} cannot appear in a result path (must be finite)")
+    text = repr(value)
+    return text[:-2] if text.endswith(".0") else text
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One certification setting: the votes' (p_del, n0, n, seed) and the test's (tau, alpha, correction).
+
+    ``from_config`` takes a config ``certification`` block (any extra keys are ignored).
+    """
+
+    p_del: float
+    n0: int
+    n: int
+    seed: int
+    tau: float
+    alpha: float
+    correction: str
+
+    @classmethod
+    def from_config(cls, block: Mapping[str, object], **changes: object) -> "Setting":
+        values = {**block, **changes}
+        return cls(p_del=float(values["p_del"]), n0=int(values["n0"]), n=int(values["n"]),
+                   seed=int(values["seed"]), tau=float(values["tau"]), alpha=float(values["alpha"]),
+                   correction=str(values["correction"]))
+
+    def replace(self, **changes: object) -> "Setting":
+        return Setting.from_config(self.__dict__, **changes)
+
+    @property
+    def votes_tag(self) -> str:
+        return votes_tag(self.p_del, self.n0, self.n, self.seed)
+
+    @property
+    def decision_tag(self) -> str:
+        return decision_tag(self.tau, self.alpha, self.correction)
+
+    @property
+    def tag(self) -> str:
+        """``{setting}/{decision}``: the name of this setting in tables."""
+        return f"{self.votes_tag}/{self.decision_tag}"
+
+
+def votes_tag(p_del: float | str, n0: int | str, n: int | str, seed: int | str) -> str:
+    return f"p{_text(p_del)}_n0{_text(n0)}_n{_text(n)}_s{_text(seed)}"
+
+
+def decision_tag(tau: float | str, alpha: float | str, correction: str) -> str:
+    return f"t{_text(tau)}_a{_text(alpha)}_{correction}"
+
+
+def _text(value: float | int | str) -> str:
+    """Wildcard placeholders (``"{tau}"``) pass through; numbers are written exactly."""
+    return value if isinstance(value, str) else number(value)
+
+
+# Patterns: with the default arguments they are Snakemake patterns ("{concept}" wildcards); with
+# values they are concrete paths. Snakemake's own braces are doubled by the caller where needed.
+_VOTES_WILDCARDS = ("{p_del}", "{n0}", "{n}", "{seed}")
+_DECISION_WILDCARDS = ("{tau}", "{alpha}", "{correction}")
+#: wildcard patterns of a votes setting and of a full setting (for log and benchmark names)
+VOTES_PATTERN = votes_tag(*_VOTES_WILDCARDS)
+SETTING_PATTERN = f"{VOTES_PATTERN}/{decision_tag(*_DECISION_WILDCARDS)}"
+
+
+class Layout:
+    """Paths of one results folder. ``Layout(root).votes(...)`` with wildcard defaults gives patterns."""
+
+    def __init__(self, root: str) -> None:
+        root = str(root).rstrip("/") or "/"
+        self.root = root
+
+    # ---- per-job results
+    def attributions(self, experiment: str = "{experiment}", split: str = "{split}",
+                     concept: str = "{concept}") -> str:
+        return f"{self.root}/attributions/{experiment}/{split}/{concept}.h5"
+
+    def votes(self, experiment: str = "{experiment}", split: str = "{split}", concept: str = "{concept}",
+              scorer: str = "{scorer}", setting: Setting | None = None) -> str:
+        tag = setting.votes_tag if setting else votes_tag(*_VOTES_WILDCARDS)
+        return f"{self.root}/votes/{experiment}/{split}/{concept}/{scorer}/{tag}.h5"
+
+    def certificates(self, experiment: str = "{experiment}", split: str = "{split}", concept: str = "{concept}",
+                     scorer: str = "{scorer}", setting: Setting | None = None) -> str:
+        votes = setting.votes_tag if setting else votes_tag(*_VOTES_WILDCARDS)
+        decision = setting.decision_tag if setting else decision_tag(*_DECISION_WILDCARDS)
+        return f"{self.root}/certificates/{experiment}/{split}/{concept}/{scorer}/{votes}/{decision}.h5"
+
+    def sufficiency(self, experiment: str = "{experiment}", split: str = "{split}", concept: str = "{concept}",
+                    setting: Setting | None = None) -> str:
+        votes = setting.votes_tag if setting else votes_tag(*_VOTES_WILDCARDS)
+        decision = setting.decision_tag if setting else decision_tag(*_DECISION_WILDCARDS)
+        return f"{self.root}/sufficiency/{experiment}/{split}/{concept}/{votes}/{decision}.csv"
+
+    # ---- per-stage folders
+    def tables(self, experiment: str) -> str:
+        return f"{self.root}/tables/{experiment}"
+
+    def figures(self, experiment: str) -> str:
+        return f"{self.root}/figures/{experiment}"
+
+    def data(self, half: str) -> str:
+        """Data and models the workflow builds itself (``vision``, ``language``)."""
+        return f"{self.root}/{half}"
+
+    def log(self, stage: str, name: str) -> str:
+        return f"{self.root}/logs/{stage}/{name}.log"
+
+    def benchmark(self, stage: str, name: str) -> str:
+        return f"{self.root}/benchmarks/{stage}/{name}.tsv"
+

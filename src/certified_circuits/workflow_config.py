@@ -1,0 +1,126 @@
+"""Checks of a workflow config that need more than its schema, run when the workflow is parsed.
+
+``config.schema.yaml`` checks types, ranges, patterns, defaults and conditional requiredness. What is
+here needs more than one key, the file system, or the list of classes: NaN and infinity (which JSON
+Schema's comparisons let through), scorers and eval sets that must agree, paths that must exist, and
+the classes to certify, resolved and checked *before* any job (an unknown class must not wait for
+world generation and training to fail). Every error names the key, the value and what is expected.
+
+Light on purpose: it runs on every ``snakemake`` invocation, dry runs included (numpy only).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+
+class ConfigError(ValueError):
+    """A config value that cannot work; the message names the key, the value and the fix."""
+
+
+def config_error(key, value, expected):
+    raise ConfigError(f"config key {key} = {value!r} is invalid: {expected}")
+
+
+def require_path(key, value, what, how):
+    if not value or not Path(os.path.expanduser(value)).exists():
+        config_error(key, value, f"{what} not found. {how}")
+
+
+def require_finite(value, key="config"):
+    """JSON Schema's number checks let NaN and infinity through (every comparison with NaN is false)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        config_error(key, value, "must be a finite number")
+    if isinstance(value, dict):
+        for name, item in value.items():
+            require_finite(item, f"{key}.{name}" if key != "config" else name)
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            require_finite(item, f"{key}[{index}]")
+
+
+def resolve_vision_concepts(vision):
+    """The classes to certify: checked against the world's classes or the ImageNet folders now, so an
+    unknown class stops the run before world generation and training."""
+    if vision["source"] == "embedded":
+        from .vision.world import CLASS_SHAPES
+
+        known = list(CLASS_SHAPES[: vision["world"].get("n_classes", 10)])
+        where = f"the embedded world's classes (vision.world.n_classes = {len(known)})"
+    else:
+        from .vision.imagenet import list_classes, select_classes
+
+        imagenet = vision["imagenet"]
+        known = list_classes(imagenet["val_root"])
+        where = f"the class folders of {imagenet['val_root']}"
+        if vision["concepts"] == "all":
+            return select_classes(known, imagenet["n_classes"], imagenet["class_seed"])
+    if vision["concepts"] == "all":
+        return known
+    unknown = [c for c in vision["concepts"] if c not in known]
+    if unknown:
+        config_error("vision.concepts", unknown, f"every class must be one of {where}: {known[:12]}")
+    return list(vision["concepts"])
+
+
+def check_listed_classes(vision, concepts):
+    for key, listed in (("vision.feature_concepts", vision["feature_concepts"]),
+                        ("vision.seed_stability.concepts", vision["seed_stability"]["concepts"]),
+                        ("vision.radius_sweep.concepts", vision["radius_sweep"]["concepts"]),
+                        ("vision.runtime.concept", [vision["runtime"]["concept"]] if "concept" in vision["runtime"] else "all")):
+        unknown = [] if listed == "all" else [c for c in listed if c not in concepts]
+        if unknown:
+            config_error(key, unknown, f"every class listed must be certified, i.e. one of {concepts}")
+
+
+def check_vision(vision):
+    if vision["main_scorer"] not in vision["scorers"]:
+        config_error("vision.main_scorer", vision["main_scorer"], f"must be one of vision.scorers {vision['scorers']}")
+    unknown = set(vision["rediscovery_sets"]) - set(vision["eval_sets"])
+    if unknown:
+        config_error("vision.rediscovery_sets", sorted(unknown), f"each must also be in vision.eval_sets {vision['eval_sets']}")
+    if vision["source"] == "embedded":
+        known = {"id", "id_test", "context_shift", "corruption", "adversarial", "anomaly"}
+        unknown = [e for e in vision["eval_sets"] if e not in known]
+        if unknown:
+            config_error("vision.eval_sets", unknown, f"the embedded world has eval sets {sorted(known)}")
+        return
+    imagenet = vision["imagenet"]
+    require_path("vision.imagenet.class_index", imagenet["class_index"], "the ImageNet class index",
+                 "Give LOC_synset_mapping.txt from the ImageNet devkit (one 'wnid name' line per class, in class order).")
+    require_path("vision.imagenet.val_root", imagenet["val_root"], "ImageNet validation folder",
+                 "Expected layout ROOT/<wnid>/*.JPEG (see README: 'Paper scale on a GPU').")
+    if imagenet.get("weights"):
+        require_path("vision.imagenet.weights", imagenet["weights"], "the IMAGENET1K_V1 weights file",
+                     "Download it once with torchvision on a connected machine (README: 'Paper scale on a GPU').")
+    missing = [e for e in vision["eval_sets"] if e != "id" and e not in imagenet["ood_roots"]]
+    if missing:
+        config_error("vision.eval_sets", missing, f"each OOD set needs a folder in vision.imagenet.ood_roots {sorted(imagenet['ood_roots'])}")
+    for name, root in imagenet["ood_roots"].items():
+        require_path(f"vision.imagenet.ood_roots.{name}", root, f"the {name} folder",
+                     "Expected layout ROOT/<wnid>/*; see README for ImageNet-A/O/C and OOD-CV preparation.")
+
+
+def check_language(language):
+    missing = [t for t in language["tasks"] if t not in language["settings"]]
+    if missing:
+        config_error("language.settings", sorted(language["settings"]), f"needs [tau, p_del] pairs for tasks {missing}")
+    if language["source"] == "gpt2":
+        require_path("language.model_path", language["model_path"], "the GPT-2 Small directory",
+                     "Save it once on a connected machine with transformers' save_pretrained (README: 'Paper scale on a GPU').")
+
+
+def check_config(config: dict[str, Any]) -> list[str]:
+    """Check a schema-validated config; returns the vision classes to certify ([] when vision is off)."""
+    require_finite(config)
+    concepts: list[str] = []
+    if config["vision"]["enabled"]:
+        check_vision(config["vision"])
+        concepts = resolve_vision_concepts(config["vision"])
+        check_listed_classes(config["vision"], concepts)
+    if config["language"]["enabled"]:
+        check_language(config["language"])
+    return concepts
