@@ -28,6 +28,18 @@ if TYPE_CHECKING:  # pragma: no cover
 
 TEMP_MARK = ".cc-tmp"
 
+#: every path this process has completed, in order: the job's outputs (see :func:`written_paths`)
+_WRITTEN: list[Path] = []
+
+
+def written_paths() -> list[Path]:
+    """Files and folders this process has written atomically so far, each once, in order.
+
+    The CLI hands these to the MLflow job record, so a job's run holds exactly the outputs the job
+    wrote: nothing of another job's, and nothing it forgot to declare.
+    """
+    return list(dict.fromkeys(_WRITTEN))
+
 
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
@@ -44,6 +56,7 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     try:
         yield tmp_path
         os.replace(tmp_path, path)
+        _WRITTEN.append(path.resolve())
     finally:
         if tmp_path.exists():
             tmp_path.unlink()
@@ -68,6 +81,7 @@ def atomic_dir(path: str | os.PathLike) -> Iterator[Path]:
             shutil.rmtree(old, ignore_errors=True)
         else:
             os.replace(tmp, path)
+        _WRITTEN.append(path.resolve())
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)

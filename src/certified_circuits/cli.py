@@ -1,10 +1,10 @@
 """``certified-circuits <stage>``: every workflow stage runnable by hand.
 
-Engine stages live here (``votes``, ``certify``); the vision and language halves register their own
-subcommands (``vision-*``, ``language-*``) through ``register(subparsers)`` in their ``cli`` modules, and
-the workflow's evaluation and reporting stages through :mod:`certified_circuits.report_cli`.
-Every stage takes explicit input and output paths, checks its inputs before doing any work, writes
-atomically and logs to stderr.
+Engine stages live here (``votes``, ``certify``); the vision and language halves and the reports
+declare theirs the same way (:mod:`certified_circuits.stages`) in ``vision/cli.py``,
+``language/cli.py`` and ``report_cli.py``. Every stage takes explicit input and output paths, checks
+its inputs before doing any work, writes atomically and logs to stderr. There is one error path: bad
+input ends in ``error: <what is wrong and how to fix it>`` and exit code 2, never a traceback.
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ import importlib
 import logging
 import sys
 import time
-from pathlib import Path
 from typing import Sequence
 
 from . import __version__
+from .stages import InputError, Stages, add_k_grid, existing_file, positive_int, probability
 from .tracking import add_metrics
 
 log = logging.getLogger("certified_circuits")
@@ -28,34 +28,42 @@ PLUGIN_MODULES = (
     "certified_circuits.report_cli",
 )
 
+STAGES = Stages()
 
-def parse_k_grid(text: str) -> list[float]:
-    """``"0.05,0.1,0.2"`` -> ``[0.05, 0.1, 0.2]`` (argparse type for K grids)."""
-    try:
-        values = [float(v) for v in text.split(",") if v.strip()]
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"--k-grid {text!r}: expected comma-separated fractions in (0, 1]") from exc
-    if not values or any(not (0.0 < v <= 1.0) for v in values):
-        raise argparse.ArgumentTypeError(f"--k-grid {text!r}: every K must be a fraction in (0, 1]")
-    return values
+#: largest number of deletion masks one votes job may draw (memory is estimated before allocating)
+VOTES_MEMORY_BYTES = 8 * 2**30
 
 
-def existing_file(text: str) -> Path:
-    """argparse type: a path that must exist (checked before any work starts)."""
-    path = Path(text)
-    if not path.is_file():
-        raise argparse.ArgumentTypeError(f"{path}: file not found")
-    return path
+def _votes_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--attributions", type=existing_file, required=True, help="attribution HDF5 (input)")
+    p.add_argument("--scorer", required=True, help="score matrix to use, e.g. relevance or eap_ig")
+    add_k_grid(p)
+    p.add_argument("--p-del", type=probability, required=True, help="deletion probability in (0, 1)")
+    p.add_argument("--n0", type=positive_int, default=100, help="selection samples (default 100)")
+    p.add_argument("--n", type=positive_int, default=1000, help="certification samples (default 1000)")
+    p.add_argument("--seed", type=int, default=0, help="seed of both mask streams")
+    p.add_argument("--absolute", action="store_true", help="rank by |mean score| (EAP-IG edges)")
+    p.add_argument("--out", type=str, required=True, help="votes HDF5 (output)")
 
 
+@STAGES.stage("votes", _votes_arguments,
+              help="Algorithm 2: deletion masks and vote counts for a K grid (cached per-example scores)",
+              description="Draw n0 selection and n certification deletion masks (independent streams of one "
+              "seed), run the top-K base algorithm on every sub-dataset through the cached scores, and write "
+              "the votes contract (baseline circuits, selection and certification counts).")
 def _cmd_votes(args: argparse.Namespace) -> int:
     from .smoothing import compute_votes
     from .store import read_attributions, write_votes
 
     attributions = read_attributions(args.attributions)
     if args.scorer not in attributions.scores:
-        raise ValueError(f"{args.attributions} has no scorer '{args.scorer}'; it has {sorted(attributions.scores)}")
+        raise InputError(f"{args.attributions} has no scorer '{args.scorer}'; it has {sorted(attributions.scores)}")
     scores = attributions.scores[args.scorer]
+    n_masks, (n_examples, n_components) = args.n0 + args.n, scores.shape
+    needed = n_masks * (n_examples + n_components) * 8
+    if needed > VOTES_MEMORY_BYTES:
+        raise InputError(f"n0 + n = {n_masks} masks over {n_examples} examples and {n_components} components need "
+                         f"about {needed / 2**30:.1f} GiB (limit {VOTES_MEMORY_BYTES / 2**30:.0f} GiB): lower --n")
     start = time.perf_counter()
     votes = compute_votes(
         scores,
@@ -68,20 +76,30 @@ def _cmd_votes(args: argparse.Namespace) -> int:
         absolute=args.absolute,
         attrs={
             "scorer": args.scorer,
-            "concept": str(attributions.attrs.get("concept", "")),
-            "model": str(attributions.attrs.get("model", "")),
+            **{key: str(attributions.attrs.get(key, "")) for key in ("concept", "model", "experiment", "split")},
             "source": str(args.attributions),
         },
     )
     votes.attrs["seconds"] = time.perf_counter() - start
     write_votes(args.out, votes)
-    add_metrics({"votes_seconds": votes.attrs["seconds"], "n_components": scores.shape[1],
-                 "n_examples": scores.shape[0]})
-    log.info("votes: %d x %d components, n0=%d n=%d in %.2fs -> %s", len(args.k_grid), scores.shape[1],
+    add_metrics({"votes_seconds": votes.attrs["seconds"], "n_components": n_components, "n_examples": n_examples})
+    log.info("votes: %d x %d components, n0=%d n=%d in %.2fs -> %s", len(args.k_grid), n_components,
              args.n0, args.n, votes.attrs["seconds"], args.out)
     return 0
 
 
+def _certify_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--votes", type=existing_file, required=True, help="votes HDF5 (input)")
+    p.add_argument("--tau", type=float, required=True, help="confidence threshold in [0.5, 1)")
+    p.add_argument("--alpha", type=probability, default=0.001, help="family-wise failure probability")
+    p.add_argument("--correction", choices=("bonferroni", "holm"), default="bonferroni")
+    p.add_argument("--out", type=str, required=True, help="certificates HDF5 (output)")
+
+
+@STAGES.stage("certify", _certify_arguments,
+              help="Algorithm 1: certified in / out / abstain per component and K",
+              description="Binomial test of each component's selected decision at threshold tau with "
+              "family-wise error control over all components, plus the majority vote at identical compute.")
 def _cmd_certify(args: argparse.Namespace) -> int:
     from .certification import certify_votes
     from .store import read_votes, write_certificates
@@ -99,39 +117,6 @@ def _cmd_certify(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_engine_commands(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser(
-        "votes",
-        help="Algorithm 2: deletion masks and vote counts for a K grid (cached per-example scores)",
-        description="Draw n0 selection and n certification deletion masks (independent streams of one "
-        "seed), run the top-K base algorithm on every sub-dataset through the cached scores, and write "
-        "the votes contract (baseline circuits, selection and certification counts).",
-    )
-    p.add_argument("--attributions", type=existing_file, required=True, help="attribution HDF5 (input)")
-    p.add_argument("--scorer", required=True, help="score matrix to use, e.g. relevance or eap_ig")
-    p.add_argument("--k-grid", type=parse_k_grid, required=True, help="comma-separated top-K fractions")
-    p.add_argument("--p-del", type=float, required=True, help="deletion probability in (0, 1)")
-    p.add_argument("--n0", type=int, default=100, help="selection samples (default 100)")
-    p.add_argument("--n", type=int, default=1000, help="certification samples (default 1000)")
-    p.add_argument("--seed", type=int, default=0, help="seed of both mask streams")
-    p.add_argument("--absolute", action="store_true", help="rank by |mean score| (EAP-IG edges)")
-    p.add_argument("--out", type=Path, required=True, help="votes HDF5 (output)")
-    p.set_defaults(func=_cmd_votes)
-
-    p = subparsers.add_parser(
-        "certify",
-        help="Algorithm 1: certified in / out / abstain per component and K",
-        description="Binomial test of each component's selected decision at threshold tau with "
-        "family-wise error control over all components, plus the majority vote at identical compute.",
-    )
-    p.add_argument("--votes", type=existing_file, required=True, help="votes HDF5 (input)")
-    p.add_argument("--tau", type=float, required=True, help="confidence threshold in [0.5, 1)")
-    p.add_argument("--alpha", type=float, default=0.001, help="family-wise failure probability")
-    p.add_argument("--correction", choices=("bonferroni", "holm"), default="bonferroni")
-    p.add_argument("--out", type=Path, required=True, help="certificates HDF5 (output)")
-    p.set_defaults(func=_cmd_certify)
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="certified-circuits",
@@ -140,7 +125,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     subparsers = parser.add_subparsers(dest="command", metavar="<stage>", required=True)
-    _add_engine_commands(subparsers)
+    STAGES.register(subparsers)
     for name in PLUGIN_MODULES:
         try:
             module = importlib.import_module(name)
@@ -148,8 +133,23 @@ def build_parser() -> argparse.ArgumentParser:
             if exc.name is not None and name.startswith(exc.name):
                 continue  # that half of the product is not installed in this checkout
             raise
-        module.register(subparsers)
+        module.STAGES.register(subparsers)
     return parser
+
+
+def input_errors() -> tuple[type[BaseException], ...]:
+    """Exceptions that mean bad input (a message for the user), as opposed to a bug (a traceback)."""
+    from .store import StoreError
+
+    errors: list[type[BaseException]] = [ValueError, StoreError, FileNotFoundError, IsADirectoryError,
+                                         NotADirectoryError, PermissionError, MemoryError]
+    try:
+        from PIL import UnidentifiedImageError
+
+        errors.append(UnidentifiedImageError)
+    except ImportError:  # pragma: no cover - Pillow comes with torchvision
+        pass
+    return tuple(errors)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -160,35 +160,39 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(asctime)s %(name)s %(levelname)s %(message)s",
         stream=sys.stderr,
     )
-    from .store import StoreError
-
-    start = time.perf_counter()
+    started = time.time()
     try:
         status = int(args.func(args) or 0)
-    except (ValueError, StoreError, FileNotFoundError) as exc:
-        parser.exit(2, f"error: {exc}\n")
+    except input_errors() as exc:
+        if args.verbose:
+            log.exception("%s failed", args.command)
+        parser.exit(2, f"certified-circuits {args.command}: error: {exc}\n")
+    except OSError as exc:  # e.g. a truncated image or weights file: name the file when the error does
+        if args.verbose:
+            log.exception("%s failed", args.command)
+        where = f" ({exc.filename})" if getattr(exc, "filename", None) else ""
+        parser.exit(2, f"certified-circuits {args.command}: error: {exc}{where}\n")
     if status == 0:
-        _record_job(args, time.perf_counter() - start)
+        _record_job(args, started, time.time())
     return status
 
 
-def _record_job(args: argparse.Namespace, seconds: float) -> None:
+def _record_job(args: argparse.Namespace, started: float, ended: float) -> None:
     """Leave a job record for MLflow (see :mod:`certified_circuits.tracking`); never fails the job.
 
-    Arguments whose name starts with ``out`` are the job's outputs; all others are its parameters.
+    The job's outputs are exactly the files it wrote atomically (:func:`certified_circuits.atomic.written_paths`);
+    its parameters are its arguments.
     """
+    from .atomic import written_paths
     from .tracking import write_job_record
 
     values = {k: v for k, v in vars(args).items() if k not in ("func", "verbose")}
-    outputs: list[str] = []
-    for key, value in values.items():
-        if key.startswith("out") and value:
-            outputs.extend(map(str, value) if isinstance(value, (list, tuple)) else [str(value)])
-    params = {k: (",".join(map(str, v)) if isinstance(v, (list, tuple)) else v) for k, v in values.items()}
+    params = {k: (" ".join(map(str, v)) if isinstance(v, (list, tuple)) else v) for k, v in values.items()}
     try:
-        write_job_record(args.command, params, outputs, seconds)
+        write_job_record(args.command, params, [str(p) for p in written_paths()], ended - started)
     except OSError as exc:  # pragma: no cover - tracking must never fail a finished job
         log.warning("could not write the MLflow job record: %s", exc)
+
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())

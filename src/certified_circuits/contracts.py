@@ -61,3 +61,20 @@ class Certificates:
     majority: np.ndarray
     pvalue: np.ndarray
     attrs: dict[str, Any] = field(default_factory=dict)
+
+
+def setting_columns(votes: Votes, certificates: Certificates) -> dict[str, Any]:
+    """The settings a circuit came from, as columns of the tables built from it (sufficiency CSVs).
+
+    Read from the files' attributes, never from their paths: scorer, split, the votes' p_del, n0, n, seed,
+    the test's tau, alpha, correction, the certified radius, and ``setting``, the layout's name of the
+    whole setting (``p0.6_n0100_n1000_s0/t0.95_a0.001_bonferroni``).
+    """
+    from .layout import Setting
+
+    v, c = votes.attrs, certificates.attrs
+    setting = Setting(p_del=float(v["p_del"]), n0=int(v["n0"]), n=int(v["n"]), seed=int(v["seed"]),
+                      tau=float(c["tau"]), alpha=float(c["alpha"]), correction=str(c["correction"]))
+    return {"scorer": str(v.get("scorer", "")), "split": str(v.get("split", "")), "setting": setting.tag, "p_del": setting.p_del, "n0": setting.n0,
+            "n": setting.n, "seed": setting.seed, "tau": setting.tau, "alpha": setting.alpha,
+            "correction": setting.correction, "radius": int(c["radius"])}

@@ -178,12 +178,13 @@ def best_setting(peaks: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
     return ranked.groupby(list(by), as_index=False).head(1).reset_index(drop=True)
 
 
-def best_gap_k(curves: pd.DataFrame, experiment: str, eval_set: str, metric: str = "cacc") -> float:
-    """The K target maximising certified minus baseline (Fig. IoU's operating point); ties: smaller K."""
-    selected = curves[(curves.experiment == experiment) & (curves.eval_set == eval_set)]
+def best_gap_k(curves: pd.DataFrame, eval_set: str, metric: str = "cacc") -> float:
+    """The K target maximising certified minus baseline on ``eval_set`` (Fig. IoU's operating point);
+    ties: smaller K."""
+    selected = curves[curves.eval_set == eval_set]
     pivot = selected.pivot_table(index="k_target", columns="method", values=metric)
     if not {"baseline", "certified"} <= set(pivot.columns):
-        raise ValueError(f"no baseline and certified curves for {experiment}/{eval_set}")
+        raise ValueError(f"no baseline and certified curves for eval set {eval_set!r}")
     gap = (pivot["certified"] - pivot["baseline"]).sort_index()
     return float(gap.idxmax())
 
@@ -195,6 +196,46 @@ def certified_peak_k(curves: pd.DataFrame, eval_set: str, metric: str = "cacc") 
     if certified.empty:
         raise ValueError(f"no certified curve for eval set {eval_set!r}")
     return float(certified.sort_values([metric, "k_effective"], ascending=[False, True]).iloc[0]["k_target"])
+
+
+#: how each operating point is chosen (the ``criterion`` column of operating_points.csv)
+OPERATING_CRITERIA = {
+    "certified_peak": "K of the certified curve's peak cACC on selected_on (ties: smaller effective K)",
+    "max_gap": "K maximising certified minus baseline cACC on selected_on (ties: smaller K)",
+}
+
+
+def operating_points(curves: pd.DataFrame, keys: Sequence[str]) -> pd.DataFrame:
+    """The operating-point table: for every group of ``keys`` (experiment, scorer or task/setting, eval
+    set) the K each criterion of :data:`OPERATING_CRITERIA` chooses, and the split it was chosen on.
+
+    Written once by report-sufficiency; every later report reads its K from here (:func:`operating_k`)
+    instead of recomputing it, so all figures of a run share one choice.
+    """
+    rows = []
+    group_keys = [k for k in keys if k != "eval_set"]
+    for values, group in curves.groupby(list(keys), sort=True):
+        values = values if isinstance(values, tuple) else (values,)
+        label = dict(zip(keys, values))
+        eval_set = label["eval_set"]
+        choices = {"certified_peak": certified_peak_k(group, eval_set)}
+        if {"baseline", "certified"} <= set(group.method):
+            choices["max_gap"] = best_gap_k(group, eval_set)
+        for criterion, k in choices.items():
+            rows.append({**{k2: label[k2] for k2 in group_keys}, "eval_set": eval_set, "criterion": criterion,
+                         "k_target": k, "selected_on": eval_set, "rule": OPERATING_CRITERIA[criterion]})
+    return pd.DataFrame(rows)
+
+
+def operating_k(points: pd.DataFrame, *, eval_set: str, criterion: str, scorer: str | None = None) -> float:
+    """The K of one operating point; an error names what is missing."""
+    chosen = points[(points.eval_set == eval_set) & (points.criterion == criterion)]
+    if scorer is not None and "scorer" in points.columns:
+        chosen = chosen[chosen.scorer == scorer]
+    if len(chosen) != 1:
+        raise ValueError(f"operating points hold {len(chosen)} rows for eval set {eval_set!r}, criterion "
+                         f"{criterion!r}, scorer {scorer!r} (expected exactly 1); rerun report-sufficiency")
+    return float(chosen.iloc[0]["k_target"])
 
 
 def circuit_iou(a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -1,14 +1,11 @@
-"""Figures and tables of the paper, rendered from tidy DataFrames (DESIGN.md section 5).
+"""Figures of the paper, rendered from tidy DataFrames (DESIGN.md section 5); tables are in
+:mod:`certified_circuits.tables`.
 
 Pure rendering: every function takes a table already computed by :mod:`certified_circuits.evaluation`
-(or nothing but hyperparameters, for the analytic figures of App. C) and writes files; none computes
-an evaluation result itself.
+(or nothing but hyperparameters, for the analytic figures of App. C) and writes ``stem.png`` (150 dpi)
+and ``stem.pdf`` through :func:`save_figure`; none computes an evaluation result itself.
 
-- figures are written as ``stem.png`` (150 dpi) and ``stem.pdf`` by :func:`save_figure`;
-- tables are written as ``stem.csv`` (raw values), ``stem.md`` and ``stem.tex`` (formatted) by
-  :func:`write_table`.
-
-Every file goes through :func:`certified_circuits.store.atomic_path` (temporary name in the
+Every file goes through :func:`certified_circuits.atomic.atomic_path` (temporary name in the
 destination folder, renamed into place on success), so an interrupted job never leaves a truncated
 figure that a resumed workflow would take for a finished one.
 
@@ -18,9 +15,8 @@ no global backend switch, nothing to leak between calls.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Sequence
 
 import numpy as np
 import pandas as pd
@@ -30,20 +26,18 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import ScalarFormatter
 
 from .certification import certified_radius, max_certifiable_tau, min_samples
-from .store import atomic_path
+from .atomic import atomic_path
+from .tables import _require, stem_path
 
 __all__ = [
     "save_figure",
-    "write_table",
     "plot_cacc_curves",
-    "format_peak_table",
     "plot_iou",
     "plot_seed_stability",
     "plot_radius_curves",
     "plot_sample_complexity",
     "plot_radius_sweep",
     "plot_spurious",
-    "format_runtime_table",
     "plot_feature_grid",
 ]
 
@@ -54,20 +48,10 @@ METHOD_LABEL = {"certified": "Certified", "baseline": "Baseline", "majority": "M
 METHOD_COLOR = {"certified": "#1f5fa8", "baseline": "#d4a017", "majority": "#7a7a7a"}
 SPURIOUS_ORDER = ("certified_in", "abstained", "certified_out")
 SPURIOUS_LABEL = {"certified_in": "Certified in", "abstained": "Abstained", "certified_out": "Certified out"}
-MISSING = "--"
 
 
 # --------------------------------------------------------------------------------------------------
 # helpers
-
-
-def _require(df: pd.DataFrame, columns: Iterable[str], what: str) -> None:
-    """Raise ValueError naming every required column ``df`` lacks, or saying that ``df`` is empty."""
-    from .evaluation import require_columns
-
-    require_columns(df, columns, what)
-    if df.empty:
-        raise ValueError(f"{what} has no rows: nothing to render")
 
 
 def _figure(
@@ -80,111 +64,12 @@ def _figure(
     return fig, axes
 
 
-def _stem_path(stem: Path, suffix: str) -> Path:
-    """``stem`` + suffix, without ``with_suffix`` (stems such as ``radius_k0.6`` contain dots)."""
-    stem = Path(stem)
-    return stem.parent / f"{stem.name}{suffix}"
-
-
 def _color_cycle(n: int) -> list:
     """``n`` distinguishable colours (tab10, then tab20 beyond ten)."""
     from matplotlib import colormaps
 
     cmap = colormaps["tab10" if n <= 10 else "tab20"]
     return [cmap(i % cmap.N) for i in range(n)]
-
-
-def _as_text(values: pd.Series, float_format: str) -> pd.Series:
-    """One column as display strings: floats through ``float_format``, missing values as ``--``."""
-    if pd.api.types.is_bool_dtype(values):
-        text = values.astype(object).map(str)
-    elif pd.api.types.is_float_dtype(values):
-        text = values.map(lambda v: MISSING if pd.isna(v) else float_format.format(v))
-    else:
-        text = values.astype(object).map(lambda v: MISSING if pd.isna(v) else str(v))
-    return text.astype(object)
-
-
-def _is_numeric_text(text: pd.Series) -> bool:
-    """Whether every shown cell of a text column reads as a number (right-aligned in tables)."""
-    shown = text[text != MISSING].astype(str)
-    return bool(len(shown)) and bool(shown.str.match(r"^[+\-]?\d").all())
-
-
-_LATEX_SPECIAL = {
-    "\\": r"\textbackslash{}",
-    "&": r"\&",
-    "%": r"\%",
-    "$": r"\$",
-    "#": r"\#",
-    "_": r"\_",
-    "{": r"\{",
-    "}": r"\}",
-    "~": r"\textasciitilde{}",
-    "^": r"\textasciicircum{}",
-    "Δ": r"$\Delta$",
-    "±": r"$\pm$",
-    "×": r"$\times$",
-    "τ": r"$\tau$",
-}
-_LATEX_RE = re.compile("|".join(re.escape(k) for k in _LATEX_SPECIAL))
-
-
-def _latex_escape(text: str) -> str:
-    """Escape LaTeX's special characters and typeset the few Greek/maths symbols the tables use."""
-    return _LATEX_RE.sub(lambda m: _LATEX_SPECIAL[m.group(0)], str(text))
-
-
-def _markdown(cells: pd.DataFrame, numeric: Sequence[bool], caption: str) -> str:
-    """A GitHub-flavoured pipe table (numeric columns right-aligned), optional caption line first."""
-    escape = lambda s: str(s).replace("|", r"\|")  # noqa: E731
-    header = "| " + " | ".join(escape(c) for c in cells.columns) + " |"
-    rule = "|" + "|".join("---:" if num else ":---" for num in numeric) + "|"
-    body = cells.apply(lambda col: col.map(escape)).agg(" | ".join, axis=1)
-    lines = [header, rule, *("| " + body + " |").tolist()]
-    if caption:
-        lines = [f"Table: {caption}", "", *lines]
-    return "\n".join(lines) + "\n"
-
-
-def _latex(cells: pd.DataFrame, numeric: Sequence[bool], caption: str, label: str) -> str:
-    """A booktabs ``table`` environment; cells and header escaped for LaTeX."""
-    align = "".join("r" if num else "l" for num in numeric)
-    header = " & ".join(_latex_escape(c) for c in cells.columns) + r" \\"
-    body = cells.apply(lambda col: col.map(_latex_escape)).agg(" & ".join, axis=1) + r" \\"
-    lines = [
-        r"\begin{table}[t]",
-        r"\centering",
-        rf"\begin{{tabular}}{{{align}}}",
-        r"\toprule",
-        header,
-        r"\midrule",
-        *body.tolist(),
-        r"\bottomrule",
-        r"\end{tabular}",
-    ]
-    if caption:
-        lines.append(rf"\caption{{{_latex_escape(caption)}}}")
-    lines += [rf"\label{{tab:{label}}}", r"\end{table}"]
-    return "\n".join(lines) + "\n"
-
-
-def _signed_pct(values: pd.Series) -> pd.Series:
-    """Fractions as signed percentages with one decimal (``0.038 -> '+3.8'``; ``-0.0`` shown as ``+0.0``)."""
-    rounded = (100.0 * values.astype(float)).round(1) + 0.0  # + 0.0 turns -0.0 into 0.0
-    return rounded.map(lambda v: MISSING if pd.isna(v) else f"{v:+.1f}")
-
-
-def _pct(values: pd.Series) -> pd.Series:
-    """Fractions as percentages with one decimal (``0.912 -> '91.2'``)."""
-    return (100.0 * values.astype(float)).map(lambda v: MISSING if pd.isna(v) else f"{v:.1f}")
-
-
-def significance_marker(pvalue: pd.Series) -> pd.Series:
-    """``***`` p<0.001, ``**`` p<0.01, ``*`` p<0.05, ``ns`` otherwise; empty where no test was run (NaN)."""
-    p = pd.to_numeric(pvalue, errors="coerce").to_numpy(dtype=float)
-    marks = np.select([p < 0.001, p < 0.01, p < 0.05, np.isnan(p)], ["***", "**", "*", ""], default="ns")
-    return pd.Series(marks, index=pvalue.index, dtype=object)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -205,7 +90,7 @@ def save_figure(fig: Figure, stem: Path) -> list[Path]:
             (".pdf", {"format": "pdf", "metadata": {"CreationDate": None}}),
         )
         for suffix, options in formats:
-            target = _stem_path(stem, suffix)
+            target = stem_path(stem, suffix)
             with atomic_path(target) as tmp:
                 fig.savefig(tmp, **options)
             written.append(target)
@@ -215,34 +100,6 @@ def save_figure(fig: Figure, stem: Path) -> list[Path]:
 
             plt.close(fig)
     return written
-
-
-def write_table(df: pd.DataFrame, stem: Path, caption: str = "", float_format: str = "{:.3f}") -> list[Path]:
-    """Write a table as ``stem.csv``, ``stem.md`` and ``stem.tex`` atomically.
-
-    The CSV holds the raw values (full precision, for downstream use); Markdown and LaTeX (booktabs,
-    ``\\label{tab:<stem name>}``) show float columns through ``float_format``, missing values as
-    ``--``, and right-align columns that read as numbers. Used for paper Table 1/3
-    (tab:cert-vs-baseline, via :func:`format_peak_table`) and the App. D runtime table
-    (tab:runtime, via :func:`format_runtime_table`). Returns the three paths written.
-    """
-    if not isinstance(df, pd.DataFrame):
-        raise TypeError(f"write_table needs a pandas DataFrame, got {type(df).__name__}")
-    cells = pd.DataFrame({c: _as_text(df[c], float_format) for c in df.columns}, index=df.index)
-    cells.columns = [str(c) for c in df.columns]
-    numeric = [
-        (pd.api.types.is_numeric_dtype(df[c]) and not pd.api.types.is_bool_dtype(df[c])) or _is_numeric_text(cells[str(c)])
-        for c in df.columns
-    ]
-
-    targets = [_stem_path(stem, s) for s in (".csv", ".md", ".tex")]
-    with atomic_path(targets[0]) as tmp, open(tmp, "w", newline="", encoding="utf-8") as handle:
-        df.to_csv(handle, index=False)
-    with atomic_path(targets[1]) as tmp:
-        tmp.write_text(_markdown(cells, numeric, caption), encoding="utf-8")
-    with atomic_path(targets[2]) as tmp:
-        tmp.write_text(_latex(cells, numeric, caption, Path(stem).name), encoding="utf-8")
-    return targets
 
 
 # --------------------------------------------------------------------------------------------------
@@ -296,41 +153,6 @@ def plot_cacc_curves(curves: pd.DataFrame, stem: Path, metric: str = "cacc", tit
     return save_figure(fig, stem)
 
 
-PEAK_COLUMNS = (
-    "experiment", "eval_set", "full", "baseline", "baseline_k", "certified", "certified_k", "delta", "delta_k", "pvalue",
-)
-
-
-def format_peak_table(peaks: pd.DataFrame) -> pd.DataFrame:
-    """The display table of paper Table 1 (tab:cert-vs-baseline) and Table 3 (other scorers).
-
-    Columns: ``Dataset``, ``Full``, ``Baseline cACC (K%)``, ``Certified cACC (K%)``, ``Δ cACC``,
-    ``Δ K``. All numbers are percentages with one decimal: peak cACC with the circuit size K at which
-    it is reached in parentheses (e.g. ``91.2 (33.6)``); ``Δ cACC`` and ``Δ K`` are the ``delta`` and
-    ``delta_k`` columns as given (signed, in percentage points).
-
-    Significance markers on ``Δ cACC`` come from ``pvalue`` (the paired test named in ``test``):
-    ``***`` p < 0.001, ``**`` p < 0.01, ``*`` p < 0.05, ``ns`` otherwise; no marker where ``pvalue``
-    is missing (no test run). ``Dataset`` is the ``eval_set``, prefixed with ``experiment: `` when the
-    table holds more than one experiment. Rows keep the order of ``peaks``.
-    """
-    _require(peaks, PEAK_COLUMNS, "peaks")
-    dataset = peaks["eval_set"].astype(str)
-    if peaks["experiment"].nunique() > 1:
-        dataset = peaks["experiment"].astype(str) + ": " + dataset
-    marker = significance_marker(peaks["pvalue"])
-    delta = (_signed_pct(peaks["delta"]) + " " + marker).str.rstrip()
-    table = pd.DataFrame(
-        {
-            "Dataset": dataset,
-            "Full": _pct(peaks["full"]),
-            "Baseline cACC (K%)": _pct(peaks["baseline"]) + " (" + _pct(peaks["baseline_k"]) + ")",
-            "Certified cACC (K%)": _pct(peaks["certified"]) + " (" + _pct(peaks["certified_k"]) + ")",
-            "Δ cACC": delta,
-            "Δ K": _signed_pct(peaks["delta_k"]),
-        }
-    )
-    return table.reset_index(drop=True).astype(object)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -535,24 +357,6 @@ def plot_spurious(spurious: pd.DataFrame, stem: Path) -> list[Path]:
     return save_figure(fig, stem)
 
 
-RUNTIME_COLUMNS = ("n", "paradigm", "naive_sample_s", "cached_sample_s", "decision_s")
-
-
-def format_runtime_table(runtime: pd.DataFrame) -> pd.DataFrame:
-    """The runtime breakdown of App. D (tab:runtime), numeric, ready for :func:`write_table`.
-
-    Adds ``total_naive_s = naive_sample_s + decision_s``, ``total_cached_s = cached_sample_s +
-    decision_s`` and ``speedup = total_naive_s / total_cached_s`` (the paper's "optimized speedup",
-    e.g. 1007 s / 2.420 s = 416x at n = 1000, certified). A missing ``decision_s`` (the n = 1 baseline)
-    counts as 0; a missing naive time gives a missing total and speedup. Rows keep their order.
-    """
-    _require(runtime, RUNTIME_COLUMNS, "runtime")
-    out = runtime.copy()
-    decision = out["decision_s"].astype(float).fillna(0.0)
-    out["total_naive_s"] = out["naive_sample_s"].astype(float) + decision
-    out["total_cached_s"] = out["cached_sample_s"].astype(float) + decision
-    out["speedup"] = out["total_naive_s"] / out["total_cached_s"].where(out["total_cached_s"] > 0)
-    return out
 
 
 def plot_feature_grid(images: np.ndarray, rows: list[str], stem: Path, title: str = "") -> list[Path]:

@@ -1,91 +1,156 @@
-"""Command-line registration of the reporting stages (``report-*``).
+"""``certified-circuits report-*`` stages (declared with :mod:`certified_circuits.stages`).
 
-The implementations live in :mod:`certified_circuits.reporting`, which imports pandas, matplotlib and
-scipy.stats (seconds); it is imported only when a report stage runs, so every other
-``certified-circuits`` stage starts fast.
+The implementations live in :mod:`certified_circuits.reporting` and :mod:`certified_circuits.vision.reports`,
+which import pandas, matplotlib and scipy.stats (seconds); they are imported only when a report stage
+runs, so every other ``certified-circuits`` stage starts fast. Circuits are given as ``--circuits
+VOTES CERTS`` pairs (repeatable); their concept, split, seed and scorer come from the files.
 """
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Callable
+
+from .stages import Stages, existing_file, existing_path, k_fraction, positive_int
+
+STAGES = Stages()
 
 
-def _lazy(name: str) -> Callable[[argparse.Namespace], int]:
-    def handler(args: argparse.Namespace) -> int:
-        from . import reporting
-
-        return getattr(reporting, name)(args)
-
-    return handler
+def _circuit_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--circuits", nargs=2, action="append", required=True, type=existing_file, metavar=("VOTES", "CERTS"),
+                   help="votes and certificates of one circuit (repeatable)")
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser("report-sufficiency", help="Table 1/3 and cACC-K curves from per-concept tables")
-    p.add_argument("--inputs", nargs="+", required=True, help="per-concept sufficiency CSVs")
-    p.add_argument("--by", nargs="*", default=[], help="extra row keys: scorer, concept, setting")
+def _operating_point_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--operating-points", type=existing_file, required=True,
+                   help="operating_points.csv of report-sufficiency (where every report's K comes from)")
+    p.add_argument("--scorer", required=True, help="scorer whose operating point is used")
+
+
+def _sufficiency_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--inputs", nargs="+", required=True, type=existing_file, help="per-concept sufficiency CSVs")
+    p.add_argument("--by", nargs="*", default=[], choices=("scorer", "concept", "setting"),
+                   help="extra row keys: scorer, concept, setting")
     p.add_argument("--best-setting", action="store_true", help="keep the best certification setting per row")
     p.add_argument("--test", choices=("wilcoxon", "ttest"), default="wilcoxon")
     p.add_argument("--title", default="")
     p.add_argument("--out-dir", required=True, type=Path)
-    p.set_defaults(func=_lazy("_cmd_sufficiency"))
 
-    p = subparsers.add_parser("report-iou", help="IoU of ID vs OOD re-discovered circuits (Fig. IoU)")
-    p.add_argument("--experiment", required=True)
-    p.add_argument("--curves", required=True, type=Path, help="curves.csv of report-sufficiency")
-    p.add_argument("--scorer", default=None, help="scorer whose curve sets the operating K (needed when the curves hold several)")
-    p.add_argument("--item", nargs=6, action="append", required=True,
-                   metavar=("CONCEPT", "EVAL_SET", "ID_VOTES", "ID_CERTS", "OOD_VOTES", "OOD_CERTS"))
+
+@STAGES.stage("report-sufficiency", _sufficiency_arguments,
+              help="Table 1/3, cACC-K curves and operating points from per-concept tables")
+def _cmd_sufficiency(args: argparse.Namespace) -> int:
+    from .reporting import sufficiency_report
+
+    sufficiency_report(args.inputs, args.by, args.test, args.best_setting, args.title, args.out_dir)
+    return 0
+
+
+def _iou_arguments(p: argparse.ArgumentParser) -> None:
+    _operating_point_arguments(p)
+    _circuit_arguments(p)
     p.add_argument("--out-dir", required=True, type=Path)
-    p.set_defaults(func=_lazy("_cmd_iou"))
 
-    p = subparsers.add_parser("report-seeds", help="pairwise IoU across certification seeds")
-    p.add_argument("--experiment", required=True)
-    p.add_argument("--curves", required=True, type=Path)
-    p.add_argument("--scorer", default=None, help="scorer whose curve sets the operating K (needed when the curves hold several)")
+
+@STAGES.stage("report-iou", _iou_arguments, help="IoU of ID vs OOD re-discovered circuits (Fig. IoU)")
+def _cmd_iou(args: argparse.Namespace) -> int:
+    from .reporting import iou_report
+
+    iou_report(args.operating_points, args.scorer, args.circuits, args.out_dir)
+    return 0
+
+
+def _seeds_arguments(p: argparse.ArgumentParser) -> None:
+    _operating_point_arguments(p)
+    _circuit_arguments(p)
     p.add_argument("--eval-set", default="id")
-    p.add_argument("--k", type=float, default=None, help="K target (default: certified ID peak)")
-    p.add_argument("--item", nargs=4, action="append", required=True, metavar=("CONCEPT", "SEED", "VOTES", "CERTS"))
+    p.add_argument("--k", type=k_fraction, default=None, help="K target (default: the certified ID peak)")
     p.add_argument("--out-dir", required=True, type=Path)
-    p.set_defaults(func=_lazy("_cmd_seeds"))
 
-    p = subparsers.add_parser("report-radius", help="abstention and cACC across radii and |D| (App. D)")
-    p.add_argument("--experiment", required=True)
+
+@STAGES.stage("report-seeds", _seeds_arguments, help="pairwise IoU across certification seeds")
+def _cmd_seeds(args: argparse.Namespace) -> int:
+    from .reporting import seeds_report
+
+    seeds_report(args.operating_points, args.scorer, args.circuits, args.out_dir, eval_set=args.eval_set, k=args.k)
+    return 0
+
+
+def _radius_arguments(p: argparse.ArgumentParser) -> None:
+    _circuit_arguments(p)
+    p.add_argument("--sufficiency", nargs="+", required=True, type=existing_file, help="sufficiency CSVs of the circuits")
     p.add_argument("--eval-set", default="id")
-    p.add_argument("--k", type=float, default=0.6, help="fixed K of the fixed-K panel (paper: 0.6)")
-    p.add_argument("--item", nargs=5, action="append", required=True,
-                   metavar=("CONCEPT", "N_EXAMPLES", "VOTES", "CERTS", "SUFFICIENCY"))
+    p.add_argument("--k", type=k_fraction, default=0.6, help="fixed K of the fixed-K panel (paper: 0.6)")
     p.add_argument("--out-dir", required=True, type=Path)
-    p.set_defaults(func=_lazy("_cmd_radius"))
 
-    p = subparsers.add_parser("report-spurious", help="spurious index by certification category")
-    p.add_argument("--curves", required=True, type=Path)
-    p.add_argument("--scorer", default=None, help="scorer whose curve sets the operating K (needed when the curves hold several)")
+
+@STAGES.stage("report-radius", _radius_arguments, help="abstention and cACC across radii and |D| (App. D)")
+def _cmd_radius(args: argparse.Namespace) -> int:
+    from .reporting import radius_report
+
+    radius_report(args.circuits, args.sufficiency, args.k, args.out_dir, eval_set=args.eval_set)
+    return 0
+
+
+def _spurious_arguments(p: argparse.ArgumentParser) -> None:
+    _operating_point_arguments(p)
+    p.add_argument("--attributions", nargs="+", required=True, type=existing_file, help="attribution files of the classes")
+    _circuit_arguments(p)
     p.add_argument("--eval-set", default="id")
-    p.add_argument("--item", nargs=4, action="append", required=True, metavar=("CONCEPT", "ATTRIBUTIONS", "VOTES", "CERTS"))
     p.add_argument("--out-dir", required=True, type=Path)
-    p.set_defaults(func=_lazy("_cmd_spurious"))
 
-    p = subparsers.add_parser("report-features", help="feature grid of certified-in / abstained / out channels")
-    p.add_argument("--curves", required=True, type=Path)
-    p.add_argument("--scorer", default=None, help="scorer whose curve sets the operating K (needed when the curves hold several)")
+
+@STAGES.stage("report-spurious", _spurious_arguments, help="spurious index by certification category")
+def _cmd_spurious(args: argparse.Namespace) -> int:
+    from .vision.reports import spurious_report
+
+    spurious_report(args.operating_points, args.scorer, args.attributions, args.circuits, args.out_dir,
+                    eval_set=args.eval_set)
+    return 0
+
+
+def _features_arguments(p: argparse.ArgumentParser) -> None:
+    _operating_point_arguments(p)
     p.add_argument("--eval-set", default="id")
-    p.add_argument("--attributions", required=True, type=Path)
-    p.add_argument("--votes", required=True, type=Path)
-    p.add_argument("--certificates", required=True, type=Path)
-    p.add_argument("--data", required=True, help="the concept data the attributions were made from")
-    p.add_argument("--channels", type=int, default=3, help="channels per category")
-    p.add_argument("--examples", type=int, default=6, help="top-activating examples per channel")
+    p.add_argument("--attributions", required=True, type=existing_file)
+    p.add_argument("--votes", required=True, type=existing_file)
+    p.add_argument("--certificates", required=True, type=existing_file)
+    p.add_argument("--data", required=True, type=existing_path, help="the concept data the attributions were made from")
+    p.add_argument("--channels", type=positive_int, default=3, help="channels per category")
+    p.add_argument("--examples", type=positive_int, default=6, help="top-activating examples per channel")
     p.add_argument("--out-stem", required=True, type=Path)
-    p.set_defaults(func=_lazy("_cmd_features"))
 
-    p = subparsers.add_parser("report-theory", help="radius vs p_del and minimum n vs tau (App. C)")
-    p.add_argument("--n-components", type=int, default=3840)
+
+@STAGES.stage("report-features", _features_arguments, help="feature grid of certified-in / abstained / out channels")
+def _cmd_features(args: argparse.Namespace) -> int:
+    from .vision.reports import features_report
+
+    features_report(args.operating_points, args.scorer, args.attributions, args.votes, args.certificates, args.data,
+                    args.out_stem, eval_set=args.eval_set, channels=args.channels, examples=args.examples)
+    return 0
+
+
+def _theory_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--n-components", type=positive_int, default=3840)
     p.add_argument("--out-dir", required=True, type=Path)
-    p.set_defaults(func=_lazy("_cmd_theory"))
 
-    p = subparsers.add_parser("report-summary", help="headline numbers of a run")
-    p.add_argument("--peaks", nargs="+", required=True, type=Path)
+
+@STAGES.stage("report-theory", _theory_arguments, help="radius vs p_del and minimum n vs tau (App. C)")
+def _cmd_theory(args: argparse.Namespace) -> int:
+    from .reporting import theory_report
+
+    theory_report(args.out_dir, args.n_components)
+    return 0
+
+
+def _summary_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--peaks", nargs="+", required=True, type=existing_file, help="peak tables (peaks_*_raw.csv)")
     p.add_argument("--out", required=True, type=Path)
-    p.set_defaults(func=_lazy("_cmd_summary"))
+
+
+@STAGES.stage("report-summary", _summary_arguments, help="headline numbers of a run")
+def _cmd_summary(args: argparse.Namespace) -> int:
+    from .reporting import summary_report
+
+    summary_report(args.peaks, args.out)
+    return 0

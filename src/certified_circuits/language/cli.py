@@ -1,4 +1,4 @@
-"""``certified-circuits language-*`` subcommands (registered by the top-level CLI via :func:`register`).
+"""``certified-circuits language-*`` stages (declared with :mod:`certified_circuits.stages`).
 
 * ``language-tasks``     one task's train / id_test / ood_test prompts -> JSONL files
 * ``language-train``     train the embedded tiny GPT-2 -> HF model dir + per-task/split accuracy JSON
@@ -9,19 +9,28 @@
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import shutil
-import sys
+import logging
 import time
 from pathlib import Path
 
 from certified_circuits.language.tasks import SPLITS, TASKS
+from certified_circuits.stages import InputError, Stages, add_device, existing_file, existing_path, named_path, positive_int
 
+log = logging.getLogger(__name__)
+STAGES = Stages()
 MODEL_CHOICES = ("embedded", "gpt2")
 
 
-def _threads(n: int) -> None:
+def _model_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", choices=MODEL_CHOICES, default="embedded",
+                   help="'embedded' (tiny GPT-2 from language-train) or 'gpt2' (GPT-2 Small, paper scale)")
+    p.add_argument("--model-path", type=existing_path, required=True,
+                   help="embedded: the model dir written by language-train; gpt2: a local Hugging Face directory "
+                        "(save_pretrained model + tokenizer)")
+    add_device(p)
+
+
+def _set_threads(n: int) -> None:
     import torch
 
     # One thread by default: on a shared 2-core machine, OpenMP threads spinning against other jobs made
@@ -29,23 +38,22 @@ def _threads(n: int) -> None:
     torch.set_num_threads(max(1, int(n)))
 
 
-def _add_model_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", choices=MODEL_CHOICES, default="embedded",
-                   help="'embedded' (tiny GPT-2 from language-train) or 'gpt2' (GPT-2 Small, paper scale)")
-    p.add_argument("--model-path", default=None,
-                   help="embedded: the model dir written by language-train; gpt2: a local HF dir or cache "
-                        "name (default 'gpt2', offline)")
-    p.add_argument("--device", default="cpu", help="torch device (default cpu)")
-    p.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
-
-
-def _check_inputs(*paths: str | os.PathLike | None) -> None:
-    missing = [str(p) for p in paths if p is not None and not Path(p).exists()]
-    if missing:
-        raise SystemExit(f"error: input(s) not found: {', '.join(missing)}")
-
-
 # ---------------------------------------------------------------------------------------------- tasks
+
+
+def _tasks_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--task", required=True, choices=TASKS)
+    p.add_argument("--out-dir", required=True, help="folder for train.jsonl, id_test.jsonl, ood_test.jsonl")
+    p.add_argument("--n-per-split", type=positive_int, default=100)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--gpt2-tokenizer", default=None,
+                   help="local GPT-2 tokenizer dir/cache name: check single-token names and equal clean/corrupted "
+                        "lengths (paper scale)")
+
+
+@STAGES.stage("language-tasks", _tasks_arguments, help="generate one language task's train/id_test/ood_test prompts (JSONL)",
+        description="Generate IOI / IOI-Hard / Greater-Than prompt pairs (clean, corrupted, answer, distractor) "
+                    "for the splits train, id_test and ood_test (paper, Appendix A.2) as OUT_DIR/{split}.jsonl.")
 def _cmd_tasks(args: argparse.Namespace) -> int:
     from certified_circuits.language.tasks import NAMES, OBJECTS, PLACES, generate_splits, write_jsonl
 
@@ -57,7 +65,7 @@ def _cmd_tasks(args: argparse.Namespace) -> int:
         try:
             tok = GPT2PromptTokenizer(AutoTokenizer.from_pretrained(args.gpt2_tokenizer, local_files_only=True))
         except (OSError, ValueError) as err:
-            raise SystemExit(f"error: GPT-2 tokenizer not found at {args.gpt2_tokenizer!r} (offline): {err}; "
+            raise InputError(f"GPT-2 tokenizer not found at {args.gpt2_tokenizer!r} (offline): {err}; "
                              f"download it once with `huggingface-cli download gpt2 --local-dir DIR`") from err
         tok.check_single_tokens(list(NAMES) + list(OBJECTS) + list(PLACES))
         kw["length_check"] = tok.equal_length
@@ -65,13 +73,37 @@ def _cmd_tasks(args: argparse.Namespace) -> int:
     out = Path(args.out_dir)
     for split, ex in splits.items():
         write_jsonl(out / f"{split}.jsonl", ex)
-        print(f"language-tasks: wrote {len(ex)} {args.task}/{split} examples to {out / f'{split}.jsonl'}",
-              file=sys.stderr)
+        log.info("language-tasks: wrote %d %s/%s examples to %s", len(ex), args.task, split, out / f"{split}.jsonl")
     return 0
 
 
 # ---------------------------------------------------------------------------------------------- train
+
+
+def _train_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--tasks-dir", required=True, help="folder with {task}/{split}.jsonl from language-tasks")
+    p.add_argument("--out-dir", required=True, help="model directory to write (HF format + vocab.json)")
+    p.add_argument("--metrics", required=True, help="JSON file for accuracy per task and split")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--steps", type=positive_int, default=900)
+    p.add_argument("--batch-per-task", type=positive_int, default=24)
+    p.add_argument("--lr", type=float, default=3e-3)
+    p.add_argument("--n-layer", type=positive_int, default=3)
+    p.add_argument("--n-head", type=positive_int, default=4)
+    p.add_argument("--n-embd", type=positive_int, default=64)
+    p.add_argument("--n-positions", type=positive_int, default=80)
+    p.add_argument("--time-limit", type=float, default=None,
+                   help="optional wall-clock cap in seconds; off by default because it makes the model depend on "
+                        "machine speed (every result must follow from the seeds)")
+    p.add_argument("--threads", type=positive_int, default=1, help="torch CPU threads (default 1)")
+
+
+@STAGES.stage("language-train", _train_arguments, help="train the embedded tiny GPT-2 on the three tasks' ID training distributions",
+        description="Train an HF GPT2LMHeadModel with a tiny config on fresh ID prompts of IOI, IOI-Hard and "
+                    "Greater-Than (never the held-out prompts in --tasks-dir), then write the model dir and the "
+                    "full model's accuracy per task and split as JSON.")
 def _cmd_train(args: argparse.Namespace) -> int:
+    from certified_circuits.atomic import atomic_dir, write_json
     from certified_circuits.language.models import save_embedded
     from certified_circuits.language.patching import full_model_metrics
     from certified_circuits.language.forward import GPT2Weights
@@ -81,47 +113,50 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
     tasks_dir = Path(args.tasks_dir)
     files = {t: {s: tasks_dir / t / f"{s}.jsonl" for s in SPLITS} for t in TASKS}
-    _check_inputs(*[f for d in files.values() for f in d.values()])
+    missing = [str(f) for d in files.values() for f in d.values() if not f.is_file()]
+    if missing:
+        raise InputError(f"task prompts not found: {', '.join(missing)}; run language-tasks for every task first")
     held_out = {t: {s: read_jsonl(f) for s, f in d.items()} for t, d in files.items()}
     exclude = [e.clean for d in held_out.values() for ex in d.values() for e in ex]
-    _threads(args.threads)
+    _set_threads(args.threads)
     cfg = TrainConfig(n_layer=args.n_layer, n_head=args.n_head, n_embd=args.n_embd, n_positions=args.n_positions,
                       steps=args.steps, batch_per_task=args.batch_per_task, lr=args.lr, seed=args.seed,
                       time_limit_s=args.time_limit)
-    model, tok, log = train_embedded(cfg, exclude)
+    model, tok, train_log = train_embedded(cfg, exclude)
     w = GPT2Weights.from_hf(model)
-    metrics: dict = {"config": cfg.__dict__, "training": log, "accuracy": {}}
+    metrics: dict = {"config": cfg.__dict__, "training": train_log, "accuracy": {}}
     for t, d in held_out.items():
         metrics["accuracy"][t] = {}
         for s, ex in d.items():
             r = full_model_metrics(w, encode_examples(ex, tok, max_len=cfg.n_positions))
             metrics["accuracy"][t][s] = {"accuracy": float(r.accuracy[0]), "binary_accuracy": float(r.binary_accuracy[0]),
                                          "logit_diff": float(r.logit_diff[0]), "n_examples": r.n_examples}
-            print(f"language-train: {t}/{s}: accuracy {r.accuracy[0]:.3f}, binary {r.binary_accuracy[0]:.3f}",
-                  file=sys.stderr)
-    out = Path(args.out_dir)
-    tmp = out.with_name(f".{out.name}.tmp{os.getpid()}")
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    save_embedded(model, tok, tmp)
-    if out.exists():
-        old = out.with_name(f".{out.name}.old{os.getpid()}")
-        os.replace(out, old)
-        os.replace(tmp, out)
-        shutil.rmtree(old)
-    else:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(tmp, out)
-    mpath = Path(args.metrics)
-    mpath.parent.mkdir(parents=True, exist_ok=True)
-    mtmp = mpath.with_name(f".{mpath.name}.tmp{os.getpid()}")
-    mtmp.write_text(json.dumps(metrics, indent=2))
-    os.replace(mtmp, mpath)
-    print(f"language-train: model -> {out}, metrics -> {mpath}", file=sys.stderr)
+            log.info("language-train: %s/%s: accuracy %.3f, binary %.3f", t, s, r.accuracy[0], r.binary_accuracy[0])
+    with atomic_dir(args.out_dir) as tmp:
+        save_embedded(model, tok, tmp)
+    write_json(args.metrics, metrics)
+    log.info("language-train: model -> %s, metrics -> %s", args.out_dir, args.metrics)
     return 0
 
 
 # ---------------------------------------------------------------------------------------------- attribute
+
+
+def _attribute_arguments(p: argparse.ArgumentParser) -> None:
+    _model_arguments(p)
+    p.add_argument("--task", required=True, choices=TASKS)
+    p.add_argument("--split", required=True, choices=SPLITS)
+    p.add_argument("--examples", type=existing_file, required=True, help="JSONL from language-tasks for this task and split")
+    p.add_argument("--out", required=True, help="attributions .h5 to write")
+    p.add_argument("--ig-steps", type=positive_int, default=5)
+    p.add_argument("--batch-size", type=positive_int, default=16)
+    p.add_argument("--experiment", default="language")
+
+
+@STAGES.stage("language-attribute", _attribute_arguments, help="per-example EAP-IG edge scores for one task and split (.h5)",
+        description="Compute signed per-example EAP-IG scores of every EAP-graph edge (metric: logit(answer) - "
+                    "logit(distractor) at the last position, gradients averaged over --ig-steps points between "
+                    "corrupted and clean embeddings) and write the attribution contract (scorer 'eap_ig').")
 def _cmd_attribute(args: argparse.Namespace) -> int:
     import numpy as np
 
@@ -129,18 +164,19 @@ def _cmd_attribute(args: argparse.Namespace) -> int:
     from certified_circuits.language.models import load_language_model
     from certified_circuits.language.tasks import read_jsonl
     from certified_circuits.language.tokenizer import encode_examples
+    from certified_circuits.devices import resolve_device
     from certified_circuits.store import write_attributions
 
-    _check_inputs(args.examples, args.model_path if args.model == "embedded" else None)
     examples = read_jsonl(args.examples)
     bad = [e.id for e in examples if e.task != args.task]
     if bad:
-        raise SystemExit(f"error: {args.examples} holds examples of another task than {args.task!r} ({bad[:3]})")
-    _threads(args.threads)
+        raise InputError(f"{args.examples} holds examples of another task than {args.task!r} ({bad[:3]})")
+    device = resolve_device(args.device)
+    _set_threads(args.threads)
     lm = load_language_model(args.model, args.model_path)
     batch = encode_examples(examples, lm.tokenizer, max_len=lm.n_positions)
     t0 = time.time()
-    scores = eap_ig_scores(lm.weights.to(args.device), batch, ig_steps=args.ig_steps, batch_size=args.batch_size, device=args.device)
+    scores = eap_ig_scores(lm.weights.to(device), batch, ig_steps=args.ig_steps, batch_size=args.batch_size, device=device)
     g = lm.weights.graph
     write_attributions(
         args.out, {"eap_ig": scores}, np.zeros(g.n_edges, dtype=np.int32), g.edge_names(), batch.ids,
@@ -149,121 +185,47 @@ def _cmd_attribute(args: argparse.Namespace) -> int:
          "metric": "logit(answer) - logit(distractor), last position, per example",
          "n_layers": g.n_layers, "n_heads": g.n_heads, "seconds": time.time() - t0},
         extras={"answer_token": batch.answer, "distractor_token": batch.distractor})
-    print(f"language-attribute: {scores.shape[0]} x {scores.shape[1]} EAP-IG scores -> {args.out}", file=sys.stderr)
+    log.info("language-attribute: %d x %d EAP-IG scores -> %s", scores.shape[0], scores.shape[1], args.out)
     return 0
 
 
 # ---------------------------------------------------------------------------------------------- evaluate
-def _parse_eval_sets(items: list[str]) -> dict[str, str]:
-    out = {}
-    for it in items:
-        if "=" not in it:
-            raise SystemExit(f"error: --eval-set expects NAME=PATH (e.g. id_test=tasks/ioi/id_test.jsonl), got {it!r}")
-        name, path = it.split("=", 1)
-        out[name] = path
-    return out
 
 
-def _cmd_evaluate(args: argparse.Namespace) -> int:
-    from certified_circuits.language.evaluate import evaluate_task
-    from certified_circuits.store import read_certificates, read_votes
-
-    eval_sets = _parse_eval_sets(args.eval_set)
-    _check_inputs(args.votes, args.certificates, *eval_sets.values(),
-                  args.model_path if args.model == "embedded" else None)
-    votes, certs = read_votes(args.votes), read_certificates(args.certificates)
-    _threads(args.threads)
-    table = evaluate_task(args.model, args.model_path, args.task, votes, certs, eval_sets,
-                          experiment=args.experiment, device=args.device, budget_floats=args.max_floats)
-    from certified_circuits.store import atomic_path
-
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_path(out) as tmp:
-        table.to_csv(tmp, index=False)
-    print(f"language-evaluate: {len(table)} rows -> {out}", file=sys.stderr)
-    return 0
-
-
-# ---------------------------------------------------------------------------------------------- register
-def register(subparsers) -> None:
-    """Add the ``language-*`` subcommands to the top-level ``certified-circuits`` parser."""
-    p = subparsers.add_parser(
-        "language-tasks", help="generate one language task's train/id_test/ood_test prompts (JSONL)",
-        description="Generate IOI / IOI-Hard / Greater-Than prompt pairs (clean, corrupted, answer, distractor) "
-                    "for the splits train, id_test and ood_test (paper, Appendix A.2) as OUT_DIR/{split}.jsonl.")
+def _evaluate_arguments(p: argparse.ArgumentParser) -> None:
+    _model_arguments(p)
     p.add_argument("--task", required=True, choices=TASKS)
-    p.add_argument("--out-dir", required=True, help="folder for train.jsonl, id_test.jsonl, ood_test.jsonl")
-    p.add_argument("--n-per-split", type=int, default=100)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--gpt2-tokenizer", default=None,
-                   help="local GPT-2 tokenizer dir/cache name: check single-token names and equal clean/corrupted "
-                        "lengths (paper scale)")
-    p.set_defaults(func=_cmd_tasks)
-
-    p = subparsers.add_parser(
-        "language-train", help="train the embedded tiny GPT-2 on the three tasks' ID training distributions",
-        description="Train an HF GPT2LMHeadModel with a tiny config on fresh ID prompts of IOI, IOI-Hard and "
-                    "Greater-Than (never the held-out prompts in --tasks-dir), then write the model dir and the "
-                    "full model's accuracy per task and split as JSON.")
-    p.add_argument("--tasks-dir", required=True, help="folder with {task}/{split}.jsonl from language-tasks")
-    p.add_argument("--out-dir", required=True, help="model directory to write (HF format + vocab.json)")
-    p.add_argument("--metrics", required=True, help="JSON file for accuracy per task and split")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--steps", type=int, default=900)
-    p.add_argument("--batch-per-task", type=int, default=24)
-    p.add_argument("--lr", type=float, default=3e-3)
-    p.add_argument("--n-layer", type=int, default=3)
-    p.add_argument("--n-head", type=int, default=4)
-    p.add_argument("--n-embd", type=int, default=64)
-    p.add_argument("--n-positions", type=int, default=80)
-    p.add_argument("--time-limit", type=float, default=None,
-                   help="optional wall-clock cap in seconds; off by default because it makes the model depend on "
-                        "machine speed (every result must follow from the seeds)")
-    p.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
-    p.set_defaults(func=_cmd_train)
-
-    p = subparsers.add_parser(
-        "language-attribute", help="per-example EAP-IG edge scores for one task and split (.h5)",
-        description="Compute signed per-example EAP-IG scores of every EAP-graph edge (metric: logit(answer) - "
-                    "logit(distractor) at the last position, gradients averaged over --ig-steps points between "
-                    "corrupted and clean embeddings) and write the attribution contract (scorer 'eap_ig').")
-    _add_model_args(p)
-    p.add_argument("--task", required=True, choices=TASKS)
-    p.add_argument("--split", required=True, choices=SPLITS)
-    p.add_argument("--examples", required=True, help="JSONL from language-tasks for this task and split")
-    p.add_argument("--out", required=True, help="attributions .h5 to write")
-    p.add_argument("--ig-steps", type=int, default=5)
-    p.add_argument("--batch-size", type=int, default=16)
-    p.add_argument("--experiment", default="language")
-    p.set_defaults(func=_cmd_attribute)
-
-    p = subparsers.add_parser(
-        "language-evaluate", help="circuit-restricted accuracy of baseline/majority/certified circuits (CSV)",
-        description="Interchange-patch every non-circuit edge with the corrupted run's activation and report exact "
-                    "next-token accuracy (cACC), binary answer-vs-distractor accuracy and logit difference per "
-                    "method and K, plus the unpatched 'full' model, as a tidy CSV.")
-    _add_model_args(p)
-    p.add_argument("--task", required=True, choices=TASKS)
-    p.add_argument("--votes", required=True, help="votes .h5 of this task (engine's votes stage)")
-    p.add_argument("--certificates", required=True, help="certificates .h5 of this task")
-    p.add_argument("--eval-set", action="append", required=True, metavar="NAME=PATH",
+    p.add_argument("--votes", type=existing_file, required=True, help="votes .h5 of this task (engine's votes stage)")
+    p.add_argument("--certificates", type=existing_file, required=True, help="certificates .h5 of this task")
+    p.add_argument("--eval-set", action="append", required=True, type=named_path, metavar="NAME=PATH",
                    help="evaluation prompts, repeatable: id_test=DIR/id_test.jsonl ood_test=DIR/ood_test.jsonl")
     p.add_argument("--out", required=True, help="CSV to write")
     p.add_argument("--experiment", default="language")
     p.add_argument("--max-floats", type=float, default=4e7,
                    help="activation buffer size per patched batch in floats (default 4e7 = 160 MB; raise on a GPU)")
-    p.set_defaults(func=_cmd_evaluate)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Standalone entry (``python -m certified_circuits.language.cli``) for testing without the lead's CLI."""
-    parser = argparse.ArgumentParser(prog="certified-circuits")
-    sub = parser.add_subparsers(dest="command", required=True)
-    register(sub)
-    args = parser.parse_args(argv)
-    return int(args.func(args))
+@STAGES.stage("language-evaluate", _evaluate_arguments, help="circuit-restricted accuracy of baseline/majority/certified circuits (CSV)",
+        description="Interchange-patch every non-circuit edge with the corrupted run's activation and report exact "
+                    "next-token accuracy (cACC), binary answer-vs-distractor accuracy and logit difference per "
+                    "method and K, plus the unpatched 'full' model, as a tidy CSV.")
+def _cmd_evaluate(args: argparse.Namespace) -> int:
+    from certified_circuits.atomic import write_csv
+    from certified_circuits.contracts import setting_columns
+    from certified_circuits.devices import resolve_device
+    from certified_circuits.language.evaluate import evaluate_task
+    from certified_circuits.store import read_certificates, read_votes
+    from certified_circuits.tracking import add_metrics
 
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+    eval_sets = dict(args.eval_set)
+    votes, certificates = read_votes(args.votes), read_certificates(args.certificates)
+    device = resolve_device(args.device)
+    _set_threads(args.threads)
+    table = evaluate_task(args.model, args.model_path, args.task, votes, certificates, eval_sets,
+                          experiment=args.experiment, device=str(device), budget_floats=args.max_floats)
+    table = table.assign(**setting_columns(votes, certificates))
+    write_csv(args.out, table)
+    full = table[table.method == "full"].drop_duplicates("eval_set")
+    add_metrics({f"full_accuracy_{r.eval_set}": r.accuracy for r in full.itertuples()})
+    log.info("language-evaluate: %d rows -> %s", len(table), args.out)
+    return 0

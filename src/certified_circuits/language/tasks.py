@@ -27,7 +27,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
+import re
+
 import numpy as np
+
+from certified_circuits.atomic import write_text
 
 TASKS: tuple[str, ...] = ("ioi", "ioi_hard", "greater_than")
 SPLITS: tuple[str, ...] = ("train", "id_test", "ood_test")
@@ -84,12 +88,18 @@ def template_words() -> list[str]:
         _gt_prompt("0", "garden", "drink", "war", "1700", ood_place=None, ood_obj=None),
         _gt_prompt("0", "garden", "drink", "war", "1700", ood_place="garden", ood_obj="drink"),
     ]
-    from certified_circuits.language.tokenizer import split_words  # local import: no cycle at load
-
     words: set[str] = set()
     for t in texts:
         words.update(w for w in split_words(t) if not w.isdigit() and w not in ("A", "B"))
     return sorted(words)
+
+
+_WORD_RE = re.compile(r"\d+|\w+|[^\w\s]")
+
+
+def split_words(text: str) -> list[str]:
+    """Split a prompt into words and punctuation marks (the word-level tokenizer's pre-tokenisation)."""
+    return _WORD_RE.findall(text)
 
 
 # ---------------------------------------------------------------------------------------------- templates
@@ -232,19 +242,8 @@ def generate_splits(task: str, seed: int, n_per_split: int = 100, **kw) -> dict[
 
 # ---------------------------------------------------------------------------------------------- files
 def write_jsonl(path: str | os.PathLike, examples: Sequence[Example]) -> Path:
-    """Write examples as JSON lines atomically (temp file in the same folder, then rename)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    try:
-        with open(tmp, "w", encoding="utf-8") as fh:
-            for ex in examples:
-                fh.write(json.dumps(asdict(ex)) + "\n")
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-    return path
+    """Write examples as JSON lines atomically."""
+    return write_text(path, "".join(json.dumps(asdict(ex)) + "\n" for ex in examples))
 
 
 def read_jsonl(path: str | os.PathLike) -> list[Example]:

@@ -14,22 +14,16 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, Sequence
 
 import numpy as np
 
-from certified_circuits.language.tasks import NAMES, OBJECTS, PLACES, EVENTS, Example, year_vocabulary
+from certified_circuits.atomic import write_text
+from certified_circuits.language.tasks import EVENTS, NAMES, OBJECTS, PLACES, Example, split_words, year_vocabulary
 
-_WORD_RE = re.compile(r"\d+|\w+|[^\w\s]")
 PAD = "<pad>"
-
-
-def split_words(text: str) -> list[str]:
-    """Split a prompt into words and punctuation marks (the word-level tokenizer's pre-tokenisation)."""
-    return _WORD_RE.findall(text)
 
 
 class PromptTokenizer(Protocol):
@@ -88,10 +82,7 @@ class WordTokenizer:
         return " ".join(self.vocab[i] for i in ids)
 
     def save(self, path: str | os.PathLike) -> None:
-        path = Path(path)
-        tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-        tmp.write_text(json.dumps({"type": "word", "vocab": self.vocab}))
-        os.replace(tmp, path)
+        write_text(path, json.dumps({"type": "word", "vocab": self.vocab}))
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "WordTokenizer":

@@ -1,11 +1,13 @@
-"""``certified-circuits vision-*`` subcommands (registered by ``certified_circuits.cli``).
+"""``certified-circuits vision-*`` stages (declared with :mod:`certified_circuits.stages`).
 
 - ``vision-world``: build the embedded concept world (one ``.npz`` per split + ``world.json``);
 - ``vision-train``: train the world ResNet, write the checkpoint and ID/OOD accuracies (JSON);
 - ``vision-filter-ood``: build the adversarial and anomaly sets by filtration against a model, and
   write the full model's accuracy on every split (the calibration numbers);
-- ``vision-attribute``: per-example scores of one class on one split -> attribution HDF5;
-- ``vision-evaluate``: sufficiency of one class's circuits (votes + certificates) -> tidy CSV.
+- ``vision-attribute``: per-example scores of one class on one or more splits -> attribution HDF5;
+- ``vision-evaluate``: sufficiency of one class's circuits (votes + certificates) -> tidy CSV;
+- ``vision-runtime``: naive vs cached certification cost (App. D);
+- ``vision-select-classes``, ``vision-imagenet-c``, ``vision-prepare-oodcv``: paper-scale data.
 
 Every path is explicit so that a Snakemake rule can declare inputs and outputs.
 """
@@ -14,47 +16,52 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
+import logging
 import time
 from pathlib import Path
 
 import numpy as np
 
+from ..stages import InputError, Stages, add_device, add_k_grid, existing_file, existing_path, named_path, positive_int
 
-def _threads(args: argparse.Namespace) -> None:
+log = logging.getLogger(__name__)
+STAGES = Stages()
+MODELS = ("world", "resnet50", "resnet101", "vit_b_16")
+
+
+def _model_arguments(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("model")
+    g.add_argument("--model", default="world", choices=MODELS,
+                   help="'world' (needs --checkpoint) or a torchvision ImageNet model (default: world)")
+    g.add_argument("--checkpoint", type=existing_file, help="world model checkpoint written by vision-train")
+    g.add_argument("--weights", type=existing_file, help="IMAGENET1K_V1 weights file (default: the torch hub cache)")
+    g.add_argument("--class-index", type=existing_file,
+                   help="LOC_synset_mapping.txt (wnid per line in class order) for ImageNet folders")
+    add_device(g)
+
+
+def _set_threads(args: argparse.Namespace) -> None:
     import torch
 
-    if getattr(args, "threads", None):
-        torch.set_num_threads(args.threads)
-
-
-def _model_args(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("model")
-    g.add_argument("--model", default="world", choices=["world", "resnet50", "resnet101", "vit_b_16"],
-                   help="'world' (needs --checkpoint) or a torchvision ImageNet model (default: world)")
-    g.add_argument("--checkpoint", type=Path, help="world model checkpoint written by vision-train")
-    g.add_argument("--weights", type=Path, help="IMAGENET1K_V1 weights file (default: the torch hub cache)")
-    g.add_argument("--class-index", type=Path,
-                   help="LOC_synset_mapping.txt (wnid per line in class order) for ImageNet folders")
-    g.add_argument("--threads", type=int, default=1,
-                   help="torch CPU threads (default 1: workflow jobs run side by side; raise it for a lone job)")
-    g.add_argument("--device", default="cpu", help="torch device, e.g. cpu or cuda (default cpu)")
+    # One thread by default: on a shared 2-core machine, OpenMP threads spinning against other jobs
+    # made a training step 15x slower than single-threaded (measured).
+    torch.set_num_threads(args.threads)
 
 
 def _load(args: argparse.Namespace):
+    """The model on its device, and the wnid index of ImageNet folders (None for the world)."""
+    from ..devices import resolve_device
     from .imagenet import class_names_from_index, load_wnid_index
     from .models import load_model
 
+    device = resolve_device(args.device)
+    _set_threads(args)
     index = load_wnid_index(args.class_index) if args.class_index else None
     if args.model != "world" and index is None:
-        raise SystemExit(f"--model {args.model} needs --class-index LOC_synset_mapping.txt to map wnid folders to classes")
+        raise InputError(f"--model {args.model} needs --class-index LOC_synset_mapping.txt to map wnid folders to classes")
     names = class_names_from_index(index) if index else None
     model = load_model(args.model, checkpoint=args.checkpoint, weights=args.weights, class_names=names)
-    import torch
-
-    if args.device != "cpu" and args.device.startswith("cuda") and not torch.cuda.is_available():
-        raise SystemExit(f"--device {args.device}: CUDA is not available on this machine; use --device cpu")
-    model.net.to(args.device)
+    model.net.to(device)
     return model, index
 
 
@@ -63,13 +70,38 @@ def _label(model, concept: str) -> int:
         return model.class_names.index(concept)
     if concept.isdigit() and int(concept) < len(model.class_names):
         return int(concept)
-    raise SystemExit(f"unknown concept {concept!r}: use a class name of the model, e.g. {model.class_names[:5]}, "
+    raise InputError(f"unknown concept {concept!r}: use a class name of the model, e.g. {model.class_names[:5]}, "
                      f"or a class index < {len(model.class_names)}")
 
 
 # ---------------------------------------------------------------------------------------------- world
 
-def cmd_world(args: argparse.Namespace) -> int:
+
+def _world_arguments(p: argparse.ArgumentParser) -> None:
+    from .world import SPLITS, WorldConfig
+
+    d = WorldConfig()
+    p.add_argument("--out", type=Path, required=True, help="output folder")
+    p.add_argument("--seed", type=int, default=d.seed)
+    p.add_argument("--image-size", type=int, default=d.image_size)
+    p.add_argument("--n-classes", type=int, default=d.n_classes)
+    p.add_argument("--habitat-rate", type=float, default=d.habitat_rate, help="P(class's own habitat) in ID splits")
+    p.add_argument("--texture-contrast", type=float, default=d.texture_contrast)
+    p.add_argument("--habitat-tint", type=float, default=d.habitat_tint)
+    p.add_argument("--n-train-per-class", type=int, default=d.n_train_per_class)
+    p.add_argument("--n-concept-per-class", type=int, default=d.n_concept_per_class, help="|D_c| (paper: 50; up to 1000)")
+    p.add_argument("--n-test-per-class", type=int, default=d.n_test_per_class)
+    p.add_argument("--n-ood-per-class", type=int, default=d.n_ood_per_class)
+    p.add_argument("--n-pool-per-class", type=int, default=d.n_pool_per_class, help="adversarial pool before filtration")
+    p.add_argument("--n-anomaly-pool", type=int, default=d.n_anomaly_pool, help="novel-shape pool before filtration")
+    p.add_argument("--severity", type=int, default=d.corruption_severity, help="defocus blur severity (paper: 2)")
+    p.add_argument("--splits", nargs="*", choices=SPLITS, help="only these splits (default: all)")
+
+
+@STAGES.stage("vision-world", _world_arguments, help="build the embedded concept world",
+              description="Render the concept world (shape classes + class-correlated habitats) into "
+              "OUT/<split>.npz and OUT/world.json. Deterministic in --seed.")
+def _cmd_world(args: argparse.Namespace) -> int:
     from .world import SPLITS, WorldConfig, build_world
 
     cfg = WorldConfig(
@@ -80,31 +112,46 @@ def cmd_world(args: argparse.Namespace) -> int:
         n_pool_per_class=args.n_pool_per_class, n_anomaly_pool=args.n_anomaly_pool,
         corruption_severity=args.severity,
     )
-    try:
-        cfg.validate()
-    except ValueError as e:
-        raise SystemExit(f"vision-world: {e}")
+    cfg.validate()
     splits = tuple(args.splits) if args.splits else SPLITS
     t0 = time.perf_counter()
     build_world(cfg, args.out, splits)
-    print(f"vision-world: wrote {len(splits)} splits to {args.out} in {time.perf_counter() - t0:.1f}s", file=sys.stderr)
+    log.info("vision-world: wrote %d splits to %s in %.1fs", len(splits), args.out, time.perf_counter() - t0)
     return 0
 
 
 # ---------------------------------------------------------------------------------------------- train
 
-def cmd_train(args: argparse.Namespace) -> int:
+
+def _train_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--world", type=Path, required=True, help="folder written by vision-world")
+    p.add_argument("--out-model", type=Path, required=True)
+    p.add_argument("--out-metrics", type=Path, required=True)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--epochs", type=positive_int, default=10)
+    p.add_argument("--batch-size", type=positive_int, default=128)
+    p.add_argument("--lr", type=float, default=3e-3)
+    p.add_argument("--widths", type=positive_int, nargs=4, default=[16, 32, 64, 128])
+    p.add_argument("--blocks", type=positive_int, nargs=4, default=[1, 1, 1, 1])
+    p.add_argument("--stem-stride", type=int, default=2, choices=[1, 2], help="stride of the 3x3 stem convolution")
+    p.add_argument("--threads", type=positive_int, default=1, help="torch CPU threads (default 1)")
+
+
+@STAGES.stage("vision-train", _train_arguments, help="train the embedded world ResNet",
+              description="Train a small torchvision ResNet on WORLD/train.npz; write the checkpoint and "
+              "accuracies on id_test / context_shift / corruption (JSON).")
+def _cmd_train(args: argparse.Namespace) -> int:
     from .models import save_world_model
     from .train import accuracy, train_world_model
     from .world import load_split, write_json_atomic
 
-    _threads(args)
+    _set_threads(args)
     tr = load_split(args.world / "train.npz")
     class_names = [str(c) for c in tr["class_names"]]
-    model, log = train_world_model(tr["images"], tr["labels"], class_names, seed=args.seed, epochs=args.epochs,
-                                   batch_size=args.batch_size, lr=args.lr, widths=tuple(args.widths),
-                                   blocks=tuple(args.blocks), stem_stride=args.stem_stride)
-    metrics = {"train_log": log}
+    model, train_log = train_world_model(tr["images"], tr["labels"], class_names, seed=args.seed, epochs=args.epochs,
+                                         batch_size=args.batch_size, lr=args.lr, widths=tuple(args.widths),
+                                         blocks=tuple(args.blocks), stem_stride=args.stem_stride)
+    metrics = {"train_log": train_log}
     for split in ("id_test", "context_shift", "corruption"):
         p = args.world / f"{split}.npz"
         if p.is_file():
@@ -113,16 +160,39 @@ def cmd_train(args: argparse.Namespace) -> int:
     save_world_model(args.out_model, model.net, class_names, args.widths, args.blocks, int(tr["images"].shape[1]),
                      meta={"seed": args.seed, "world": str(args.world)})
     write_json_atomic(args.out_metrics, metrics)
-    print("vision-train: " + ", ".join(f"{k}={v:.3f}" for k, v in metrics.items() if k.startswith("accuracy")), file=sys.stderr)
+    _report_accuracies("vision-train", metrics)
     return 0
 
 
-def cmd_filter(args: argparse.Namespace) -> int:
+def _report_accuracies(stage: str, metrics: dict) -> None:
+    from ..tracking import add_metrics
+
+    accuracies = {k: v for k, v in metrics.items() if k.startswith("accuracy")}
+    add_metrics(accuracies)
+    log.info("%s: %s", stage, ", ".join(f"{k}={v:.3f}" for k, v in accuracies.items()))
+
+
+def _filter_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--world", type=Path, required=True)
+    p.add_argument("--checkpoint", type=existing_file, required=True, help="filter model (vision-train output)")
+    p.add_argument("--out-adversarial", type=Path, required=True)
+    p.add_argument("--out-anomaly", type=Path, required=True)
+    p.add_argument("--out-metrics", type=Path, required=True)
+    p.add_argument("--max-per-class", type=positive_int, default=50)
+    p.add_argument("--min-confidence", type=float, default=0.7)
+    p.add_argument("--threads", type=positive_int, default=1, help="torch CPU threads (default 1)")
+
+
+@STAGES.stage("vision-filter-ood", _filter_arguments, help="filter the adversarial / anomaly OOD sets against a model",
+              description="ImageNet-A-style filtration (keep misclassified hard images) and ImageNet-O-style "
+              "filtration (keep novel shapes confidently labelled as a known class, labelled with it); also "
+              "writes the model's accuracy per split.")
+def _cmd_filter(args: argparse.Namespace) -> int:
     from .models import load_world_model
     from .train import accuracy, filter_adversarial, filter_anomaly
     from .world import load_split, save_split, write_json_atomic
 
-    _threads(args)
+    _set_threads(args)
     model = load_world_model(args.checkpoint)
     adv = filter_adversarial(model, load_split(args.world / "adversarial_pool.npz"), args.max_per_class)
     ano = filter_anomaly(model, load_split(args.world / "anomaly_pool.npz"), args.max_per_class, args.min_confidence)
@@ -140,23 +210,47 @@ def cmd_filter(args: argparse.Namespace) -> int:
         metrics[f"n_{name}"] = int(len(d["labels"]))
         metrics[f"per_class_{name}"] = np.bincount(d["labels"].astype(np.int64), minlength=len(model.class_names)).tolist()
     write_json_atomic(args.out_metrics, metrics)
-    print("vision-filter-ood: " + ", ".join(f"{k}={v:.3f}" for k, v in metrics.items() if k.startswith("accuracy")), file=sys.stderr)
+    _report_accuracies("vision-filter-ood", metrics)
     return 0
 
 
 # ---------------------------------------------------------------------------------------------- attribute
 
-def cmd_attribute(args: argparse.Namespace) -> int:
+
+def _attribute_arguments(p: argparse.ArgumentParser) -> None:
+    _model_arguments(p)
+    p.add_argument("--data", type=existing_path, required=True, help="world .npz split or ROOT/<wnid>/ image folder")
+    p.add_argument("--concept", required=True, help="class name (world), wnid (ImageNet) or class index")
+    p.add_argument("--split", default="concept", help="split name stored in the file's attrs")
+    p.add_argument("--experiment", default="vision")
+    p.add_argument("--out", type=Path, required=True, help="attribution .h5")
+    p.add_argument("--n-examples", type=positive_int, default=None, help="first N images of the class (default: all)")
+    p.add_argument("--batch-size", type=positive_int, default=64)
+    p.add_argument("--top-k", type=positive_int, default=9, help="top-activating examples stored per vertex")
+    p.add_argument("--counterfactual", type=existing_file, help="world counterfactual.npz -> extras/spurious_index")
+    p.add_argument("--also", nargs=3, action="append", default=[], metavar=("SPLIT", "DATA", "OUT"),
+                   help="attribute the same class on another split in the same process (repeatable); a split "
+                        "without images of the class gets a valid file with zero examples")
+    p.add_argument("--attr", action="append", default=[], type=named_path, metavar="KEY=VALUE",
+                   help="extra file attribute, e.g. config_digest=abc123 (repeatable)")
+
+
+@STAGES.stage("vision-attribute", _attribute_arguments, help="per-example scores of one class on one split -> HDF5",
+              description="Relevance, activation and rank scores of every vertex for the images of one class "
+              "(one forward/backward per batch), in the attribution contract.")
+def _cmd_attribute(args: argparse.Namespace) -> int:
     from .attribution import run_attribution, write_empty_attribution
     from .data import open_set
     from .world import load_split
 
-    _threads(args)
+    for split, data, out in args.also:
+        if not Path(data).exists():
+            raise InputError(f"--also {split}: {data} does not exist")
     model, index = _load(args)
     label = _label(model, args.concept)
     wnids = [args.concept] if index is not None else None
     cf = load_split(args.counterfactual) if args.counterfactual else None
-    extra = {k: str(v) for k, v in _parse_sets(args.attr, "--attr", "KEY=VALUE").items()}
+    extra = {key: str(value) for key, value in args.attr}
     # the main item, then every --also item: one process (one torch start-up) for all splits of a class
     items = [(args.split, args.data, args.out, cf, 1)] + [(split, Path(data), Path(out), None, 0) for split, data, out in args.also]
     for split, data, out, counterfactual, min_examples in items:
@@ -165,89 +259,127 @@ def cmd_attribute(args: argparse.Namespace) -> int:
         if min_examples == 0 and Path(data).is_dir() and not (Path(data) / args.concept).is_dir():
             # ImageNet-A/O hold 200 of the 1,000 classes: a class they lack has nothing to re-discover
             write_empty_attribution(model, out, attrs)
-            print(f"vision-attribute: {data} has no folder for {args.concept}; wrote an empty {out}", file=sys.stderr)
+            log.info("vision-attribute: %s has no folder for %s; wrote an empty %s", data, args.concept, out)
             continue
         iset = open_set(data, index, wnids=wnids)
         if min_examples == 0 and not (iset.labels == label).any():
             write_empty_attribution(model, out, attrs)
-            print(f"vision-attribute: {data} holds no image of {args.concept}; wrote an empty {out}", file=sys.stderr)
+            log.info("vision-attribute: %s holds no image of %s; wrote an empty %s", data, args.concept, out)
             continue
         run_attribution(model, iset, label, out, attrs=attrs, n_examples=args.n_examples,
                         batch_size=args.batch_size, top_k=args.top_k, counterfactual=counterfactual)
-        print(f"vision-attribute: {args.concept} ({split}) -> {out} in {time.perf_counter() - t0:.1f}s", file=sys.stderr)
+        log.info("vision-attribute: %s (%s) -> %s in %.1fs", args.concept, split, out, time.perf_counter() - t0)
     return 0
 
 
 # ---------------------------------------------------------------------------------------------- evaluate
 
-def _parse_sets(items: list[str], flag: str = "--eval-set", form: str = "NAME=PATH") -> dict[str, Path]:
-    out = {}
-    for it in items:
-        if "=" not in it:
-            raise SystemExit(f"{flag} expects {form}, got {it!r}")
-        k, v = it.split("=", 1)
-        out[k] = Path(v)
-    return out
+
+def _evaluate_arguments(p: argparse.ArgumentParser) -> None:
+    _model_arguments(p)
+    p.add_argument("--circuits", nargs=2, action="append", required=True, type=existing_file, metavar=("VOTES", "CERTS"),
+                   help="votes and certificates of one scorer of the class (repeatable: all are evaluated in one process)")
+    p.add_argument("--concept", required=True)
+    p.add_argument("--eval-set", action="append", required=True, type=named_path, metavar="NAME=PATH",
+                   help="eval set (world .npz or wnid folder); repeat for several")
+    p.add_argument("--out", type=Path, required=True, help="tidy CSV: one row per (scorer, eval set, method, K)")
+    p.add_argument("--experiment", default="vision")
+    p.add_argument("--methods", nargs="*", help="subset of baseline/majority/certified (default: all)")
+    p.add_argument("--ablation", choices=("zero", "mean"), default="zero",
+                   help="what removed channels carry: zero (the paper's sufficiency test) or their mean "
+                        "activation over --reference images (mean ablation)")
+    p.add_argument("--reference", type=existing_path, default=None,
+                   help="class-agnostic reference images for --ablation mean (world .npz or ROOT/<wnid>/)")
+    p.add_argument("--reference-size", type=positive_int, default=500, help="reference images sampled (seeded)")
+    p.add_argument("--reference-per-class", type=positive_int, default=5, help="folder references: images per class")
+    p.add_argument("--n-negatives", type=positive_int, default=100, help="seeded sample of other-class images for the FPR")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--max-batch", type=positive_int, default=None,
+                   help="(mask, image) pairs per forward pass (default: chosen from free device memory)")
+    p.add_argument("--limit-per-class", type=positive_int, default=None, help="images per class folder (paper scale)")
 
 
-def cmd_evaluate(args: argparse.Namespace) -> int:
+@STAGES.stage("vision-evaluate", _evaluate_arguments, help="sufficiency of one class's circuits -> tidy CSV",
+              description="Zero non-circuit channels at every block output and measure class accuracy, "
+              "false-positive rate on other classes and balanced accuracy for all K x methods (batched), "
+              "plus the unmasked model ('full'). Rows carry the scorer and setting of their circuits.")
+def _cmd_evaluate(args: argparse.Namespace) -> int:
+    import pandas as pd
+
+    from ..atomic import write_csv
     from ..certification import method_masks
+    from ..contracts import setting_columns
     from ..store import read_certificates, read_votes
+    from ..tracking import add_metrics
     from .data import open_set
-    from .evaluate import evaluate_class, write_table
+    from .evaluate import evaluate_class
 
-    _threads(args)
-    sets = _parse_sets(args.eval_set)
-    for name, p in sets.items():
-        if not p.exists():
-            raise SystemExit(f"vision-evaluate: eval set {name!r}: {p} does not exist")
-    circuits = [(args.votes, args.certificates, args.out)] if args.votes else []
-    circuits += [tuple(map(Path, item)) for item in args.circuits]
-    if not circuits or (args.votes is None) != (args.certificates is None) or (args.votes is None) != (args.out is None):
-        raise SystemExit("vision-evaluate: give --votes, --certificates and --out together, and/or --circuits VOTES CERTS OUT")
-    for item in circuits:
-        for path in item[:2]:
-            if not Path(path).is_file():
-                raise SystemExit(f"vision-evaluate: {path} does not exist")
+    sets = dict(args.eval_set)
+    for name, path in sets.items():
+        if not path.exists():
+            raise InputError(f"eval set {name!r}: {path} does not exist")
+    if args.ablation == "mean" and args.reference is None:
+        raise InputError("--ablation mean needs --reference (images whose mean activations fill removed channels)")
+    circuits = [(read_votes(v), read_certificates(c)) for v, c in args.circuits]
     model, index = _load(args)
     label = _label(model, args.concept)
     isets = {name: open_set(p, index, limit_per_class=args.limit_per_class) for name, p in sets.items()}
-    max_batch = args.max_batch or (1024 if model.image_size <= 64 else 64)
     fill = None
     if args.ablation == "mean":
         from .hooks import reference_activations
 
-        if args.reference is None:
-            raise SystemExit("vision-evaluate: --ablation mean needs --reference (images whose mean activations fill removed channels)")
         reference = open_set(args.reference, index, limit_per_class=args.reference_per_class)
         rng = np.random.default_rng(args.seed)
         pick = np.sort(rng.choice(len(reference), size=min(len(reference), args.reference_size), replace=False))
         fill = reference_activations(model, reference.load(pick, model).to(model.device))
-    for votes_path, certificates_path, out in circuits:  # one process (one torch start-up) for all items
+    frames = []
+    for votes, certificates in circuits:  # one process (one torch start-up) for every scorer of the class
         t0 = time.perf_counter()
-        votes = read_votes(votes_path)
-        masks = method_masks(votes, read_certificates(certificates_path))
+        masks = method_masks(votes, certificates)
         if args.methods:
             unknown = set(args.methods) - set(masks)
             if unknown:
-                raise SystemExit(f"unknown methods {sorted(unknown)}; available: {sorted(masks)}")
+                raise InputError(f"unknown methods {sorted(unknown)}; available: {sorted(masks)}")
             masks = {m: masks[m] for m in args.methods}
-        df = evaluate_class(model, isets, label, masks, np.asarray(votes.k_grid), np.asarray(votes.groups),
-                            experiment=args.experiment, concept=args.concept, n_negatives=args.n_negatives,
-                            seed=args.seed, max_batch=max_batch, fill=fill)
-        df["ablation"] = args.ablation
-        write_table(df, out)
-        print(f"vision-evaluate: {args.concept}: {len(df)} rows -> {out} in {time.perf_counter() - t0:.1f}s", file=sys.stderr)
+        frame = evaluate_class(model, isets, label, masks, np.asarray(votes.k_grid), np.asarray(votes.groups),
+                               experiment=args.experiment, concept=args.concept, n_negatives=args.n_negatives,
+                               seed=args.seed, max_batch=args.max_batch or (1024 if model.image_size <= 64 else 64), fill=fill)
+        frames.append(frame.assign(ablation=args.ablation, **setting_columns(votes, certificates)))
+        log.info("vision-evaluate: %s (%s): %d rows in %.1fs", args.concept, votes.attrs.get("scorer"), len(frame),
+                 time.perf_counter() - t0)
+    table = pd.concat(frames, ignore_index=True)
+    write_csv(args.out, table)
+    full = table[table.method == "full"].drop_duplicates("eval_set")
+    add_metrics({f"full_accuracy_{r.eval_set}": r.accuracy for r in full.itertuples()})
     return 0
 
 
-def cmd_runtime(args: argparse.Namespace) -> int:
-    from ..figures import format_runtime_table, write_table
+# ---------------------------------------------------------------------------------------------- runtime
+
+
+def _runtime_arguments(p: argparse.ArgumentParser) -> None:
+    _model_arguments(p)
+    p.add_argument("--data", type=existing_path, required=True, help="concept data of the class (.npz or ROOT/<wnid>/)")
+    p.add_argument("--concept", required=True)
+    p.add_argument("--n-examples", type=positive_int, default=50)
+    p.add_argument("--n", type=positive_int, nargs="+", default=[100, 500, 1000], help="certification sample sizes")
+    add_k_grid(p, required=False, default=[float(k) for k in np.linspace(0.05, 1.0, 20)])
+    p.add_argument("--p-del", type=float, default=0.6)
+    p.add_argument("--tau", type=float, default=0.95)
+    p.add_argument("--alpha", type=float, default=0.001)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out-stem", type=Path, required=True, help="writes STEM.csv, STEM.md and STEM.tex")
+
+
+@STAGES.stage("vision-runtime", _runtime_arguments, help="naive vs cached certification cost (App. D table)",
+              description="Time certification of one class with A re-run on every sub-dataset (naive) and from "
+              "cached per-example relevance (cached).")
+def _cmd_runtime(args: argparse.Namespace) -> int:
+    from ..tables import format_runtime_table, write_table
     from .attribution import class_indices
     from .data import open_set
     from .runtime import measure_naive_vs_cached
 
-    _threads(args)
     model, index = _load(args)
     label = _label(model, args.concept)
     iset = open_set(args.data, index, wnids=[args.concept] if index is not None else None)
@@ -256,191 +388,66 @@ def cmd_runtime(args: argparse.Namespace) -> int:
                                                          args.p_del, args.tau, args.alpha, args.seed))
     write_table(table, args.out_stem, caption="Runtime: naive (A re-run per mask) vs cached per-example scores",
                 float_format="{:.4g}")
-    print(table.to_string(index=False), file=sys.stderr)
+    log.info("vision-runtime:\n%s", table.to_string(index=False))
     return 0
 
 
 # ---------------------------------------------------------------------------------------------- paper-scale data
 
-def cmd_select_classes(args: argparse.Namespace) -> int:
+
+def _select_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--data", type=existing_path, required=True, help="ImageNet val root (ROOT/<wnid>/)")
+    p.add_argument("--n", type=positive_int, default=100)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", type=Path, required=True)
+
+
+@STAGES.stage("vision-select-classes", _select_arguments, help="seeded random class selection (paper: 100 classes)",
+              description="Draw N wnid folders of an ImageFolder tree by seed; write one wnid per line.")
+def _cmd_select_classes(args: argparse.Namespace) -> int:
+    from ..atomic import write_text
     from .imagenet import list_classes, select_classes
 
     chosen = select_classes(list_classes(args.data), args.n, args.seed)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = args.out.with_name(f".{args.out.name}.tmp")
-    tmp.write_text("\n".join(chosen) + "\n")
-    tmp.replace(args.out)
-    print(f"vision-select-classes: {len(chosen)} classes -> {args.out}", file=sys.stderr)
+    write_text(args.out, "\n".join(chosen) + "\n")
+    log.info("vision-select-classes: %d classes -> %s", len(chosen), args.out)
     return 0
 
 
-def _read_classes(path: Path) -> list[str]:
-    if not path.is_file():
-        raise SystemExit(f"class list {path} not found (one wnid per line; see vision-select-classes)")
-    return [line.strip() for line in path.read_text().splitlines() if line.strip()]
+def _imagenet_c_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--val", type=existing_path, required=True, help="ImageNet val root (ROOT/<wnid>/)")
+    p.add_argument("--classes", type=existing_file, required=True, help="wnid list (vision-select-classes output)")
+    p.add_argument("--out", type=Path, required=True, help="ImageNet-C root")
+    p.add_argument("--severity", type=int, default=2, choices=range(1, 6))
 
 
-def cmd_imagenet_c(args: argparse.Namespace) -> int:
+@STAGES.stage("vision-imagenet-c", _imagenet_c_arguments, help="generate ImageNet-C defocus blur from ImageNet val",
+              description="Write OUT/defocus_blur/<severity>/<wnid>/*.png for the listed classes (resize 256, crop "
+              "224, reimplemented ImageNet-C defocus blur). Use when the official ImageNet-C files are absent.")
+def _cmd_imagenet_c(args: argparse.Namespace) -> int:
     from .imagenet import generate_imagenet_c
 
-    out = generate_imagenet_c(args.val, args.out, _read_classes(args.classes), severity=args.severity)
-    print(f"vision-imagenet-c: {out}", file=sys.stderr)
+    classes = [line.strip() for line in args.classes.read_text().splitlines() if line.strip()]
+    out = generate_imagenet_c(args.val, args.out, classes, severity=args.severity)
+    log.info("vision-imagenet-c: %s", out)
     return 0
 
 
-def cmd_prepare_oodcv(args: argparse.Namespace) -> int:
+def _oodcv_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--src", type=existing_path, required=True)
+    p.add_argument("--mapping", type=existing_file, required=True, help="JSON object {category: wnid}")
+    p.add_argument("--out", type=Path, required=True)
+
+
+@STAGES.stage("vision-prepare-oodcv", _oodcv_arguments, help="sort an OOD-CV export into wnid folders",
+              description="Copy SRC/<category>/<image> to OUT/<wnid>/<image> with an explicit JSON table "
+              "{category: wnid} (only the categories shared with ImageNet-1k).")
+def _cmd_prepare_oodcv(args: argparse.Namespace) -> int:
     from .imagenet import prepare_oodcv
 
-    if not args.mapping.is_file():
-        raise SystemExit(f"OOD-CV mapping {args.mapping} not found: a JSON object {{category: wnid}}")
-    prepare_oodcv(args.src, args.out, json.loads(args.mapping.read_text()))
+    try:
+        mapping = json.loads(args.mapping.read_text())
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{args.mapping} is not valid JSON ({exc}): expected an object {{category: wnid}}") from exc
+    prepare_oodcv(args.src, args.out, mapping)
     return 0
-
-
-# ---------------------------------------------------------------------------------------------- register
-
-def register(subparsers) -> None:
-    """Add the vision subcommands to the top-level ``certified-circuits`` parser."""
-    from .world import SPLITS, WorldConfig
-
-    d = WorldConfig()
-    p = subparsers.add_parser("vision-world", help="build the embedded concept world",
-                              description="Render the concept world (shape classes + class-correlated habitats) "
-                                          "into OUT/<split>.npz and OUT/world.json. Deterministic in --seed.")
-    p.add_argument("--out", type=Path, required=True, help="output folder")
-    p.add_argument("--seed", type=int, default=d.seed)
-    p.add_argument("--image-size", type=int, default=d.image_size)
-    p.add_argument("--n-classes", type=int, default=d.n_classes)
-    p.add_argument("--habitat-rate", type=float, default=d.habitat_rate, help="P(class's own habitat) in ID splits")
-    p.add_argument("--texture-contrast", type=float, default=d.texture_contrast)
-    p.add_argument("--habitat-tint", type=float, default=d.habitat_tint)
-    p.add_argument("--n-train-per-class", type=int, default=d.n_train_per_class)
-    p.add_argument("--n-concept-per-class", type=int, default=d.n_concept_per_class, help="|D_c| (paper: 50; up to 1000)")
-    p.add_argument("--n-test-per-class", type=int, default=d.n_test_per_class)
-    p.add_argument("--n-ood-per-class", type=int, default=d.n_ood_per_class)
-    p.add_argument("--n-pool-per-class", type=int, default=d.n_pool_per_class, help="adversarial pool before filtration")
-    p.add_argument("--n-anomaly-pool", type=int, default=d.n_anomaly_pool, help="novel-shape pool before filtration")
-    p.add_argument("--severity", type=int, default=d.corruption_severity, help="defocus blur severity (paper: 2)")
-    p.add_argument("--splits", nargs="*", choices=SPLITS, help="only these splits (default: all)")
-    p.set_defaults(func=cmd_world)
-
-    p = subparsers.add_parser("vision-train", help="train the embedded world ResNet",
-                              description="Train a small torchvision ResNet on WORLD/train.npz; write the checkpoint "
-                                          "and accuracies on id_test / context_shift / corruption (JSON).")
-    p.add_argument("--world", type=Path, required=True, help="folder written by vision-world")
-    p.add_argument("--out-model", type=Path, required=True)
-    p.add_argument("--out-metrics", type=Path, required=True)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--epochs", type=int, default=10)
-    p.add_argument("--batch-size", type=int, default=128)
-    p.add_argument("--lr", type=float, default=3e-3)
-    p.add_argument("--widths", type=int, nargs=4, default=[16, 32, 64, 128])
-    p.add_argument("--blocks", type=int, nargs=4, default=[1, 1, 1, 1])
-    p.add_argument("--stem-stride", type=int, default=2, choices=[1, 2], help="stride of the 3x3 stem convolution")
-    p.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
-    p.set_defaults(func=cmd_train)
-
-    p = subparsers.add_parser("vision-filter-ood", help="filter the adversarial / anomaly OOD sets against a model",
-                              description="ImageNet-A-style filtration (keep misclassified hard images) and "
-                                          "ImageNet-O-style filtration (keep novel shapes confidently labelled as a "
-                                          "known class, labelled with it); also writes the model's accuracy per split.")
-    p.add_argument("--world", type=Path, required=True)
-    p.add_argument("--checkpoint", type=Path, required=True, help="filter model (vision-train output)")
-    p.add_argument("--out-adversarial", type=Path, required=True)
-    p.add_argument("--out-anomaly", type=Path, required=True)
-    p.add_argument("--out-metrics", type=Path, required=True)
-    p.add_argument("--max-per-class", type=int, default=50)
-    p.add_argument("--min-confidence", type=float, default=0.7)
-    p.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
-    p.set_defaults(func=cmd_filter)
-
-    p = subparsers.add_parser("vision-attribute", help="per-example scores of one class on one split -> HDF5",
-                              description="Relevance, activation and rank scores of every vertex for the images of "
-                                          "one class (one forward/backward per batch), in the attribution contract.")
-    _model_args(p)
-    p.add_argument("--data", type=Path, required=True, help="world .npz split or ROOT/<wnid>/ image folder")
-    p.add_argument("--concept", required=True, help="class name (world), wnid (ImageNet) or class index")
-    p.add_argument("--split", default="concept", help="split name stored in the file's attrs")
-    p.add_argument("--experiment", default="vision")
-    p.add_argument("--out", type=Path, required=True, help="attribution .h5")
-    p.add_argument("--n-examples", type=int, default=None, help="first N images of the class (default: all)")
-    p.add_argument("--batch-size", type=int, default=64)
-    p.add_argument("--top-k", type=int, default=9, help="top-activating examples stored per vertex")
-    p.add_argument("--counterfactual", type=Path, help="world counterfactual.npz -> extras/spurious_index")
-    p.add_argument("--also", nargs=3, action="append", default=[], metavar=("SPLIT", "DATA", "OUT"),
-                   help="attribute the same class on another split in the same process (repeatable); a split "
-                        "without images of the class gets a valid file with zero examples")
-    p.add_argument("--attr", action="append", default=[], metavar="KEY=VALUE",
-                   help="extra file attribute, e.g. config_digest=abc123 (repeatable)")
-    p.set_defaults(func=cmd_attribute)
-
-    p = subparsers.add_parser("vision-runtime", help="naive vs cached certification cost (App. D table)",
-                              description="Time certification of one class with A re-run on every sub-dataset "
-                                          "(naive) and from cached per-example relevance (cached).")
-    _model_args(p)
-    p.add_argument("--data", type=Path, required=True, help="concept data of the class (.npz or ROOT/<wnid>/)")
-    p.add_argument("--concept", required=True)
-    p.add_argument("--n-examples", type=int, default=50)
-    p.add_argument("--n", type=int, nargs="+", default=[100, 500, 1000], help="certification sample sizes")
-    p.add_argument("--k-grid", type=float, nargs="+", default=list(np.linspace(0.05, 1.0, 20)))
-    p.add_argument("--p-del", type=float, default=0.6)
-    p.add_argument("--tau", type=float, default=0.95)
-    p.add_argument("--alpha", type=float, default=0.001)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out-stem", type=Path, required=True, help="writes STEM.csv, STEM.md and STEM.tex")
-    p.set_defaults(func=cmd_runtime)
-
-    p = subparsers.add_parser("vision-evaluate", help="sufficiency of one class's circuits -> tidy CSV",
-                              description="Zero non-circuit channels at every block output and measure class accuracy, "
-                                          "false-positive rate on other classes and balanced accuracy for all K x "
-                                          "methods (batched), plus the unmasked model ('full').")
-    _model_args(p)
-    p.add_argument("--votes", type=Path, default=None)
-    p.add_argument("--certificates", type=Path, default=None)
-    p.add_argument("--circuits", nargs=3, action="append", default=[], metavar=("VOTES", "CERTS", "OUT"),
-                   help="more (votes, certificates, CSV) triples of the same class, evaluated in the same process")
-    p.add_argument("--concept", required=True)
-    p.add_argument("--eval-set", action="append", required=True, metavar="NAME=PATH",
-                   help="eval set (world .npz or wnid folder); repeat for several")
-    p.add_argument("--out", type=Path, default=None, help="tidy CSV (with --votes and --certificates)")
-    p.add_argument("--experiment", default="vision")
-    p.add_argument("--methods", nargs="*", help="subset of baseline/majority/certified (default: all)")
-    p.add_argument("--ablation", choices=("zero", "mean"), default="zero",
-                   help="what removed channels carry: zero (the paper's sufficiency test) or their mean "
-                        "activation over --reference images (mean ablation)")
-    p.add_argument("--reference", type=Path, default=None,
-                   help="class-agnostic reference images for --ablation mean (world .npz or ROOT/<wnid>/)")
-    p.add_argument("--reference-size", type=int, default=500, help="reference images sampled (seeded)")
-    p.add_argument("--reference-per-class", type=int, default=5, help="folder references: images per class")
-    p.add_argument("--n-negatives", type=int, default=100, help="seeded sample of other-class images for the FPR")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--max-batch", type=int, default=None,
-                   help="(mask, image) pairs per forward pass (default: 1024 for the world model, 64 at 224 px)")
-    p.add_argument("--limit-per-class", type=int, default=None, help="images per class folder (paper scale)")
-    p.set_defaults(func=cmd_evaluate)
-
-    p = subparsers.add_parser("vision-select-classes", help="seeded random class selection (paper: 100 classes)",
-                              description="Draw N wnid folders of an ImageFolder tree by seed; write one wnid per line.")
-    p.add_argument("--data", type=Path, required=True, help="ImageNet val root (ROOT/<wnid>/)")
-    p.add_argument("--n", type=int, default=100)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", type=Path, required=True)
-    p.set_defaults(func=cmd_select_classes)
-
-    p = subparsers.add_parser("vision-imagenet-c", help="generate ImageNet-C defocus blur from ImageNet val",
-                              description="Write OUT/defocus_blur/<severity>/<wnid>/*.png for the listed classes "
-                                          "(resize 256, crop 224, reimplemented ImageNet-C defocus blur). Use when the "
-                                          "official ImageNet-C files are absent.")
-    p.add_argument("--val", type=Path, required=True, help="ImageNet val root (ROOT/<wnid>/)")
-    p.add_argument("--classes", type=Path, required=True, help="wnid list (vision-select-classes output)")
-    p.add_argument("--out", type=Path, required=True, help="ImageNet-C root")
-    p.add_argument("--severity", type=int, default=2)
-    p.set_defaults(func=cmd_imagenet_c)
-
-    p = subparsers.add_parser("vision-prepare-oodcv", help="sort an OOD-CV export into wnid folders",
-                              description="Copy SRC/<category>/<image> to OUT/<wnid>/<image> with an explicit JSON "
-                                          "table {category: wnid} (only the categories shared with ImageNet-1k).")
-    p.add_argument("--src", type=Path, required=True)
-    p.add_argument("--mapping", type=Path, required=True)
-    p.add_argument("--out", type=Path, required=True)
-    p.set_defaults(func=cmd_prepare_oodcv)

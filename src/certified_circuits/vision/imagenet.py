@@ -19,12 +19,13 @@ All sets are read as ImageFolder-style trees with one folder per WordNet id (wni
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 from typing import Mapping, Sequence
 
 import numpy as np
+
+from ..atomic import atomic_dir, write_json
 
 IMAGE_SUFFIXES = (".jpeg", ".jpg", ".png", ".bmp", ".webp")
 SYNSET_FILE = "LOC_synset_mapping.txt"
@@ -129,13 +130,10 @@ def generate_imagenet_c(val_root: Path | str, out_root: Path | str, wnids: Seque
         if dst.is_dir():
             continue
         files = list_class_images(val_root, wnid)
-        tmp = out / f".{wnid}.tmp"
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
-        for f in files:
-            img = np.asarray(_resize_crop(Image.open(f).convert("RGB"), 256, 224))
-            Image.fromarray(defocus_blur(img, severity, scale="imagenet")).save(tmp / (f.stem + ".png"))
-        tmp.replace(dst)
+        with atomic_dir(dst) as tmp:
+            for f in files:
+                img = np.asarray(_resize_crop(Image.open(f).convert("RGB"), 256, 224))
+                Image.fromarray(defocus_blur(img, severity, scale="imagenet")).save(tmp / (f.stem + ".png"))
     return out
 
 
@@ -160,15 +158,9 @@ def prepare_oodcv(src_root: Path | str, out_root: Path | str, category_to_wnid: 
             raise DatasetLayoutError(f"OOD-CV category folder {src_root / cat} missing (expected SRC/<category>/<image>)")
     out_root.mkdir(parents=True, exist_ok=True)
     for cat, wnid in category_to_wnid.items():
-        tmp = out_root / f".{wnid}.tmp"
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir()
-        for f in sorted((src_root / cat).iterdir()):
-            if f.suffix.lower() in IMAGE_SUFFIXES:
-                shutil.copy2(f, tmp / f.name)
-        shutil.rmtree(out_root / wnid, ignore_errors=True)
-        tmp.replace(out_root / wnid)
-    meta = out_root / ".oodcv_mapping.json.tmp"
-    meta.write_text(json.dumps(dict(category_to_wnid), indent=2))
-    meta.replace(out_root / "oodcv_mapping.json")
+        with atomic_dir(out_root / wnid) as tmp:
+            for f in sorted((src_root / cat).iterdir()):
+                if f.suffix.lower() in IMAGE_SUFFIXES:
+                    shutil.copy2(f, tmp / f.name)
+    write_json(out_root / "oodcv_mapping.json", dict(category_to_wnid))
     return out_root

@@ -122,16 +122,12 @@ def _resnet_model(net: nn.Module, arch: str, class_names: list[str], image_size:
 
 def save_world_model(path: Path, net: ResNet, class_names: list[str], widths, blocks, image_size: int, meta: dict) -> Path:
     """Save the trained world model (state dict + architecture) atomically."""
+    from ..atomic import atomic_path
+
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    try:
+    with atomic_path(path) as tmp:
         torch.save({"state_dict": net.state_dict(), "class_names": list(class_names), "widths": list(widths),
                     "blocks": list(blocks), "stem_stride": int(net.conv1.stride[0]), "image_size": int(image_size), "meta": meta}, tmp)
-        tmp.replace(path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
     return path
 
 

@@ -27,6 +27,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..atomic import write_npz, write_text
+
 CLASS_SHAPES: tuple[str, ...] = (
     "circle", "square", "triangle", "plus", "star", "ring", "hexagon", "crescent", "bar", "ell",
 )
@@ -335,31 +337,13 @@ def make_split(cfg: WorldConfig, split: str) -> dict[str, np.ndarray]:
 
 
 def save_split(path: Path, arrays: dict[str, np.ndarray]) -> Path:
-    """Write one split as an uncompressed .npz atomically (temp name in the same folder + rename)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    try:
-        with open(tmp, "wb") as fh:
-            np.savez(fh, **arrays)
-        tmp.replace(path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-    return path
+    """Write one split as an uncompressed .npz atomically."""
+    return write_npz(path, arrays, compressed=False)
 
 
 def write_json_atomic(path: Path, obj: object) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    try:
-        tmp.write_text(json.dumps(obj, indent=2, sort_keys=True))
-        tmp.replace(path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-    return path
+    """World metadata and metrics as sorted, indented JSON, written atomically."""
+    return write_text(path, json.dumps(obj, indent=2, sort_keys=True))
 
 
 def build_world(cfg: WorldConfig, out_dir: Path, splits: tuple[str, ...] = SPLITS, progress: bool = True) -> dict[str, Path]:

@@ -1,0 +1,131 @@
+"""How a ``certified-circuits`` subcommand is declared: one convention for every half of the product.
+
+Each CLI module (engine stages in :mod:`certified_circuits.cli`, ``vision-*`` in
+:mod:`certified_circuits.vision.cli`, ``language-*`` in :mod:`certified_circuits.language.cli`,
+``report-*`` in :mod:`certified_circuits.report_cli`) holds a :class:`Stages` list and declares each
+stage as an *arguments* function followed directly by its handler::
+
+    STAGES = Stages()
+
+    def _votes_arguments(p): ...
+
+    @STAGES.stage("votes", _votes_arguments, help="Algorithm 2: ...")
+    def _cmd_votes(args): ...
+
+Handlers raise :class:`InputError` (or ``ValueError``) for bad input with a message that names the
+problem and the fix; :func:`certified_circuits.cli.main` turns it into ``error: ...`` and exit code 2.
+Lists are always space-separated (``--k-grid 0.1 0.2``); heavy libraries are imported inside handlers,
+so every stage starts fast. Outputs need no declaration: every file written through
+:mod:`certified_circuits.atomic` is recorded as an output of the job.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+
+class InputError(ValueError):
+    """Bad input to a stage (missing file, wrong layout, invalid value); the message says how to fix it."""
+
+
+@dataclass(frozen=True)
+class Stage:
+    name: str
+    arguments: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace], int | None]
+    help: str
+    description: str | None = None
+
+
+class Stages(list):
+    """The stages of one CLI module, registered into ``certified-circuits`` by :meth:`register`."""
+
+    def stage(self, name: str, arguments: Callable[[argparse.ArgumentParser], None], help: str,
+              description: str | None = None) -> Callable:
+        def decorate(run: Callable[[argparse.Namespace], int | None]) -> Callable:
+            self.append(Stage(name, arguments, run, help, description))
+            return run
+
+        return decorate
+
+    def register(self, subparsers: argparse._SubParsersAction) -> None:
+        for stage in self:
+            parser = subparsers.add_parser(stage.name, help=stage.help, description=stage.description or stage.help)
+            stage.arguments(parser)
+            parser.set_defaults(func=stage.run)
+
+
+# ------------------------------------------------------------------------------ argument types
+
+
+def existing_file(text: str) -> Path:
+    """argparse type: a file that must exist (checked before any work starts)."""
+    path = Path(text)
+    if not path.is_file():
+        raise argparse.ArgumentTypeError(f"{path}: file not found")
+    return path
+
+
+def existing_path(text: str) -> Path:
+    """argparse type: a file or folder that must exist."""
+    path = Path(text)
+    if not path.exists():
+        raise argparse.ArgumentTypeError(f"{path}: no such file or folder")
+    return path
+
+
+def k_fraction(text: str) -> float:
+    """argparse type: a top-K fraction in (0, 1] (NaN and infinity rejected)."""
+    try:
+        value = float(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number; K values are fractions in (0, 1]") from exc
+    if not (math.isfinite(value) and 0.0 < value <= 1.0):
+        raise argparse.ArgumentTypeError(f"K = {text} is outside (0, 1]")
+    return value
+
+
+def probability(text: str) -> float:
+    """argparse type: a finite number strictly between 0 and 1."""
+    try:
+        value = float(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from exc
+    if not (math.isfinite(value) and 0.0 < value < 1.0):
+        raise argparse.ArgumentTypeError(f"{text} must lie strictly between 0 and 1")
+    return value
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from exc
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text} must be at least 1")
+    return value
+
+
+def named_path(text: str) -> tuple[str, Path]:
+    """argparse type: ``NAME=PATH`` (e.g. ``--eval-set id=/data/val``)."""
+    name, sep, path = text.partition("=")
+    if not sep or not name or not path:
+        raise argparse.ArgumentTypeError(f"expected NAME=PATH, got {text!r}")
+    return name, Path(path)
+
+
+def add_k_grid(parser: argparse.ArgumentParser, required: bool = True, default: list[float] | None = None) -> None:
+    parser.add_argument("--k-grid", type=k_fraction, nargs="+", required=required, default=default,
+                        metavar="K", help="top-K fractions in (0, 1], space-separated")
+
+
+def add_device(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--device", default="auto",
+                        help="torch device: auto (CUDA when available, else CPU), cpu, cuda or cuda:N (default auto)")
+    parser.add_argument("--threads", type=positive_int, default=1,
+                        help="torch CPU threads (default 1: workflow jobs run side by side; raise it for a lone job)")
