@@ -40,8 +40,16 @@ except ConfigError as error:
     raise WorkflowError(str(error)) from None
 
 
-include: "rules/vision.smk"
-include: "rules/language.smk"
+if VISION["enabled"]:
+
+    include: "rules/vision.smk"
+
+
+if LANGUAGE["enabled"]:
+
+    include: "rules/language.smk"
+
+
 include: "rules/certification.smk"
 include: "rules/reports.smk"
 

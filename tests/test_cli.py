@@ -29,7 +29,7 @@ def attribution_file(tmp_path: Path) -> Path:
 def test_votes_then_certify(tmp_path: Path, attribution_file: Path) -> None:
     votes_path, cert_path = tmp_path / "votes.h5", tmp_path / "cert.h5"
     assert main(["votes", "--attributions", str(attribution_file), "--scorer", "relevance", "--k-grid",
-                 "0.125,0.5", "--p-del", "0.6", "--n0", "50", "--n", "300", "--seed", "4", "--out", str(votes_path)]) == 0
+                 "0.125", "0.5", "--p-del", "0.6", "--n0", "50", "--n", "300", "--seed", "4", "--out", str(votes_path)]) == 0
     votes = read_votes(votes_path)
     assert votes.selection_counts.shape == (2, 16) and votes.attrs["scorer"] == "relevance"
     assert main(["certify", "--votes", str(votes_path), "--tau", "0.95", "--alpha", "0.001", "--out", str(cert_path)]) == 0
@@ -56,6 +56,14 @@ def test_unknown_scorer_and_bad_k_grid(tmp_path: Path, attribution_file: Path, c
               "--p-del", "0.6", "--out", str(tmp_path / "v.h5")])
     assert "has no scorer 'rank'" in capsys.readouterr().err
     with pytest.raises(SystemExit):
-        main(["votes", "--attributions", str(attribution_file), "--scorer", "relevance", "--k-grid", "0,1.5",
+        main(["votes", "--attributions", str(attribution_file), "--scorer", "relevance", "--k-grid", "0", "1.5",
               "--p-del", "0.6", "--out", str(tmp_path / "v.h5")])
-    assert "fraction in (0, 1]" in capsys.readouterr().err
+    assert "outside (0, 1]" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["votes", "--attributions", str(attribution_file), "--scorer", "relevance", "--k-grid", "0.25", "nan",
+              "--p-del", "0.6", "--out", str(tmp_path / "v.h5")])
+    assert "outside (0, 1]" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:  # memory is estimated before anything is allocated
+        main(["votes", "--attributions", str(attribution_file), "--scorer", "relevance", "--k-grid", "0.5",
+              "--p-del", "0.6", "--n", "100000000", "--out", str(tmp_path / "v.h5")])
+    assert exc.value.code == 2 and "GiB" in capsys.readouterr().err and not (tmp_path / "v.h5").exists()

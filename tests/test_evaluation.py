@@ -76,7 +76,7 @@ def test_peak_table_by_balanced_accuracy() -> None:
 def test_best_gap_k() -> None:
     curves = cacc_curves(_table())
     # gaps: K 0.2 -> 0.8 - 0.7 = 0.1 ; K 0.5 -> 0.9 - 0.7 = 0.2
-    assert best_gap_k(curves, "v", "id") == 0.5
+    assert best_gap_k(curves, "id") == 0.5
 
 
 def test_iou_and_pairwise_iou() -> None:

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from certified_circuits import figures
+from certified_circuits import figures, tables
 from certified_circuits.certification import certified_radius
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -64,7 +64,7 @@ def peaks_table() -> pd.DataFrame:
 
 
 def test_format_peak_table_values(tmp_path: Path) -> None:
-    table = figures.format_peak_table(peaks_table())
+    table = tables.format_peak_table(peaks_table())
     assert list(table.columns) == ["Dataset", "Full", "Baseline cACC (K%)", "Certified cACC (K%)", "Δ cACC", "Δ K"]
     first = table.iloc[0].to_dict()
     assert first == {
@@ -74,7 +74,7 @@ def test_format_peak_table_values(tmp_path: Path) -> None:
     assert table["Δ cACC"].tolist() == ["+3.8 **", "+34.0 ***", "+0.0 ns"]  # -0.04 pp rounds to +0.0, not -0.0
     assert table["Δ K"].tolist() == ["-36.4", "-5.8", "+0.0"]
 
-    paths = figures.write_table(table, tmp_path / "tab_cert_vs_baseline", caption="Peak cACC (ResNet-101)")
+    paths = tables.write_table(table, tmp_path / "tab_cert_vs_baseline", caption="Peak cACC (ResNet-101)")
     assert [p.name for p in paths] == ["tab_cert_vs_baseline.csv", "tab_cert_vs_baseline.md", "tab_cert_vs_baseline.tex"]
     md, tex = paths[1].read_text(encoding="utf-8"), paths[2].read_text(encoding="utf-8")
     assert "| imagenet | 78.0 | 87.4 (70.0) | 91.2 (33.6) | +3.8 ** | -36.4 |" in md
@@ -90,17 +90,17 @@ def test_format_peak_table_values(tmp_path: Path) -> None:
 
 def test_significance_thresholds() -> None:
     p = pd.Series([0.0009, 0.001, 0.0099, 0.01, 0.049, 0.05, 0.5, np.nan])
-    assert figures.significance_marker(p).tolist() == ["***", "**", "**", "*", "*", "ns", "ns", ""]
+    assert tables.significance_marker(p).tolist() == ["***", "**", "**", "*", "*", "ns", "ns", ""]
 
 
 def test_peak_table_several_experiments_prefixes_dataset() -> None:
     peaks = pd.concat([peaks_table().iloc[:1], peaks_table().iloc[:1].assign(experiment="vit_b16")], ignore_index=True)
-    assert figures.format_peak_table(peaks)["Dataset"].tolist() == ["resnet101: imagenet", "vit_b16: imagenet"]
+    assert tables.format_peak_table(peaks)["Dataset"].tolist() == ["resnet101: imagenet", "vit_b16: imagenet"]
 
 
 def test_write_table_float_format_and_missing(tmp_path: Path) -> None:
     df = pd.DataFrame({"name": ["a_b", "c&d"], "n": [100, 1000], "x": [1.23456, np.nan], "ok": [True, False]})
-    paths = figures.write_table(df, tmp_path / "sub" / "t.v1", float_format="{:.2f}")
+    paths = tables.write_table(df, tmp_path / "sub" / "t.v1", float_format="{:.2f}")
     assert [p.name for p in paths] == ["t.v1.csv", "t.v1.md", "t.v1.tex"]  # dots in a stem are kept
     md, tex = paths[1].read_text(encoding="utf-8"), paths[2].read_text(encoding="utf-8")
     assert "| a_b | 100 | 1.23 | True |" in md and "| c&d | 1000 | -- | False |" in md
@@ -119,13 +119,13 @@ def test_runtime_table_speedup(tmp_path: Path) -> None:
         "cached_sample_s": [0.990, 0.990, 2.226, 2.226],
         "decision_s": [0.006, 0.024, 0.021, 0.194],
     })
-    out = figures.format_runtime_table(runtime)
+    out = tables.format_runtime_table(runtime)
     assert out["total_naive_s"].tolist() == pytest.approx([101.006, 101.024, 1007.021, 1007.194])
     assert out["total_cached_s"].tolist() == pytest.approx([0.996, 1.014, 2.247, 2.420])
     assert out["speedup"].tolist() == pytest.approx([101.006 / 0.996, 101.024 / 1.014, 1007.021 / 2.247, 1007.194 / 2.420])
     assert round(out["speedup"].iloc[3]) == 416  # the paper's x416 at n = 1000
     assert list(runtime.columns) == ["n", "paradigm", "naive_sample_s", "cached_sample_s", "decision_s"]  # input untouched
-    paths = figures.write_table(out, tmp_path / "runtime", float_format="{:.3f}")
+    paths = tables.write_table(out, tmp_path / "runtime", float_format="{:.3f}")
     assert "| 1000 | certified | 1007.000 | 2.226 | 0.194 | 1007.194 | 2.420 | 416.196 |" in paths[1].read_text(encoding="utf-8")
 
 
@@ -222,12 +222,12 @@ def test_plot_spurious_and_feature_grid(tmp_path: Path) -> None:
 def test_missing_column_raises_naming_it(tmp_path: Path, call: str, frame: pd.DataFrame, column: str) -> None:
     functions = {
         "curves": lambda df: figures.plot_cacc_curves(df, tmp_path / "x"),
-        "peaks": figures.format_peak_table,
+        "peaks": tables.format_peak_table,
         "iou": lambda df: figures.plot_iou(df, tmp_path / "x"),
         "stability": lambda df: figures.plot_seed_stability(df, tmp_path / "x"),
         "sweep": lambda df: figures.plot_radius_sweep(df, tmp_path / "x"),
         "spurious": lambda df: figures.plot_spurious(df, tmp_path / "x"),
-        "runtime": figures.format_runtime_table,
+        "runtime": tables.format_runtime_table,
     }
     with pytest.raises(ValueError, match=repr(column)):
         functions[call](frame)
@@ -238,4 +238,4 @@ def test_missing_metric_column_and_empty_table(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="'false_positive_rate'"):
         figures.plot_cacc_curves(curves_table(), tmp_path / "x", metric="false_positive_rate")
     with pytest.raises(ValueError, match="no rows"):
-        figures.format_peak_table(peaks_table().iloc[:0])
+        tables.format_peak_table(peaks_table().iloc[:0])

@@ -1,4 +1,4 @@
-"""Reporting stages end to end on small inputs laid out as the workflow lays them out."""
+"""Reporting stages end to end on small inputs; settings come from columns and attributes, never paths."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 from certified_circuits.certification import certify_votes
 from certified_circuits.cli import main
-from certified_circuits.reporting import annotate_from_path
+from certified_circuits.evaluation import operating_points
 from certified_circuits.smoothing import compute_votes
 from certified_circuits.store import write_attributions, write_certificates, write_votes
 
@@ -26,17 +26,19 @@ def _sufficiency(root: Path, concept: str, certified_boost: float) -> Path:
                              false_positive_rate=0.2, balanced_accuracy=(base + bump + 0.8) / 2, n_images=50))
     rows.append(dict(experiment="world", concept=concept, eval_set="id", method="full", k_target=1.0, k_effective=1.0,
                      accuracy=0.5, false_positive_rate=0.3, balanced_accuracy=0.6, n_images=50))
-    path = root / "sufficiency" / "world" / concept / "relevance" / f"{SETTING}.csv"
+    path = root / "anywhere" / f"{concept}.csv"  # the name carries nothing: settings are columns
     path.parent.mkdir(parents=True, exist_ok=True)
-    pd.DataFrame(rows).to_csv(path, index=False)
+    pd.DataFrame(rows).assign(scorer="relevance", split="concept", setting=SETTING, p_del=0.6, tau=0.95,
+                              radius=1).to_csv(path, index=False)
     return path
 
 
-def test_annotation_from_path() -> None:
-    info = annotate_from_path(Path(f"x/world/c1/relevance/{SETTING}.csv"))
-    assert info["scorer"] == "relevance" and info["p_del"] == 0.6 and info["tau"] == 0.95 and info["radius"] == 1
-    with pytest.raises(ValueError, match="layout"):
-        annotate_from_path(Path("x/world/c1/relevance/whatever.csv"))
+def test_sufficiency_without_settings_is_rejected(tmp_path: Path) -> None:
+    path = _sufficiency(tmp_path, "c0", 0.1)
+    pd.read_csv(path).drop(columns=["setting", "tau"]).to_csv(path, index=False)
+    with pytest.raises(SystemExit) as exc:
+        main(["report-sufficiency", "--inputs", str(path), "--by", "scorer", "--out-dir", str(tmp_path / "t")])
+    assert exc.value.code == 2
 
 
 def test_report_sufficiency_writes_tables_and_figures(tmp_path: Path) -> None:
@@ -49,46 +51,60 @@ def test_report_sufficiency_writes_tables_and_figures(tmp_path: Path) -> None:
     assert raw["delta"] == pytest.approx(0.875 / 0.7 - 1) and raw["n_concepts"] == 4
     markdown = (out / "peaks_cacc.md").read_text()
     assert "87.5 (25.0)" in markdown and "70.0 (50.0)" in markdown
+    assert raw["setting"] == SETTING  # the table names the setting it came from
     for name in ("curves_cacc.png", "curves_balanced_accuracy.pdf", "curves_false_positive_rate.png", "peaks_balanced.tex"):
         assert (out / name).stat().st_size > 0
+    points = pd.read_csv(out / "operating_points.csv")
+    peak = points[points.criterion == "certified_peak"].iloc[0]
+    gap = points[points.criterion == "max_gap"].iloc[0]
+    # certified beats baseline by 0.175 at K 0.5 and by 0.175 at K 0.2: ties go to the smaller K
+    assert peak.k_target == 0.5 and gap.k_target == 0.2 and peak.selected_on == "id" and peak.scorer == "relevance"
 
 
-def _votes_and_certificates(root: Path, name: str, seed: int, shift: float) -> tuple[Path, Path, Path]:
+def _votes_and_certificates(root: Path, name: str, seed: int, shift: float, concept: str = "c0",
+                            split: str = "concept") -> tuple[Path, Path, Path]:
     rng = np.random.default_rng(seed)
     signal = np.zeros(20)
     signal[[0, 1, 10, 11]] = 3.0  # exactly the top 2 of each group at K = 0.2
     scores = signal + shift * rng.normal(size=20) + rng.normal(size=(40, 20))
     attributions = write_attributions(root / f"{name}.h5", {"relevance": scores}, np.repeat([0, 1], 10),
-                                      [f"u{i}" for i in range(20)], [str(i) for i in range(40)], {},
+                                      [f"u{i}" for i in range(20)], [str(i) for i in range(40)], {"concept": concept},
                                       extras={"spurious_index": np.linspace(0, 1, 20)})
-    votes = compute_votes(scores, np.repeat([0, 1], 10), [0.2, 0.5], 0.6, 50, 200, seed=seed)
+    votes = compute_votes(scores, np.repeat([0, 1], 10), [0.2, 0.5], 0.6, 50, 200, seed=seed,
+                          attrs={"concept": concept, "split": split, "experiment": "world", "scorer": "relevance"})
     votes_path = write_votes(root / f"{name}_votes.h5", votes)
     cert_path = write_certificates(root / f"{name}_cert.h5", certify_votes(votes, 0.9, 0.01))
     return attributions, votes_path, cert_path
 
 
+def _operating_points(tmp_path: Path, curves: pd.DataFrame) -> Path:
+    path = tmp_path / "operating_points.csv"
+    operating_points(curves, ["experiment", "scorer", "eval_set"]).to_csv(path, index=False)
+    return path
+
+
 def test_iou_seeds_spurious_and_theory(tmp_path: Path) -> None:
     curves = pd.DataFrame(
-        [dict(experiment="world", eval_set=e, method=m, k_target=k, k_effective=k, cacc=c)
+        [dict(experiment="world", scorer="relevance", eval_set=e, method=m, k_target=k, k_effective=k, cacc=c)
          for e in ("id", "shift") for m, k, c in (("baseline", 0.2, 0.5), ("baseline", 0.5, 0.6),
                                                   ("certified", 0.2, 0.9), ("certified", 0.5, 0.7))]
     )
-    curves_path = tmp_path / "curves.csv"
-    curves.to_csv(curves_path, index=False)
+    points = str(_operating_points(tmp_path, curves))
     a_id, v_id, c_id = _votes_and_certificates(tmp_path, "id", 0, 0.0)
-    _, v_ood, c_ood = _votes_and_certificates(tmp_path, "ood", 1, 0.5)
+    _, v_ood, c_ood = _votes_and_certificates(tmp_path, "ood", 1, 0.5, split="shift")
     _, v_s1, c_s1 = _votes_and_certificates(tmp_path, "s1", 2, 0.0)
     out = tmp_path / "out"
-    assert main(["report-iou", "--experiment", "world", "--curves", str(curves_path), "--item", "c0", "shift",
-                 str(v_id), str(c_id), str(v_ood), str(c_ood), "--out-dir", str(out)]) == 0
+    common = ["--operating-points", points, "--scorer", "relevance"]
+    assert main(["report-iou", *common, "--circuits", str(v_id), str(c_id), "--circuits", str(v_ood), str(c_ood),
+                 "--out-dir", str(out)]) == 0
     iou = pd.read_csv(out / "iou.csv")
     assert set(iou.method) == {"baseline", "certified"} and (iou.k_target == 0.2).all()  # gap 0.4 at K 0.2
-    assert iou.iou.between(0, 1).all()
-    assert main(["report-seeds", "--experiment", "world", "--curves", str(curves_path), "--item", "c0", "0", str(v_id),
-                 str(c_id), "--item", "c0", "1", str(v_s1), str(c_s1), "--out-dir", str(out)]) == 0
+    assert (iou.eval_set == "shift").all() and iou.iou.between(0, 1).all()
+    assert main(["report-seeds", *common, "--circuits", str(v_id), str(c_id), "--circuits", str(v_s1), str(c_s1),
+                 "--out-dir", str(out)]) == 0
     seeds = pd.read_csv(out / "seed_stability.csv")
-    assert len(seeds) == 2 and seeds.k_target.iloc[0] == 0.2
-    assert main(["report-spurious", "--curves", str(curves_path), "--item", "c0", str(a_id), str(v_id), str(c_id),
+    assert len(seeds) == 2 and seeds.k_target.iloc[0] == 0.2 and set(seeds.seed_a) == {0}
+    assert main(["report-spurious", *common, "--attributions", str(a_id), "--circuits", str(v_id), str(c_id),
                  "--out-dir", str(out)]) == 0
     channels = pd.read_csv(out / "spurious_channels.csv")
     assert set(channels.category) <= {"certified_in", "abstained", "certified_out"}
@@ -102,13 +118,25 @@ def test_operating_k_comes_from_the_chosen_scorer(tmp_path: Path) -> None:
     rows = [dict(experiment="world", scorer=s, eval_set="id", method="certified", k_target=k, k_effective=k, cacc=c)
             for s, k, c in (("relevance", 0.2, 0.9), ("relevance", 0.5, 0.5), ("activation", 0.2, 0.1),
                             ("activation", 0.5, 0.95))]
-    curves_path = tmp_path / "curves.csv"
-    pd.DataFrame(rows).to_csv(curves_path, index=False)
+    points = str(_operating_points(tmp_path, pd.DataFrame(rows)))
     _, v, c = _votes_and_certificates(tmp_path, "id", 0, 0.0)
     out = tmp_path / "out"
-    assert main(["report-seeds", "--experiment", "world", "--curves", str(curves_path), "--scorer", "relevance",
-                 "--item", "c0", "0", str(v), str(c), "--item", "c0", "1", str(v), str(c), "--out-dir", str(out)]) == 0
+    assert main(["report-seeds", "--operating-points", points, "--scorer", "relevance", "--circuits", str(v), str(c),
+                 "--circuits", str(v), str(c), "--out-dir", str(out)]) == 0
     assert (pd.read_csv(out / "seed_stability.csv").k_target == 0.2).all()
-    with pytest.raises(SystemExit):
-        main(["report-seeds", "--experiment", "world", "--curves", str(curves_path), "--item", "c0", "0", str(v),
-              str(c), "--out-dir", str(out)])
+    with pytest.raises(SystemExit) as exc:  # a scorer without an operating point: a message, not a traceback
+        main(["report-seeds", "--operating-points", points, "--scorer", "rank", "--circuits", str(v), str(c),
+              "--out-dir", str(out)])
+    assert exc.value.code == 2
+
+
+def test_circuits_certified_from_other_votes_are_rejected(tmp_path: Path) -> None:
+    rows = [dict(experiment="world", scorer="relevance", eval_set="id", method="certified", k_target=0.2,
+                 k_effective=0.2, cacc=0.9)]
+    points = str(_operating_points(tmp_path, pd.DataFrame(rows)))
+    _, v0, _ = _votes_and_certificates(tmp_path, "a", 0, 0.0, concept="c0")
+    _, _, c1 = _votes_and_certificates(tmp_path, "b", 1, 0.0, concept="c1")
+    with pytest.raises(SystemExit) as exc:
+        main(["report-seeds", "--operating-points", points, "--scorer", "relevance", "--circuits", str(v0), str(c1),
+              "--out-dir", str(tmp_path / "out")])
+    assert exc.value.code == 2

@@ -32,6 +32,11 @@ TEMP_MARK = ".cc-tmp"
 _WRITTEN: list[Path] = []
 
 
+def forget_written() -> None:
+    """Start a new record of written paths (the CLI calls this before each stage it runs)."""
+    _WRITTEN.clear()
+
+
 def written_paths() -> list[Path]:
     """Files and folders this process has written atomically so far, each once, in order.
 

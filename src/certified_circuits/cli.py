@@ -160,6 +160,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(asctime)s %(name)s %(levelname)s %(message)s",
         stream=sys.stderr,
     )
+    from .atomic import forget_written
+
+    forget_written()
     started = time.time()
     try:
         status = int(args.func(args) or 0)

@@ -27,7 +27,7 @@ def pipeline(tmp_path_factory):
     assert main(["language-attribute", "--model", "embedded", "--model-path", str(d / "model"), "--task", task,
                  "--split", "train", "--examples", str(d / "tasks" / task / "train.jsonl"),
                  "--out", str(d / "attr.h5"), "--ig-steps", "2", "--batch-size", "4"]) == 0
-    assert main(["votes", "--attributions", str(d / "attr.h5"), "--scorer", "eap_ig", "--k-grid", "0.05,0.3,1.0",
+    assert main(["votes", "--attributions", str(d / "attr.h5"), "--scorer", "eap_ig", "--k-grid", "0.05", "0.3", "1.0",
                  "--p-del", "0.9", "--n0", "10", "--n", "50", "--seed", "0", "--absolute",
                  "--out", str(d / "votes.h5")]) == 0
     assert main(["certify", "--votes", str(d / "votes.h5"), "--tau", "0.6", "--alpha", "0.05",
@@ -61,7 +61,11 @@ def test_attribution_contract(pipeline):
 def test_evaluation_table(pipeline):
     df = pd.read_csv(pipeline / "eval.csv")
     assert list(df.columns) == ["experiment", "concept", "eval_set", "method", "k_target", "k_effective",
-                                "accuracy", "binary_accuracy", "logit_diff", "n_examples"]
+                                "accuracy", "binary_accuracy", "logit_diff", "n_examples",
+                                # the setting the circuits came from, read from the votes and certificates
+                                "scorer", "split", "setting", "p_del", "n0", "n", "seed", "tau", "alpha",
+                                "correction", "radius"]
+    assert (df.scorer == "eap_ig").all() and (df.tau == 0.6).all() and (df.alpha == 0.05).all()
     assert set(df.method) == {"full", "baseline", "majority", "certified"}
     assert set(df.eval_set) == {"id_test", "ood_test"}
     metrics = json.loads((pipeline / "metrics.json").read_text())["accuracy"]["ioi"]
@@ -78,9 +82,10 @@ def test_evaluation_table(pipeline):
 
 
 def test_clear_errors(tmp_path, capsys):
-    with pytest.raises(SystemExit, match="not found"):
+    with pytest.raises(SystemExit) as exc:
         main(["language-attribute", "--model", "embedded", "--model-path", str(tmp_path / "nomodel"), "--task",
               "ioi", "--split", "train", "--examples", str(tmp_path / "none.jsonl"), "--out", str(tmp_path / "a.h5")])
+    assert exc.value.code == 2 and "nomodel" in capsys.readouterr().err
     from certified_circuits.language.models import load_gpt2
 
     with pytest.raises(FileNotFoundError, match="huggingface-cli download gpt2"):

@@ -9,7 +9,7 @@ import torch
 
 from certified_circuits.vision.data import ImageSet
 from certified_circuits.vision.evaluate import (COLUMNS, evaluate_class, negative_sample, predictions_under_masks,
-                                                write_table)
+                                                )
 
 
 def make_set(n: int, labels: np.ndarray, seed: int = 0) -> ImageSet:
@@ -81,7 +81,9 @@ def test_evaluate_class_table(tiny_model, rng, tmp_path):
     # the all-ones circuit at K = 1 equals the full model
     top = df[(df.method == "baseline") & (df.k_target == 1.0)].iloc[0]
     assert top.accuracy == full.accuracy and top.false_positive_rate == full.false_positive_rate
-    out = write_table(df, tmp_path / "t" / "eval.csv")
+    from certified_circuits.atomic import write_csv
+
+    out = write_csv(tmp_path / "t" / "eval.csv", df)
     pd.testing.assert_frame_equal(pd.read_csv(out), df.reset_index(drop=True), check_dtype=False)
 
 
