@@ -17,7 +17,9 @@ VX = VISION["experiment"]
 LX = LANGUAGE["experiment"]
 VDIR = PATHS.data("vision")
 WORLD = f"{VDIR}/world"
+VMODEL = f"{VDIR}/model.pt"
 LDIR = PATHS.data("language")
+LMODEL = f"{LDIR}/model"
 TABLES = f"{RESULTS}/tables"
 FIGURES = f"{RESULTS}/figures"
 
@@ -40,7 +42,7 @@ def cli_options(options):
     """A config mapping as quoted options: {n_classes: 3, widths: [8, 16]} -> '--n-classes 3 --widths 8 16'."""
     parts = []
     for key, value in options.items():
-        flag = "--" + key.replace("_", "-")
+        flag = f"--{key.replace('_', '-')}"
         if isinstance(value, bool):
             parts.append(flag if value else "")
         elif isinstance(value, (list, tuple)):
@@ -71,7 +73,7 @@ def benchmark_path(rule_name, pattern=""):
 
 def local_inputs(paths):
     """Only files the workflow builds are inputs; user folders (ImageNet) are checked at parse time."""
-    return [p for p in paths if str(p).startswith(RESULTS + "/")]
+    return [p for p in paths if str(p).startswith(f"{RESULTS}/")]
 
 
 def item_options(flag, rows):
@@ -105,14 +107,14 @@ def vision_concept_size():
 
 def vision_model_args():
     if EMBEDDED_VISION:
-        return f"--model world --checkpoint {q(VDIR + '/model.pt')} --device {q(DEVICE)}"
+        return f"--model world --checkpoint {q(VMODEL)} --device {q(DEVICE)}"
     imagenet = VISION["imagenet"]
     weights = f" --weights {q(imagenet['weights'])}" if imagenet.get("weights") else ""
     return f"--model {q(imagenet['model'])} --class-index {q(imagenet['class_index'])}{weights} --device {q(DEVICE)}"
 
 
 def vision_model_inputs():
-    return [f"{VDIR}/model.pt"] if EMBEDDED_VISION else []
+    return [VMODEL] if EMBEDDED_VISION else []
 
 
 def vision_scorers(split, setting):
@@ -164,12 +166,25 @@ def vision_iou_circuits(wildcards):
     return [f for c, e in vision_rediscovered() for split in ("concept", e) for f in vision_circuits(split, c)]
 
 
+def vision_evaluate_circuits(wildcards):
+    """(votes, certificates) of every scorer the job evaluates."""
+    setting = setting_of(wildcards)
+    return [f for scorer in vision_scorers(wildcards.split, setting)
+            for f in (PATHS.votes(VX, wildcards.split, wildcards.concept, scorer, setting),
+                      PATHS.certificates(VX, wildcards.split, wildcards.concept, scorer, setting))]
+
+
+def vision_evaluate_sets(wildcards):
+    """Eval sets of a split: every set for the concept datasets, ID only for the radius sweep."""
+    return VISION["eval_sets"] if wildcards.split == "concept" else ["id"]
+
+
 # ------------------------------------------------------------------------ language
 
 
 def language_model_args():
     if EMBEDDED_LANGUAGE:
-        return f"--model embedded --model-path {q(LDIR + '/model')} --device {q(DEVICE)}"
+        return f"--model embedded --model-path {q(LMODEL)} --device {q(DEVICE)}"
     return f"--model gpt2 --model-path {q(LANGUAGE['model_path'])} --device {q(DEVICE)}"
 
 

@@ -41,8 +41,8 @@ if EMBEDDED_LANGUAGE:
         params:
             job=job_env("language_train"),
             options=cli_options(LANGUAGE["train"]),
-            tasks=f"{LDIR}/tasks",
-            model=f"{LDIR}/model",
+            tasks=lambda w, input: os.path.dirname(os.path.dirname(input[0])),
+            model=lambda w, output: os.path.dirname(output.model),
         log:
             log_path("language_train"),
         benchmark:

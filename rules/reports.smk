@@ -13,7 +13,7 @@ rule theory_figures:
         samples=report(f"{FIGURES}/theory/samples_vs_tau.png", caption="../report/theory.rst", category="Theory"),
     params:
         job=job_env("theory_figures"),
-        out=f"{FIGURES}/theory",
+        out=lambda w, output: os.path.dirname(output.radius),
     log:
         log_path("theory_figures"),
     conda:
@@ -44,7 +44,7 @@ if VISION["enabled"]:
             job=job_env("vision_tables"),
             test=config["tables"]["test"],
             title=VX,
-            out=VTABLES,
+            out=lambda w, output: os.path.dirname(output[0]),
         log:
             log_path("vision_tables"),
         conda:
@@ -70,7 +70,7 @@ if VISION["enabled"]:
                 job=job_env("vision_iou"),
                 circuits=lambda w, input: item_options("--circuits", zip(input.circuits[::2], input.circuits[1::2])),
                 scorer=VMAIN,
-                out=VTABLES,
+                out=lambda w, output: os.path.dirname(output[0]),
             log:
                 log_path("vision_iou"),
             conda:
@@ -98,7 +98,7 @@ if VISION["enabled"]:
                 job=job_env("vision_seed_stability"),
                 circuits=item_options("--circuits", zip(SEED_CIRCUITS[::2], SEED_CIRCUITS[1::2])),
                 scorer=VMAIN,
-                out=VTABLES,
+                out=lambda w, output: os.path.dirname(output[0]),
             log:
                 log_path("vision_seed_stability"),
             conda:
@@ -133,7 +133,7 @@ if VISION["enabled"]:
                 job=job_env("vision_radius_sweep"),
                 circuits=item_options("--circuits", zip(RADIUS_CIRCUITS[::2], RADIUS_CIRCUITS[1::2])),
                 k=SWEEP["fixed_k"],
-                out=VTABLES,
+                out=lambda w, output: os.path.dirname(output[0]),
             log:
                 log_path("vision_radius_sweep"),
             conda:
@@ -181,12 +181,12 @@ if VISION["enabled"]:
             params:
                 job=job_env("vision_runtime"),
                 model=vision_model_args(),
-                data=vision_eval_data("id"),
+                data=lambda w: vision_eval_data("id"),
                 concept=RUNTIME.get("concept", VCONCEPTS[0]),
                 n=words(RUNTIME["n"]),
                 k_grid=words(VISION["k_grid"]),
                 setting=VSETTING,
-                stem=f"{VTABLES}/runtime",
+                stem=lambda w, output: output[0][: -len(".csv")],
             log:
                 log_path("vision_runtime"),
             conda:
@@ -220,7 +220,7 @@ if VISION["enabled"]:
                 job=job_env("vision_spurious"),
                 circuits=item_options("--circuits", zip(SPURIOUS_CIRCUITS[::2], SPURIOUS_CIRCUITS[1::2])),
                 scorer=VMAIN,
-                out=VTABLES,
+                out=lambda w, output: os.path.dirname(output[0]),
             log:
                 log_path("vision_spurious"),
             conda:
@@ -249,7 +249,7 @@ if LANGUAGE["enabled"]:
             job=job_env("language_tables"),
             test=config["tables"]["test"],
             title=LX,
-            out=LTABLES,
+            out=lambda w, output: os.path.dirname(output[0]),
         log:
             log_path("language_tables"),
         conda:

@@ -19,7 +19,7 @@ if EMBEDDED_VISION:
         params:
             job=job_env("vision_world"),
             options=cli_options(VISION["world"]),
-            out=WORLD,
+            out=lambda w, output: os.path.dirname(output.meta),
         log:
             log_path("vision_world"),
         conda:
@@ -40,7 +40,7 @@ if EMBEDDED_VISION:
             job=job_env("vision_world_large"),
             options=cli_options({k: v for k, v in VISION["world"].items() if k != "n_concept_per_class"}),
             size=max(VISION["radius_sweep"]["sizes"]),
-            out=f"{VDIR}/world_large",
+            out=lambda w, output: os.path.dirname(output[0]),
         log:
             log_path("vision_world_large"),
         conda:
@@ -64,7 +64,7 @@ if EMBEDDED_VISION:
         params:
             job=job_env("vision_train"),
             options=cli_options(VISION["train"]),
-            world=WORLD,
+            world=lambda w, input: os.path.dirname(input[0]),
         log:
             log_path("vision_train"),
         benchmark:
@@ -94,7 +94,7 @@ if EMBEDDED_VISION:
             metrics=f"{VDIR}/calibration.json",
         params:
             job=job_env("vision_filter_ood"),
-            world=WORLD,
+            world=lambda w, input: os.path.dirname(input.pools[0]),
         log:
             log_path("vision_filter_ood"),
         conda:
@@ -124,9 +124,9 @@ rule vision_attribute:
     params:
         job=job_env("vision_attribute"),
         model=vision_model_args(),
-        data=vision_eval_data("id"),
+        data=lambda w: vision_eval_data("id"),
         size=vision_concept_size(),
-        counterfactual=f"--counterfactual {q(WORLD + '/counterfactual.npz')}" if EMBEDDED_VISION else "",
+        counterfactual=f"--counterfactual {q(f'{WORLD}/counterfactual.npz')}" if EMBEDDED_VISION else "",
         also=lambda w: item_options("--also", [(s, vision_eval_data(s), PATHS.attributions(VX, s, w.concept)) for s in REDISCOVERY]),
         experiment=VX,
     log:
@@ -156,7 +156,7 @@ rule vision_attribute_sized:
     params:
         job=job_env("vision_attribute_sized"),
         model=vision_model_args(),
-        data=VLARGE if EMBEDDED_VISION else vision_eval_data("id"),
+        data=lambda w: VLARGE if EMBEDDED_VISION else vision_eval_data("id"),
         experiment=VX,
     log:
         log_path("vision_attribute_sized", "{size}/{concept}"),
@@ -172,19 +172,6 @@ rule vision_attribute_sized:
         "{params.job} certified-circuits vision-attribute {params.model} --threads {threads} --data {params.data:q} "
         "--n-examples {wildcards.size} --concept {wildcards.concept:q} --split concept_n{wildcards.size} "
         "--experiment {params.experiment:q} --out {output:q} 2> {log:q}"
-
-
-def vision_evaluate_circuits(wildcards):
-    """(votes, certificates) of every scorer the job evaluates."""
-    setting = setting_of(wildcards)
-    return [f for scorer in vision_scorers(wildcards.split, setting)
-            for f in (PATHS.votes(VX, wildcards.split, wildcards.concept, scorer, setting),
-                      PATHS.certificates(VX, wildcards.split, wildcards.concept, scorer, setting))]
-
-
-def vision_evaluate_sets(wildcards):
-    """Eval sets of a split: every set for the concept datasets, ID only for the radius sweep."""
-    return VISION["eval_sets"] if wildcards.split == "concept" else ["id"]
 
 
 rule vision_evaluate:

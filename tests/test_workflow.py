@@ -248,3 +248,11 @@ def test_each_half_runs_alone(tmp_path: Path, half: str) -> None:
     assert done.returncode == 0, text[-3000:]
     counts = job_counts(text)
     assert counts.get(f"{half}_tables") == 1 and f"{other}_tables" not in counts, counts
+
+
+def test_snakemake_lint_is_clean() -> None:
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
+    done = subprocess.run([str(BIN / "snakemake"), "--lint"], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=300)
+    findings = [line for line in (done.stdout + done.stderr).splitlines() if re.match(r"^\s*\* ", line)]
+    assert done.returncode == 0 and findings == [], findings
