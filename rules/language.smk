@@ -1,7 +1,7 @@
 # Language half: task prompts, the embedded tiny GPT-2 (or GPT-2 Small), EAP-IG attributions on the
 # train split, interchange-patched sufficiency per (task, certification setting).
 
-LANGUAGE_SPLITS = ["train", "id_test", "ood_test"]
+LANGUAGE_SPLITS = ["train", "id_test", "ood_test", "validation"]
 ALL_TASKS = ["ioi", "ioi_hard", "greater_than"]
 
 
@@ -96,6 +96,7 @@ rule language_evaluate:
         certificates=PATHS.certificates(LX, scorer="eap_ig"),
         id_test=f"{LDIR}/tasks/{{concept}}/id_test.jsonl",
         ood_test=f"{LDIR}/tasks/{{concept}}/ood_test.jsonl",
+        validation=f"{LDIR}/tasks/{{concept}}/validation.jsonl",
         model=language_model_inputs(),
     output:
         PATHS.sufficiency(LX),
@@ -117,4 +118,4 @@ rule language_evaluate:
     shell:
         "{params.job} certified-circuits language-evaluate {params.model} --threads {threads} --task {wildcards.concept} "
         "--votes {input.votes:q} --certificates {input.certificates:q} --eval-set id_test={input.id_test:q} "
-        "--eval-set ood_test={input.ood_test:q} --experiment {params.experiment:q} --out {output:q} 2> {log:q}"
+        "--eval-set ood_test={input.ood_test:q} --eval-set validation={input.validation:q} --experiment {params.experiment:q} --out {output:q} 2> {log:q}"

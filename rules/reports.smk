@@ -42,6 +42,7 @@ if VISION["enabled"]:
             balanced_figure=report(f"{VTABLES}/curves_balanced_accuracy.png", caption="../report/balanced.rst", category="Vision"),
         params:
             job=job_env("vision_tables"),
+            select=f"--select-on {q(VISION['selection_set'])}" if VISION["selection_set"] else "",
             test=config["tables"]["test"],
             title=VX,
             out=lambda w, output: os.path.dirname(output[0]),
@@ -51,7 +52,7 @@ if VISION["enabled"]:
             ENV
         shell:
             "{params.job} certified-circuits report-sufficiency --inputs {input:q} --by scorer --test {params.test} "
-            "--title {params.title:q} --out-dir {params.out:q} 2> {log:q}"
+            "{params.select} --title {params.title:q} --out-dir {params.out:q} 2> {log:q}"
 
     ALL_TARGETS += rules.vision_tables.output
     SUMMARY_PEAKS += [rules.vision_tables.output.peaks, rules.vision_tables.output.balanced]
@@ -247,6 +248,7 @@ if LANGUAGE["enabled"]:
             curves_figure=report(f"{LTABLES}/curves_cacc.png", caption="../report/language_curves.rst", category="Language"),
         params:
             job=job_env("language_tables"),
+            select=f"--select-on {q(LANGUAGE['selection_set'])}" if LANGUAGE["selection_set"] else "",
             test=config["tables"]["test"],
             title=LX,
             out=lambda w, output: os.path.dirname(output[0]),
@@ -256,7 +258,7 @@ if LANGUAGE["enabled"]:
             ENV
         shell:
             "{params.job} certified-circuits report-sufficiency --inputs {input:q} --by concept setting --best-setting "
-            "--test {params.test} --title {params.title:q} --out-dir {params.out:q} 2> {log:q}"
+            "--test {params.test} {params.select} --title {params.title:q} --out-dir {params.out:q} 2> {log:q}"
 
     ALL_TARGETS += rules.language_tables.output
     SUMMARY_PEAKS += [rules.language_tables.output.peaks]

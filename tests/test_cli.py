@@ -67,3 +67,26 @@ def test_unknown_scorer_and_bad_k_grid(tmp_path: Path, attribution_file: Path, c
         main(["votes", "--attributions", str(attribution_file), "--scorer", "relevance", "--k-grid", "0.5",
               "--p-del", "0.6", "--n", "100000000", "--out", str(tmp_path / "v.h5")])
     assert exc.value.code == 2 and "GiB" in capsys.readouterr().err and not (tmp_path / "v.h5").exists()
+
+
+def test_every_concept_gets_its_own_mask_draw(tmp_path: Path, attribution_file: Path) -> None:
+    """Masks come from (seed, concept): two concepts with identical scores get different votes, the
+    same concept always the same ones, and the file records both the config seed and the mask seed."""
+    from certified_circuits.cli import mask_seed
+    from certified_circuits.store import read_attributions, write_attributions
+
+    source = read_attributions(attribution_file)
+    paths = {}
+    for concept in ("cat", "dog"):
+        attributions = tmp_path / f"{concept}.h5"
+        write_attributions(attributions, source.scores, source.groups, source.names, source.example_ids,
+                           {"concept": concept})
+        for run in (1, 2):
+            paths[concept, run] = tmp_path / f"{concept}_{run}.h5"
+            assert main(["votes", "--attributions", str(attributions), "--scorer", "relevance", "--k-grid", "0.5",
+                         "--p-del", "0.6", "--n0", "5", "--n", "40", "--seed", "3", "--out", str(paths[concept, run])]) == 0
+    cat, cat_again, dog = (read_votes(paths[k]) for k in (("cat", 1), ("cat", 2), ("dog", 1)))
+    assert np.array_equal(cat.certification_counts, cat_again.certification_counts)
+    assert not np.array_equal(cat.certification_counts, dog.certification_counts)
+    assert cat.attrs["seed"] == 3 and cat.attrs["mask_seed"] == mask_seed(3, "cat") != mask_seed(3, "dog")
+    assert mask_seed(3, "cat") != mask_seed(4, "cat")

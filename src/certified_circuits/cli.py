@@ -34,6 +34,22 @@ STAGES = Stages()
 VOTES_MEMORY_BYTES = 8 * 2**30
 
 
+def mask_seed(seed: int, concept: str) -> int:
+    """The seed of one concept's deletion masks: the first 64-bit word of ``SeedSequence([seed,
+    h(concept)])``, with ``h`` the first 8 bytes of SHA-256 of the concept name.
+
+    Every concept gets its own, independent mask draw from one config seed (reusing one draw for all
+    classes would correlate their certificates), and the draw does not depend on which other concepts
+    are certified or in what order. Its two children are the selection and certification streams.
+    """
+    import hashlib
+
+    import numpy as np
+
+    key = int.from_bytes(hashlib.sha256(concept.encode("utf-8")).digest()[:8], "little")
+    return int(np.random.SeedSequence([int(seed), key]).generate_state(1, dtype=np.uint64)[0])
+
+
 def _votes_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--attributions", type=existing_file, required=True, help="attribution HDF5 (input)")
     p.add_argument("--scorer", required=True, help="score matrix to use, e.g. relevance or eap_ig")
@@ -41,7 +57,8 @@ def _votes_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--p-del", type=probability, required=True, help="deletion probability in (0, 1)")
     p.add_argument("--n0", type=positive_int, default=100, help="selection samples (default 100)")
     p.add_argument("--n", type=positive_int, default=1000, help="certification samples (default 1000)")
-    p.add_argument("--seed", type=int, default=0, help="seed of both mask streams")
+    p.add_argument("--seed", type=int, default=0,
+                   help="config seed; the masks are drawn from (seed, concept) so every concept has its own draw")
     p.add_argument("--absolute", action="store_true", help="rank by |mean score| (EAP-IG edges)")
     p.add_argument("--out", type=str, required=True, help="votes HDF5 (output)")
 
@@ -64,6 +81,7 @@ def _cmd_votes(args: argparse.Namespace) -> int:
     if needed > VOTES_MEMORY_BYTES:
         raise InputError(f"n0 + n = {n_masks} masks over {n_examples} examples and {n_components} components need "
                          f"about {needed / 2**30:.1f} GiB (limit {VOTES_MEMORY_BYTES / 2**30:.0f} GiB): lower --n")
+    concept = str(attributions.attrs.get("concept", ""))
     start = time.perf_counter()
     votes = compute_votes(
         scores,
@@ -72,12 +90,14 @@ def _cmd_votes(args: argparse.Namespace) -> int:
         p_del=args.p_del,
         n0=args.n0,
         n=args.n,
-        seed=args.seed,
+        seed=mask_seed(args.seed, concept),
         absolute=args.absolute,
         attrs={
             "scorer": args.scorer,
             **{key: str(attributions.attrs.get(key, "")) for key in ("concept", "model", "experiment", "split")},
             "source": str(args.attributions),
+            "seed": int(args.seed),  # the config seed; the masks come from mask_seed(seed, concept)
+            "mask_seed": mask_seed(args.seed, concept),
         },
     )
     votes.attrs["seconds"] = time.perf_counter() - start

@@ -171,6 +171,72 @@ def peak_table(
     return pd.DataFrame(rows)
 
 
+def selected_table(
+    table: pd.DataFrame,
+    select_on: str,
+    metric: str = "accuracy",
+    test: str = "wilcoxon",
+    by: Sequence[str] = ("experiment", "eval_set"),
+    choose_setting: bool = False,
+) -> pd.DataFrame:
+    """Table 1 with held-out selection: every method's K (and, with ``choose_setting``, its
+    certification setting) is chosen on the eval set ``select_on`` and reported on every other eval set.
+
+    The same procedure for every method (baseline, majority, certified): per row key without the eval
+    set, the (setting, K) with the highest mean ``metric`` over concepts on ``select_on`` (ties: smaller
+    effective K, then the first setting in sorted order). The reported value is the mean over concepts on
+    the test eval set at that choice; the paired test compares certified and baseline per concept there.
+    Unlike :func:`peak_table`, no number is chosen on the split it is reported on.
+    """
+    keys = [k for k in by if k not in ("eval_set", "setting")]
+    curve_keys = [*keys, "eval_set"] + (["setting"] if choose_setting else [])
+    if not choose_setting and "setting" in table.columns and table.groupby([*keys, "eval_set"])["setting"].nunique().max() > 1:
+        raise ValueError("several settings per row: pass choose_setting=True (or --best-setting) to choose one")
+    if select_on not in set(table.eval_set):
+        raise ValueError(f"selection set {select_on!r} is not among the evaluated sets {sorted(set(table.eval_set))}")
+    column = "cacc" if metric == "accuracy" else metric
+    curves = cacc_curves(table, curve_keys)
+    validation = curves[(curves.eval_set == select_on) & (curves.method != "full")]
+    order = [*keys, "method", column, "k_effective"] + (["setting"] if choose_setting else [])
+    ascending = [True] * (len(keys) + 1) + [False, True] + ([True] if choose_setting else [])
+    chosen = validation.sort_values(order, ascending=ascending).groupby([*keys, "method"], as_index=False).head(1)
+    chosen = chosen[[*keys, "method", "k_target"] + (["setting"] if choose_setting else [])]
+    rows = []
+    for key, tested in table[(table.eval_set != select_on)].groupby([*keys, "eval_set"], sort=True):
+        key = key if isinstance(key, tuple) else (key,)
+        label = dict(zip([*keys, "eval_set"], key))
+        mine = chosen
+        for name in keys:
+            mine = mine[mine[name] == label[name]]
+        picks = mine.set_index("method")
+        if not {"baseline", "certified"} <= set(picks.index):
+            continue
+        row = {**label, "metric": column, "selected_on": select_on}
+        full = tested[tested.method == "full"].drop_duplicates("concept")
+        row["full"] = float(full[metric].mean()) if len(full) else np.nan
+        per_class = {}
+        for method in METHODS:
+            if method not in picks.index:
+                continue
+            pick = picks.loc[method]
+            rows_m = tested[(tested.method == method) & np.isclose(tested.k_target, pick["k_target"])]
+            if choose_setting:
+                rows_m = rows_m[rows_m.setting == pick["setting"]]
+                row[f"{method}_setting"] = pick["setting"]
+            per_class[method] = rows_m.groupby("concept")[metric].mean()
+            row[method] = float(per_class[method].mean())
+            row[f"{method}_k"] = float(rows_m["k_effective"].mean())
+            row[f"{method}_k_target"] = float(pick["k_target"])
+        row["delta"] = (row["certified"] - row["baseline"]) / row["baseline"] if row["baseline"] else np.nan
+        row["delta_k"] = (row["certified_k"] - row["baseline_k"]) / row["baseline_k"] if row["baseline_k"] else np.nan
+        paired = pd.concat({m: per_class[m] for m in ("baseline", "certified")}, axis=1, join="inner")
+        row["pvalue"] = paired_test(paired["certified"].to_numpy(), paired["baseline"].to_numpy(), test)
+        row["test"] = test
+        row["n_concepts"] = int(len(paired))
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
 def best_setting(peaks: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
     """Per row key, the certification setting with the highest certified peak (ties: smaller
     certified K), as the paper reports language results (App. A.2)."""

@@ -51,8 +51,14 @@ def _settings_of(table: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
 
 
 def sufficiency_report(inputs: Sequence[Path], by: Sequence[str], test: str, best_setting: bool, title: str,
-                       out_dir: Path) -> None:
-    """Table 1 / Table 3, curves and the operating points from per-concept sufficiency CSVs."""
+                       out_dir: Path, select_on: str | None = None) -> None:
+    """Table 1 / Table 3, curves and the operating points from per-concept sufficiency CSVs.
+
+    ``peaks_*``: each method at its peak on each eval set (the paper's protocol: K, and the setting with
+    ``best_setting``, are chosen on the split they are reported on). With ``select_on``, also
+    ``selected_*``: K and setting chosen on that held-out eval set, the same way for every method, and
+    reported on every other eval set (:func:`certified_circuits.evaluation.selected_table`).
+    """
     table = evaluation.read_sufficiency(inputs)
     evaluation.require_columns(table, ["scorer", "setting", "p_del", "tau", "radius"], "sufficiency tables "
                                "(rerun the evaluation stage: its CSVs carry their settings)")
@@ -70,6 +76,7 @@ def sufficiency_report(inputs: Sequence[Path], by: Sequence[str], test: str, bes
         if "setting" not in peaks.columns:
             peaks = peaks.merge(_settings_of(table, keys), on=keys, how="left")
         name = "cacc" if metric == "accuracy" else "balanced"
+        peaks["selected_on"] = "the reported eval set (paper protocol)"
         write_csv(out_dir / f"peaks_{name}_raw.csv", peaks)
         labels = [k for k in by if k != "setting"]
         shown = "cACC" if metric == "accuracy" else "balanced accuracy"
@@ -82,6 +89,19 @@ def sufficiency_report(inputs: Sequence[Path], by: Sequence[str], test: str, bes
             headline[f"{name}_{key}_certified"] = row["certified"]
             headline[f"{name}_{key}_baseline"] = row["baseline"]
             headline[f"{name}_{key}_certified_k"] = row["certified_k"]
+        if select_on:
+            selected = evaluation.selected_table(table, select_on, metric=metric, test=test, by=keys,
+                                                 choose_setting=best_setting)
+            write_csv(out_dir / f"selected_{name}_raw.csv", selected)
+            tables.write_table(_display_peaks(selected, labels).rename(columns={"Full": f"Full ({shown})"}),
+                               out_dir / f"selected_{name}",
+                               caption=f"{shown} of certified vs baseline circuits with K"
+                                       f"{' and setting' if best_setting else ''} chosen on the held-out {select_on} "
+                                       f"set, the same way for every method ({test} paired class-level test).")
+            for _, row in selected.iterrows():
+                key = "_".join(str(row[k]) for k in [*labels, "eval_set"])
+                headline[f"selected_{name}_{key}_certified"] = row["certified"]
+                headline[f"selected_{name}_{key}_baseline"] = row["baseline"]
     add_metrics(headline)
     panels = curves.copy()
     if by:

@@ -79,6 +79,8 @@ def check_listed_classes(vision, concepts):
 def check_vision(vision):
     if vision["main_scorer"] not in vision["scorers"]:
         config_error("vision.main_scorer", vision["main_scorer"], f"must be one of vision.scorers {vision['scorers']}")
+    if vision["selection_set"] and vision["selection_set"] not in vision["eval_sets"]:
+        config_error("vision.selection_set", vision["selection_set"], f"must be one of vision.eval_sets {vision['eval_sets']}")
     unknown = set(vision["rediscovery_sets"]) - set(vision["eval_sets"])
     if unknown:
         config_error("vision.rediscovery_sets", sorted(unknown), f"each must also be in vision.eval_sets {vision['eval_sets']}")

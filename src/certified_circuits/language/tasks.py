@@ -34,7 +34,9 @@ import numpy as np
 from certified_circuits.atomic import write_text
 
 TASKS: tuple[str, ...] = ("ioi", "ioi_hard", "greater_than")
-SPLITS: tuple[str, ...] = ("train", "id_test", "ood_test")
+#: train = the concept dataset D; validation = held-out ID prompts on which K and the setting are chosen;
+#: id_test / ood_test = where results are reported. Each split has its own seeded stream (its index).
+SPLITS: tuple[str, ...] = ("train", "id_test", "ood_test", "validation")
 # Stream index of the model-training distribution (never one of SPLITS' streams).
 TRAIN_MODEL_STREAM = 7
 
@@ -202,7 +204,7 @@ def generate_examples(task: str, split: str, n: int, seed: int, *, stream: int |
                       max_tries: int = 50) -> list[Example]:
     """Draw ``n`` examples of ``task`` for ``split`` from the seeded stream (seed, task, split/stream).
 
-    ``split`` picks the template family (``ood_test`` -> OOD, otherwise ID). ``length_check`` (e.g. the
+    ``split`` picks the template family (``ood_test`` -> OOD, otherwise ID; ``validation`` is ID). ``length_check`` (e.g. the
     GPT-2 equal-length test) rejects and redraws an example; after ``max_tries`` failures in a row it
     raises, naming the example.
     """
