@@ -9,14 +9,14 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: reproduce test bench smoke docs clean-results
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test]'
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[test]'
 	@touch $(STAMP)
 
 reproduce: $(STAMP)
-	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/snakemake --cores $(CORES) --profile profiles/local
+	PATH="$(abspath $(BIN)):$$PATH" bin/workflow --cores $(CORES) --profile profiles/local
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q --durations=15 tests
@@ -25,7 +25,7 @@ bench: $(STAMP)
 	@for b in benchmarks/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
 
 smoke: $(STAMP)
-	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/snakemake --cores $(CORES) --profile profiles/local --configfile configs/smoke.yaml
+	PATH="$(abspath $(BIN)):$$PATH" bin/workflow --cores $(CORES) --profile profiles/local --configfile configs/smoke.yaml
 
 # Copy the headline tables and two figures of the last full run into docs/ (committed).
 docs:

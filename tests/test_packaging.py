@@ -1,4 +1,4 @@
-"""Packaging invariants: the conda environment mirrors pyproject.toml, the README opens with its two
+"""Packaging invariants: ranges in pyproject.toml, exact pins in constraints.txt, the conda environment mirrors them, the README opens with its two
 commands, CI calls the README's test command."""
 
 from __future__ import annotations
@@ -12,21 +12,36 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _pyproject_pins() -> dict[str, str]:
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    specs = project["dependencies"] + project["optional-dependencies"]["test"]
+def _constraints() -> dict[str, str]:
     pins = {}
-    for spec in specs:
-        name, version = re.fullmatch(r"([A-Za-z0-9_.\-]+)==([0-9A-Za-z.]+)", spec).groups()
-        pins[name.lower()] = version
+    for line in (ROOT / "constraints.txt").read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            name, version = re.fullmatch(r"([A-Za-z0-9_.\-]+)==([0-9A-Za-z.]+)", line.strip()).groups()
+            pins[name.lower()] = version
     return pins
 
 
-def test_every_dependency_is_pinned_and_mirrored_in_the_conda_environment() -> None:
+def test_metadata_has_ranges_and_the_tested_pins_satisfy_them() -> None:
+    """A library: pyproject.toml states ranges (no exact pins, no Python cap), so it installs into an
+    existing GPU environment; constraints.txt holds the exact versions make and CI test with."""
+    from packaging.requirements import Requirement
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert project["requires-python"] == ">=3.11"
+    requirements = [Requirement(s) for s in project["dependencies"] + project["optional-dependencies"]["test"]]
+    pins = _constraints()
+    assert {r.name.lower() for r in requirements} == set(pins)
+    for requirement in requirements:
+        assert not any(spec.operator == "==" for spec in requirement.specifier), requirement
+        assert requirement.specifier.contains(pins[requirement.name.lower()]), (requirement, pins[requirement.name.lower()])
+    assert "-c constraints.txt" in (ROOT / "Makefile").read_text()
+
+
+def test_conda_environment_mirrors_the_tested_pins() -> None:
     env = yaml.safe_load((ROOT / "envs" / "certified-circuits.yaml").read_text())
     pip_block = next(item["pip"] for item in env["dependencies"] if isinstance(item, dict))
     conda_pins = dict(spec.lower().split("==") for spec in pip_block)
-    assert conda_pins == _pyproject_pins()
+    assert conda_pins == _constraints()
     assert "python=3.11" in env["dependencies"]
 
 

@@ -161,11 +161,14 @@ def test_adding_a_class_runs_only_its_jobs_and_the_aggregates(smoke_run: Path, t
 
 
 def test_killed_run_resumes_without_redoing_finished_jobs(tmp_path: Path) -> None:
+    """SIGKILL the whole run (no cleanup handler runs), then the same command again: bin/workflow sees
+    the stale Snakemake lock, removes it, and the run finishes without redoing finished jobs and without
+    leaving temporary files."""
     results = tmp_path / "results"
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
     target = str(results / "tables" / "world" / "peaks_cacc_raw.csv")
-    command = [str(BIN / "snakemake"), target, "--cores", "2", "--configfile", str(SMOKE), "--config",
-               f"results_dir={results}"]
+    command = [str(ROOT / "bin" / "workflow"), target, "--cores", "2", "--rerun-incomplete", "--configfile",
+               str(SMOKE), "--config", f"results_dir={results}"]
     process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                start_new_session=True)
     model = results / "vision" / "model.pt"
@@ -176,12 +179,13 @@ def test_killed_run_resumes_without_redoing_finished_jobs(tmp_path: Path) -> Non
     time.sleep(3)  # let some attribution jobs start
     os.killpg(process.pid, signal.SIGKILL)
     process.wait()
+    # a temporary file a killed writer would leave behind
+    (results / "attributions").mkdir(parents=True, exist_ok=True)
+    stale = results / "attributions" / f".x.abc{TEMP_MARK}.h5"
+    stale.write_bytes(b"partial")
     before = {p: p.stat().st_mtime_ns for p in (results / "vision" / "world").glob("*.npz")}
     before[model] = model.stat().st_mtime_ns
-    resumed = subprocess.run(command[:1] + ["--rerun-incomplete", "--unlock"] + command[1:], cwd=ROOT, env=env,
-                             capture_output=True, text=True)
-    resumed = subprocess.run(command[:1] + ["--rerun-incomplete"] + command[1:], cwd=ROOT, env=env,
-                             capture_output=True, text=True, timeout=900)
+    resumed = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     assert resumed.returncode == 0, resumed.stderr[-4000:]
     assert "vision_train" not in job_counts(resumed.stderr + resumed.stdout)
     assert {p: p.stat().st_mtime_ns for p in before} == before, "finished outputs must not be redone"
