@@ -9,16 +9,20 @@ input ends in ``error: <what is wrong and how to fix it>`` and exit code 2, neve
 
 from __future__ import annotations
 
-import argparse
-import importlib
-import logging
-import sys
 import time
-from typing import Sequence
 
-from . import __version__
-from .stages import InputError, Stages, add_k_grid, existing_file, positive_int, probability
-from .tracking import add_metrics
+#: when this process started running our code (start-up is measured from here: imports, model, data)
+PROCESS_START = time.perf_counter()
+
+import argparse  # noqa: E402  (stdlib, after the clock: milliseconds)
+import importlib  # noqa: E402
+import logging  # noqa: E402
+import sys  # noqa: E402
+from typing import Sequence  # noqa: E402
+
+from . import __version__  # noqa: E402
+from .stages import InputError, Stages, add_k_grid, existing_file, positive_int, probability  # noqa: E402
+from .tracking import add_metrics  # noqa: E402
 
 log = logging.getLogger("certified_circuits")
 

@@ -65,6 +65,16 @@ def _load(args: argparse.Namespace):
     return model, index
 
 
+def _log_startup(stage: str) -> None:
+    """Log and record how long the job took before its first batch (imports, model build, weights)."""
+    from ..cli import PROCESS_START
+    from ..tracking import add_metrics
+
+    seconds = time.perf_counter() - PROCESS_START
+    add_metrics({"startup_seconds": seconds})
+    log.info("%s: start-up %.2fs before the first batch (imports, model, data index)", stage, seconds)
+
+
 def _label(model, concept: str) -> int:
     if concept in model.class_names:
         return model.class_names.index(concept)
@@ -266,6 +276,8 @@ def _cmd_attribute(args: argparse.Namespace) -> int:
             write_empty_attribution(model, out, attrs)
             log.info("vision-attribute: %s holds no image of %s; wrote an empty %s", data, args.concept, out)
             continue
+        if split == args.split:
+            _log_startup("vision-attribute")
         run_attribution(model, iset, label, out, attrs=attrs, n_examples=args.n_examples,
                         batch_size=args.batch_size, top_k=args.top_k, counterfactual=counterfactual)
         log.info("vision-attribute: %s (%s) -> %s in %.1fs", args.concept, split, out, time.perf_counter() - t0)
@@ -333,6 +345,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         pick = np.sort(rng.choice(len(reference), size=min(len(reference), args.reference_size), replace=False))
         fill = reference_activations(model, reference.load(pick, model).to(model.device))
     frames = []
+    _log_startup("vision-evaluate")
     for votes, certificates in circuits:  # one process (one torch start-up) for every scorer of the class
         t0 = time.perf_counter()
         masks = method_masks(votes, certificates)
