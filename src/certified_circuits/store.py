@@ -63,6 +63,8 @@ def _read_attrs(handle: h5py.File) -> dict[str, Any]:
 
 @contextlib.contextmanager
 def _open_for_read(path: str | os.PathLike, producer: str) -> Iterator[h5py.File]:
+    """Open ``path`` for reading; any failure inside (a damaged header, heap or chunk makes h5py raise
+    OSError, KeyError or RuntimeError) becomes a :class:`StoreError` that names the file and the fix."""
     path = Path(path)
     if not path.exists():
         raise StoreError(f"{path}: file not found; run the {producer} stage that produces it")
@@ -74,7 +76,14 @@ def _open_for_read(path: str | os.PathLike, producer: str) -> Iterator[h5py.File
             f"the {producer} stage"
         ) from exc
     with handle:
-        yield handle
+        try:
+            yield handle
+        except StoreError:
+            raise
+        except (OSError, KeyError, RuntimeError, ValueError, TypeError) as exc:
+            raise StoreError(
+                f"{path}: corrupt HDF5 file ({type(exc).__name__}: {exc}): delete it and rerun the {producer} stage"
+            ) from exc
 
 
 def _dataset(handle: h5py.File, name: str, kind: str, shape: tuple[int | None, ...], producer: str) -> np.ndarray:
