@@ -91,7 +91,7 @@ def test_word_tokenizer_years_single_tokens():
     tok = WordTokenizer.default()
     for e in generate_examples("greater_than", "ood_test", 10, seed=2):
         assert tok.answer_id(e.answer) != tok.answer_id(e.distractor)
-    with pytest.raises(KeyError, match="vocabulary"):
+    with pytest.raises(ValueError, match="vocabulary"):
         tok.encode("Then, Zorblax went")
 
 

@@ -122,7 +122,11 @@ def load_embedded(model_dir: str | os.PathLike, with_bridge: bool = True) -> Lan
                                 f"{VOCAB_FILE}); train one with `certified-circuits language-train "
                                 f"--out-dir {model_dir} --metrics METRICS.json`")
     tok = WordTokenizer.load(model_dir / VOCAB_FILE)
-    hf = GPT2LMHeadModel.from_pretrained(model_dir, local_files_only=True, attn_implementation="eager")
+    try:
+        hf = GPT2LMHeadModel.from_pretrained(model_dir, local_files_only=True, attn_implementation="eager")
+    except Exception as exc:  # safetensors / torch raise their own types for a damaged weights file
+        raise ValueError(f"{model_dir}: the model weights cannot be read ({type(exc).__name__}: {str(exc)[:200]}); "
+                         f"they are truncated or corrupt: rerun language-train") from exc
     return _bundle("embedded", hf, tok, with_bridge)
 
 
@@ -134,7 +138,7 @@ def load_gpt2(model_path: str | os.PathLike | None = "gpt2", with_bridge: bool =
     try:
         hf = GPT2LMHeadModel.from_pretrained(src, local_files_only=True, attn_implementation="eager")
         hf_tok = AutoTokenizer.from_pretrained(src, local_files_only=True)
-    except (OSError, ValueError) as err:
+    except Exception as err:  # missing files (OSError) or damaged ones (safetensors' own error types)
         raise FileNotFoundError(
             f"GPT-2 Small was not found at {src!r} (offline, local_files_only=True): {err}. Obtain it on a "
             f"machine with internet via `huggingface-cli download gpt2 --local-dir DIR` (or "

@@ -69,13 +69,13 @@ class WordTokenizer:
             elif w.isdigit():
                 ids.extend(self.index[c] for c in w)
             else:
-                raise KeyError(f"word {w!r} is not in the word-level vocabulary ({self.vocab_size} words); "
+                raise ValueError(f"word {w!r} is not in the word-level vocabulary ({self.vocab_size} words); "
                                f"the prompt {text!r} was not made by this package's generators")
         return ids
 
     def answer_id(self, word: str) -> int:
         if word not in self.index:
-            raise KeyError(f"answer {word!r} is not a single token of the word-level vocabulary")
+            raise ValueError(f"answer {word!r} is not a single token of the word-level vocabulary")
         return self.index[word]
 
     def decode(self, ids: Sequence[int]) -> str:

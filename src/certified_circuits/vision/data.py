@@ -51,8 +51,6 @@ def folder_set(root: Path | str, wnid_index: dict[str, int], wnids: list[str] | 
                limit_per_class: int | None = None, min_images: int = 1) -> ImageSet:
     """ImageFolder-style tree ROOT/<wnid>/<image>; labels are ImageNet-1k indices via ``wnid_index``.
     Images are resized (256) and centre-cropped to the model's size unless they already have it."""
-    from PIL import Image
-
     wnids = wnids if wnids is not None else list_classes(root)
     files, labels = [], []
     for w in wnids:
@@ -67,7 +65,7 @@ def folder_set(root: Path | str, wnid_index: dict[str, int], wnids: list[str] | 
 
         arrs = []
         for i in idx:
-            img = Image.open(files[i]).convert("RGB")
+            img = read_rgb(files[i])
             if img.size != (model.image_size, model.image_size):
                 img = _resize_crop(img, round(model.image_size * 256 / 224), model.image_size)
             arrs.append(np.asarray(img, dtype=np.uint8))
@@ -75,6 +73,17 @@ def folder_set(root: Path | str, wnid_index: dict[str, int], wnids: list[str] | 
 
     ids = np.array([f"{f.parent.name}/{f.name}" for f in files])
     return ImageSet(labels=np.asarray(labels, dtype=np.int64), ids=ids, loader=loader, source=str(root))
+
+
+def read_rgb(path: Path | str):
+    """An image file as an RGB PIL image; a truncated, empty or non-image file raises ValueError naming it."""
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with Image.open(path) as image:
+            return image.convert("RGB")
+    except (UnidentifiedImageError, OSError, SyntaxError) as exc:
+        raise ValueError(f"{path}: not a readable image ({exc}); replace or delete the file") from exc
 
 
 def open_set(path: Path | str, wnid_index: dict[str, int] | None = None, wnids: list[str] | None = None,

@@ -123,6 +123,7 @@ def generate_imagenet_c(val_root: Path | str, out_root: Path | str, wnids: Seque
     from tqdm import tqdm
 
     from .corruption import defocus_blur
+    from .data import read_rgb
 
     out = imagenet_c_dir(out_root, severity)
     for wnid in tqdm(list(wnids), desc="imagenet-c", disable=not progress):
@@ -132,7 +133,7 @@ def generate_imagenet_c(val_root: Path | str, out_root: Path | str, wnids: Seque
         files = list_class_images(val_root, wnid)
         with atomic_dir(dst) as tmp:
             for f in files:
-                img = np.asarray(_resize_crop(Image.open(f).convert("RGB"), 256, 224))
+                img = np.asarray(_resize_crop(read_rgb(f), 256, 224))
                 Image.fromarray(defocus_blur(img, severity, scale="imagenet")).save(tmp / (f.stem + ".png"))
     return out
 

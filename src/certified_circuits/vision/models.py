@@ -131,14 +131,25 @@ def save_world_model(path: Path, net: ResNet, class_names: list[str], widths, bl
     return path
 
 
+def load_weights(path: Path) -> dict:
+    """``torch.load`` of a weights file (tensors only); a truncated or corrupt file raises ValueError naming it."""
+    import pickle
+
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except (RuntimeError, pickle.UnpicklingError, EOFError, OSError, ValueError) as exc:
+        raise ValueError(f"{path}: not a readable PyTorch weights file ({str(exc)[:200]}); it is truncated or "
+                         f"corrupt: download or write it again") from exc
+
+
 def load_world_model(path: Path) -> VisionModel:
     """Load a model written by ``vision-train``."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"world model checkpoint {path} does not exist; train it with "
                                 f"`certified-circuits vision-train --world WORLD_DIR --out-model {path}`")
-    ck = torch.load(path, map_location="cpu", weights_only=True)
-    if "state_dict" not in ck or "widths" not in ck:
+    ck = load_weights(path)
+    if not isinstance(ck, dict) or "state_dict" not in ck or "widths" not in ck:
         raise ValueError(f"{path} is not a world model checkpoint written by vision-train")
     net = world_resnet(len(ck["class_names"]), tuple(ck["widths"]), tuple(ck["blocks"]), int(ck.get("stem_stride", 2)))
     net.load_state_dict(ck["state_dict"])
@@ -185,8 +196,12 @@ def build_paper_model(arch: str, weights: Path | str | None = None, pretrained: 
                 f"internet (or run `python -c \"import torchvision; torchvision.models.{arch}(weights='IMAGENET1K_V1')\"` "
                 f"there) and copy the file to {expected_weights_path(arch)} or pass it with --weights PATH."
             )
-        state = torch.load(path, map_location="cpu", weights_only=True)
-        net.load_state_dict(state)
+        state = load_weights(path)
+        try:
+            net.load_state_dict(state)
+        except (RuntimeError, TypeError, AttributeError) as exc:
+            raise ValueError(f"{path} does not hold {arch} weights ({str(exc)[:200]}); pass the IMAGENET1K_V1 file "
+                             f"of {arch} with --weights") from exc
     net.eval()
     names = class_names or [str(i) for i in range(1000)]
     if arch == "vit_b_16":

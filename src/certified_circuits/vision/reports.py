@@ -65,9 +65,9 @@ def example_images(data: str | Path, ids: list[str], size: int = 64) -> np.ndarr
         if missing:
             raise ValueError(f"{path} lacks example ids {missing[:3]}: were the attributions made from it?")
         return split["images"][[position[i] for i in ids]]
-    from PIL import Image
+    from .data import read_rgb
 
-    return np.stack([np.asarray(Image.open(path / i).convert("RGB").resize((size, size))) for i in ids])
+    return np.stack([np.asarray(read_rgb(path / i).resize((size, size))) for i in ids])
 
 
 def features_report(operating_points: Path, scorer: str, attributions_path: Path, votes_path: Path,
