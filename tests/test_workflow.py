@@ -116,6 +116,11 @@ def test_every_job_has_an_mlflow_run_with_artifacts(smoke_run: Path) -> None:
     tables = next(run for run in children if run.data.tags["rule"] == "vision_tables")
     assert any(a.path == "peaks_cacc.md" for a in client.list_artifacts(tables.info.run_id, "")) or any(
         "peaks" in a.path for a in client.list_artifacts(tables.info.run_id))
+    evaluations = [run for run in children if run.data.tags["rule"] == "vision_evaluate"]
+    for run in evaluations:  # every evaluation job's sufficiency CSV is an artifact of its own run
+        artifacts = [a.path for a in client.list_artifacts(run.info.run_id)]
+        assert any(path.endswith(".csv") for path in artifacts), artifacts
+        assert any(key.startswith("full_accuracy_") for key in run.data.metrics), run.data.metrics
     votes = next(run for run in children if run.data.tags["rule"] == "votes")
     assert "wildcard.concept" in votes.data.tags and float(votes.data.params["n"]) == 100
 
