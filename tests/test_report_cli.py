@@ -140,3 +140,19 @@ def test_circuits_certified_from_other_votes_are_rejected(tmp_path: Path) -> Non
         main(["report-seeds", "--operating-points", points, "--scorer", "relevance", "--circuits", str(v0), str(c1),
               "--out-dir", str(tmp_path / "out")])
     assert exc.value.code == 2
+
+
+def test_model_seed_summary_reports_spread_and_wins(tmp_path: Path) -> None:
+    """Three runs with different model seeds: mean and sd per row, and in how many seeds certified wins."""
+    base = dict(experiment="world", scorer="relevance", eval_set="id_test", full=0.9, baseline_k=0.5, certified_k=0.3)
+    runs = []
+    for seed, (certified, baseline) in enumerate([(0.8, 0.7), (0.6, 0.7), (0.9, 0.7)]):
+        path = tmp_path / f"s{seed}.csv"
+        pd.DataFrame([{**base, "certified": certified, "baseline": baseline}]).to_csv(path, index=False)
+        runs += ["--run", str(seed), str(path)]
+    out = tmp_path / "out"
+    assert main(["report-model-seeds", *runs, "--name", "world_selected_cacc", "--out-dir", str(out)]) == 0
+    row = pd.read_csv(out / "world_selected_cacc_model_seeds_raw.csv").iloc[0]
+    assert row.certified_mean == pytest.approx(0.7667, abs=1e-4) and row.certified_std == pytest.approx(np.std([0.8, 0.6, 0.9], ddof=1))
+    assert row.n_seeds == 3 and row.certified_wins == 2 and row.baseline_wins == 1
+    assert "2/3" in (out / "world_selected_cacc_model_seeds.md").read_text()

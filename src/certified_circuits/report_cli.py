@@ -133,6 +133,28 @@ def _cmd_features(args: argparse.Namespace) -> int:
     return 0
 
 
+def _model_seeds_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--run", nargs=2, action="append", required=True, metavar=("SEED", "TABLE"),
+                   help="model-training seed and one of its runs' peaks_*/selected_* raw tables (repeatable)")
+    p.add_argument("--name", required=True, help="output stem, e.g. world_selected_cacc")
+    p.add_argument("--out-dir", required=True, type=Path)
+
+
+@STAGES.stage("report-model-seeds", _model_seeds_arguments,
+              help="mean ± spread of a table over runs with different model-training seeds")
+def _cmd_model_seeds(args: argparse.Namespace) -> int:
+    from .reporting import model_seeds_report
+
+    runs: dict[str, list[Path]] = {}
+    for seed, table in args.run:
+        path = Path(table)
+        if not path.is_file():
+            raise FileNotFoundError(f"{path}: table not found; run the workflow for model seed {seed} first")
+        runs.setdefault(seed, []).append(path)
+    model_seeds_report(runs, args.out_dir, args.name)
+    return 0
+
+
 def _theory_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--n-components", type=positive_int, default=3840)
     p.add_argument("--out-dir", required=True, type=Path)

@@ -223,6 +223,45 @@ def setting_tag(votes: Votes, certificates: Certificates) -> str:
     return setting_columns(votes, certificates)["setting"]
 
 
+def model_seeds_report(tables_by_seed: dict[str, Sequence[Path]], out_dir: Path, name: str) -> None:
+    """Conclusions across model-training seeds: the same table (peaks_* or selected_*) of runs whose
+    models were trained with different seeds, as mean, standard deviation, min and max per row and
+    method, with the number of seeds where certified beats the baseline.
+
+    ``tables_by_seed`` maps a seed label to its table file(s). A claim in the docs must hold in every
+    seed (``certified_wins == n_seeds``, or the reverse), not only in the mean.
+    """
+    frames = []
+    for seed, paths in tables_by_seed.items():
+        for path in paths:
+            frame = pd.read_csv(path)
+            evaluation.require_columns(frame, ["eval_set", "baseline", "certified", "certified_k", "baseline_k"],
+                                       f"{path} (a peaks_* or selected_* table of report-sufficiency)")
+            frames.append(frame.assign(model_seed=seed))
+    table = pd.concat(frames, ignore_index=True)
+    keys = [k for k in ("experiment", "scorer", "concept", "eval_set") if k in table.columns]
+    values = [c for c in ("full", "baseline", "majority", "certified", "baseline_k", "majority_k", "certified_k")
+              if c in table.columns]
+    grouped = table.groupby(keys)
+    summary = grouped[values].agg(["mean", "std", "min", "max"])
+    summary.columns = [f"{column}_{stat}" for column, stat in summary.columns]
+    summary["n_seeds"] = grouped["model_seed"].nunique()
+    summary["certified_wins"] = grouped.apply(lambda g: int((g["certified"] > g["baseline"]).sum()), include_groups=False)
+    summary["baseline_wins"] = grouped.apply(lambda g: int((g["certified"] < g["baseline"]).sum()), include_groups=False)
+    summary = summary.reset_index()
+    write_csv(out_dir / f"{name}_model_seeds_raw.csv", summary)
+    shown = summary[keys].copy()
+    for column in ("full", "baseline", "certified", "certified_k"):
+        if f"{column}_mean" in summary:
+            shown[column] = [f"{100 * m:.1f} ± {100 * s:.1f}" for m, s in zip(summary[f"{column}_mean"],
+                                                                          summary[f"{column}_std"].fillna(0))]
+    shown["certified > baseline"] = [f"{w}/{n}" for w, n in zip(summary["certified_wins"], summary["n_seeds"])]
+    tables.write_table(shown, out_dir / f"{name}_model_seeds",
+                       caption=f"{name}: mean ± standard deviation (%) over {summary['n_seeds'].max()} model-training "
+                               f"seeds, and in how many seeds certified beats the baseline")
+    add_metrics({f"seeds_{name}_certified_wins_total": int(summary["certified_wins"].sum())})
+
+
 def theory_report(out_dir: Path, n_components: int) -> None:
     figures.plot_radius_curves(out_dir / "radius_vs_pdel")
     figures.plot_sample_complexity(out_dir / "samples_vs_tau", n_components=n_components)
