@@ -78,24 +78,28 @@ def existing_path(text: str) -> Path:
     return path
 
 
-def k_fraction(text: str) -> float:
-    """argparse type: a top-K fraction in (0, 1] (NaN and infinity rejected)."""
+def _finite(text: str, what: str) -> float:
     try:
         value = float(text)
     except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number; K values are fractions in (0, 1]") from exc
-    if not (math.isfinite(value) and 0.0 < value <= 1.0):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number; {what}") from exc
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{text} is not finite; {what}")
+    return value
+
+
+def k_fraction(text: str) -> float:
+    """argparse type: a top-K fraction in (0, 1] (NaN and infinity rejected)."""
+    value = _finite(text, "K values are fractions in (0, 1]")
+    if not 0.0 < value <= 1.0:
         raise argparse.ArgumentTypeError(f"K = {text} is outside (0, 1]")
     return value
 
 
 def probability(text: str) -> float:
     """argparse type: a finite number strictly between 0 and 1."""
-    try:
-        value = float(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from exc
-    if not (math.isfinite(value) and 0.0 < value < 1.0):
+    value = _finite(text, "expected a number strictly between 0 and 1")
+    if not 0.0 < value < 1.0:
         raise argparse.ArgumentTypeError(f"{text} must lie strictly between 0 and 1")
     return value
 
