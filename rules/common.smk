@@ -179,6 +179,22 @@ def vision_evaluate_sets(wildcards):
     return VISION["eval_sets"] if wildcards.split == "concept" else ["id"]
 
 
+def vision_attack_inputs(wildcards):
+    """(concept attributions, pool attributions) per class: the pool is the class's images in the first
+    re-discovery set, for classes with enough of them (waits for the checkpoint)."""
+    pool_set = VISION["rediscovery_sets"][0]
+    return [f for c, e in vision_rediscovered() if e == pool_set
+            for f in (PATHS.attributions(VX, "concept", c), PATHS.attributions(VX, e, c))]
+
+
+def attack_options(attack, setting, scorer):
+    """report-attack options from an attack config block and the certification setting it re-runs."""
+    return (f"--scorer {q(scorer)} --k-grid {words(attack['k_grid'])} --p-del {number(setting.p_del)} "
+            f"--n0 {setting.n0} --n {setting.n} --seed {setting.seed} --tau {number(setting.tau)} "
+            f"--alpha {number(setting.alpha)} --correction {setting.correction} --multiples {words(attack['multiples'])} "
+            f"--trials {attack['trials']} --attack-seed {attack['seed']}")
+
+
 # ------------------------------------------------------------------------ language
 
 

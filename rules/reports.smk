@@ -82,6 +82,33 @@ if VISION["enabled"]:
 
         ALL_TARGETS += rules.vision_iou.output
 
+    VATTACK = VISION["attack"]
+    if VATTACK["enabled"] and REDISCOVERY:
+
+        rule vision_attack:
+            """Theorem 1 shown directly: edit each class's concept dataset by r, 2r, 4r examples (random and
+            greedy adversarial), re-certify with the same seeds, count baseline and certified label flips."""
+            input:
+                vision_attack_inputs,
+            output:
+                table=f"{VTABLES}/attack/attack_raw.csv",
+                summary=f"{VTABLES}/attack/attack.md",
+                figure=report(f"{VTABLES}/attack/attack.png", caption="../report/attack.rst", category="Vision"),
+            params:
+                job=job_env("vision_attack"),
+                classes=lambda w, input: item_options("--class", zip(input[::2], input[1::2])),
+                options=lambda w: attack_options(VATTACK, VSETTING, VISION["main_scorer"]),
+                out=lambda w, output: os.path.dirname(output.table),
+            log:
+                log_path("vision_attack"),
+            conda:
+                ENV
+            shell:
+                "{params.job} certified-circuits report-attack {params.classes} {params.options} "
+                "--out-dir {params.out:q} 2> {log:q}"
+
+        ALL_TARGETS += rules.vision_attack.output
+
     SEEDS = VISION["seed_stability"]
     if SEEDS["n_seeds"] >= 2:
         SEED_CIRCUITS = [f for c in vision_concepts(SEEDS["concepts"]) for i in range(SEEDS["n_seeds"])
@@ -262,6 +289,32 @@ if LANGUAGE["enabled"]:
 
     ALL_TARGETS += rules.language_tables.output
     SUMMARY_PEAKS += [rules.language_tables.output.peaks]
+
+    LATTACK = LANGUAGE["attack"]
+    if LATTACK["enabled"]:
+
+        rule language_attack:
+            """Theorem 1 shown directly on the tasks: edits drawn from the OOD prompts (first setting of each task)."""
+            input:
+                [f for task in LANGUAGE["tasks"] for f in (PATHS.attributions(LX, "train", task), PATHS.attributions(LX, "ood_test", task))],
+            output:
+                table=f"{LTABLES}/attack/attack_raw.csv",
+                summary=f"{LTABLES}/attack/attack.md",
+                figure=report(f"{LTABLES}/attack/attack.png", caption="../report/attack.rst", category="Language"),
+            params:
+                job=job_env("language_attack"),
+                classes=lambda w, input: item_options("--class", zip(input[::2], input[1::2])),
+                options=lambda w: attack_options(LATTACK, language_settings(LANGUAGE["tasks"][0])[0], "eap_ig") + " --absolute",
+                out=lambda w, output: os.path.dirname(output.table),
+            log:
+                log_path("language_attack"),
+            conda:
+                ENV
+            shell:
+                "{params.job} certified-circuits report-attack {params.classes} {params.options} "
+                "--out-dir {params.out:q} 2> {log:q}"
+
+        ALL_TARGETS += rules.language_attack.output
 
 
 rule summary:

@@ -30,6 +30,7 @@ PLUGIN_MODULES = (
     "certified_circuits.vision.cli",
     "certified_circuits.language.cli",
     "certified_circuits.report_cli",
+    "certified_circuits.attack_cli",
 )
 
 STAGES = Stages()
