@@ -73,12 +73,14 @@ def test_patching_none_and_all_edges(tiny_lm, mixed_batch):
 
 
 def test_eap_scores_match_finite_differences(tiny_lm, ioi_batch):
-    """EAP-IG with one step = (a(corr) - a(clean)) . grad at clean; check several edges against finite
-    differences of patching the edge by a fraction eps (in_v moves by eps * (a_u(corr) - a_u(clean)))."""
+    """EAP-IG with one step at the clean end (integration="endpoint": k = m = 1) = (a(corr) - a(clean)) .
+    grad at clean; check several edges against finite differences of patching the edge by a fraction eps
+    (in_v moves by eps * (a_u(corr) - a_u(clean))). The reference default (k = 0) takes the gradient at the
+    corrupted end instead: tests/language/test_eap_reference.py checks that one."""
     w = tiny_lm.weights
     w64 = type(w)(**{k: (v.double() if torch.is_tensor(v) else v) for k, v in w.__dict__.items()})
     g = w64.graph
-    scores = eap_ig_scores(w64, ioi_batch, ig_steps=1, batch_size=3, progress=False)
+    scores = eap_ig_scores(w64, ioi_batch, ig_steps=1, batch_size=3, progress=False, integration="endpoint")
     assert scores.shape == (len(ioi_batch.ids), g.n_edges)
     clean, corr, lengths = _tensors(ioi_batch)
     ans, dis = torch.as_tensor(ioi_batch.answer), torch.as_tensor(ioi_batch.distractor)
@@ -95,5 +97,5 @@ def test_eap_scores_match_finite_differences(tiny_lm, ioi_batch):
             fd = (metric_per_example(out.logits_last, ans, dis) - base) / eps
             np.testing.assert_allclose(scores[:, e], fd.numpy(), rtol=1e-3, atol=1e-5)
     # per-example rows: the summed metric makes rows independent of batching
-    again = eap_ig_scores(w64, ioi_batch, ig_steps=1, batch_size=6, progress=False)
+    again = eap_ig_scores(w64, ioi_batch, ig_steps=1, batch_size=6, progress=False, integration="endpoint")
     np.testing.assert_allclose(scores, again, rtol=1e-6, atol=1e-8)

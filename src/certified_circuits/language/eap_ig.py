@@ -1,15 +1,43 @@
 """Per-example EAP-IG edge scores (paper, Section 4 / Appendix "Circuit graph and metric").
 
-For edge u -> v and example i (Hanna et al. 2024, EAP-IG; Syed et al. 2023, EAP):
+For edge u -> v and example i (Hanna et al. 2024, EAP-IG; Syed et al. 2023, EAP), exactly as the
+reference implementation's ``get_scores_eap_ig`` (hannamw/EAP-IG, ``src/eap/attribute.py``) computes it:
 
-    s_i(u -> v) = (a_u(corrupted_i) - a_u(clean_i)) . (1/m) sum_{k=1..m} dM_i/d in_v |_{x = x_corr + k/m (x_clean - x_corr)}
+    s_i(u -> v) = (a_u(corrupted_i) - a_u(clean_i)) . (1/m) sum_{k in K} dM_i/d in_v |_{x = x_k},
+    x_k = x_corr + (k/m) (x_clean - x_corr),
 
-where x is the ``input`` node activation (token + position embedding), m = ``ig_steps`` and the metric is
-M_i = logit(answer_i) - logit(distractor_i) at the last prompt position. The metric is summed over the
-batch (never averaged), so each row is exactly that example's score and the mean of rows is the dataset
-score (DESIGN.md section 7). The dot product runs over positions and model dimensions; the contraction is
-one einsum of upstream activation differences [B, n_up, P, d] with downstream input gradients
-[B, n_down, P, d], restricted to the graph's valid edges in canonical order. Rows are returned signed.
+with m = ``ig_steps`` and
+
+* ``integration="reference"`` (default): K = {0, ..., m-1}, the reference code's ``for step in range(0,
+  steps)``: the corrupted end is included, the clean end is not. This is what the published circuits
+  were computed with, so it is the default here.
+* ``integration="endpoint"``: K = {1, ..., m}, the right Riemann sum written in the EAP-IG paper (and
+  this module's behaviour before issue 9): the clean end is included, the corrupted end is not.
+
+Both are m-point Riemann sums of the same path integral; "endpoint" minus "reference" is
+(a_u(corrupted) - a_u(clean)) . (dM/d in_v at x_clean - dM/d in_v at x_corr) / m for every edge, which
+vanishes only as m grows (tested in tests/language/test_eap_reference.py).
+
+* x is the ``input`` node activation. The reference interpolates ``hook_embed`` (token embedding only)
+  and adds the position embedding afterwards; since clean and corrupted prompts share positions, the
+  interpolated ``input`` (token + position embedding) here and the input-node difference are the same.
+* a_u is node u's output (``hook_embed``, ``attn.hook_result`` per head, ``hook_mlp_out``); in_v is the
+  downstream input (``hook_{q,k,v}_input`` per head, ``hook_mlp_in``, ``blocks.{L-1}.hook_resid_post``
+  for the logits), each a copy that feeds only v (see :mod:`.forward`), so the gradient holds only v's paths.
+* The activation difference is corrupted - clean: the reference's ``activation_difference`` adds the
+  corrupted run's activations and subtracts the clean run's. The sign of the score is therefore the sign
+  of the metric: here M_i = logit(answer_i) - logit(distractor_i) at the last prompt position (the
+  reference's ``logit_diff(loss=False)``). The reference's demos pass ``loss=True`` (M -> -M), which
+  flips every score; circuits are chosen by |mean score| (``--absolute``, the reference's ``absolute=True``),
+  so the sign never changes a circuit.
+* The metric is summed over the batch (never averaged), so each row is exactly that example's score and
+  the mean of rows is the dataset score (DESIGN.md section 7). The reference divides by the number of
+  examples (``scores /= total_items``) and by m (``scores /= total_steps``): its score is the mean of our
+  rows (times 1/batch size more when its metric averages over the batch, ``mean=True``: a constant).
+* The dot product runs over positions and model dimensions (the reference's einsum over ``batch pos
+  hidden``); the contraction is one einsum of upstream activation differences [B, n_up, P, d] with
+  downstream input gradients [B, n_down, P, d], restricted to the graph's valid edges in canonical order.
+  Rows are returned signed.
 """
 
 from __future__ import annotations
@@ -23,47 +51,83 @@ from tqdm.auto import tqdm
 from certified_circuits.language.forward import GPT2Weights, flat_inputs, run
 from certified_circuits.language.tokenizer import EncodedBatch
 
+INTEGRATIONS = ("reference", "endpoint")
+
 
 def metric_per_example(logits_last: torch.Tensor, answer: torch.Tensor, distractor: torch.Tensor) -> torch.Tensor:
     """logit(answer) - logit(distractor) per example, [B]."""
     return logits_last.gather(1, answer[:, None])[:, 0] - logits_last.gather(1, distractor[:, None])[:, 0]
 
 
+def integration_points(ig_steps: int, integration: str = "reference") -> list[float]:
+    """Interpolation coefficients k/m of the IG Riemann sum (0 = corrupted input, 1 = clean input).
+
+    ``"reference"``: k = 0..m-1 (hannamw/EAP-IG ``get_scores_eap_ig``); ``"endpoint"``: k = 1..m.
+    """
+    if isinstance(ig_steps, bool) or not isinstance(ig_steps, (int, np.integer)) or ig_steps < 1:
+        raise ValueError(f"ig_steps must be an integer >= 1, got {ig_steps!r}")
+    if integration == "reference":
+        ks = range(0, ig_steps)
+    elif integration == "endpoint":
+        ks = range(1, ig_steps + 1)
+    else:
+        raise ValueError(f"integration must be one of {INTEGRATIONS} ('reference': k = 0..m-1 as in "
+                         f"hannamw/EAP-IG; 'endpoint': k = 1..m), got {integration!r}")
+    return [k / ig_steps for k in ks]
+
+
 def _to(x: np.ndarray, device: str | torch.device) -> torch.Tensor:
     return torch.as_tensor(x, device=device)
 
 
-def eap_ig_scores(w: GPT2Weights, batch: EncodedBatch, *, ig_steps: int = 5, batch_size: int = 16,
-                  device: str | torch.device = "cpu", progress: bool = True) -> np.ndarray:
-    """Signed per-example EAP-IG scores, float32 [n_examples, n_edges] in canonical edge order."""
-    if ig_steps < 1:
-        raise ValueError(f"ig_steps must be >= 1, got {ig_steps}")
+def eap_ig_batch(w: GPT2Weights, clean_tok: torch.Tensor, corr_tok: torch.Tensor, lengths: torch.Tensor,
+                 answer: torch.Tensor, distractor: torch.Tensor, *, ig_steps: int = 5,
+                 integration: str = "reference") -> torch.Tensor:
+    """Signed EAP-IG scores of one batch, [B, n_edges] in the weights' dtype (module docstring).
+
+    Token ids [B, P] (right-padded; clean and corrupted prompts of one example have the same length),
+    ``lengths`` [B] the real lengths, ``answer``/``distractor`` [B] the metric's token ids. Padding never
+    matters: attention is causal and the metric reads position ``lengths - 1``, so gradients at later
+    positions are zero.
+    """
+    alphas = integration_points(ig_steps, integration)
     g = w.graph
-    eu = torch.as_tensor(g.edge_up, device=device)
-    ed = torch.as_tensor(g.edge_down, device=device)
+    eu = torch.as_tensor(g.edge_up, device=clean_tok.device)
+    ed = torch.as_tensor(g.edge_down, device=clean_tok.device)
+    x_clean, x_corr = w.embed(clean_tok), w.embed(corr_tok)
+    with torch.no_grad():
+        diff = run(w, x_corr, lengths).nodes - run(w, x_clean, lengths).nodes   # [B, n_up, P, d]
+    grad_sum = None
+    for alpha in alphas:
+        x = (x_corr + alpha * (x_clean - x_corr)).detach().requires_grad_(True)
+        cache = run(w, x, lengths, keep_inputs=True)
+        metric = metric_per_example(cache.logits_last, answer, distractor).sum()
+        cache.inputs = list(torch.autograd.grad(metric, cache.inputs))
+        flat = flat_inputs(cache, w.n_heads)                                        # [B, n_down, P, d]
+        grad_sum = flat if grad_sum is None else grad_sum + flat
+    with torch.no_grad():
+        dense = torch.einsum("bupd,bnpd->bun", diff, grad_sum / ig_steps)
+        return dense[:, eu, ed]
+
+
+def eap_ig_scores(w: GPT2Weights, batch: EncodedBatch, *, ig_steps: int = 5, batch_size: int = 16,
+                  device: str | torch.device = "cpu", progress: bool = True,
+                  integration: str = "reference") -> np.ndarray:
+    """Signed per-example EAP-IG scores, float32 [n_examples, n_edges] in canonical edge order.
+
+    ``integration`` picks the IG points (module docstring): ``"reference"`` (default, k = 0..m-1, as the
+    reference code) or ``"endpoint"`` (k = 1..m).
+    """
+    integration_points(ig_steps, integration)   # validate before any work
     n = len(batch.ids)
-    out = np.empty((n, g.n_edges), dtype=np.float32)
+    out = np.empty((n, w.graph.n_edges), dtype=np.float32)
     starts = range(0, n, batch_size)
     for s in tqdm(starts, desc="EAP-IG", unit="batch", disable=not progress, file=sys.stderr):
         sl = slice(s, min(s + batch_size, n))
         lengths = _to(batch.lengths[sl], device)
         p = int(lengths.max())
-        clean_tok = _to(batch.clean[sl, :p], device)
-        corr_tok = _to(batch.corrupted[sl, :p], device)
-        ans, dis = _to(batch.answer[sl], device), _to(batch.distractor[sl], device)
-        x_clean, x_corr = w.embed(clean_tok), w.embed(corr_tok)
-        with torch.no_grad():
-            diff = run(w, x_corr, lengths).nodes - run(w, x_clean, lengths).nodes   # [B, n_up, P, d]
-        grad_sum = None
-        for k in range(1, ig_steps + 1):
-            x = (x_corr + (k / ig_steps) * (x_clean - x_corr)).detach().requires_grad_(True)
-            cache = run(w, x, lengths, keep_inputs=True)
-            metric = metric_per_example(cache.logits_last, ans, dis).sum()
-            grads = torch.autograd.grad(metric, cache.inputs)
-            cache.inputs = list(grads)
-            flat = flat_inputs(cache, w.n_heads)                                        # [B, n_down, P, d]
-            grad_sum = flat if grad_sum is None else grad_sum + flat
-        with torch.no_grad():
-            dense = torch.einsum("bupd,bnpd->bun", diff, grad_sum / ig_steps)
-            out[sl] = dense[:, eu, ed].float().cpu().numpy()
+        scores = eap_ig_batch(w, _to(batch.clean[sl, :p], device), _to(batch.corrupted[sl, :p], device), lengths,
+                              _to(batch.answer[sl], device), _to(batch.distractor[sl], device),
+                              ig_steps=ig_steps, integration=integration)
+        out[sl] = scores.float().cpu().numpy()
     return out

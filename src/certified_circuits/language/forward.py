@@ -11,8 +11,21 @@ interchange patching
     in_v = sum_u [mask_uv ? a_u(this run) : a_u(corrupted run)] + biases
          = in_v(corrupted run) + sum_u mask_uv (a_u(this run) - a_u(corrupted run)),
 
-which is exactly what EAP-IG's circuit evaluation does with hooks. The per-head q/k/v inputs are separate
-tensors so that the gradient of the metric with respect to each of them (EAP-IG) is available.
+which is exactly what EAP-IG's circuit evaluation does with hooks.
+
+Downstream inputs are *copies* that feed only their consumer, as the hook points of TransformerLens
+(``use_split_qkv_input``, ``use_hook_mlp_in``) and hence the reference EAP-IG (hannamw/EAP-IG) define them:
+
+* ``blocks.{l}.hook_{q,k,v}_input`` is one copy of ``resid_pre(l)`` per head and letter, read only by that
+  head's LayerNorm and q/k/v projection;
+* ``blocks.{l}.hook_mlp_in`` is a copy of ``resid_mid(l) = resid_pre(l) + sum_h a_{l,h} + b_O(l)`` read
+  only by ``ln_2`` and the MLP; the residual stream carries on from ``resid_mid(l)`` itself:
+  ``resid_pre(l + 1) = resid_mid(l) + m_l``;
+* the logits input is ``resid_post(L - 1)``, read only by ``ln_final`` and the unembedding.
+
+So ``d metric / d in_v`` holds only the paths through v. (Continuing the residual from the MLP-input
+tensor instead would add the residual bypass to that gradient, and every edge u -> m_l would score the
+sum of u's edges into all later inputs.)
 
 Why a decomposed forward instead of TransformerBridge hooks: many edge masks (all K x methods) are
 evaluated in one batched pass with per-batch-element masks, and the per-head, per-letter input gradients
@@ -153,7 +166,8 @@ def run(w: GPT2Weights, input_act: torch.Tensor, lengths: torch.Tensor, *,
     1 = edge in the circuit, 0 = edge carries the corrupted activation) every downstream input is
     interchange-patched edge by edge; invalid (u, v) pairs are ignored. Without them this is the plain
     forward pass. ``keep_inputs`` keeps the per-head q/k/v, MLP and logits inputs (needed for gradients);
-    they are views into the graph, so ``torch.autograd.grad`` can differentiate with respect to them.
+    each is a separate tensor in the autograd graph that feeds only its consumer (module docstring), so
+    ``torch.autograd.grad`` with respect to it is the gradient through that consumer alone.
     """
     L, H = w.n_layers, w.n_heads
     B, P, d = input_act.shape
@@ -185,16 +199,16 @@ def run(w: GPT2Weights, input_act: torch.Tensor, lengths: torch.Tensor, *,
             diff = torch.stack(nodes, 1) - corrupted.nodes[:, : n_up + H]
             xm = corrupted.inputs[2 * l + 1] + torch.einsum("bu,bupd->bpd", masks[:, : n_up + H, col + 3 * H], diff)
         else:
-            xm = resid + heads.sum(1) + w.b_O[l]
-            if keep_inputs:
-                xm = xm.clone()
+            resid_mid = resid + heads.sum(1) + w.b_O[l]
+            # hook_mlp_in is a copy that feeds only the MLP; the residual carries on from resid_mid
+            xm = resid_mid.clone() if keep_inputs else resid_mid
         if keep_inputs or patch:
             inputs.append(xm)
         hmid = _gelu(_ln(xm, w.ln2_w[l], w.ln2_b[l], w.eps) @ w.W_in[l] + w.b_in[l], w.act)
         mlp = hmid @ w.W_out[l] + w.b_out[l]
         nodes.append(mlp)
         if not patch:
-            resid = xm + mlp
+            resid = resid_mid + mlp   # never from xm: its gradient must hold only the MLP's path
     if patch:
         diff = torch.stack(nodes, 1) - corrupted.nodes
         xf = corrupted.inputs[2 * L] + torch.einsum("bu,bupd->bpd", masks[:, :, g.valid.shape[1] - 1], diff)
