@@ -70,6 +70,7 @@ rule language_attribute:
         job=job_env("language_attribute"),
         model=language_model_args(),
         ig_steps=LANGUAGE["ig_steps"],
+        integration=LANGUAGE["ig_integration"],
         experiment=LX,
     log:
         log_path("language_attribute", "{split}/{concept}"),
@@ -85,7 +86,7 @@ rule language_attribute:
         gpu=0 if EMBEDDED_LANGUAGE else 1,
     shell:
         "{params.job} certified-circuits language-attribute {params.model} --threads {threads} --task {wildcards.concept} "
-        "--split {wildcards.split} --examples {input.examples:q} --ig-steps {params.ig_steps} "
+        "--split {wildcards.split} --examples {input.examples:q} --ig-steps {params.ig_steps} --integration {params.integration} "
         "--experiment {params.experiment:q} --out {output:q} 2> {log:q}"
 
 

@@ -44,7 +44,7 @@ def test_metrics_json(pipeline):
     m = json.loads((pipeline / "metrics.json").read_text())
     assert set(m["accuracy"]) == set(TASKS)
     for t in TASKS:
-        assert set(m["accuracy"][t]) == {"train", "id_test", "ood_test"}
+        assert set(m["accuracy"][t]) == {"train", "id_test", "ood_test", "validation"}
         assert 0.0 <= m["accuracy"][t]["id_test"]["accuracy"] <= 1.0
 
 
@@ -55,7 +55,7 @@ def test_attribution_contract(pipeline):
     assert a.names == edge_names(2, 4)
     assert (a.groups == 0).all()
     assert np.isfinite(a.scores["eap_ig"]).all() and np.abs(a.scores["eap_ig"]).max() > 0
-    assert a.attrs["ig_steps"] == 2 and a.attrs["split"] == "train"
+    assert a.attrs["ig_steps"] == 2 and a.attrs["split"] == "train" and a.attrs["integration"] == "reference"
 
 
 def test_evaluation_table(pipeline):

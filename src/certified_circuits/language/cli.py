@@ -149,13 +149,15 @@ def _attribute_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--examples", type=existing_file, required=True, help="JSONL from language-tasks for this task and split")
     p.add_argument("--out", required=True, help="attributions .h5 to write")
     p.add_argument("--ig-steps", type=positive_int, default=5)
+    p.add_argument("--integration", choices=("reference", "endpoint"), default="reference",
+                   help="IG points: reference = k/m for k = 0..m-1, as hannamw/EAP-IG (default); endpoint = k = 1..m")
     p.add_argument("--batch-size", type=positive_int, default=16)
     p.add_argument("--experiment", default="language")
 
 
 @STAGES.stage("language-attribute", _attribute_arguments, help="per-example EAP-IG edge scores for one task and split (.h5)",
         description="Compute signed per-example EAP-IG scores of every EAP-graph edge (metric: logit(answer) - "
-                    "logit(distractor) at the last position, gradients averaged over --ig-steps points between "
+                    "logit(distractor) at the last position, gradients averaged at k/m for k = 0..m-1 (m = --ig-steps) between "
                     "corrupted and clean embeddings) and write the attribution contract (scorer 'eap_ig').")
 def _cmd_attribute(args: argparse.Namespace) -> int:
     import numpy as np
@@ -176,12 +178,14 @@ def _cmd_attribute(args: argparse.Namespace) -> int:
     lm = load_language_model(args.model, args.model_path)
     batch = encode_examples(examples, lm.tokenizer, max_len=lm.n_positions)
     t0 = time.time()
-    scores = eap_ig_scores(lm.weights.to(device), batch, ig_steps=args.ig_steps, batch_size=args.batch_size, device=device)
+    scores = eap_ig_scores(lm.weights.to(device), batch, ig_steps=args.ig_steps, batch_size=args.batch_size, device=device,
+                           integration=args.integration)
     g = lm.weights.graph
     write_attributions(
         args.out, {"eap_ig": scores}, np.zeros(g.n_edges, dtype=np.int32), g.edge_names(), batch.ids,
         {"model": args.model, "model_path": str(args.model_path), "dataset": args.task, "concept": args.task,
          "split": args.split, "experiment": args.experiment, "scorer": "eap_ig", "ig_steps": int(args.ig_steps),
+         "integration": args.integration,
          "metric": "logit(answer) - logit(distractor), last position, per example",
          "n_layers": g.n_layers, "n_heads": g.n_heads, "seconds": time.time() - t0},
         extras={"answer_token": batch.answer, "distractor_token": batch.distractor})
