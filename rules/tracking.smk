@@ -1,11 +1,38 @@
 # MLflow: parent run per invocation, child run per job (certified_circuits.tracking).
+#
+# onstart creates the parent run (tagged with this process's host and pid, holding the resolved config
+# as parameters and config.yaml) after ending parents of killed invocations as KILLED; jobs leave JSON
+# records; onsuccess/onerror log the pending records as child runs and close the parent. Snakemake calls
+# no hook at all when there is nothing to do, so a real (not dry) invocation also logs pending records
+# and closes dead parents when it exits: a few directory listings, MLflow is imported only if needed.
+
+import sys
+
+MLFLOW_ENABLED = config.get("mlflow", {}).get("enabled", True)
+MLFLOW_PARENT = {}
+
+
+def _real_run():
+    """At exit: was this a real run (not a dry run, lint, report or listing) with hooks enabled?"""
+    settings = workflow.execution_settings
+    return workflow.executor_plugin is not None and not workflow.dryrun and not (settings and settings.no_hooks)
+
+
+if MLFLOW_ENABLED and workflow.is_main_process:
+    from certified_circuits import tracking as _tracking
+
+    _tracking.recover_at_exit(RESULTS, _real_run)
+
 
 onstart:
-    if config.get("mlflow", {}).get("enabled", True):
+    if MLFLOW_ENABLED:
         from certified_circuits import tracking
 
         try:
-            run_id = tracking.start_workflow_run(RESULTS, tags={"configfiles": " ".join(map(str, workflow.configfiles))})
+            run_id = tracking.start_workflow_run(
+                RESULTS, tags={"configfiles": " ".join(map(str, workflow.configfiles))}, config=config
+            )
+            MLFLOW_PARENT["run_id"] = run_id
             os.environ[tracking.ENV_PARENT] = run_id
             os.environ[tracking.ENV_RECORDS] = os.path.abspath(str(tracking.records_dir(RESULTS)))
             print(f"MLflow: parent run {run_id} at {tracking.tracking_uri(RESULTS)}", file=sys.stderr)
@@ -14,19 +41,21 @@ onstart:
 
 
 def _finish(success):
-    if not config.get("mlflow", {}).get("enabled", True):
+    if not MLFLOW_ENABLED:
         return
     from certified_circuits import tracking
 
     logged = tracking.flush_job_records(RESULTS)
-    run_id = os.environ.get(tracking.ENV_PARENT)
+    run_id = MLFLOW_PARENT.get("run_id")
     if run_id:
         try:
             tracking.finish_workflow_run(RESULTS, run_id, success, {"jobs_logged": logged})
         except Exception as exc:
             print(f"MLflow: could not close the parent run ({exc})", file=sys.stderr)
-    print(f"MLflow: {logged} job runs logged; browse with: mlflow ui --backend-store-uri {tracking.tracking_uri(RESULTS)}",
-          file=sys.stderr)
+    print(
+        f"MLflow: {logged} job runs logged; browse with: mlflow ui --backend-store-uri {tracking.tracking_uri(RESULTS)}",
+        file=sys.stderr,
+    )
 
 
 onsuccess:
