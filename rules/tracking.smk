@@ -8,7 +8,7 @@
 
 import sys
 
-MLFLOW_ENABLED = config.get("mlflow", {}).get("enabled", True)
+MLFLOW_ENABLED = config["mlflow"]["enabled"]
 MLFLOW_PARENT = {}
 
 
@@ -25,6 +25,11 @@ if MLFLOW_ENABLED and workflow.is_main_process:
 
 
 onstart:
+    # Snakemake holds its lock on the outputs now: temporary files of writers killed earlier are stale.
+    from certified_circuits.atomic import remove_stale_temporaries
+
+    if stale := remove_stale_temporaries(RESULTS):
+        print(f"removed {stale} temporary files left by killed jobs under {RESULTS}", file=sys.stderr)
     if MLFLOW_ENABLED:
         from certified_circuits import tracking
 

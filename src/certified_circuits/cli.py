@@ -188,7 +188,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from .atomic import forget_written
 
     forget_written()
-    started = time.time()
+    started = time.time() - (time.perf_counter() - PROCESS_START)  # the job's start, imports included
     try:
         status = int(args.func(args) or 0)
     except input_errors() as exc:
@@ -217,7 +217,8 @@ def _record_job(args: argparse.Namespace, started: float, ended: float) -> None:
     values = {k: v for k, v in vars(args).items() if k not in ("func", "verbose")}
     params = {k: (" ".join(map(str, v)) if isinstance(v, (list, tuple)) else v) for k, v in values.items()}
     try:
-        write_job_record(args.command, params, [str(p) for p in written_paths()], ended - started)
+        write_job_record(args.command, params, [str(p) for p in written_paths()], ended - started,
+                         started_at=started, ended_at=ended)
     except OSError as exc:  # pragma: no cover - tracking must never fail a finished job
         log.warning("could not write the MLflow job record: %s", exc)
 
