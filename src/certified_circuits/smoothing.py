@@ -16,6 +16,19 @@ Vote counts, cached path
     cumulative sum. No Python loop runs over masks or components (only over sample chunks, to bound memory, and
     over the few top-K groups).
 
+Vote counts on a device (torch)
+    When the scores are a torch tensor on a GPU, or a ``device`` is asked for, the same counts are
+    computed in torch on that device (:func:`vote_counts_torch`): the masks are still drawn by numpy
+    from the seed (so results never depend on the device), moved to the device, and one matrix
+    product in float64 gives every sample's dataset scores. Per group one *stable* descending sort
+    orders each sample's scores (value descending, equal values by lower index: the tie rule); the
+    component at sorted position ``p`` enters the top-K circuit at the first K with
+    ``kept_j > p``, a position-only table ``E[p] = #{j : kept_j <= p}``, so one ``bincount`` of
+    ``component * (nK + 1) + E[p]`` gives the same first-entry histogram as the numpy path. Counts
+    equal the numpy path's exactly, except where two dataset means lie within float64 rounding of each
+    other (the two BLAS libraries may sum the kept rows in different orders); exact ties are exact in
+    both and keep the lower-index rule.
+
 Vote counts, naive path
     :func:`vote_counts_naive` re-runs a supplied base-algorithm callable on every sub-dataset: the
     paper's "naive" column, and the reference the cached path is tested against.
@@ -23,7 +36,8 @@ Vote counts, naive path
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable
+import sys
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
@@ -31,6 +45,8 @@ from .discovery import GroupIndex, count_table
 from .validation import check_count, check_k_grid, check_p_del
 
 if TYPE_CHECKING:  # pragma: no cover
+    import torch
+
     from .store import Votes
 
 SeedLike = int | np.random.SeedSequence
@@ -83,10 +99,23 @@ def selection_and_certification_masks(
     )
 
 
+def _is_tensor(value: Any) -> bool:
+    """True for a torch tensor (without importing torch when nothing has)."""
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(value, torch.Tensor)
+
+
+def _numpy(value: Any) -> np.ndarray:
+    """A numpy array of ``value``; torch tensors are detached and copied to the host first."""
+    if _is_tensor(value):
+        return value.detach().cpu().numpy()
+    return np.asarray(value)
+
+
 def _check_scores(scores: np.ndarray, groups: np.ndarray, masks: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    scores = np.asarray(scores)
-    groups = np.asarray(groups)
-    masks = np.asarray(masks)
+    scores = _numpy(scores)
+    groups = _numpy(groups)
+    masks = _numpy(masks)
     if scores.ndim != 2:
         raise ValueError(f"scores must be 2-D [n_examples, n_components], got shape {scores.shape}")
     if groups.shape != (scores.shape[1],):
@@ -209,6 +238,26 @@ def _counts_from_histogram(histogram: np.ndarray, k_grid: np.ndarray) -> np.ndar
     return counts
 
 
+def vote_device(scores: Any, device: "str | torch.device | None" = None) -> "torch.device | None":
+    """Where :func:`vote_counts` runs: a torch device, or ``None`` for the numpy path.
+
+    ``device=None`` follows the data: the scores' device when they are a torch tensor on an
+    accelerator, numpy otherwise (CPU tensors included). ``"auto"``: CUDA when available, else numpy.
+    ``"cpu"``, ``"cuda"``, ``"cuda:N"`` or a ``torch.device``: torch on that device (an error naming
+    the fix when CUDA is absent, see :func:`certified_circuits.devices.resolve_device`).
+    """
+    if device is None:
+        if _is_tensor(scores) and scores.device.type != "cpu":
+            return scores.device
+        return None
+    from .devices import resolve_device
+
+    if str(device) == "auto":
+        resolved = resolve_device("auto")
+        return resolved if resolved.type != "cpu" else None
+    return resolve_device(device)
+
+
 def vote_counts(
     scores: np.ndarray,
     groups: np.ndarray,
@@ -216,27 +265,143 @@ def vote_counts(
     masks: np.ndarray,
     absolute: bool = False,
     chunk_size: int | None = None,
+    *,
+    device: "str | torch.device | None" = None,
+    dtype: "torch.dtype | None" = None,
 ) -> np.ndarray:
     """Algorithm 2 (``Sample``), cached: inclusion counts of every component for every K.
 
+    ``counts[k, u] = #{s : u in TopK_k(|eps_s @ S| / |eps_s|)}`` (per-group top-K, ties to the lower
+    index, the empty sub-dataset voting for nothing).
+
     Args:
-        scores: float ``[n_examples, U]`` cached per-example scores.
+        scores: float ``[n_examples, U]`` cached per-example scores (numpy, or a torch tensor: on a GPU
+            the counts are computed there).
         groups: int ``[U]``; top-K is taken within each group (vision: per layer; edges: one group).
         k_grid: top-K fractions in (0, 1], any order.
         masks: bool ``[n_samples, n_examples]`` deletion masks.
         absolute: rank by ``|mean score|`` (EAP-IG's convention for signed edge scores).
         chunk_size: samples processed at once (memory bound only; results do not depend on it);
-            default :func:`default_chunk`.
+            default :func:`default_chunk` (numpy) or as many as fit in device memory (torch).
+        device: where to count, see :func:`vote_device` (default: follow the scores).
+        dtype: torch path only: the dtype of the mask product (default float64, which matches the numpy
+            path; float32 is faster on consumer GPUs and differs at near-ties within float32 rounding).
 
     Returns:
         int32 ``[len(k_grid), U]``: ``counts[k, u] = #{samples whose top-K circuit contains u}``, in the
         order of ``k_grid`` as given.
     """
+    target = vote_device(scores, device)
+    if target is not None:
+        return vote_counts_torch(scores, groups, k_grid, masks, absolute, chunk_size, device=target, dtype=dtype)
     scores, groups, masks = _check_scores(scores, groups, masks)
     k_grid = check_k_grid(k_grid)
     chunk_size = default_chunk(scores.shape[1]) if chunk_size is None else check_count("chunk_size", chunk_size)
     histogram = _entry_histogram(scores, groups, k_grid, masks, absolute, chunk_size, None)
     return _counts_from_histogram(histogram, k_grid).astype(np.int32)
+
+
+#: Peak bytes per (sample, component) of the torch path at float64: dataset scores, sorted values,
+#: sort indices and histogram bins (8 bytes each) plus temporaries.
+TORCH_BYTES_PER_ELEMENT = 48
+
+
+def vote_counts_torch(
+    scores: Any,
+    groups: np.ndarray,
+    k_grid: np.ndarray,
+    masks: np.ndarray,
+    absolute: bool = False,
+    chunk_size: int | None = None,
+    *,
+    device: "str | torch.device | None" = None,
+    dtype: "torch.dtype | None" = None,
+) -> np.ndarray:
+    """Algorithm 2 (``Sample``), cached, in torch on ``device``: the counts of :func:`vote_counts`.
+
+    Per chunk of non-empty masks ``E`` (bool, drawn by numpy and moved to the device):
+    ``X = (E @ S) / |E|`` (one matrix product in ``dtype``, default float64; ``|X|`` when
+    ``absolute``); per group of ``m`` components a stable descending sort of each row gives the order
+    (value descending, lower index first on ties); the component at position ``p`` enters at sorted
+    K index ``E_g[p] = #{j : kept_j <= p}`` (``nK``: never); one ``bincount`` over
+    ``component * (nK + 1) + E_g[p]`` accumulates the first-entry histogram ``H [U, nK + 1]``, and
+    ``counts = cumsum(H[:, :nK])`` in the caller's K order.
+
+    Args:
+        scores: float ``[n_examples, U]``, numpy or torch (moved to ``device``).
+        device: torch device (default: the scores' device, CPU for numpy scores).
+        dtype: float dtype of the mask product (default ``torch.float64``).
+        Others: as :func:`vote_counts`.
+
+    Returns:
+        int32 numpy ``[len(k_grid), U]``.
+    """
+    import torch
+
+    from .devices import batch_from_memory
+
+    if device is None:
+        device = scores.device if _is_tensor(scores) else torch.device("cpu")
+    device = torch.device(device)
+    dtype = torch.float64 if dtype is None else dtype
+    if not dtype.is_floating_point:
+        raise ValueError(f"dtype={dtype} is invalid: the mask product needs a float dtype (torch.float64 or float32)")
+    s = scores.detach() if _is_tensor(scores) else torch.as_tensor(np.asarray(scores))
+    groups = _numpy(groups)
+    masks = _numpy(masks)
+    if s.ndim != 2:
+        raise ValueError(f"scores must be 2-D [n_examples, n_components], got shape {tuple(s.shape)}")
+    n_examples, n_components = s.shape
+    if groups.shape != (n_components,):
+        raise ValueError(
+            f"groups has shape {groups.shape} but scores has {n_components} components: "
+            "give one group id per component"
+        )
+    if masks.ndim != 2 or masks.shape[1] != n_examples:
+        raise ValueError(
+            f"masks have shape {masks.shape} but scores have {n_examples} examples: "
+            "masks must be [n_samples, n_examples]"
+        )
+    if masks.dtype != bool:
+        raise ValueError(f"masks must be boolean (True keeps an example), got dtype {masks.dtype}")
+    k_grid = check_k_grid(k_grid)
+    s = s.to(device=device, dtype=dtype)
+    if not bool(torch.isfinite(s).all()):
+        raise ValueError("scores contain NaN or infinite values: recompute the attributions")
+
+    k_sorted = np.sort(k_grid)
+    n_k = k_sorted.size
+    index = GroupIndex.from_groups(groups)
+    kept = count_table(k_sorted, index)  # [nK, G], nondecreasing along K
+    whole = len(index.members) == 1
+    parts = []  # per group: component ids [m] and the first-entry index of each sorted position [m]
+    for g, members in enumerate(index.members):
+        entry_at = np.searchsorted(kept[:, g], np.arange(members.size), side="right")  # #{j: kept_j <= p}
+        parts.append((torch.as_tensor(members * (n_k + 1), device=device),
+                      torch.as_tensor(entry_at, device=device)))
+    member_index = None if whole else [torch.as_tensor(members, device=device) for members in index.members]
+
+    rows = masks[masks.any(axis=1)]  # the empty sub-dataset gives the empty circuit: no votes
+    histogram = torch.zeros(n_components * (n_k + 1), dtype=torch.int64, device=device)
+    if rows.shape[0]:
+        if chunk_size is None:
+            chunk_size = batch_from_memory(device, TORCH_BYTES_PER_ELEMENT * n_components,
+                                           cap=rows.shape[0], fraction=0.25)
+        chunk_size = check_count("chunk_size", chunk_size)
+        kept_masks = torch.as_tensor(rows, device=device)
+        for start in range(0, rows.shape[0], chunk_size):
+            chunk = kept_masks[start : start + chunk_size].to(dtype)
+            dataset_scores = (chunk @ s) / chunk.sum(dim=1, keepdim=True)
+            if absolute:
+                dataset_scores.abs_()
+            bins = []
+            for g, (base, entry_at) in enumerate(parts):
+                local = dataset_scores if whole else dataset_scores.index_select(1, member_index[g])
+                order = torch.sort(local, dim=1, descending=True, stable=True).indices
+                bins.append((base[order] + entry_at).reshape(-1))
+            histogram += torch.bincount(torch.cat(bins), minlength=histogram.numel())
+    histogram_np = histogram.cpu().numpy().reshape(n_components, n_k + 1)
+    return _counts_from_histogram(histogram_np, k_grid).astype(np.int32)
 
 
 def inclusion_probabilities(
@@ -262,12 +427,17 @@ def inclusion_probabilities(
 
 
 def full_dataset_circuits(
-    scores: np.ndarray, groups: np.ndarray, k_grid: np.ndarray, absolute: bool = False
+    scores: np.ndarray,
+    groups: np.ndarray,
+    k_grid: np.ndarray,
+    absolute: bool = False,
+    *,
+    device: "str | torch.device | None" = None,
+    dtype: "torch.dtype | None" = None,
 ) -> np.ndarray:
-    """The baseline: A run once on the full dataset, bool ``[len(k_grid), U]``."""
-    scores = np.asarray(scores)
+    """The baseline: A run once on the full dataset, bool ``[len(k_grid), U]`` (``device`` as :func:`vote_counts`)."""
     everything = np.ones((1, scores.shape[0]), dtype=bool)
-    return vote_counts(scores, groups, k_grid, everything, absolute).astype(bool)
+    return vote_counts(scores, groups, k_grid, everything, absolute, device=device, dtype=dtype).astype(bool)
 
 
 def vote_counts_naive(
@@ -312,22 +482,28 @@ def compute_votes(
     seed: int,
     absolute: bool = False,
     attrs: dict | None = None,
+    *,
+    device: "str | torch.device | None" = None,
+    dtype: "torch.dtype | None" = None,
 ) -> "Votes":
     """The votes stage: baseline circuits plus selection and certification counts (Algorithm 2, twice).
 
     The selection and certification masks are the two independent streams of
-    :func:`selection_and_certification_masks`.
+    :func:`selection_and_certification_masks`, drawn by numpy from ``seed`` whatever the device, so
+    the votes do not depend on where they are counted. ``device``/``dtype``: see :func:`vote_counts`
+    (default: follow the scores; ``"auto"`` counts on CUDA when available).
     """
     from .store import Votes
 
     k_grid = check_k_grid(k_grid)
     selection_masks, certification_masks = selection_and_certification_masks(scores.shape[0], n0, n, p_del, seed)
+    on = dict(device=vote_device(scores, device), dtype=dtype)
     return Votes(
         k_grid=k_grid,
-        baseline=full_dataset_circuits(scores, groups, k_grid, absolute),
-        selection_counts=vote_counts(scores, groups, k_grid, selection_masks, absolute),
-        certification_counts=vote_counts(scores, groups, k_grid, certification_masks, absolute),
-        groups=np.asarray(groups, dtype=np.int32),
+        baseline=full_dataset_circuits(scores, groups, k_grid, absolute, **on),
+        selection_counts=vote_counts(scores, groups, k_grid, selection_masks, absolute, **on),
+        certification_counts=vote_counts(scores, groups, k_grid, certification_masks, absolute, **on),
+        groups=_numpy(groups).astype(np.int32),
         attrs={"p_del": float(p_del), "n0": int(n0), "n": int(n), "seed": int(seed),
                "n_examples": int(scores.shape[0]), "absolute": bool(absolute), **(attrs or {})},
     )

@@ -8,7 +8,8 @@ carry the patched run's own activation:
 (EAP-IG's ``evaluate_graph``). Metrics at the last prompt position: exact next-token accuracy (argmax over
 the whole vocabulary equals the answer token; the paper's cACC), binary accuracy (answer logit above the
 distractor's) and the logit difference. Many masks (all K x methods) are evaluated in one batched pass:
-the batch axis is (mask, example) pairs, chunked to bound memory; duplicate masks are evaluated once.
+the batch axis is (mask, example) pairs, chunked to fit in free device memory (or an explicit pair or
+float budget); duplicate masks are evaluated once.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from certified_circuits.devices import batch_from_memory
 from certified_circuits.language.eap_ig import metric_per_example
 from certified_circuits.language.forward import GPT2Weights, run, run_patched_groups
 from certified_circuits.language.tokenizer import EncodedBatch
@@ -60,10 +62,63 @@ def full_model_metrics(w: GPT2Weights, batch: EncodedBatch, *, batch_size: int =
     return MaskMetrics(np.array([m[0]]), np.array([m[1]]), np.array([m[2]]), n)
 
 
+def patched_pair_bytes(w: GPT2Weights, n_positions: int) -> int:
+    """Estimated peak bytes of one (mask, prompt) pair in :func:`run_patched_groups`.
+
+    Per pair, in elements of the weights' dtype: the node-difference buffer ``n_up * P * d``; the
+    patched q/k/v inputs and their LayerNorm (``3 x 3H * P * d``: the matmul result, the sum with the
+    corrupted input, the normalised copy); attention scores ``H * P^2``; the MLP hidden layer
+    ``4 * P * d_mlp / d``-sized (``P * d_mlp`` with ``d_mlp = 4d``) plus the MLP input and output
+    (``2 P d``); the last-position logits ``V``.
+    """
+    g = w.graph
+    p, d, h = int(n_positions), w.d_model, w.n_heads
+    d_mlp = w.W_in.shape[-1]
+    elements = g.valid.shape[0] * p * d + 9 * h * p * d + h * p * p + p * d_mlp + 2 * p * d + w.W_U.shape[-1]
+    return int(elements * w.wte.element_size())
+
+
+def corrupted_cache_bytes(w: GPT2Weights, n_positions: int) -> int:
+    """Bytes of one prompt's corrupted-run cache (node outputs and every downstream input, ``keep_inputs``)."""
+    g = w.graph
+    return int((g.valid.shape[0] + g.valid.shape[1]) * int(n_positions) * w.d_model * w.wte.element_size())
+
+
+def patch_chunks(w: GPT2Weights, n_examples: int, n_masks: int, n_positions: int, *, max_batch: int | None = None,
+                 budget_floats: float | None = None, device: str | torch.device = "cpu") -> tuple[int, int]:
+    """(prompts, masks) per patched pass.
+
+    ``max_batch`` (pairs) or ``budget_floats`` (the older float budget, ``2 n_up P d`` floats a pair) fix
+    the number of (mask, prompt) pairs ``b``; otherwise it comes from free device memory:
+    ``b = batch_from_memory(device, pair + cache)`` (conservative: each pair also pays a prompt cache),
+    prompts ``e = min(n, b)``, then masks ``m = (b (pair + cache) - e cache) / (e pair)``: whatever
+    the budget leaves after the ``e`` corrupted caches.
+    """
+    if max_batch is not None or budget_floats is not None:
+        if max_batch is not None:
+            b_max = int(max_batch)
+        else:
+            per_elem = w.graph.valid.shape[0] * n_positions * w.d_model * 2
+            b_max = max(1, int(budget_floats // per_elem))
+        if b_max < 1:
+            raise ValueError(f"max_batch={max_batch!r} is invalid: expected a positive number of (mask, prompt) pairs")
+        e_chunk = max(1, min(n_examples, b_max))
+        return e_chunk, min(max(1, n_masks), max(1, b_max // e_chunk))
+    pair = patched_pair_bytes(w, n_positions)
+    cache = corrupted_cache_bytes(w, n_positions)
+    b_max = batch_from_memory(device, pair + cache, cap=max(1, n_examples * n_masks))
+    e_chunk = max(1, min(n_examples, b_max))
+    m_chunk = (b_max * (pair + cache) - e_chunk * cache) // (e_chunk * pair)
+    return e_chunk, int(min(n_masks, max(1, m_chunk)))
+
+
 def evaluate_edge_masks(w: GPT2Weights, batch: EncodedBatch, edge_masks: np.ndarray, *,
-                        max_batch: int | None = None, budget_floats: float = 4e7,
+                        max_batch: int | None = None, budget_floats: float | None = None,
                         device: str | torch.device = "cpu", progress: bool = True) -> MaskMetrics:
-    """Interchange-patched metrics for every edge mask (bool [M, n_edges]) over all examples."""
+    """Interchange-patched metrics for every edge mask (bool [M, n_edges]) over all examples.
+
+    Batches: ``max_batch`` (mask, prompt) pairs, or ``budget_floats`` floats, when given; by default
+    as many as fit in free device memory (:func:`patch_chunks`)."""
     g = w.graph
     edge_masks = np.asarray(edge_masks, dtype=bool)
     if edge_masks.ndim != 2 or edge_masks.shape[1] != g.n_edges:
@@ -75,10 +130,7 @@ def evaluate_edge_masks(w: GPT2Weights, batch: EncodedBatch, edge_masks: np.ndar
     M, n = edge_masks.shape[0], len(batch.ids)
     dense = torch.as_tensor(g.dense_mask(edge_masks), dtype=torch.float32, device=device)  # [M, U, D]
     p_all = int(batch.lengths.max())
-    per_elem = g.valid.shape[0] * p_all * w.d_model * 2
-    b_max = max(1, int(budget_floats // per_elem)) if max_batch is None else int(max_batch)
-    e_chunk = min(n, b_max)
-    m_chunk = max(1, b_max // e_chunk)
+    e_chunk, m_chunk = patch_chunks(w, n, M, p_all, max_batch=max_batch, budget_floats=budget_floats, device=device)
     sums = np.zeros((3, M))
     n_steps = -(-n // e_chunk) * -(-M // m_chunk)
     bar = tqdm(total=n_steps, desc="patched eval", unit="batch", disable=not progress, file=sys.stderr)

@@ -11,7 +11,8 @@ with every non-circuit vertex zeroed at each block output:
 - ``balanced_accuracy`` = (accuracy + 1 - false_positive_rate) / 2.
 
 All distinct masks of a class are evaluated together: masks are a batch dimension (``hooks.masked``),
-so each image passes the shared prefix once. The unmasked model is reported as method ``full``.
+so each image passes the shared prefix once. The unmasked model is reported as method ``full``. Batches
+hold as many (mask, image) pairs as fit in free device memory unless ``max_batch`` is given.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import pandas as pd
 import torch
 from tqdm import tqdm
 
+from ..devices import batch_from_memory
 from .data import ImageSet
 from .hooks import masked_logits
 from .models import VisionModel
@@ -33,15 +35,68 @@ COLUMNS = ["experiment", "concept", "eval_set", "method", "k_target", "k_effecti
            "false_positive_rate", "balanced_accuracy", "n_images", "n_negatives"]
 
 
+#: Live tensors of the largest layer output per (mask, image) pair at peak during a masked forward pass:
+#: the layer's input and output, a residual branch's identity and the masked copy of a block output.
+PAIR_SAFETY = 4
+
+
+@torch.no_grad()
+def bytes_per_pair(model: VisionModel) -> int:
+    """Estimated peak bytes of one (mask, image) pair in a masked forward pass (no gradients).
+
+    One probe forward of a single image at the model's resolution on its device records the bytes of
+    every leaf module's output; the estimate is ``PAIR_SAFETY x`` the largest (for ResNet-101 at 224 px
+    4 x 3.2 MB, for ViT-B/16 4 x the 2.4 MB MLP hidden layer).
+    """
+    largest = [0]
+
+    def record(_module: torch.nn.Module, _inputs: object, out: object) -> None:
+        tensors = out if isinstance(out, (tuple, list)) else (out,)
+        size = sum(t.numel() * t.element_size() for t in tensors if isinstance(t, torch.Tensor))
+        largest[0] = max(largest[0], size)
+
+    net = model.net
+    leaves = [m for m in net.modules() if next(m.children(), None) is None]
+    handles = [m.register_forward_hook(record) for m in leaves]
+    dtype = next(net.parameters()).dtype
+    was_training = net.training
+    net.eval()  # the probe must not move BatchNorm statistics
+    try:
+        net(torch.zeros(1, 3, model.image_size, model.image_size, dtype=dtype, device=model.device))
+    finally:
+        net.train(was_training)
+        for h in handles:
+            h.remove()
+    return PAIR_SAFETY * max(largest[0], 1)
+
+
+def batch_pairs(model: VisionModel, n_pairs: int, max_batch: int | None = None, per_pair: int | None = None) -> int:
+    """(mask, image) pairs per forward pass: ``max_batch`` when given, else what fits in free device memory.
+
+    ``batch_from_memory(device, per_pair, cap=n_pairs)`` with ``per_pair`` = :func:`bytes_per_pair` unless
+    given: half the free GPU memory, or on the CPU half of ``min(CPU_BUDGET_BYTES, available RAM)``
+    (:mod:`certified_circuits.devices`).
+    """
+    if max_batch is not None:
+        if isinstance(max_batch, bool) or int(max_batch) != max_batch or max_batch < 1:
+            raise ValueError(f"max_batch={max_batch!r} is invalid: expected a positive number of (mask, image) pairs "
+                             f"per pass, or None to choose it from free device memory")
+        return int(max_batch)
+    per_pair = bytes_per_pair(model) if per_pair is None else per_pair
+    return batch_from_memory(model.device, per_pair, cap=max(1, int(n_pairs)))
+
+
 @torch.no_grad()
 def predictions_under_masks(model: VisionModel, imageset: ImageSet, idx: np.ndarray, masks: np.ndarray,
-                            max_batch: int = 1024, progress: bool = False, desc: str = "masks",
+                            max_batch: int | None = None, progress: bool = False, desc: str = "masks",
                             fill: list[torch.Tensor] | None = None) -> np.ndarray:
     """Predicted class int64 [M, len(idx)] of every image under every mask (masks bool/float [M, U]).
 
-    Batches hold at most ``max_batch`` (mask, image) pairs."""
+    Batches hold at most ``max_batch`` (mask, image) pairs (default: as many as fit in free device
+    memory, :func:`batch_pairs`): ``mc = min(M, max_batch)`` masks by ``max_batch // mc`` images."""
     masks_t = torch.as_tensor(np.asarray(masks), dtype=torch.float32, device=model.device)
     m = masks_t.shape[0]
+    max_batch = batch_pairs(model, m * len(idx), max_batch)
     mc = max(1, min(m, max_batch))
     b = max(1, max_batch // mc)
     out = np.empty((m, len(idx)), dtype=np.int64)
@@ -72,11 +127,13 @@ def negative_sample(labels: np.ndarray, label: int, n: int, seed: int, eval_set:
 
 def evaluate_class(model: VisionModel, sets: Mapping[str, ImageSet], label: int, masks: Mapping[str, np.ndarray],
                    k_grid: np.ndarray, groups: np.ndarray, *, experiment: str, concept: str, n_negatives: int = 200,
-                   seed: int = 0, max_batch: int = 1024, progress: bool = True,
+                   seed: int = 0, max_batch: int | None = None, progress: bool = True,
                    fill: list[torch.Tensor] | None = None) -> pd.DataFrame:
     """Tidy table of accuracy / FPR / balanced accuracy for every (eval set, method, K) + ``full``.
 
     ``fill``: None zeroes removed channels (the paper); block-mean tensors give mean ablation.
+    ``max_batch``: (mask, image) pairs per forward pass; None chooses it from free device memory
+    (:func:`batch_pairs`).
 
     masks: {method: bool [nK, U]}; eval sets without images of the class are skipped (warned on stderr)."""
     from ..discovery import effective_k
@@ -92,6 +149,7 @@ def evaluate_class(model: VisionModel, sets: Mapping[str, ImageSet], label: int,
     inverse = inverse.reshape(-1)
     keff = {mth: effective_k(np.asarray(masks[mth], dtype=bool), groups) for mth in methods}
     nk = len(k_grid)
+    per_pair = bytes_per_pair(model) if max_batch is None else None  # one probe for every eval set
     rows = []
     for name, iset in tqdm(list(sets.items()), desc="vision-evaluate", disable=not progress):
         pos = np.flatnonzero(iset.labels == label)
@@ -100,7 +158,8 @@ def evaluate_class(model: VisionModel, sets: Mapping[str, ImageSet], label: int,
             continue
         neg = negative_sample(iset.labels, label, n_negatives, seed, name)
         idx = np.concatenate([pos, neg])
-        pred_u = predictions_under_masks(model, iset, idx, uniq, max_batch, progress, desc=name, fill=fill)
+        pairs = batch_pairs(model, len(uniq) * len(idx), max_batch, per_pair)
+        pred_u = predictions_under_masks(model, iset, idx, uniq, pairs, progress, desc=name, fill=fill)
         hit = pred_u == label  # [Mu, N]
         acc_u = hit[:, : len(pos)].mean(1)
         fpr_u = hit[:, len(pos) :].mean(1) if len(neg) else np.full(len(uniq), np.nan)

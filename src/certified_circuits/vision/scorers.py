@@ -28,11 +28,14 @@ def _reduce_dims(t: torch.Tensor, channel_dim: int) -> tuple[int, ...]:
 
 
 def block_rank(act_mean: torch.Tensor) -> torch.Tensor:
-    """Per-row rank of each entry normalised to [0, 1] (0 = smallest, 1 = largest; stable ties)."""
+    """Per-row rank of each entry normalised to [0, 1] (0 = smallest, 1 = largest; stable ties).
+
+    ``rank[b, i] = #{j : x[b, j] < x[b, i] or (x[b, j] == x[b, i] and j < i)} / (C - 1)``, computed on the
+    device of ``act_mean``."""
     c = act_mean.shape[1]
     order = torch.argsort(act_mean, dim=1, stable=True)
     ranks = torch.empty_like(order)
-    ranks.scatter_(1, order, torch.arange(c).expand_as(order))
+    ranks.scatter_(1, order, torch.arange(c, device=order.device).expand_as(order))
     return ranks.to(torch.float32) / max(c - 1, 1)
 
 
