@@ -1,0 +1,187 @@
+"""The paper path (configs/paper.yaml) through Snakemake on a fixture tree, on the CPU.
+
+The tree (tests/paper_fixtures.py) has the real layouts and formats: ImageNet val and ImageNet-A, -O,
+-C (defocus blur, severity 2) and OOD-CV as wnid folders, a 1,000-line LOC_synset_mapping.txt, a
+random-weight ResNet-50 weights file and a random-weight GPT-2 saved with save_pretrained beside a
+GPT-2-style byte-level BPE tokenizer. configs/paper_fixture.yaml is the second --configfile: it points
+the paper config at the tree and reduces sizes. Everything else is configs/paper.yaml and the schema's
+defaults, so nothing of the embedded default (config.yaml) may appear.
+
+- a dry run checks the DAG: every paper stage, no embedded-only stage, every vision class a wnid
+  drawn from the val folders, every model job with --device;
+- a real run (--cores 2) must produce Tables 1 and 3 (peaks), IoU, seed stability, the radius
+  tables, the runtime table and the language rows, within 3 minutes of 2 cores (measured as the
+  CPU time of the workflow and its jobs, which does not depend on what else the machine runs).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+PAPER = ROOT / "configs" / "paper.yaml"
+FIXTURE_CONFIG = ROOT / "configs" / "paper_fixture.yaml"
+DATA_PREFIX = "paper_fixture_data"
+BUDGET_CPU_SECONDS = 2 * 180  # 3 minutes of 2 cores
+
+_spec = importlib.util.spec_from_file_location("paper_fixtures", Path(__file__).with_name("paper_fixtures.py"))
+paper_fixtures = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(paper_fixtures)
+
+VX = "resnet50_imagenet"
+LX = "gpt2_small"
+#: every stage the paper config runs (vision_attribute_sized only when a radius-sweep |D| differs
+#: from concept_size, which configs/paper.yaml does not do)
+PAPER_STAGES = {"vision_attribute", "vision_evaluate", "votes", "certify", "vision_tables", "vision_iou",
+                "vision_seed_stability", "vision_radius_sweep", "vision_features", "vision_runtime",
+                "language_tasks", "language_attribute", "language_evaluate", "language_tables",
+                "theory_figures", "summary", "all"}
+EMBEDDED_STAGES = {"vision_world", "vision_world_large", "vision_train", "vision_filter_ood", "vision_spurious",
+                   "language_train"}
+VISION_MODEL_STAGES = {"vision_attribute", "vision_attribute_sized", "vision_evaluate", "vision_runtime"}
+LANGUAGE_MODEL_STAGES = {"language_attribute", "language_evaluate"}
+WNID = re.compile(r"n\d{8}")
+
+
+@pytest.fixture(scope="session")
+def paper_tree(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    return paper_fixtures.build_paper_tree(tmp_path_factory.mktemp("paper_tree"))
+
+
+def fixture_override(tree: dict, results: Path, out: Path) -> Path:
+    """configs/paper_fixture.yaml with its paper_fixture_data/ paths pointing at ``tree``."""
+
+    def place(value):
+        if isinstance(value, dict):
+            return {k: place(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [place(v) for v in value]
+        if isinstance(value, str) and value.startswith(DATA_PREFIX + "/"):
+            return tree["root"] + value[len(DATA_PREFIX):]
+        return value
+
+    config = place(yaml.safe_load(FIXTURE_CONFIG.read_text()))
+    config["results_dir"] = str(results)
+    out.write_text(yaml.safe_dump(config, sort_keys=False))
+    return out
+
+
+def snakemake(override: Path, *args: str, timeout: int = 900) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
+    env.pop("MLFLOW_TRACKING_URI", None)
+    command = [str(BIN / "snakemake"), "--cores", "2", "--configfile", str(PAPER), str(override), *args]
+    return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def dry_run_jobs(output: str) -> list[dict]:
+    """One {rule, wildcards, shell} per job of a `snakemake -n --printshellcmds` output."""
+    jobs = []
+    for block in re.split(r"\n(?=(?:local)?rule \w+:\n)", "\n" + output):
+        head = re.match(r"(?:local)?rule (\w+):\n", block)
+        if not head:
+            continue
+        wildcards = re.search(r"^\s+wildcards: (.*)$", block, re.M)
+        shell = re.search(r"^Shell command: (.*)$", block, re.M)
+        jobs.append({
+            "rule": head[1],
+            "wildcards": dict(kv.split("=", 1) for kv in wildcards[1].split(", ")) if wildcards else {},
+            "shell": shell[1] if shell else "",
+        })
+    return jobs
+
+
+def test_paper_dag_on_fixture_tree(paper_tree: dict, tmp_path: Path) -> None:
+    override = fixture_override(paper_tree, tmp_path / "results", tmp_path / "paper_fixture.yaml")
+    done = snakemake(override, "-n", "--printshellcmds", timeout=300)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-6000:]
+    jobs = dry_run_jobs(done.stdout)
+    rules = {job["rule"] for job in jobs}
+
+    assert PAPER_STAGES <= rules, f"paper stages missing from the DAG: {sorted(PAPER_STAGES - rules)}"
+    assert not rules & EMBEDDED_STAGES, f"embedded-only stages in a paper run: {sorted(rules & EMBEDDED_STAGES)}"
+
+    # every vision class is a wnid, and exactly the classes drawn from the val folders
+    vision_jobs = [j for j in jobs if j["rule"].startswith("vision_") or j["wildcards"].get("experiment") == VX]
+    concepts = {j["wildcards"]["concept"] for j in vision_jobs if "concept" in j["wildcards"]}
+    assert concepts and all(WNID.fullmatch(c) for c in concepts), f"vision concepts that are not wnids: {sorted(concepts)}"
+    assert concepts == set(paper_tree["certified_wnids"])
+    runtime = next(j for j in jobs if j["rule"] == "vision_runtime")
+    assert WNID.fullmatch(re.search(r"--concept (\S+)", runtime["shell"])[1])
+    features = {m for j in jobs if j["rule"] == "all" for m in re.findall(r"features_(\w+)\.png", done.stdout)}
+    assert features == set(paper_tree["certified_wnids"])
+    language = {j["wildcards"]["concept"] for j in jobs if j["rule"] in LANGUAGE_MODEL_STAGES}
+    assert language == {"ioi", "greater_than"}
+
+    # every model job runs the paper models on the configured device
+    model_jobs = [j for j in jobs if j["rule"] in VISION_MODEL_STAGES | LANGUAGE_MODEL_STAGES]
+    assert {j["rule"] for j in model_jobs} >= {"vision_attribute", "vision_evaluate", "vision_runtime",
+                                                "language_attribute", "language_evaluate"}
+    for job in model_jobs:
+        assert re.search(r"--device cpu(\s|$)", job["shell"]), f"{job['rule']} {job['wildcards']} lacks --device: {job['shell']}"
+        if job["rule"] in VISION_MODEL_STAGES:
+            assert "--model resnet50 " in job["shell"] and f"--weights {paper_tree['weights']}" in job["shell"]
+            assert f"--class-index {paper_tree['class_index']}" in job["shell"]
+        else:
+            assert f"--model gpt2 --model-path {paper_tree['model_path']}" in job["shell"]
+    tasks = [j for j in jobs if j["rule"] == "language_tasks"]
+    assert tasks and all(f"--gpt2-tokenizer {paper_tree['model_path']}" in j["shell"] for j in tasks)
+    # nothing of the embedded default leaks in
+    assert "--model world" not in done.stdout and "--model embedded" not in done.stdout
+    assert not re.search(r"\b(circle|square|star)\b", done.stdout)
+
+
+def test_paper_run_on_fixture_tree(paper_tree: dict, tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    override = fixture_override(paper_tree, results, tmp_path / "paper_fixture.yaml")
+    before, start = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
+    done = snakemake(override, timeout=900)
+    after, wall = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter() - start
+    cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    print(f"paper fixture run: {wall:.0f} s wall, {cpu:.0f} s CPU")
+    assert done.returncode == 0, (done.stdout + done.stderr)[-8000:]
+
+    vt, lt = results / "tables" / VX, results / "tables" / LX
+    wnids = set(paper_tree["certified_wnids"])
+    scorers = {"relevance", "activation", "rank"}
+    eval_sets = {"id", "imagenet_a", "imagenet_o", "imagenet_c", "ood_cv"}
+
+    # Table 1 (vision rows) and Table 3 (every scorer), cACC and balanced accuracy
+    for name in ("peaks_cacc_raw.csv", "peaks_balanced_raw.csv"):
+        peaks = pd.read_csv(vt / name)
+        assert set(peaks.scorer) == scorers and set(peaks.eval_set) == eval_sets, name
+        assert peaks[["full", "baseline", "majority", "certified"]].notna().all().all(), name
+    sufficiency = pd.read_csv(vt / "sufficiency.csv")
+    assert set(sufficiency.concept) == wnids
+    # Fig. IoU: every OOD set re-discovers the certified class it holds >= 2 images of
+    iou = pd.read_csv(vt / "iou.csv")
+    assert set(iou.concept) <= wnids and set(iou.eval_set) == eval_sets - {"id"}
+    assert iou.iou.between(0, 1).all()
+    # seed stability: the two certification seeds of both classes
+    seeds = pd.read_csv(vt / "seed_stability.csv")
+    assert set(seeds.concept) == wnids and seeds.iou.between(0, 1).all()
+    # radius tables: one row per p_del, radii 1 and 3 at tau 0.95
+    for name in ("radius_sweep_fixed_k.csv", "radius_sweep_best_k.csv"):
+        radius = pd.read_csv(vt / name)
+        assert sorted(radius.radius) == [1, 3] and sorted(radius.p_del) == [0.6, 0.82], name
+    assert set(pd.read_csv(vt / "runtime.csv").paradigm) >= {"baseline", "majority", "certified"}
+    for wnid in wnids:
+        assert (results / "figures" / VX / f"features_{wnid}.png").stat().st_size > 0
+    # Table 1 (language rows): the best setting of each task on every eval set
+    lpeaks = pd.read_csv(lt / "peaks_cacc_raw.csv")
+    assert set(lpeaks.concept) == {"ioi", "greater_than"}
+    assert set(lpeaks.eval_set) >= {"id_test", "ood_test"}
+    assert (results / "summary.md").read_text().count("peaks_") >= 3
+
+    assert cpu <= BUDGET_CPU_SECONDS, f"the fixture run took {cpu:.0f} CPU seconds (budget: 3 minutes of 2 cores)"
