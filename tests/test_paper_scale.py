@@ -78,8 +78,8 @@ def fixture_override(tree: dict, results: Path, out: Path) -> Path:
     return out
 
 
-def snakemake(override: Path, *args: str, timeout: int = 900) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
+def snakemake(override: Path, *args: str, timeout: int = 900, env: dict | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", **(env or {})}
     env.pop("MLFLOW_TRACKING_URI", None)
     command = [str(BIN / "snakemake"), "--cores", "2", "--configfile", str(PAPER), str(override), *args]
     return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
@@ -119,8 +119,7 @@ def test_paper_dag_on_fixture_tree(paper_tree: dict, tmp_path: Path) -> None:
     assert concepts == set(paper_tree["certified_wnids"])
     runtime = next(j for j in jobs if j["rule"] == "vision_runtime")
     assert WNID.fullmatch(re.search(r"--concept (\S+)", runtime["shell"])[1])
-    features = {m for j in jobs if j["rule"] == "all" for m in re.findall(r"features_(\w+)\.png", done.stdout)}
-    assert features == set(paper_tree["certified_wnids"])
+    assert set(re.findall(r"features_(\w+)\.png", done.stdout)) == set(paper_tree["certified_wnids"])
     language = {j["wildcards"]["concept"] for j in jobs if j["rule"] in LANGUAGE_MODEL_STAGES}
     assert language == {"ioi", "greater_than"}
 
@@ -140,6 +139,24 @@ def test_paper_dag_on_fixture_tree(paper_tree: dict, tmp_path: Path) -> None:
     # nothing of the embedded default leaks in
     assert "--model world" not in done.stdout and "--model embedded" not in done.stdout
     assert not re.search(r"\b(circle|square|star)\b", done.stdout)
+
+
+def test_home_relative_paths_reach_jobs_expanded(paper_tree: dict, tmp_path: Path) -> None:
+    """configs/paper.yaml writes the weights as ~/.cache/...: every path a job gets must be one it can open
+    (the config check expands ~, and so must the commands, which quote every path)."""
+    override = fixture_override(paper_tree, tmp_path / "results", tmp_path / "paper_fixture.yaml")
+    config = yaml.safe_load(override.read_text())
+    root = paper_tree["root"]
+    config["vision"]["imagenet"]["weights"] = "~/resnet50.pth"
+    config["vision"]["imagenet"]["val_root"] = "~/val"
+    config["language"]["model_path"] = "~/gpt2"
+    override.write_text(yaml.safe_dump(config, sort_keys=False))
+    done = snakemake(override, "-n", "--printshellcmds", timeout=300, env={"HOME": root})
+    assert done.returncode == 0, (done.stdout + done.stderr)[-6000:]
+    for job in dry_run_jobs(done.stdout):
+        for flag in ("--weights", "--data", "--model-path", "--gpt2-tokenizer"):
+            for value in re.findall(rf"{flag} (\S+)", job["shell"]):
+                assert "~" not in value, f"{job['rule']}: {flag} {value} reaches the job unexpanded"
 
 
 def test_paper_run_on_fixture_tree(paper_tree: dict, tmp_path: Path) -> None:
