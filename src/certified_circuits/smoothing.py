@@ -285,7 +285,8 @@ def vote_counts(
             default :func:`default_chunk` (numpy) or as many as fit in device memory (torch).
         device: where to count, see :func:`vote_device` (default: follow the scores).
         dtype: torch path only: the dtype of the mask product (default float64, which matches the numpy
-            path; float32 is faster on consumer GPUs and differs at near-ties within float32 rounding).
+            path; float32 is faster on consumer GPUs and differs at near-ties within float32 rounding, or
+            within TF32 rounding when ``torch.set_float32_matmul_precision`` allows TF32).
 
     Returns:
         int32 ``[len(k_grid), U]``: ``counts[k, u] = #{samples whose top-K circuit contains u}``, in the
