@@ -159,6 +159,32 @@ def test_home_relative_paths_reach_jobs_expanded(paper_tree: dict, tmp_path: Pat
                 assert "~" not in value, f"{job['rule']}: {flag} {value} reaches the job unexpanded"
 
 
+def test_no_rediscovered_class_still_gives_a_runnable_iou_job(paper_tree: dict, tmp_path: Path) -> None:
+    """When no class has rediscovery_min_images images in any OOD set (ImageNet-O holds ~10 per class),
+    the IoU stage must either be left out or be a command its CLI accepts."""
+    import shlex
+
+    from certified_circuits.cli import build_parser
+
+    results = tmp_path / "results"
+    override = fixture_override(paper_tree, results, tmp_path / "paper_fixture.yaml")
+    config = yaml.safe_load(override.read_text())
+    config["vision"]["rediscovery_min_images"] = 3  # the tree holds at most 2 images of a class per OOD set
+    override.write_text(yaml.safe_dump(config, sort_keys=False))
+    done = snakemake(override, "-n", "--printshellcmds", timeout=300)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-6000:]
+    for job in (j for j in dry_run_jobs(done.stdout) if j["rule"] == "vision_iou"):
+        argv = shlex.split(job["shell"].split(" 2> ")[0])
+        argv = argv[argv.index("certified-circuits") + 1:]
+        operating_points = Path(argv[argv.index("--operating-points") + 1])
+        operating_points.parent.mkdir(parents=True, exist_ok=True)
+        operating_points.write_text("")  # written by vision_tables in a real run
+        try:
+            build_parser().parse_args(argv)
+        except SystemExit:
+            pytest.fail(f"vision_iou with no re-discovered class is a command report-iou rejects: {job['shell']}")
+
+
 def test_paper_run_on_fixture_tree(paper_tree: dict, tmp_path: Path) -> None:
     results = tmp_path / "results"
     override = fixture_override(paper_tree, results, tmp_path / "paper_fixture.yaml")
