@@ -18,6 +18,7 @@ rule votes:
         job=job_env("votes"),
         k_grid=lambda w: EXPERIMENTS[w.experiment]["k_grid"],
         ranking=lambda w: EXPERIMENTS[w.experiment]["ranking"],
+        device=q(DEVICE),
     log:
         log_path("votes", f"{{experiment}}/{{split}}/{{concept}}/{{scorer}}/{VOTES_PATTERN}"),
     benchmark:
@@ -31,7 +32,7 @@ rule votes:
     shell:
         "{params.job} certified-circuits votes --attributions {input.attributions:q} --scorer {wildcards.scorer} "
         "--k-grid {params.k_grid} --p-del {wildcards.p_del} --n0 {wildcards.n0} --n {wildcards.n} "
-        "--seed {wildcards.seed} {params.ranking} --out {output:q} 2> {log:q}"
+        "--seed {wildcards.seed} {params.ranking} --device {params.device} --out {output:q} 2> {log:q}"
 
 
 rule certify:

@@ -65,6 +65,8 @@ def _votes_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0,
                    help="config seed; the masks are drawn from (seed, concept) so every concept has its own draw")
     p.add_argument("--absolute", action="store_true", help="rank by |mean score| (EAP-IG edges)")
+    p.add_argument("--device", default="auto",
+                   help="where votes are counted: auto (CUDA when available, else numpy on the CPU), cpu, cuda, cuda:N")
     p.add_argument("--out", type=str, required=True, help="votes HDF5 (output)")
 
 
@@ -97,6 +99,7 @@ def _cmd_votes(args: argparse.Namespace) -> int:
         n=args.n,
         seed=mask_seed(args.seed, concept),
         absolute=args.absolute,
+        device=args.device,
         attrs={
             "scorer": args.scorer,
             **{key: str(attributions.attrs.get(key, "")) for key in ("concept", "model", "experiment", "split")},

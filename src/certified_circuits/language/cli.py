@@ -205,8 +205,8 @@ def _evaluate_arguments(p: argparse.ArgumentParser) -> None:
                    help="evaluation prompts, repeatable: id_test=DIR/id_test.jsonl ood_test=DIR/ood_test.jsonl")
     p.add_argument("--out", required=True, help="CSV to write")
     p.add_argument("--experiment", default="language")
-    p.add_argument("--max-floats", type=float, default=4e7,
-                   help="activation buffer size per patched batch in floats (default 4e7 = 160 MB; raise on a GPU)")
+    p.add_argument("--max-floats", type=float, default=None,
+                   help="activation buffer size per patched batch in floats (default: sized from free device memory)")
 
 
 @STAGES.stage("language-evaluate", _evaluate_arguments, help="circuit-restricted accuracy of baseline/majority/certified circuits (CSV)",

@@ -25,7 +25,7 @@ COLUMNS = ["experiment", "concept", "eval_set", "method", "k_target", "k_effecti
 
 def circuit_table(lm, task: str, masks: Mapping[str, np.ndarray], k_grid: np.ndarray,
                   eval_sets: Mapping[str, str | os.PathLike], *, experiment: str = "language",
-                  device: str = "cpu", progress: bool = True, budget_floats: float = 4e7) -> pd.DataFrame:
+                  device: str = "cpu", progress: bool = True, budget_floats: float | None = None) -> pd.DataFrame:
     """Evaluate bool [nK, E] masks per method on every eval set (JSONL paths); returns the tidy table."""
     from certified_circuits.discovery import effective_k
 
@@ -61,7 +61,7 @@ def circuit_table(lm, task: str, masks: Mapping[str, np.ndarray], k_grid: np.nda
 
 def evaluate_task(model: str, model_path: str | None, task: str, votes, certificates,
                   eval_sets: Mapping[str, str | os.PathLike], *, experiment: str = "language",
-                  device: str = "cpu", budget_floats: float = 4e7) -> pd.DataFrame:
+                  device: str = "cpu", budget_floats: float | None = None) -> pd.DataFrame:
     """Load the model and evaluate the baseline / majority / certified circuits of ``votes``+``certificates``."""
     from certified_circuits.certification import method_masks
     from certified_circuits.language.models import load_language_model
