@@ -1,0 +1,270 @@
+"""The SLURM profile (profiles/slurm) on a real, private, single-node SLURM cluster (issue 11).
+
+tests/slurm_cluster.py starts MUNGE (a generated key), slurmctld and slurmd (a generated slurm.conf) in
+a temporary folder, on localhost and free ports, with a CPU and a GPU partition and *no accounting
+daemon* (so `sacct` answers only "accounting storage is disabled", the case that made the old profile
+hang). The daemons run as root and are stopped, and every job cancelled, when the module finishes.
+
+Only the site settings of the profile are overridden, the way docs/slurm.md says: the partition file
+(profiles/slurm/partitions.yaml with its partitions renamed to this cluster's) and the account (none:
+a cluster without accounting cannot validate one). Everything else is the committed profile.
+
+* A three-rule workflow: a job with gpu=1 goes to the GPU partition with a GPU request; jobs with gpu=0
+  or no gpu resource go to the CPU partition with none.
+* The smoke config, shrunk (vision only, two classes, one scorer), through the profile: every job went
+  through sbatch (the cluster's job list, one COMPLETED job per Snakemake job, none asking for a GPU,
+  all in the CPU partition), every science table (CSV under tables/ and sufficiency/) equals the one of
+  the same config run locally with --cores 2, and MLflow holds one child run of the workflow's parent
+  run per job, with the same rules.
+* profiles/slurm/preflight.py passes on the cluster and names a wrong partition in plain words.
+
+Skipped, with the reason, where the SLURM/MUNGE binaries are missing (.ci/slurm-setup.sh installs them)
+or the test does not run as root.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from slurm_cluster import SlurmCluster, unavailable_reason  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+PROFILE = ROOT / "profiles" / "slurm"
+SMOKE = ROOT / "configs" / "smoke.yaml"
+CPU_PARTITION, GPU_PARTITION = "cc_cpu", "cc_gpu"  # not the profile's names: the edit is exercised
+ACCOUNT = "ccproject"
+TIMING = re.compile(r"second|runtime|duration|elapsed|time", re.IGNORECASE)
+
+# The smoke config shrunk to a two-class vision run (language off): 15 jobs, 8 levels deep.
+SHRINK = {
+    "vision": {
+        "concepts": ["circle", "square"],
+        "scorers": ["relevance"],
+        "eval_sets": ["id", "id_test"],
+        "feature_concepts": ["circle"],
+        "runtime": {"n": []},
+        "rediscovery_sets": [],
+        "seed_stability": {"n_seeds": 0},
+        "radius_sweep": {"enabled": False},
+    },
+    "language": {"enabled": False},
+}
+
+pytestmark = pytest.mark.skipif(unavailable_reason() is not None, reason=str(unavailable_reason()))
+
+
+# ---------------------------------------------------------------------------------------- fixtures
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    slurm = SlurmCluster(partitions=(CPU_PARTITION, GPU_PARTITION))
+    slurm.start()
+    try:
+        yield slurm
+    finally:
+        slurm.stop()
+
+
+@pytest.fixture(scope="module")
+def site_profile(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of profiles/slurm with only its site settings edited, where docs/slurm.md says: the
+    partitions of partitions.yaml renamed to this cluster's, and slurm_account set in config.yaml."""
+    profile = tmp_path_factory.mktemp("site") / "slurm"
+    shutil.copytree(PROFILE, profile, ignore=shutil.ignore_patterns("__pycache__"))
+    site = yaml.safe_load((PROFILE / "partitions.yaml").read_text())
+    renamed = {GPU_PARTITION if limits.get("max_gpu", 0) > 0 else CPU_PARTITION: limits
+               for limits in site["partitions"].values()}
+    assert set(renamed) == {CPU_PARTITION, GPU_PARTITION}, site
+    (profile / "partitions.yaml").write_text(yaml.safe_dump({"partitions": renamed}))
+    config = (profile / "config.yaml").read_text()
+    account_line = re.compile(r'^(\s+slurm_account:\s*)""', re.MULTILINE)
+    assert len(account_line.findall(config)) == 1, "config.yaml must hold one slurm_account: \"\" line"
+    (profile / "config.yaml").write_text(account_line.sub(rf'\g<1>"{ACCOUNT}"', config))
+    return profile
+
+
+def environment(cluster: SlurmCluster | None) -> dict[str, str]:
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
+    env.pop("MLFLOW_TRACKING_URI", None)
+    return cluster.env(env) if cluster is not None else env
+
+
+def snakemake_on_slurm(cluster: SlurmCluster, profile: Path, *args: str, cwd: Path = ROOT,
+                       timeout: int = 600) -> subprocess.CompletedProcess:
+    """`snakemake --profile <profiles/slurm with the site settings edited> ...`."""
+    command = [str(BIN / "snakemake"), "--profile", str(profile), *args]
+    return subprocess.run(command, cwd=cwd, env=environment(cluster), capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def failure(done: subprocess.CompletedProcess, cluster: SlurmCluster, cwd: Path = ROOT) -> str:
+    logs = sorted((cwd / ".snakemake" / "slurm_logs").rglob("*.log"), key=lambda p: p.stat().st_mtime)[-3:]
+    return "\n".join([(done.stdout + done.stderr)[-8000:], *(f"== {p}\n{p.read_text()[-3000:]}" for p in logs),
+                      cluster.log_tail(20), str(cluster.jobs())])
+
+
+def run_id_of(output: str) -> str:
+    match = re.search(r"SLURM run ID: (\S+)", output)
+    assert match, output[-3000:]
+    return match[1]
+
+
+def rule_of(comment: str) -> str:
+    """The plugin's job comment is rule_<rule> or rule_<rule>_wildcards_<wildcards>."""
+    assert comment.startswith("rule_"), comment
+    return comment[len("rule_"):].split("_wildcards_", 1)[0]
+
+
+def science_tables(results: Path) -> dict[str, Path]:
+    """CSV tables under tables/ and sufficiency/, by relative path (timing files left out)."""
+    found = {}
+    for folder in ("tables", "sufficiency"):
+        for path in sorted((results / folder).rglob("*.csv")):
+            relative = str(path.relative_to(results))
+            if not TIMING.search(path.name):
+                found[relative] = path
+    return found
+
+
+# ------------------------------------------------------------------------------- GPU routing
+
+
+def test_gpu_jobs_go_to_the_gpu_partition_and_cpu_jobs_ask_for_no_gpu(cluster, site_profile, tmp_path):
+    (tmp_path / "Snakefile").write_text(
+        'rule all:\n    input: "cpu.txt", "gpu.txt", "plain.txt"\n\n'
+        'rule with_gpu:\n    output: "gpu.txt"\n    resources: gpu=1\n    shell: "echo $SLURM_JOB_PARTITION > {output}"\n\n'
+        'rule without_gpu:\n    output: "cpu.txt"\n    resources: gpu=0\n    shell: "echo $SLURM_JOB_PARTITION > {output}"\n\n'
+        'rule no_gpu_resource:\n    output: "plain.txt"\n    shell: "echo $SLURM_JOB_PARTITION > {output}"\n'
+    )
+    done = snakemake_on_slurm(cluster, site_profile, cwd=tmp_path, timeout=300)
+    assert done.returncode == 0, failure(done, cluster, tmp_path)
+    run_id = run_id_of(done.stdout + done.stderr)
+    jobs = {rule_of(job["comment"]): job for job in cluster.jobs() if job["name"] == run_id}
+    assert set(jobs) == {"with_gpu", "without_gpu", "no_gpu_resource"}, jobs
+    assert {job["account"] for job in jobs.values()} == {ACCOUNT}, jobs
+    assert jobs["with_gpu"]["partition"] == GPU_PARTITION and "gpu:1" in jobs["with_gpu"]["tres_per_job"], jobs
+    for rule in ("without_gpu", "no_gpu_resource"):
+        assert jobs[rule]["partition"] == CPU_PARTITION, jobs
+        assert "gpu" not in jobs[rule]["tres_per_job"] + jobs[rule]["tres_per_node"], jobs
+    assert all(job["state"] == "COMPLETED" for job in jobs.values()), jobs
+    assert (tmp_path / "gpu.txt").read_text().strip() == GPU_PARTITION  # ran there, inside SLURM
+    assert (tmp_path / "cpu.txt").read_text().strip() == CPU_PARTITION
+
+
+# ------------------------------------------------------------------------------- the workflow
+
+
+@pytest.fixture(scope="module")
+def runs(cluster, site_profile, tmp_path_factory: pytest.TempPathFactory):
+    """The shrunk smoke config twice, at the same time: locally (--cores 2) and through the profile.
+    Returns (local results, SLURM results, SLURM run id, snakemake output, seconds)."""
+    tmp = tmp_path_factory.mktemp("slurm-workflow")
+    overrides = {}
+    for name in ("local", "slurm"):
+        overrides[name] = tmp / f"{name}.yaml"
+        overrides[name].write_text(yaml.safe_dump({"results_dir": str(tmp / name / "results"), **SHRINK}))
+    started = time.monotonic()
+    local = subprocess.Popen([str(BIN / "snakemake"), "--cores", "2", "--rerun-incomplete", "--configfile", str(SMOKE),
+                              str(overrides["local"])], cwd=ROOT, env=environment(None), stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True)
+    try:
+        done = snakemake_on_slurm(cluster, site_profile, "--configfile", str(SMOKE), str(overrides["slurm"]))
+        slurm_seconds = time.monotonic() - started
+        local_output, _ = local.communicate(timeout=600)
+    finally:
+        if local.poll() is None:
+            local.kill()
+            local.wait()
+    assert local.returncode == 0, local_output[-6000:]
+    assert done.returncode == 0, failure(done, cluster)
+    output = done.stdout + done.stderr
+    print(f"SLURM workflow: {slurm_seconds:.0f} s")
+    return tmp / "local" / "results", tmp / "slurm" / "results", run_id_of(output), output
+
+
+def test_every_job_went_through_sbatch_to_the_cpu_partition(cluster, runs):
+    _, results, run_id, output = runs
+    jobs = [job for job in cluster.jobs() if job["name"] == run_id]
+    finished = re.findall(r"Finished jobid: \d+ \(Rule: (\w+)\)", output)
+    local = set(re.findall(r"^localrule (\w+):", output, re.MULTILINE))
+    assert local <= {"all"}, f"jobs run on the submit node instead of through sbatch: {local - {'all'}}"
+    ran = collections.Counter(rule for rule in finished if rule not in local)  # `all` has no command
+    assert sum(ran.values()) >= 10, output[-3000:]
+    assert collections.Counter(rule_of(job["comment"]) for job in jobs) == ran, (jobs, ran)
+    assert all(job["state"] == "COMPLETED" for job in jobs), jobs
+    # embedded runs declare gpu=0: no job may ask for a GPU (the old profile's set-resources did)
+    assert {job["partition"] for job in jobs} == {CPU_PARTITION}, jobs
+    assert {job["account"] for job in jobs} == {ACCOUNT}, jobs
+    assert not [job for job in jobs if "gpu" in job["tres_per_job"] + job["tres_per_node"]], jobs
+    # the job status came from squeue: this cluster has no accounting, sacct cannot answer
+    sacct = subprocess.run(["sacct", "-n"], env=cluster.env(), capture_output=True, text=True)
+    assert sacct.returncode != 0 and "accounting storage is disabled" in sacct.stderr.lower(), sacct
+
+
+def test_slurm_tables_equal_the_local_run(runs):
+    import pandas as pd
+
+    local, slurm, _, _ = runs
+    expected, actual = science_tables(local), science_tables(slurm)
+    assert expected and set(actual) == set(expected), (sorted(expected), sorted(actual))
+    assert any(name.startswith("sufficiency/") for name in expected) and any(n.startswith("tables/") for n in expected)
+    for name, path in expected.items():
+        left, right = pd.read_csv(path), pd.read_csv(actual[name])
+        keep = [column for column in left.columns if not TIMING.search(str(column))]
+        assert list(right.columns) == list(left.columns), name
+        pd.testing.assert_frame_equal(right[keep], left[keep], check_exact=True, obj=name)
+
+
+def test_mlflow_holds_one_child_run_per_slurm_job(cluster, runs):
+    from mlflow.tracking import MlflowClient
+
+    _, results, run_id, _ = runs
+    jobs = [job for job in cluster.jobs() if job["name"] == run_id]
+    client = MlflowClient(f"sqlite:///{results / 'mlflow.db'}")
+    experiment = client.get_experiment_by_name("certified-circuits")
+    parents = client.search_runs([experiment.experiment_id], "tags.kind = 'workflow'")
+    assert len(parents) == 1 and parents[0].info.status == "FINISHED", parents
+    children = client.search_runs([experiment.experiment_id],
+                                  f"tags.mlflow.parentRunId = '{parents[0].info.run_id}'", max_results=1000)
+    assert len(children) == len(jobs), (len(children), len(jobs))
+    assert collections.Counter(run.data.tags["rule"] for run in children) == collections.Counter(
+        rule_of(job["comment"]) for job in jobs)
+    assert not list((results / ".tracking" / "pending").glob("*.json")), "every job record was logged"
+
+
+# ------------------------------------------------------------------------------- preflight
+
+
+def test_preflight_accepts_the_site_settings_and_names_a_wrong_partition(cluster, site_profile, tmp_path):
+    preflight = [sys.executable, str(site_profile / "preflight.py")]
+    good = subprocess.run(preflight, env=environment(cluster), capture_output=True, text=True, timeout=120)
+    assert good.returncode == 0, good.stdout + good.stderr
+    assert "FIX" not in good.stdout and "without accounting" in good.stdout, good.stdout
+    wrong = tmp_path / "partitions.yaml"
+    wrong.write_text(yaml.safe_dump({"partitions": {"nosuch": {"max_gpu": 0}, GPU_PARTITION: {"max_gpu": 1}}}))
+    bad = subprocess.run([*preflight, "--partition-config", str(wrong)], env=environment(cluster),
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 1, bad.stdout + bad.stderr
+    assert "partition 'nosuch'" in bad.stdout and CPU_PARTITION in bad.stdout, bad.stdout
+    assert "Traceback" not in bad.stdout + bad.stderr
+    # the plugin's default status command would hang on this cluster: preflight says so
+    config = site_profile / "config.yaml"
+    sacct_profile = tmp_path / "sacct"
+    shutil.copytree(site_profile, sacct_profile)
+    (sacct_profile / "config.yaml").write_text(config.read_text().replace("slurm-status-command: squeue", ""))
+    hang = subprocess.run([sys.executable, str(sacct_profile / "preflight.py")], env=environment(cluster),
+                          capture_output=True, text=True, timeout=120)
+    assert hang.returncode == 1 and "wait forever" in hang.stdout, hang.stdout
