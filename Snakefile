@@ -31,13 +31,13 @@ validate(config, "config.schema.yaml", set_default=True)
 os.environ.setdefault("HDF5_USE_FILE_LOCKING", "FALSE")
 
 
-include: "rules/common.smk"
-
-
 try:
-    VCONCEPTS = check_config(config)
+    VCONCEPTS = check_config(config)  # also expands ~ in every configured path
 except ConfigError as error:
     raise WorkflowError(str(error)) from None
+
+
+include: "rules/common.smk"
 
 
 if VISION["enabled"]:

@@ -13,6 +13,12 @@ DEVICE = config["device"]
 ENV = "../envs/certified-circuits.yaml"
 EMBEDDED_VISION = VISION["enabled"] and VISION["source"] == "embedded"
 EMBEDDED_LANGUAGE = LANGUAGE["enabled"] and LANGUAGE["source"] == "embedded"
+# Model jobs of the paper config ask the cluster for a GPU, more memory and time; the embedded default
+# and a paper run with `device: cpu` ask for none (profiles/slurm routes gpu > 0 to the GPU partition).
+VISION_GPU = 0 if EMBEDDED_VISION or DEVICE == "cpu" else 1
+LANGUAGE_GPU = 0 if EMBEDDED_LANGUAGE or DEVICE == "cpu" else 1
+VISION_MEM_MB, VISION_RUNTIME = (4000, 60) if EMBEDDED_VISION else (16000, 120)
+LANGUAGE_MEM_MB, LANGUAGE_RUNTIME = (4000, 60) if EMBEDDED_LANGUAGE else (16000, 120)
 VX = VISION["experiment"]
 LX = LANGUAGE["experiment"]
 VDIR = PATHS.data("vision")

@@ -81,9 +81,9 @@ rule language_attribute:
     priority: 10
     threads: 1
     resources:
-        mem_mb=4000,
-        runtime=60,
-        gpu=0 if EMBEDDED_LANGUAGE else 1,
+        mem_mb=LANGUAGE_MEM_MB,
+        runtime=LANGUAGE_RUNTIME,
+        gpu=LANGUAGE_GPU,
     shell:
         "{params.job} certified-circuits language-attribute {params.model} --threads {threads} --task {wildcards.concept} "
         "--split {wildcards.split} --examples {input.examples:q} --ig-steps {params.ig_steps} --integration {params.integration} "
@@ -113,9 +113,9 @@ rule language_evaluate:
         ENV
     threads: 1
     resources:
-        mem_mb=4000,
-        runtime=60,
-        gpu=0 if EMBEDDED_LANGUAGE else 1,
+        mem_mb=LANGUAGE_MEM_MB,
+        runtime=LANGUAGE_RUNTIME,
+        gpu=LANGUAGE_GPU,
     shell:
         "{params.job} certified-circuits language-evaluate {params.model} --threads {threads} --task {wildcards.concept} "
         "--votes {input.votes:q} --certificates {input.certificates:q} --eval-set id_test={input.id_test:q} "

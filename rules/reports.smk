@@ -223,7 +223,7 @@ if VISION["enabled"]:
             resources:
                 mem_mb=4000,
                 runtime=60,
-                gpu=0 if EMBEDDED_VISION else 1,
+                gpu=VISION_GPU,
             shell:
                 "{params.job} certified-circuits vision-runtime {params.model} --threads {threads} --data {params.data:q} "
                 "--concept {params.concept:q} --n {params.n} --k-grid {params.k_grid} --p-del {params.setting.p_del} "

@@ -138,9 +138,9 @@ rule vision_attribute:
     priority: 10
     threads: 1
     resources:
-        mem_mb=4000,
-        runtime=30,
-        gpu=0 if EMBEDDED_VISION else 1,
+        mem_mb=VISION_MEM_MB,
+        runtime=VISION_RUNTIME,
+        gpu=VISION_GPU,
     shell:
         "{params.job} certified-circuits vision-attribute {params.model} --threads {threads} --data {params.data:q} "
         "--n-examples {params.size} {params.counterfactual} --concept {wildcards.concept:q} --split concept "
@@ -165,9 +165,9 @@ rule vision_attribute_sized:
     priority: 10
     threads: 1
     resources:
-        mem_mb=4000,
-        runtime=30,
-        gpu=0 if EMBEDDED_VISION else 1,
+        mem_mb=VISION_MEM_MB,
+        runtime=VISION_RUNTIME,
+        gpu=VISION_GPU,
     shell:
         "{params.job} certified-circuits vision-attribute {params.model} --threads {threads} --data {params.data:q} "
         "--n-examples {wildcards.size} --concept {wildcards.concept:q} --split concept_n{wildcards.size} "
@@ -197,9 +197,9 @@ rule vision_evaluate:
         ENV
     threads: 1
     resources:
-        mem_mb=4000,
-        runtime=60,
-        gpu=0 if EMBEDDED_VISION else 1,
+        mem_mb=VISION_MEM_MB,
+        runtime=VISION_RUNTIME,
+        gpu=VISION_GPU,
     shell:
         "{params.job} certified-circuits vision-evaluate {params.model} --threads {threads} {params.circuits} "
         "--concept {wildcards.concept:q} {params.eval_sets} --experiment {params.experiment:q} --out {output:q} 2> {log:q}"

@@ -28,7 +28,7 @@ STAGES = Stages()
 
 
 def _attack_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--class", dest="classes", nargs="+", action="append", required=True, type=existing_file,
+    p.add_argument("--class", dest="classes", nargs="+", action="append", default=[], type=existing_file,
                    metavar="FILE",
                    help="ATTR POOL [POOL ...]: the attribution file of one concept dataset, then one or more "
                    "attribution files of candidate examples of the same concept (repeatable, one per class)")
@@ -100,6 +100,15 @@ def _cmd_attack(args: argparse.Namespace) -> int:
 
     if not 0.5 <= args.tau < 1.0:
         raise InputError(f"--tau {args.tau} is outside [0.5, 1)")
+    if not args.classes:  # the workflow knows the classes with a pool only after filtration
+        from .atomic import write_csv, write_text
+        from .figures import plot_message
+
+        log.warning("report-attack: no class has a pool of insertion candidates; writing empty outputs")
+        write_csv(args.out_dir / "attack_raw.csv", pd.DataFrame(columns=["edit", "mode", "r_multiple", "k_target"]))
+        write_text(args.out_dir / "attack.md", "No class had enough pool examples to attack.\n")
+        plot_message(args.out_dir / "attack", "Dataset-edit attack", "No class had enough pool examples to attack.")
+        return 0
     tables = []
     for index, paths in enumerate(args.classes):
         concept, scores, pool, groups = _load_class(paths, args.scorer)

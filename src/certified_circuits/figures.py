@@ -31,6 +31,7 @@ from .tables import _require, stem_path
 
 __all__ = [
     "save_figure",
+    "plot_message",
     "plot_cacc_curves",
     "plot_iou",
     "plot_seed_stability",
@@ -74,6 +75,16 @@ def _color_cycle(n: int) -> list:
 
 # --------------------------------------------------------------------------------------------------
 # writers
+
+
+def plot_message(stem: Path, title: str, message: str) -> list[Path]:
+    """A figure that says why there is nothing to plot (so a report stage always has its outputs)."""
+    fig, axes = _figure()
+    ax = axes[0, 0]
+    ax.set_axis_off()
+    ax.set_title(title)
+    ax.text(0.5, 0.5, message, ha="center", va="center", wrap=True, transform=ax.transAxes)
+    return save_figure(fig, stem)
 
 
 def save_figure(fig: Figure, stem: Path) -> list[Path]:

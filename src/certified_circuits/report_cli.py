@@ -16,9 +16,9 @@ from .stages import Stages, existing_file, existing_path, k_fraction, positive_i
 STAGES = Stages()
 
 
-def _circuit_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--circuits", nargs=2, action="append", required=True, type=existing_file, metavar=("VOTES", "CERTS"),
-                   help="votes and certificates of one circuit (repeatable)")
+def _circuit_arguments(p: argparse.ArgumentParser, required: bool = True) -> None:
+    p.add_argument("--circuits", nargs=2, action="append", required=required, default=[], type=existing_file,
+                   metavar=("VOTES", "CERTS"), help="votes and certificates of one circuit (repeatable)")
 
 
 def _operating_point_arguments(p: argparse.ArgumentParser) -> None:
@@ -51,7 +51,7 @@ def _cmd_sufficiency(args: argparse.Namespace) -> int:
 
 def _iou_arguments(p: argparse.ArgumentParser) -> None:
     _operating_point_arguments(p)
-    _circuit_arguments(p)
+    _circuit_arguments(p, required=False)  # none when no class has enough images in an OOD set
     p.add_argument("--out-dir", required=True, type=Path)
 
 

@@ -153,8 +153,14 @@ def iou_report(operating_points: Path, scorer: str, pairs: Sequence[tuple[Path, 
             rows.append(dict(experiment=id_votes.attrs.get("experiment", ""), concept=concept, eval_set=split,
                              method=method, k_target=k_target, scorer=scorer,
                              iou=float(evaluation.circuit_iou(id_masks[method][i], ood_masks[method][j]))))
-    iou = pd.DataFrame(rows)
+    iou = pd.DataFrame(rows, columns=["experiment", "concept", "eval_set", "method", "k_target", "scorer", "iou"])
     write_csv(out_dir / "iou.csv", iou)
+    if iou.empty:  # no class has enough images in any OOD set (e.g. ImageNet-O at ~10 per class)
+        log.warning("report-iou: no class was re-discovered on an OOD set; writing an empty table")
+        figures.plot_message(out_dir / "iou", "ID vs re-discovered circuits",
+                             "No class was re-discovered: no OOD set holds enough images of any class\n"
+                             "(vision.rediscovery_min_images).")
+        return
     figures.plot_iou(iou, out_dir / "iou")
     add_metrics({f"iou_mean_{m}": v for m, v in iou.groupby("method")["iou"].mean().items()})
 

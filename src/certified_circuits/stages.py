@@ -63,16 +63,16 @@ class Stages(list):
 
 
 def existing_file(text: str) -> Path:
-    """argparse type: a file that must exist (checked before any work starts)."""
-    path = Path(text)
+    """argparse type: a file that must exist (checked before any work starts); ``~`` is expanded."""
+    path = Path(text).expanduser()
     if not path.is_file():
         raise argparse.ArgumentTypeError(f"{path}: file not found")
     return path
 
 
 def existing_path(text: str) -> Path:
-    """argparse type: a file or folder that must exist."""
-    path = Path(text)
+    """argparse type: a file or folder that must exist; ``~`` is expanded."""
+    path = Path(text).expanduser()
     if not path.exists():
         raise argparse.ArgumentTypeError(f"{path}: no such file or folder")
     return path
@@ -120,7 +120,7 @@ def named_path(text: str) -> tuple[str, Path]:
     name, sep, path = text.partition("=")
     if not sep or not name or not path:
         raise argparse.ArgumentTypeError(f"expected NAME=PATH, got {text!r}")
-    return name, Path(path)
+    return name, Path(path).expanduser()
 
 
 def add_k_grid(parser: argparse.ArgumentParser, required: bool = True, default: list[float] | None = None) -> None:

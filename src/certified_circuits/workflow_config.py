@@ -115,8 +115,24 @@ def check_language(language):
                      "Save it once on a connected machine with transformers' save_pretrained (README: 'Paper scale on a GPU').")
 
 
+def expand_user_paths(config: dict[str, Any]) -> None:
+    """``~`` in every configured path becomes the home folder, once, before any rule or check reads it
+    (a quoted ``~`` would reach the jobs literally)."""
+    config["results_dir"] = os.path.expanduser(config["results_dir"])
+    imagenet = config["vision"].get("imagenet")
+    if imagenet:
+        for key in ("weights", "class_index", "val_root"):
+            if imagenet.get(key):
+                imagenet[key] = os.path.expanduser(imagenet[key])
+        imagenet["ood_roots"] = {name: os.path.expanduser(root) for name, root in imagenet.get("ood_roots", {}).items()}
+    if config["language"].get("model_path"):
+        config["language"]["model_path"] = os.path.expanduser(config["language"]["model_path"])
+
+
 def check_config(config: dict[str, Any]) -> list[str]:
-    """Check a schema-validated config; returns the vision classes to certify ([] when vision is off)."""
+    """Expand ``~`` in paths and check a schema-validated config; returns the vision classes to certify
+    ([] when vision is off)."""
+    expand_user_paths(config)
     require_finite(config)
     concepts: list[str] = []
     if config["vision"]["enabled"]:
