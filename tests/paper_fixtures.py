@@ -56,18 +56,26 @@ def write_class_index(path: Path, n_classes: int = 1000) -> list[str]:
     return wnids
 
 
-def write_images(root: Path, counts: dict[int, int], seed: int) -> None:
-    """``root/<wnid>/<wnid>_<i>.JPEG`` noise images: {class index: number of images}."""
+def write_images(root: Path, counts: dict[int, int], seed: int, odd: bool = False) -> None:
+    """``root/<wnid>/<wnid>_<i>.JPEG`` noise images: {class index: number of images}.
+
+    ``odd``: the last image of every class is one of the real sets' exceptions instead: a greyscale
+    JPEG (ImageNet val has some) in the 1st, 3rd, ... class, a portrait PNG (ImageNet-A/C hold PNGs) in the others."""
     from PIL import Image
 
     rng = np.random.default_rng(seed)
     width, height = IMAGE_SIZE
-    for index, n in counts.items():
+    for position, (index, n) in enumerate(counts.items()):
         folder = root / wnid(index)
         folder.mkdir(parents=True, exist_ok=True)
         for i in range(n):
             pixels = rng.integers(0, 256, (height, width, 3), dtype=np.uint8)
-            Image.fromarray(pixels).save(folder / f"{wnid(index)}_{i}.JPEG", quality=90)
+            image, name = Image.fromarray(pixels), f"{wnid(index)}_{i}.JPEG"
+            if odd and i == n - 1 and n > 1:
+                grey = position % 2 == 0
+                image = image.convert("L") if grey else image.transpose(Image.Transpose.ROTATE_90)
+                name = name if grey else f"{wnid(index)}_{i}.png"
+            image.save(folder / name, **({"quality": 90} if name.endswith(".JPEG") else {}))
 
 
 def write_resnet50(path: Path, seed: int = SEED) -> Path:
@@ -120,6 +128,7 @@ def build_tokenizer(out_dir: Path):
         raise RuntimeError(f"fixture BPE: {len(bad)} task words are not single tokens: {bad[:10]}")
     out_dir.mkdir(parents=True, exist_ok=True)
     tok.save_pretrained(out_dir)
+    bpe.save_model(str(out_dir))  # vocab.json + merges.txt too, as in the Hugging Face gpt2 folder
     return tok
 
 
@@ -147,10 +156,10 @@ def build_paper_tree(root: Path) -> dict:
     root = Path(root)
     root.mkdir(parents=True, exist_ok=True)
     wnids = write_class_index(root / "LOC_synset_mapping.txt")
-    write_images(root / "val", {i: N_VAL_PER_CLASS for i in VAL_CLASSES}, seed=SEED)
+    write_images(root / "val", {i: N_VAL_PER_CLASS for i in VAL_CLASSES}, seed=SEED, odd=True)
     ood_roots, counts = {}, {"id": {wnid(i): N_VAL_PER_CLASS for i in VAL_CLASSES}}
     for k, (name, (folder, per_class)) in enumerate(OOD_SETS.items()):
-        write_images(root / folder, per_class, seed=SEED + 1 + k)
+        write_images(root / folder, per_class, seed=SEED + 1 + k, odd=True)
         ood_roots[name] = str(root / folder)
         counts[name] = {wnid(i): n for i, n in per_class.items()}
     write_resnet50(root / "resnet50.pth")

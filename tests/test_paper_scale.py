@@ -124,11 +124,12 @@ def test_paper_dag_on_fixture_tree(paper_tree: dict, tmp_path: Path) -> None:
     assert language == {"ioi", "greater_than"}
 
     # every model job runs the paper models on the configured device
+    device = yaml.safe_load(override.read_text()).get("device") or yaml.safe_load(PAPER.read_text())["device"]
     model_jobs = [j for j in jobs if j["rule"] in VISION_MODEL_STAGES | LANGUAGE_MODEL_STAGES]
     assert {j["rule"] for j in model_jobs} >= {"vision_attribute", "vision_evaluate", "vision_runtime",
                                                 "language_attribute", "language_evaluate"}
     for job in model_jobs:
-        assert re.search(r"--device cpu(\s|$)", job["shell"]), f"{job['rule']} {job['wildcards']} lacks --device: {job['shell']}"
+        assert re.search(rf"--device {device}(\s|$)", job["shell"]), f"{job['rule']} {job['wildcards']} lacks --device: {job['shell']}"
         if job["rule"] in VISION_MODEL_STAGES:
             assert "--model resnet50 " in job["shell"] and f"--weights {paper_tree['weights']}" in job["shell"]
             assert f"--class-index {paper_tree['class_index']}" in job["shell"]
