@@ -226,6 +226,12 @@ def test_paper_run_on_fixture_tree(paper_tree: dict, tmp_path: Path) -> None:
     lpeaks = pd.read_csv(lt / "peaks_cacc_raw.csv")
     assert set(lpeaks.concept) == {"ioi", "greater_than"}
     assert set(lpeaks.eval_set) >= {"id_test", "ood_test"}
+    # with |D| = 40 prompts the paper's language setting certifies edges in (vision's |D_c| = 2 cannot)
+    from certified_circuits.store import read_certificates
+
+    for task in ("ioi", "greater_than"):
+        (path,) = (results / "certificates" / LX / "train" / task).rglob("*.h5")
+        assert (read_certificates(path).decision == 1).any(), f"{task}: no edge certified in"
     assert (results / "summary.md").read_text().count("peaks_") >= 3
 
     assert cpu <= BUDGET_CPU_SECONDS, f"the fixture run took {cpu:.0f} CPU seconds (budget: 3 minutes of 2 cores)"
