@@ -134,6 +134,15 @@ def _cmd_world(args: argparse.Namespace) -> int:
 
 
 def _train_arguments(p: argparse.ArgumentParser) -> None:
+    def dropout_probability(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a probability in [0, 1), got {text!r}") from None
+        if not 0.0 <= value < 1.0:  # also rejects nan
+            raise argparse.ArgumentTypeError(f"expected a probability in [0, 1), got {text!r}")
+        return value
+
     p.add_argument("--world", type=Path, required=True, help="folder written by vision-world")
     p.add_argument("--out-model", type=Path, required=True)
     p.add_argument("--out-metrics", type=Path, required=True)
@@ -144,6 +153,14 @@ def _train_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--widths", type=positive_int, nargs=4, default=[16, 32, 64, 128])
     p.add_argument("--blocks", type=positive_int, nargs=4, default=[1, 1, 1, 1])
     p.add_argument("--stem-stride", type=int, default=2, choices=[1, 2], help="stride of the 3x3 stem convolution")
+    p.add_argument("--channel-dropout", type=dropout_probability, default=0.0, metavar="P",
+                   help="training-only channel dropout at every block output (layer1..layer4): makes sparse "
+                        "channel circuits sufficient for the class; saved in the checkpoint, inactive at "
+                        "evaluation (default 0: off; calibrated value in docs/calibration.md)")
+    p.add_argument("--channel-dropout-mode", choices=("mask", "dropout2d"), default="mask",
+                   help="mask: per image and block a drop rate r ~ U(0, P), channels zeroed with probability r, "
+                        "no rescaling (as zero ablation does); dropout2d: torch Dropout2d(P), kept channels "
+                        "scaled by 1/(1-P) (default: mask)")
     p.add_argument("--threads", type=positive_int, default=1, help="torch CPU threads (default 1)")
 
 
@@ -160,7 +177,9 @@ def _cmd_train(args: argparse.Namespace) -> int:
     class_names = [str(c) for c in tr["class_names"]]
     model, train_log = train_world_model(tr["images"], tr["labels"], class_names, seed=args.seed, epochs=args.epochs,
                                          batch_size=args.batch_size, lr=args.lr, widths=tuple(args.widths),
-                                         blocks=tuple(args.blocks), stem_stride=args.stem_stride)
+                                         blocks=tuple(args.blocks), stem_stride=args.stem_stride,
+                                         channel_dropout=args.channel_dropout,
+                                         channel_dropout_mode=args.channel_dropout_mode)
     metrics = {"train_log": train_log}
     for split in ("id_test", "context_shift", "corruption"):
         p = args.world / f"{split}.npz"
@@ -168,7 +187,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
             d = load_split(p)
             metrics[f"accuracy_{split}"] = accuracy(model, d["images"], d["labels"].astype(np.int64))
     save_world_model(args.out_model, model.net, class_names, args.widths, args.blocks, int(tr["images"].shape[1]),
-                     meta={"seed": args.seed, "world": str(args.world)})
+                     meta={"seed": args.seed, "world": str(args.world), "channel_dropout": args.channel_dropout,
+                           "channel_dropout_mode": args.channel_dropout_mode})
     write_json_atomic(args.out_metrics, metrics)
     _report_accuracies("vision-train", metrics)
     return 0

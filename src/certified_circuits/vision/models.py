@@ -85,13 +85,64 @@ class VisionModel:
 # embedded world model: a real torchvision ResNet with a 32 px stem and small widths
 # ----------------------------------------------------------------------------------------------
 
+CHANNEL_DROPOUT_MODES = ("mask", "dropout2d")
+
+
+class WorldResNet(ResNet):
+    """torchvision ``ResNet`` with optional structured channel dropout at the block outputs.
+
+    With ``channel_dropout`` = P > 0 the outputs of ``layer1..layer4`` (the circuit vertices) lose whole
+    channels in training mode only, so that the network learns to classify from sub-sets of each
+    block's channels -- the operation the sufficiency test applies at evaluation:
+
+    - ``mask`` (default): per image and block a drop rate r ~ U(0, P) is drawn and every channel is
+      zeroed with probability r; kept channels are *not* rescaled, exactly as in zero ablation;
+    - ``dropout2d``: ``torch.nn.functional.dropout2d`` with probability P (kept channels scaled by
+      1 / (1 - P)).
+
+    In eval mode the forward pass is exactly torchvision's, and the hook points are unchanged."""
+
+    channel_dropout: float = 0.0
+    channel_dropout_mode: str = "mask"
+
+    def set_channel_dropout(self, p: float, mode: str = "mask") -> None:
+        p = float(p)
+        if not 0.0 <= p < 1.0:
+            raise ValueError(f"channel_dropout must be in [0, 1), got {p}")
+        if mode not in CHANNEL_DROPOUT_MODES:
+            raise ValueError(f"channel_dropout_mode must be one of {CHANNEL_DROPOUT_MODES}, got {mode!r}")
+        self.channel_dropout, self.channel_dropout_mode = p, mode
+
+    def drop_channels(self, x: torch.Tensor) -> torch.Tensor:
+        """The training-time channel dropout of one block output [B, C, H, W] (identity in eval mode)."""
+        p = self.channel_dropout
+        if not self.training or p <= 0:
+            return x
+        if self.channel_dropout_mode == "dropout2d":
+            return nn.functional.dropout2d(x, p, training=True)
+        rate = torch.rand(x.shape[0], 1, device=x.device) * p
+        keep = (torch.rand(x.shape[0], x.shape[1], device=x.device) >= rate).to(x.dtype)
+        return x * keep[:, :, None, None]
+
+    def _forward_impl(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
+        for layer in (self.layer1, self.layer2, self.layer3, self.layer4):
+            x = self.drop_channels(layer(x))
+        x = torch.flatten(self.avgpool(x), 1)
+        return self.fc(x)
+
+
 def world_resnet(n_classes: int, widths: tuple[int, ...] = (16, 32, 64, 128), blocks: tuple[int, ...] = (1, 1, 1, 1),
-                 stem_stride: int = 2) -> ResNet:
+                 stem_stride: int = 2, channel_dropout: float = 0.0, channel_dropout_mode: str = "mask") -> WorldResNet:
     """A torchvision ``ResNet`` (BasicBlock) for small images: 3x3 stem (stride ``stem_stride``), no max-pool,
-    stages of the given widths (strides 1, 2, 2, 2). Same ``layer1..layer4`` hook points as ResNet-50."""
+    stages of the given widths (strides 1, 2, 2, 2). Same ``layer1..layer4`` hook points as ResNet-50.
+
+    ``channel_dropout`` / ``channel_dropout_mode``: training-time channel dropout at every block output
+    (see :class:`WorldResNet`); 0 gives torchvision's forward pass in both modes."""
     if len(widths) != 4 or len(blocks) != 4:
         raise ValueError(f"world_resnet needs 4 widths and 4 block counts, got {widths}, {blocks}")
-    net = ResNet(BasicBlock, [1, 1, 1, 1], num_classes=n_classes)
+    net = WorldResNet(BasicBlock, [1, 1, 1, 1], num_classes=n_classes)
+    net.set_channel_dropout(channel_dropout, channel_dropout_mode)
     net.inplanes = widths[0]
     net.conv1 = nn.Conv2d(3, widths[0], kernel_size=3, stride=stem_stride, padding=1, bias=False)
     net.bn1 = nn.BatchNorm2d(widths[0])
@@ -127,7 +178,9 @@ def save_world_model(path: Path, net: ResNet, class_names: list[str], widths, bl
     path = Path(path)
     with atomic_path(path) as tmp:
         torch.save({"state_dict": net.state_dict(), "class_names": list(class_names), "widths": list(widths),
-                    "blocks": list(blocks), "stem_stride": int(net.conv1.stride[0]), "image_size": int(image_size), "meta": meta}, tmp)
+                    "blocks": list(blocks), "stem_stride": int(net.conv1.stride[0]), "image_size": int(image_size),
+                    "channel_dropout": float(getattr(net, "channel_dropout", 0.0)),
+                    "channel_dropout_mode": str(getattr(net, "channel_dropout_mode", "mask")), "meta": meta}, tmp)
     return path
 
 
@@ -143,7 +196,8 @@ def load_weights(path: Path) -> dict:
 
 
 def load_world_model(path: Path) -> VisionModel:
-    """Load a model written by ``vision-train``."""
+    """Load a model written by ``vision-train``, in eval mode (its training-only ``channel_dropout`` is
+    restored on the net for the record and is inactive in eval mode)."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"world model checkpoint {path} does not exist; train it with "
@@ -151,7 +205,9 @@ def load_world_model(path: Path) -> VisionModel:
     ck = load_weights(path)
     if not isinstance(ck, dict) or "state_dict" not in ck or "widths" not in ck:
         raise ValueError(f"{path} is not a world model checkpoint written by vision-train")
-    net = world_resnet(len(ck["class_names"]), tuple(ck["widths"]), tuple(ck["blocks"]), int(ck.get("stem_stride", 2)))
+    # channel_dropout is a training-only setting (absent from checkpoints written before it existed)
+    net = world_resnet(len(ck["class_names"]), tuple(ck["widths"]), tuple(ck["blocks"]), int(ck.get("stem_stride", 2)),
+                       float(ck.get("channel_dropout", 0.0)), str(ck.get("channel_dropout_mode", "mask")))
     net.load_state_dict(ck["state_dict"])
     net.eval()
     return _resnet_model(net, "world_resnet", list(ck["class_names"]), int(ck["image_size"]), WORLD_MEAN, WORLD_STD, ck.get("meta", {}))

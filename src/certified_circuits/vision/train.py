@@ -44,16 +44,22 @@ def train_world_model(
     images: np.ndarray, labels: np.ndarray, class_names: list[str], *, seed: int = 0, epochs: int = 10,
     batch_size: int = 128, lr: float = 3e-3, weight_decay: float = 5e-4,
     widths: tuple[int, ...] = (16, 32, 64, 128), blocks: tuple[int, ...] = (1, 1, 1, 1),
-    stem_stride: int = 2, flip: bool = True, progress: bool = True,
+    stem_stride: int = 2, flip: bool = True, channel_dropout: float = 0.0, channel_dropout_mode: str = "mask",
+    progress: bool = True,
 ) -> tuple[VisionModel, dict]:
-    """Train the world ResNet; returns the model (eval mode) and a small training log."""
+    """Train the world ResNet; returns the model (eval mode) and a small training log.
+
+    ``channel_dropout`` / ``channel_dropout_mode``: channel dropout at every block output during
+    training (0: off; see :class:`~.models.WorldResNet`).
+    It makes sub-sets of each block's channels sufficient for the class (see docs/calibration.md); the
+    trained model's eval-mode forward pass carries no dropout."""
     if images.ndim != 4 or images.dtype != np.uint8:
         raise ValueError(f"training images must be uint8 [N, H, W, 3], got {images.dtype} {images.shape}")
     if len(images) != len(labels) or len(images) == 0:
         raise ValueError(f"need as many labels as images (> 0), got {len(images)} images and {len(labels)} labels")
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed)
-    net = world_resnet(len(class_names), widths, blocks, stem_stride)
+    net = world_resnet(len(class_names), widths, blocks, stem_stride, channel_dropout, channel_dropout_mode)
     model = world_model_from_net(net, class_names, images.shape[1])
     x_all = model.normalize(torch.from_numpy(images))
     y_all = torch.from_numpy(labels.astype(np.int64))
@@ -63,7 +69,8 @@ def train_world_model(
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=steps, pct_start=0.25)
     loss_fn = nn.CrossEntropyLoss()
     t0 = time.perf_counter()
-    log = {"epochs": epochs, "seed": seed, "loss": []}
+    log = {"epochs": epochs, "seed": seed, "channel_dropout": float(channel_dropout),
+           "channel_dropout_mode": channel_dropout_mode, "loss": []}
     bar = tqdm(total=steps, desc="vision-train", disable=not progress)
     for _ in range(epochs):
         net.train()
