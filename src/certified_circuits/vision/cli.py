@@ -376,7 +376,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
             masks = {m: masks[m] for m in args.methods}
         frame = evaluate_class(model, isets, label, masks, np.asarray(votes.k_grid), np.asarray(votes.groups),
                                experiment=args.experiment, concept=args.concept, n_negatives=args.n_negatives,
-                               seed=args.seed, max_batch=args.max_batch or (1024 if model.image_size <= 64 else 64), fill=fill)
+                               seed=args.seed, max_batch=args.max_batch, fill=fill)
         frames.append(frame.assign(ablation=args.ablation, **setting_columns(votes, certificates)))
         log.info("vision-evaluate: %s (%s): %d rows in %.1fs", args.concept, votes.attrs.get("scorer"), len(frame),
                  time.perf_counter() - t0)
