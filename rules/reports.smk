@@ -34,8 +34,8 @@ if VISION["enabled"]:
         input:
             [PATHS.sufficiency(VX, "concept", c, VSETTING) for c in VCONCEPTS],
         output:
-            peaks=f"{VTABLES}/peaks_cacc_raw.csv",
-            balanced=f"{VTABLES}/peaks_balanced_raw.csv",
+            peaks=report(f"{VTABLES}/peaks_cacc_raw.csv", caption="../report/peaks.rst", category="Vision"),
+            balanced=report(f"{VTABLES}/peaks_balanced_raw.csv", caption="../report/peaks.rst", category="Vision"),
             curves=f"{VTABLES}/curves.csv",
             operating_points=f"{VTABLES}/operating_points.csv",
             curves_figure=report(f"{VTABLES}/curves_cacc.png", caption="../report/curves.rst", category="Vision"),
@@ -269,7 +269,7 @@ if LANGUAGE["enabled"]:
         input:
             [PATHS.sufficiency(LX, "train", task, setting) for task in LANGUAGE["tasks"] for setting in language_settings(task)],
         output:
-            peaks=f"{LTABLES}/peaks_cacc_raw.csv",
+            peaks=report(f"{LTABLES}/peaks_cacc_raw.csv", caption="../report/peaks.rst", category="Language"),
             curves=f"{LTABLES}/curves.csv",
             operating_points=f"{LTABLES}/operating_points.csv",
             curves_figure=report(f"{LTABLES}/curves_cacc.png", caption="../report/language_curves.rst", category="Language"),

@@ -35,6 +35,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from .contracts import ABSTAIN, IN, OUT
+
 KEYS = ["experiment", "concept", "eval_set", "method", "k_target"]
 METHODS = ("baseline", "majority", "certified")
 
@@ -337,11 +339,11 @@ def abstention_summary(decision: np.ndarray, baseline: np.ndarray, groups: np.nd
     baseline = np.asarray(baseline, bool)
     return pd.DataFrame(
         {
-            "abstain_rate": (decision == -1).mean(axis=-1),
-            "certified_in_rate": (decision == 1).mean(axis=-1),
+            "abstain_rate": (decision == ABSTAIN).mean(axis=-1),
+            "certified_in_rate": (decision == IN).mean(axis=-1),
             "certified_out_rate": (decision == 0).mean(axis=-1),
             "baseline_abstained": np.where(
-                baseline.sum(-1) > 0, ((decision == -1) & baseline).sum(-1) / np.maximum(baseline.sum(-1), 1), 0.0
+                baseline.sum(-1) > 0, ((decision == ABSTAIN) & baseline).sum(-1) / np.maximum(baseline.sum(-1), 1), 0.0
             ),
             "effective_k": effective_k(decision == 1, groups),
             "baseline_k": effective_k(baseline, groups),
@@ -356,7 +358,7 @@ def channel_categories(decision: np.ndarray, baseline: np.ndarray) -> np.ndarray
     decision = np.asarray(decision)
     baseline = np.asarray(baseline, bool)
     labels = np.full(decision.shape, "other", dtype=object)
-    labels[decision == 1] = "certified_in"
-    labels[decision == 0] = "certified_out"
-    labels[(decision == -1) & baseline] = "abstained"
+    labels[decision == IN] = "certified_in"
+    labels[decision == OUT] = "certified_out"
+    labels[(decision == ABSTAIN) & baseline] = "abstained"
     return labels

@@ -47,7 +47,7 @@ from .validation import check_count, check_k_grid, check_p_del
 if TYPE_CHECKING:  # pragma: no cover
     import torch
 
-    from .store import Votes
+    from .contracts import Votes
 
 SeedLike = int | np.random.SeedSequence
 
@@ -494,7 +494,7 @@ def compute_votes(
     the votes do not depend on where they are counted. ``device``/``dtype``: see :func:`vote_counts`
     (default: follow the scores; ``"auto"`` counts on CUDA when available).
     """
-    from .store import Votes
+    from .contracts import Votes
 
     k_grid = check_k_grid(k_grid)
     selection_masks, certification_masks = selection_and_certification_masks(scores.shape[0], n0, n, p_del, seed)

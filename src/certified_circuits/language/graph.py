@@ -36,14 +36,6 @@ def upstream_index(layer: int, head: int | None, n_heads: int) -> int:
     return base + (n_heads if head is None else head)
 
 
-def downstream_index(layer: int, head: int | None, letter: str | None, n_heads: int) -> int:
-    """Index of input ``a{layer}.h{head}<letter>`` (or ``m{layer}`` when head is None)."""
-    base = layer * (3 * n_heads + 1)
-    if head is None:
-        return base + 3 * n_heads
-    return base + 3 * head + QKV.index(letter)
-
-
 @dataclass(frozen=True)
 class EAPGraph:
     """Nodes, validity matrix and canonical edge list of the EAP graph."""

@@ -18,7 +18,6 @@ hold as many (mask, image) pairs as fit in free device memory unless ``max_batch
 from __future__ import annotations
 
 import zlib
-from pathlib import Path
 from typing import Mapping
 
 import numpy as np
@@ -175,14 +174,3 @@ def evaluate_class(model: VisionModel, sets: Mapping[str, ImageSet], label: int,
     df["false_positive_rate"] = df["false_positive_rate"].astype(float)
     df["balanced_accuracy"] = (df["accuracy"] + 1.0 - df["false_positive_rate"]) / 2.0
     return df[COLUMNS]
-
-
-def write_table(df: pd.DataFrame, out: Path | str) -> Path:
-    """Write the tidy CSV atomically."""
-    from ..store import atomic_path
-
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_path(out) as tmp:
-        df.to_csv(tmp, index=False)
-    return out
