@@ -82,8 +82,7 @@ def sufficiency_report(inputs: Sequence[Path], by: Sequence[str], test: str, bes
         shown = "cACC" if metric == "accuracy" else "balanced accuracy"
         caption = (f"Peak {shown} of certified vs baseline circuits ({test} paired class-level test; "
                    f"Delta relative to the baseline, in %).")
-        tables.write_table(_display_peaks(peaks, labels).rename(columns={"Full": f"Full ({shown})"}),
-                           out_dir / f"peaks_{name}", caption=caption)
+        tables.write_table(_display_peaks(peaks, labels), out_dir / f"peaks_{name}", caption=caption)
         for _, row in peaks.iterrows():
             key = "_".join(str(row[k]) for k in [*labels, "eval_set"])
             headline[f"{name}_{key}_certified"] = row["certified"]
@@ -93,8 +92,7 @@ def sufficiency_report(inputs: Sequence[Path], by: Sequence[str], test: str, bes
             selected = evaluation.selected_table(table, select_on, metric=metric, test=test, by=keys,
                                                  choose_setting=best_setting)
             write_csv(out_dir / f"selected_{name}_raw.csv", selected)
-            tables.write_table(_display_peaks(selected, labels).rename(columns={"Full": f"Full ({shown})"}),
-                               out_dir / f"selected_{name}",
+            tables.write_table(_display_peaks(selected, labels), out_dir / f"selected_{name}",
                                caption=f"{shown} of certified vs baseline circuits with K"
                                        f"{' and setting' if best_setting else ''} chosen on the held-out {select_on} "
                                        f"set, the same way for every method ({test} paired class-level test).")

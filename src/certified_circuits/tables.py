@@ -18,6 +18,7 @@ import pandas as pd
 from .atomic import atomic_path
 
 MISSING = "--"
+METRIC_LABEL = {"cacc": "cACC", "balanced_accuracy": "balanced accuracy"}
 PEAK_COLUMNS = (
     "experiment", "eval_set", "full", "baseline", "baseline_k", "certified", "certified_k", "delta", "delta_k", "pvalue",
 )
@@ -164,9 +165,11 @@ def format_peak_table(peaks: pd.DataFrame) -> pd.DataFrame:
     """The display table of paper Table 1 (tab:cert-vs-baseline) and Table 3 (other scorers).
 
     Columns: ``Dataset``, ``Full``, ``Baseline cACC (K%)``, ``Certified cACC (K%)``, ``Δ cACC``,
-    ``Δ K``. All numbers are percentages with one decimal: peak cACC with the circuit size K at which
-    it is reached in parentheses (e.g. ``91.2 (33.6)``); ``Δ cACC`` and ``Δ K`` are the ``delta`` and
-    ``delta_k`` columns as given (signed, in percentage points).
+    ``Δ K``, with the metric named after the ``metric`` column when there is one (``cacc`` -> cACC,
+    ``balanced_accuracy`` -> balanced accuracy, and then ``Full (<metric>)``). All numbers are
+    percentages with one decimal: the peak with the circuit size K at which it is reached in
+    parentheses (e.g. ``91.2 (33.6)``); ``Δ`` columns are the ``delta`` and ``delta_k`` columns, the
+    relative change certified vs baseline, ``(certified - baseline) / baseline``, in percent.
 
     Significance markers on ``Δ cACC`` come from ``pvalue`` (the paired test named in ``test``):
     ``***`` p < 0.001, ``**`` p < 0.01, ``*`` p < 0.05, ``ns`` otherwise; no marker where ``pvalue``
@@ -179,13 +182,17 @@ def format_peak_table(peaks: pd.DataFrame) -> pd.DataFrame:
         dataset = peaks["experiment"].astype(str) + ": " + dataset
     marker = significance_marker(peaks["pvalue"])
     delta = (_signed_pct(peaks["delta"]) + " " + marker).str.rstrip()
+    metrics = set(peaks["metric"]) if "metric" in peaks.columns else set()
+    if len(metrics) > 1:
+        raise ValueError(f"peaks mixes metrics {sorted(metrics)}: format one metric per table")
+    label = METRIC_LABEL.get(metrics.pop(), "cACC") if metrics else "cACC"
     table = pd.DataFrame(
         {
             "Dataset": dataset,
-            "Full": _pct(peaks["full"]),
-            "Baseline cACC (K%)": _pct(peaks["baseline"]) + " (" + _pct(peaks["baseline_k"]) + ")",
-            "Certified cACC (K%)": _pct(peaks["certified"]) + " (" + _pct(peaks["certified_k"]) + ")",
-            "Δ cACC": delta,
+            f"Full ({label})" if "metric" in peaks.columns else "Full": _pct(peaks["full"]),
+            f"Baseline {label} (K%)": _pct(peaks["baseline"]) + " (" + _pct(peaks["baseline_k"]) + ")",
+            f"Certified {label} (K%)": _pct(peaks["certified"]) + " (" + _pct(peaks["certified_k"]) + ")",
+            f"Δ {label}": delta,
             "Δ K": _signed_pct(peaks["delta_k"]),
         }
     )
