@@ -30,13 +30,15 @@ smoke: $(STAMP)
 # Copy the headline tables and two figures of the last full run into docs/ (committed).
 docs:
 	mkdir -p docs/figures
-	cp results/tables/world/peaks_cacc.md docs/vision_peaks_cacc.md
-	cp results/tables/world/peaks_balanced.md docs/vision_peaks_balanced.md
-	cp results/tables/tiny_gpt2/peaks_cacc.md docs/language_peaks_cacc.md
+	for t in peaks_cacc peaks_balanced selected_cacc selected_balanced runtime; do cp results/tables/world/$$t.md docs/vision_$$t.md; done
+	for t in peaks_cacc selected_cacc; do cp results/tables/tiny_gpt2/$$t.md docs/language_$$t.md; done
+	cp results/tables/world/attack/attack.md docs/vision_attack.md
+	cp results/tables/tiny_gpt2/attack/attack.md docs/language_attack.md
+	cp results/tables/world/attack/attack.png docs/figures/attack_vision.png
+	cp results/tables/tiny_gpt2/attack/attack.png docs/figures/attack_language.png
 	cp results/tables/world/curves_cacc.png results/tables/world/curves_balanced_accuracy.png docs/figures/
 	cp results/tables/world/iou.png results/tables/world/seed_stability.png results/tables/world/spurious.png docs/figures/
 	cp results/figures/world/features_circle.png docs/figures/
-	cp results/tables/world/runtime.md docs/vision_runtime.md
 	cp results/summary.md docs/summary.md
 
 clean-results:
