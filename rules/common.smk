@@ -70,11 +70,11 @@ def job_env(rule_name):
 
 
 def log_path(rule_name, pattern=""):
-    return PATHS.log(rule_name, pattern or "job")
+    return f"{RESULTS}/logs/{rule_name}/{pattern or 'job'}.log"
 
 
 def benchmark_path(rule_name, pattern=""):
-    return PATHS.benchmark(rule_name, pattern or "job")
+    return f"{RESULTS}/benchmarks/{rule_name}/{pattern or 'job'}.tsv"
 
 
 def local_inputs(paths):

@@ -30,7 +30,7 @@ import pandas as pd
 from . import evaluation, figures, tables
 from .atomic import write_csv, write_text
 from .certification import method_masks
-from .contracts import Certificates, Votes, setting_columns
+from .contracts import Certificates, Votes
 from .store import read_certificates, read_votes
 from .tracking import add_metrics
 
@@ -198,7 +198,7 @@ def radius_report(pairs: Sequence[tuple[Path, Path]], sufficiency: Sequence[Path
     rows = []
     for votes, certificates in read_circuits(pairs):
         concept, split = str(votes.attrs["concept"]), str(votes.attrs["split"])
-        tag = setting_columns(votes, certificates)["setting"]
+        tag = setting_tag(votes, certificates)
         mine = certified[(certified.concept == concept) & (certified.setting == tag) & (certified.split == split)
                          & (certified.scorer == votes.attrs["scorer"])]
         by_k = mine.set_index("k_target")["accuracy"]
@@ -219,6 +219,12 @@ def radius_report(pairs: Sequence[tuple[Path, Path]], sufficiency: Sequence[Path
     write_csv(out_dir / "radius_sweep_best_k.csv", best.sort_values(keys[:-1]))
     figures.plot_radius_sweep(fixed, out_dir / f"radius_sweep_k{k:g}")
     figures.plot_radius_sweep(best.drop(columns="k_target"), out_dir / "radius_sweep_best_k")
+
+
+def setting_tag(votes: Votes, certificates: Certificates) -> str:
+    from .contracts import setting_columns
+
+    return setting_columns(votes, certificates)["setting"]
 
 
 def model_seeds_report(tables_by_seed: dict[str, Sequence[Path]], out_dir: Path, name: str) -> None:

@@ -36,7 +36,6 @@ Vote counts, naive path
 
 from __future__ import annotations
 
-import hashlib
 import sys
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -69,18 +68,6 @@ def _seed_sequence(seed: SeedLike) -> np.random.SeedSequence:
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise ValueError(f"seed={seed!r} is invalid: expected a non-negative integer")
     return np.random.SeedSequence(int(seed))
-
-
-def mask_seed(seed: int, concept: str) -> int:
-    """The seed of one concept's deletion masks: the first 64-bit word of ``SeedSequence([seed,
-    h(concept)])``, with ``h`` the first 8 bytes of SHA-256 of the concept name.
-
-    Every concept gets its own, independent mask draw from one config seed (reusing one draw for all
-    classes would correlate their certificates), and the draw does not depend on which other concepts
-    are certified or in what order. Its two children are the selection and certification streams.
-    """
-    key = int.from_bytes(hashlib.sha256(concept.encode("utf-8")).digest()[:8], "little")
-    return int(np.random.SeedSequence([int(seed), key]).generate_state(1, dtype=np.uint64)[0])
 
 
 def deletion_masks(n_examples: int, n_samples: int, p_del: float, seed: SeedLike) -> np.ndarray:
