@@ -44,6 +44,7 @@ if VISION["enabled"]:
             job=job_env("vision_tables"),
             select=f"--select-on {q(VISION['selection_set'])}" if VISION["selection_set"] else "",
             test=config["tables"]["test"],
+            bootstrap_seed=config["tables"]["bootstrap_seed"],
             title=VX,
             out=lambda w, output: os.path.dirname(output[0]),
         log:
@@ -51,7 +52,7 @@ if VISION["enabled"]:
         conda:
             ENV
         shell:
-            "{params.job} certified-circuits report-sufficiency --inputs {input:q} --by scorer --test {params.test} "
+            "{params.job} certified-circuits report-sufficiency --inputs {input:q} --by scorer --test {params.test} --bootstrap-seed {params.bootstrap_seed} "
             "{params.select} --title {params.title:q} --out-dir {params.out:q} 2> {log:q}"
 
     ALL_TARGETS += rules.vision_tables.output
@@ -277,6 +278,7 @@ if LANGUAGE["enabled"]:
             job=job_env("language_tables"),
             select=f"--select-on {q(LANGUAGE['selection_set'])}" if LANGUAGE["selection_set"] else "",
             test=config["tables"]["test"],
+            bootstrap_seed=config["tables"]["bootstrap_seed"],
             title=LX,
             out=lambda w, output: os.path.dirname(output[0]),
         log:
@@ -285,7 +287,7 @@ if LANGUAGE["enabled"]:
             ENV
         shell:
             "{params.job} certified-circuits report-sufficiency --inputs {input:q} --by concept setting --best-setting "
-            "--test {params.test} {params.select} --title {params.title:q} --out-dir {params.out:q} 2> {log:q}"
+            "--test {params.test} --bootstrap-seed {params.bootstrap_seed} {params.select} --title {params.title:q} --out-dir {params.out:q} 2> {log:q}"
 
     ALL_TARGETS += rules.language_tables.output
     SUMMARY_PEAKS += [rules.language_tables.output.peaks]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 import torch
@@ -220,3 +222,16 @@ def test_patched_eval_batch_from_memory(tiny_lm_batch, monkeypatch: pytest.Monke
     got = evaluate_edge_masks(w, batch, masks, progress=False)
     for name in ("accuracy", "binary_accuracy", "logit_diff"):
         np.testing.assert_allclose(getattr(got, name), getattr(reference, name), atol=1e-5)
+
+
+def test_configure_torch_pins_threads_and_deterministic_kernels() -> None:
+    """Run in a fresh interpreter: the settings are process-global."""
+    import subprocess
+    import sys
+
+    code = ("import os, torch; from certified_circuits.devices import configure_torch; configure_torch(1); "
+            "print(torch.get_num_threads(), torch.are_deterministic_algorithms_enabled(), "
+            "torch.is_deterministic_algorithms_warn_only_enabled(), os.environ['CUBLAS_WORKSPACE_CONFIG'])")
+    env = {k: v for k, v in os.environ.items() if k != "CUBLAS_WORKSPACE_CONFIG"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    assert out.stdout.split() == ["1", "True", "True", ":4096:8"]

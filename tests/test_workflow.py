@@ -167,14 +167,92 @@ def test_adding_a_class_runs_only_its_jobs_and_the_aggregates(smoke_run: Path, t
     assert counts.get("vision_tables") == 1 and "vision_train" not in counts and "language_attribute" not in counts
 
 
-def test_killed_run_resumes_without_redoing_finished_jobs(tmp_path: Path) -> None:
+#: Result files whose content depends on the clock (wall times, run ids) or on plotting back ends.
+CLOCK_DEPENDENT = ("logs", "benchmarks", "mlflow", "tracking", "figures")
+
+
+def _without_clock(value: object) -> object:
+    """JSON content with wall-time entries (keys naming seconds or times) removed."""
+    if isinstance(value, dict):
+        return {k: _without_clock(v) for k, v in value.items() if not re.search(r"second|time|_s$", k)}
+    if isinstance(value, list):
+        return [_without_clock(v) for v in value]
+    return value
+
+
+def artifact_content(path: Path, root: Path) -> object:
+    """What a result file holds, independent of container metadata (zip and HDF5 timestamps) and of
+    where the results tree lies (provenance attributes and columns name input paths under ``root``)."""
+    return _relative(_relative(_content(path), str(root.resolve())), str(root))
+
+
+def _relative(value: object, root: str) -> object:
+    if isinstance(value, str):
+        return value.replace(root, "<results>")
+    if isinstance(value, dict):
+        return {k: _relative(v, root) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_relative(v, root) for v in value]
+    return value
+
+
+def _content(path: Path) -> object:
+    import h5py
+    import numpy as np
+    import pandas as pd
+    import torch
+
+    if path.suffix == ".csv":
+        return pd.read_csv(path).to_csv()
+    if path.suffix == ".npz":
+        with np.load(path) as data:
+            return {k: data[k].tobytes() for k in data.files}
+    if path.suffix == ".h5":
+        items: dict[str, object] = {}
+        with h5py.File(path, "r") as f:
+            def record(name: str, obj: object) -> None:
+                if isinstance(obj, h5py.Dataset):
+                    value = np.asarray(obj[()])
+                    items[name] = value.tolist() if value.dtype == object else (value.dtype.str, value.tobytes())
+
+            f.visititems(record)
+            items["attrs"] = {k: str(v) for k, v in f.attrs.items() if not re.search(r"second|time", k)}
+        return items
+    if path.suffix == ".pt":
+        state = torch.load(path, map_location="cpu", weights_only=False)
+        state = state.get("state_dict", state) if isinstance(state, dict) else state
+        return {k: (v.numpy().tobytes() if torch.is_tensor(v) else repr(v)) for k, v in state.items()}
+    if path.suffix == ".json":
+        import json
+
+        return _without_clock(json.loads(path.read_text()))
+    return path.read_bytes()
+
+
+def assert_identical_artifacts(first: Path, second: Path) -> int:
+    """Every data file of two result trees is equal (clock-dependent folders and timing tables
+    excepted); returns how many files were compared."""
+    def data_files(root: Path) -> set[Path]:
+        return {p.relative_to(root) for p in root.rglob("*") if p.is_file()
+                and not p.relative_to(root).parts[0].lstrip(".").startswith(CLOCK_DEPENDENT) and "runtime" not in p.name
+                and p.suffix in (".csv", ".npz", ".h5", ".pt", ".json", ".jsonl", ".safetensors", ".txt")}
+    files = data_files(first)
+    assert files == data_files(second), sorted(files ^ data_files(second))[:10]
+    different = [str(p) for p in sorted(files)
+                 if artifact_content(first / p, first) != artifact_content(second / p, second)]
+    assert not different, f"{len(different)} of {len(files)} artifacts differ: {different[:10]}"
+    return len(files)
+
+
+def test_killed_run_resumes_without_redoing_finished_jobs(smoke_run: Path, tmp_path: Path) -> None:
     """SIGKILL the whole run (no cleanup handler runs), then the same command again: bin/workflow sees
     the stale Snakemake lock, removes it, and the run finishes without redoing finished jobs and without
-    leaving temporary files."""
+    leaving temporary files. The interrupted, resumed run then holds exactly the artifacts of the
+    uninterrupted smoke run: same seeds, same files, on one machine (issue 9)."""
     results = tmp_path / "results"
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
     target = str(results / "tables" / "world" / "peaks_cacc_raw.csv")
-    command = [str(ROOT / "bin" / "workflow"), target, "--cores", "2", "--rerun-incomplete", "--configfile",
+    command = [str(ROOT / "bin" / "workflow"), "--cores", "2", "--rerun-incomplete", "--configfile",
                str(SMOKE), "--config", f"results_dir={results}"]
     process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                start_new_session=True)
@@ -197,6 +275,7 @@ def test_killed_run_resumes_without_redoing_finished_jobs(tmp_path: Path) -> Non
     assert "vision_train" not in job_counts(resumed.stderr + resumed.stdout)
     assert {p: p.stat().st_mtime_ns for p in before} == before, "finished outputs must not be redone"
     assert Path(target).exists() and not list(results.rglob(f"*{TEMP_MARK}*"))
+    assert assert_identical_artifacts(smoke_run, results) >= 80
 
 
 def test_invalid_config_stops_before_any_job(tmp_path: Path) -> None:

@@ -10,4 +10,11 @@ Modules: :mod:`smoothing` (deletion masks, vote counts), :mod:`discovery` (top-K
 algorithms), :mod:`certification` (decision rule, FWER, radius), :mod:`store` (HDF5 contracts).
 """
 
+import time as _time
+
 __version__ = "0.1.0"
+
+#: When this process imported the package: start-up times (imports, model build) are measured from here.
+#: It lives in the package root, which Python imports once, so ``python -m certified_circuits.cli`` and the
+#: ``certified-circuits`` script see the same value.
+PROCESS_START = _time.perf_counter()

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 
 #: when this process started running our code (start-up is measured from here: imports, model, data)
-PROCESS_START = time.perf_counter()
+from . import PROCESS_START
 
 import argparse  # noqa: E402  (stdlib, after the clock: milliseconds)
 import importlib  # noqa: E402

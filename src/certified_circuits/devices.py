@@ -33,6 +33,26 @@ CPU_BUDGET_BYTES = 1 << 30
 FALLBACK_AVAILABLE_BYTES = 4 << 30
 
 
+def configure_torch(threads: int) -> None:
+    """Pin what makes a model stage reproducible on one machine, once, before any tensor is made.
+
+    - ``torch.set_num_threads(threads)`` (default 1 in every stage): on a shared 2-core machine OpenMP
+      threads spinning against other jobs made a training step 15x slower than single-threaded
+      (measured), and a fixed thread count fixes the order of CPU reductions;
+    - ``torch.use_deterministic_algorithms(True, warn_only=True)``: deterministic kernels wherever torch
+      has them; an op without one warns (stderr) instead of stopping a paper run on a GPU;
+    - ``CUBLAS_WORKSPACE_CONFIG=:4096:8`` unless set, which deterministic cuBLAS requires on CUDA >= 10.2.
+
+    What this cannot pin: results across machines (other CPUs or BLAS builds round differently);
+    docs/results.md says which numbers are machine-specific.
+    """
+    import torch
+
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    torch.set_num_threads(max(1, int(threads)))
+    torch.use_deterministic_algorithms(True, warn_only=True)
+
+
 def resolve_device(name: "str | torch.device") -> "torch.device":
     """``auto`` | ``cpu`` | ``cuda`` | ``cuda:N`` -> ``torch.device``; a clear error when CUDA is absent.
 

@@ -20,7 +20,8 @@ Delta
 Paired test (Table 3)
     Class-level values of certified (at its peak K) and baseline (at its peak K), paired by concept:
     Wilcoxon signed-rank (default; two-sided, zero differences split) or paired t-test; with no
-    non-zero difference the p-value is 1.
+    non-zero difference the p-value is 1. Beside it, every table row carries a per-example paired test
+    (:mod:`certified_circuits.paired_tests`), which has power with one concept per row.
 IoU (Fig. IoU)
     ``|V ∩ V'| / |V ∪ V'|``; two empty circuits are identical (IoU 1).
 """
@@ -36,6 +37,7 @@ import pandas as pd
 from scipy import stats
 
 from .contracts import ABSTAIN, IN, OUT
+from .paired_tests import OUTCOME_COLUMN, paired_example_test
 
 KEYS = ["experiment", "concept", "eval_set", "method", "k_target"]
 METHODS = ("baseline", "majority", "certified")
@@ -63,7 +65,7 @@ def read_sufficiency(paths: Sequence[str | Path]) -> pd.DataFrame:
         path = Path(path)
         if not path.is_file():
             raise FileNotFoundError(f"{path}: sufficiency table not found; run the evaluate stage for it")
-        frame = pd.read_csv(path)
+        frame = pd.read_csv(path, dtype={OUTCOME_COLUMN: str})  # keep leading zeros of the 0/1 strings
         require_columns(frame, KEYS + ["k_effective", "accuracy"], str(path))
         frames.append(frame)
     table = pd.concat(frames, ignore_index=True)
@@ -124,11 +126,39 @@ def paired_test(certified: np.ndarray, baseline: np.ndarray, test: str = "wilcox
     return float(stats.ttest_rel(certified, baseline).pvalue)
 
 
+def paired_columns(baseline: pd.DataFrame, certified: pd.DataFrame, metric: str, test: str,
+                   bootstrap_seed: int = 0) -> dict:
+    """The significance columns of one table row, from the rows of each method's chosen circuits.
+
+    ``pvalue`` / ``test`` / ``n_concepts``: the paper's class-level paired test (:func:`paired_test`)
+    on per-concept values. ``pvalue_examples`` / ``example_test`` / ``n_paired_examples`` /
+    ``n_discordant``: the per-example paired test of :mod:`certified_circuits.paired_tests` (McNemar for
+    accuracy, stratified bootstrap for balanced accuracy, seeded with ``bootstrap_seed``); NaN / "none"
+    where the rows carry no per-example outcomes.
+    """
+    paired = pd.concat({m: rows.groupby("concept")[metric].mean() for m, rows in
+                        (("baseline", baseline), ("certified", certified))}, axis=1, join="inner")
+    columns = {
+        "pvalue": paired_test(paired["certified"].to_numpy(), paired["baseline"].to_numpy(), test),
+        "test": test,
+        "n_concepts": int(len(paired)),
+    }
+    result = paired_example_test(baseline, certified, metric, seed=bootstrap_seed)
+    columns.update(
+        pvalue_examples=result.pvalue if result else np.nan,
+        example_test=result.test if result else "none",
+        n_paired_examples=result.n_examples if result else 0,
+        n_discordant=result.discordant if result else 0,
+    )
+    return columns
+
+
 def peak_table(
     table: pd.DataFrame,
     metric: str = "accuracy",
     test: str = "wilcoxon",
     by: Sequence[str] = ("experiment", "eval_set"),
+    bootstrap_seed: int = 0,
 ) -> pd.DataFrame:
     """Table 1 / Table 3: Full, Baseline, Certified (and majority) at their peaks, Delta, paired test.
 
@@ -159,16 +189,11 @@ def peak_table(
         row["delta"] = (row["certified"] - row["baseline"]) / row["baseline"] if row["baseline"] else np.nan
         row["delta_k"] = (row["certified_k"] - row["baseline_k"]) / row["baseline_k"] if row["baseline_k"] else np.nan
         selected = table.set_index(by).loc[[key]].reset_index() if by else table
-        per_class = {
+        chosen = {
             method: selected[(selected.method == method) & np.isclose(selected.k_target, row[f"{method}_k_target"])]
-            .groupby("concept")[metric]
-            .mean()
             for method in ("baseline", "certified")
         }
-        paired = pd.concat(per_class, axis=1, join="inner")
-        row["pvalue"] = paired_test(paired["certified"].to_numpy(), paired["baseline"].to_numpy(), test)
-        row["test"] = test
-        row["n_concepts"] = int(len(paired))
+        row.update(paired_columns(chosen["baseline"], chosen["certified"], metric, test, bootstrap_seed))
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -180,6 +205,7 @@ def selected_table(
     test: str = "wilcoxon",
     by: Sequence[str] = ("experiment", "eval_set"),
     choose_setting: bool = False,
+    bootstrap_seed: int = 0,
 ) -> pd.DataFrame:
     """Table 1 with held-out selection: every method's K (and, with ``choose_setting``, its
     certification setting) is chosen on the eval set ``select_on`` and reported on every other eval set.
@@ -216,7 +242,7 @@ def selected_table(
         row = {**label, "metric": column, "selected_on": select_on}
         full = tested[tested.method == "full"].drop_duplicates("concept")
         row["full"] = float(full[metric].mean()) if len(full) else np.nan
-        per_class = {}
+        chosen_rows = {}
         for method in METHODS:
             if method not in picks.index:
                 continue
@@ -225,16 +251,13 @@ def selected_table(
             if choose_setting:
                 rows_m = rows_m[rows_m.setting == pick["setting"]]
                 row[f"{method}_setting"] = pick["setting"]
-            per_class[method] = rows_m.groupby("concept")[metric].mean()
-            row[method] = float(per_class[method].mean())
+            chosen_rows[method] = rows_m
+            row[method] = float(rows_m.groupby("concept")[metric].mean().mean())
             row[f"{method}_k"] = float(rows_m["k_effective"].mean())
             row[f"{method}_k_target"] = float(pick["k_target"])
         row["delta"] = (row["certified"] - row["baseline"]) / row["baseline"] if row["baseline"] else np.nan
         row["delta_k"] = (row["certified_k"] - row["baseline_k"]) / row["baseline_k"] if row["baseline_k"] else np.nan
-        paired = pd.concat({m: per_class[m] for m in ("baseline", "certified")}, axis=1, join="inner")
-        row["pvalue"] = paired_test(paired["certified"].to_numpy(), paired["baseline"].to_numpy(), test)
-        row["test"] = test
-        row["n_concepts"] = int(len(paired))
+        row.update(paired_columns(chosen_rows["baseline"], chosen_rows["certified"], metric, test, bootstrap_seed))
         rows.append(row)
     return pd.DataFrame(rows)
 

@@ -34,7 +34,9 @@ def _sufficiency_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--best-setting", action="store_true", help="keep the best certification setting per row")
     p.add_argument("--select-on", default=None, metavar="EVAL_SET",
                    help="also write selected_* tables: K (and setting) chosen on this held-out eval set")
-    p.add_argument("--test", choices=("wilcoxon", "ttest"), default="wilcoxon")
+    p.add_argument("--test", choices=("wilcoxon", "ttest"), default="wilcoxon", help="class-level paired test")
+    p.add_argument("--bootstrap-seed", type=int, default=0,
+                   help="seed of the per-example paired bootstrap (balanced accuracy)")
     p.add_argument("--title", default="")
     p.add_argument("--out-dir", required=True, type=Path)
 
@@ -45,7 +47,7 @@ def _cmd_sufficiency(args: argparse.Namespace) -> int:
     from .reporting import sufficiency_report
 
     sufficiency_report(args.inputs, args.by, args.test, args.best_setting, args.title, args.out_dir,
-                       select_on=args.select_on)
+                       select_on=args.select_on, bootstrap_seed=args.bootstrap_seed)
     return 0
 
 

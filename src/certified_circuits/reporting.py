@@ -51,13 +51,16 @@ def _settings_of(table: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
 
 
 def sufficiency_report(inputs: Sequence[Path], by: Sequence[str], test: str, best_setting: bool, title: str,
-                       out_dir: Path, select_on: str | None = None) -> None:
+                       out_dir: Path, select_on: str | None = None, bootstrap_seed: int = 0) -> None:
     """Table 1 / Table 3, curves and the operating points from per-concept sufficiency CSVs.
 
     ``peaks_*``: each method at its peak on each eval set (the paper's protocol: K, and the setting with
     ``best_setting``, are chosen on the split they are reported on). With ``select_on``, also
     ``selected_*``: K and setting chosen on that held-out eval set, the same way for every method, and
     reported on every other eval set (:func:`certified_circuits.evaluation.selected_table`).
+    Every row carries the class-level test (``test``) and the per-example paired test
+    (:mod:`certified_circuits.paired_tests`; the bootstrap is seeded with ``bootstrap_seed``); the
+    markers of the display tables come from the per-example test.
     """
     table = evaluation.read_sufficiency(inputs)
     evaluation.require_columns(table, ["scorer", "setting", "p_del", "tau", "radius"], "sufficiency tables "
@@ -70,7 +73,7 @@ def sufficiency_report(inputs: Sequence[Path], by: Sequence[str], test: str, bes
     metrics = ["accuracy"] + (["balanced_accuracy"] if "balanced_accuracy" in table.columns else [])
     headline = {}
     for metric in metrics:
-        peaks = evaluation.peak_table(table, metric=metric, test=test, by=keys)
+        peaks = evaluation.peak_table(table, metric=metric, test=test, by=keys, bootstrap_seed=bootstrap_seed)
         if best_setting:
             peaks = evaluation.best_setting(peaks, [k for k in keys if k != "setting"])
         if "setting" not in peaks.columns:
@@ -80,7 +83,10 @@ def sufficiency_report(inputs: Sequence[Path], by: Sequence[str], test: str, bes
         write_csv(out_dir / f"peaks_{name}_raw.csv", peaks)
         labels = [k for k in by if k != "setting"]
         shown = "cACC" if metric == "accuracy" else "balanced accuracy"
-        caption = (f"Peak {shown} of certified vs baseline circuits ({test} paired class-level test; "
+        example_test = "McNemar" if metric == "accuracy" else "paired bootstrap"
+        tests_caption = (f"markers: per-example {example_test} test; p-values of the {test} class-level "
+                         f"test and of the per-example test in the last column")
+        caption = (f"Peak {shown} of certified vs baseline circuits ({tests_caption}; "
                    f"Delta relative to the baseline, in %).")
         tables.write_table(_display_peaks(peaks, labels), out_dir / f"peaks_{name}", caption=caption)
         for _, row in peaks.iterrows():
@@ -90,12 +96,12 @@ def sufficiency_report(inputs: Sequence[Path], by: Sequence[str], test: str, bes
             headline[f"{name}_{key}_certified_k"] = row["certified_k"]
         if select_on:
             selected = evaluation.selected_table(table, select_on, metric=metric, test=test, by=keys,
-                                                 choose_setting=best_setting)
+                                                 choose_setting=best_setting, bootstrap_seed=bootstrap_seed)
             write_csv(out_dir / f"selected_{name}_raw.csv", selected)
             tables.write_table(_display_peaks(selected, labels), out_dir / f"selected_{name}",
                                caption=f"{shown} of certified vs baseline circuits with K"
                                        f"{' and setting' if best_setting else ''} chosen on the held-out {select_on} "
-                                       f"set, the same way for every method ({test} paired class-level test).")
+                                       f"set, the same way for every method ({tests_caption}).")
             for _, row in selected.iterrows():
                 key = "_".join(str(row[k]) for k in [*labels, "eval_set"])
                 headline[f"selected_{name}_{key}_certified"] = row["certified"]

@@ -126,6 +126,12 @@ def _pct(values: pd.Series) -> pd.Series:
     return (100.0 * values.astype(float)).map(lambda v: MISSING if pd.isna(v) else f"{v:.1f}")
 
 
+def _pvalue(values: pd.Series) -> pd.Series:
+    """p-values with two significant digits (``0.00123 -> '0.0012'``), ``<1e-4`` below that."""
+    p = pd.to_numeric(values, errors="coerce")
+    return p.map(lambda v: MISSING if pd.isna(v) else ("<1e-4" if v < 1e-4 else f"{v:.2g}"))
+
+
 def significance_marker(pvalue: pd.Series) -> pd.Series:
     """``***`` p<0.001, ``**`` p<0.01, ``*`` p<0.05, ``ns`` otherwise; empty where no test was run (NaN)."""
     p = pd.to_numeric(pvalue, errors="coerce").to_numpy(dtype=float)
@@ -171,16 +177,19 @@ def format_peak_table(peaks: pd.DataFrame) -> pd.DataFrame:
     parentheses (e.g. ``91.2 (33.6)``); ``Δ`` columns are the ``delta`` and ``delta_k`` columns, the
     relative change certified vs baseline, ``(certified - baseline) / baseline``, in percent.
 
-    Significance markers on ``Δ cACC`` come from ``pvalue`` (the paired test named in ``test``):
-    ``***`` p < 0.001, ``**`` p < 0.01, ``*`` p < 0.05, ``ns`` otherwise; no marker where ``pvalue``
-    is missing (no test run). ``Dataset`` is the ``eval_set``, prefixed with ``experiment: `` when the
+    Significance markers on ``Δ cACC`` come from the per-example paired test (``pvalue_examples``,
+    McNemar or bootstrap, named in ``example_test``) where the table has one, else from the class-level
+    ``pvalue`` (the test named in ``test``): ``***`` p < 0.001, ``**`` p < 0.01, ``*`` p < 0.05, ``ns``
+    otherwise; no marker where the p-value is missing (no test run). With per-example tests, a column
+    ``p (classes / examples)`` shows both p-values. ``Dataset`` is the ``eval_set``, prefixed with ``experiment: `` when the
     table holds more than one experiment. Rows keep the order of ``peaks``.
     """
     _require(peaks, PEAK_COLUMNS, "peaks")
     dataset = peaks["eval_set"].astype(str)
     if peaks["experiment"].nunique() > 1:
         dataset = peaks["experiment"].astype(str) + ": " + dataset
-    marker = significance_marker(peaks["pvalue"])
+    per_example = "pvalue_examples" in peaks.columns and peaks["pvalue_examples"].notna().any()
+    marker = significance_marker(peaks["pvalue_examples"] if per_example else peaks["pvalue"])
     delta = (_signed_pct(peaks["delta"]) + " " + marker).str.rstrip()
     metrics = set(peaks["metric"]) if "metric" in peaks.columns else set()
     if len(metrics) > 1:
@@ -196,6 +205,8 @@ def format_peak_table(peaks: pd.DataFrame) -> pd.DataFrame:
             "Δ K": _signed_pct(peaks["delta_k"]),
         }
     )
+    if per_example:
+        table["p (classes / examples)"] = _pvalue(peaks["pvalue"]) + " / " + _pvalue(peaks["pvalue_examples"])
     return table.reset_index(drop=True).astype(object)
 
 

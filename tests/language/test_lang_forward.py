@@ -62,6 +62,9 @@ def test_patching_none_and_all_edges(tiny_lm, mixed_batch):
     np.testing.assert_allclose(res.logit_diff[0], metric_per_example(c_logits, ans, dis).mean(), atol=1e-4)
     np.testing.assert_allclose(res.logit_diff[1], metric_per_example(k_logits, ans, dis).mean(), atol=1e-4)
     np.testing.assert_allclose(res.accuracy[0], (c_logits.argmax(-1) == ans).double().mean(), atol=1e-9)
+    np.testing.assert_array_equal(res.correct[0], (c_logits.argmax(-1) == ans).numpy())
+    np.testing.assert_array_equal(res.correct[1], (k_logits.argmax(-1) == ans).numpy())
+    np.testing.assert_allclose(res.correct.mean(1), res.accuracy, atol=1e-12)
     # the grouped fast path equals the per-element patched forward for an arbitrary mask
     half = torch.as_tensor(g.dense_mask(masks[2:3]), dtype=torch.float32)
     with torch.no_grad():

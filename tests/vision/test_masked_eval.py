@@ -7,6 +7,8 @@ import pandas as pd
 import pytest
 import torch
 
+from certified_circuits.evaluation import read_sufficiency
+from certified_circuits.paired_tests import OUTCOME_COLUMN, decode_outcomes
 from certified_circuits.vision.data import ImageSet
 from certified_circuits.vision.evaluate import (COLUMNS, evaluate_class, negative_sample, predictions_under_masks,
                                                 )
@@ -72,6 +74,9 @@ def test_evaluate_class_table(tiny_model, rng, tmp_path):
         np.testing.assert_allclose(rows.accuracy, ref[:, :6].mean(1))
         np.testing.assert_allclose(rows.false_positive_rate, ref[:, 6:].mean(1))
         np.testing.assert_allclose(rows.balanced_accuracy, (ref[:, :6].mean(1) + 1 - ref[:, 6:].mean(1)) / 2)
+        # per-example outcomes: positives correct when labelled 1, negatives when not
+        outcomes = np.stack([decode_outcomes(t) for t in rows[OUTCOME_COLUMN]])
+        np.testing.assert_array_equal(outcomes, np.hstack([ref[:, :6], ~ref[:, 6:]]))
         keff = [np.mean([m[i][groups == g].mean() for g in range(4)]) for i in range(3)]
         np.testing.assert_allclose(rows.k_effective, keff)
     full = df[df.method == "full"].iloc[0]
@@ -84,7 +89,9 @@ def test_evaluate_class_table(tiny_model, rng, tmp_path):
     from certified_circuits.atomic import write_csv
 
     out = write_csv(tmp_path / "t" / "eval.csv", df)
-    pd.testing.assert_frame_equal(pd.read_csv(out), df.reset_index(drop=True), check_dtype=False)
+    pd.testing.assert_frame_equal(pd.read_csv(out, dtype={OUTCOME_COLUMN: str}), df.reset_index(drop=True),
+                                  check_dtype=False)
+    assert read_sufficiency([out])[OUTCOME_COLUMN].str.len().eq(16).all()  # leading zeros survive the CSV
 
 
 def test_mask_width_mismatch_is_explained(tiny_model):

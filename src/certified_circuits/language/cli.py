@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 from certified_circuits.language.tasks import SPLITS, TASKS
+from certified_circuits.devices import configure_torch
 from certified_circuits.stages import InputError, Stages, add_device, existing_file, existing_path, named_path, positive_int
 
 log = logging.getLogger(__name__)
@@ -28,14 +29,6 @@ def _model_arguments(p: argparse.ArgumentParser) -> None:
                    help="embedded: the model dir written by language-train; gpt2: a local Hugging Face directory "
                         "(save_pretrained model + tokenizer)")
     add_device(p)
-
-
-def _set_threads(n: int) -> None:
-    import torch
-
-    # One thread by default: on a shared 2-core machine, OpenMP threads spinning against other jobs made
-    # a training step 15x slower than single-threaded (measured).
-    torch.set_num_threads(max(1, int(n)))
 
 
 # ---------------------------------------------------------------------------------------------- tasks
@@ -118,7 +111,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
         raise InputError(f"task prompts not found: {', '.join(missing)}; run language-tasks for every task first")
     held_out = {t: {s: read_jsonl(f) for s, f in d.items()} for t, d in files.items()}
     exclude = [e.clean for d in held_out.values() for ex in d.values() for e in ex]
-    _set_threads(args.threads)
+    configure_torch(args.threads)
     cfg = TrainConfig(n_layer=args.n_layer, n_head=args.n_head, n_embd=args.n_embd, n_positions=args.n_positions,
                       steps=args.steps, batch_per_task=args.batch_per_task, lr=args.lr, seed=args.seed,
                       time_limit_s=args.time_limit)
@@ -174,7 +167,7 @@ def _cmd_attribute(args: argparse.Namespace) -> int:
     if bad:
         raise InputError(f"{args.examples} holds examples of another task than {args.task!r} ({bad[:3]})")
     device = resolve_device(args.device)
-    _set_threads(args.threads)
+    configure_torch(args.threads)
     lm = load_language_model(args.model, args.model_path)
     batch = encode_examples(examples, lm.tokenizer, max_len=lm.n_positions)
     t0 = time.time()
@@ -224,7 +217,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     eval_sets = dict(args.eval_set)
     votes, certificates = read_votes(args.votes), read_certificates(args.certificates)
     device = resolve_device(args.device)
-    _set_threads(args.threads)
+    configure_torch(args.threads)
     table = evaluate_task(args.model, args.model_path, args.task, votes, certificates, eval_sets,
                           experiment=args.experiment, device=str(device), budget_floats=args.max_floats)
     table = table.assign(**setting_columns(votes, certificates))

@@ -4,7 +4,8 @@ For one task: every (method, K) circuit from the votes and certificates (baselin
 vote at identical compute, certified-in edges) is evaluated on each eval set by interchange patching
 (:mod:`.patching`); the unpatched model gives the ``full`` row. One batched pass per eval set evaluates
 all masks. Output: tidy rows (experiment, concept, eval_set, method, k_target, k_effective, accuracy,
-binary_accuracy, logit_diff, n_examples).
+binary_accuracy, logit_diff, n_examples, per_example_correct: the exact-match outcome of every prompt as a 0/1
+string for the per-example paired tests of :mod:`certified_circuits.paired_tests`).
 """
 
 from __future__ import annotations
@@ -18,9 +19,10 @@ import pandas as pd
 from certified_circuits.language.patching import evaluate_edge_masks, full_model_metrics
 from certified_circuits.language.tasks import read_jsonl
 from certified_circuits.language.tokenizer import encode_examples
+from certified_circuits.paired_tests import OUTCOME_COLUMN, encode_outcomes
 
 COLUMNS = ["experiment", "concept", "eval_set", "method", "k_target", "k_effective", "accuracy",
-           "binary_accuracy", "logit_diff", "n_examples"]
+           "binary_accuracy", "logit_diff", "n_examples", OUTCOME_COLUMN]
 
 
 def circuit_table(lm, task: str, masks: Mapping[str, np.ndarray], k_grid: np.ndarray,
@@ -47,15 +49,17 @@ def circuit_table(lm, task: str, masks: Mapping[str, np.ndarray], k_grid: np.nda
         full = full_model_metrics(lm.weights, batch, device=device)
         rows.append(dict(experiment=experiment, concept=task, eval_set=eval_set, method="full", k_target=1.0,
                          k_effective=1.0, accuracy=full.accuracy[0], binary_accuracy=full.binary_accuracy[0],
-                         logit_diff=full.logit_diff[0], n_examples=full.n_examples))
+                         logit_diff=full.logit_diff[0], n_examples=full.n_examples,
+                         **{OUTCOME_COLUMN: encode_outcomes(full.correct)[0]}))
         res = evaluate_edge_masks(lm.weights, batch, stacked, device=device, progress=progress,
                                   budget_floats=budget_floats)
+        outcomes = encode_outcomes(res.correct)
         for i in range(stacked.shape[0]):
             m, k = names[i // len(k_grid)], float(k_grid[i % len(k_grid)])
             rows.append(dict(experiment=experiment, concept=task, eval_set=eval_set, method=m, k_target=k,
                              k_effective=float(k_eff[i]), accuracy=res.accuracy[i],
                              binary_accuracy=res.binary_accuracy[i], logit_diff=res.logit_diff[i],
-                             n_examples=res.n_examples))
+                             n_examples=res.n_examples, **{OUTCOME_COLUMN: outcomes[i]}))
     return pd.DataFrame(rows, columns=COLUMNS)
 
 

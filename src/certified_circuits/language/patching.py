@@ -29,12 +29,14 @@ from certified_circuits.language.tokenizer import EncodedBatch
 
 @dataclass
 class MaskMetrics:
-    """Per-mask means over examples, each float64 [M]."""
+    """Per-mask means over examples, each float64 [M], and the exact-match outcome of every example
+    (``correct``: bool [M, n_examples], for the per-example paired tests)."""
 
     accuracy: np.ndarray
     binary_accuracy: np.ndarray
     logit_diff: np.ndarray
     n_examples: int
+    correct: np.ndarray
 
 
 def _score(logits: torch.Tensor, ans: torch.Tensor, dis: torch.Tensor) -> tuple[torch.Tensor, ...]:
@@ -48,6 +50,7 @@ def full_model_metrics(w: GPT2Weights, batch: EncodedBatch, *, batch_size: int =
     """Unpatched model on the clean prompts (the paper's "Full" row)."""
     sums = np.zeros(3)
     n = len(batch.ids)
+    correct = np.zeros((1, n), dtype=bool)
     with torch.no_grad():
         for s in range(0, n, batch_size):
             sl = slice(s, min(s + batch_size, n))
@@ -58,8 +61,9 @@ def full_model_metrics(w: GPT2Weights, batch: EncodedBatch, *, batch_size: int =
             parts = _score(logits, torch.as_tensor(batch.answer[sl], device=device),
                            torch.as_tensor(batch.distractor[sl], device=device))
             sums += [float(t.sum()) for t in parts]
+            correct[0, sl] = parts[0].bool().cpu().numpy()
     m = sums / n
-    return MaskMetrics(np.array([m[0]]), np.array([m[1]]), np.array([m[2]]), n)
+    return MaskMetrics(np.array([m[0]]), np.array([m[1]]), np.array([m[2]]), n, correct)
 
 
 def patched_pair_bytes(w: GPT2Weights, n_positions: int) -> int:
@@ -132,6 +136,7 @@ def evaluate_edge_masks(w: GPT2Weights, batch: EncodedBatch, edge_masks: np.ndar
     p_all = int(batch.lengths.max())
     e_chunk, m_chunk = patch_chunks(w, n, M, p_all, max_batch=max_batch, budget_floats=budget_floats, device=device)
     sums = np.zeros((3, M))
+    correct = np.zeros((M, n), dtype=bool)
     n_steps = -(-n // e_chunk) * -(-M // m_chunk)
     bar = tqdm(total=n_steps, desc="patched eval", unit="batch", disable=not progress, file=sys.stderr)
     with torch.no_grad():
@@ -151,7 +156,8 @@ def evaluate_edge_masks(w: GPT2Weights, batch: EncodedBatch, edge_masks: np.ndar
                 parts = _score(logits.reshape(mm * e, -1), ans.repeat(mm), dis.repeat(mm))
                 for i, t in enumerate(parts):
                     sums[i, m0: m0 + mm] += t.view(mm, e).sum(1).cpu().numpy()
+                correct[m0: m0 + mm, sl] = parts[0].view(mm, e).bool().cpu().numpy()
                 bar.update(1)
     bar.close()
     mean = (sums / n)[:, inverse]
-    return MaskMetrics(mean[0], mean[1], mean[2], n)
+    return MaskMetrics(mean[0], mean[1], mean[2], n, correct[inverse])

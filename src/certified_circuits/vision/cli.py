@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..devices import configure_torch
 from ..stages import InputError, Stages, add_device, add_k_grid, existing_file, existing_path, named_path, positive_int
 
 log = logging.getLogger(__name__)
@@ -40,14 +41,6 @@ def _model_arguments(p: argparse.ArgumentParser) -> None:
     add_device(g)
 
 
-def _set_threads(args: argparse.Namespace) -> None:
-    import torch
-
-    # One thread by default: on a shared 2-core machine, OpenMP threads spinning against other jobs
-    # made a training step 15x slower than single-threaded (measured).
-    torch.set_num_threads(args.threads)
-
-
 def _load(args: argparse.Namespace):
     """The model on its device, and the wnid index of ImageNet folders (None for the world)."""
     from ..devices import resolve_device
@@ -55,7 +48,7 @@ def _load(args: argparse.Namespace):
     from .models import load_model
 
     device = resolve_device(args.device)
-    _set_threads(args)
+    configure_torch(args.threads)
     index = load_wnid_index(args.class_index) if args.class_index else None
     if args.model != "world" and index is None:
         raise InputError(f"--model {args.model} needs --class-index LOC_synset_mapping.txt to map wnid folders to classes")
@@ -67,7 +60,7 @@ def _load(args: argparse.Namespace):
 
 def _log_startup(stage: str) -> None:
     """Log and record how long the job took before its first batch (imports, model build, weights)."""
-    from ..cli import PROCESS_START
+    from .. import PROCESS_START
     from ..tracking import add_metrics
 
     seconds = time.perf_counter() - PROCESS_START
@@ -172,7 +165,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
     from .train import accuracy, train_world_model
     from .world import load_split, write_json_atomic
 
-    _set_threads(args)
+    configure_torch(args.threads)
     tr = load_split(args.world / "train.npz")
     class_names = [str(c) for c in tr["class_names"]]
     model, train_log = train_world_model(tr["images"], tr["labels"], class_names, seed=args.seed, epochs=args.epochs,
@@ -222,7 +215,7 @@ def _cmd_filter(args: argparse.Namespace) -> int:
     from .train import accuracy, filter_adversarial, filter_anomaly
     from .world import load_split, save_split, write_json_atomic
 
-    _set_threads(args)
+    configure_torch(args.threads)
     model = load_world_model(args.checkpoint)
     adv = filter_adversarial(model, load_split(args.world / "adversarial_pool.npz"), args.max_per_class)
     ano = filter_anomaly(model, load_split(args.world / "anomaly_pool.npz"), args.max_per_class, args.min_confidence)

@@ -8,7 +8,10 @@ with every non-circuit vertex zeroed at each block output:
 - ``false_positive_rate`` (beyond the paper): share of a fixed, seeded sample of the same eval set's
   *other* classes' images that the circuit labels c -- a circuit that labels everything c would
   otherwise score accuracy 1;
-- ``balanced_accuracy`` = (accuracy + 1 - false_positive_rate) / 2.
+- ``balanced_accuracy`` = (accuracy + 1 - false_positive_rate) / 2;
+- ``per_example_correct``: the outcome of every evaluated image as a 0/1 string, the class's images
+  first (1 = labelled c), then the negative sample (1 = not labelled c), for the per-example paired
+  tests of :mod:`certified_circuits.paired_tests`.
 
 All distinct masks of a class are evaluated together: masks are a batch dimension (``hooks.masked``),
 so each image passes the shared prefix once. The unmasked model is reported as method ``full``. Batches
@@ -26,12 +29,13 @@ import torch
 from tqdm import tqdm
 
 from ..devices import batch_from_memory
+from ..paired_tests import OUTCOME_COLUMN, encode_outcomes
 from .data import ImageSet
 from .hooks import masked_logits
 from .models import VisionModel
 
 COLUMNS = ["experiment", "concept", "eval_set", "method", "k_target", "k_effective", "accuracy",
-           "false_positive_rate", "balanced_accuracy", "n_images", "n_negatives"]
+           "false_positive_rate", "balanced_accuracy", "n_images", "n_negatives", OUTCOME_COLUMN]
 
 
 #: Live tensors of the largest layer output per (mask, image) pair at peak during a masked forward pass:
@@ -164,11 +168,15 @@ def evaluate_class(model: VisionModel, sets: Mapping[str, ImageSet], label: int,
         fpr_u = hit[:, len(pos) :].mean(1) if len(neg) else np.full(len(uniq), np.nan)
         full = plain_predictions(model, iset, idx) == label
         full_fpr = full[len(pos) :].mean() if len(neg) else np.nan
-        rows.append((experiment, concept, name, "full", 1.0, 1.0, full[: len(pos)].mean(), full_fpr, len(pos), len(neg)))
+        positive = np.arange(len(idx)) < len(pos)
+        outcomes = encode_outcomes(np.vstack([full, hit]) == positive)  # correct: c on positives, not c on negatives
+        rows.append((experiment, concept, name, "full", 1.0, 1.0, full[: len(pos)].mean(), full_fpr, len(pos), len(neg),
+                     outcomes[0]))
         for j, mth in enumerate(methods):
             for i in range(nk):
                 u = inverse[j * nk + i]
-                rows.append((experiment, concept, name, mth, float(k_grid[i]), float(keff[mth][i]), acc_u[u], fpr_u[u], len(pos), len(neg)))
+                rows.append((experiment, concept, name, mth, float(k_grid[i]), float(keff[mth][i]), acc_u[u], fpr_u[u],
+                             len(pos), len(neg), outcomes[1 + u]))
     df = pd.DataFrame(rows, columns=[c for c in COLUMNS if c != "balanced_accuracy"])
     df["accuracy"] = df["accuracy"].astype(float)
     df["false_positive_rate"] = df["false_positive_rate"].astype(float)
