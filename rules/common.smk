@@ -82,6 +82,12 @@ def local_inputs(paths):
     return [p for p in paths if str(p).startswith(f"{RESULTS}/")]
 
 
+def chunked(values, size):
+    """Consecutive groups of ``size`` values (the last may be shorter), in order."""
+    values = list(values)
+    return [values[i : i + size] for i in range(0, len(values), size)]
+
+
 def item_options(flag, rows):
     """Repeated table rows as options: [('a', 'b')] -> "--flag a b" (quoted)."""
     return " ".join(f"{flag} {words(row)}" for row in rows)

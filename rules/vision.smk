@@ -110,41 +110,87 @@ if EMBEDDED_VISION:
             "--out-metrics {output.metrics:q} 2> {log:q}"
 
 
-rule vision_attribute:
-    """Attributions of one class on its concept set and on every OOD re-discovery set, in one process
-    (one model start-up for all splits). A set without images of the class gets a valid file with
-    zero examples, which the IoU report skips."""
-    input:
-        vision_model_inputs()
-        + local_inputs(vision_eval_data(s) for s in ["id"] + REDISCOVERY)
-        + ([f"{WORLD}/counterfactual.npz"] if EMBEDDED_VISION else []),
-    output:
-        concept=PATHS.attributions(VX, "concept", "{concept}"),
-        rediscovery=[PATHS.attributions(VX, split, "{concept}") for split in REDISCOVERY],
-    params:
-        job=job_env("vision_attribute"),
-        model=vision_model_args(),
-        data=lambda w: vision_eval_data("id"),
-        size=vision_concept_size(),
-        counterfactual=f"--counterfactual {q(f'{WORLD}/counterfactual.npz')}" if EMBEDDED_VISION else "",
-        also=lambda w: item_options("--also", [(s, vision_eval_data(s), PATHS.attributions(VX, s, w.concept)) for s in REDISCOVERY]),
-        experiment=VX,
-    log:
-        log_path("vision_attribute", "{concept}"),
-    benchmark:
-        benchmark_path("vision_attribute", "{concept}")
-    conda:
-        ENV
-    priority: 10
-    threads: 1
-    resources:
-        mem_mb=VISION_MEM_MB,
-        runtime=VISION_RUNTIME,
-        gpu=VISION_GPU,
-    shell:
-        "{params.job} certified-circuits vision-attribute {params.model} --threads {threads} --data {params.data:q} "
-        "--n-examples {params.size} {params.counterfactual} --concept {wildcards.concept:q} --split concept "
-        "--experiment {params.experiment:q} --out {output.concept:q} {params.also} 2> {log:q}"
+def vision_attribute_invocation(concept):
+    """The ``vision-attribute`` arguments of one class: its concept set, then every OOD re-discovery
+    set (``--also``), all quoted. The per-class rule and the class-group rules run exactly these."""
+    also = item_options("--also", [(s, vision_eval_data(s), PATHS.attributions(VX, s, concept)) for s in REDISCOVERY])
+    counterfactual = f"--counterfactual {q(f'{WORLD}/counterfactual.npz')}" if EMBEDDED_VISION else ""
+    return (f"vision-attribute {vision_model_args()} --threads 1 --data {q(vision_eval_data('id'))} "
+            f"--n-examples {vision_concept_size()} {counterfactual} --concept {q(concept)} --split concept "
+            f"--experiment {q(VX)} --out {q(PATHS.attributions(VX, 'concept', concept))} {also}")
+
+
+def vision_attribute_outputs(concept):
+    return [PATHS.attributions(VX, split, concept) for split in ["concept"] + REDISCOVERY]
+
+
+VISION_ATTRIBUTE_INPUTS = (
+    vision_model_inputs()
+    + local_inputs(vision_eval_data(s) for s in ["id"] + REDISCOVERY)
+    + ([f"{WORLD}/counterfactual.npz"] if EMBEDDED_VISION else [])
+)
+CLASSES_PER_JOB = int(VISION["classes_per_job"])
+
+
+if CLASSES_PER_JOB == 1:
+
+    rule vision_attribute:
+        """Attributions of one class on its concept set and on every OOD re-discovery set, in one process
+        (one model start-up for all splits). A set without images of the class gets a valid file with
+        zero examples, which the IoU report skips."""
+        input:
+            VISION_ATTRIBUTE_INPUTS,
+        output:
+            concept=PATHS.attributions(VX, "concept", "{concept}"),
+            rediscovery=[PATHS.attributions(VX, split, "{concept}") for split in REDISCOVERY],
+        params:
+            job=job_env("vision_attribute"),
+            invocation=lambda w: vision_attribute_invocation(w.concept),
+        log:
+            log_path("vision_attribute", "{concept}"),
+        benchmark:
+            benchmark_path("vision_attribute", "{concept}")
+        conda:
+            ENV
+        priority: 10
+        threads: 1
+        resources:
+            mem_mb=VISION_MEM_MB,
+            runtime=VISION_RUNTIME,
+            gpu=VISION_GPU,
+        shell:
+            "{params.job} certified-circuits {params.invocation} 2> {log:q}"
+
+else:
+    # vision.classes_per_job > 1 (paper scale on a GPU): one job, one process, one model start-up per
+    # group of classes (``certified-circuits batch``); outputs stay per class, so every later stage is
+    # unchanged. Groups follow the config's class order: adding a class reruns the last group only.
+    for group_index, group in enumerate(chunked(vision_concepts(), CLASSES_PER_JOB)):
+
+        rule:
+            name:
+                f"vision_attribute_group{group_index}"
+            input:
+                VISION_ATTRIBUTE_INPUTS,
+            output:
+                [path for concept in group for path in vision_attribute_outputs(concept)],
+            params:
+                job=job_env("vision_attribute"),
+                invocation=" :: ".join(vision_attribute_invocation(concept) for concept in group),
+            log:
+                log_path("vision_attribute", f"group{group_index}"),
+            benchmark:
+                benchmark_path("vision_attribute", f"group{group_index}")
+            conda:
+                ENV
+            priority: 10
+            threads: 1
+            resources:
+                mem_mb=VISION_MEM_MB,
+                runtime=min(VISION_RUNTIME * len(group), 24 * 60),
+                gpu=VISION_GPU,
+            shell:
+                "{params.job} certified-circuits batch {params.invocation} 2> {log:q}"
 
 
 rule vision_attribute_sized:

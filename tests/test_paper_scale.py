@@ -95,7 +95,8 @@ def dry_run_jobs(output: str) -> list[dict]:
         wildcards = re.search(r"^\s+wildcards: (.*)$", block, re.M)
         shell = re.search(r"^Shell command: (.*)$", block, re.M)
         jobs.append({
-            "rule": head[1],
+            "rule": re.sub(r"_group\d+$", "", head[1]),  # class-group rules (vision.classes_per_job) by kind
+            "group_rule": head[1] if re.search(r"_group\d+$", head[1]) else None,
             "wildcards": dict(kv.split("=", 1) for kv in wildcards[1].split(", ")) if wildcards else {},
             "shell": shell[1] if shell else "",
         })
@@ -117,6 +118,13 @@ def test_paper_dag_on_fixture_tree(paper_tree: dict, tmp_path: Path) -> None:
     concepts = {j["wildcards"]["concept"] for j in vision_jobs if "concept" in j["wildcards"]}
     assert concepts and all(WNID.fullmatch(c) for c in concepts), f"vision concepts that are not wnids: {sorted(concepts)}"
     assert concepts == set(paper_tree["certified_wnids"])
+    # paper.yaml serves 25 classes per attribution job: the fixture's classes share one process
+    attribute = [j for j in jobs if j["rule"] == "vision_attribute"]
+    assert [j["group_rule"] for j in attribute] == ["vision_attribute_group0"]
+    assert "certified-circuits batch vision-attribute " in attribute[0]["shell"]
+    assert sorted(re.findall(r"--concept (\S+)", attribute[0]["shell"])) == sorted(paper_tree["certified_wnids"])
+    assert attribute[0]["shell"].count(" :: vision-attribute ") == len(paper_tree["certified_wnids"]) - 1
+    assert attribute[0]["shell"].count("--device ") == len(paper_tree["certified_wnids"])
     runtime = next(j for j in jobs if j["rule"] == "vision_runtime")
     assert WNID.fullmatch(re.search(r"--concept (\S+)", runtime["shell"])[1])
     assert set(re.findall(r"features_(\w+)\.png", done.stdout)) == set(paper_tree["certified_wnids"])

@@ -191,11 +191,66 @@ def input_errors() -> tuple[type[BaseException], ...]:
     return tuple(errors)
 
 
+#: ``certified-circuits batch STAGE ARGS :: STAGE ARGS ...`` runs several stage invocations in one process.
+BATCH = "batch"
+SEPARATOR = "::"
+
+
+def split_batch(argv: Sequence[str]) -> list[list[str]]:
+    """The stage invocations of a ``batch`` command line (the arguments after ``batch``), split at ``::``.
+
+    Raises ValueError for an empty invocation (``batch``, ``a :: :: b``, a trailing ``::``)."""
+    parts: list[list[str]] = [[]]
+    for token in argv:
+        if token == SEPARATOR:
+            parts.append([])
+        else:
+            parts[-1].append(token)
+    if any(not part for part in parts):
+        raise ValueError(f"'{BATCH}' needs one or more stage invocations separated by '{SEPARATOR}', "
+                         f"e.g. {BATCH} vision-attribute ARGS {SEPARATOR} vision-attribute ARGS")
+    if any(part[0] == BATCH for part in parts):
+        raise ValueError(f"'{BATCH}' cannot be nested")
+    return parts
+
+
+def _run_stage(parser: argparse.ArgumentParser, args: argparse.Namespace, prefix: str = "") -> int:
+    """One stage with the one error path: bad input -> ``error: ...`` on stderr and exit 2."""
+    try:
+        return int(args.func(args) or 0)
+    except input_errors() as exc:
+        if args.verbose:
+            log.exception("%s failed", args.command)
+        parser.exit(2, f"certified-circuits {prefix}{args.command}: error: {exc}\n")
+    except OSError as exc:  # e.g. a truncated image or weights file: name the file when the error does
+        if args.verbose:
+            log.exception("%s failed", args.command)
+        where = f" ({exc.filename})" if getattr(exc, "filename", None) else ""
+        parser.exit(2, f"certified-circuits {prefix}{args.command}: error: {exc}{where}\n")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one stage, or with ``batch`` several stages in one process.
+
+    A batch pays the start-up (imports of torch and torchvision, the model build and its weights, which
+    the vision stages keep for the process: :func:`certified_circuits.vision.cli.load_cached`) once for
+    every invocation, e.g. the attributions of 25 ImageNet classes in one GPU job. Every invocation is
+    parsed before the first runs, so a typo in the last stops the batch before any work; they then
+    run in order and the batch stops at the first failure (exit 2, naming the invocation). A batch
+    leaves one MLflow job record holding every file its invocations wrote.
+    """
+    argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
-    args = parser.parse_args(argv)
+    if argv[:1] == [BATCH]:
+        try:
+            parts = split_batch(argv[1:])
+        except ValueError as exc:
+            parser.exit(2, f"certified-circuits {BATCH}: error: {exc}\n")
+        invocations = [parser.parse_args(part) for part in parts]
+    else:
+        invocations = [parser.parse_args(argv)]
     logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO,
+        level=logging.DEBUG if any(args.verbose for args in invocations) else logging.INFO,
         format="%(asctime)s %(name)s %(levelname)s %(message)s",
         stream=sys.stderr,
     )
@@ -203,35 +258,40 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     forget_written()
     started = time.time() - (time.perf_counter() - PROCESS_START)  # the job's start, imports included
-    try:
-        status = int(args.func(args) or 0)
-    except input_errors() as exc:
-        if args.verbose:
-            log.exception("%s failed", args.command)
-        parser.exit(2, f"certified-circuits {args.command}: error: {exc}\n")
-    except OSError as exc:  # e.g. a truncated image or weights file: name the file when the error does
-        if args.verbose:
-            log.exception("%s failed", args.command)
-        where = f" ({exc.filename})" if getattr(exc, "filename", None) else ""
-        parser.exit(2, f"certified-circuits {args.command}: error: {exc}{where}\n")
-    if status == 0:
-        _record_job(args, started, time.time())
-    return status
+    for index, args in enumerate(invocations):
+        prefix = f"{BATCH} [{index + 1}/{len(invocations)}] " if len(invocations) > 1 else ""
+        status = _run_stage(parser, args, prefix)
+        if status != 0:
+            return status
+    _record_job(invocations, started, time.time())
+    return 0
 
 
-def _record_job(args: argparse.Namespace, started: float, ended: float) -> None:
+def _params(args: argparse.Namespace) -> dict[str, object]:
+    values = {k: v for k, v in vars(args).items() if k not in ("func", "verbose")}
+    return {k: (" ".join(map(str, v)) if isinstance(v, (list, tuple)) else v) for k, v in values.items()}
+
+
+def _record_job(invocations: Sequence[argparse.Namespace], started: float, ended: float) -> None:
     """Leave a job record for MLflow (see :mod:`certified_circuits.tracking`); never fails the job.
 
     The job's outputs are exactly the files it wrote atomically (:func:`certified_circuits.atomic.written_paths`);
-    its parameters are its arguments.
+    its parameters are its arguments. For a batch, the stage is ``batch`` and parameters that differ
+    between invocations are joined with `` :: `` in invocation order.
     """
     from .atomic import written_paths
     from .tracking import write_job_record
 
-    values = {k: v for k, v in vars(args).items() if k not in ("func", "verbose")}
-    params = {k: (" ".join(map(str, v)) if isinstance(v, (list, tuple)) else v) for k, v in values.items()}
+    if len(invocations) == 1:
+        stage, params = invocations[0].command, _params(invocations[0])
+    else:
+        each = [_params(args) for args in invocations]
+        keys = list(dict.fromkeys(k for p in each for k in p))
+        params = {k: (each[0].get(k) if all(p.get(k) == each[0].get(k) for p in each)
+                      else f" {SEPARATOR} ".join(str(p.get(k, "")) for p in each)) for k in keys}
+        stage = BATCH
     try:
-        write_job_record(args.command, params, [str(p) for p in written_paths()], ended - started,
+        write_job_record(stage, params, [str(p) for p in written_paths()], ended - started,
                          started_at=started, ended_at=ended)
     except OSError as exc:  # pragma: no cover - tracking must never fail a finished job
         log.warning("could not write the MLflow job record: %s", exc)

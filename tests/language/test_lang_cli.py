@@ -61,7 +61,7 @@ def test_attribution_contract(pipeline):
 def test_evaluation_table(pipeline):
     df = pd.read_csv(pipeline / "eval.csv")
     assert list(df.columns) == ["experiment", "concept", "eval_set", "method", "k_target", "k_effective",
-                                "accuracy", "binary_accuracy", "logit_diff", "n_examples",
+                                "accuracy", "binary_accuracy", "logit_diff", "n_examples", "per_example_correct",
                                 # the setting the circuits came from, read from the votes and certificates
                                 "scorer", "split", "setting", "p_del", "n0", "n", "seed", "tau", "alpha",
                                 "correction", "radius"]
@@ -77,6 +77,9 @@ def test_evaluation_table(pipeline):
         assert b1.k_effective == 1.0
         assert b1.accuracy == pytest.approx(full.accuracy)
         assert b1.logit_diff == pytest.approx(full.logit_diff, abs=1e-4)
+        outcomes = pd.read_csv(pipeline / "eval.csv", dtype={"per_example_correct": str})
+        same = outcomes.loc[[b1.name, full.name], "per_example_correct"]
+        assert same.iloc[0] == same.iloc[1] and len(same.iloc[0]) == full.n_examples
     base = df[df.method == "baseline"]
     assert np.allclose(base.k_effective, base.k_target, atol=1.0 / build_graph(2, 4).n_edges)
 

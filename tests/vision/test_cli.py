@@ -146,3 +146,61 @@ def test_paper_scale_cli_on_fake_imagenet(tmp_path):
     with pytest.raises(SystemExit):  # a weights file that does not exist is rejected before any work
         run("vision-attribute", "--model", "resnet50", "--weights", tmp_path / "nowhere.pth", "--class-index",
             tmp_path / "LOC_synset_mapping.txt", "--data", tmp_path / "val", "--concept", wnids[0], "--out", tmp_path / "b.h5")
+
+
+def test_batch_serves_several_classes_in_one_process(tmp_path, monkeypatch, caplog):
+    """``certified-circuits batch``: the same files as one process per class, the model built once,
+    every invocation checked before the first runs, and one job record holding every output."""
+    from certified_circuits import cli
+    from certified_circuits.store import read_attributions
+
+    w = tmp_path / "world"
+    assert run("vision-world", "--out", w, "--seed", 2, "--n-classes", 3, "--n-train-per-class", 8,
+               "--n-concept-per-class", 6, "--n-test-per-class", 2, "--n-ood-per-class", 2, "--n-pool-per-class", 2,
+               "--n-anomaly-pool", 4) == 0
+    assert run("vision-train", "--world", w, "--out-model", tmp_path / "m.pt", "--out-metrics", tmp_path / "t.json",
+               "--epochs", 1, "--widths", 4, 4, 4, 4) == 0
+
+    def invocation(concept: str, out_dir: str) -> list[str]:
+        return ["vision-attribute", "--model", "world", "--checkpoint", str(tmp_path / "m.pt"), "--data",
+                str(w / "concept.npz"), "--concept", concept, "--out", str(tmp_path / out_dir / f"{concept}.h5"),
+                "--also", "context_shift", str(w / "context_shift.npz"), str(tmp_path / out_dir / f"{concept}.cs.h5")]
+
+    concepts = ["circle", "square", "triangle"]
+    for concept in concepts:
+        assert cli.main(invocation(concept, "single")) == 0
+    vcli._LOADED.clear()
+    monkeypatch.setenv("CC_TRACKING_DIR", str(tmp_path / "tracking"))
+    caplog.set_level("INFO")
+    batch = ["batch"] + [t for i, c in enumerate(concepts) for t in ([] if i == 0 else ["::"]) + invocation(c, "batch")]
+    assert cli.main(batch) == 0
+    assert len(vcli._LOADED) == 1
+    assert sum("model already loaded" in r.message for r in caplog.records) == len(concepts) - 1
+    for concept in concepts:
+        for suffix in ("", ".cs"):
+            one = read_attributions(tmp_path / "single" / f"{concept}{suffix}.h5")
+            many = read_attributions(tmp_path / "batch" / f"{concept}{suffix}.h5")
+            assert one.example_ids == many.example_ids and one.attrs["concept"] == many.attrs["concept"] == concept
+            for scorer in one.scores:
+                np.testing.assert_array_equal(one.scores[scorer], many.scores[scorer])
+    records = list((tmp_path / "tracking" / "pending").glob("*.json"))
+    assert len(records) == 1
+    record = json.loads(records[0].read_text())
+    assert record["stage"] == "batch" and record["params"]["concept"] == "circle :: square :: triangle"
+    assert sorted(record["outputs"]) == sorted(str((tmp_path / "batch" / f"{c}{s}.h5").resolve())
+                                               for c in concepts for s in ("", ".cs"))
+
+
+def test_batch_checks_every_invocation_before_running_any(tmp_path, capsys):
+    from certified_circuits import cli
+
+    good = ["vision-world", "--out", str(tmp_path / "w"), "--n-classes", "2"]
+    with pytest.raises(SystemExit) as stop:
+        cli.main(["batch", *good, "::", "vision-world", "--n-classes", "nine"])
+    assert stop.value.code == 2 and not (tmp_path / "w").exists()
+    for argv in (["batch"], ["batch", *good, "::"], ["batch", "::", *good], ["batch", "batch", *good]):
+        with pytest.raises(SystemExit) as stop:
+            cli.main(argv)
+        assert stop.value.code == 2
+        assert "batch: error:" in capsys.readouterr().err
+    assert cli.split_batch(["a", "1", "::", "b"]) == [["a", "1"], ["b"]]

@@ -41,14 +41,32 @@ def _model_arguments(p: argparse.ArgumentParser) -> None:
     add_device(g)
 
 
+#: Models this process has loaded, by (model, checkpoint, weights, class index, device): the invocations
+#: of one ``certified-circuits batch`` build the network and read its weights once.
+_LOADED: dict[tuple[str, ...], tuple[object, object]] = {}
+
+
 def _load(args: argparse.Namespace):
-    """The model on its device, and the wnid index of ImageNet folders (None for the world)."""
+    """The model on its device, and the wnid index of ImageNet folders (None for the world).
+
+    Cached for the process (:data:`_LOADED`): every stage leaves the model as it found it (hooks are
+    removed on exit, the network stays in eval mode), so a later invocation of a batch reuses it."""
     from ..devices import resolve_device
-    from .imagenet import class_names_from_index, load_wnid_index
-    from .models import load_model
 
     device = resolve_device(args.device)
     configure_torch(args.threads)
+    key = tuple(str(v) for v in (args.model, args.checkpoint, args.weights, args.class_index, device))
+    if key not in _LOADED:
+        _LOADED[key] = _build(args, device)
+    else:
+        log.info("%s: model already loaded in this process (batch); reusing it", args.command)
+    return _LOADED[key]
+
+
+def _build(args: argparse.Namespace, device):
+    from .imagenet import class_names_from_index, load_wnid_index
+    from .models import load_model
+
     index = load_wnid_index(args.class_index) if args.class_index else None
     if args.model != "world" and index is None:
         raise InputError(f"--model {args.model} needs --class-index LOC_synset_mapping.txt to map wnid folders to classes")
@@ -58,12 +76,19 @@ def _load(args: argparse.Namespace):
     return model, index
 
 
+_STARTED: list[float] = []  # the start-up of this process, once measured
+
+
 def _log_startup(stage: str) -> None:
-    """Log and record how long the job took before its first batch (imports, model build, weights)."""
+    """Log and record how long the job took before its first batch (imports, model build, weights);
+    once per process: later invocations of a batch pay no start-up."""
     from .. import PROCESS_START
     from ..tracking import add_metrics
 
+    if _STARTED:
+        return
     seconds = time.perf_counter() - PROCESS_START
+    _STARTED.append(seconds)
     add_metrics({"startup_seconds": seconds})
     log.info("%s: start-up %.2fs before the first batch (imports, model, data index)", stage, seconds)
 
