@@ -125,6 +125,20 @@ def vision_model_args():
     return f"--model {q(imagenet['model'])} --class-index {q(imagenet['class_index'])}{weights} --device {q(DEVICE)}"
 
 
+def vision_attribute_invocation(concept):
+    """The ``vision-attribute`` arguments of one class: its concept set, then every OOD re-discovery
+    set (``--also``), all quoted. The per-class rule and the class-group rules run exactly these."""
+    also = item_options("--also", [(s, vision_eval_data(s), PATHS.attributions(VX, s, concept)) for s in REDISCOVERY])
+    counterfactual = f"--counterfactual {q(f'{WORLD}/counterfactual.npz')}" if EMBEDDED_VISION else ""
+    return (f"vision-attribute {vision_model_args()} --threads 1 --data {q(vision_eval_data('id'))} "
+            f"--n-examples {vision_concept_size()} {counterfactual} --concept {q(concept)} --split concept "
+            f"--experiment {q(VX)} --out {q(PATHS.attributions(VX, 'concept', concept))} {also}")
+
+
+def vision_attribute_outputs(concept):
+    return [PATHS.attributions(VX, split, concept) for split in ["concept"] + REDISCOVERY]
+
+
 def vision_model_inputs():
     return [VMODEL] if EMBEDDED_VISION else []
 
@@ -187,8 +201,10 @@ def vision_evaluate_circuits(wildcards):
 
 
 def vision_evaluate_sets(wildcards):
-    """Eval sets of a split: every set for the concept datasets, ID only for the radius sweep."""
-    return VISION["eval_sets"] if wildcards.split == "concept" else ["id"]
+    """Eval sets of a job: every set for the concept datasets at the main setting (Tables 1 and 3), ID
+    only for the radius sweep (other |D| or p_del: App. D reports ID cACC and sizes)."""
+    main = wildcards.split == "concept" and setting_of(wildcards) == VSETTING
+    return VISION["eval_sets"] if main else ["id"]
 
 
 def vision_attack_inputs(wildcards):

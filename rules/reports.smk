@@ -296,7 +296,9 @@ if LANGUAGE["enabled"]:
     if LATTACK["enabled"]:
 
         rule language_attack:
-            """Theorem 1 shown directly on the tasks: edits drawn from the OOD prompts (first setting of each task)."""
+            """Theorem 1 shown directly on the tasks: edits drawn from the OOD prompts. Every task is
+            certified at one setting, the first task's first (tau, p_del), so one radius r holds for
+            the whole table (embedded: tau 0.90, p_del 0.95, r = 9)."""
             input:
                 [f for task in LANGUAGE["tasks"] for f in (PATHS.attributions(LX, "train", task), PATHS.attributions(LX, "ood_test", task))],
             output:

@@ -110,20 +110,6 @@ if EMBEDDED_VISION:
             "--out-metrics {output.metrics:q} 2> {log:q}"
 
 
-def vision_attribute_invocation(concept):
-    """The ``vision-attribute`` arguments of one class: its concept set, then every OOD re-discovery
-    set (``--also``), all quoted. The per-class rule and the class-group rules run exactly these."""
-    also = item_options("--also", [(s, vision_eval_data(s), PATHS.attributions(VX, s, concept)) for s in REDISCOVERY])
-    counterfactual = f"--counterfactual {q(f'{WORLD}/counterfactual.npz')}" if EMBEDDED_VISION else ""
-    return (f"vision-attribute {vision_model_args()} --threads 1 --data {q(vision_eval_data('id'))} "
-            f"--n-examples {vision_concept_size()} {counterfactual} --concept {q(concept)} --split concept "
-            f"--experiment {q(VX)} --out {q(PATHS.attributions(VX, 'concept', concept))} {also}")
-
-
-def vision_attribute_outputs(concept):
-    return [PATHS.attributions(VX, split, concept) for split in ["concept"] + REDISCOVERY]
-
-
 VISION_ATTRIBUTE_INPUTS = (
     vision_model_inputs()
     + local_inputs(vision_eval_data(s) for s in ["id"] + REDISCOVERY)

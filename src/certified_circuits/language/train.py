@@ -68,9 +68,9 @@ def _batch(examples: Sequence[Example], tok: WordTokenizer, n_positions: int, rn
 def last_logits(model, ids: torch.Tensor, last: torch.Tensor, position_ids: torch.Tensor | None = None
                 ) -> torch.Tensor:
     """Logits at positions ``last`` (one per row) of an HF GPT-2 on right-padded ids."""
-    mask = (torch.arange(ids.shape[1])[None, :] <= last[:, None]).long()  # right padding only
+    mask = (torch.arange(ids.shape[1], device=ids.device)[None, :] <= last[:, None]).long()  # right padding only
     h = model.transformer(input_ids=ids, position_ids=position_ids, attention_mask=mask).last_hidden_state
-    return model.lm_head(h[torch.arange(ids.shape[0]), last])
+    return model.lm_head(h[torch.arange(ids.shape[0], device=h.device), last])
 
 
 def train_embedded(cfg: TrainConfig, exclude_prompts: Iterable[str] = (), progress: bool = True):

@@ -59,7 +59,7 @@ def _load(args: argparse.Namespace):
     if key not in _LOADED:
         _LOADED[key] = _build(args, device)
     else:
-        log.info("%s: model already loaded in this process (batch); reusing it", args.command)
+        log.info("%s: model already loaded in this process (batch); reusing it", getattr(args, "command", "vision"))
     return _LOADED[key]
 
 
