@@ -40,6 +40,7 @@ docs:
 	cp results/tables/world/iou.png results/tables/world/seed_stability.png results/tables/world/spurious.png docs/figures/
 	cp results/figures/world/features_circle.png docs/figures/
 	cp results/summary.md docs/summary.md
+	if [ -d results/model_seeds/tables ]; then mkdir -p docs/model_seeds && cp results/model_seeds/tables/*.md docs/model_seeds/; fi
 
 clean-results:
 	rm -rf results .snakemake

@@ -156,3 +156,20 @@ def test_model_seed_summary_reports_spread_and_wins(tmp_path: Path) -> None:
     assert row.certified_mean == pytest.approx(0.7667, abs=1e-4) and row.certified_std == pytest.approx(np.std([0.8, 0.6, 0.9], ddof=1))
     assert row.n_seeds == 3 and row.certified_wins == 2 and row.baseline_wins == 1
     assert "2/3" in (out / "world_selected_cacc_model_seeds.md").read_text()
+
+
+def test_model_seed_summary_counts_significant_wins_per_example(tmp_path: Path) -> None:
+    """With per-example p-values, a seed counts as a significant win only where p < 0.05 and the
+    difference has that sign: seed 0 certified (p 0.01), seed 1 baseline (p 0.03), seed 2 neither."""
+    base = dict(experiment="world", scorer="relevance", eval_set="id_test", full=0.9, baseline_k=0.5, certified_k=0.3)
+    runs = []
+    for seed, (certified, baseline, p) in enumerate([(0.8, 0.7, 0.01), (0.6, 0.7, 0.03), (0.9, 0.7, 0.2)]):
+        path = tmp_path / f"s{seed}.csv"
+        pd.DataFrame([{**base, "certified": certified, "baseline": baseline, "pvalue_examples": p}]).to_csv(path, index=False)
+        runs += ["--run", str(seed), str(path)]
+    out = tmp_path / "out"
+    assert main(["report-model-seeds", *runs, "--name", "t", "--out-dir", str(out)]) == 0
+    row = pd.read_csv(out / "t_model_seeds_raw.csv").iloc[0]
+    assert row.certified_wins == 2 and row.certified_significant == 1 and row.baseline_significant == 1
+    shown = pd.read_csv(out / "t_model_seeds.csv").iloc[0]
+    assert shown["significant: certified / baseline"] == "1/1" and shown["baseline_k"] == "50.0 ± 0.0"

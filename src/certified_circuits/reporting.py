@@ -233,6 +233,10 @@ def setting_tag(votes: Votes, certificates: Certificates) -> str:
     return setting_columns(votes, certificates)["setting"]
 
 
+#: Level at which a seed's per-example paired test counts as a significant win in the model-seeds tables.
+SIGNIFICANCE = 0.05
+
+
 def model_seeds_report(tables_by_seed: dict[str, Sequence[Path]], out_dir: Path, name: str) -> None:
     """Conclusions across model-training seeds: the same table (peaks_* or selected_*) of runs whose
     models were trained with different seeds, as mean, standard deviation, min and max per row and
@@ -258,17 +262,29 @@ def model_seeds_report(tables_by_seed: dict[str, Sequence[Path]], out_dir: Path,
     summary["n_seeds"] = grouped["model_seed"].nunique()
     summary["certified_wins"] = grouped.apply(lambda g: int((g["certified"] > g["baseline"]).sum()), include_groups=False)
     summary["baseline_wins"] = grouped.apply(lambda g: int((g["certified"] < g["baseline"]).sum()), include_groups=False)
+    if "pvalue_examples" in table.columns:  # per-example paired test of each seed's run at 0.05
+        significant = table["pvalue_examples"] < SIGNIFICANCE
+        table = table.assign(certified_significant=significant & (table["certified"] > table["baseline"]),
+                             baseline_significant=significant & (table["certified"] < table["baseline"]))
+        grouped = table.groupby(keys)
+        summary["certified_significant"] = grouped["certified_significant"].sum().astype(int)
+        summary["baseline_significant"] = grouped["baseline_significant"].sum().astype(int)
     summary = summary.reset_index()
     write_csv(out_dir / f"{name}_model_seeds_raw.csv", summary)
     shown = summary[keys].copy()
-    for column in ("full", "baseline", "certified", "certified_k"):
+    for column in ("full", "baseline", "certified", "baseline_k", "certified_k"):
         if f"{column}_mean" in summary:
             shown[column] = [f"{100 * m:.1f} ± {100 * s:.1f}" for m, s in zip(summary[f"{column}_mean"],
                                                                           summary[f"{column}_std"].fillna(0))]
     shown["certified > baseline"] = [f"{w}/{n}" for w, n in zip(summary["certified_wins"], summary["n_seeds"])]
-    tables.write_table(shown, out_dir / f"{name}_model_seeds",
-                       caption=f"{name}: mean ± standard deviation (%) over {summary['n_seeds'].max()} model-training "
-                               f"seeds, and in how many seeds certified beats the baseline")
+    caption = (f"{name}: mean ± standard deviation (%) over {summary['n_seeds'].max()} model-training seeds, and in "
+               f"how many seeds certified beats the baseline")
+    if "certified_significant" in summary:
+        shown["significant: certified / baseline"] = [
+            f"{c}/{b}" for c, b in zip(summary["certified_significant"], summary["baseline_significant"])]
+        caption += (f"; in how many seeds the per-example paired test (p < {SIGNIFICANCE}) finds certified, or the "
+                    f"baseline, significantly better")
+    tables.write_table(shown, out_dir / f"{name}_model_seeds", caption=caption)
     add_metrics({f"seeds_{name}_certified_wins_total": int(summary["certified_wins"].sum())})
 
 
