@@ -118,7 +118,7 @@ def test_paper_dag_on_fixture_tree(paper_tree: dict, tmp_path: Path) -> None:
     concepts = {j["wildcards"]["concept"] for j in vision_jobs if "concept" in j["wildcards"]}
     assert concepts and all(WNID.fullmatch(c) for c in concepts), f"vision concepts that are not wnids: {sorted(concepts)}"
     assert concepts == set(paper_tree["certified_wnids"])
-    # paper.yaml serves 25 classes per attribution job: the fixture's classes share one process
+    # paper.yaml serves 50 classes per attribution job: the fixture's classes share one process
     attribute = [j for j in jobs if j["rule"] == "vision_attribute"]
     assert [j["group_rule"] for j in attribute] == ["vision_attribute_group0"]
     assert "certified-circuits batch vision-attribute " in attribute[0]["shell"]
