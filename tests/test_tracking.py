@@ -67,3 +67,28 @@ def test_retry_gives_up_on_non_transient_errors_and_retries_locks() -> None:
     assert tracking.retry(flaky, delay=0.001) == "ok" and len(calls) == 3
     with pytest.raises(ValueError):
         tracking.retry(lambda: (_ for _ in ()).throw(ValueError("bad")), delay=0.001)
+
+
+def test_a_live_flushers_empty_claim_folder_is_left_alone(tmp_path) -> None:
+    """The race behind a flaky concurrent-flush test: flusher B saw flusher A's claim folder empty
+    (A had just made it) and removed it, so every claim of A failed. Only a dead flusher's empty
+    folder may go; a flusher whose folder vanished makes it again."""
+    import os
+    import socket
+
+    from certified_circuits.tracking import _claim, _claim_dir, _dead_claims
+
+    root = tmp_path / "tracking"
+    live = root / "claimed" / f"{socket.gethostname()}+{os.getppid()}+"  # the parent process: alive
+    dead = root / "claimed" / f"{socket.gethostname()}+999999999+"
+    live.mkdir(parents=True)
+    dead.mkdir(parents=True)
+    assert _dead_claims(root) == []
+    assert live.is_dir() and not dead.exists()
+
+    pending = root / "pending"
+    pending.mkdir()
+    (pending / "r.json").write_text("{}")
+    mine = _claim_dir(root)  # never made: as if another flusher had removed it
+    assert _claim(pending / "r.json", mine) == mine / "r.json" and (mine / "r.json").is_file()
+    assert _claim(pending / "r.json", mine) is None  # gone: another flusher took it

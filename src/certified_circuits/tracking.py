@@ -503,20 +503,21 @@ def _dead_claims(root: Path) -> list[Path]:
     for folder in claimed.iterdir():
         if not folder.is_dir() or folder.name == mine:
             continue
-        if not any(folder.iterdir()):
-            try:  # an empty claim folder: nothing to retake
-                folder.rmdir()
-            except OSError:
-                pass
-            continue
         parts = folder.name.rsplit("+", 2)
         host, pid, start = parts if len(parts) == 3 else ("", "", "")
         try:
             seen = folder.stat().st_mtime
         except OSError:
             continue
-        if not host or not _alive(host, pid, start, seen, CLAIM_STALE_SECONDS):
-            dead.append(folder)
+        if host and _alive(host, pid, start, seen, CLAIM_STALE_SECONDS):
+            continue  # a live flusher's folder, even empty: it may be about to claim into it
+        if not any(folder.iterdir()):
+            try:  # a dead flusher's empty claim folder: nothing to retake
+                folder.rmdir()
+            except OSError:
+                pass
+            continue
+        dead.append(folder)
     return dead
 
 
@@ -534,11 +535,15 @@ def _claimable(root: Path) -> list[Path]:
 def _claim(source: Path, mine: Path) -> Path | None:
     """Take one record by renaming it into our claim folder; ``None`` if another flusher got it first."""
     target = mine / source.name
-    try:
-        os.rename(source, target)  # atomic: exactly one flusher wins each record
-    except FileNotFoundError:
-        return None
-    return target
+    for _ in range(2):
+        try:
+            os.rename(source, target)  # atomic: exactly one flusher wins each record
+            return target
+        except FileNotFoundError:
+            if not source.exists():
+                return None  # another flusher took it
+            mine.mkdir(parents=True, exist_ok=True)  # our folder went missing: make it again, retry once
+    return None
 
 
 def pending_records(results_dir: str | os.PathLike) -> list[Path]:
