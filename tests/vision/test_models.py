@@ -124,3 +124,21 @@ def test_vit_scores_reduce_over_tokens(vit):
     # rank is a permutation of 0..767 / 767 within every block
     r = s["rank"][0, :768].sort().values
     torch.testing.assert_close(r, torch.arange(768) / 767.0)
+
+
+def test_normalize_and_predict_stay_on_the_models_device(tiny_model):
+    """No CPU constant meets a device tensor: on the meta device (a stand-in for CUDA that needs no
+    GPU) normalisation keeps the device, and predict returns host probabilities equal to softmax."""
+    import numpy as np
+
+    from certified_circuits.vision.train import predict
+
+    images = torch.zeros(2, 8, 8, 3, dtype=torch.uint8, device="meta")
+    assert tiny_model.normalize(images).device.type == "meta"
+    rng = np.random.default_rng(0)
+    host = rng.integers(0, 256, size=(5, 32, 32, 3), dtype=np.uint8)
+    probabilities = predict(tiny_model, host, batch_size=2)
+    with torch.no_grad():
+        expected = torch.softmax(tiny_model.net(tiny_model.normalize(torch.from_numpy(host))), 1).numpy()
+    np.testing.assert_allclose(probabilities, expected, rtol=1e-5, atol=1e-6)
+    assert probabilities.dtype == np.float32

@@ -76,8 +76,8 @@ class VisionModel:
         x = images_uint8
         if x.dtype == torch.uint8:
             x = x.permute(0, 3, 1, 2).float().div_(255.0)
-        mean = torch.tensor(self.mean, dtype=x.dtype).view(1, 3, 1, 1)
-        std = torch.tensor(self.std, dtype=x.dtype).view(1, 3, 1, 1)
+        mean = torch.tensor(self.mean, dtype=x.dtype, device=x.device).view(1, 3, 1, 1)
+        std = torch.tensor(self.std, dtype=x.dtype, device=x.device).view(1, 3, 1, 1)
         return (x - mean) / std
 
 

@@ -28,13 +28,15 @@ def _batches(n: int, bs: int):
 
 
 @torch.no_grad()
+@torch.no_grad()
 def predict(model: VisionModel, images: np.ndarray, batch_size: int = 512) -> np.ndarray:
-    """Softmax probabilities float32 [N, n_classes] of the (unmasked) model on uint8 images."""
+    """Softmax probabilities float32 [N, n_classes] of the (unmasked) model on uint8 images, computed
+    on the model's device and returned on the host."""
     model.net.eval()
     out = []
     for sl in _batches(len(images), batch_size):
-        x = model.normalize(torch.from_numpy(np.ascontiguousarray(images[sl])))
-        out.append(torch.softmax(model.net(x), 1))
+        x = model.normalize(torch.from_numpy(np.ascontiguousarray(images[sl])).to(model.device))
+        out.append(torch.softmax(model.net(x), 1).cpu())
     if not out:
         return np.zeros((0, len(model.class_names)), np.float32)
     return torch.cat(out).numpy()
