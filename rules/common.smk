@@ -70,11 +70,11 @@ def job_env(rule_name):
 
 
 def log_path(rule_name, pattern=""):
-    return f"{RESULTS}/logs/{rule_name}/{pattern or 'job'}.log"
+    return PATHS.log(rule_name, pattern or "job")
 
 
 def benchmark_path(rule_name, pattern=""):
-    return f"{RESULTS}/benchmarks/{rule_name}/{pattern or 'job'}.tsv"
+    return PATHS.benchmark(rule_name, pattern or "job")
 
 
 def local_inputs(paths):

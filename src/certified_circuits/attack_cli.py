@@ -95,7 +95,7 @@ def _cmd_attack(args: argparse.Namespace) -> int:
     import pandas as pd
 
     from .attack import attack_metrics, attack_table, write_attack_report
-    from .cli import mask_seed
+    from .smoothing import mask_seed
     from .tracking import add_metrics
 
     if not 0.5 <= args.tau < 1.0:

@@ -39,22 +39,6 @@ STAGES = Stages()
 VOTES_MEMORY_BYTES = 8 * 2**30
 
 
-def mask_seed(seed: int, concept: str) -> int:
-    """The seed of one concept's deletion masks: the first 64-bit word of ``SeedSequence([seed,
-    h(concept)])``, with ``h`` the first 8 bytes of SHA-256 of the concept name.
-
-    Every concept gets its own, independent mask draw from one config seed (reusing one draw for all
-    classes would correlate their certificates), and the draw does not depend on which other concepts
-    are certified or in what order. Its two children are the selection and certification streams.
-    """
-    import hashlib
-
-    import numpy as np
-
-    key = int.from_bytes(hashlib.sha256(concept.encode("utf-8")).digest()[:8], "little")
-    return int(np.random.SeedSequence([int(seed), key]).generate_state(1, dtype=np.uint64)[0])
-
-
 def _votes_device(name: str) -> str | None:
     """Where votes are counted. ``cpu`` is numpy (faster than torch on a CPU); ``auto`` is CUDA only
     when this machine has an NVIDIA driver, decided without importing torch (a votes job on a CPU
@@ -87,7 +71,7 @@ def _votes_arguments(p: argparse.ArgumentParser) -> None:
               "seed), run the top-K base algorithm on every sub-dataset through the cached scores, and write "
               "the votes contract (baseline circuits, selection and certification counts).")
 def _cmd_votes(args: argparse.Namespace) -> int:
-    from .smoothing import compute_votes
+    from .smoothing import compute_votes, mask_seed
     from .store import read_attributions, write_votes
 
     attributions = read_attributions(args.attributions)

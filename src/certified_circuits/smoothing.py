@@ -508,3 +508,17 @@ def compute_votes(
         attrs={"p_del": float(p_del), "n0": int(n0), "n": int(n), "seed": int(seed),
                "n_examples": int(scores.shape[0]), "absolute": bool(absolute), **(attrs or {})},
     )
+
+
+def mask_seed(seed: int, concept: str) -> int:
+    """The seed of one concept's deletion masks: the first 64-bit word of ``SeedSequence([seed,
+    h(concept)])``, with ``h`` the first 8 bytes of SHA-256 of the concept name.
+
+    Every concept gets its own, independent mask draw from one config seed (reusing one draw for all
+    classes would correlate their certificates), and the draw does not depend on which other concepts
+    are certified or in what order. Its two children are the selection and certification streams.
+    """
+    import hashlib
+
+    key = int.from_bytes(hashlib.sha256(concept.encode("utf-8")).digest()[:8], "little")
+    return int(np.random.SeedSequence([int(seed), key]).generate_state(1, dtype=np.uint64)[0])
