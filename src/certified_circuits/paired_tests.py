@@ -33,7 +33,6 @@ from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
-from scipy import stats
 
 OUTCOME_COLUMN = "per_example_correct"
 
@@ -69,6 +68,8 @@ def mcnemar_exact(baseline: np.ndarray, certified: np.ndarray) -> PairedResult:
     baseline, certified = np.asarray(baseline, bool), np.asarray(certified, bool)
     if baseline.shape != certified.shape:
         raise ValueError(f"paired outcomes differ in shape: {baseline.shape} vs {certified.shape}")
+    from scipy import stats  # here, not at import: vision jobs import this module for the outcome strings
+
     b = int(np.sum(baseline & ~certified))
     c = int(np.sum(certified & ~baseline))
     p = 1.0 if b + c == 0 else min(1.0, 2.0 * float(stats.binom.cdf(min(b, c), b + c, 0.5)))

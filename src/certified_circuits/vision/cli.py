@@ -354,8 +354,6 @@ def _evaluate_arguments(p: argparse.ArgumentParser) -> None:
               "false-positive rate on other classes and balanced accuracy for all K x methods (batched), "
               "plus the unmasked model ('full'). Rows carry the scorer and setting of their circuits.")
 def _cmd_evaluate(args: argparse.Namespace) -> int:
-    import pandas as pd
-
     from ..atomic import write_csv
     from ..certification import method_masks
     from ..contracts import setting_columns
@@ -398,6 +396,8 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         frames.append(frame.assign(ablation=args.ablation, **setting_columns(votes, certificates)))
         log.info("vision-evaluate: %s (%s): %d rows in %.1fs", args.concept, votes.attrs.get("scorer"), len(frame),
                  time.perf_counter() - t0)
+    import pandas as pd  # after the batches: the start-up before the first batch stays free of it
+
     table = pd.concat(frames, ignore_index=True)
     write_csv(args.out, table)
     full = table[table.method == "full"].drop_duplicates("eval_set")

@@ -21,10 +21,9 @@ hold as many (mask, image) pairs as fit in free device memory unless ``max_batch
 from __future__ import annotations
 
 import zlib
-from typing import Mapping
+from typing import TYPE_CHECKING, Mapping
 
 import numpy as np
-import pandas as pd
 import torch
 from tqdm import tqdm
 
@@ -33,6 +32,9 @@ from ..paired_tests import OUTCOME_COLUMN, encode_outcomes
 from .data import ImageSet
 from .hooks import masked_logits
 from .models import VisionModel
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
 
 COLUMNS = ["experiment", "concept", "eval_set", "method", "k_target", "k_effective", "accuracy",
            "false_positive_rate", "balanced_accuracy", "n_images", "n_negatives", OUTCOME_COLUMN]
@@ -131,7 +133,7 @@ def negative_sample(labels: np.ndarray, label: int, n: int, seed: int, eval_set:
 def evaluate_class(model: VisionModel, sets: Mapping[str, ImageSet], label: int, masks: Mapping[str, np.ndarray],
                    k_grid: np.ndarray, groups: np.ndarray, *, experiment: str, concept: str, n_negatives: int = 200,
                    seed: int = 0, max_batch: int | None = None, progress: bool = True,
-                   fill: list[torch.Tensor] | None = None) -> pd.DataFrame:
+                   fill: list[torch.Tensor] | None = None) -> "pd.DataFrame":
     """Tidy table of accuracy / FPR / balanced accuracy for every (eval set, method, K) + ``full``.
 
     ``fill``: None zeroes removed channels (the paper); block-mean tensors give mean ablation.
@@ -177,6 +179,8 @@ def evaluate_class(model: VisionModel, sets: Mapping[str, ImageSet], label: int,
                 u = inverse[j * nk + i]
                 rows.append((experiment, concept, name, mth, float(k_grid[i]), float(keff[mth][i]), acc_u[u], fpr_u[u],
                              len(pos), len(neg), outcomes[1 + u]))
+    import pandas as pd  # only now: a vision job reaches its first batch without pandas (start-up, issue 8)
+
     df = pd.DataFrame(rows, columns=[c for c in COLUMNS if c != "balanced_accuracy"])
     df["accuracy"] = df["accuracy"].astype(float)
     df["false_positive_rate"] = df["false_positive_rate"].astype(float)
