@@ -41,7 +41,12 @@ def configure_torch(threads: int) -> None:
       (measured), and a fixed thread count fixes the order of CPU reductions;
     - ``torch.use_deterministic_algorithms(True, warn_only=True)``: deterministic kernels wherever torch
       has them; an op without one warns (stderr) instead of stopping a paper run on a GPU;
-    - ``CUBLAS_WORKSPACE_CONFIG=:4096:8`` unless set, which deterministic cuBLAS requires on CUDA >= 10.2.
+    - ``CUBLAS_WORKSPACE_CONFIG=:4096:8`` unless set, which deterministic cuBLAS requires on CUDA >= 10.2;
+    - ``torch.backends.mkldnn.enabled = False``: torch's CPU convolutions run on its native kernels, not
+      oneDNN. Measured: with torch 2.14.1 on an AVX2-only AMD EPYC, oneDNN's convolution weight-gradient
+      kernel corrupts the heap (glibc aborts with "corrupted double-linked list" in the first training
+      step of the world ResNet); oneDNN also picks its kernels by the CPU's instruction set, one more
+      source of cross-machine rounding. CUDA is unaffected.
 
     What this cannot pin: results across machines (other CPUs or BLAS builds round differently);
     docs/results.md says which numbers are machine-specific.
@@ -51,6 +56,7 @@ def configure_torch(threads: int) -> None:
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     torch.set_num_threads(max(1, int(threads)))
     torch.use_deterministic_algorithms(True, warn_only=True)
+    torch.backends.mkldnn.enabled = False
 
 
 def resolve_device(name: "str | torch.device") -> "torch.device":

@@ -142,3 +142,35 @@ def test_cli_option():
         with pytest.raises(SystemExit):
             parser.parse_args(["vision-train", "--world", "w", "--out-model", "m", "--out-metrics", "j",
                                "--channel-dropout", bad])
+
+
+def test_nonneg_classifier_keeps_the_classifier_weights_non_negative(tiny_cfg):
+    tr = make_split(tiny_cfg, "train")
+    # lr high enough that, without the projection after every step, some weights do turn negative
+    kw = dict(epochs=8, lr=0.03, batch_size=16, widths=(4, 4, 4, 8), progress=False, seed=3)
+    m, log = train_world_model(tr["images"], tr["labels"], tiny_cfg.class_names(), nonneg_classifier=True, **kw)
+    plain, plain_log = train_world_model(tr["images"], tr["labels"], tiny_cfg.class_names(), **kw)
+    w = m.net.fc.weight.detach()
+    assert (w >= 0).all() and (w > 0).any()           # projected onto W >= 0, not collapsed to 0
+    assert (plain.net.fc.weight < 0).any()            # the unconstrained classifier does use negative weights
+    assert log["nonneg_classifier"] is True and plain_log["nonneg_classifier"] is False
+    assert set(m.net.state_dict()) == set(plain.net.state_dict())  # same architecture / checkpoint layout
+    again, _ = train_world_model(tr["images"], tr["labels"], tiny_cfg.class_names(), nonneg_classifier=True, **kw)
+    assert all(torch.equal(a, b) for a, b in zip(m.net.state_dict().values(), again.net.state_dict().values()))
+
+
+def test_nonneg_classifier_makes_layer4_ablation_monotone(tiny_cfg):
+    """With W >= 0, zeroing layer4 channels (the zero ablation of the circuit test) never raises a logit."""
+    tr = make_split(tiny_cfg, "train")
+    m, _ = train_world_model(tr["images"], tr["labels"], tiny_cfg.class_names(), epochs=1, batch_size=16,
+                             widths=(4, 4, 4, 8), progress=False, nonneg_classifier=True)
+    x = m.normalize(torch.from_numpy(tr["images"][:12]))
+    torch.manual_seed(0)
+    keep = (torch.rand(5, 8) < 0.5).float()  # 5 random layer4 circuits
+    with torch.no_grad():
+        full = m.net(x)
+        for k in keep:
+            h = m.net.layer4.register_forward_hook(lambda _m, _i, out: out * k[None, :, None, None])
+            ablated = m.net(x)
+            h.remove()
+            assert (ablated <= full + 1e-5).all()

@@ -47,14 +47,23 @@ def train_world_model(
     batch_size: int = 128, lr: float = 3e-3, weight_decay: float = 5e-4,
     widths: tuple[int, ...] = (16, 32, 64, 128), blocks: tuple[int, ...] = (1, 1, 1, 1),
     stem_stride: int = 2, flip: bool = True, channel_dropout: float = 0.0, channel_dropout_mode: str = "mask",
-    progress: bool = True,
+    nonneg_classifier: bool = False, progress: bool = True,
 ) -> tuple[VisionModel, dict]:
     """Train the world ResNet; returns the model (eval mode) and a small training log.
 
     ``channel_dropout`` / ``channel_dropout_mode``: channel dropout at every block output during
     training (0: off; see :class:`~.models.WorldResNet`).
     It makes sub-sets of each block's channels sufficient for the class (see docs/calibration.md); the
-    trained model's eval-mode forward pass carries no dropout."""
+    trained model's eval-mode forward pass carries no dropout.
+
+    ``nonneg_classifier``: keep the classifier weights non-negative (projected gradient descent). The
+    logits are ``z_k = b_k + sum_j W_kj * abar_j`` with ``abar_j >= 0`` the spatial mean of layer4
+    channel j (a ReLU output); with the constraint ``W >= 0`` (enforced as ``W <- |W|`` at
+    initialisation and ``W <- max(W, 0)`` after every optimiser step) every layer4 channel is evidence
+    *for* classes only, so zero-ablating a layer4 channel can never raise a logit: the layer4 channels
+    cannot inhibit a class, and a circuit that removes them cannot disinhibit it (docs/calibration.md,
+    third round). The bias ``b`` and all other parameters are unconstrained; the architecture, the
+    state dict and the eval-mode forward pass are unchanged."""
     if images.ndim != 4 or images.dtype != np.uint8:
         raise ValueError(f"training images must be uint8 [N, H, W, 3], got {images.dtype} {images.shape}")
     if len(images) != len(labels) or len(images) == 0:
@@ -62,6 +71,9 @@ def train_world_model(
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed)
     net = world_resnet(len(class_names), widths, blocks, stem_stride, channel_dropout, channel_dropout_mode)
+    if nonneg_classifier:
+        with torch.no_grad():
+            net.fc.weight.abs_()
     model = world_model_from_net(net, class_names, images.shape[1])
     x_all = model.normalize(torch.from_numpy(images))
     y_all = torch.from_numpy(labels.astype(np.int64))
@@ -72,7 +84,7 @@ def train_world_model(
     loss_fn = nn.CrossEntropyLoss()
     t0 = time.perf_counter()
     log = {"epochs": epochs, "seed": seed, "channel_dropout": float(channel_dropout),
-           "channel_dropout_mode": channel_dropout_mode, "loss": []}
+           "channel_dropout_mode": channel_dropout_mode, "nonneg_classifier": bool(nonneg_classifier), "loss": []}
     bar = tqdm(total=steps, desc="vision-train", disable=not progress)
     for _ in range(epochs):
         net.train()
@@ -88,6 +100,9 @@ def train_world_model(
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
+            if nonneg_classifier:  # projection onto W >= 0
+                with torch.no_grad():
+                    net.fc.weight.clamp_(min=0.0)
             sched.step()
             tot += float(loss.detach()) * len(idx)
             cnt += len(idx)
