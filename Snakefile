@@ -14,7 +14,7 @@ import os
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import min_version, validate
 
-from certified_circuits.workflow_config import ConfigError, check_config
+from certified_circuits.pipeline.config import ConfigError, check_config
 
 min_version("9.0")
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from certified_circuits.certification import certify
-from certified_circuits.smoothing import selection_and_certification_masks, vote_counts
-from certified_circuits.timing import best_of
+from certified_circuits.core.certification import certify
+from certified_circuits.core.smoothing import selection_and_certification_masks, vote_counts
+from certified_circuits.core.timing import best_of
 
 N_EXAMPLES, N0, N, P_DEL, TAU, ALPHA = 50, 100, 1000, 0.6, 0.95, 0.001
 GROUPS = np.repeat(np.arange(4), [256, 512, 1024, 2048])

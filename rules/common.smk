@@ -1,9 +1,9 @@
 # Shared helpers of every rule: the result layout, quoting, job environment. The only .smk file
-# with functions; the path layout itself lives in certified_circuits.layout (one owner).
+# with functions; the path layout itself lives in certified_circuits.pipeline.layout (one owner).
 
 import shlex
 
-from certified_circuits.layout import SETTING_PATTERN, VOTES_PATTERN, WILDCARD_CONSTRAINTS, Layout, Setting, number
+from certified_circuits.pipeline.layout import SETTING_PATTERN, VOTES_PATTERN, WILDCARD_CONSTRAINTS, Layout, Setting, number
 
 RESULTS = config["results_dir"].rstrip("/")
 PATHS = Layout(RESULTS)

@@ -1,4 +1,4 @@
-# MLflow: parent run per invocation, child run per job (certified_circuits.tracking).
+# MLflow: parent run per invocation, child run per job (certified_circuits.pipeline.tracking).
 #
 # onstart creates the parent run (tagged with this process's host and pid, holding the resolved config
 # as parameters and config.yaml) after ending parents of killed invocations as KILLED; jobs leave JSON
@@ -19,19 +19,19 @@ def _real_run():
 
 
 if MLFLOW_ENABLED and workflow.is_main_process:
-    from certified_circuits import tracking as _tracking
+    from certified_circuits.pipeline import tracking as _tracking
 
     _tracking.recover_at_exit(RESULTS, _real_run)
 
 
 onstart:
     # Snakemake holds its lock on the outputs now: temporary files of writers killed earlier are stale.
-    from certified_circuits.atomic import remove_stale_temporaries
+    from certified_circuits.storage.atomic import remove_stale_temporaries
 
     if stale := remove_stale_temporaries(RESULTS):
         print(f"removed {stale} temporary files left by killed jobs under {RESULTS}", file=sys.stderr)
     if MLFLOW_ENABLED:
-        from certified_circuits import tracking
+        from certified_circuits.pipeline import tracking
 
         try:
             run_id = tracking.start_workflow_run(
@@ -48,7 +48,7 @@ onstart:
 def _finish(success):
     if not MLFLOW_ENABLED:
         return
-    from certified_circuits import tracking
+    from certified_circuits.pipeline import tracking
 
     logged = tracking.flush_job_records(RESULTS)
     run_id = MLFLOW_PARENT.get("run_id")

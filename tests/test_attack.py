@@ -9,21 +9,21 @@ import pandas as pd
 import pytest
 from scipy.stats import binom
 
-from certified_circuits import cli
-from certified_circuits.attack import (
+from certified_circuits.cli import main as cli
+from certified_circuits.analysis.attack import (
     COLUMNS,
     _top_k_rows,
     adversarial_edit,
     attack_table,
     edit_dataset,
 )
-from certified_circuits.certification import certified_radius
-from certified_circuits.discovery import GroupIndex, count_table, top_k_circuit
-from certified_circuits.smoothing import full_dataset_circuits
-from certified_circuits.store import write_attributions
-from certified_circuits.tracking import collected_metrics
+from certified_circuits.core.certification import certified_radius
+from certified_circuits.core.discovery import GroupIndex, count_table, top_k_circuit
+from certified_circuits.core.smoothing import full_dataset_circuits
+from certified_circuits.storage.store import write_attributions
+from certified_circuits.pipeline.tracking import collected_metrics
 
-ATTACK_MODULE = "certified_circuits.attack_cli"
+ATTACK_MODULE = "certified_circuits.cli.attack"
 
 
 # ------------------------------------------------------------------------------------------ edits

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from scipy.stats import binom
 from statsmodels.stats.multitest import multipletests
 
-from certified_circuits.certification import (
+from certified_circuits.core.certification import (
     binomial_pvalue,
     certified_radius,
     certify,

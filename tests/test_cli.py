@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from certified_circuits.cli import main
-from certified_circuits.store import read_certificates, read_votes, write_attributions
+from certified_circuits.cli.main import main
+from certified_circuits.storage.store import read_certificates, read_votes, write_attributions
 
 
 @pytest.fixture
@@ -72,8 +72,8 @@ def test_unknown_scorer_and_bad_k_grid(tmp_path: Path, attribution_file: Path, c
 def test_every_concept_gets_its_own_mask_draw(tmp_path: Path, attribution_file: Path) -> None:
     """Masks come from (seed, concept): two concepts with identical scores get different votes, the
     same concept always the same ones, and the file records both the config seed and the mask seed."""
-    from certified_circuits.smoothing import mask_seed
-    from certified_circuits.store import read_attributions, write_attributions
+    from certified_circuits.core.smoothing import mask_seed
+    from certified_circuits.storage.store import read_attributions, write_attributions
 
     source = read_attributions(attribution_file)
     paths = {}

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from certified_circuits import devices
-from certified_circuits.devices import CPU_BUDGET_BYTES, batch_from_memory, free_device_bytes, resolve_device
+from certified_circuits.core import devices
+from certified_circuits.core.devices import CPU_BUDGET_BYTES, batch_from_memory, free_device_bytes, resolve_device
 
 CUDA = torch.cuda.is_available()
 needs_cuda = pytest.mark.skipif(not CUDA, reason="needs a CUDA device")
@@ -229,7 +229,7 @@ def test_configure_torch_pins_threads_and_deterministic_kernels() -> None:
     import subprocess
     import sys
 
-    code = ("import os, torch; from certified_circuits.devices import configure_torch; configure_torch(1); "
+    code = ("import os, torch; from certified_circuits.core.devices import configure_torch; configure_torch(1); "
             "print(torch.get_num_threads(), torch.are_deterministic_algorithms_enabled(), "
             "torch.is_deterministic_algorithms_warn_only_enabled(), os.environ['CUBLAS_WORKSPACE_CONFIG'])")
     env = {k: v for k, v in os.environ.items() if k != "CUBLAS_WORKSPACE_CONFIG"}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from certified_circuits.discovery import TopKDiscovery, effective_k, k_count, top_k_circuit
+from certified_circuits.core.discovery import TopKDiscovery, effective_k, k_count, top_k_circuit
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from certified_circuits.evaluation import (
+from certified_circuits.analysis.evaluation import (
     abstention_summary,
     best_gap_k,
     best_setting,

@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from certified_circuits import figures, tables
-from certified_circuits.certification import certified_radius
+from certified_circuits.reports import figures, tables
+from certified_circuits.core.certification import certified_radius
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

@@ -10,10 +10,10 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from certified_circuits.evaluation import peak_table, selected_table
-from certified_circuits.paired_tests import (OUTCOME_COLUMN, decode_outcomes, encode_outcomes, mcnemar_exact,
+from certified_circuits.analysis.evaluation import peak_table, selected_table
+from certified_circuits.analysis.paired_tests import (OUTCOME_COLUMN, decode_outcomes, encode_outcomes, mcnemar_exact,
                                              paired_bootstrap_balanced, paired_example_test)
-from certified_circuits.tables import format_peak_table
+from certified_circuits.reports.tables import format_peak_table
 
 
 def _pairs(b: int, c: int, same: int = 3) -> tuple[np.ndarray, np.ndarray]:

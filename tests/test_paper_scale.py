@@ -173,7 +173,7 @@ def test_no_rediscovered_class_still_gives_a_runnable_iou_job(paper_tree: dict, 
     the IoU stage must either be left out or be a command its CLI accepts."""
     import shlex
 
-    from certified_circuits.cli import build_parser
+    from certified_circuits.cli.main import build_parser
 
     results = tmp_path / "results"
     override = fixture_override(paper_tree, results, tmp_path / "paper_fixture.yaml")
@@ -235,7 +235,7 @@ def test_paper_run_on_fixture_tree(paper_tree: dict, tmp_path: Path) -> None:
     assert set(lpeaks.concept) == {"ioi", "greater_than"}
     assert set(lpeaks.eval_set) >= {"id_test", "ood_test"}
     # with |D| = 40 prompts the paper's language setting certifies edges in (vision's |D_c| = 2 cannot)
-    from certified_circuits.store import read_certificates
+    from certified_circuits.storage.store import read_certificates
 
     for task in ("ioi", "greater_than"):
         (path,) = (results / "certificates" / LX / "train" / task).rglob("*.h5")

@@ -8,11 +8,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from certified_circuits.certification import certify_votes
-from certified_circuits.cli import main
-from certified_circuits.evaluation import operating_points
-from certified_circuits.smoothing import compute_votes
-from certified_circuits.store import write_attributions, write_certificates, write_votes
+from certified_circuits.core.certification import certify_votes
+from certified_circuits.cli.main import main
+from certified_circuits.analysis.evaluation import operating_points
+from certified_circuits.core.smoothing import compute_votes
+from certified_circuits.storage.store import write_attributions, write_certificates, write_votes
 
 SETTING = "p0.6_n0100_n1000_s0/t0.95_a0.001_bonferroni"
 

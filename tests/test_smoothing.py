@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from certified_circuits.discovery import TopKDiscovery
-from certified_circuits.smoothing import (
+from certified_circuits.core.discovery import TopKDiscovery
+from certified_circuits.core.smoothing import (
     deletion_masks,
     full_dataset_circuits,
     inclusion_probabilities,

@@ -8,9 +8,9 @@ import h5py
 import numpy as np
 import pytest
 
-from certified_circuits.certification import certify_votes
-from certified_circuits.smoothing import compute_votes
-from certified_circuits.store import (
+from certified_circuits.core.certification import certify_votes
+from certified_circuits.core.smoothing import compute_votes
+from certified_circuits.storage.store import (
     StoreError,
     atomic_path,
     read_attributions,
@@ -125,7 +125,7 @@ def test_corrupt_bytes_give_a_store_error_naming_the_file(tmp_path: Path) -> Non
     some of the 40 damaged files must be detected (else the test would prove nothing)."""
     import random
 
-    from certified_circuits.store import StoreError, read_attributions, write_attributions
+    from certified_circuits.storage.store import StoreError, read_attributions, write_attributions
 
     path = tmp_path / "a.h5"
     write_attributions(path, {"relevance": np.arange(40, dtype=float).reshape(5, 8)}, np.zeros(8, int),

@@ -18,9 +18,9 @@ import itertools
 import numpy as np
 import pytest
 
-from certified_circuits.certification import certified_radius
-from certified_circuits.discovery import TopKDiscovery
-from certified_circuits.smoothing import inclusion_probabilities
+from certified_circuits.core.certification import certified_radius
+from certified_circuits.core.discovery import TopKDiscovery
+from certified_circuits.core.smoothing import inclusion_probabilities
 
 
 def all_masks(n_examples: int) -> np.ndarray:

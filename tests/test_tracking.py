@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from certified_circuits import tracking
-from certified_circuits.cli import main
-from certified_circuits.store import write_attributions
+from certified_circuits.pipeline import tracking
+from certified_circuits.cli.main import main
+from certified_circuits.storage.store import write_attributions
 
 
 def test_job_records_are_flushed_into_child_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -76,7 +76,7 @@ def test_a_live_flushers_empty_claim_folder_is_left_alone(tmp_path) -> None:
     import os
     import socket
 
-    from certified_circuits.tracking import _claim, _claim_dir, _dead_claims
+    from certified_circuits.pipeline.tracking import _claim, _claim_dir, _dead_claims
 
     root = tmp_path / "tracking"
     live = root / "claimed" / f"{socket.gethostname()}+{os.getppid()}+"  # the parent process: alive

@@ -19,7 +19,7 @@ import shutil
 import pytest
 import yaml
 
-from certified_circuits import tracking
+from certified_circuits.pipeline import tracking
 
 
 @pytest.fixture(scope="module")
@@ -171,7 +171,7 @@ def _flusher(results: str, barrier, counts) -> None:
 def test_concurrent_flushers_log_each_record_exactly_once(results: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # the store is created once, in another process, as onstart does (this process never opens it before
     # forking, so the children share no database connection)
-    made = subprocess.run([sys.executable, "-c", "import sys; from certified_circuits import tracking; "
+    made = subprocess.run([sys.executable, "-c", "import sys; from certified_circuits.pipeline import tracking; "
                            "print(tracking.start_workflow_run(sys.argv[1]))", str(results)],
                           capture_output=True, text=True, env={**os.environ})
     assert made.returncode == 0, made.stderr[-2000:]
@@ -306,7 +306,7 @@ def test_records_of_the_first_format_are_still_logged(results: Path) -> None:
 def test_nothing_to_recover_costs_no_mlflow_import(tmp_path: Path) -> None:
     results = tmp_path / "results"
     (tracking.records_dir(results) / "logged").mkdir(parents=True)
-    code = ("import sys; from certified_circuits import tracking; "
+    code = ("import sys; from certified_circuits.pipeline import tracking; "
             "assert tracking.recover(sys.argv[1]) == (0, []); "
             "assert not [m for m in sys.modules if m.startswith(('mlflow', 'h5py'))], 'imported'")
     done = subprocess.run([sys.executable, "-c", code, str(results)], capture_output=True, text=True)

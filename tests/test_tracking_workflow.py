@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from certified_circuits import tracking
+from certified_circuits.pipeline import tracking
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -44,7 +44,7 @@ include: {tracking!r}
 JOB = """
 import sys, time
 from pathlib import Path
-from certified_circuits import tracking
+from certified_circuits.pipeline import tracking
 
 started = time.time()
 stem = Path(sys.argv[1])

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 import torch
 
-from certified_circuits.discovery import GroupIndex, TopKDiscovery, count_table
-from certified_circuits.smoothing import (
+from certified_circuits.core.discovery import GroupIndex, TopKDiscovery, count_table
+from certified_circuits.core.smoothing import (
     compute_votes,
     deletion_masks,
     full_dataset_circuits,

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from certified_circuits.atomic import TEMP_MARK
+from certified_circuits.storage.atomic import TEMP_MARK
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent

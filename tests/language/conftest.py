@@ -9,7 +9,7 @@ from certified_circuits.language.models import build_model, tiny_config, Languag
 from certified_circuits.language.tasks import generate_examples
 from certified_circuits.language.tokenizer import WordTokenizer, encode_examples
 
-from certified_circuits.devices import configure_torch  # noqa: E402
+from certified_circuits.core.devices import configure_torch  # noqa: E402
 
 configure_torch(1)  # the stages' settings: one thread, deterministic kernels, no oneDNN
 

@@ -8,10 +8,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from certified_circuits.cli import main
+from certified_circuits.cli.main import main
 from certified_circuits.language.graph import build_graph, edge_names
 from certified_circuits.language.tasks import TASKS
-from certified_circuits.store import read_attributions
+from certified_circuits.storage.store import read_attributions
 
 
 @pytest.fixture(scope="module")

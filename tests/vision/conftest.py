@@ -9,7 +9,7 @@ import torch
 from certified_circuits.vision.models import world_model_from_net, world_resnet
 from certified_circuits.vision.world import WorldConfig
 
-from certified_circuits.devices import configure_torch  # noqa: E402
+from certified_circuits.core.devices import configure_torch  # noqa: E402
 
 configure_torch(1)  # the stages' settings: one thread, deterministic kernels, no oneDNN
 

@@ -35,9 +35,9 @@ def test_help(cmd, capsys):
 
 
 def test_end_to_end(tmp_path):
-    from certified_circuits.certification import certify_votes
-    from certified_circuits.smoothing import compute_votes
-    from certified_circuits.store import read_attributions, write_certificates, write_votes
+    from certified_circuits.core.certification import certify_votes
+    from certified_circuits.core.smoothing import compute_votes
+    from certified_circuits.storage.store import read_attributions, write_certificates, write_votes
 
     w = tmp_path / "world"
     assert run("vision-world", "--out", w, "--seed", 1, "--n-classes", 3, "--n-train-per-class", 16,
@@ -110,9 +110,9 @@ def test_paper_scale_cli_on_fake_imagenet(tmp_path):
     import torch
     from PIL import Image
 
-    from certified_circuits.certification import certify_votes
-    from certified_circuits.smoothing import compute_votes
-    from certified_circuits.store import read_attributions, write_certificates, write_votes
+    from certified_circuits.core.certification import certify_votes
+    from certified_circuits.core.smoothing import compute_votes
+    from certified_circuits.storage.store import read_attributions, write_certificates, write_votes
     from certified_circuits.vision.models import build_paper_model
 
     wnids = ["n01440764", "n01443537", "n01484850"]
@@ -151,8 +151,8 @@ def test_paper_scale_cli_on_fake_imagenet(tmp_path):
 def test_batch_serves_several_classes_in_one_process(tmp_path, monkeypatch, caplog):
     """``certified-circuits batch``: the same files as one process per class, the model built once,
     every invocation checked before the first runs, and one job record holding every output."""
-    from certified_circuits import cli
-    from certified_circuits.store import read_attributions
+    from certified_circuits.cli import main as cli
+    from certified_circuits.storage.store import read_attributions
 
     w = tmp_path / "world"
     assert run("vision-world", "--out", w, "--seed", 2, "--n-classes", 3, "--n-train-per-class", 8,
@@ -192,7 +192,7 @@ def test_batch_serves_several_classes_in_one_process(tmp_path, monkeypatch, capl
 
 
 def test_batch_checks_every_invocation_before_running_any(tmp_path, capsys):
-    from certified_circuits import cli
+    from certified_circuits.cli import main as cli
 
     good = ["vision-world", "--out", str(tmp_path / "w"), "--n-classes", "2"]
     with pytest.raises(SystemExit) as stop:

@@ -7,8 +7,8 @@ import pandas as pd
 import pytest
 import torch
 
-from certified_circuits.evaluation import read_sufficiency
-from certified_circuits.paired_tests import OUTCOME_COLUMN, decode_outcomes
+from certified_circuits.analysis.evaluation import read_sufficiency
+from certified_circuits.analysis.paired_tests import OUTCOME_COLUMN, decode_outcomes
 from certified_circuits.vision.data import ImageSet
 from certified_circuits.vision.evaluate import (COLUMNS, evaluate_class, negative_sample, predictions_under_masks,
                                                 )
@@ -86,7 +86,7 @@ def test_evaluate_class_table(tiny_model, rng, tmp_path):
     # the all-ones circuit at K = 1 equals the full model
     top = df[(df.method == "baseline") & (df.k_target == 1.0)].iloc[0]
     assert top.accuracy == full.accuracy and top.false_positive_rate == full.false_positive_rate
-    from certified_circuits.atomic import write_csv
+    from certified_circuits.storage.atomic import write_csv
 
     out = write_csv(tmp_path / "t" / "eval.csv", df)
     pd.testing.assert_frame_equal(pd.read_csv(out, dtype={OUTCOME_COLUMN: str}), df.reset_index(drop=True),

@@ -10,7 +10,7 @@ import pytest
 import torch
 from torchvision.models.resnet import ResNet
 
-from certified_circuits.vision.cli import STAGES
+from certified_circuits.cli.vision import STAGES
 from certified_circuits.vision.hooks import captured
 from certified_circuits.vision.models import (load_world_model, save_world_model, world_model_from_net,
                                               world_resnet)

@@ -5,7 +5,7 @@ vote at identical compute, certified-in edges) is evaluated on each eval set by 
 (:mod:`.patching`); the unpatched model gives the ``full`` row. One batched pass per eval set evaluates
 all masks. Output: tidy rows (experiment, concept, eval_set, method, k_target, k_effective, accuracy,
 binary_accuracy, logit_diff, n_examples, per_example_correct: the exact-match outcome of every prompt as a 0/1
-string for the per-example paired tests of :mod:`certified_circuits.paired_tests`).
+string for the per-example paired tests of :mod:`certified_circuits.analysis.paired_tests`).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import pandas as pd
 from certified_circuits.language.patching import evaluate_edge_masks, full_model_metrics
 from certified_circuits.language.tasks import read_jsonl
 from certified_circuits.language.tokenizer import encode_examples
-from certified_circuits.paired_tests import OUTCOME_COLUMN, encode_outcomes
+from certified_circuits.analysis.paired_tests import OUTCOME_COLUMN, encode_outcomes
 
 COLUMNS = ["experiment", "concept", "eval_set", "method", "k_target", "k_effective", "accuracy",
            "binary_accuracy", "logit_diff", "n_examples", OUTCOME_COLUMN]
@@ -29,7 +29,7 @@ def circuit_table(lm, task: str, masks: Mapping[str, np.ndarray], k_grid: np.nda
                   eval_sets: Mapping[str, str | os.PathLike], *, experiment: str = "language",
                   device: str = "cpu", progress: bool = True, budget_floats: float | None = None) -> pd.DataFrame:
     """Evaluate bool [nK, E] masks per method on every eval set (JSONL paths); returns the tidy table."""
-    from certified_circuits.discovery import effective_k
+    from certified_circuits.core.discovery import effective_k
 
     g = lm.weights.graph
     names = list(masks)
@@ -67,7 +67,7 @@ def evaluate_task(model: str, model_path: str | None, task: str, votes, certific
                   eval_sets: Mapping[str, str | os.PathLike], *, experiment: str = "language",
                   device: str = "cpu", budget_floats: float | None = None) -> pd.DataFrame:
     """Load the model and evaluate the baseline / majority / certified circuits of ``votes``+``certificates``."""
-    from certified_circuits.certification import method_masks
+    from certified_circuits.core.certification import method_masks
     from certified_circuits.language.models import load_language_model
 
     lm = load_language_model(model, model_path)

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from certified_circuits.devices import batch_from_memory
+from certified_circuits.core.devices import batch_from_memory
 from certified_circuits.language.eap_ig import metric_per_example
 from certified_circuits.language.forward import GPT2Weights, run, run_patched_groups
 from certified_circuits.language.tokenizer import EncodedBatch

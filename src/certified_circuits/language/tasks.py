@@ -31,7 +31,7 @@ import re
 
 import numpy as np
 
-from certified_circuits.atomic import write_text
+from certified_circuits.storage.atomic import write_text
 
 TASKS: tuple[str, ...] = ("ioi", "ioi_hard", "greater_than")
 #: train = the concept dataset D; validation = held-out ID prompts on which K and the setting are chosen;

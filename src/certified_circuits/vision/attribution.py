@@ -2,7 +2,7 @@
 
 Runs the three scorers of ``scorers.py`` over the class's images (one forward + backward per batch)
 and writes ``scores/{relevance,activation,rank}`` [n_examples, U], ``components/group`` (block index)
-and ``examples/id`` with :func:`certified_circuits.store.write_attributions`, plus extras:
+and ``examples/id`` with :func:`certified_circuits.storage.store.write_attributions`, plus extras:
 
 - ``mean_activation`` float32 [U]: mean over the examples of each vertex's spatial-mean activation;
 - ``top_examples`` int32 [U, k]: indices (into ``examples/id``) of the k most activating examples of
@@ -21,9 +21,9 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from .data import ImageSet
-from .models import VisionModel
-from .scorers import SCORERS, mean_activations, score_batch, spurious_index
+from certified_circuits.vision.data import ImageSet
+from certified_circuits.vision.models import VisionModel
+from certified_circuits.vision.scorers import SCORERS, mean_activations, score_batch, spurious_index
 
 
 def class_indices(imageset: ImageSet, label: int, n_examples: int | None = None, min_examples: int = 1) -> np.ndarray:
@@ -64,7 +64,7 @@ def counterfactual_spurious_index(model: VisionModel, counterfactual: Mapping[st
 def write_empty_attribution(model: VisionModel, out: Path, attrs: Mapping[str, object]) -> Path:
     """A valid attribution file with zero examples, for a split that holds no image of the class (a
     filtered OOD set can lack some classes); downstream stages skip it by its example count."""
-    from ..store import write_attributions
+    from certified_circuits.storage.store import write_attributions
 
     n = model.n_vertices
     return write_attributions(
@@ -78,7 +78,7 @@ def run_attribution(model: VisionModel, imageset: ImageSet, label: int, out: Pat
                     n_examples: int | None = None, batch_size: int = 64, top_k: int = 9,
                     counterfactual: Mapping[str, np.ndarray] | None = None, progress: bool = True) -> Path:
     """Extract and write the attribution file for class ``label``; returns its path."""
-    from ..store import write_attributions
+    from certified_circuits.storage.store import write_attributions
 
     idx = class_indices(imageset, label, n_examples)
     scores, preds = extract_scores(model, imageset, idx, label, batch_size, progress)

@@ -13,9 +13,9 @@ from typing import Callable
 import numpy as np
 import torch
 
-from .imagenet import list_class_images, list_classes
-from .models import VisionModel
-from .world import load_split
+from certified_circuits.vision.imagenet import list_class_images, list_classes
+from certified_circuits.vision.models import VisionModel
+from certified_circuits.vision.world import load_split
 
 
 @dataclass
@@ -61,7 +61,7 @@ def folder_set(root: Path | str, wnid_index: dict[str, int], wnids: list[str] | 
         labels += [wnid_index[w]] * len(fs)
 
     def loader(idx: np.ndarray, model: VisionModel) -> torch.Tensor:
-        from .imagenet import _resize_crop
+        from certified_circuits.vision.imagenet import _resize_crop
 
         arrs = []
         for i in idx:

@@ -11,7 +11,7 @@ with every non-circuit vertex zeroed at each block output:
 - ``balanced_accuracy`` = (accuracy + 1 - false_positive_rate) / 2;
 - ``per_example_correct``: the outcome of every evaluated image as a 0/1 string, the class's images
   first (1 = labelled c), then the negative sample (1 = not labelled c), for the per-example paired
-  tests of :mod:`certified_circuits.paired_tests`.
+  tests of :mod:`certified_circuits.analysis.paired_tests`.
 
 All distinct masks of a class are evaluated together: masks are a batch dimension (``hooks.masked``),
 so each image passes the shared prefix once. The unmasked model is reported as method ``full``. Batches
@@ -27,11 +27,11 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from ..devices import batch_from_memory
-from ..paired_tests import OUTCOME_COLUMN, encode_outcomes
-from .data import ImageSet
-from .hooks import masked_logits
-from .models import VisionModel
+from certified_circuits.core.devices import batch_from_memory
+from certified_circuits.analysis.paired_tests import OUTCOME_COLUMN, encode_outcomes
+from certified_circuits.vision.data import ImageSet
+from certified_circuits.vision.hooks import masked_logits
+from certified_circuits.vision.models import VisionModel
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -80,7 +80,7 @@ def batch_pairs(model: VisionModel, n_pairs: int, max_batch: int | None = None, 
 
     ``batch_from_memory(device, per_pair, cap=n_pairs)`` with ``per_pair`` = :func:`bytes_per_pair` unless
     given: half the free GPU memory, or on the CPU half of ``min(CPU_BUDGET_BYTES, available RAM)``
-    (:mod:`certified_circuits.devices`).
+    (:mod:`certified_circuits.core.devices`).
     """
     if max_batch is not None:
         if isinstance(max_batch, bool) or int(max_batch) != max_batch or max_batch < 1:
@@ -141,7 +141,7 @@ def evaluate_class(model: VisionModel, sets: Mapping[str, ImageSet], label: int,
     (:func:`batch_pairs`).
 
     masks: {method: bool [nK, U]}; eval sets without images of the class are skipped (warned on stderr)."""
-    from ..discovery import effective_k
+    from certified_circuits.core.discovery import effective_k
 
     import sys
 

@@ -25,7 +25,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from ..atomic import atomic_dir, write_json
+from certified_circuits.storage.atomic import atomic_dir, write_json
 
 IMAGE_SUFFIXES = (".jpeg", ".jpg", ".png", ".bmp", ".webp")
 SYNSET_FILE = "LOC_synset_mapping.txt"
@@ -122,8 +122,8 @@ def generate_imagenet_c(val_root: Path | str, out_root: Path | str, wnids: Seque
     from PIL import Image
     from tqdm import tqdm
 
-    from .corruption import defocus_blur
-    from .data import read_rgb
+    from certified_circuits.vision.corruption import defocus_blur
+    from certified_circuits.vision.data import read_rgb
 
     out = imagenet_c_dir(out_root, severity)
     for wnid in tqdm(list(wnids), desc="imagenet-c", disable=not progress):

@@ -173,7 +173,7 @@ def _resnet_model(net: nn.Module, arch: str, class_names: list[str], image_size:
 
 def save_world_model(path: Path, net: ResNet, class_names: list[str], widths, blocks, image_size: int, meta: dict) -> Path:
     """Save the trained world model (state dict + architecture) atomically."""
-    from ..atomic import atomic_path
+    from certified_circuits.storage.atomic import atomic_path
 
     path = Path(path)
     with atomic_path(path) as tmp:

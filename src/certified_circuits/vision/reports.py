@@ -13,11 +13,12 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from .. import evaluation, figures, tables
-from ..atomic import write_csv
-from ..reporting import _k_index, read_circuits
-from ..store import read_attributions
-from ..tracking import add_metrics
+from certified_circuits.analysis import evaluation
+from certified_circuits.reports import figures, tables
+from certified_circuits.storage.atomic import write_csv
+from certified_circuits.reports.paper import _k_index, read_circuits
+from certified_circuits.storage.store import read_attributions
+from certified_circuits.pipeline.tracking import add_metrics
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +58,7 @@ def example_images(data: str | Path, ids: list[str], size: int = 64) -> np.ndarr
     """uint8 [len(ids), H, W, 3] for example ids of a world .npz split or an ImageNet-style folder."""
     path = Path(data)
     if path.suffix == ".npz":
-        from .world import load_split
+        from certified_circuits.vision.world import load_split
 
         split = load_split(path)
         position = {str(i): n for n, i in enumerate(split["ids"].astype(str))}
@@ -65,7 +66,7 @@ def example_images(data: str | Path, ids: list[str], size: int = 64) -> np.ndarr
         if missing:
             raise ValueError(f"{path} lacks example ids {missing[:3]}: were the attributions made from it?")
         return split["images"][[position[i] for i in ids]]
-    from .data import read_rgb
+    from certified_circuits.vision.data import read_rgb
 
     return np.stack([np.asarray(read_rgb(path / i).resize((size, size))) for i in ids])
 

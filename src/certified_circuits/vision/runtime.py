@@ -18,12 +18,12 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ..certification import certify, majority_vote
-from ..discovery import TopKDiscovery
-from ..smoothing import selection_and_certification_masks, vote_counts, vote_counts_naive, vote_device
-from ..timing import best_of
-from .models import VisionModel
-from .scorers import score_batch
+from certified_circuits.core.certification import certify, majority_vote
+from certified_circuits.core.discovery import TopKDiscovery
+from certified_circuits.core.smoothing import selection_and_certification_masks, vote_counts, vote_counts_naive, vote_device
+from certified_circuits.core.timing import best_of
+from certified_circuits.vision.models import VisionModel
+from certified_circuits.vision.scorers import score_batch
 
 
 def measure_naive_vs_cached(
@@ -42,7 +42,7 @@ def measure_naive_vs_cached(
 
     Both paths run Algorithm 2 (``Sample``) on the same numpy-drawn masks. The relevance pass runs on
     the model's device; the cached path keeps the per-example scores there and counts votes where
-    ``votes_device`` says (:func:`certified_circuits.smoothing.vote_device`; default: follow the
+    ``votes_device`` says (:func:`certified_circuits.core.smoothing.vote_device`; default: follow the
     scores, i.e. torch on a GPU model, numpy on a CPU one).
 
     Returns the columns ``format_runtime_table`` expects: n, paradigm, naive_sample_s, cached_sample_s,

@@ -8,7 +8,7 @@ For a class c, one forward and one backward pass per batch give, for every examp
 - ``rank``: the per-example rank of the vertex's mean activation within its block, normalised to
   [0, 1] (1 = most active channel of the block; ties broken by lower channel index ranking lower).
 
-The base algorithm (``certified_circuits.discovery``) averages these over the concept dataset and keeps
+The base algorithm (``certified_circuits.core.discovery``) averages these over the concept dataset and keeps
 the per-block top-K fraction.
 """
 
@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import torch
 
-from .hooks import captured
-from .models import VisionModel
+from certified_circuits.vision.hooks import captured
+from certified_circuits.vision.models import VisionModel
 
 SCORERS: tuple[str, ...] = ("relevance", "activation", "rank")
 

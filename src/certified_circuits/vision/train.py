@@ -19,7 +19,7 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
-from .models import VisionModel, world_model_from_net, world_resnet
+from certified_circuits.vision.models import VisionModel, world_model_from_net, world_resnet
 
 
 def _batches(n: int, bs: int):

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..atomic import write_npz, write_text
+from certified_circuits.storage.atomic import write_npz, write_text
 
 CLASS_SHAPES: tuple[str, ...] = (
     "circle", "square", "triangle", "plus", "star", "ring", "hexagon", "crescent", "bar", "ell",
@@ -290,7 +290,7 @@ def make_split(cfg: WorldConfig, split: str) -> dict[str, np.ndarray]:
         scenes = sample_scenes(rng, labels, habitat, cfg)
         images = render(scenes, cfg)
         if split == "corruption":
-            from .corruption import defocus_blur
+            from certified_circuits.vision.corruption import defocus_blur
 
             images = defocus_blur(images, severity=cfg.corruption_severity)
         shape = labels

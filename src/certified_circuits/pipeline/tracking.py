@@ -65,7 +65,7 @@ import uuid
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, TypeVar
 
-from .atomic import TEMP_MARK, write_json
+from certified_circuits.storage.atomic import TEMP_MARK, write_json
 
 log = logging.getLogger(__name__)
 

@@ -16,13 +16,13 @@ Edits (on the cached per-example scores ``S [|D|, U]``; a row is an example)
 
 Greedy adversary (:func:`adversarial_edit`)
     It attacks the *baseline* circuit ``A(D)`` (the base algorithm on the full dataset, per-group top-K
-    of the mean score, :func:`certified_circuits.smoothing.full_dataset_circuits`). The dataset score is
+    of the mean score, :func:`certified_circuits.core.smoothing.full_dataset_circuits`). The dataset score is
     a mean, so every candidate edit is a rank-one update of the current sum ``s = sum_i S_i`` over the
     current ``m`` rows: deleting row ``i`` gives ``(s - S_i) / (m - 1)``, inserting pool row ``c`` gives
     ``(s + P_c) / (m + 1)``. All candidates of a step form one matrix ``[n_candidates, U]``; its top-K
     circuits come from the same vectorised top-K code as the vote counts
-    (:func:`certified_circuits.smoothing._first_entry`, with the K -> count rule of
-    :func:`certified_circuits.discovery.count_table`; ties to the lower index), so no Python loop runs
+    (:func:`certified_circuits.core.smoothing._first_entry`, with the K -> count rule of
+    :func:`certified_circuits.core.discovery.count_table`; ties to the lower index), so no Python loop runs
     over candidates or components, only over the greedy steps and the top-K groups. The step takes the
     candidate that maximises the number of components whose membership differs from ``A(D)``; ties
     (e.g. when no single edit flips anything yet) go to the smallest *boundary gap*
@@ -34,8 +34,8 @@ Greedy adversary (:func:`adversarial_edit`)
 Re-running the pipeline on ``D'``
     The edited dataset is certified exactly as the workflow certifies a dataset: the same ``k_grid``,
     ``p_del``, ``n0``, ``n``, mask ``seed``, ``tau``, ``alpha``, correction and ``absolute``
-    (:func:`~certified_circuits.smoothing.compute_votes` then
-    :func:`~certified_circuits.certification.certify_votes`). Insertions and deletions change ``|D|``;
+    (:func:`~certified_circuits.core.smoothing.compute_votes` then
+    :func:`~certified_circuits.core.certification.certify_votes`). Insertions and deletions change ``|D|``;
     the masks of ``D'`` are drawn from the same seed for the new ``|D'|`` (a ``[n, |D'|]`` draw), which is
     what re-running the pipeline on the edited dataset does. Theorem 1 is about the smoothed
     probabilities, not about one mask draw, so the guarantee does not depend on this choice.
@@ -73,10 +73,10 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from .certification import certified_radius, certify_votes
-from .discovery import GroupIndex, count_table
-from .smoothing import _first_entry, compute_votes, full_dataset_circuits
-from .validation import check_alpha, check_count, check_k_grid
+from certified_circuits.core.certification import certified_radius, certify_votes
+from certified_circuits.core.discovery import GroupIndex, count_table
+from certified_circuits.core.smoothing import _first_entry, compute_votes, full_dataset_circuits
+from certified_circuits.core.validation import check_alpha, check_count, check_k_grid
 
 log = logging.getLogger(__name__)
 
@@ -185,7 +185,7 @@ def edit_dataset(scores: np.ndarray, pool: np.ndarray, kind: str, r: int, rng: n
 def _top_k_rows(values: np.ndarray, index: GroupIndex, kept: np.ndarray) -> np.ndarray:
     """Per-group top-K circuit of every row of ``values`` ([C, U] dataset scores), bool ``[C, U]``.
 
-    The vote-counting code's top-K (:func:`certified_circuits.smoothing._first_entry` with one K: entry
+    The vote-counting code's top-K (:func:`certified_circuits.core.smoothing._first_entry` with one K: entry
     0 means "in"), so ties and the K -> count rule are exactly those of the pipeline.
     """
     circuits = np.empty(values.shape, dtype=bool)
@@ -431,7 +431,7 @@ def summarize_attack(raw: pd.DataFrame) -> pd.DataFrame:
     a class, K, trial) in which some certified label flipped (the event Theorem 1 bounds by ``2 alpha``
     within the radius).
     """
-    from .evaluation import require_columns
+    from certified_circuits.analysis.evaluation import require_columns
 
     require_columns(raw, COLUMNS, "attack table")
     if raw.empty:
@@ -487,7 +487,7 @@ def plot_attack(summary: pd.DataFrame, stem: Path, alpha: float, radius: int) ->
     from matplotlib.figure import Figure
     from matplotlib.lines import Line2D
 
-    from .figures import save_figure
+    from certified_circuits.reports.figures import save_figure
 
     kinds = [k for k in KINDS if k in set(summary["edit"])]
     fig = Figure(figsize=(3.6 * len(kinds), 3.3), layout="constrained")
@@ -546,8 +546,8 @@ def attack_metrics(raw: pd.DataFrame) -> dict[str, float]:
 
 def write_attack_report(raw: pd.DataFrame, out_dir: Path, alpha: float) -> list[Path]:
     """``attack_raw.csv`` (tidy rows), ``attack.csv/.md/.tex`` (summary table), ``attack.png/.pdf``."""
-    from .atomic import write_csv
-    from .tables import write_table
+    from certified_circuits.storage.atomic import write_csv
+    from certified_circuits.reports.tables import write_table
 
     out_dir = Path(out_dir)
     summary = summarize_attack(raw)

@@ -24,9 +24,9 @@ Numbers appear *exactly*: a float is written as Python's shortest round-trip ``r
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
-from typing import Mapping
+from certified_circuits.core.setting import Setting, decision_tag, number, votes_tag
+
+__all__ = ["Layout", "Setting", "number", "votes_tag", "decision_tag", "WILDCARD_CONSTRAINTS", "VOTES_PATTERN", "SETTING_PATTERN"]
 
 #: regexes of every wildcard of the layout (Snakemake ``wildcard_constraints``)
 NAME = r"[A-Za-z0-9][A-Za-z0-9_\-]*"
@@ -46,71 +46,6 @@ WILDCARD_CONSTRAINTS: dict[str, str] = {
     "correction": r"bonferroni|holm",
     "size": INT,
 }
-
-
-def number(value: float | int) -> str:
-    """A number as it appears in a path: exact (``repr`` of the float, ``str`` of an int)."""
-    if isinstance(value, bool):
-        raise TypeError(f"{value!r} is not a number")
-    if isinstance(value, int):
-        return str(value)
-    value = float(value)
-    if not math.isfinite(value):
-        raise ValueError(f"{value!r} cannot appear in a result path (must be finite)")
-    text = repr(value)
-    return text[:-2] if text.endswith(".0") else text
-
-
-@dataclass(frozen=True)
-class Setting:
-    """One certification setting: the votes' (p_del, n0, n, seed) and the test's (tau, alpha, correction).
-
-    ``from_config`` takes a config ``certification`` block (any extra keys are ignored).
-    """
-
-    p_del: float
-    n0: int
-    n: int
-    seed: int
-    tau: float
-    alpha: float
-    correction: str
-
-    @classmethod
-    def from_config(cls, block: Mapping[str, object], **changes: object) -> "Setting":
-        values = {**block, **changes}
-        return cls(p_del=float(values["p_del"]), n0=int(values["n0"]), n=int(values["n"]),
-                   seed=int(values["seed"]), tau=float(values["tau"]), alpha=float(values["alpha"]),
-                   correction=str(values["correction"]))
-
-    def replace(self, **changes: object) -> "Setting":
-        return Setting.from_config(self.__dict__, **changes)
-
-    @property
-    def votes_tag(self) -> str:
-        return votes_tag(self.p_del, self.n0, self.n, self.seed)
-
-    @property
-    def decision_tag(self) -> str:
-        return decision_tag(self.tau, self.alpha, self.correction)
-
-    @property
-    def tag(self) -> str:
-        """``{setting}/{decision}``: the name of this setting in tables."""
-        return f"{self.votes_tag}/{self.decision_tag}"
-
-
-def votes_tag(p_del: float | str, n0: int | str, n: int | str, seed: int | str) -> str:
-    return f"p{_text(p_del)}_n0{_text(n0)}_n{_text(n)}_s{_text(seed)}"
-
-
-def decision_tag(tau: float | str, alpha: float | str, correction: str) -> str:
-    return f"t{_text(tau)}_a{_text(alpha)}_{correction}"
-
-
-def _text(value: float | int | str) -> str:
-    """Wildcard placeholders (``"{tau}"``) pass through; numbers are written exactly."""
-    return value if isinstance(value, str) else number(value)
 
 
 # Patterns: with the default arguments they are Snakemake patterns ("{concept}" wildcards); with

@@ -41,13 +41,13 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
-from .discovery import GroupIndex, count_table
-from .validation import check_count, check_k_grid, check_p_del
+from certified_circuits.core.discovery import GroupIndex, count_table
+from certified_circuits.core.validation import check_count, check_k_grid, check_p_del
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
 
-    from .contracts import Votes
+    from certified_circuits.core.contracts import Votes
 
 SeedLike = int | np.random.SeedSequence
 
@@ -244,13 +244,13 @@ def vote_device(scores: Any, device: "str | torch.device | None" = None) -> "tor
     ``device=None`` follows the data: the scores' device when they are a torch tensor on an
     accelerator, numpy otherwise (CPU tensors included). ``"auto"``: CUDA when available, else numpy.
     ``"cpu"``, ``"cuda"``, ``"cuda:N"`` or a ``torch.device``: torch on that device (an error naming
-    the fix when CUDA is absent, see :func:`certified_circuits.devices.resolve_device`).
+    the fix when CUDA is absent, see :func:`certified_circuits.core.devices.resolve_device`).
     """
     if device is None:
         if _is_tensor(scores) and scores.device.type != "cpu":
             return scores.device
         return None
-    from .devices import resolve_device
+    from certified_circuits.core.devices import resolve_device
 
     if str(device) == "auto":
         resolved = resolve_device("auto")
@@ -339,7 +339,7 @@ def vote_counts_torch(
     """
     import torch
 
-    from .devices import batch_from_memory
+    from certified_circuits.core.devices import batch_from_memory
 
     if device is None:
         device = scores.device if _is_tensor(scores) else torch.device("cpu")
@@ -450,7 +450,7 @@ def vote_counts_naive(
 
     Args:
         algorithm: maps the int indices of the kept examples to a bool circuit ``[..., U]`` (for
-            example :class:`certified_circuits.discovery.TopKDiscovery`, or a callable that re-runs a
+            example :class:`certified_circuits.core.discovery.TopKDiscovery`, or a callable that re-runs a
             model's attribution pass on the sub-dataset).
         masks: bool ``[n_samples, n_examples]``.
         progress: show a tqdm bar on stderr.
@@ -494,7 +494,7 @@ def compute_votes(
     the votes do not depend on where they are counted. ``device``/``dtype``: see :func:`vote_counts`
     (default: follow the scores; ``"auto"`` counts on CUDA when available).
     """
-    from .contracts import Votes
+    from certified_circuits.core.contracts import Votes
 
     k_grid = check_k_grid(k_grid)
     selection_masks, certification_masks = selection_and_certification_masks(scores.shape[0], n0, n, p_del, seed)

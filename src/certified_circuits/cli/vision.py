@@ -1,4 +1,4 @@
-"""``certified-circuits vision-*`` stages (declared with :mod:`certified_circuits.stages`).
+"""``certified-circuits vision-*`` stages (declared with :mod:`certified_circuits.cli.stages`).
 
 - ``vision-world``: build the embedded concept world (one ``.npz`` per split + ``world.json``);
 - ``vision-train``: train the world ResNet, write the checkpoint and ID/OOD accuracies (JSON);
@@ -22,8 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..devices import configure_torch
-from ..stages import InputError, Stages, add_device, add_k_grid, existing_file, existing_path, named_path, positive_int
+from certified_circuits.core.devices import configure_torch
+from certified_circuits.cli.stages import InputError, Stages, add_device, add_k_grid, existing_file, existing_path, named_path, positive_int
 
 log = logging.getLogger(__name__)
 STAGES = Stages()
@@ -51,7 +51,7 @@ def _load(args: argparse.Namespace):
 
     Cached for the process (:data:`_LOADED`): every stage leaves the model as it found it (hooks are
     removed on exit, the network stays in eval mode), so a later invocation of a batch reuses it."""
-    from ..devices import resolve_device
+    from certified_circuits.core.devices import resolve_device
 
     device = resolve_device(args.device)
     configure_torch(args.threads)
@@ -64,8 +64,8 @@ def _load(args: argparse.Namespace):
 
 
 def _build(args: argparse.Namespace, device):
-    from .imagenet import class_names_from_index, load_wnid_index
-    from .models import load_model
+    from certified_circuits.vision.imagenet import class_names_from_index, load_wnid_index
+    from certified_circuits.vision.models import load_model
 
     index = load_wnid_index(args.class_index) if args.class_index else None
     if args.model != "world" and index is None:
@@ -82,8 +82,8 @@ _STARTED: list[float] = []  # the start-up of this process, once measured
 def _log_startup(stage: str) -> None:
     """Log and record how long the job took before its first batch (imports, model build, weights);
     once per process: later invocations of a batch pay no start-up."""
-    from .. import PROCESS_START
-    from ..tracking import add_metrics
+    from certified_circuits import PROCESS_START
+    from certified_circuits.pipeline.tracking import add_metrics
 
     if _STARTED:
         return
@@ -106,7 +106,7 @@ def _label(model, concept: str) -> int:
 
 
 def _world_arguments(p: argparse.ArgumentParser) -> None:
-    from .world import SPLITS, WorldConfig
+    from certified_circuits.vision.world import SPLITS, WorldConfig
 
     d = WorldConfig()
     p.add_argument("--out", type=Path, required=True, help="output folder")
@@ -130,7 +130,7 @@ def _world_arguments(p: argparse.ArgumentParser) -> None:
               description="Render the concept world (shape classes + class-correlated habitats) into "
               "OUT/<split>.npz and OUT/world.json. Deterministic in --seed.")
 def _cmd_world(args: argparse.Namespace) -> int:
-    from .world import SPLITS, WorldConfig, build_world
+    from certified_circuits.vision.world import SPLITS, WorldConfig, build_world
 
     cfg = WorldConfig(
         seed=args.seed, image_size=args.image_size, n_classes=args.n_classes, habitat_rate=args.habitat_rate,
@@ -186,9 +186,9 @@ def _train_arguments(p: argparse.ArgumentParser) -> None:
               description="Train a small torchvision ResNet on WORLD/train.npz; write the checkpoint and "
               "accuracies on id_test / context_shift / corruption (JSON).")
 def _cmd_train(args: argparse.Namespace) -> int:
-    from .models import save_world_model
-    from .train import accuracy, train_world_model
-    from .world import load_split, write_json_atomic
+    from certified_circuits.vision.models import save_world_model
+    from certified_circuits.vision.train import accuracy, train_world_model
+    from certified_circuits.vision.world import load_split, write_json_atomic
 
     configure_torch(args.threads)
     tr = load_split(args.world / "train.npz")
@@ -213,7 +213,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
 
 def _report_accuracies(stage: str, metrics: dict) -> None:
-    from ..tracking import add_metrics
+    from certified_circuits.pipeline.tracking import add_metrics
 
     accuracies = {k: v for k, v in metrics.items() if k.startswith("accuracy")}
     add_metrics(accuracies)
@@ -236,9 +236,9 @@ def _filter_arguments(p: argparse.ArgumentParser) -> None:
               "filtration (keep novel shapes confidently labelled as a known class, labelled with it); also "
               "writes the model's accuracy per split.")
 def _cmd_filter(args: argparse.Namespace) -> int:
-    from .models import load_world_model
-    from .train import accuracy, filter_adversarial, filter_anomaly
-    from .world import load_split, save_split, write_json_atomic
+    from certified_circuits.vision.models import load_world_model
+    from certified_circuits.vision.train import accuracy, filter_adversarial, filter_anomaly
+    from certified_circuits.vision.world import load_split, save_split, write_json_atomic
 
     configure_torch(args.threads)
     model = load_world_model(args.checkpoint)
@@ -287,9 +287,9 @@ def _attribute_arguments(p: argparse.ArgumentParser) -> None:
               description="Relevance, activation and rank scores of every vertex for the images of one class "
               "(one forward/backward per batch), in the attribution contract.")
 def _cmd_attribute(args: argparse.Namespace) -> int:
-    from .attribution import run_attribution, write_empty_attribution
-    from .data import open_set
-    from .world import load_split
+    from certified_circuits.vision.attribution import run_attribution, write_empty_attribution
+    from certified_circuits.vision.data import open_set
+    from certified_circuits.vision.world import load_split
 
     for split, data, out in args.also:
         if not Path(data).exists():
@@ -354,13 +354,13 @@ def _evaluate_arguments(p: argparse.ArgumentParser) -> None:
               "false-positive rate on other classes and balanced accuracy for all K x methods (batched), "
               "plus the unmasked model ('full'). Rows carry the scorer and setting of their circuits.")
 def _cmd_evaluate(args: argparse.Namespace) -> int:
-    from ..atomic import write_csv
-    from ..certification import method_masks
-    from ..contracts import setting_columns
-    from ..store import read_certificates, read_votes
-    from ..tracking import add_metrics
-    from .data import open_set
-    from .evaluate import evaluate_class
+    from certified_circuits.storage.atomic import write_csv
+    from certified_circuits.core.certification import method_masks
+    from certified_circuits.core.contracts import setting_columns
+    from certified_circuits.storage.store import read_certificates, read_votes
+    from certified_circuits.pipeline.tracking import add_metrics
+    from certified_circuits.vision.data import open_set
+    from certified_circuits.vision.evaluate import evaluate_class
 
     sets = dict(args.eval_set)
     for name, path in sets.items():
@@ -374,7 +374,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     isets = {name: open_set(p, index, limit_per_class=args.limit_per_class) for name, p in sets.items()}
     fill = None
     if args.ablation == "mean":
-        from .hooks import reference_activations
+        from certified_circuits.vision.hooks import reference_activations
 
         reference = open_set(args.reference, index, limit_per_class=args.reference_per_class)
         rng = np.random.default_rng(args.seed)
@@ -426,10 +426,10 @@ def _runtime_arguments(p: argparse.ArgumentParser) -> None:
               description="Time certification of one class with A re-run on every sub-dataset (naive) and from "
               "cached per-example relevance (cached).")
 def _cmd_runtime(args: argparse.Namespace) -> int:
-    from ..tables import format_runtime_table, write_table
-    from .attribution import class_indices
-    from .data import open_set
-    from .runtime import measure_naive_vs_cached
+    from certified_circuits.reports.tables import format_runtime_table, write_table
+    from certified_circuits.vision.attribution import class_indices
+    from certified_circuits.vision.data import open_set
+    from certified_circuits.vision.runtime import measure_naive_vs_cached
 
     model, index = _load(args)
     label = _label(model, args.concept)
@@ -456,8 +456,8 @@ def _select_arguments(p: argparse.ArgumentParser) -> None:
 @STAGES.stage("vision-select-classes", _select_arguments, help="seeded random class selection (paper: 100 classes)",
               description="Draw N wnid folders of an ImageFolder tree by seed; write one wnid per line.")
 def _cmd_select_classes(args: argparse.Namespace) -> int:
-    from ..atomic import write_text
-    from .imagenet import list_classes, select_classes
+    from certified_circuits.storage.atomic import write_text
+    from certified_circuits.vision.imagenet import list_classes, select_classes
 
     chosen = select_classes(list_classes(args.data), args.n, args.seed)
     write_text(args.out, "\n".join(chosen) + "\n")
@@ -476,7 +476,7 @@ def _imagenet_c_arguments(p: argparse.ArgumentParser) -> None:
               description="Write OUT/defocus_blur/<severity>/<wnid>/*.png for the listed classes (resize 256, crop "
               "224, reimplemented ImageNet-C defocus blur). Use when the official ImageNet-C files are absent.")
 def _cmd_imagenet_c(args: argparse.Namespace) -> int:
-    from .imagenet import generate_imagenet_c
+    from certified_circuits.vision.imagenet import generate_imagenet_c
 
     classes = [line.strip() for line in args.classes.read_text().splitlines() if line.strip()]
     out = generate_imagenet_c(args.val, args.out, classes, severity=args.severity)
@@ -494,7 +494,7 @@ def _oodcv_arguments(p: argparse.ArgumentParser) -> None:
               description="Copy SRC/<category>/<image> to OUT/<wnid>/<image> with an explicit JSON table "
               "{category: wnid} (only the categories shared with ImageNet-1k).")
 def _cmd_prepare_oodcv(args: argparse.Namespace) -> int:
-    from .imagenet import prepare_oodcv
+    from certified_circuits.vision.imagenet import prepare_oodcv
 
     try:
         mapping = json.loads(args.mapping.read_text())

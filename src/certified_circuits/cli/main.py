@@ -1,7 +1,7 @@
 """``certified-circuits <stage>``: every workflow stage runnable by hand.
 
 Engine stages live here (``votes``, ``certify``); the vision and language halves and the reports
-declare theirs the same way (:mod:`certified_circuits.stages`) in ``vision/cli.py``,
+declare theirs the same way (:mod:`certified_circuits.cli.stages`) in ``vision/cli.py``,
 ``language/cli.py`` and ``report_cli.py``. Every stage takes explicit input and output paths, checks
 its inputs before doing any work, writes atomically and logs to stderr. There is one error path: bad
 input ends in ``error: <what is wrong and how to fix it>`` and exit code 2, never a traceback.
@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 
 #: when this process started running our code (start-up is measured from here: imports, model, data)
-from . import PROCESS_START
+from certified_circuits import PROCESS_START
 
 import argparse  # noqa: E402  (stdlib, after the clock: milliseconds)
 import importlib  # noqa: E402
@@ -20,17 +20,17 @@ import logging  # noqa: E402
 import sys  # noqa: E402
 from typing import Sequence  # noqa: E402
 
-from . import __version__  # noqa: E402
-from .stages import InputError, Stages, add_k_grid, existing_file, positive_int, probability  # noqa: E402
-from .tracking import add_metrics  # noqa: E402
+from certified_circuits import __version__  # noqa: E402
+from certified_circuits.cli.stages import InputError, Stages, add_k_grid, existing_file, positive_int, probability  # noqa: E402
+from certified_circuits.pipeline.tracking import add_metrics  # noqa: E402
 
 log = logging.getLogger("certified_circuits")
 
 PLUGIN_MODULES = (
-    "certified_circuits.vision.cli",
-    "certified_circuits.language.cli",
-    "certified_circuits.report_cli",
-    "certified_circuits.attack_cli",
+    "certified_circuits.cli.vision",
+    "certified_circuits.cli.language",
+    "certified_circuits.cli.report",
+    "certified_circuits.cli.attack",
 )
 
 STAGES = Stages()
@@ -71,8 +71,8 @@ def _votes_arguments(p: argparse.ArgumentParser) -> None:
               "seed), run the top-K base algorithm on every sub-dataset through the cached scores, and write "
               "the votes contract (baseline circuits, selection and certification counts).")
 def _cmd_votes(args: argparse.Namespace) -> int:
-    from .smoothing import compute_votes, mask_seed
-    from .store import read_attributions, write_votes
+    from certified_circuits.core.smoothing import compute_votes, mask_seed
+    from certified_circuits.storage.store import read_attributions, write_votes
 
     attributions = read_attributions(args.attributions)
     if args.scorer not in attributions.scores:
@@ -124,8 +124,8 @@ def _certify_arguments(p: argparse.ArgumentParser) -> None:
               description="Binomial test of each component's selected decision at threshold tau with "
               "family-wise error control over all components, plus the majority vote at identical compute.")
 def _cmd_certify(args: argparse.Namespace) -> int:
-    from .certification import certify_votes
-    from .store import read_votes, write_certificates
+    from certified_circuits.core.certification import certify_votes
+    from certified_circuits.storage.store import read_votes, write_certificates
 
     votes = read_votes(args.votes)
     start = time.perf_counter()
@@ -162,7 +162,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def input_errors() -> tuple[type[BaseException], ...]:
     """Exceptions that mean bad input (a message for the user), as opposed to a bug (a traceback)."""
-    from .store import StoreError
+    from certified_circuits.storage.store import StoreError
 
     errors: list[type[BaseException]] = [ValueError, StoreError, FileNotFoundError, IsADirectoryError,
                                          NotADirectoryError, PermissionError, MemoryError]
@@ -217,7 +217,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run one stage, or with ``batch`` several stages in one process.
 
     A batch pays the start-up (imports of torch and torchvision, the model build and its weights, which
-    the vision stages keep for the process: :func:`certified_circuits.vision.cli.load_cached`) once for
+    the vision stages keep for the process: :func:`certified_circuits.cli.vision.load_cached`) once for
     every invocation, e.g. the attributions of 25 ImageNet classes in one GPU job. Every invocation is
     parsed before the first runs, so a typo in the last stops the batch before any work; they then
     run in order and the batch stops at the first failure (exit 2, naming the invocation). A batch
@@ -238,7 +238,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(asctime)s %(name)s %(levelname)s %(message)s",
         stream=sys.stderr,
     )
-    from .atomic import forget_written
+    from certified_circuits.storage.atomic import forget_written
 
     forget_written()
     started = time.time() - (time.perf_counter() - PROCESS_START)  # the job's start, imports included
@@ -257,14 +257,14 @@ def _params(args: argparse.Namespace) -> dict[str, object]:
 
 
 def _record_job(invocations: Sequence[argparse.Namespace], started: float, ended: float) -> None:
-    """Leave a job record for MLflow (see :mod:`certified_circuits.tracking`); never fails the job.
+    """Leave a job record for MLflow (see :mod:`certified_circuits.pipeline.tracking`); never fails the job.
 
-    The job's outputs are exactly the files it wrote atomically (:func:`certified_circuits.atomic.written_paths`);
+    The job's outputs are exactly the files it wrote atomically (:func:`certified_circuits.storage.atomic.written_paths`);
     its parameters are its arguments. For a batch, the stage is ``batch`` and parameters that differ
     between invocations are joined with `` :: `` in invocation order.
     """
-    from .atomic import written_paths
-    from .tracking import write_job_record
+    from certified_circuits.storage.atomic import written_paths
+    from certified_circuits.pipeline.tracking import write_job_record
 
     if len(invocations) == 1:
         stage, params = invocations[0].command, _params(invocations[0])

@@ -6,7 +6,7 @@ per-example scores (``ATTR``) are edited by 1, 2, 4 (``--multiples``) times the 
 from the pool files (other attribution files of the same concept: same components, scores for the same
 class, e.g. its OOD re-discovery splits), at random and greedily against the baseline circuit; the edited
 dataset is certified again with the same settings and mask seed, and the flips of baseline memberships
-and of certified labels are counted (:mod:`certified_circuits.attack`). Classes are pooled in the
+and of certified labels are counted (:mod:`certified_circuits.analysis.attack`). Classes are pooled in the
 summary table and figure.
 
 The mask seed of each class is derived from ``--seed`` and the concept name exactly as the ``votes``
@@ -20,7 +20,7 @@ import argparse
 import logging
 from pathlib import Path
 
-from .stages import InputError, Stages, add_k_grid, existing_file, positive_int, probability
+from certified_circuits.cli.stages import InputError, Stages, add_k_grid, existing_file, positive_int, probability
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +57,7 @@ def _load_class(paths: list[Path], scorer: str):
     """(concept, scores, pool, groups) of one ``--class`` after checking the files belong together."""
     import numpy as np
 
-    from .store import read_attributions
+    from certified_circuits.storage.store import read_attributions
 
     if len(paths) < 2:
         raise InputError(f"--class {paths[0]}: give the concept's attribution file followed by at least one pool "
@@ -94,15 +94,15 @@ def _load_class(paths: list[Path], scorer: str):
 def _cmd_attack(args: argparse.Namespace) -> int:
     import pandas as pd
 
-    from .attack import attack_metrics, attack_table, write_attack_report
-    from .smoothing import mask_seed
-    from .tracking import add_metrics
+    from certified_circuits.analysis.attack import attack_metrics, attack_table, write_attack_report
+    from certified_circuits.core.smoothing import mask_seed
+    from certified_circuits.pipeline.tracking import add_metrics
 
     if not 0.5 <= args.tau < 1.0:
         raise InputError(f"--tau {args.tau} is outside [0.5, 1)")
     if not args.classes:  # the workflow knows the classes with a pool only after filtration
-        from .atomic import write_csv, write_text
-        from .figures import plot_message
+        from certified_circuits.storage.atomic import write_csv, write_text
+        from certified_circuits.reports.figures import plot_message
 
         log.warning("report-attack: no class has a pool of insertion candidates; writing empty outputs")
         write_csv(args.out_dir / "attack_raw.csv", pd.DataFrame(columns=["edit", "mode", "r_multiple", "k_target"]))

@@ -21,7 +21,7 @@ Paired test (Table 3)
     Class-level values of certified (at its peak K) and baseline (at its peak K), paired by concept:
     Wilcoxon signed-rank (default; two-sided, zero differences split) or paired t-test; with no
     non-zero difference the p-value is 1. Beside it, every table row carries a per-example paired test
-    (:mod:`certified_circuits.paired_tests`), which has power with one concept per row.
+    (:mod:`certified_circuits.analysis.paired_tests`), which has power with one concept per row.
 IoU (Fig. IoU)
     ``|V ∩ V'| / |V ∪ V'|``; two empty circuits are identical (IoU 1).
 """
@@ -36,8 +36,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from .contracts import ABSTAIN, IN, OUT
-from .paired_tests import OUTCOME_COLUMN, paired_example_test
+from certified_circuits.core.contracts import ABSTAIN, IN, OUT
+from certified_circuits.analysis.paired_tests import OUTCOME_COLUMN, paired_example_test
 
 KEYS = ["experiment", "concept", "eval_set", "method", "k_target"]
 METHODS = ("baseline", "majority", "certified")
@@ -132,7 +132,7 @@ def paired_columns(baseline: pd.DataFrame, certified: pd.DataFrame, metric: str,
 
     ``pvalue`` / ``test`` / ``n_concepts``: the paper's class-level paired test (:func:`paired_test`)
     on per-concept values. ``pvalue_examples`` / ``example_test`` / ``n_paired_examples`` /
-    ``n_discordant``: the per-example paired test of :mod:`certified_circuits.paired_tests` (McNemar for
+    ``n_discordant``: the per-example paired test of :mod:`certified_circuits.analysis.paired_tests` (McNemar for
     accuracy, stratified bootstrap for balanced accuracy, seeded with ``bootstrap_seed``); NaN / "none"
     where the rows carry no per-example outcomes.
     """
@@ -356,7 +356,7 @@ def pairwise_iou(circuits: np.ndarray, labels: Sequence[int | str]) -> pd.DataFr
 def abstention_summary(decision: np.ndarray, baseline: np.ndarray, groups: np.ndarray) -> pd.DataFrame:
     """Per K: abstention rate (share of components abstained), share certified in/out, and the share of
     the baseline circuit that certification abstains on (App. D, larger radii)."""
-    from .discovery import effective_k
+    from certified_circuits.core.discovery import effective_k
 
     decision = np.asarray(decision)
     baseline = np.asarray(baseline, bool)

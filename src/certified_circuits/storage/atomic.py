@@ -9,7 +9,7 @@ when it starts.
 
 Writers here: :func:`atomic_path` (any file), :func:`atomic_dir` (a folder, e.g. a Hugging Face model
 directory), and the conveniences :func:`write_text`, :func:`write_json`, :func:`write_csv`,
-:func:`write_npz`. HDF5 writers in :mod:`certified_circuits.store` use :func:`atomic_path`.
+:func:`write_npz`. HDF5 writers in :mod:`certified_circuits.storage.store` use :func:`atomic_path`.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """How a ``certified-circuits`` subcommand is declared: one convention for every half of the product.
 
-Each CLI module (engine stages in :mod:`certified_circuits.cli`, ``vision-*`` in
-:mod:`certified_circuits.vision.cli`, ``language-*`` in :mod:`certified_circuits.language.cli`,
-``report-*`` in :mod:`certified_circuits.report_cli`) holds a :class:`Stages` list and declares each
+Each CLI module (engine stages in :mod:`certified_circuits.cli.main`, ``vision-*`` in
+:mod:`certified_circuits.cli.vision`, ``language-*`` in :mod:`certified_circuits.cli.language`,
+``report-*`` in :mod:`certified_circuits.cli.report`) holds a :class:`Stages` list and declares each
 stage as an *arguments* function followed directly by its handler::
 
     STAGES = Stages()
@@ -16,7 +16,7 @@ Handlers raise :class:`InputError` (or ``ValueError``) for bad input with a mess
 problem and the fix; :func:`certified_circuits.cli.main` turns it into ``error: ...`` and exit code 2.
 Lists are always space-separated (``--k-grid 0.1 0.2``); heavy libraries are imported inside handlers,
 so every stage starts fast. Outputs need no declaration: every file written through
-:mod:`certified_circuits.atomic` is recorded as an output of the job.
+:mod:`certified_circuits.storage.atomic` is recorded as an output of the job.
 """
 
 from __future__ import annotations

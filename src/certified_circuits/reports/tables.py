@@ -2,7 +2,7 @@
 
 :func:`write_table` writes ``stem.csv`` (raw values), ``stem.md`` and ``stem.tex`` (formatted), each
 atomically. :func:`format_peak_table` and :func:`format_runtime_table` turn computed tables
-(:mod:`certified_circuits.evaluation`, :mod:`certified_circuits.vision.runtime`) into their display
+(:mod:`certified_circuits.analysis.evaluation`, :mod:`certified_circuits.vision.runtime`) into their display
 form: column names, percentages, significance markers. Nothing here computes a result.
 """
 
@@ -15,7 +15,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from .atomic import atomic_path
+from certified_circuits.storage.atomic import atomic_path
 
 MISSING = "--"
 METRIC_LABEL = {"cacc": "cACC", "balanced_accuracy": "balanced accuracy"}
@@ -27,7 +27,7 @@ RUNTIME_COLUMNS = ("n", "paradigm", "naive_sample_s", "cached_sample_s", "decisi
 
 def _require(df: pd.DataFrame, columns, what: str) -> None:
     """Raise ValueError naming every required column ``df`` lacks, or saying that ``df`` is empty."""
-    from .evaluation import require_columns
+    from certified_circuits.analysis.evaluation import require_columns
 
     require_columns(df, columns, what)
     if df.empty:

@@ -29,9 +29,9 @@ from typing import Any, Iterator, Mapping, Sequence
 import h5py
 import numpy as np
 
-from . import __version__
-from .atomic import atomic_path
-from .contracts import Attributions, Certificates, Votes
+from certified_circuits import __version__
+from certified_circuits.storage.atomic import atomic_path
+from certified_circuits.core.contracts import Attributions, Certificates, Votes
 
 STR_DTYPE = h5py.string_dtype(encoding="utf-8")
 

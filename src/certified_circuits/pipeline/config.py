@@ -46,12 +46,12 @@ def resolve_vision_concepts(vision):
     """The classes to certify: checked against the world's classes or the ImageNet folders now, so an
     unknown class stops the run before world generation and training."""
     if vision["source"] == "embedded":
-        from .vision.world import CLASS_SHAPES
+        from certified_circuits.vision.world import CLASS_SHAPES
 
         known = list(CLASS_SHAPES[: vision["world"].get("n_classes", 10)])
         where = f"the embedded world's classes (vision.world.n_classes = {len(known)})"
     else:
-        from .vision.imagenet import list_classes, select_classes
+        from certified_circuits.vision.imagenet import list_classes, select_classes
 
         imagenet = vision["imagenet"]
         known = list_classes(imagenet["val_root"])

@@ -1,6 +1,6 @@
-"""``certified-circuits report-*`` stages (declared with :mod:`certified_circuits.stages`).
+"""``certified-circuits report-*`` stages (declared with :mod:`certified_circuits.cli.stages`).
 
-The implementations live in :mod:`certified_circuits.reporting` and :mod:`certified_circuits.vision.reports`,
+The implementations live in :mod:`certified_circuits.reports.paper` and :mod:`certified_circuits.vision.reports`,
 which import pandas, matplotlib and scipy.stats (seconds); they are imported only when a report stage
 runs, so every other ``certified-circuits`` stage starts fast. Circuits are given as ``--circuits
 VOTES CERTS`` pairs (repeatable); their concept, split, seed and scorer come from the files.
@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .stages import Stages, existing_file, existing_path, k_fraction, positive_int
+from certified_circuits.cli.stages import Stages, existing_file, existing_path, k_fraction, positive_int
 
 STAGES = Stages()
 
@@ -44,7 +44,7 @@ def _sufficiency_arguments(p: argparse.ArgumentParser) -> None:
 @STAGES.stage("report-sufficiency", _sufficiency_arguments,
               help="Table 1/3, cACC-K curves and operating points from per-concept tables")
 def _cmd_sufficiency(args: argparse.Namespace) -> int:
-    from .reporting import sufficiency_report
+    from certified_circuits.reports.paper import sufficiency_report
 
     sufficiency_report(args.inputs, args.by, args.test, args.best_setting, args.title, args.out_dir,
                        select_on=args.select_on, bootstrap_seed=args.bootstrap_seed)
@@ -59,7 +59,7 @@ def _iou_arguments(p: argparse.ArgumentParser) -> None:
 
 @STAGES.stage("report-iou", _iou_arguments, help="IoU of ID vs OOD re-discovered circuits (Fig. IoU)")
 def _cmd_iou(args: argparse.Namespace) -> int:
-    from .reporting import iou_report
+    from certified_circuits.reports.paper import iou_report
 
     iou_report(args.operating_points, args.scorer, args.circuits, args.out_dir)
     return 0
@@ -75,7 +75,7 @@ def _seeds_arguments(p: argparse.ArgumentParser) -> None:
 
 @STAGES.stage("report-seeds", _seeds_arguments, help="pairwise IoU across certification seeds")
 def _cmd_seeds(args: argparse.Namespace) -> int:
-    from .reporting import seeds_report
+    from certified_circuits.reports.paper import seeds_report
 
     seeds_report(args.operating_points, args.scorer, args.circuits, args.out_dir, eval_set=args.eval_set, k=args.k)
     return 0
@@ -91,7 +91,7 @@ def _radius_arguments(p: argparse.ArgumentParser) -> None:
 
 @STAGES.stage("report-radius", _radius_arguments, help="abstention and cACC across radii and |D| (App. D)")
 def _cmd_radius(args: argparse.Namespace) -> int:
-    from .reporting import radius_report
+    from certified_circuits.reports.paper import radius_report
 
     radius_report(args.circuits, args.sufficiency, args.k, args.out_dir, eval_set=args.eval_set)
     return 0
@@ -107,7 +107,7 @@ def _spurious_arguments(p: argparse.ArgumentParser) -> None:
 
 @STAGES.stage("report-spurious", _spurious_arguments, help="spurious index by certification category")
 def _cmd_spurious(args: argparse.Namespace) -> int:
-    from .vision.reports import spurious_report
+    from certified_circuits.vision.reports import spurious_report
 
     spurious_report(args.operating_points, args.scorer, args.attributions, args.circuits, args.out_dir,
                     eval_set=args.eval_set)
@@ -128,7 +128,7 @@ def _features_arguments(p: argparse.ArgumentParser) -> None:
 
 @STAGES.stage("report-features", _features_arguments, help="feature grid of certified-in / abstained / out channels")
 def _cmd_features(args: argparse.Namespace) -> int:
-    from .vision.reports import features_report
+    from certified_circuits.vision.reports import features_report
 
     features_report(args.operating_points, args.scorer, args.attributions, args.votes, args.certificates, args.data,
                     args.out_stem, eval_set=args.eval_set, channels=args.channels, examples=args.examples)
@@ -145,7 +145,7 @@ def _model_seeds_arguments(p: argparse.ArgumentParser) -> None:
 @STAGES.stage("report-model-seeds", _model_seeds_arguments,
               help="mean ± spread of a table over runs with different model-training seeds")
 def _cmd_model_seeds(args: argparse.Namespace) -> int:
-    from .reporting import model_seeds_report
+    from certified_circuits.reports.paper import model_seeds_report
 
     runs: dict[str, list[Path]] = {}
     for seed, table in args.run:
@@ -164,7 +164,7 @@ def _theory_arguments(p: argparse.ArgumentParser) -> None:
 
 @STAGES.stage("report-theory", _theory_arguments, help="radius vs p_del and minimum n vs tau (App. C)")
 def _cmd_theory(args: argparse.Namespace) -> int:
-    from .reporting import theory_report
+    from certified_circuits.reports.paper import theory_report
 
     theory_report(args.out_dir, args.n_components)
     return 0
@@ -177,7 +177,7 @@ def _summary_arguments(p: argparse.ArgumentParser) -> None:
 
 @STAGES.stage("report-summary", _summary_arguments, help="headline numbers of a run")
 def _cmd_summary(args: argparse.Namespace) -> int:
-    from .reporting import summary_report
+    from certified_circuits.reports.paper import summary_report
 
     summary_report(args.peaks, args.out)
     return 0

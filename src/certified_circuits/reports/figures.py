@@ -1,11 +1,11 @@
 """Figures of the paper, rendered from tidy DataFrames (DESIGN.md section 5); tables are in
-:mod:`certified_circuits.tables`.
+:mod:`certified_circuits.reports.tables`.
 
-Pure rendering: every function takes a table already computed by :mod:`certified_circuits.evaluation`
+Pure rendering: every function takes a table already computed by :mod:`certified_circuits.analysis.evaluation`
 (or nothing but hyperparameters, for the analytic figures of App. C) and writes ``stem.png`` (150 dpi)
 and ``stem.pdf`` through :func:`save_figure`; none computes an evaluation result itself.
 
-Every file goes through :func:`certified_circuits.atomic.atomic_path` (temporary name in the
+Every file goes through :func:`certified_circuits.storage.atomic.atomic_path` (temporary name in the
 destination folder, renamed into place on success), so an interrupted job never leaves a truncated
 figure that a resumed workflow would take for a finished one.
 
@@ -25,9 +25,9 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import ScalarFormatter
 
-from .certification import certified_radius, max_certifiable_tau, min_samples
-from .atomic import atomic_path
-from .tables import _require, stem_path
+from certified_circuits.core.certification import certified_radius, max_certifiable_tau, min_samples
+from certified_circuits.storage.atomic import atomic_path
+from certified_circuits.reports.tables import _require, stem_path
 
 __all__ = [
     "save_figure",
@@ -249,7 +249,7 @@ def plot_radius_curves(
     """Certified radius r vs deletion probability p_del for several tau (App. C.1, fig:radius-analysis).
 
     ``r = floor(log(1.5 - tau) / log p_del)`` (Eq. r) from
-    :func:`certified_circuits.certification.certified_radius`, drawn as a step function per tau.
+    :func:`certified_circuits.core.certification.certified_radius`, drawn as a step function per tau.
     """
     p_del = np.asarray(p_del, dtype=float)
     fig, axes = _figure(1, 1, panel=(5.0, 3.6))

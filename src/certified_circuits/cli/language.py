@@ -1,4 +1,4 @@
-"""``certified-circuits language-*`` stages (declared with :mod:`certified_circuits.stages`).
+"""``certified-circuits language-*`` stages (declared with :mod:`certified_circuits.cli.stages`).
 
 * ``language-tasks``     one task's train / id_test / ood_test prompts -> JSONL files
 * ``language-train``     train the embedded tiny GPT-2 -> HF model dir + per-task/split accuracy JSON
@@ -14,8 +14,8 @@ import time
 from pathlib import Path
 
 from certified_circuits.language.tasks import SPLITS, TASKS
-from certified_circuits.devices import configure_torch
-from certified_circuits.stages import InputError, Stages, add_device, existing_file, existing_path, named_path, positive_int
+from certified_circuits.core.devices import configure_torch
+from certified_circuits.cli.stages import InputError, Stages, add_device, existing_file, existing_path, named_path, positive_int
 
 log = logging.getLogger(__name__)
 STAGES = Stages()
@@ -96,7 +96,7 @@ def _train_arguments(p: argparse.ArgumentParser) -> None:
                     "Greater-Than (never the held-out prompts in --tasks-dir), then write the model dir and the "
                     "full model's accuracy per task and split as JSON.")
 def _cmd_train(args: argparse.Namespace) -> int:
-    from certified_circuits.atomic import atomic_dir, write_json
+    from certified_circuits.storage.atomic import atomic_dir, write_json
     from certified_circuits.language.models import save_embedded
     from certified_circuits.language.patching import full_model_metrics
     from certified_circuits.language.forward import GPT2Weights
@@ -159,8 +159,8 @@ def _cmd_attribute(args: argparse.Namespace) -> int:
     from certified_circuits.language.models import load_language_model
     from certified_circuits.language.tasks import read_jsonl
     from certified_circuits.language.tokenizer import encode_examples
-    from certified_circuits.devices import resolve_device
-    from certified_circuits.store import write_attributions
+    from certified_circuits.core.devices import resolve_device
+    from certified_circuits.storage.store import write_attributions
 
     examples = read_jsonl(args.examples)
     bad = [e.id for e in examples if e.task != args.task]
@@ -207,12 +207,12 @@ def _evaluate_arguments(p: argparse.ArgumentParser) -> None:
                     "next-token accuracy (cACC), binary answer-vs-distractor accuracy and logit difference per "
                     "method and K, plus the unpatched 'full' model, as a tidy CSV.")
 def _cmd_evaluate(args: argparse.Namespace) -> int:
-    from certified_circuits.atomic import write_csv
-    from certified_circuits.contracts import setting_columns
-    from certified_circuits.devices import resolve_device
+    from certified_circuits.storage.atomic import write_csv
+    from certified_circuits.core.contracts import setting_columns
+    from certified_circuits.core.devices import resolve_device
     from certified_circuits.language.evaluate import evaluate_task
-    from certified_circuits.store import read_certificates, read_votes
-    from certified_circuits.tracking import add_metrics
+    from certified_circuits.storage.store import read_certificates, read_votes
+    from certified_circuits.pipeline.tracking import add_metrics
 
     eval_sets = dict(args.eval_set)
     votes, certificates = read_votes(args.votes), read_certificates(args.certificates)

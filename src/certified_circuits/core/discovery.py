@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .validation import check_k_grid
+from certified_circuits.core.validation import check_k_grid
 
 _ROUND_GUARD = 1e-9
 

@@ -1,6 +1,6 @@
 """Reporting stages (implementation): tables and figures of the paper from per-concept results.
 
-The ``report-*`` stages (:mod:`certified_circuits.report_cli`) call these functions:
+The ``report-*`` stages (:mod:`certified_circuits.cli.report`) call these functions:
 
 ``sufficiency_report``  Table 1 / Table 3 (peaks by cACC and by balanced accuracy, paired tests), the
                         cACC-K, balanced-accuracy and false-positive curves (Fig. cACC-K), and
@@ -27,12 +27,13 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from . import evaluation, figures, tables
-from .atomic import write_csv, write_text
-from .certification import method_masks
-from .contracts import Certificates, Votes
-from .store import read_certificates, read_votes
-from .tracking import add_metrics
+from certified_circuits.analysis import evaluation
+from certified_circuits.reports import figures, tables
+from certified_circuits.storage.atomic import write_csv, write_text
+from certified_circuits.core.certification import method_masks
+from certified_circuits.core.contracts import Certificates, Votes
+from certified_circuits.storage.store import read_certificates, read_votes
+from certified_circuits.pipeline.tracking import add_metrics
 
 log = logging.getLogger(__name__)
 
@@ -57,9 +58,9 @@ def sufficiency_report(inputs: Sequence[Path], by: Sequence[str], test: str, bes
     ``peaks_*``: each method at its peak on each eval set (the paper's protocol: K, and the setting with
     ``best_setting``, are chosen on the split they are reported on). With ``select_on``, also
     ``selected_*``: K and setting chosen on that held-out eval set, the same way for every method, and
-    reported on every other eval set (:func:`certified_circuits.evaluation.selected_table`).
+    reported on every other eval set (:func:`certified_circuits.analysis.evaluation.selected_table`).
     Every row carries the class-level test (``test``) and the per-example paired test
-    (:mod:`certified_circuits.paired_tests`; the bootstrap is seeded with ``bootstrap_seed``); the
+    (:mod:`certified_circuits.analysis.paired_tests`; the bootstrap is seeded with ``bootstrap_seed``); the
     markers of the display tables come from the per-example test.
     """
     table = evaluation.read_sufficiency(inputs)
@@ -228,7 +229,7 @@ def radius_report(pairs: Sequence[tuple[Path, Path]], sufficiency: Sequence[Path
 
 
 def setting_tag(votes: Votes, certificates: Certificates) -> str:
-    from .contracts import setting_columns
+    from certified_circuits.core.contracts import setting_columns
 
     return setting_columns(votes, certificates)["setting"]
 

@@ -28,8 +28,8 @@ import math
 import numpy as np
 from scipy.special import bdtrc
 
-from .contracts import ABSTAIN, IN, Certificates, Votes
-from .validation import check_alpha, check_correction, check_count, check_p_del, check_tau
+from certified_circuits.core.contracts import ABSTAIN, IN, Certificates, Votes
+from certified_circuits.core.validation import check_alpha, check_correction, check_count, check_p_del, check_tau
 
 #: votes attributes copied into certificates (the settings that produced them)
 VOTES_SETTING_KEYS = ("p_del", "n0", "n", "seed", "n_examples", "scorer", "concept", "model", "experiment", "split")

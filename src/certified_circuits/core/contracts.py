@@ -1,8 +1,8 @@
 """The data types that pass between stages: attributions, votes and certificates (DESIGN.md section 5).
 
-Plain dataclasses over numpy arrays. The engine (:mod:`~certified_circuits.smoothing`,
-:mod:`~certified_circuits.certification`) produces and consumes them without knowing how they are
-stored; :mod:`~certified_circuits.store` writes and reads them as HDF5.
+Plain dataclasses over numpy arrays. The engine (:mod:`~certified_circuits.core.smoothing`,
+:mod:`~certified_circuits.core.certification`) produces and consumes them without knowing how they are
+stored; :mod:`~certified_circuits.storage.store` writes and reads them as HDF5.
 
 Settings travel with the data (``attrs``): votes carry p_del, n0, n, seed, scorer and concept;
 certificates carry those of their votes plus tau, alpha, correction and the radius, so every
@@ -70,7 +70,7 @@ def setting_columns(votes: Votes, certificates: Certificates) -> dict[str, Any]:
     the test's tau, alpha, correction, the certified radius, and ``setting``, the layout's name of the
     whole setting (``p0.6_n0100_n1000_s0/t0.95_a0.001_bonferroni``).
     """
-    from .layout import Setting
+    from certified_circuits.core.setting import Setting
 
     v, c = votes.attrs, certificates.attrs
     setting = Setting(p_del=float(v["p_del"]), n0=int(v["n0"]), n=int(v["n"]), seed=int(v["seed"]),
