@@ -135,7 +135,7 @@ def _check_scores(scores: np.ndarray, groups: np.ndarray, masks: np.ndarray) -> 
     return scores, groups, masks
 
 
-def _first_entry(values: np.ndarray, kept: np.ndarray) -> np.ndarray:
+def first_entry(values: np.ndarray, kept: np.ndarray) -> np.ndarray:
     """First position in a sorted K grid at which each component enters its sample's top-K circuit.
 
     Args:
@@ -204,7 +204,7 @@ def _entry_histogram(
 ) -> np.ndarray:
     """``H [U, nK + 1]``: (weighted) number of samples in which ``u`` first enters at the j-th smallest K.
 
-    Per chunk of samples: one matrix product gives every sample's dataset scores, :func:`_first_entry`
+    Per chunk of samples: one matrix product gives every sample's dataset scores, :func:`first_entry`
     the entry position of every (sample, component), and one ``bincount`` of
     ``component * (nK + 1) + entry`` the histogram. Empty sub-datasets give the empty circuit and
     contribute nothing.
@@ -221,7 +221,7 @@ def _entry_histogram(
         for g, members in enumerate(index.members):
             whole = members.size == n_components
             local = dataset_scores if whole else dataset_scores[:, members]
-            entry = _first_entry(local, kept_per_group[:, g])
+            entry = first_entry(local, kept_per_group[:, g])
             component = np.arange(n_components) if whole else members
             bins = (component * (n_k + 1))[None, :] + entry
             w = None if weights is None else np.repeat(weights[rows], members.size)
