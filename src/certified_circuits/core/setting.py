@@ -35,6 +35,18 @@ class Setting:
     """One certification setting: the votes' (p_del, n0, n, seed) and the test's (tau, alpha, correction).
 
     ``from_config`` takes a config ``certification`` block (any extra keys are ignored).
+
+    Attributes:
+        p_del: deletion probability of RS-Del, in (0, 1).
+        n0: number of selection sub-datasets (the guess of Algorithm 1), >= 1.
+        n: number of certification sub-datasets (the binomial test), >= 1.
+        seed: the seed of both mask streams, an integer in [0, 2**63).
+        tau: confidence threshold, in [0.5, 1); with p_del it fixes the radius (Theorem 1).
+        alpha: family-wise failure probability, in (0, 1).
+        correction: ``"bonferroni"`` (paper) or ``"holm"``.
+
+    Raises:
+        ValueError: on construction, for any value outside these ranges (the message names it).
     """
 
     p_del: float
@@ -44,6 +56,19 @@ class Setting:
     tau: float
     alpha: float
     correction: str
+
+    def __post_init__(self) -> None:
+        from certified_circuits.core.validation import check_alpha, check_correction, check_count, check_p_del, check_tau
+
+        check_p_del(self.p_del)
+        check_count("n0", self.n0, minimum=1)
+        check_count("n", self.n, minimum=1)
+        check_count("seed", self.seed, minimum=0)
+        if self.seed >= 2**63:
+            raise ValueError(f"seed={self.seed!r} is invalid: expected an integer in [0, 2**63)")
+        check_tau(self.tau)
+        check_alpha(self.alpha)
+        check_correction(self.correction)
 
     @classmethod
     def from_config(cls, block: Mapping[str, object], **changes: object) -> "Setting":

@@ -17,6 +17,8 @@ votes         ``k_grid`` float64 [nK]; ``baseline`` bool [nK, U]; ``selection_co
               n_examples, scorer.
 certificates  ``decision`` int8 [nK, U] in {1, 0, -1}; ``majority`` bool [nK, U]; ``pvalue`` float64
               [nK, U]; ``k_grid`` float64 [nK]; attrs: tau, alpha, correction, radius.
+certificate   the public API's :class:`certified_circuits.api.Certificate` (:func:`write_certificate`): the
+              union of votes and certificates, shape [U] or [nK, U], with every setting as attributes.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from __future__ import annotations
 import contextlib
 import os
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
 
 import h5py
 import numpy as np
@@ -32,6 +34,9 @@ import numpy as np
 from certified_circuits import __version__
 from certified_circuits.storage.atomic import atomic_path
 from certified_circuits.core.contracts import Attributions, Certificates, Votes
+
+if TYPE_CHECKING:  # pragma: no cover
+    from certified_circuits.api import Certificate
 
 STR_DTYPE = h5py.string_dtype(encoding="utf-8")
 
@@ -252,3 +257,81 @@ def read_certificates(path: str | os.PathLike) -> Certificates:
             if key not in certificates.attrs:
                 raise StoreError(f"{path}: attribute '{key}' is missing; rerun the certification stage")
         return certificates
+
+
+# --------------------------------------------------------------------------- certificate (public API)
+
+#: settings stored as attributes of a :class:`certified_circuits.api.Certificate` file
+SETTING_KEYS = ("p_del", "n0", "n", "seed", "tau", "alpha", "correction")
+
+
+def write_certificate(path: str | os.PathLike, certificate: "Certificate") -> Path:
+    """Write a :class:`certified_circuits.api.Certificate` atomically, settings included.
+
+    The file holds ``decision``, ``pvalue``, ``majority``, ``baseline``, ``selection_counts`` and
+    ``certification_counts`` (the certificate's shape, ``[U]`` or ``[nK, U]``), ``k_grid`` and ``groups``
+    when known, and attributes ``p_del, n0, n, seed, tau, alpha, correction, radius, n_examples`` plus
+    the certificate's own ``attrs``. With a K grid (and groups) it satisfies both the votes and the
+    certificates contracts above, so :func:`read_votes` and :func:`read_certificates` read it too.
+
+    Returns:
+        The path written.
+    """
+    shape = certificate.decision.shape
+    arrays = {"decision": certificate.decision.astype(np.int8), "pvalue": certificate.pvalue.astype(np.float64),
+              "majority": certificate.majority.astype(bool), "baseline": certificate.baseline.astype(bool),
+              "selection_counts": certificate.selection_counts.astype(np.int32),
+              "certification_counts": certificate.certification_counts.astype(np.int32)}
+    for name, data in arrays.items():
+        if data.shape != shape:
+            raise ValueError(f"certificate.{name} has shape {data.shape}, expected {shape}")
+    setting = certificate.setting
+    attrs = {**certificate.attrs, "package_version": __version__, "kind": "certificate",
+             **{key: getattr(setting, key) for key in SETTING_KEYS},
+             "radius": certificate.radius, "n_examples": int(certificate.n_examples)}
+    path = Path(path)
+    with atomic_path(path) as tmp:
+        with h5py.File(tmp, "w") as handle:
+            for name, data in arrays.items():
+                handle.create_dataset(name, data=data)
+            if certificate.k_grid is not None:
+                handle.create_dataset("k_grid", data=np.asarray(certificate.k_grid, dtype=np.float64))
+            if certificate.groups is not None:
+                handle.create_dataset("groups", data=np.asarray(certificate.groups, dtype=np.int32))
+            _write_attrs(handle, attrs)
+    return path
+
+
+def read_certificate(path: str | os.PathLike) -> "Certificate":
+    """Read and validate a file written by :func:`write_certificate`.
+
+    Raises:
+        StoreError: the file is missing, damaged, or not a certificate; the message names the fix.
+    """
+    from certified_circuits.api import Certificate
+    from certified_circuits.core.setting import Setting
+
+    producer = "certify_algorithm/certify_scores (Certificate.save)"
+    with _open_for_read(path, producer) as handle:
+        attrs = _read_attrs(handle)
+        missing = [key for key in (*SETTING_KEYS, "n_examples") if key not in attrs]
+        if missing:
+            raise StoreError(f"{path}: attributes {missing} are missing: not a file written by Certificate.save")
+        decision = _dataset(handle, "decision", "i", (None,) * handle["decision"].ndim, producer)
+        if decision.ndim not in (1, 2) or not np.isin(decision, (-1, 0, 1)).all():
+            raise StoreError(f"{path}: dataset 'decision' must be [U] or [nK, U] in {{1, 0, -1}}")
+        shape = decision.shape
+        k_grid = _dataset(handle, "k_grid", "f", (shape[0],), producer) if "k_grid" in handle else None
+        groups = _dataset(handle, "groups", "iu", (shape[-1],), producer) if "groups" in handle else None
+        setting = Setting(**{key: attrs.pop(key) for key in SETTING_KEYS})
+        n_examples = int(attrs.pop("n_examples"))
+        for key in ("radius", "package_version", "kind"):
+            attrs.pop(key, None)
+        return Certificate(
+            decision=decision.astype(np.int8),
+            pvalue=_dataset(handle, "pvalue", "f", shape, producer),
+            selection_counts=_dataset(handle, "selection_counts", "iu", shape, producer).astype(np.int32),
+            certification_counts=_dataset(handle, "certification_counts", "iu", shape, producer).astype(np.int32),
+            majority=_dataset(handle, "majority", "b", shape, producer),
+            baseline=_dataset(handle, "baseline", "b", shape, producer),
+            setting=setting, n_examples=n_examples, k_grid=k_grid, groups=groups, attrs=attrs)

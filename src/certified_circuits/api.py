@@ -1,0 +1,274 @@
+"""The public API: certify any circuit-discovery algorithm (paper Sec. 3, Algorithms 1 and 2).
+
+Two entry points, one result type:
+
+- :func:`certify_algorithm` wraps a **black-box** discovery algorithm ``A``: it draws the two
+  independent deletion-mask streams of Algorithm 1 from ``setting.seed``, runs ``A`` on every
+  sub-dataset ``D ⊙ eps`` (the paper's naive ``Sample``), counts the votes and certifies every component
+  with the one-sided binomial test under family-wise error control.
+- :func:`certify_scores` is the cached path for the paper's own base algorithm: ``A`` ranks the
+  components by the mean of per-example scores and keeps the top-K per group. It computes exactly
+  the same votes as ``certify_algorithm(TopKDiscovery(...))`` in one matrix product per chunk of masks.
+
+Both return a :class:`Certificate`. Every certified label (1 in, 0 out) is invariant to any
+``r = floor(log(1.5 - tau) / log(p_del))`` insertions, deletions or substitutions of examples
+(Theorem 1), with probability at least ``1 - alpha`` over the masks for all components jointly.
+
+This module imports numpy and scipy only; ``Certificate.save``/``load`` import h5py when called.
+See docs/architecture.md for where this sits among the package's layers.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from certified_circuits.core.certification import certified_radius, certify_with_pvalues, majority_vote
+from certified_circuits.core.contracts import ABSTAIN, IN, OUT
+from certified_circuits.core.setting import Setting
+from certified_circuits.core.smoothing import compute_votes, selection_and_certification_masks
+from certified_circuits.core.validation import check_count
+
+#: ``algorithm(kept_indices) -> bool circuit``: the black-box discovery algorithm A of the paper.
+Algorithm = Callable[[np.ndarray], Any]
+
+__all__ = ["Algorithm", "Certificate", "certify_algorithm", "certify_scores", "sample_votes"]
+
+
+@dataclass(frozen=True)
+class Certificate:
+    """Certified decisions of one concept's circuit (Algorithm 1), with the votes they came from.
+
+    Attributes:
+        decision: int8, the algorithm's output shape (``[U]`` or ``[nK, U]``): 1 certified in,
+            0 certified out, -1 abstain.
+        pvalue: float64, same shape: the binomial p-value of each component's test (before correction).
+        selection_counts: int32, same shape: votes among the ``n0`` selection sub-datasets.
+        certification_counts: int32, same shape: votes among the ``n`` certification sub-datasets.
+        majority: bool, same shape: the majority vote over all ``n0 + n`` sub-datasets (App. D).
+        baseline: bool, same shape: the algorithm on the full dataset (the uncertified circuit).
+        setting: the :class:`~certified_circuits.core.setting.Setting` that produced it.
+        n_examples: ``|D|``, the size of the concept dataset.
+        k_grid: the K grid of the leading axis, or None when the algorithm returns one circuit ``[U]``.
+        groups: int ``[U]`` group (layer) ids, when known (:func:`certify_scores`), else None.
+        attrs: free-form labels (concept, scorer, model, ...) saved with the file.
+    """
+
+    decision: np.ndarray
+    pvalue: np.ndarray
+    selection_counts: np.ndarray
+    certification_counts: np.ndarray
+    majority: np.ndarray
+    baseline: np.ndarray
+    setting: Setting
+    n_examples: int
+    k_grid: np.ndarray | None = None
+    groups: np.ndarray | None = None
+    attrs: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def radius(self) -> int:
+        """Certified radius ``r = floor(log(1.5 - tau) / log(p_del))`` (Theorem 1)."""
+        return certified_radius(self.setting.tau, self.setting.p_del)
+
+    @property
+    def certified_in(self) -> np.ndarray:
+        """bool: components certified in the circuit (the certified circuit; abstentions dropped)."""
+        return self.decision == IN
+
+    @property
+    def certified_out(self) -> np.ndarray:
+        """bool: components certified out of the circuit."""
+        return self.decision == OUT
+
+    @property
+    def abstained(self) -> np.ndarray:
+        """bool: components the test could not certify either way."""
+        return self.decision == ABSTAIN
+
+    def save(self, path: str | os.PathLike) -> Path:
+        """Write this certificate to HDF5, atomically (:func:`certified_circuits.storage.store.write_certificate`).
+
+        A certificate with a K grid is also a valid votes file and a valid certificates file of the
+        workflow, so the ``report-*`` stages read it as they read their own.
+
+        Returns:
+            The path written.
+        """
+        from certified_circuits.storage.store import write_certificate
+
+        return write_certificate(path, self)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> "Certificate":
+        """Read a certificate written by :meth:`save`; its setting comes from the file's attributes."""
+        from certified_circuits.storage.store import read_certificate
+
+        return read_certificate(path)
+
+
+def _circuit(output: Any, shape: tuple[int, ...] | None, call: str) -> np.ndarray:
+    """Check one output of the algorithm: a boolean (or 0/1) array of the same shape every call."""
+    circuit = np.asarray(output)
+    if circuit.ndim not in (1, 2) or circuit.size == 0:
+        raise ValueError(f"the algorithm returned shape {circuit.shape} on {call}: it must return a bool "
+                         "circuit [U] (one circuit) or [nK, U] (one per K)")
+    if circuit.dtype != bool:
+        if not np.isin(circuit, (0, 1)).all():
+            raise ValueError(f"the algorithm returned values other than 0/1 on {call}: return a bool mask "
+                             "(True keeps a component in the circuit), not scores")
+        circuit = circuit.astype(bool)
+    if shape is not None and circuit.shape != shape:
+        raise ValueError(f"the algorithm returned shape {circuit.shape} on {call} but {shape} before: "
+                         "it must return the same components every time")
+    return circuit
+
+
+def _count_chunk(algorithm: Algorithm, masks: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """Votes of one chunk of masks (runs in a worker process when ``workers > 1``)."""
+    counts = np.zeros(shape, dtype=np.int64)
+    for s in range(masks.shape[0]):
+        counts += _circuit(algorithm(np.flatnonzero(masks[s])), shape, f"sub-dataset {s} of a chunk")
+    return counts
+
+
+def sample_votes(algorithm: Algorithm, masks: np.ndarray, shape: tuple[int, ...], *, workers: int = 1,
+                 progress: bool = True, desc: str = "sub-datasets") -> np.ndarray:
+    """Algorithm 2 (``Sample``), naive: ``sum_s A(D ⊙ eps_s)`` over the rows of ``masks``.
+
+    Args:
+        algorithm: ``A(kept_indices) -> bool circuit`` of ``shape``.
+        masks: bool ``[n_samples, n_examples]``, True keeps an example.
+        shape: the circuit shape (from the algorithm's output on the full dataset).
+        workers: processes to run sub-datasets in (1: this process). With ``workers > 1`` the algorithm
+            must be picklable (a module-level function or an instance of a module-level class); the
+            processes are started with ``spawn`` (safe with torch and CUDA). Counts are integer sums, so
+            they do not depend on ``workers``.
+        progress: a tqdm bar on stderr.
+        desc: the bar's label.
+
+    Returns:
+        int32 counts of ``shape``: how many sub-datasets put each component in the circuit.
+    """
+    from tqdm.auto import tqdm
+
+    workers = check_count("workers", workers, minimum=1)
+    n_samples = masks.shape[0]
+    bar = tqdm(total=n_samples, desc=desc, unit="sub-dataset", disable=not progress)
+    counts = np.zeros(shape, dtype=np.int64)
+    try:
+        if workers == 1:
+            for s in range(n_samples):
+                counts += _circuit(algorithm(np.flatnonzero(masks[s])), shape, f"sub-dataset {s}")
+                bar.update(1)
+        else:
+            import multiprocessing
+            from concurrent.futures import ProcessPoolExecutor, as_completed
+
+            size = max(1, -(-n_samples // (4 * workers)))  # ~4 chunks per worker: balance and a live bar
+            chunks = [masks[i:i + size] for i in range(0, n_samples, size)]
+            with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+                futures = {pool.submit(_count_chunk, algorithm, chunk, shape): len(chunk) for chunk in chunks}
+                for future in as_completed(futures):
+                    counts += future.result()
+                    bar.update(futures[future])
+    finally:
+        bar.close()
+    return counts.astype(np.int32)
+
+
+def _check_setting(setting: Setting) -> Setting:
+    if not isinstance(setting, Setting):
+        raise TypeError(f"setting must be a certified_circuits.Setting, got {type(setting).__name__}: "
+                        "cc.Setting(p_del=..., n0=..., n=..., seed=..., tau=..., alpha=..., correction=...)")
+    return setting
+
+
+def certify_algorithm(algorithm: Algorithm, n_examples: int, setting: Setting, *, k_grid: Any = None,
+                      workers: int = 1, progress: bool = True, attrs: dict[str, Any] | None = None) -> Certificate:
+    """Certify the circuit of any black-box discovery algorithm (Algorithm 1 around Algorithm 2).
+
+    The selection masks (``n0``) and certification masks (``n``) are the two independent children of
+    ``SeedSequence(setting.seed)`` (:func:`~certified_circuits.core.smoothing.selection_and_certification_masks`);
+    each keeps every example with probability ``1 - p_del``. ``A`` runs once on the full dataset (the
+    baseline) and once per mask. For each component ``u`` the selection votes pick the guess
+    (in if ``c0_u > n0 / 2``), and the test rejects ``H0: P(A agrees with the guess) < tau`` when the
+    binomial tail ``P(Bin(n, tau) >= c_u)`` (``c_u``: agreeing certification votes) is at most ``alpha``
+    after the ``setting.correction`` (Bonferroni over all components of each K, or Holm).
+
+    Args:
+        algorithm: ``A(kept_indices) -> bool circuit``. ``kept_indices`` are the int indices (ascending)
+            of the examples a sub-dataset keeps (possibly none); the circuit is bool ``[U]`` or ``[nK, U]``
+            and has the same shape every call.
+        n_examples: ``|D|``.
+        setting: p_del, n0, n, seed of the votes and tau, alpha, correction of the test.
+        k_grid: labels of the leading axis when the algorithm returns ``[nK, U]`` (optional; saved with
+            the certificate).
+        workers: processes for the sub-datasets (see :func:`sample_votes`).
+        progress: progress bars on stderr.
+        attrs: labels saved with the certificate (concept, model, ...).
+
+    Returns:
+        The :class:`Certificate`; ``decision`` has the algorithm's output shape.
+    """
+    setting = _check_setting(setting)
+    n_examples = check_count("n_examples", n_examples, minimum=1)
+    selection_masks, certification_masks = selection_and_certification_masks(
+        n_examples, setting.n0, setting.n, setting.p_del, setting.seed)
+    baseline = _circuit(algorithm(np.arange(n_examples)), None, "the full dataset")
+    if k_grid is not None:
+        k_grid = np.asarray(k_grid, dtype=np.float64)
+        if baseline.ndim != 2 or k_grid.shape != (baseline.shape[0],):
+            raise ValueError(f"k_grid has {k_grid.size} values but the algorithm returns shape {baseline.shape}: "
+                             "give one K per row of [nK, U]")
+    run = dict(workers=workers, progress=progress)
+    selection = sample_votes(algorithm, selection_masks, baseline.shape, desc="selection (n0)", **run)
+    certification = sample_votes(algorithm, certification_masks, baseline.shape, desc="certification (n)", **run)
+    return _certificate(selection, certification, baseline, setting, n_examples, k_grid, None, attrs)
+
+
+def certify_scores(scores: Any, groups: Any, k_grid: Any, setting: Setting, *, absolute: bool = False,
+                   device: Any = None, attrs: dict[str, Any] | None = None) -> Certificate:
+    """Certify top-K circuits of per-example scores: the paper's cached path (App. D).
+
+    The base algorithm is ``A_K(D') = top-K per group of mean_{i in D'} S_i`` (``|.|`` of the mean when
+    ``absolute``: EAP-IG's ranking), i.e. :class:`~certified_circuits.core.discovery.TopKDiscovery`;
+    the decisions equal ``certify_algorithm(TopKDiscovery(scores, groups, k_grid, absolute),
+    len(scores), setting, k_grid=k_grid)`` exactly, computed without a Python loop over sub-datasets.
+
+    Args:
+        scores: float ``[N, U]`` per-example component scores (numpy, or a torch tensor: counted on its device).
+        groups: int ``[U]`` group (layer) of each component; K is a fraction of each group.
+        k_grid: fractions in (0, 1].
+        setting: the certification setting.
+        absolute: rank by the absolute mean score.
+        device: where to count votes (None: follow the scores; ``"auto"``: CUDA when available).
+        attrs: labels saved with the certificate.
+
+    Returns:
+        The :class:`Certificate`, ``decision`` of shape ``[len(k_grid), U]``.
+    """
+    setting = _check_setting(setting)
+    votes = compute_votes(scores, groups, k_grid, setting.p_del, setting.n0, setting.n, setting.seed,
+                          absolute=absolute, device=device)
+    return _certificate(votes.selection_counts, votes.certification_counts, votes.baseline, setting,
+                        int(votes.attrs["n_examples"]), votes.k_grid, votes.groups,
+                        {"absolute": bool(absolute), **(attrs or {})})
+
+
+def _certificate(selection: np.ndarray, certification: np.ndarray, baseline: np.ndarray, setting: Setting,
+                 n_examples: int, k_grid: np.ndarray | None, groups: np.ndarray | None,
+                 attrs: dict[str, Any] | None) -> Certificate:
+    """Algorithm 1 on the counts, plus the majority vote at identical compute."""
+    decision, pvalue = certify_with_pvalues(selection, certification, setting.n0, setting.n, setting.tau,
+                                            setting.alpha, setting.correction)
+    return Certificate(decision=decision, pvalue=pvalue, selection_counts=selection.astype(np.int32),
+                       certification_counts=certification.astype(np.int32),
+                       majority=majority_vote(selection, certification, setting.n0, setting.n),
+                       baseline=baseline.astype(bool), setting=setting, n_examples=int(n_examples),
+                       k_grid=k_grid, groups=groups, attrs=dict(attrs or {}))
+
