@@ -145,3 +145,22 @@ def test_corrupt_bytes_give_a_store_error_naming_the_file(tmp_path: Path) -> Non
             assert str(damaged) in str(error) and "rerun" in str(error)
             detected += 1
     assert detected >= 5
+
+
+@pytest.mark.parametrize("bad", [[0.5, float("nan")], [0.5, 7.0], [0.0, 0.5]])
+def test_a_votes_file_with_an_invalid_k_grid_is_rejected_before_certification(tmp_path: Path, bad) -> None:
+    """Bug report: ``certify`` accepted a votes file whose k_grid held NaN and 7.0."""
+    from certified_circuits.cli.main import main
+
+    votes = compute_votes(np.random.default_rng(0).normal(size=(6, 4)), np.zeros(4, int), [0.5, 1.0],
+                          p_del=0.5, n0=5, n=20, seed=0)
+    path = write_votes(tmp_path / "v.h5", votes)
+    with h5py.File(path, "r+") as handle:
+        handle["k_grid"][...] = np.array(bad)
+    with pytest.raises(StoreError, match=r"dataset 'k_grid' is invalid .*\(0, 1\]"):
+        read_votes(path)
+    out = tmp_path / "c.h5"
+    with pytest.raises(SystemExit) as exit_info:
+        main(["certify", "--votes", str(path), "--tau", "0.9", "--alpha", "0.01", "--out", str(out)])
+    assert exit_info.value.code == 2
+    assert not out.exists()

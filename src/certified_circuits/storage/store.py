@@ -34,6 +34,7 @@ import numpy as np
 from certified_circuits import __version__
 from certified_circuits.storage.atomic import atomic_path
 from certified_circuits.core.contracts import Attributions, Certificates, Votes
+from certified_circuits.core.validation import check_k_grid
 
 if TYPE_CHECKING:  # pragma: no cover
     from certified_circuits.api import Certificate
@@ -111,6 +112,17 @@ def _dataset(handle: h5py.File, name: str, kind: str, shape: tuple[int | None, .
         want = "[" + ", ".join("*" if s is None else str(s) for s in shape) + "]"
         raise StoreError(f"{where} has shape {list(data.shape)}, expected {want}")
     return data
+
+
+def _k_grid(handle: h5py.File, producer: str) -> np.ndarray:
+    """The ``k_grid`` dataset, checked like a configured grid: finite fractions in (0, 1]."""
+    k_grid = _dataset(handle, "k_grid", "f", (None,), producer)
+    try:
+        check_k_grid(k_grid)
+    except ValueError as exc:
+        raise StoreError(f"{handle.filename}: dataset 'k_grid' is invalid ({exc}); the file is damaged or was "
+                         f"not written by the {producer} stage: delete it and rerun that stage") from exc
+    return k_grid
 
 
 # --------------------------------------------------------------------------- attributions
@@ -201,7 +213,7 @@ def read_votes(path: str | os.PathLike) -> Votes:
     """Read and validate a votes file."""
     producer = "votes"
     with _open_for_read(path, producer) as handle:
-        k_grid = _dataset(handle, "k_grid", "f", (None,), producer)
+        k_grid = _k_grid(handle, producer)
         selection = _dataset(handle, "selection_counts", "iu", (k_grid.shape[0], None), producer)
         shape = selection.shape
         votes = Votes(
@@ -242,7 +254,7 @@ def read_certificates(path: str | os.PathLike) -> Certificates:
     """Read and validate a certificates file."""
     producer = "certification"
     with _open_for_read(path, producer) as handle:
-        k_grid = _dataset(handle, "k_grid", "f", (None,), producer)
+        k_grid = _k_grid(handle, producer)
         decision = _dataset(handle, "decision", "i", (k_grid.shape[0], None), producer)
         if decision.size and not np.isin(decision, (-1, 0, 1)).all():
             raise StoreError(f"{path}: dataset 'decision' holds values outside {{1, 0, -1}}; rerun certification")
