@@ -164,3 +164,38 @@ def test_a_votes_file_with_an_invalid_k_grid_is_rejected_before_certification(tm
         main(["certify", "--votes", str(path), "--tau", "0.9", "--alpha", "0.01", "--out", str(out)])
     assert exit_info.value.code == 2
     assert not out.exists()
+
+
+def test_attributions_record_each_scorers_ranking(tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    common = dict(groups=np.zeros(3, int), names=["a", "b", "c"], example_ids=["x", "y"], attrs={})
+    path = write_attributions(tmp_path / "a.h5", scores={"eap_ig": rng.normal(size=(2, 3)), "act": rng.random((2, 3))},
+                              rankings={"eap_ig": "absolute"}, **common)
+    loaded = read_attributions(path)
+    assert loaded.rankings == {"eap_ig": "absolute", "act": "signed"}
+    assert loaded.absolute("eap_ig") and not loaded.absolute("act")
+    with pytest.raises(ValueError, match="'signed' .* or 'absolute'"):
+        write_attributions(tmp_path / "b.h5", scores={"s": rng.normal(size=(2, 3))}, rankings={"s": "abs"}, **common)
+    with pytest.raises(ValueError, match="no scores"):
+        write_attributions(tmp_path / "b.h5", scores={"s": rng.normal(size=(2, 3))}, rankings={"t": "signed"}, **common)
+    with h5py.File(path, "r+") as handle:  # a file of an older version: no ranking recorded
+        del handle["scores/eap_ig"].attrs["ranking"]
+    with pytest.raises(StoreError, match="ranking convention.*rerun the attribution stage"):
+        read_attributions(path)
+
+
+def test_votes_rank_as_the_attribution_file_says(tmp_path: Path) -> None:
+    """Votes of an 'absolute' scorer rank |mean|: a strongly negative component is in the top-1 circuit."""
+    from certified_circuits.cli.main import main
+    from certified_circuits.storage.store import read_votes
+
+    scores = np.tile([[-5.0, 1.0, 0.5, 0.2]], (4, 1))
+    common = dict(groups=np.zeros(4, int), names=list("abcd"), example_ids=list("wxyz"), attrs={"concept": "c"})
+    baselines = {}
+    for ranking in ("signed", "absolute"):
+        path = write_attributions(tmp_path / f"{ranking}.h5", scores={"s": scores}, rankings={"s": ranking}, **common)
+        out = tmp_path / f"{ranking}_votes.h5"
+        assert main(["votes", "--attributions", str(path), "--scorer", "s", "--k-grid", "0.25", "--p-del", "0.5",
+                     "--n0", "5", "--n", "10", "--out", str(out)]) == 0
+        baselines[ranking] = read_votes(out).baseline[0].tolist()
+    assert baselines == {"signed": [False, True, False, False], "absolute": [True, False, False, False]}

@@ -155,7 +155,7 @@ def _attribute_arguments(p: argparse.ArgumentParser) -> None:
 def _cmd_attribute(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from certified_circuits.language.eap_ig import eap_ig_scores
+    from certified_circuits.language.eap_ig import RANKING, eap_ig_scores
     from certified_circuits.language.models import load_language_model
     from certified_circuits.language.tasks import read_jsonl
     from certified_circuits.language.tokenizer import encode_examples
@@ -181,7 +181,7 @@ def _cmd_attribute(args: argparse.Namespace) -> int:
          "integration": args.integration,
          "metric": "logit(answer) - logit(distractor), last position, per example",
          "n_layers": g.n_layers, "n_heads": g.n_heads, "seconds": time.time() - t0},
-        extras={"answer_token": batch.answer, "distractor_token": batch.distractor})
+        extras={"answer_token": batch.answer, "distractor_token": batch.distractor}, rankings={"eap_ig": RANKING})
     log.info("language-attribute: %d x %d EAP-IG scores -> %s", scores.shape[0], scores.shape[1], args.out)
     return 0
 

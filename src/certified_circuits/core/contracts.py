@@ -30,6 +30,12 @@ class Attributions:
     example_ids: list[str]
     attrs: dict[str, Any] = field(default_factory=dict)
     extras: dict[str, np.ndarray] = field(default_factory=dict)
+    #: scorer -> ranking convention of its base algorithm (``signed`` | ``absolute``, core.discovery.RANKINGS)
+    rankings: dict[str, str] = field(default_factory=dict)
+
+    def absolute(self, scorer: str) -> bool:
+        """Whether ``scorer``'s base algorithm ranks by the absolute mean score (EAP-IG) or the signed one."""
+        return self.rankings.get(scorer, "signed") == "absolute"
 
     @property
     def n_examples(self) -> int:

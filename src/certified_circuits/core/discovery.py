@@ -24,6 +24,11 @@ Empty sub-dataset
 Effective K
     The paper reports the *effective* size of a circuit as the fraction of components kept, averaged
     over groups (layers): :func:`effective_k`.
+Ranking convention
+    Every base algorithm names how it ranks a dataset score (:data:`RANKINGS`): ``signed`` (the mean
+    score itself: the vision scorers) or ``absolute`` (``|mean|``: EAP-IG). The attribution file
+    records it per score matrix (:func:`certified_circuits.storage.store.write_attributions`), and the
+    votes stage reads it from there, so no rule or flag special-cases a scorer.
 """
 
 from __future__ import annotations
@@ -33,6 +38,17 @@ from dataclasses import dataclass
 import numpy as np
 
 from certified_circuits.core.validation import check_k_grid
+
+#: how a base algorithm ranks a component's dataset score: by its value, or by its absolute value
+RANKINGS: tuple[str, ...] = ("signed", "absolute")
+
+
+def check_ranking(ranking: str, where: str = "ranking") -> str:
+    """A ranking convention, one of :data:`RANKINGS` (``ValueError`` naming ``where`` otherwise)."""
+    if ranking not in RANKINGS:
+        raise ValueError(f"{where}={ranking!r} is invalid: a base algorithm ranks 'signed' (mean score) or "
+                         "'absolute' (|mean score|, EAP-IG)")
+    return ranking
 
 _ROUND_GUARD = 1e-9
 

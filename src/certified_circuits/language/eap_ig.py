@@ -54,6 +54,9 @@ from certified_circuits.language.tokenizer import EncodedBatch
 INTEGRATIONS = ("reference", "endpoint")
 
 
+#: EAP-IG's ranking convention (hannamw/EAP-IG top-n): edges by |mean score|, never the mean of |scores|
+RANKING = "absolute"
+
 def metric_per_example(logits_last: torch.Tensor, answer: torch.Tensor, distractor: torch.Tensor) -> torch.Tensor:
     """logit(answer) - logit(distractor) per example, [B]."""
     return logits_last.gather(1, answer[:, None])[:, 0] - logits_last.gather(1, distractor[:, None])[:, 0]

@@ -9,7 +9,8 @@ kind and shape, and raises :class:`StoreError` naming the file, what is wrong an
 
 Contracts
 ---------
-attributions  ``scores/{scorer}`` float32 [n_examples, U]; ``components/group`` int32 [U];
+attributions  ``scores/{scorer}`` float32 [n_examples, U] with attribute ``ranking`` (signed | absolute: how
+              its base algorithm ranks the mean score); ``components/group`` int32 [U];
               ``components/name`` str [U]; ``examples/id`` str [n_examples]; optional
               ``extras/{name}``; attrs: model, dataset, split, concept, package version, config digest.
 votes         ``k_grid`` float64 [nK]; ``baseline`` bool [nK, U]; ``selection_counts`` and
@@ -34,6 +35,7 @@ import numpy as np
 from certified_circuits import __version__
 from certified_circuits.storage.atomic import atomic_path
 from certified_circuits.core.contracts import Attributions, Certificates, Votes
+from certified_circuits.core.discovery import RANKINGS
 from certified_circuits.core.validation import check_k_grid
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -136,8 +138,31 @@ def write_attributions(
     example_ids: Sequence[str],
     attrs: Mapping[str, Any],
     extras: Mapping[str, np.ndarray] | None = None,
+    rankings: Mapping[str, str] | None = None,
 ) -> Path:
-    """Write the attribution contract atomically; returns ``path``."""
+    """Write the attribution contract atomically.
+
+    Args:
+        path: the HDF5 file to write.
+        scores: scorer name -> float ``[n_examples, n_components]`` per-example scores.
+        groups: int ``[n_components]`` group (layer) of each component.
+        names: component names; example_ids: example names.
+        attrs: labels (model, concept, split, ...), written as file attributes.
+        extras: further named arrays (``extras/{name}``).
+        rankings: scorer -> ranking convention of its base algorithm (``signed`` | ``absolute``,
+            :data:`certified_circuits.core.discovery.RANKINGS`), written as the ``ranking`` attribute of
+            ``scores/{scorer}``; a scorer not named ranks ``signed``.
+
+    Returns:
+        ``path``.
+    """
+    from certified_circuits.core.discovery import check_ranking
+
+    unknown = sorted(set(rankings or {}) - set(scores))
+    if unknown:
+        raise ValueError(f"rankings name scorers {unknown} that have no scores: name only {sorted(scores)}")
+    rankings = {scorer: check_ranking((rankings or {}).get(scorer, "signed"), f"rankings[{scorer!r}]")
+                for scorer in scores}
     groups = np.asarray(groups)
     n_components, n_examples = groups.shape[0], len(example_ids)
     if not scores:
@@ -153,7 +178,8 @@ def write_attributions(
     with atomic_path(path) as tmp:
         with h5py.File(tmp, "w") as handle:
             for scorer, matrix in scores.items():
-                handle.create_dataset(f"scores/{scorer}", data=np.asarray(matrix, dtype=np.float32))
+                dataset = handle.create_dataset(f"scores/{scorer}", data=np.asarray(matrix, dtype=np.float32))
+                dataset.attrs["ranking"] = rankings[scorer]
             handle.create_dataset("components/group", data=groups.astype(np.int32))
             handle.create_dataset("components/name", data=np.asarray(list(names), dtype=object), dtype=STR_DTYPE)
             handle.create_dataset("examples/id", data=np.asarray(list(example_ids), dtype=object), dtype=STR_DTYPE)
@@ -178,7 +204,15 @@ def read_attributions(path: str | os.PathLike) -> Attributions:
             for scorer in handle["scores"]
         }
         extras = {name: np.asarray(handle[f"extras/{name}"][()]) for name in handle.get("extras", {})}
+        rankings = {}
+        for scorer in scores:
+            ranking = handle[f"scores/{scorer}"].attrs.get("ranking")
+            if ranking not in RANKINGS:
+                raise StoreError(f"{path}: scores/{scorer} does not record its ranking convention ('signed' or "
+                                 "'absolute'); it was written by an older version: rerun the attribution stage")
+            rankings[scorer] = str(ranking)
         return Attributions(
+            rankings=rankings,
             scores=scores,
             groups=groups.astype(np.int32),
             names=list(names),
