@@ -108,7 +108,8 @@ class Certificate:
         """Read a certificate written by :meth:`save`; its setting comes from the file's attributes."""
         from certified_circuits.storage.store import read_certificate
 
-        return read_certificate(path)
+        fields = read_certificate(path)
+        return cls(**{**fields, "setting": Setting(**fields["setting"])})
 
 
 def _circuit(output: Any, shape: tuple[int, ...] | None, call: str) -> np.ndarray:

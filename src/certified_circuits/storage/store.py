@@ -27,7 +27,7 @@ from __future__ import annotations
 import contextlib
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 import h5py
 import numpy as np
@@ -37,9 +37,6 @@ from certified_circuits.storage.atomic import atomic_path
 from certified_circuits.core.contracts import Attributions, Certificates, Votes
 from certified_circuits.core.discovery import RANKINGS
 from certified_circuits.core.validation import check_k_grid
-
-if TYPE_CHECKING:  # pragma: no cover
-    from certified_circuits.api import Certificate
 
 STR_DTYPE = h5py.string_dtype(encoding="utf-8")
 
@@ -311,8 +308,8 @@ def read_certificates(path: str | os.PathLike) -> Certificates:
 SETTING_KEYS = ("p_del", "n0", "n", "seed", "tau", "alpha", "correction")
 
 
-def write_certificate(path: str | os.PathLike, certificate: "Certificate") -> Path:
-    """Write a :class:`certified_circuits.api.Certificate` atomically, settings included.
+def write_certificate(path: str | os.PathLike, certificate: Any) -> Path:
+    """Write a :class:`certified_circuits.api.Certificate` atomically, settings included (``cert.save``).
 
     The file holds ``decision``, ``pvalue``, ``majority``, ``baseline``, ``selection_counts`` and
     ``certification_counts`` (the certificate's shape, ``[U]`` or ``[nK, U]``), ``k_grid`` and ``groups``
@@ -348,36 +345,41 @@ def write_certificate(path: str | os.PathLike, certificate: "Certificate") -> Pa
     return path
 
 
-def read_certificate(path: str | os.PathLike) -> "Certificate":
+def read_certificate(path: str | os.PathLike) -> dict[str, Any]:
     """Read and validate a file written by :func:`write_certificate`.
+
+    Returns:
+        The fields of :class:`certified_circuits.api.Certificate` (``Certificate.load`` builds it):
+        the six arrays, ``setting`` (a dict of the :data:`SETTING_KEYS`), ``n_examples``, ``k_grid``
+        and ``groups`` (None when absent) and ``attrs`` (the caller's labels).
 
     Raises:
         StoreError: the file is missing, damaged, or not a certificate; the message names the fix.
     """
-    from certified_circuits.api import Certificate
-    from certified_circuits.core.setting import Setting
-
     producer = "certify_algorithm/certify_scores (Certificate.save)"
     with _open_for_read(path, producer) as handle:
         attrs = _read_attrs(handle)
         missing = [key for key in (*SETTING_KEYS, "n_examples") if key not in attrs]
-        if missing:
-            raise StoreError(f"{path}: attributes {missing} are missing: not a file written by Certificate.save")
+        if missing or "decision" not in handle:
+            raise StoreError(f"{path}: not a file written by Certificate.save (missing {missing or ['decision']}); "
+                             "write it with cert.save(path)")
         decision = _dataset(handle, "decision", "i", (None,) * handle["decision"].ndim, producer)
         if decision.ndim not in (1, 2) or not np.isin(decision, (-1, 0, 1)).all():
             raise StoreError(f"{path}: dataset 'decision' must be [U] or [nK, U] in {{1, 0, -1}}")
         shape = decision.shape
-        k_grid = _dataset(handle, "k_grid", "f", (shape[0],), producer) if "k_grid" in handle else None
-        groups = _dataset(handle, "groups", "iu", (shape[-1],), producer) if "groups" in handle else None
-        setting = Setting(**{key: attrs.pop(key) for key in SETTING_KEYS})
-        n_examples = int(attrs.pop("n_examples"))
+        fields: dict[str, Any] = {
+            "decision": decision.astype(np.int8),
+            "pvalue": _dataset(handle, "pvalue", "f", shape, producer),
+            "selection_counts": _dataset(handle, "selection_counts", "iu", shape, producer).astype(np.int32),
+            "certification_counts": _dataset(handle, "certification_counts", "iu", shape, producer).astype(np.int32),
+            "majority": _dataset(handle, "majority", "b", shape, producer),
+            "baseline": _dataset(handle, "baseline", "b", shape, producer),
+            "k_grid": _dataset(handle, "k_grid", "f", (shape[0],), producer) if "k_grid" in handle else None,
+            "groups": _dataset(handle, "groups", "iu", (shape[-1],), producer) if "groups" in handle else None,
+            "setting": {key: attrs.pop(key) for key in SETTING_KEYS},
+            "n_examples": int(attrs.pop("n_examples")),
+        }
         for key in ("radius", "package_version", "kind"):
             attrs.pop(key, None)
-        return Certificate(
-            decision=decision.astype(np.int8),
-            pvalue=_dataset(handle, "pvalue", "f", shape, producer),
-            selection_counts=_dataset(handle, "selection_counts", "iu", shape, producer).astype(np.int32),
-            certification_counts=_dataset(handle, "certification_counts", "iu", shape, producer).astype(np.int32),
-            majority=_dataset(handle, "majority", "b", shape, producer),
-            baseline=_dataset(handle, "baseline", "b", shape, producer),
-            setting=setting, n_examples=n_examples, k_grid=k_grid, groups=groups, attrs=attrs)
+        fields["attrs"] = attrs
+        return fields

@@ -1,0 +1,127 @@
+"""The layer rules of docs/architecture.md, checked on every import of every module (parsed, not run).
+
+- each layer imports only the layers the table allows (function-level imports included);
+- no module imports a private name (``_x``) of another module of the package;
+- the module-level import graph has no cycle.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "src" / "certified_circuits"
+ROOT = "certified_circuits"
+
+#: layer -> the layers it may import (its own included). ``certified_circuits`` itself (the root: version,
+#: process start, the public API) is importable from everywhere for its metadata.
+ALLOWED: dict[str, set[str]] = {
+    "core": {"core"},
+    "api": {"core", "storage"},
+    "storage": {"core", "storage"},
+    "analysis": {"core", "storage", "analysis"},
+    "reports": {"core", "storage", "analysis", "reports"},
+    "vision": {"core", "storage", "analysis", "vision"},
+    "language": {"core", "storage", "analysis", "language"},
+    "pipeline": {"core", "storage", "analysis", "reports", "vision", "language", "pipeline", "api"},
+    "cli": {"core", "storage", "analysis", "reports", "vision", "language", "pipeline", "cli", "api"},
+    "__init__": {"core", "api"},
+}
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        found[".".join(parts)] = path
+    return found
+
+
+def _layer(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def _imports(path: Path, top_level_only: bool = False) -> list[tuple[str, list[str], int]]:
+    """(imported module, imported names, line) for every import of the package in ``path``."""
+    tree = ast.parse(path.read_text(), str(path))
+    nodes = tree.body if top_level_only else list(ast.walk(tree))
+    if top_level_only:  # module level includes `if TYPE_CHECKING:` blocks? no: they do not run
+        nodes = [n for n in nodes if isinstance(n, (ast.Import, ast.ImportFrom))]
+    out = []
+    for node in nodes:
+        if isinstance(node, ast.Import):
+            out += [(a.name, [], node.lineno) for a in node.names if a.name.split(".")[0] == ROOT]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0 and node.module.split(".")[0] == ROOT:
+            out.append((node.module, [a.name for a in node.names], node.lineno))
+        elif isinstance(node, ast.ImportFrom) and node.level:
+            out.append(("<relative>", [], node.lineno))
+    return out
+
+
+MODULES = _modules()
+
+
+def _target(module: str, names: list[str]) -> list[str]:
+    """The package modules an import statement loads (``from pkg import mod`` loads ``pkg.mod``)."""
+    targets = []
+    for name in names or [""]:
+        sub = f"{module}.{name}" if name else module
+        targets.append(sub if sub in MODULES else module)
+    return targets
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_each_module_imports_only_the_layers_below_it(module: str) -> None:
+    layer = _layer(module)
+    allowed = ALLOWED[layer]
+    bad = []
+    for imported, names, line in _imports(MODULES[module]):
+        assert imported != "<relative>", f"{module}:{line}: use absolute imports"
+        for target in _target(imported, names):
+            if target == ROOT:
+                continue  # the root's metadata (__version__, PROCESS_START)
+            if _layer(target) not in allowed:
+                bad.append(f"line {line}: {target}")
+    assert not bad, f"{module} (layer {layer}) may import only {sorted(allowed)}: {bad}"
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_no_private_name_crosses_a_module(module: str) -> None:
+    bad = [f"line {line}: {imported}.{name}" for imported, names, line in _imports(MODULES[module])
+           for name in names if name.startswith("_") and not name.startswith("__") and imported != module]
+    assert not bad, f"{module} imports private names of other modules: {bad} (make them public or move them)"
+
+
+def test_the_module_level_import_graph_has_no_cycle() -> None:
+    graph = {m: {t for imported, names, _ in _imports(p, top_level_only=True) for t in _target(imported, names)
+                 if t in MODULES and t != m} for m, p in MODULES.items()}
+    state: dict[str, int] = {}
+
+    def visit(node: str, trail: list[str]) -> None:
+        state[node] = 1
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                raise AssertionError("import cycle: " + " -> ".join(trail[trail.index(nxt):] + [nxt]))
+            if nxt not in state:
+                visit(nxt, trail + [nxt])
+        state[node] = 2
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module, [module])
+
+
+def test_the_rules_catch_a_violation(tmp_path: Path) -> None:
+    """The checks themselves: an upward import and a private import in a fake module are found."""
+    fake = tmp_path / "fake.py"
+    fake.write_text("from certified_circuits.pipeline.layout import Layout\n"
+                    "from certified_circuits.core.smoothing import _numpy\n")
+    found = _imports(fake)
+    assert [(m, n) for m, n, _ in found] == [("certified_circuits.pipeline.layout", ["Layout"]),
+                                             ("certified_circuits.core.smoothing", ["_numpy"])]
+    assert _layer(_target(*found[0][:2])[0]) not in ALLOWED["core"]
