@@ -1,4 +1,4 @@
-"""The data types that pass between stages: attributions, votes and certificates (DESIGN.md section 5).
+"""The data types that pass between stages: attributions, votes and certificates (docs/architecture.md, section 2).
 
 Plain dataclasses over numpy arrays. The engine (:mod:`~certified_circuits.core.smoothing`,
 :mod:`~certified_circuits.core.certification`) produces and consumes them without knowing how they are

@@ -31,7 +31,7 @@ vanishes only as m grows (tested in tests/language/test_eap_reference.py).
   flips every score; circuits are chosen by |mean score| (``--absolute``, the reference's ``absolute=True``),
   so the sign never changes a circuit.
 * The metric is summed over the batch (never averaged), so each row is exactly that example's score and
-  the mean of rows is the dataset score (DESIGN.md section 7). The reference divides by the number of
+  the mean of rows is the dataset score (docs/architecture.md, section 5). The reference divides by the number of
   examples (``scores /= total_items``) and by m (``scores /= total_steps``): its score is the mean of our
   rows (times 1/batch size more when its metric averages over the batch, ``mean=True``: a constant).
 * The dot product runs over positions and model dimensions (the reference's einsum over ``batch pos

@@ -1,4 +1,4 @@
-"""Sufficiency table of language circuits (paper, Section 5 "cACC" and Appendix C; DESIGN.md section 5).
+"""Sufficiency table of language circuits (paper, Section 5 "cACC" and Appendix C; docs/architecture.md, section 2).
 
 For one task: every (method, K) circuit from the votes and certificates (baseline EAP-IG top-K, majority
 vote at identical compute, certified-in edges) is evaluated on each eval set by interchange patching

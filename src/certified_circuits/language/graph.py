@@ -5,7 +5,7 @@ Upstream nodes (forward order): ``input`` (token + position embedding), every he
 Downstream inputs: each head's q, k and v input ``a{l}.h{h}<q|k|v>`` (the residual stream before ln_1,
 one copy per head and letter), each MLP input ``m{l}`` (the residual before ln_2) and ``logits`` (the
 residual before ln_f). An edge u -> v exists when u is computed before v is read; an MLP reads the heads
-of its own layer. For L layers and H heads (DESIGN.md section 1):
+of its own layer. For L layers and H heads (docs/architecture.md, section 3):
 
     E = sum_l [3H (1 + l (H+1)) + (1 + l (H+1) + H)] + 1 + L (H+1)      (GPT-2 Small: 32,491)
 
@@ -25,7 +25,7 @@ QKV = ("q", "k", "v")
 
 
 def n_edges_formula(n_layers: int, n_heads: int) -> int:
-    """Edge count from DESIGN.md section 1 (independent of the graph construction, for checks)."""
+    """Edge count from docs/architecture.md, section 3 (independent of the graph construction, for checks)."""
     h = n_heads
     return sum(3 * h * (1 + l * (h + 1)) + (1 + l * (h + 1) + h) for l in range(n_layers)) + 1 + n_layers * (h + 1)
 

@@ -1,6 +1,6 @@
 """Language models: the embedded tiny GPT-2 and paper-scale GPT-2 Small, both wrapped by TransformerBridge.
 
-* Embedded default (DESIGN.md section 3): an HF ``GPT2LMHeadModel`` with a tiny config over the
+* Embedded default (the embedded default: README): an HF ``GPT2LMHeadModel`` with a tiny config over the
   word-level vocabulary, trained by :mod:`.train`; saved as an HF model directory plus ``vocab.json``.
 * Paper scale (Appendix "Language Setup"): GPT-2 Small from a local HF directory or cache, offline.
 

@@ -1,4 +1,4 @@
-"""Training of the embedded tiny GPT-2 on the three tasks (DESIGN.md section 3, embedded default).
+"""Training of the embedded tiny GPT-2 on the three tasks (the embedded default: README).
 
 The paper analyses a pretrained GPT-2 Small; the embedded default trains a small GPT-2-architecture model
 instead, on a mixture of the three tasks' *ID training distributions* (IOI, IOI-Hard, Greater-Than),

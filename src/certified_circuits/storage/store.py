@@ -1,4 +1,4 @@
-"""HDF5 data contracts between stages (DESIGN.md section 5), with atomic writes and validated reads.
+"""HDF5 data contracts between stages (docs/architecture.md, section 2), with atomic writes and validated reads.
 
 Every writer goes through :func:`atomic_path`: the file is written under a temporary name in the
 destination folder and renamed into place only when complete, so an interrupted job never leaves a
