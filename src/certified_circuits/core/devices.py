@@ -2,7 +2,7 @@
 
 ``--device``: ``auto`` = CUDA when available, else CPU; ``cpu``; ``cuda`` / ``cuda:N`` (an error naming the
 fix when CUDA is absent). Every tensor a stage creates is created on the device of the data it combines
-with (the embedded default: README).
+with.
 
 Batch sizes: a batched stage (masked evaluation, patched evaluation, vote counting on a device) estimates
 the bytes one item of its batch needs (one (mask, image) pair, one patched (mask, prompt) pair, one
