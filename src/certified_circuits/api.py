@@ -226,9 +226,10 @@ def certify_algorithm(algorithm: Algorithm, n_examples: int, setting: Setting, *
         if baseline.ndim != 2 or k_grid.shape != (baseline.shape[0],):
             raise ValueError(f"k_grid has {k_grid.size} values but the algorithm returns shape {baseline.shape}: "
                              "give one K per row of [nK, U]")
-    run = dict(workers=workers, progress=progress)
-    selection = sample_votes(algorithm, selection_masks, baseline.shape, desc="selection (n0)", **run)
-    certification = sample_votes(algorithm, certification_masks, baseline.shape, desc="certification (n)", **run)
+    selection = sample_votes(algorithm, selection_masks, baseline.shape, workers=workers, progress=progress,
+                             desc="selection (n0)")
+    certification = sample_votes(algorithm, certification_masks, baseline.shape, workers=workers, progress=progress,
+                                 desc="certification (n)")
     return _certificate(selection, certification, baseline, setting, n_examples, k_grid, None, attrs)
 
 

@@ -56,7 +56,7 @@ def configure_torch(threads: int) -> None:
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     torch.set_num_threads(max(1, int(threads)))
     torch.use_deterministic_algorithms(True, warn_only=True)
-    torch.backends.mkldnn.enabled = False
+    torch.backends.mkldnn.enabled = False  # type: ignore[assignment]
 
 
 def resolve_device(name: "str | torch.device") -> "torch.device":

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Any, Mapping
 
 
 def number(value: float | int) -> str:
@@ -71,13 +71,13 @@ class Setting:
         check_correction(self.correction)
 
     @classmethod
-    def from_config(cls, block: Mapping[str, object], **changes: object) -> "Setting":
+    def from_config(cls, block: Mapping[str, Any], **changes: Any) -> "Setting":
         values = {**block, **changes}
         return cls(p_del=float(values["p_del"]), n0=int(values["n0"]), n=int(values["n"]),
                    seed=int(values["seed"]), tau=float(values["tau"]), alpha=float(values["alpha"]),
                    correction=str(values["correction"]))
 
-    def replace(self, **changes: object) -> "Setting":
+    def replace(self, **changes: Any) -> "Setting":
         return Setting.from_config(self.__dict__, **changes)
 
     @property

@@ -170,7 +170,7 @@ def first_entry(values: np.ndarray, kept: np.ndarray) -> np.ndarray:
         return entry
     first_of_value = split.copy()  # one pass per distinct straddling value and row
     first_of_value[:, 1:] &= ~(split[:, :-1] & (thresholds[:, 1:] == thresholds[:, :-1]))
-    for j in np.flatnonzero(first_of_value.any(axis=0)):
+    for j in np.flatnonzero(first_of_value.any(axis=0)).tolist():
         rows = np.flatnonzero(first_of_value[:, j])
         row_values = values[rows]
         tied_value = thresholds[rows, j : j + 1]
@@ -375,12 +375,12 @@ def vote_counts_torch(
     index = GroupIndex.from_groups(groups)
     kept = count_table(k_sorted, index)  # [nK, G], nondecreasing along K
     whole = len(index.members) == 1
-    parts = []  # per group: component ids [m] and the first-entry index of each sorted position [m]
+    parts: list[tuple[torch.Tensor, torch.Tensor]] = []  # per group: component ids [m] and the first-entry index of each sorted position [m]
     for g, members in enumerate(index.members):
         entry_at = np.searchsorted(kept[:, g], np.arange(members.size), side="right")  # #{j: kept_j <= p}
         parts.append((torch.as_tensor(members * (n_k + 1), device=device),
                       torch.as_tensor(entry_at, device=device)))
-    member_index = None if whole else [torch.as_tensor(members, device=device) for members in index.members]
+    member_index = [torch.as_tensor(members, device=device) for members in index.members]
 
     rows = masks[masks.any(axis=1)]  # the empty sub-dataset gives the empty circuit: no votes
     histogram = torch.zeros(n_components * (n_k + 1), dtype=torch.int64, device=device)
@@ -395,11 +395,11 @@ def vote_counts_torch(
             dataset_scores = (chunk @ s) / chunk.sum(dim=1, keepdim=True)
             if absolute:
                 dataset_scores.abs_()
-            bins = []
-            for g, (base, entry_at) in enumerate(parts):
+            bins: list[torch.Tensor] = []
+            for g, (offsets, entry_of_position) in enumerate(parts):
                 local = dataset_scores if whole else dataset_scores.index_select(1, member_index[g])
-                order = torch.sort(local, dim=1, descending=True, stable=True).indices
-                bins.append((base[order] + entry_at).reshape(-1))
+                ranked = torch.sort(local, dim=1, descending=True, stable=True).indices
+                bins.append((offsets[ranked] + entry_of_position).reshape(-1))
             histogram += torch.bincount(torch.cat(bins), minlength=histogram.numel())
     histogram_np = histogram.cpu().numpy().reshape(n_components, n_k + 1)
     return _counts_from_histogram(histogram_np, k_grid).astype(np.int32)
@@ -459,17 +459,18 @@ def vote_counts_naive(
         int32 counts with the algorithm's output shape.
     """
     masks = np.asarray(masks, dtype=bool)
-    if masks.ndim != 2:
-        raise ValueError(f"masks must be [n_samples, n_examples], got shape {masks.shape}")
+    if masks.ndim != 2 or masks.shape[0] == 0:
+        raise ValueError(f"masks must be [n_samples >= 1, n_examples], got shape {masks.shape}")
     iterator = range(masks.shape[0])
     if progress:
         from tqdm import tqdm
 
         iterator = tqdm(iterator, desc="naive sampling", unit="mask")
-    counts = None
+    counts: np.ndarray | None = None
     for s in iterator:
         circuit = np.asarray(algorithm(np.flatnonzero(masks[s])), dtype=bool)
         counts = circuit.astype(np.int64) if counts is None else counts + circuit
+    assert counts is not None  # at least one mask (checked above)
     return counts.astype(np.int32)
 
 
@@ -498,12 +499,13 @@ def compute_votes(
 
     k_grid = check_k_grid(k_grid)
     selection_masks, certification_masks = selection_and_certification_masks(scores.shape[0], n0, n, p_del, seed)
-    on = dict(device=vote_device(scores, device), dtype=dtype)
+    on = vote_device(scores, device)
     return Votes(
         k_grid=k_grid,
-        baseline=full_dataset_circuits(scores, groups, k_grid, absolute, **on),
-        selection_counts=vote_counts(scores, groups, k_grid, selection_masks, absolute, **on),
-        certification_counts=vote_counts(scores, groups, k_grid, certification_masks, absolute, **on),
+        baseline=full_dataset_circuits(scores, groups, k_grid, absolute, device=on, dtype=dtype),
+        selection_counts=vote_counts(scores, groups, k_grid, selection_masks, absolute, device=on, dtype=dtype),
+        certification_counts=vote_counts(scores, groups, k_grid, certification_masks, absolute, device=on,
+                                         dtype=dtype),
         groups=_numpy(groups).astype(np.int32),
         attrs={"p_del": float(p_del), "n0": int(n0), "n": int(n), "seed": int(seed),
                "n_examples": int(scores.shape[0]), "absolute": bool(absolute), **(attrs or {})},
