@@ -21,6 +21,9 @@ import sys  # noqa: E402
 from typing import Sequence  # noqa: E402
 
 from certified_circuits import __version__  # noqa: E402
+from certified_circuits.core.devices import pin_cpu_code_paths  # noqa: E402
+
+pin_cpu_code_paths()  # before any stage module imports torch: the same CPU kernels on every machine
 from certified_circuits.cli.stages import InputError, Stages, add_k_grid, existing_file, positive_int, probability  # noqa: E402
 from certified_circuits.pipeline.tracking import add_metrics  # noqa: E402
 

@@ -33,6 +33,25 @@ CPU_BUDGET_BYTES = 1 << 30
 FALLBACK_AVAILABLE_BYTES = 4 << 30
 
 
+#: CPU code paths pinned for every process (``os.environ`` defaults; a value the user set wins)
+CPU_CODE_PATHS = {"MKL_CBWR": "AVX2", "ATEN_CPU_CAPABILITY": "avx2"}
+
+
+def pin_cpu_code_paths() -> None:
+    """Ask MKL and torch's ATen for their AVX2 kernels on every x86 CPU, so that an AVX-512 machine
+    rounds as an AVX2 one does.
+
+    MKL and ATen pick their kernels by the CPU's instruction set, and the kernels sum in different
+    orders: on another CPU the same run gives floats that differ in the last digits, and training
+    amplifies that. ``MKL_CBWR=AVX2`` (MKL's conditional numerical reproducibility) and
+    ``ATEN_CPU_CAPABILITY=avx2`` select the same code path on any CPU with AVX2. Both are read when the
+    library first runs a kernel, so this must run before the first tensor operation of the process;
+    values already in the environment are kept.
+    """
+    for key, value in CPU_CODE_PATHS.items():
+        os.environ.setdefault(key, value)
+
+
 def configure_torch(threads: int) -> None:
     """Pin what makes a model stage reproducible on one machine, once, before any tensor is made.
 
@@ -48,9 +67,11 @@ def configure_torch(threads: int) -> None:
       step of the world ResNet); oneDNN also picks its kernels by the CPU's instruction set, one more
       source of cross-machine rounding. CUDA is unaffected.
 
-    What this cannot pin: results across machines (other CPUs or BLAS builds round differently);
-    docs/results.md says which numbers are machine-specific.
+    It calls :func:`pin_cpu_code_paths` too, which only takes effect in a process that has not yet run
+    a tensor operation (the CLI calls it first thing). What this cannot pin: results on another BLAS
+    build or on a GPU; tests/test_workflow.py states the tolerance its golden tables allow.
     """
+    pin_cpu_code_paths()
     import torch
 
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
