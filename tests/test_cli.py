@@ -90,3 +90,13 @@ def test_every_concept_gets_its_own_mask_draw(tmp_path: Path, attribution_file: 
     assert not np.array_equal(cat.certification_counts, dog.certification_counts)
     assert cat.attrs["seed"] == 3 and cat.attrs["mask_seed"] == mask_seed(3, "cat") != mask_seed(3, "dog")
     assert mask_seed(3, "cat") != mask_seed(4, "cat")
+
+
+@pytest.mark.parametrize("bad", ["-1", "4294967296", "1.5", "12345678901234567890123"])
+def test_a_bad_seed_names_the_option(tmp_path, capsys, bad):
+    """Bug report: ``--seed -1`` did not name the argument."""
+    with pytest.raises(SystemExit) as exit_info:
+        main(["votes", "--attributions", __file__, "--scorer", "s", "--k-grid", "0.5", "--p-del", "0.5",
+              "--seed", bad, "--out", str(tmp_path / "v.h5")])
+    assert exit_info.value.code == 2
+    assert "argument --seed" in capsys.readouterr().err

@@ -24,7 +24,15 @@ from certified_circuits import __version__  # noqa: E402
 from certified_circuits.core.devices import pin_cpu_code_paths  # noqa: E402
 
 pin_cpu_code_paths()  # before any stage module imports torch: the same CPU kernels on every machine
-from certified_circuits.cli.stages import InputError, Stages, add_k_grid, existing_file, positive_int, probability  # noqa: E402
+from certified_circuits.cli.stages import (  # noqa: E402
+    InputError,
+    Stages,
+    add_k_grid,
+    existing_file,
+    positive_int,
+    probability,
+    seed,
+)
 from certified_circuits.pipeline.tracking import add_metrics  # noqa: E402
 
 log = logging.getLogger("certified_circuits")
@@ -60,7 +68,7 @@ def _votes_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--p-del", type=probability, required=True, help="deletion probability in (0, 1)")
     p.add_argument("--n0", type=positive_int, default=100, help="selection samples (default 100)")
     p.add_argument("--n", type=positive_int, default=1000, help="certification samples (default 1000)")
-    p.add_argument("--seed", type=int, default=0,
+    p.add_argument("--seed", type=seed, default=0,
                    help="config seed; the masks are drawn from (seed, concept) so every concept has its own draw")
     p.add_argument("--absolute", action="store_true",
                    help="(kept for old command lines) the attribution file records each scorer's ranking; "

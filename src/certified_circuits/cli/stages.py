@@ -115,6 +115,21 @@ def positive_int(text: str) -> int:
     return value
 
 
+#: seeds are integers in [0, SEED_MAX] (numpy accepts more; configs, paths and people need no more)
+SEED_MAX = 2**32 - 1
+
+
+def seed(text: str) -> int:
+    """argparse type: a seed, an integer in [0, 2**32 - 1] (argparse names the option in its error)."""
+    try:
+        value = int(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer seed") from exc
+    if not 0 <= value <= SEED_MAX:
+        raise argparse.ArgumentTypeError(f"{text} is outside [0, 2**32 - 1]: seeds are non-negative 32-bit integers")
+    return value
+
+
 def named_path(text: str) -> tuple[str, Path]:
     """argparse type: ``NAME=PATH`` (e.g. ``--eval-set id=/data/val``)."""
     name, sep, path = text.partition("=")
