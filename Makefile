@@ -1,13 +1,15 @@
 # certified-circuits: two entry points, each sets up everything it needs.
 #   make reproduce   create .venv if missing, install, run the embedded default workflow end to end
-#   make test        create .venv if missing, install, run the test suite
+#   make test        create .venv if missing, install, run the test suite (everything)
+#   make test-fast   the unit tests only (no workflow, no training; under 2 minutes)
+#   make lint        ruff (lint and format check) and mypy (the engine and the public API)
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 CORES  ?= all
 STAMP  := $(VENV)/.installed
 
-.PHONY: reproduce test bench smoke docs clean-results
+.PHONY: reproduce test test-fast lint bench smoke docs clean-results
 
 $(STAMP): pyproject.toml constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -20,6 +22,14 @@ reproduce: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q --durations=15 tests
+
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -q -m "not slow" tests/unit
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff format --check src tests benchmarks
+	$(BIN)/mypy
 
 bench: $(STAMP)
 	@for b in benchmarks/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
