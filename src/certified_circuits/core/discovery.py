@@ -79,6 +79,18 @@ class GroupIndex:
         return cls(labels=labels, members=members, sizes=sizes)
 
 
+def k_index(k_grid: np.ndarray, k_target: float, where: str) -> int:
+    """Position of ``k_target`` in ``k_grid`` (compared with ``np.isclose``: grids come from files and configs).
+
+    Raises:
+        ValueError: ``k_target`` is not in the grid; the message names ``where`` and the grid.
+    """
+    matches = np.flatnonzero(np.isclose(np.asarray(k_grid, dtype=np.float64), k_target))
+    if matches.size == 0:
+        raise ValueError(f"{where}: K = {k_target} is not in its K grid {np.asarray(k_grid).tolist()}")
+    return int(matches[0])
+
+
 def k_count(k: float | np.ndarray, group_size: int | np.ndarray) -> np.ndarray:
     """Number of components a group of ``group_size`` keeps at top-K fraction ``k``.
 

@@ -27,7 +27,7 @@ from matplotlib.ticker import ScalarFormatter
 
 from certified_circuits.core.certification import certified_radius, max_certifiable_tau, min_samples
 from certified_circuits.storage.atomic import atomic_path
-from certified_circuits.reports.tables import _require, stem_path
+from certified_circuits.reports.tables import require_rows, stem_path
 
 __all__ = [
     "save_figure",
@@ -126,7 +126,7 @@ def plot_cacc_curves(curves: pd.DataFrame, stem: Path, metric: str = "cacc", tit
     ``full`` (the unpruned model) is a horizontal grey line. Several rows for the same
     (experiment, eval_set, method, k_target) are averaged. One legend for the whole figure.
     """
-    _require(curves, ["experiment", "eval_set", "method", "k_target", "k_effective", metric], "curves")
+    require_rows(curves, ["experiment", "eval_set", "method", "k_target", "k_effective", metric], "curves")
     keys = ["experiment", "eval_set", "method", "k_target"]
     data = curves.groupby(keys, sort=False, dropna=False, as_index=False)[["k_effective", metric]].mean()
     eval_sets = list(pd.unique(data["eval_set"]))
@@ -177,7 +177,7 @@ def plot_iou(iou: pd.DataFrame, stem: Path) -> list[Path]:
     circuit, with ± one standard error (std with ddof=1 over concepts / sqrt(n); 0 for a single
     concept). One panel per experiment.
     """
-    _require(iou, ["experiment", "concept", "eval_set", "method", "iou"], "iou")
+    require_rows(iou, ["experiment", "concept", "eval_set", "method", "iou"], "iou")
     per_concept = iou.groupby(["experiment", "eval_set", "method", "concept"], sort=False, as_index=False)["iou"].mean()
     stats = (
         per_concept.groupby(["experiment", "eval_set", "method"], sort=False)["iou"]
@@ -218,7 +218,7 @@ def plot_seed_stability(stability: pd.DataFrame, stem: Path) -> list[Path]:
     One box per method of the pairwise IoUs between circuits found with ``seed_a`` and ``seed_b``
     (all concepts pooled); one panel per experiment.
     """
-    _require(stability, ["experiment", "concept", "method", "seed_a", "seed_b", "iou"], "stability")
+    require_rows(stability, ["experiment", "concept", "method", "seed_a", "seed_b", "iou"], "stability")
     experiments = list(pd.unique(stability["experiment"]))
     fig, axes = _figure(1, len(experiments), sharey=True)
     for ax, experiment in zip(axes[0], experiments):
@@ -310,7 +310,7 @@ def plot_radius_sweep(sweep: pd.DataFrame, stem: Path) -> list[Path]:
     line per concept-dataset size ``n_examples``; one column per experiment. Rows sharing
     (experiment, n_examples, radius), e.g. several (p_del, tau) giving the same radius, are averaged.
     """
-    _require(
+    require_rows(
         sweep, ["experiment", "n_examples", "p_del", "tau", "radius", "abstain_rate", "effective_k", "cacc"], "sweep"
     )
     data = (
@@ -349,7 +349,7 @@ def plot_spurious(spurious: pd.DataFrame, stem: Path) -> list[Path]:
     One box per category (certified in, abstained, certified out) over all channels of all concepts;
     the paper's claim is that abstained channels carry the spurious (background/co-occurring) features.
     """
-    _require(spurious, ["concept", "category", "spurious_index"], "spurious")
+    require_rows(spurious, ["concept", "category", "spurious_index"], "spurious")
     present = set(spurious["category"])
     categories = [c for c in SPURIOUS_ORDER if c in present] + sorted(present - set(SPURIOUS_ORDER))
     groups = spurious.groupby("category")["spurious_index"]

@@ -31,6 +31,7 @@ from certified_circuits.analysis import evaluation
 from certified_circuits.reports import figures, tables
 from certified_circuits.storage.atomic import write_csv, write_text
 from certified_circuits.core.certification import method_masks
+from certified_circuits.core.discovery import k_index
 from certified_circuits.core.contracts import Certificates, Votes
 from certified_circuits.storage.store import read_certificates, read_votes
 from certified_circuits.pipeline.tracking import add_metrics
@@ -131,13 +132,6 @@ def read_circuits(pairs: Sequence[tuple[Path, Path]]) -> list[tuple[Votes, Certi
     return circuits
 
 
-def _k_index(k_grid: np.ndarray, k_target: float, where: str) -> int:
-    matches = np.flatnonzero(np.isclose(k_grid, k_target))
-    if matches.size == 0:
-        raise ValueError(f"{where}: K = {k_target} is not in its K grid {k_grid.tolist()}")
-    return int(matches[0])
-
-
 def iou_report(operating_points: Path, scorer: str, pairs: Sequence[tuple[Path, Path]], out_dir: Path) -> None:
     """Fig. IoU: IoU of each class's ID circuit and its circuit re-discovered on an OOD set, at the K of
     the largest certified-baseline gap on that set (``max_gap`` in the operating points)."""
@@ -153,7 +147,7 @@ def iou_report(operating_points: Path, scorer: str, pairs: Sequence[tuple[Path, 
         id_votes, id_certs = by_key[(concept, "concept")]
         k_target = evaluation.operating_k(points, scorer=scorer, eval_set=split, criterion="max_gap")
         id_masks, ood_masks = method_masks(id_votes, id_certs), method_masks(ood_votes, ood_certs)
-        i, j = _k_index(id_votes.k_grid, k_target, concept), _k_index(ood_votes.k_grid, k_target, concept)
+        i, j = k_index(id_votes.k_grid, k_target, concept), k_index(ood_votes.k_grid, k_target, concept)
         for method in ("baseline", "certified"):
             rows.append(dict(experiment=id_votes.attrs.get("experiment", ""), concept=concept, eval_set=split,
                              method=method, k_target=k_target, scorer=scorer,
@@ -186,7 +180,7 @@ def seeds_report(operating_points: Path, scorer: str, pairs: Sequence[tuple[Path
     for concept, runs in by_concept.items():
         seeds = [seed for seed, _, _ in runs]
         for method in ("certified", "majority"):
-            stacked = np.stack([m[method][_k_index(g, k_target, concept)] for _, m, g in runs])
+            stacked = np.stack([m[method][k_index(g, k_target, concept)] for _, m, g in runs])
             frames.append(evaluation.pairwise_iou(stacked, seeds).assign(
                 experiment=str(runs_attrs[concept].get("experiment", "")), concept=concept, method=method,
                 k_target=k_target, scorer=scorer))

@@ -25,8 +25,9 @@ PEAK_COLUMNS = (
 RUNTIME_COLUMNS = ("n", "paradigm", "naive_sample_s", "cached_sample_s", "decision_s")
 
 
-def _require(df: pd.DataFrame, columns, what: str) -> None:
-    """Raise ValueError naming every required column ``df`` lacks, or saying that ``df`` is empty."""
+def require_rows(df: pd.DataFrame, columns, what: str) -> None:
+    """Raise ValueError naming every required column ``df`` lacks, or saying that ``df`` is empty (a
+    table or figure needs both)."""
     from certified_circuits.analysis.evaluation import require_columns
 
     require_columns(df, columns, what)
@@ -184,7 +185,7 @@ def format_peak_table(peaks: pd.DataFrame) -> pd.DataFrame:
     ``p (classes / examples)`` shows both p-values. ``Dataset`` is the ``eval_set``, prefixed with ``experiment: `` when the
     table holds more than one experiment. Rows keep the order of ``peaks``.
     """
-    _require(peaks, PEAK_COLUMNS, "peaks")
+    require_rows(peaks, PEAK_COLUMNS, "peaks")
     dataset = peaks["eval_set"].astype(str)
     if peaks["experiment"].nunique() > 1:
         dataset = peaks["experiment"].astype(str) + ": " + dataset
@@ -218,7 +219,7 @@ def format_runtime_table(runtime: pd.DataFrame) -> pd.DataFrame:
     e.g. 1007 s / 2.420 s = 416x at n = 1000, certified). A missing ``decision_s`` (the n = 1 baseline)
     counts as 0; a missing naive time gives a missing total and speedup. Rows keep their order.
     """
-    _require(runtime, RUNTIME_COLUMNS, "runtime")
+    require_rows(runtime, RUNTIME_COLUMNS, "runtime")
     out = runtime.copy()
     decision = out["decision_s"].astype(float).fillna(0.0)
     out["total_naive_s"] = out["naive_sample_s"].astype(float) + decision

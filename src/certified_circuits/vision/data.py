@@ -13,6 +13,7 @@ from typing import Callable
 import numpy as np
 import torch
 
+from certified_circuits.vision.images import read_rgb, resize_crop
 from certified_circuits.vision.imagenet import list_class_images, list_classes
 from certified_circuits.vision.models import VisionModel
 from certified_circuits.vision.world import load_split
@@ -61,29 +62,17 @@ def folder_set(root: Path | str, wnid_index: dict[str, int], wnids: list[str] | 
         labels += [wnid_index[w]] * len(fs)
 
     def loader(idx: np.ndarray, model: VisionModel) -> torch.Tensor:
-        from certified_circuits.vision.imagenet import _resize_crop
 
         arrs = []
         for i in idx:
             img = read_rgb(files[i])
             if img.size != (model.image_size, model.image_size):
-                img = _resize_crop(img, round(model.image_size * 256 / 224), model.image_size)
+                img = resize_crop(img, round(model.image_size * 256 / 224), model.image_size)
             arrs.append(np.asarray(img, dtype=np.uint8))
         return model.normalize(torch.from_numpy(np.stack(arrs)))
 
     ids = np.array([f"{f.parent.name}/{f.name}" for f in files])
     return ImageSet(labels=np.asarray(labels, dtype=np.int64), ids=ids, loader=loader, source=str(root))
-
-
-def read_rgb(path: Path | str):
-    """An image file as an RGB PIL image; a truncated, empty or non-image file raises ValueError naming it."""
-    from PIL import Image, UnidentifiedImageError
-
-    try:
-        with Image.open(path) as image:
-            return image.convert("RGB")
-    except (UnidentifiedImageError, OSError, SyntaxError) as exc:
-        raise ValueError(f"{path}: not a readable image ({exc}); replace or delete the file") from exc
 
 
 def open_set(path: Path | str, wnid_index: dict[str, int] | None = None, wnids: list[str] | None = None,

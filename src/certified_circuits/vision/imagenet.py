@@ -26,6 +26,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from certified_circuits.storage.atomic import atomic_dir, write_json
+from certified_circuits.vision.images import read_rgb, resize_crop
 
 IMAGE_SUFFIXES = (".jpeg", ".jpg", ".png", ".bmp", ".webp")
 SYNSET_FILE = "LOC_synset_mapping.txt"
@@ -123,7 +124,6 @@ def generate_imagenet_c(val_root: Path | str, out_root: Path | str, wnids: Seque
     from tqdm import tqdm
 
     from certified_circuits.vision.corruption import defocus_blur
-    from certified_circuits.vision.data import read_rgb
 
     out = imagenet_c_dir(out_root, severity)
     for wnid in tqdm(list(wnids), desc="imagenet-c", disable=not progress):
@@ -133,20 +133,9 @@ def generate_imagenet_c(val_root: Path | str, out_root: Path | str, wnids: Seque
         files = list_class_images(val_root, wnid)
         with atomic_dir(dst) as tmp:
             for f in files:
-                img = np.asarray(_resize_crop(read_rgb(f), 256, 224))
+                img = np.asarray(resize_crop(read_rgb(f), 256, 224))
                 Image.fromarray(defocus_blur(img, severity, scale="imagenet")).save(tmp / (f.stem + ".png"))
     return out
-
-
-def _resize_crop(img, resize: int, crop: int):
-    from PIL import Image
-
-    w, h = img.size
-    s = resize / min(w, h)
-    img = img.resize((max(crop, round(w * s)), max(crop, round(h * s))), Image.BILINEAR)
-    w, h = img.size
-    left, top = (w - crop) // 2, (h - crop) // 2
-    return img.crop((left, top, left + crop, top + crop))
 
 
 def prepare_oodcv(src_root: Path | str, out_root: Path | str, category_to_wnid: Mapping[str, str]) -> Path:

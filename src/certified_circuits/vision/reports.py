@@ -16,7 +16,8 @@ import pandas as pd
 from certified_circuits.analysis import evaluation
 from certified_circuits.reports import figures, tables
 from certified_circuits.storage.atomic import write_csv
-from certified_circuits.reports.paper import _k_index, read_circuits
+from certified_circuits.core.discovery import k_index
+from certified_circuits.reports.paper import read_circuits
 from certified_circuits.storage.store import read_attributions
 from certified_circuits.pipeline.tracking import add_metrics
 
@@ -40,7 +41,7 @@ def spurious_report(operating_points: Path, scorer: str, attributions: Sequence[
         concept = str(votes.attrs["concept"])
         if concept not in by_concept:
             raise ValueError(f"no attributions of {concept!r} among --attributions")
-        i = _k_index(votes.k_grid, k_target, concept)
+        i = k_index(votes.k_grid, k_target, concept)
         categories = evaluation.channel_categories(certificates.decision[i], votes.baseline[i])
         frames.append(pd.DataFrame({"concept": concept, "component": by_concept[concept].names, "category": categories,
                                     "spurious_index": by_concept[concept].extras["spurious_index"],
@@ -66,7 +67,7 @@ def example_images(data: str | Path, ids: list[str], size: int = 64) -> np.ndarr
         if missing:
             raise ValueError(f"{path} lacks example ids {missing[:3]}: were the attributions made from it?")
         return split["images"][[position[i] for i in ids]]
-    from certified_circuits.vision.data import read_rgb
+    from certified_circuits.vision.images import read_rgb
 
     return np.stack([np.asarray(read_rgb(path / i).resize((size, size))) for i in ids])
 
@@ -85,7 +86,7 @@ def features_report(operating_points: Path, scorer: str, attributions_path: Path
         if key not in attributions.extras:
             raise ValueError(f"{attributions_path} has no extras/{key}; rerun vision-attribute")
     ((votes, certificates),) = read_circuits([(votes_path, certificates_path)])
-    i = _k_index(votes.k_grid, k_target, str(votes_path))
+    i = k_index(votes.k_grid, k_target, str(votes_path))
     categories = evaluation.channel_categories(certificates.decision[i], votes.baseline[i])
     deepest = attributions.groups == attributions.groups.max()
     activation = attributions.extras["mean_activation"]
