@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from certified_circuits.vision import cli as vcli
+from certified_circuits.cli import vision as vcli
 
 SUBCOMMANDS = ["vision-world", "vision-train", "vision-filter-ood", "vision-attribute", "vision-evaluate",
                "vision-select-classes", "vision-imagenet-c", "vision-prepare-oodcv"]
