@@ -22,7 +22,7 @@ ALLOWED: dict[str, set[str]] = {
     "api": {"core", "storage"},
     "storage": {"core", "storage"},
     "analysis": {"core", "storage", "analysis"},
-    "reports": {"core", "storage", "analysis", "reports"},
+    "reports": {"core", "storage", "analysis", "vision", "language", "reports"},
     "vision": {"core", "storage", "analysis", "vision"},
     "language": {"core", "storage", "analysis", "language"},
     "pipeline": {"core", "storage", "analysis", "reports", "vision", "language", "pipeline", "api"},

@@ -99,6 +99,11 @@ def test_iou_seeds_spurious_and_theory(tmp_path: Path) -> None:
                  "--out-dir", str(out)]) == 0
     iou = pd.read_csv(out / "iou.csv")
     assert set(iou.method) == {"baseline", "certified"} and (iou.k_target == 0.2).all()  # gap 0.4 at K 0.2
+    # the report returns its metrics (the CLI logs them): the mean IoU per method of the table it wrote
+    from certified_circuits.reports.paper import iou_report
+
+    returned = iou_report(Path(points), "relevance", [(v_id, c_id), (v_ood, c_ood)], tmp_path / "again")
+    assert returned == {f"iou_mean_{m}": pytest.approx(v) for m, v in iou.groupby("method")["iou"].mean().items()}
     assert (iou.eval_set == "shift").all() and iou.iou.between(0, 1).all()
     assert main(["report-seeds", *common, "--circuits", str(v_id), str(c_id), "--circuits", str(v_s1), str(c_s1),
                  "--out-dir", str(out)]) == 0

@@ -1,6 +1,6 @@
 """``certified-circuits report-*`` stages (declared with :mod:`certified_circuits.cli.stages`).
 
-The implementations live in :mod:`certified_circuits.reports.paper` and :mod:`certified_circuits.vision.reports`,
+The implementations live in :mod:`certified_circuits.reports.paper` and :mod:`certified_circuits.reports.features`,
 which import pandas, matplotlib and scipy.stats (seconds); they are imported only when a report stage
 runs, so every other ``certified-circuits`` stage starts fast. Circuits are given as ``--circuits
 VOTES CERTS`` pairs (repeatable); their concept, split, seed and scorer come from the files.
@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from certified_circuits.pipeline.tracking import add_metrics
 from certified_circuits.cli.stages import Stages, existing_file, existing_path, k_fraction, positive_int
 
 STAGES = Stages()
@@ -46,8 +47,8 @@ def _sufficiency_arguments(p: argparse.ArgumentParser) -> None:
 def _cmd_sufficiency(args: argparse.Namespace) -> int:
     from certified_circuits.reports.paper import sufficiency_report
 
-    sufficiency_report(args.inputs, args.by, args.test, args.best_setting, args.title, args.out_dir,
-                       select_on=args.select_on, bootstrap_seed=args.bootstrap_seed)
+    add_metrics(sufficiency_report(args.inputs, args.by, args.test, args.best_setting, args.title, args.out_dir,
+                                   select_on=args.select_on, bootstrap_seed=args.bootstrap_seed))
     return 0
 
 
@@ -61,7 +62,7 @@ def _iou_arguments(p: argparse.ArgumentParser) -> None:
 def _cmd_iou(args: argparse.Namespace) -> int:
     from certified_circuits.reports.paper import iou_report
 
-    iou_report(args.operating_points, args.scorer, args.circuits, args.out_dir)
+    add_metrics(iou_report(args.operating_points, args.scorer, args.circuits, args.out_dir))
     return 0
 
 
@@ -77,7 +78,7 @@ def _seeds_arguments(p: argparse.ArgumentParser) -> None:
 def _cmd_seeds(args: argparse.Namespace) -> int:
     from certified_circuits.reports.paper import seeds_report
 
-    seeds_report(args.operating_points, args.scorer, args.circuits, args.out_dir, eval_set=args.eval_set, k=args.k)
+    add_metrics(seeds_report(args.operating_points, args.scorer, args.circuits, args.out_dir, eval_set=args.eval_set, k=args.k))
     return 0
 
 
@@ -107,10 +108,10 @@ def _spurious_arguments(p: argparse.ArgumentParser) -> None:
 
 @STAGES.stage("report-spurious", _spurious_arguments, help="spurious index by certification category")
 def _cmd_spurious(args: argparse.Namespace) -> int:
-    from certified_circuits.vision.reports import spurious_report
+    from certified_circuits.reports.features import spurious_report
 
-    spurious_report(args.operating_points, args.scorer, args.attributions, args.circuits, args.out_dir,
-                    eval_set=args.eval_set)
+    add_metrics(spurious_report(args.operating_points, args.scorer, args.attributions, args.circuits, args.out_dir,
+                                eval_set=args.eval_set))
     return 0
 
 
@@ -128,7 +129,7 @@ def _features_arguments(p: argparse.ArgumentParser) -> None:
 
 @STAGES.stage("report-features", _features_arguments, help="feature grid of certified-in / abstained / out channels")
 def _cmd_features(args: argparse.Namespace) -> int:
-    from certified_circuits.vision.reports import features_report
+    from certified_circuits.reports.features import features_report
 
     features_report(args.operating_points, args.scorer, args.attributions, args.votes, args.certificates, args.data,
                     args.out_stem, eval_set=args.eval_set, channels=args.channels, examples=args.examples)
@@ -153,7 +154,7 @@ def _cmd_model_seeds(args: argparse.Namespace) -> int:
         if not path.is_file():
             raise FileNotFoundError(f"{path}: table not found; run the workflow for model seed {seed} first")
         runs.setdefault(seed, []).append(path)
-    model_seeds_report(runs, args.out_dir, args.name)
+    add_metrics(model_seeds_report(runs, args.out_dir, args.name))
     return 0
 
 

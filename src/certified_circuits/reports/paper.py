@@ -34,7 +34,6 @@ from certified_circuits.core.certification import method_masks
 from certified_circuits.core.discovery import k_index
 from certified_circuits.core.contracts import Certificates, Votes
 from certified_circuits.storage.store import read_certificates, read_votes
-from certified_circuits.pipeline.tracking import add_metrics
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +52,7 @@ def _settings_of(table: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
 
 
 def sufficiency_report(inputs: Sequence[Path], by: Sequence[str], test: str, best_setting: bool, title: str,
-                       out_dir: Path, select_on: str | None = None, bootstrap_seed: int = 0) -> None:
+                       out_dir: Path, select_on: str | None = None, bootstrap_seed: int = 0) -> dict[str, float]:
     """Table 1 / Table 3, curves and the operating points from per-concept sufficiency CSVs.
 
     ``peaks_*``: each method at its peak on each eval set (the paper's protocol: K, and the setting with
@@ -108,13 +107,13 @@ def sufficiency_report(inputs: Sequence[Path], by: Sequence[str], test: str, bes
                 key = "_".join(str(row[k]) for k in [*labels, "eval_set"])
                 headline[f"selected_{name}_{key}_certified"] = row["certified"]
                 headline[f"selected_{name}_{key}_baseline"] = row["baseline"]
-    add_metrics(headline)
     panels = curves.copy()
     if by:
         panels["experiment"] = panels[["experiment", *by]].astype(str).agg(" / ".join, axis=1)
     for metric in [m for m in ("cacc", "balanced_accuracy", "false_positive_rate") if m in panels.columns]:
         figures.plot_cacc_curves(panels, out_dir / f"curves_{metric}", metric=metric, title=title)
     log.info("sufficiency report for %d rows -> %s", len(table), out_dir)
+    return headline
 
 
 def read_circuits(pairs: Sequence[tuple[Path, Path]]) -> list[tuple[Votes, Certificates]]:
@@ -132,7 +131,7 @@ def read_circuits(pairs: Sequence[tuple[Path, Path]]) -> list[tuple[Votes, Certi
     return circuits
 
 
-def iou_report(operating_points: Path, scorer: str, pairs: Sequence[tuple[Path, Path]], out_dir: Path) -> None:
+def iou_report(operating_points: Path, scorer: str, pairs: Sequence[tuple[Path, Path]], out_dir: Path) -> dict[str, float]:
     """Fig. IoU: IoU of each class's ID circuit and its circuit re-discovered on an OOD set, at the K of
     the largest certified-baseline gap on that set (``max_gap`` in the operating points)."""
     points = pd.read_csv(operating_points)
@@ -159,13 +158,13 @@ def iou_report(operating_points: Path, scorer: str, pairs: Sequence[tuple[Path, 
         figures.plot_message(out_dir / "iou", "ID vs re-discovered circuits",
                              "No class was re-discovered: no OOD set holds enough images of any class\n"
                              "(vision.rediscovery_min_images).")
-        return
+        return {}
     figures.plot_iou(iou, out_dir / "iou")
-    add_metrics({f"iou_mean_{m}": v for m, v in iou.groupby("method")["iou"].mean().items()})
+    return {f"iou_mean_{m}": float(v) for m, v in iou.groupby("method")["iou"].mean().items()}
 
 
 def seeds_report(operating_points: Path, scorer: str, pairs: Sequence[tuple[Path, Path]], out_dir: Path,
-                 eval_set: str = "id", k: float | None = None) -> None:
+                 eval_set: str = "id", k: float | None = None) -> dict[str, float]:
     """App. Fig. variance: pairwise IoU of one class's circuits certified with different mask seeds,
     at the certified peak K (``certified_peak``) unless ``k`` is given."""
     points = pd.read_csv(operating_points)
@@ -187,7 +186,7 @@ def seeds_report(operating_points: Path, scorer: str, pairs: Sequence[tuple[Path
     stability = pd.concat(frames, ignore_index=True)
     write_csv(out_dir / "seed_stability.csv", stability)
     figures.plot_seed_stability(stability, out_dir / "seed_stability")
-    add_metrics({f"seed_iou_mean_{m}": v for m, v in stability.groupby("method")["iou"].mean().items()})
+    return {f"seed_iou_mean_{m}": float(v) for m, v in stability.groupby("method")["iou"].mean().items()}
 
 
 def radius_report(pairs: Sequence[tuple[Path, Path]], sufficiency: Sequence[Path], k: float, out_dir: Path,
@@ -232,7 +231,7 @@ def setting_tag(votes: Votes, certificates: Certificates) -> str:
 SIGNIFICANCE = 0.05
 
 
-def model_seeds_report(tables_by_seed: dict[str, Sequence[Path]], out_dir: Path, name: str) -> None:
+def model_seeds_report(tables_by_seed: dict[str, Sequence[Path]], out_dir: Path, name: str) -> dict[str, float]:
     """Conclusions across model-training seeds: the same table (peaks_* or selected_*) of runs whose
     models were trained with different seeds, as mean, standard deviation, min and max per row and
     method, with the number of seeds where certified beats the baseline.
@@ -280,7 +279,7 @@ def model_seeds_report(tables_by_seed: dict[str, Sequence[Path]], out_dir: Path,
         caption += (f"; in how many seeds the per-example paired test (p < {SIGNIFICANCE}) finds certified, or the "
                     f"baseline, significantly better")
     tables.write_table(shown, out_dir / f"{name}_model_seeds", caption=caption)
-    add_metrics({f"seeds_{name}_certified_wins_total": int(summary["certified_wins"].sum())})
+    return {f"seeds_{name}_certified_wins_total": int(summary["certified_wins"].sum())}
 
 
 def theory_report(out_dir: Path, n_components: int) -> None:

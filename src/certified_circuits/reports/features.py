@@ -1,4 +1,4 @@
-"""Vision-only reports: the spurious-cue index by certification category, and the feature grids (Fig. 4).
+"""Vision reports: the spurious-cue index by certification category, and the feature grids (Fig. 4).
 
 Both take their K from the operating points of report-sufficiency (``certified_peak`` on the ID sets)
 and read concept and scorer from the files' attributes.
@@ -19,13 +19,12 @@ from certified_circuits.storage.atomic import write_csv
 from certified_circuits.core.discovery import k_index
 from certified_circuits.reports.paper import read_circuits
 from certified_circuits.storage.store import read_attributions
-from certified_circuits.pipeline.tracking import add_metrics
 
 log = logging.getLogger(__name__)
 
 
 def spurious_report(operating_points: Path, scorer: str, attributions: Sequence[Path],
-                    pairs: Sequence[tuple[Path, Path]], out_dir: Path, eval_set: str = "id") -> None:
+                    pairs: Sequence[tuple[Path, Path]], out_dir: Path, eval_set: str = "id") -> dict[str, float]:
     """Spurious index (reliance on the planted background cue, embedded world only) of certified-in,
     abstained (within the baseline) and certified-out channels at the certified peak K."""
     k_target = evaluation.operating_k(pd.read_csv(operating_points), scorer=scorer, eval_set=eval_set,
@@ -52,7 +51,7 @@ def spurious_report(operating_points: Path, scorer: str, attributions: Sequence[
     summary = channels.groupby("category")["spurious_index"].agg(["mean", "median", "count"]).reset_index()
     tables.write_table(summary, out_dir / "spurious_summary", caption="Spurious index by certification category")
     figures.plot_spurious(channels, out_dir / "spurious")
-    add_metrics({f"spurious_mean_{r.category}": r["mean"] for _, r in summary.iterrows()})
+    return {f"spurious_mean_{r.category}": float(r["mean"]) for _, r in summary.iterrows()}
 
 
 def example_images(data: str | Path, ids: list[str], size: int = 64) -> np.ndarray:
