@@ -10,13 +10,8 @@ import pytest
 from scipy.stats import binom
 
 from certified_circuits.cli import main as cli
-from certified_circuits.analysis.attack import (
-    COLUMNS,
-    _top_k_rows,
-    adversarial_edit,
-    attack_table,
-    edit_dataset,
-)
+from certified_circuits.core.edits import COLUMNS, adversarial_edit, edit_dataset, top_k_rows
+from certified_circuits.reports.attack import attack_table
 from certified_circuits.core.certification import certified_radius
 from certified_circuits.core.discovery import GroupIndex, count_table, top_k_circuit
 from certified_circuits.core.smoothing import full_dataset_circuits
@@ -79,7 +74,7 @@ def test_candidate_top_k_is_the_base_algorithm(rng: np.random.Generator) -> None
     for k in (0.1, 0.25, 0.55, 1.0):
         kept = count_table(np.array([k]), index)[0]
         expected = np.stack([top_k_circuit(row, groups, k) for row in values])
-        assert np.array_equal(_top_k_rows(values, index, kept), expected)
+        assert np.array_equal(top_k_rows(values, index, kept), expected)
 
 
 # ------------------------------------------------------------------------------- greedy adversary

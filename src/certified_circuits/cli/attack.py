@@ -6,7 +6,7 @@ per-example scores (``ATTR``) are edited by 1, 2, 4 (``--multiples``) times the 
 from the pool files (other attribution files of the same concept: same components, scores for the same
 class, e.g. its OOD re-discovery splits), at random and greedily against the baseline circuit; the edited
 dataset is certified again with the same settings and mask seed, and the flips of baseline memberships
-and of certified labels are counted (:mod:`certified_circuits.analysis.attack`). Classes are pooled in the
+and of certified labels are counted (:mod:`certified_circuits.core.edits`). Classes are pooled in the
 summary table and figure.
 
 The mask seed of each class is derived from ``--seed`` and the concept name exactly as the ``votes``
@@ -94,7 +94,7 @@ def _load_class(paths: list[Path], scorer: str):
 def _cmd_attack(args: argparse.Namespace) -> int:
     import pandas as pd
 
-    from certified_circuits.analysis.attack import attack_metrics, attack_table, write_attack_report
+    from certified_circuits.reports.attack import attack_metrics, attack_table, write_attack_report
     from certified_circuits.core.smoothing import mask_seed
     from certified_circuits.pipeline.tracking import add_metrics
 

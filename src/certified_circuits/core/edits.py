@@ -1,4 +1,6 @@
-"""The guarantee shown directly: edit the concept dataset and watch the certificates (Theorem 1).
+"""The dataset-edit engine: edit the concept dataset and watch the certificates (Theorem 1).
+
+Its report (summary table, figure, files) is :mod:`certified_circuits.reports.attack`.
 
 Theorem 1 (Certified Circuit Robustness) says: with confidence at least ``1 - alpha``, every component
 ``u`` that Algorithm 1 certifies on ``D`` (``Ã^τ_u(D) ∈ {0, 1}``) keeps that label for *every* dataset
@@ -21,7 +23,7 @@ Greedy adversary (:func:`adversarial_edit`)
     current ``m`` rows: deleting row ``i`` gives ``(s - S_i) / (m - 1)``, inserting pool row ``c`` gives
     ``(s + P_c) / (m + 1)``. All candidates of a step form one matrix ``[n_candidates, U]``; its top-K
     circuits come from the same vectorised top-K code as the vote counts
-    (:func:`certified_circuits.core.smoothing._first_entry`, with the K -> count rule of
+    (:func:`certified_circuits.core.smoothing.first_entry`, with the K -> count rule of
     :func:`certified_circuits.core.discovery.count_table`; ties to the lower index), so no Python loop runs
     over candidates or components, only over the greedy steps and the top-K groups. The step takes the
     candidate that maximises the number of components whose membership differs from ``A(D)``; ties
@@ -40,7 +42,7 @@ Re-running the pipeline on ``D'``
     what re-running the pipeline on the edited dataset does. Theorem 1 is about the smoothed
     probabilities, not about one mask draw, so the guarantee does not depend on this choice.
 
-What is reported, per K, edit, mode and multiple of ``r`` (:func:`attack_table`)
+What is reported, per K, edit, mode and multiple of ``r`` (:func:`attack_rows`)
     * ``baseline_flip_share``: share of all components whose baseline membership flips (in <-> out);
     * ``certified_flip_share``: share of the components certified on ``D`` (in or out) that are
       certified with the *opposite* label on ``D'``. Moving to abstain is not a flip;
@@ -71,11 +73,10 @@ from pathlib import Path
 from typing import Sequence
 
 import numpy as np
-import pandas as pd
 
 from certified_circuits.core.certification import certified_radius, certify_votes
 from certified_circuits.core.discovery import GroupIndex, count_table
-from certified_circuits.core.smoothing import _first_entry, compute_votes, full_dataset_circuits
+from certified_circuits.core.smoothing import compute_votes, first_entry, full_dataset_circuits
 from certified_circuits.core.validation import check_alpha, check_count, check_k_grid
 
 log = logging.getLogger(__name__)
@@ -83,7 +84,7 @@ log = logging.getLogger(__name__)
 KINDS = ("insert", "delete", "substitute")
 MODES = ("random", "adversarial")
 
-#: columns of :func:`attack_table`, in order
+#: keys of the rows of :func:`attack_rows`, in table order
 COLUMNS = (
     "edit", "mode", "trial", "r_multiple", "radius", "unit", "r_edits", "within_radius", "k_target",
     "n_examples", "n_examples_edited", "n_components", "baseline_flips", "baseline_flip_share",
@@ -182,16 +183,16 @@ def edit_dataset(scores: np.ndarray, pool: np.ndarray, kind: str, r: int, rng: n
 # greedy adversary
 
 
-def _top_k_rows(values: np.ndarray, index: GroupIndex, kept: np.ndarray) -> np.ndarray:
+def top_k_rows(values: np.ndarray, index: GroupIndex, kept: np.ndarray) -> np.ndarray:
     """Per-group top-K circuit of every row of ``values`` ([C, U] dataset scores), bool ``[C, U]``.
 
-    The vote-counting code's top-K (:func:`certified_circuits.core.smoothing._first_entry` with one K: entry
+    The vote-counting code's top-K (:func:`certified_circuits.core.smoothing.first_entry` with one K: entry
     0 means "in"), so ties and the K -> count rule are exactly those of the pipeline.
     """
     circuits = np.empty(values.shape, dtype=bool)
     for g, members in enumerate(index.members):
         local = np.ascontiguousarray(values[:, members])
-        circuits[:, members] = _first_entry(local, kept[g : g + 1]) == 0
+        circuits[:, members] = first_entry(local, kept[g : g + 1]) == 0
     return circuits
 
 
@@ -223,7 +224,7 @@ class _Greedy:
         """Candidate (row of ``values``, its dataset means) with the most flips, then the smallest gap."""
         if self.absolute:
             values = np.abs(values)
-        flips = (_top_k_rows(values, self.index, self.kept) != self.base[None, :]).sum(axis=1)
+        flips = (top_k_rows(values, self.index, self.kept) != self.base[None, :]).sum(axis=1)
         gap = _boundary_gap(values, self.base, self.index)
         return int(np.lexsort((np.arange(values.shape[0]), gap, -flips))[0])
 
@@ -317,7 +318,7 @@ def _edit_seed(attack_seed: int, kind: str, multiple: int, trial: int) -> np.ran
     return np.random.default_rng([int(attack_seed), zlib.crc32(kind.encode()), int(multiple), int(trial)])
 
 
-def attack_table(
+def attack_rows(
     scores: np.ndarray,
     pool: np.ndarray,
     groups: np.ndarray,
@@ -336,7 +337,7 @@ def attack_table(
     modes: Sequence[str] = MODES,
     n_trials: int = 1,
     attack_seed: int = 0,
-) -> pd.DataFrame:
+) -> list[dict]:
     """Edit ``D`` by multiples of the certified radius and compare the pipeline's outputs (Theorem 1).
 
     ``D`` is certified once (``compute_votes`` with mask ``seed``, then ``certify_votes``). For every
@@ -353,7 +354,7 @@ def attack_table(
     with a warning in the log.
 
     Returns:
-        tidy DataFrame, one row per (edit, mode, trial, r_multiple, k_target), columns :data:`COLUMNS`:
+        tidy rows (dicts), one per (edit, mode, trial, r_multiple, k_target), keys :data:`COLUMNS`:
         ``radius`` (r), ``unit`` (``"r"``, or ``"1 edit (r = 0)"``), ``r_edits`` (edits made),
         ``within_radius`` (``r_edits <= r``), the dataset sizes, and the flip counts and shares
         (``certified_flip_share`` and ``abstain_share`` are over the components certified on ``D``,
@@ -414,153 +415,4 @@ def attack_table(
                     # correction over the components of that K): certify this K only
                     base1, dec1 = _certify(edited, groups, [k], **settings)
                     record(kind, "adversarial", 0, multiple, edited, j, base1[0], dec1[0])
-    return pd.DataFrame(rows, columns=list(COLUMNS))
-
-
-# --------------------------------------------------------------------------------------------------
-# summary, figure and files (the report-attack stage)
-
-SUMMARY_KEYS = ["edit", "mode", "r_multiple"]
-
-
-def summarize_attack(raw: pd.DataFrame) -> pd.DataFrame:
-    """Per (edit, mode, r_multiple): means over K, trials and classes (numeric, for the table and figure).
-
-    ``certified_flip_share`` / ``abstain_share`` are means over runs with at least one certified
-    component; ``max_certified_flip_share`` their maximum; ``flip_run_rate`` the share of runs (one run:
-    a class, K, trial) in which some certified label flipped (the event Theorem 1 bounds by ``2 alpha``
-    within the radius).
-    """
-    from certified_circuits.analysis.evaluation import require_columns
-
-    require_columns(raw, COLUMNS, "attack table")
-    if raw.empty:
-        raise ValueError("the attack table has no rows: every edit was infeasible (|D| too small for the radius?)")
-    grouped = raw.groupby(SUMMARY_KEYS, sort=False)
-    summary = grouped.agg(
-        r_edits=("r_edits", "first"),
-        within_radius=("within_radius", "all"),
-        baseline_flip_share=("baseline_flip_share", "mean"),
-        certified_flip_share=("certified_flip_share", "mean"),
-        max_certified_flip_share=("certified_flip_share", "max"),
-        flip_run_rate=("any_certified_flip", "mean"),
-        abstain_share=("abstain_share", "mean"),
-        n_certified=("n_certified", "mean"),
-        runs=("k_target", "size"),
-    ).reset_index()
-    order = {**{kind: i for i, kind in enumerate(KINDS)}, **{mode: i for i, mode in enumerate(MODES)}}
-    summary = summary.sort_values(
-        SUMMARY_KEYS, key=lambda s: s.map(order) if s.name in ("edit", "mode") else s, kind="stable"
-    )
-    return summary.reset_index(drop=True)
-
-
-def format_attack_summary(summary: pd.DataFrame) -> pd.DataFrame:
-    """The display table: shares in percent (one decimal), integers as such."""
-    pct = lambda s: (100.0 * s.astype(float)).round(1)  # noqa: E731
-    return pd.DataFrame({
-        "Edit": summary["edit"],
-        "Mode": summary["mode"],
-        "× r": summary["r_multiple"].astype(int),
-        "Edits": summary["r_edits"].astype(int),
-        "Within r": summary["within_radius"].map({True: "yes", False: "no"}),
-        "Baseline flip %": pct(summary["baseline_flip_share"]),
-        "Certified flip %": pct(summary["certified_flip_share"]),
-        "Max certified flip %": pct(summary["max_certified_flip_share"]),
-        "Runs with a flip %": pct(summary["flip_run_rate"]),
-        "To abstain %": pct(summary["abstain_share"]),
-        "Runs": summary["runs"].astype(int),
-    })
-
-
-MODE_COLOR = {"random": "#1f5fa8", "adversarial": "#c0392b"}
-
-
-def plot_attack(summary: pd.DataFrame, stem: Path, alpha: float, radius: int) -> list[Path]:
-    """Flip shares vs edits in multiples of r: one panel per edit kind (``stem.png`` and ``stem.pdf``).
-
-    Solid: certified flip share (over components certified on ``D``); dashed: baseline flip share (over
-    all components); dotted: share of certified components that moved to abstain. Colour: random or
-    adversarial edits. Grey dashed line: ``alpha``; shaded: within the certified radius.
-    """
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-    from matplotlib.lines import Line2D
-
-    from certified_circuits.reports.figures import save_figure
-
-    kinds = [k for k in KINDS if k in set(summary["edit"])]
-    fig = Figure(figsize=(3.6 * len(kinds), 3.3), layout="constrained")
-    FigureCanvasAgg(fig)
-    axes = fig.subplots(1, len(kinds), squeeze=False, sharey=True)[0]
-    styles = (("certified_flip_share", "-", "o"), ("baseline_flip_share", "--", "s"), ("abstain_share", ":", "^"))
-    shown = summary[[column for column, _, _ in styles]].to_numpy(dtype=float)
-    peak = np.nanmax(shown) if np.isfinite(shown).any() else 0.0
-    top = min(1.02, max(0.05, 2.0 * alpha, 1.15 * peak))  # small shares stay readable
-    for ax, kind in zip(axes, kinds):
-        panel = summary[summary["edit"] == kind]
-        if radius > 0:
-            ax.axvspan(0, 1, color="0.92", zorder=0)
-        ax.axhline(alpha, color="0.4", ls="--", lw=1.0)
-        for mode, line in panel.groupby("mode", sort=False):
-            line = line.sort_values("r_multiple")
-            for column, ls, marker in styles:
-                ax.plot(line["r_multiple"], line[column], ls=ls, marker=marker, ms=4, lw=1.5,
-                        color=MODE_COLOR.get(mode, "0.3"))
-        ax.set_title(kind)
-        ax.set_xlabel(f"edits (multiples of r = {radius})" if radius > 0 else "edits (r = 0: single edits)")
-        ax.set_xlim(0, max(summary["r_multiple"].max(), 1) * 1.05)
-        ax.set_xticks(sorted(set(summary["r_multiple"].astype(int))))
-        ax.set_ylim(0, top)
-        ax.grid(alpha=0.3)
-    axes[0].set_ylabel("share of components")
-    handles = [
-        Line2D([], [], color="black", ls="-", marker="o", ms=4, label="certified label flips"),
-        Line2D([], [], color="black", ls="--", marker="s", ms=4, label="baseline membership flips"),
-        Line2D([], [], color="black", ls=":", marker="^", ms=4, label="certified → abstain"),
-        Line2D([], [], color="0.4", ls="--", label=f"α = {alpha:g}"),
-        *[Line2D([], [], color=MODE_COLOR[m], lw=4, label=m) for m in MODES if m in set(summary["mode"])],
-    ]
-    fig.legend(handles=handles, loc="outside lower center", ncol=3, frameon=False)
-    return save_figure(fig, stem)
-
-
-def attack_metrics(raw: pd.DataFrame) -> dict[str, float]:
-    """Headline numbers: the worst certified flip share within the radius, against the baseline's."""
-    within = raw[raw["within_radius"]]
-    beyond = raw[~raw["within_radius"]]
-    metrics: dict[str, float] = {"radius": float(raw["radius"].iloc[0]), "runs": float(len(raw))}
-    if len(within):
-        metrics["max_certified_flip_share_within_r"] = float(within["certified_flip_share"].max(skipna=True))
-        metrics["flip_run_rate_within_r"] = float(within["any_certified_flip"].mean())
-        metrics["abstain_share_within_r"] = float(within["abstain_share"].mean(skipna=True))
-        for mode in MODES:
-            part = within[within["mode"] == mode]
-            if len(part):
-                metrics[f"baseline_flip_share_within_r_{mode}"] = float(part["baseline_flip_share"].mean())
-    if len(beyond):
-        metrics["max_certified_flip_share_beyond_r"] = float(beyond["certified_flip_share"].max(skipna=True))
-        metrics["baseline_flip_share_beyond_r"] = float(beyond["baseline_flip_share"].mean())
-    return {k: v for k, v in metrics.items() if np.isfinite(v)}
-
-
-def write_attack_report(raw: pd.DataFrame, out_dir: Path, alpha: float) -> list[Path]:
-    """``attack_raw.csv`` (tidy rows), ``attack.csv/.md/.tex`` (summary table), ``attack.png/.pdf``."""
-    from certified_circuits.storage.atomic import write_csv
-    from certified_circuits.reports.tables import write_table
-
-    out_dir = Path(out_dir)
-    summary = summarize_attack(raw)
-    radius = int(raw["radius"].iloc[0])
-    unit = str(raw["unit"].iloc[0])
-    caption = (
-        f"Dataset-edit attack (Theorem 1): certified radius r = {radius}"
-        + ("" if radius > 0 else " (multiples of one edit)")
-        + f", alpha = {alpha:g}. Shares in percent, means over K, trials and classes; certified flips are "
-        "over components certified on D (moving to abstain is not a flip)."
-    )
-    written = [write_csv(out_dir / "attack_raw.csv", raw)]
-    written += write_table(format_attack_summary(summary), out_dir / "attack", caption=caption, float_format="{:.1f}")
-    written += plot_attack(summary, out_dir / "attack", alpha, radius)
-    log.info("attack: r = %d (%s), %d runs -> %s", radius, unit, len(raw), out_dir)
-    return written
+    return rows
