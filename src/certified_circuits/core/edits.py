@@ -218,7 +218,7 @@ class _Greedy:
         self.index = GroupIndex.from_groups(np.asarray(groups))
         self.kept = count_table(check_k_grid([k]), self.index)[0]
         self.absolute = absolute
-        self.base = full_dataset_circuits(scores, groups, [k], absolute)[0]
+        self.base = full_dataset_circuits(scores, groups, np.array([k]), absolute)[0]
 
     def _best(self, values: np.ndarray) -> int:
         """Candidate (row of ``values``, its dataset means) with the most flips, then the smallest gap."""
@@ -362,7 +362,7 @@ def attack_rows(
     """
     scores, pool = _check_inputs(scores, pool, groups)
     groups = np.asarray(groups)
-    k_grid = check_k_grid(k_grid)
+    grid = check_k_grid(k_grid)
     alpha = check_alpha(alpha)
     n_trials = check_count("n_trials", n_trials)
     multiples = [check_count("r_multiple", j) for j in multiples]
@@ -377,16 +377,16 @@ def attack_rows(
     unit_edits, unit = (radius, "r") if radius > 0 else (1, "1 edit (r = 0)")
     n_examples, n_pool = scores.shape[0], pool.shape[0]
     dtype = np.result_type(scores, pool)
-    base0, dec0 = _certify(scores, groups, k_grid, **settings)
+    base0, dec0 = _certify(scores, groups, grid, **settings)
 
     rows: list[dict] = []
 
     def record(kind, mode, trial, multiple, edited, j, base1, dec1):
-        """One row at K = k_grid[j]; ``base1``/``dec1`` are the edited dataset's outputs at that K."""
+        """One row at K = grid[j]; ``base1``/``dec1`` are the edited dataset's outputs at that K."""
         rows.append({
             "edit": kind, "mode": mode, "trial": trial, "r_multiple": multiple, "radius": radius, "unit": unit,
             "r_edits": multiple * unit_edits, "within_radius": multiple * unit_edits <= radius,
-            "k_target": float(k_grid[j]), "n_examples": n_examples, "n_examples_edited": int(edited.shape[0]),
+            "k_target": float(grid[j]), "n_examples": n_examples, "n_examples_edited": int(edited.shape[0]),
             **_compare(base0[j], dec0[j], base1, dec1),
         })
 
@@ -402,11 +402,11 @@ def attack_rows(
                 for trial in range(n_trials):
                     rng = _edit_seed(attack_seed, kind, multiple, trial)
                     edited = edit_dataset(scores, pool, kind, multiple * unit_edits, rng)
-                    base1, dec1 = _certify(edited, groups, k_grid, **settings)
-                    for j in range(k_grid.size):
+                    base1, dec1 = _certify(edited, groups, grid, **settings)
+                    for j in range(grid.size):
                         record(kind, "random", trial, multiple, edited, j, base1[j], dec1[j])
         if "adversarial" in modes:
-            for j, k in enumerate(k_grid):
+            for j, k in enumerate(grid):
                 greedy = _Greedy(scores, pool, groups, float(k), absolute)
                 path = greedy.path(kind, max(possible) * unit_edits)
                 for multiple in possible:
