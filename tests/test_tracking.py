@@ -76,14 +76,14 @@ def test_a_live_flushers_empty_claim_folder_is_left_alone(tmp_path) -> None:
     import os
     import socket
 
-    from certified_circuits.pipeline.tracking import _claim, _claim_dir, _dead_claims
+    from certified_circuits.pipeline.tracking.child_runs import _claim, _claim_dir, dead_claims
 
     root = tmp_path / "tracking"
     live = root / "claimed" / f"{socket.gethostname()}+{os.getppid()}+"  # the parent process: alive
     dead = root / "claimed" / f"{socket.gethostname()}+999999999+"
     live.mkdir(parents=True)
     dead.mkdir(parents=True)
-    assert _dead_claims(root) == []
+    assert dead_claims(root) == []
     assert live.is_dir() and not dead.exists()
 
     pending = root / "pending"

@@ -130,7 +130,7 @@ def test_killed_parent_is_ended_on_the_next_start(results: Path, monkeypatch: py
     alive = tracking.process_identity
 
     def identity_of(host: str, pid: int):
-        monkeypatch.setattr(tracking, "process_identity", lambda: {"host": host, "pid": str(pid), "pid_start": ""})
+        monkeypatch.setattr(tracking.common, "process_identity", lambda: {"host": host, "pid": str(pid), "pid_start": ""})
 
     identity_of(here, dead_pid())
     killed = tracking.start_workflow_run(results)  # its invocation then died (SIGKILL: no hook ran)
@@ -143,7 +143,7 @@ def test_killed_parent_is_ended_on_the_next_start(results: Path, monkeypatch: py
     (tracking.records_dir(results) / "parents" / f"{unmarked}.json").unlink()
     identity_of("elsewhere", 12345)
     remote = tracking.start_workflow_run(results)  # another host, recently active: presumed alive
-    monkeypatch.setattr(tracking, "process_identity", alive)
+    monkeypatch.setattr(tracking.common, "process_identity", alive)
     assert tracking.needs_recovery(results)  # a pending record and a dead parent
 
     current = tracking.start_workflow_run(results)
@@ -321,10 +321,10 @@ def test_a_record_that_fails_to_log_stays_pending_and_leaves_no_run(results: Pat
     def unreadable(path: Path) -> str:
         raise PermissionError(f"cannot read {path}")
 
-    original = tracking._sha256
-    monkeypatch.setattr(tracking, "_sha256", unreadable)
+    original = tracking.records.sha256_of
+    monkeypatch.setattr(tracking.records, "sha256_of", unreadable)
     assert tracking.flush_job_records(results) == 0
     assert len(tracking.pending_records(results)) == 1 and job_runs(results) == []
-    monkeypatch.setattr(tracking, "_sha256", original)
+    monkeypatch.setattr(tracking.records, "sha256_of", original)
     assert tracking.flush_job_records(results) == 1
     assert len(job_runs(results)) == 1 and not tracking.pending_records(results)

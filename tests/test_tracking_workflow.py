@@ -100,7 +100,7 @@ def test_workflow_hooks_keep_one_run_per_job_and_recover_when_nothing_runs(tmp_p
     monkeypatch.delenv(tracking.ENV_WILDCARDS, raising=False)
     gone = subprocess.Popen(["true"])
     gone.wait()
-    monkeypatch.setattr(tracking, "process_identity",
+    monkeypatch.setattr(tracking.common, "process_identity",
                         lambda: {"host": socket.gethostname(), "pid": str(gone.pid), "pid_start": ""})
     killed = tracking.start_workflow_run(results)
     monkeypatch.setenv(tracking.ENV_PARENT, killed)
