@@ -3,6 +3,7 @@
 
 import shlex
 
+from certified_circuits.pipeline.tracking.records import encode_wildcards
 from certified_circuits.pipeline.layout import SETTING_PATTERN, VOTES_PATTERN, WILDCARD_CONSTRAINTS, Layout, Setting, number
 
 RESULTS = config["results_dir"].rstrip("/")
@@ -63,8 +64,7 @@ def job_env(rule_name):
     job's MLflow record is tagged with them (the parent run id itself comes from the environment)."""
 
     def prefix(wildcards):
-        tags = ",".join(f"{k}={v}" for k, v in wildcards.items())
-        return f"CC_RULE={q(rule_name)} CC_WILDCARDS={q(tags)}"
+        return f"CC_RULE={q(rule_name)} CC_WILDCARDS={q(encode_wildcards(dict(wildcards.items())))}"
 
     return prefix
 

@@ -20,7 +20,7 @@ def test_job_records_are_flushed_into_child_runs(tmp_path: Path, monkeypatch: py
     monkeypatch.setenv(tracking.ENV_PARENT, parent)
     monkeypatch.setenv(tracking.ENV_RECORDS, str(tracking.records_dir(results)))
     monkeypatch.setenv(tracking.ENV_RULE, "votes")
-    monkeypatch.setenv(tracking.ENV_WILDCARDS, "experiment=toy,concept=c1")
+    monkeypatch.setenv(tracking.ENV_WILDCARDS, tracking.encode_wildcards({"experiment": "toy", "concept": "c1"}))
     attributions = write_attributions(results / "a.h5", {"relevance": np.random.default_rng(0).normal(size=(10, 6))},
                                       np.zeros(6, dtype=int), list("abcdef"), [str(i) for i in range(10)], {})
     main(["votes", "--attributions", str(attributions), "--scorer", "relevance", "--k-grid", "0.5",
@@ -92,3 +92,10 @@ def test_a_live_flushers_empty_claim_folder_is_left_alone(tmp_path) -> None:
     mine = _claim_dir(root)  # never made: as if another flusher had removed it
     assert _claim(pending / "r.json", mine) == mine / "r.json" and (mine / "r.json").is_file()
     assert _claim(pending / "r.json", mine) is None  # gone: another flusher took it
+
+
+def test_wildcards_travel_as_json_and_survive_separators() -> None:
+    """A value holding the old separators (',' and '=') comes back whole; junk gives no wildcards."""
+    wildcards = {"concept": "a,b=c", "experiment": "world", "split": "id"}
+    assert tracking.decode_wildcards(tracking.encode_wildcards(wildcards)) == wildcards
+    assert tracking.decode_wildcards("") == {} and tracking.decode_wildcards("concept=c1") == {}

@@ -63,7 +63,8 @@ def job_runs(results: Path, key: str | None = None, deleted: bool = False) -> li
 def record(monkeypatch: pytest.MonkeyPatch, rule: str, wildcards: str, outputs: list, started: float, ended: float,
            **kwargs) -> Path:
     monkeypatch.setenv(tracking.ENV_RULE, rule)
-    monkeypatch.setenv(tracking.ENV_WILDCARDS, wildcards)
+    pairs = dict(item.split("=", 1) for item in wildcards.split(",") if item)
+    monkeypatch.setenv(tracking.ENV_WILDCARDS, tracking.encode_wildcards(pairs))
     path = tracking.write_job_record(rule, {"x": 1}, outputs, ended - started, started_at=started, ended_at=ended, **kwargs)
     assert path is not None
     return path

@@ -35,7 +35,7 @@ rule table:
     output:
         f"{{RESULTS}}/tables/runtime.csv",
     shell:
-        "CC_RULE=table CC_WILDCARDS=experiment=toy {{sys.executable}} job.py {{RESULTS}}/tables/runtime"
+        "CC_RULE=table CC_WILDCARDS='{{{{\\"experiment\\": \\"toy\\"}}}}' {{sys.executable}} job.py {{RESULTS}}/tables/runtime"
 
 
 include: {tracking!r}

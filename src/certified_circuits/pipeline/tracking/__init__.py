@@ -86,6 +86,8 @@ from certified_circuits.pipeline.tracking.metrics import (  # noqa: F401
     collected_metrics,
 )
 from certified_circuits.pipeline.tracking.records import (  # noqa: F401
+    decode_wildcards,
+    encode_wildcards,
     job_key,
     mlflow_key,
     mlflow_value,
@@ -110,6 +112,8 @@ from certified_circuits.pipeline.tracking.parent_runs import (  # noqa: F401
 )
 
 __all__ = [
+    "decode_wildcards",
+    "encode_wildcards",
     "BATCH",
     "CLAIM_STALE_SECONDS",
     "ENV_PARENT",

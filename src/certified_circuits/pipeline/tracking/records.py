@@ -58,10 +58,26 @@ def flatten_config(config: Mapping[str, Any], prefix: str = "") -> dict[str, str
     return flat
 
 
-def _parse_wildcards(text: str) -> dict[str, str]:
-    """Snakemake formats ``{wildcards}`` as ``a=1,b=x`` (values may not contain commas here)."""
-    pairs = [item.split("=", 1) for item in text.split(",") if "=" in item]
-    return {key.strip(): value.strip() for key, value in pairs}
+def encode_wildcards(wildcards: Mapping[str, Any]) -> str:
+    """The job's wildcards as the rules pass them in ``CC_WILDCARDS``: a JSON object (sorted keys).
+
+    One encoding, one decoding (:func:`decode_wildcards`), so no value is ever parsed out of a string
+    that could hold the separator.
+    """
+    return json.dumps({str(k): str(v) for k, v in wildcards.items()}, sort_keys=True)
+
+
+def decode_wildcards(text: str) -> dict[str, str]:
+    """The inverse of :func:`encode_wildcards`; empty or malformed text gives no wildcards (a record is
+    still written: tracking never fails a job)."""
+    if not text:
+        return {}
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        log.warning("%s is not the JSON object encode_wildcards writes: %r", ENV_WILDCARDS, text[:200])
+        return {}
+    return {str(k): str(v) for k, v in value.items()} if isinstance(value, dict) else {}
 
 
 # ----------------------------------------------------------------------------- job records
@@ -91,7 +107,7 @@ def write_job_record(
     ended = time.time() if ended_at is None else float(ended_at)
     started = ended - float(seconds) if started_at is None else float(started_at)
     rule = os.environ.get(ENV_RULE) or stage
-    wildcards = _parse_wildcards(os.environ.get(ENV_WILDCARDS, ""))
+    wildcards = decode_wildcards(os.environ.get(ENV_WILDCARDS, ""))
     values: dict[str, float] = {**collected_metrics(), "seconds": float(seconds)}
     for key, value in (metrics or {}).items():
         try:
