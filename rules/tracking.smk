@@ -58,7 +58,7 @@ def _finish(success):
         except Exception as exc:
             print(f"MLflow: could not close the parent run ({exc})", file=sys.stderr)
     print(
-        f"MLflow: {logged} job runs logged; browse with: mlflow ui --backend-store-uri {tracking.tracking_uri(RESULTS)}",
+        f"MLflow: {logged} job runs logged; browse with: {tracking.browse_command(RESULTS)}",
         file=sys.stderr,
     )
 

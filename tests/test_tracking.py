@@ -99,3 +99,14 @@ def test_wildcards_travel_as_json_and_survive_separators() -> None:
     wildcards = {"concept": "a,b=c", "experiment": "world", "split": "id"}
     assert tracking.decode_wildcards(tracking.encode_wildcards(wildcards)) == wildcards
     assert tracking.decode_wildcards("") == {} and tracking.decode_wildcards("concept=c1") == {}
+
+
+def test_the_browse_hint_is_safe_to_paste(tmp_path, monkeypatch) -> None:
+    """Issue 21: the closing `mlflow ui` hint printed an unquoted path; pasting it ran what the path held."""
+    import shlex
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    results = tmp_path / "my results; touch PWNED"
+    words = shlex.split(tracking.browse_command(results))
+    assert words == ["mlflow", "ui", "--backend-store-uri", tracking.tracking_uri(results)]
+    assert words[-1].endswith("my results; touch PWNED/mlflow.db")

@@ -74,6 +74,7 @@ from certified_circuits.pipeline.tracking.common import (  # noqa: F401
     results_id,
 )
 from certified_circuits.pipeline.tracking.store import (  # noqa: F401
+    browse_command,
     tracking_uri,
     retry,
     mlflow_client,
@@ -112,6 +113,7 @@ from certified_circuits.pipeline.tracking.parent_runs import (  # noqa: F401
 )
 
 __all__ = [
+    "browse_command",
     "decode_wildcards",
     "encode_wildcards",
     "BATCH",

@@ -26,6 +26,14 @@ def tracking_uri(results_dir: str | os.PathLike) -> str:
     return f"sqlite:///{Path(results_dir).resolve() / 'mlflow.db'}"
 
 
+def browse_command(results_dir: str | os.PathLike) -> str:
+    """The shell command that opens this results folder's runs in the MLflow UI, safe to paste: the URI
+    is quoted (``shlex.quote``), so a path holding spaces or ``;`` stays one argument."""
+    import shlex
+
+    return f"mlflow ui --backend-store-uri {shlex.quote(tracking_uri(results_dir))}"
+
+
 def retry(call: Callable[[], T], attempts: int = 10, delay: float = 0.2) -> T:
     """Run ``call``, retrying on SQLite lock/contention errors with jittered exponential backoff."""
     for attempt in range(attempts):

@@ -1,0 +1,89 @@
+"""bin/workflow removes a Snakemake lock only when its owner is gone, and never in a dry run (issue 21:
+it removed the lock of a live `snakemake` started by hand in the same checkout)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture()
+def checkout(tmp_path: Path) -> Path:
+    """A folder laid out like the checkout: bin/workflow, a lock left in .snakemake/locks, and a fake
+    `snakemake` on PATH that only records that it ran."""
+    (tmp_path / "bin").mkdir()
+    shutil.copy(ROOT / "bin" / "workflow", tmp_path / "bin" / "workflow")
+    (tmp_path / ".snakemake" / "locks").mkdir(parents=True)
+    (tmp_path / ".snakemake" / "locks" / "0.input.lock").write_text("results/x\n")
+    fake = tmp_path / "fakebin" / "snakemake"
+    fake.parent.mkdir()
+    fake.write_text("#!/bin/sh\necho ran > \"$PWD/snakemake.ran\"\n")
+    fake.chmod(0o755)
+    return tmp_path
+
+
+def _run(checkout: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PATH": f"{checkout / 'fakebin'}:{os.environ['PATH']}"}
+    return subprocess.run(["bash", str(checkout / "bin" / "workflow"), *args], cwd=checkout, env=env,
+                          capture_output=True, text=True, timeout=60)
+
+
+def _lock(checkout: Path) -> Path:
+    return checkout / ".snakemake" / "locks" / "0.input.lock"
+
+
+def test_a_live_snakemakes_lock_is_kept(checkout: Path) -> None:
+    script = checkout / "snakemake"  # a live process whose argv[1] is a snakemake, running in the checkout
+    script.write_text("import time\ntime.sleep(60)\n")
+    owner = subprocess.Popen([sys.executable, str(script)], cwd=checkout)
+    try:
+        time.sleep(0.2)
+        for args in ((), ("-n",), ("--cores", "1")):
+            done = _run(checkout, *args)
+            assert done.returncode == 1, done.stderr
+            assert f"snakemake (pid {owner.pid}) is running" in done.stderr
+            assert _lock(checkout).exists() and not (checkout / "snakemake.ran").exists()
+    finally:
+        owner.kill()
+        owner.wait()
+
+
+def test_a_dead_runs_lock_is_removed_but_not_in_a_dry_run(checkout: Path) -> None:
+    # another process in the checkout that is not snakemake does not own the lock
+    decoy = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "snakemake"], cwd=checkout)
+    try:
+        _check_dead_owner(checkout)
+    finally:
+        decoy.kill()
+        decoy.wait()
+
+
+def _check_dead_owner(checkout: Path) -> None:
+    for dry in (("-n",), ("-np",), ("--dry-run",)):
+        done = _run(checkout, *dry)
+        assert done.returncode == 0, done.stderr
+        assert "left in place for a dry run" in done.stderr and _lock(checkout).exists()
+    done = _run(checkout, "--cores", "1")
+    assert done.returncode == 0, done.stderr
+    assert "removing the stale lock" in done.stderr
+    assert not _lock(checkout).exists() and (checkout / "snakemake.ran").read_text() == "ran\n"
+
+
+def test_a_live_wrappers_flock_refuses_a_second_wrapper(checkout: Path) -> None:
+    holder = subprocess.Popen(["flock", str(checkout / ".snakemake" / "workflow.flock"), "sleep", "30"])
+    try:
+        time.sleep(0.2)
+        done = _run(checkout, "--cores", "1")
+        assert done.returncode == 1 and "another certified-circuits workflow is running" in done.stderr
+        assert _lock(checkout).exists()
+    finally:
+        holder.kill()
+        holder.wait()
