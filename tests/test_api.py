@@ -70,8 +70,9 @@ def test_certify_scores_equals_the_naive_path_exactly():
     setting = cc.Setting(p_del=0.4, n0=30, n=150, seed=11, tau=0.7, alpha=0.05, correction="holm")
     for absolute in (False, True):
         cached = cc.certify_scores(scores, groups, k_grid, setting, absolute=absolute)
-        naive = cc.certify_algorithm(cc.TopKDiscovery(scores, groups, k_grid, absolute), 25, setting,
-                                     k_grid=k_grid, progress=False)
+        naive = cc.certify_algorithm(
+            cc.TopKDiscovery(scores, groups, k_grid, absolute), 25, setting, k_grid=k_grid, progress=False
+        )
         for name in ("decision", "selection_counts", "certification_counts", "baseline", "majority"):
             np.testing.assert_array_equal(getattr(cached, name), getattr(naive, name), err_msg=name)
         assert cached.decision.shape == (3, 16)
@@ -116,29 +117,41 @@ def test_a_grid_certificate_is_also_a_votes_and_certificates_file(tmp_path):
     assert certificates.attrs["tau"] == SETTING.tau and votes.attrs["n"] == SETTING.n
 
 
-@pytest.mark.parametrize("output, message", [
-    (lambda kept: np.array([0.3, 0.9]), "values other than 0/1"),
-    (lambda kept: np.ones(len(kept) + 1, dtype=bool), "same components"),
-    (lambda kept: np.ones((2, 2, 2), dtype=bool), "must return a bool"),
-])
+@pytest.mark.parametrize(
+    "output, message",
+    [
+        (lambda kept: np.array([0.3, 0.9]), "values other than 0/1"),
+        (lambda kept: np.ones(len(kept) + 1, dtype=bool), "same components"),
+        (lambda kept: np.ones((2, 2, 2), dtype=bool), "must return a bool"),
+    ],
+)
 def test_a_misbehaving_algorithm_is_named(output, message):
     with pytest.raises(ValueError, match=message):
         cc.certify_algorithm(output, 4, SETTING, progress=False)
 
 
-@pytest.mark.parametrize("change, message", [
-    ({"tau": 0.4}, "tau"), ({"p_del": 1.0}, "p_del"), ({"n": 0}, "n="), ({"alpha": 0.0}, "alpha"),
-    ({"correction": "sidak"}, "correction"), ({"seed": -1}, "seed"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"tau": 0.4}, "tau"),
+        ({"p_del": 1.0}, "p_del"),
+        ({"n": 0}, "n="),
+        ({"alpha": 0.0}, "alpha"),
+        ({"correction": "sidak"}, "correction"),
+        ({"seed": -1}, "seed"),
+    ],
+)
 def test_a_bad_setting_fails_on_construction(change, message):
     with pytest.raises(ValueError, match=message):
         cc.Setting(**{**SETTING.__dict__, **change})
 
 
 def test_import_is_light():
-    code = ("import sys, certified_circuits as cc; heavy = [m for m in ('torch', 'mlflow', 'snakemake', 'pandas', "
-            "'matplotlib', 'transformers', 'h5py') if m in sys.modules]; print(heavy); "
-            "assert sorted(cc.__all__) == sorted(set(cc.__all__)); [getattr(cc, n) for n in cc.__all__]")
+    code = (
+        "import sys, certified_circuits as cc; heavy = [m for m in ('torch', 'mlflow', 'snakemake', 'pandas', "
+        "'matplotlib', 'transformers', 'h5py') if m in sys.modules]; print(heavy); "
+        "assert sorted(cc.__all__) == sorted(set(cc.__all__)); [getattr(cc, n) for n in cc.__all__]"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"

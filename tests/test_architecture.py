@@ -92,21 +92,32 @@ def test_each_module_imports_only_the_layers_below_it(module: str) -> None:
 
 @pytest.mark.parametrize("module", sorted(MODULES))
 def test_no_private_name_crosses_a_module(module: str) -> None:
-    bad = [f"line {line}: {imported}.{name}" for imported, names, line in _imports(MODULES[module])
-           for name in names if name.startswith("_") and not name.startswith("__") and imported != module]
+    bad = [
+        f"line {line}: {imported}.{name}"
+        for imported, names, line in _imports(MODULES[module])
+        for name in names
+        if name.startswith("_") and not name.startswith("__") and imported != module
+    ]
     assert not bad, f"{module} imports private names of other modules: {bad} (make them public or move them)"
 
 
 def test_the_module_level_import_graph_has_no_cycle() -> None:
-    graph = {m: {t for imported, names, _ in _imports(p, top_level_only=True) for t in _target(imported, names)
-                 if t in MODULES and t != m} for m, p in MODULES.items()}
+    graph = {
+        m: {
+            t
+            for imported, names, _ in _imports(p, top_level_only=True)
+            for t in _target(imported, names)
+            if t in MODULES and t != m
+        }
+        for m, p in MODULES.items()
+    }
     state: dict[str, int] = {}
 
     def visit(node: str, trail: list[str]) -> None:
         state[node] = 1
         for nxt in sorted(graph[node]):
             if state.get(nxt) == 1:
-                raise AssertionError("import cycle: " + " -> ".join(trail[trail.index(nxt):] + [nxt]))
+                raise AssertionError("import cycle: " + " -> ".join(trail[trail.index(nxt) :] + [nxt]))
             if nxt not in state:
                 visit(nxt, trail + [nxt])
         state[node] = 2
@@ -119,9 +130,12 @@ def test_the_module_level_import_graph_has_no_cycle() -> None:
 def test_the_rules_catch_a_violation(tmp_path: Path) -> None:
     """The checks themselves: an upward import and a private import in a fake module are found."""
     fake = tmp_path / "fake.py"
-    fake.write_text("from certified_circuits.pipeline.layout import Layout\n"
-                    "from certified_circuits.core.smoothing import _numpy\n")
+    fake.write_text(
+        "from certified_circuits.pipeline.layout import Layout\nfrom certified_circuits.core.smoothing import _numpy\n"
+    )
     found = _imports(fake)
-    assert [(m, n) for m, n, _ in found] == [("certified_circuits.pipeline.layout", ["Layout"]),
-                                             ("certified_circuits.core.smoothing", ["_numpy"])]
+    assert [(m, n) for m, n, _ in found] == [
+        ("certified_circuits.pipeline.layout", ["Layout"]),
+        ("certified_circuits.core.smoothing", ["_numpy"]),
+    ]
     assert _layer(_target(*found[0][:2])[0]) not in ALLOWED["core"]

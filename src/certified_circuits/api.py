@@ -116,16 +116,22 @@ def _circuit(output: Any, shape: tuple[int, ...] | None, call: str) -> np.ndarra
     """Check one output of the algorithm: a boolean (or 0/1) array of the same shape every call."""
     circuit = np.asarray(output)
     if circuit.ndim not in (1, 2) or circuit.size == 0:
-        raise ValueError(f"the algorithm returned shape {circuit.shape} on {call}: it must return a bool "
-                         "circuit [U] (one circuit) or [nK, U] (one per K)")
+        raise ValueError(
+            f"the algorithm returned shape {circuit.shape} on {call}: it must return a bool "
+            "circuit [U] (one circuit) or [nK, U] (one per K)"
+        )
     if circuit.dtype != bool:
         if not np.isin(circuit, (0, 1)).all():
-            raise ValueError(f"the algorithm returned values other than 0/1 on {call}: return a bool mask "
-                             "(True keeps a component in the circuit), not scores")
+            raise ValueError(
+                f"the algorithm returned values other than 0/1 on {call}: return a bool mask "
+                "(True keeps a component in the circuit), not scores"
+            )
         circuit = circuit.astype(bool)
     if shape is not None and circuit.shape != shape:
-        raise ValueError(f"the algorithm returned shape {circuit.shape} on {call} but {shape} before: "
-                         "it must return the same components every time")
+        raise ValueError(
+            f"the algorithm returned shape {circuit.shape} on {call} but {shape} before: "
+            "it must return the same components every time"
+        )
     return circuit
 
 
@@ -137,8 +143,15 @@ def _count_chunk(algorithm: Algorithm, masks: np.ndarray, shape: tuple[int, ...]
     return counts
 
 
-def sample_votes(algorithm: Algorithm, masks: np.ndarray, shape: tuple[int, ...], *, workers: int = 1,
-                 progress: bool = True, desc: str = "sub-datasets") -> np.ndarray:
+def sample_votes(
+    algorithm: Algorithm,
+    masks: np.ndarray,
+    shape: tuple[int, ...],
+    *,
+    workers: int = 1,
+    progress: bool = True,
+    desc: str = "sub-datasets",
+) -> np.ndarray:
     """Algorithm 2 (``Sample``), naive: ``sum_s A(D ⊙ eps_s)`` over the rows of ``masks``.
 
     Args:
@@ -171,7 +184,7 @@ def sample_votes(algorithm: Algorithm, masks: np.ndarray, shape: tuple[int, ...]
             from concurrent.futures import ProcessPoolExecutor, as_completed
 
             size = max(1, -(-n_samples // (4 * workers)))  # ~4 chunks per worker: balance and a live bar
-            chunks = [masks[i:i + size] for i in range(0, n_samples, size)]
+            chunks = [masks[i : i + size] for i in range(0, n_samples, size)]
             with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
                 futures = {pool.submit(_count_chunk, algorithm, chunk, shape): len(chunk) for chunk in chunks}
                 for future in as_completed(futures):
@@ -184,13 +197,23 @@ def sample_votes(algorithm: Algorithm, masks: np.ndarray, shape: tuple[int, ...]
 
 def _check_setting(setting: Setting) -> Setting:
     if not isinstance(setting, Setting):
-        raise TypeError(f"setting must be a certified_circuits.Setting, got {type(setting).__name__}: "
-                        "cc.Setting(p_del=..., n0=..., n=..., seed=..., tau=..., alpha=..., correction=...)")
+        raise TypeError(
+            f"setting must be a certified_circuits.Setting, got {type(setting).__name__}: "
+            "cc.Setting(p_del=..., n0=..., n=..., seed=..., tau=..., alpha=..., correction=...)"
+        )
     return setting
 
 
-def certify_algorithm(algorithm: Algorithm, n_examples: int, setting: Setting, *, k_grid: Any = None,
-                      workers: int = 1, progress: bool = True, attrs: dict[str, Any] | None = None) -> Certificate:
+def certify_algorithm(
+    algorithm: Algorithm,
+    n_examples: int,
+    setting: Setting,
+    *,
+    k_grid: Any = None,
+    workers: int = 1,
+    progress: bool = True,
+    attrs: dict[str, Any] | None = None,
+) -> Certificate:
     """Certify the circuit of any black-box discovery algorithm (Algorithm 1 around Algorithm 2).
 
     The selection masks (``n0``) and certification masks (``n``) are the two independent children of
@@ -219,22 +242,35 @@ def certify_algorithm(algorithm: Algorithm, n_examples: int, setting: Setting, *
     setting = _check_setting(setting)
     n_examples = check_count("n_examples", n_examples, minimum=1)
     selection_masks, certification_masks = selection_and_certification_masks(
-        n_examples, setting.n0, setting.n, setting.p_del, setting.seed)
+        n_examples, setting.n0, setting.n, setting.p_del, setting.seed
+    )
     baseline = _circuit(algorithm(np.arange(n_examples)), None, "the full dataset")
     if k_grid is not None:
         k_grid = np.asarray(k_grid, dtype=np.float64)
         if baseline.ndim != 2 or k_grid.shape != (baseline.shape[0],):
-            raise ValueError(f"k_grid has {k_grid.size} values but the algorithm returns shape {baseline.shape}: "
-                             "give one K per row of [nK, U]")
-    selection = sample_votes(algorithm, selection_masks, baseline.shape, workers=workers, progress=progress,
-                             desc="selection (n0)")
-    certification = sample_votes(algorithm, certification_masks, baseline.shape, workers=workers, progress=progress,
-                                 desc="certification (n)")
+            raise ValueError(
+                f"k_grid has {k_grid.size} values but the algorithm returns shape {baseline.shape}: "
+                "give one K per row of [nK, U]"
+            )
+    selection = sample_votes(
+        algorithm, selection_masks, baseline.shape, workers=workers, progress=progress, desc="selection (n0)"
+    )
+    certification = sample_votes(
+        algorithm, certification_masks, baseline.shape, workers=workers, progress=progress, desc="certification (n)"
+    )
     return _certificate(selection, certification, baseline, setting, n_examples, k_grid, None, attrs)
 
 
-def certify_scores(scores: Any, groups: Any, k_grid: Any, setting: Setting, *, absolute: bool = False,
-                   device: Any = None, attrs: dict[str, Any] | None = None) -> Certificate:
+def certify_scores(
+    scores: Any,
+    groups: Any,
+    k_grid: Any,
+    setting: Setting,
+    *,
+    absolute: bool = False,
+    device: Any = None,
+    attrs: dict[str, Any] | None = None,
+) -> Certificate:
     """Certify top-K circuits of per-example scores: the paper's cached path (App. D).
 
     The base algorithm is ``A_K(D') = top-K per group of mean_{i in D'} S_i`` (``|.|`` of the mean when
@@ -255,22 +291,45 @@ def certify_scores(scores: Any, groups: Any, k_grid: Any, setting: Setting, *, a
         The :class:`Certificate`, ``decision`` of shape ``[len(k_grid), U]``.
     """
     setting = _check_setting(setting)
-    votes = compute_votes(scores, groups, k_grid, setting.p_del, setting.n0, setting.n, setting.seed,
-                          absolute=absolute, device=device)
-    return _certificate(votes.selection_counts, votes.certification_counts, votes.baseline, setting,
-                        int(votes.attrs["n_examples"]), votes.k_grid, votes.groups,
-                        {"absolute": bool(absolute), **(attrs or {})})
+    votes = compute_votes(
+        scores, groups, k_grid, setting.p_del, setting.n0, setting.n, setting.seed, absolute=absolute, device=device
+    )
+    return _certificate(
+        votes.selection_counts,
+        votes.certification_counts,
+        votes.baseline,
+        setting,
+        int(votes.attrs["n_examples"]),
+        votes.k_grid,
+        votes.groups,
+        {"absolute": bool(absolute), **(attrs or {})},
+    )
 
 
-def _certificate(selection: np.ndarray, certification: np.ndarray, baseline: np.ndarray, setting: Setting,
-                 n_examples: int, k_grid: np.ndarray | None, groups: np.ndarray | None,
-                 attrs: dict[str, Any] | None) -> Certificate:
+def _certificate(
+    selection: np.ndarray,
+    certification: np.ndarray,
+    baseline: np.ndarray,
+    setting: Setting,
+    n_examples: int,
+    k_grid: np.ndarray | None,
+    groups: np.ndarray | None,
+    attrs: dict[str, Any] | None,
+) -> Certificate:
     """Algorithm 1 on the counts, plus the majority vote at identical compute."""
-    decision, pvalue = certify_with_pvalues(selection, certification, setting.n0, setting.n, setting.tau,
-                                            setting.alpha, setting.correction)
-    return Certificate(decision=decision, pvalue=pvalue, selection_counts=selection.astype(np.int32),
-                       certification_counts=certification.astype(np.int32),
-                       majority=majority_vote(selection, certification, setting.n0, setting.n),
-                       baseline=baseline.astype(bool), setting=setting, n_examples=int(n_examples),
-                       k_grid=k_grid, groups=groups, attrs=dict(attrs or {}))
-
+    decision, pvalue = certify_with_pvalues(
+        selection, certification, setting.n0, setting.n, setting.tau, setting.alpha, setting.correction
+    )
+    return Certificate(
+        decision=decision,
+        pvalue=pvalue,
+        selection_counts=selection.astype(np.int32),
+        certification_counts=certification.astype(np.int32),
+        majority=majority_vote(selection, certification, setting.n0, setting.n),
+        baseline=baseline.astype(bool),
+        setting=setting,
+        n_examples=int(n_examples),
+        k_grid=k_grid,
+        groups=groups,
+        attrs=dict(attrs or {}),
+    )

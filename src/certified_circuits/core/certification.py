@@ -62,11 +62,7 @@ def binomial_pvalue(agreeing: np.ndarray, n: int, tau: float) -> np.ndarray:
 
 
 def pvalues(
-    selection_counts: np.ndarray,
-    certification_counts: np.ndarray,
-    n0: int,
-    n: int,
-    tau: float,
+    selection_counts: np.ndarray, certification_counts: np.ndarray, n0: int, n: int, tau: float
 ) -> tuple[np.ndarray, np.ndarray]:
     """Steps 1-2 of Algorithm 1: the guessed decisions ``c_u`` and their p-values."""
     n = check_count("n", n)
@@ -120,15 +116,8 @@ def certify_with_pvalues(
     return decision, pvalue
 
 
-def certify(
-    selection_counts: np.ndarray,
-    certification_counts: np.ndarray,
-    n0: int,
-    n: int,
-    tau: float,
-    alpha: float,
-    correction: str = "bonferroni",
-) -> np.ndarray:
+def certify(selection_counts: np.ndarray, certification_counts: np.ndarray, n0: int, n: int, tau: float, alpha: float,
+            correction: str = "bonferroni") -> np.ndarray:  # fmt: skip
     """Algorithm 1 (``CertifyCircuit``) on vote counts.
 
     Args:
@@ -239,7 +228,12 @@ def certify_votes(votes: Votes, tau: float, alpha: float, correction: str = "bon
         decision=decision,
         majority=majority_vote(votes.selection_counts, votes.certification_counts, n0, n),
         pvalue=pvalue,
-        attrs={**{k: v for k, v in votes.attrs.items() if k in VOTES_SETTING_KEYS},
-               "tau": float(tau), "alpha": float(alpha), "correction": correction, "radius": radius,
-               "n_components_tested": int(decision.shape[-1])},
+        attrs={
+            **{k: v for k, v in votes.attrs.items() if k in VOTES_SETTING_KEYS},
+            "tau": float(tau),
+            "alpha": float(alpha),
+            "correction": correction,
+            "radius": radius,
+            "n_components_tested": int(decision.shape[-1]),
+        },
     )

@@ -79,8 +79,17 @@ def setting_columns(votes: Votes, certificates: Certificates) -> dict[str, Any]:
     from certified_circuits.core.setting import Setting
 
     v, c = votes.attrs, certificates.attrs
-    setting = Setting(p_del=float(v["p_del"]), n0=int(v["n0"]), n=int(v["n"]), seed=int(v["seed"]),
-                      tau=float(c["tau"]), alpha=float(c["alpha"]), correction=str(c["correction"]))
-    return {"scorer": str(v.get("scorer", "")), "split": str(v.get("split", "")), "setting": setting.tag, "p_del": setting.p_del, "n0": setting.n0,
-            "n": setting.n, "seed": setting.seed, "tau": setting.tau, "alpha": setting.alpha,
-            "correction": setting.correction, "radius": int(c["radius"])}
+    setting = Setting.from_config(v, tau=c["tau"], alpha=c["alpha"], correction=c["correction"])
+    return {
+        "scorer": str(v.get("scorer", "")),
+        "split": str(v.get("split", "")),
+        "setting": setting.tag,
+        "p_del": setting.p_del,
+        "n0": setting.n0,
+        "n": setting.n,
+        "seed": setting.seed,
+        "tau": setting.tau,
+        "alpha": setting.alpha,
+        "correction": setting.correction,
+        "radius": int(c["radius"]),
+    }

@@ -100,8 +100,10 @@ def resolve_device(name: "str | torch.device") -> "torch.device":
         device = torch.device(name)
         count = torch.cuda.device_count()
         if device.index is not None and device.index >= count:
-            raise ValueError(f"--device {name}: this machine has {count} CUDA device(s) (cuda:0..cuda:{count - 1}); "
-                             f"use --device cuda or one of those")
+            raise ValueError(
+                f"--device {name}: this machine has {count} CUDA device(s) (cuda:0..cuda:{count - 1}); "
+                f"use --device cuda or one of those"
+            )
         return device
     return torch.device(name)
 
@@ -137,8 +139,9 @@ def free_device_bytes(device: "str | torch.device") -> int:
     raise ValueError(f"device {device}: batch sizing knows cpu and cuda devices only; use --device auto, cpu or cuda")
 
 
-def batch_from_memory(device: "str | torch.device", bytes_per_item: float, *, cap: int, floor: int = 1,
-                      fraction: float = 0.5) -> int:
+def batch_from_memory(
+    device: "str | torch.device", bytes_per_item: float, *, cap: int, floor: int = 1, fraction: float = 0.5
+) -> int:
     """Items per batch that fit in ``fraction`` of the device's free memory.
 
     ``clamp(floor(fraction * free_device_bytes(device) / bytes_per_item), floor, cap)``.

@@ -46,9 +46,12 @@ RANKINGS: tuple[str, ...] = ("signed", "absolute")
 def check_ranking(ranking: str, where: str = "ranking") -> str:
     """A ranking convention, one of :data:`RANKINGS` (``ValueError`` naming ``where`` otherwise)."""
     if ranking not in RANKINGS:
-        raise ValueError(f"{where}={ranking!r} is invalid: a base algorithm ranks 'signed' (mean score) or "
-                         "'absolute' (|mean score|, EAP-IG)")
+        raise ValueError(
+            f"{where}={ranking!r} is invalid: a base algorithm ranks 'signed' (mean score) or "
+            "'absolute' (|mean score|, EAP-IG)"
+        )
     return ranking
+
 
 _ROUND_GUARD = 1e-9
 

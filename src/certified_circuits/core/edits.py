@@ -86,9 +86,26 @@ MODES = ("random", "adversarial")
 
 #: keys of the rows of :func:`attack_rows`, in table order
 COLUMNS = (
-    "edit", "mode", "trial", "r_multiple", "radius", "unit", "r_edits", "within_radius", "k_target",
-    "n_examples", "n_examples_edited", "n_components", "baseline_flips", "baseline_flip_share",
-    "n_certified", "certified_flips", "certified_flip_share", "abstained", "abstain_share", "any_certified_flip",
+    "edit",
+    "mode",
+    "trial",
+    "r_multiple",
+    "radius",
+    "unit",
+    "r_edits",
+    "within_radius",
+    "k_target",
+    "n_examples",
+    "n_examples_edited",
+    "n_components",
+    "baseline_flips",
+    "baseline_flip_share",
+    "n_certified",
+    "certified_flips",
+    "certified_flip_share",
+    "abstained",
+    "abstain_share",
+    "any_certified_flip",
 )
 
 
@@ -258,13 +275,7 @@ class _Greedy:
 
 
 def adversarial_edit(
-    scores: np.ndarray,
-    pool: np.ndarray,
-    groups: np.ndarray,
-    k: float,
-    r: int,
-    kind: str,
-    absolute: bool = False,
+    scores: np.ndarray, pool: np.ndarray, groups: np.ndarray, k: float, r: int, kind: str, absolute: bool = False
 ) -> np.ndarray:
     """``r`` greedy edits of one kind that change the baseline circuit ``A(D)`` at top-K fraction ``k`` most.
 
@@ -383,18 +394,29 @@ def attack_rows(
 
     def record(kind, mode, trial, multiple, edited, j, base1, dec1):
         """One row at K = grid[j]; ``base1``/``dec1`` are the edited dataset's outputs at that K."""
-        rows.append({
-            "edit": kind, "mode": mode, "trial": trial, "r_multiple": multiple, "radius": radius, "unit": unit,
-            "r_edits": multiple * unit_edits, "within_radius": multiple * unit_edits <= radius,
-            "k_target": float(grid[j]), "n_examples": n_examples, "n_examples_edited": int(edited.shape[0]),
-            **_compare(base0[j], dec0[j], base1, dec1),
-        })
+        rows.append(
+            {
+                "edit": kind,
+                "mode": mode,
+                "trial": trial,
+                "r_multiple": multiple,
+                "radius": radius,
+                "unit": unit,
+                "r_edits": multiple * unit_edits,
+                "within_radius": multiple * unit_edits <= radius,
+                "k_target": float(grid[j]),
+                "n_examples": n_examples,
+                "n_examples_edited": int(edited.shape[0]),
+                **_compare(base0[j], dec0[j], base1, dec1),
+            }
+        )
 
     for kind in kinds:
         possible = [j for j in multiples if feasible(kind, j * unit_edits, n_examples, n_pool)]
         for j in sorted(set(multiples) - set(possible)):
-            log.warning("skipping %d %s edits (%d x %s): |D| = %d, pool = %d", j * unit_edits, kind, j, unit,
-                        n_examples, n_pool)
+            log.warning(
+                "skipping %d %s edits (%d x %s): |D| = %d, pool = %d", j * unit_edits, kind, j, unit, n_examples, n_pool
+            )
         if not possible:
             continue
         if "random" in modes:

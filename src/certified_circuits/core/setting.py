@@ -58,7 +58,13 @@ class Setting:
     correction: str
 
     def __post_init__(self) -> None:
-        from certified_circuits.core.validation import check_alpha, check_correction, check_count, check_p_del, check_tau
+        from certified_circuits.core.validation import (
+            check_alpha,
+            check_correction,
+            check_count,
+            check_p_del,
+            check_tau,
+        )
 
         check_p_del(self.p_del)
         check_count("n0", self.n0, minimum=1)
@@ -73,9 +79,15 @@ class Setting:
     @classmethod
     def from_config(cls, block: Mapping[str, Any], **changes: Any) -> "Setting":
         values = {**block, **changes}
-        return cls(p_del=float(values["p_del"]), n0=int(values["n0"]), n=int(values["n"]),
-                   seed=int(values["seed"]), tau=float(values["tau"]), alpha=float(values["alpha"]),
-                   correction=str(values["correction"]))
+        return cls(
+            p_del=float(values["p_del"]),
+            n0=int(values["n0"]),
+            n=int(values["n"]),
+            seed=int(values["seed"]),
+            tau=float(values["tau"]),
+            alpha=float(values["alpha"]),
+            correction=str(values["correction"]),
+        )
 
     def replace(self, **changes: Any) -> "Setting":
         return Setting.from_config(self.__dict__, **changes)

@@ -112,7 +112,9 @@ def _numpy(value: Any) -> np.ndarray:
     return np.asarray(value)
 
 
-def _check_scores(scores: np.ndarray, groups: np.ndarray, masks: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _check_scores(
+    scores: np.ndarray, groups: np.ndarray, masks: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     scores = _numpy(scores)
     groups = _numpy(groups)
     masks = _numpy(masks)
@@ -307,17 +309,9 @@ def vote_counts(
 TORCH_BYTES_PER_ELEMENT = 48
 
 
-def vote_counts_torch(
-    scores: Any,
-    groups: np.ndarray,
-    k_grid: np.ndarray,
-    masks: np.ndarray,
-    absolute: bool = False,
-    chunk_size: int | None = None,
-    *,
-    device: "str | torch.device | None" = None,
-    dtype: "torch.dtype | None" = None,
-) -> np.ndarray:
+def vote_counts_torch(scores: Any, groups: np.ndarray, k_grid: np.ndarray, masks: np.ndarray, absolute: bool = False,
+                      chunk_size: int | None = None, *, device: "str | torch.device | None" = None,
+                      dtype: "torch.dtype | None" = None) -> np.ndarray:  # fmt: skip
     """Algorithm 2 (``Sample``), cached, in torch on ``device``: the counts of :func:`vote_counts`.
 
     Per chunk of non-empty masks ``E`` (bool, drawn by numpy and moved to the device):
@@ -355,8 +349,7 @@ def vote_counts_torch(
     n_examples, n_components = s.shape
     if groups.shape != (n_components,):
         raise ValueError(
-            f"groups has shape {groups.shape} but scores has {n_components} components: "
-            "give one group id per component"
+            f"groups has shape {groups.shape} but scores has {n_components} components: give one group id per component"
         )
     if masks.ndim != 2 or masks.shape[1] != n_examples:
         raise ValueError(
@@ -375,19 +368,21 @@ def vote_counts_torch(
     index = GroupIndex.from_groups(groups)
     kept = count_table(k_sorted, index)  # [nK, G], nondecreasing along K
     whole = len(index.members) == 1
-    parts: list[tuple[torch.Tensor, torch.Tensor]] = []  # per group: component ids [m] and the first-entry index of each sorted position [m]
+    parts: list[
+        tuple[torch.Tensor, torch.Tensor]
+    ] = []  # per group: component ids [m] and the first-entry index of each sorted position [m]
     for g, members in enumerate(index.members):
         entry_at = np.searchsorted(kept[:, g], np.arange(members.size), side="right")  # #{j: kept_j <= p}
-        parts.append((torch.as_tensor(members * (n_k + 1), device=device),
-                      torch.as_tensor(entry_at, device=device)))
+        parts.append((torch.as_tensor(members * (n_k + 1), device=device), torch.as_tensor(entry_at, device=device)))
     member_index = [torch.as_tensor(members, device=device) for members in index.members]
 
     rows = masks[masks.any(axis=1)]  # the empty sub-dataset gives the empty circuit: no votes
     histogram = torch.zeros(n_components * (n_k + 1), dtype=torch.int64, device=device)
     if rows.shape[0]:
         if chunk_size is None:
-            chunk_size = batch_from_memory(device, TORCH_BYTES_PER_ELEMENT * n_components,
-                                           cap=rows.shape[0], fraction=0.25)
+            chunk_size = batch_from_memory(
+                device, TORCH_BYTES_PER_ELEMENT * n_components, cap=rows.shape[0], fraction=0.25
+            )
         chunk_size = check_count("chunk_size", chunk_size)
         kept_masks = torch.as_tensor(rows, device=device)
         for start in range(0, rows.shape[0], chunk_size):
@@ -442,9 +437,7 @@ def full_dataset_circuits(
 
 
 def vote_counts_naive(
-    algorithm: Callable[[np.ndarray], np.ndarray],
-    masks: np.ndarray,
-    progress: bool = False,
+    algorithm: Callable[[np.ndarray], np.ndarray], masks: np.ndarray, progress: bool = False
 ) -> np.ndarray:
     """Algorithm 2 (``Sample``), naive: run the base algorithm on every sub-dataset.
 
@@ -504,11 +497,17 @@ def compute_votes(
         k_grid=k_grid,
         baseline=full_dataset_circuits(scores, groups, k_grid, absolute, device=on, dtype=dtype),
         selection_counts=vote_counts(scores, groups, k_grid, selection_masks, absolute, device=on, dtype=dtype),
-        certification_counts=vote_counts(scores, groups, k_grid, certification_masks, absolute, device=on,
-                                         dtype=dtype),
+        certification_counts=vote_counts(scores, groups, k_grid, certification_masks, absolute, device=on, dtype=dtype),
         groups=_numpy(groups).astype(np.int32),
-        attrs={"p_del": float(p_del), "n0": int(n0), "n": int(n), "seed": int(seed),
-               "n_examples": int(scores.shape[0]), "absolute": bool(absolute), **(attrs or {})},
+        attrs={
+            "p_del": float(p_del),
+            "n0": int(n0),
+            "n": int(n),
+            "seed": int(seed),
+            "n_examples": int(scores.shape[0]),
+            "absolute": bool(absolute),
+            **(attrs or {}),
+        },
     )
 
 

@@ -52,9 +52,7 @@ def check_k_grid(k_grid: Iterable[float]) -> np.ndarray:
         raise ValueError(f"k_grid={k_grid!r} is invalid: expected a non-empty list of fractions in (0, 1]")
     bad = k[~((k > 0.0) & (k <= 1.0))]
     if bad.size:
-        raise ValueError(
-            f"k_grid contains {bad.tolist()}: every K is a fraction of components and must lie in (0, 1]"
-        )
+        raise ValueError(f"k_grid contains {bad.tolist()}: every K is a fraction of components and must lie in (0, 1]")
     return k
 
 

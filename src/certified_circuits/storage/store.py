@@ -124,6 +124,17 @@ def _k_grid(handle: h5py.File, producer: str) -> np.ndarray:
     return k_grid
 
 
+def _write_file(path: str | os.PathLike, datasets: Mapping[str, np.ndarray], attrs: Mapping[str, Any]) -> Path:
+    """One HDF5 file of named datasets and attributes (plus the package version), written atomically."""
+    path = Path(path)
+    with atomic_path(path) as tmp:
+        with h5py.File(tmp, "w") as handle:
+            for name, data in datasets.items():
+                handle.create_dataset(name, data=data)
+            _write_attrs(handle, {"package_version": __version__, **attrs})
+    return path
+
+
 # --------------------------------------------------------------------------- attributions
 
 
@@ -228,16 +239,11 @@ def write_votes(path: str | os.PathLike, votes: Votes) -> Path:
     for name in ("baseline", "certification_counts"):
         if getattr(votes, name).shape != (n_k, n_components):
             raise ValueError(f"votes.{name} has shape {getattr(votes, name).shape}, expected {(n_k, n_components)}")
-    path = Path(path)
-    with atomic_path(path) as tmp:
-        with h5py.File(tmp, "w") as handle:
-            handle.create_dataset("k_grid", data=np.asarray(votes.k_grid, dtype=np.float64))
-            handle.create_dataset("baseline", data=votes.baseline.astype(bool))
-            handle.create_dataset("selection_counts", data=votes.selection_counts.astype(np.int32))
-            handle.create_dataset("certification_counts", data=votes.certification_counts.astype(np.int32))
-            handle.create_dataset("groups", data=np.asarray(votes.groups, dtype=np.int32))
-            _write_attrs(handle, {"package_version": __version__, **votes.attrs})
-    return path
+    return _write_file(path, {
+        "k_grid": np.asarray(votes.k_grid, dtype=np.float64), "baseline": votes.baseline.astype(bool),
+        "selection_counts": votes.selection_counts.astype(np.int32),
+        "certification_counts": votes.certification_counts.astype(np.int32),
+        "groups": np.asarray(votes.groups, dtype=np.int32)}, votes.attrs)
 
 
 def read_votes(path: str | os.PathLike) -> Votes:
@@ -270,15 +276,10 @@ def write_certificates(path: str | os.PathLike, certificates: Certificates) -> P
     for name in ("majority", "pvalue"):
         if getattr(certificates, name).shape != shape:
             raise ValueError(f"certificates.{name} has shape {getattr(certificates, name).shape}, expected {shape}")
-    path = Path(path)
-    with atomic_path(path) as tmp:
-        with h5py.File(tmp, "w") as handle:
-            handle.create_dataset("k_grid", data=np.asarray(certificates.k_grid, dtype=np.float64))
-            handle.create_dataset("decision", data=certificates.decision.astype(np.int8))
-            handle.create_dataset("majority", data=certificates.majority.astype(bool))
-            handle.create_dataset("pvalue", data=certificates.pvalue.astype(np.float64))
-            _write_attrs(handle, {"package_version": __version__, **certificates.attrs})
-    return path
+    return _write_file(path, {
+        "k_grid": np.asarray(certificates.k_grid, dtype=np.float64), "decision": certificates.decision.astype(np.int8),
+        "majority": certificates.majority.astype(bool), "pvalue": certificates.pvalue.astype(np.float64)},
+        certificates.attrs)
 
 
 def read_certificates(path: str | os.PathLike) -> Certificates:
@@ -328,21 +329,14 @@ def write_certificate(path: str | os.PathLike, certificate: Any) -> Path:
     for name, data in arrays.items():
         if data.shape != shape:
             raise ValueError(f"certificate.{name} has shape {data.shape}, expected {shape}")
+    if certificate.k_grid is not None:
+        arrays["k_grid"] = np.asarray(certificate.k_grid, dtype=np.float64)
+    if certificate.groups is not None:
+        arrays["groups"] = np.asarray(certificate.groups, dtype=np.int32)
     setting = certificate.setting
-    attrs = {**certificate.attrs, "package_version": __version__, "kind": "certificate",
-             **{key: getattr(setting, key) for key in SETTING_KEYS},
-             "radius": certificate.radius, "n_examples": int(certificate.n_examples)}
-    path = Path(path)
-    with atomic_path(path) as tmp:
-        with h5py.File(tmp, "w") as handle:
-            for name, data in arrays.items():
-                handle.create_dataset(name, data=data)
-            if certificate.k_grid is not None:
-                handle.create_dataset("k_grid", data=np.asarray(certificate.k_grid, dtype=np.float64))
-            if certificate.groups is not None:
-                handle.create_dataset("groups", data=np.asarray(certificate.groups, dtype=np.int32))
-            _write_attrs(handle, attrs)
-    return path
+    return _write_file(path, arrays, {**certificate.attrs, "kind": "certificate",
+                                      **{key: getattr(setting, key) for key in SETTING_KEYS},
+                                      "radius": certificate.radius, "n_examples": int(certificate.n_examples)})
 
 
 def read_certificate(path: str | os.PathLike) -> dict[str, Any]:
