@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import time
 from pathlib import Path
 
 from certified_circuits.language.tasks import SPLITS, TASKS
@@ -96,13 +95,10 @@ def _train_arguments(p: argparse.ArgumentParser) -> None:
                     "Greater-Than (never the held-out prompts in --tasks-dir), then write the model dir and the "
                     "full model's accuracy per task and split as JSON.")
 def _cmd_train(args: argparse.Namespace) -> int:
-    from certified_circuits.storage.atomic import atomic_dir, write_json
     from certified_circuits.language.models import save_embedded
-    from certified_circuits.language.patching import full_model_metrics
-    from certified_circuits.language.forward import GPT2Weights
     from certified_circuits.language.tasks import read_jsonl
-    from certified_circuits.language.tokenizer import encode_examples
-    from certified_circuits.language.train import TrainConfig, train_embedded
+    from certified_circuits.language.train import TrainConfig, held_out_accuracy, train_embedded
+    from certified_circuits.storage.atomic import atomic_dir, write_json
 
     tasks_dir = Path(args.tasks_dir)
     files = {t: {s: tasks_dir / t / f"{s}.jsonl" for s in SPLITS} for t in TASKS}
@@ -116,18 +112,13 @@ def _cmd_train(args: argparse.Namespace) -> int:
                       steps=args.steps, batch_per_task=args.batch_per_task, lr=args.lr, seed=args.seed,
                       time_limit_s=args.time_limit)
     model, tok, train_log = train_embedded(cfg, exclude)
-    w = GPT2Weights.from_hf(model)
-    metrics: dict = {"config": cfg.__dict__, "training": train_log, "accuracy": {}}
-    for t, d in held_out.items():
-        metrics["accuracy"][t] = {}
-        for s, ex in d.items():
-            r = full_model_metrics(w, encode_examples(ex, tok, max_len=cfg.n_positions))
-            metrics["accuracy"][t][s] = {"accuracy": float(r.accuracy[0]), "binary_accuracy": float(r.binary_accuracy[0]),
-                                         "logit_diff": float(r.logit_diff[0]), "n_examples": r.n_examples}
-            log.info("language-train: %s/%s: accuracy %.3f, binary %.3f", t, s, r.accuracy[0], r.binary_accuracy[0])
+    accuracy = held_out_accuracy(model, tok, held_out, cfg.n_positions)
+    for task, splits in accuracy.items():
+        for split, r in splits.items():
+            log.info("language-train: %s/%s: accuracy %.3f, binary %.3f", task, split, r["accuracy"], r["binary_accuracy"])
     with atomic_dir(args.out_dir) as tmp:
         save_embedded(model, tok, tmp)
-    write_json(args.metrics, metrics)
+    write_json(args.metrics, {"config": cfg.__dict__, "training": train_log, "accuracy": accuracy})
     log.info("language-train: model -> %s, metrics -> %s", args.out_dir, args.metrics)
     return 0
 
@@ -153,14 +144,9 @@ def _attribute_arguments(p: argparse.ArgumentParser) -> None:
                     "logit(distractor) at the last position, gradients averaged at k/m for k = 0..m-1 (m = --ig-steps) between "
                     "corrupted and clean embeddings) and write the attribution contract (scorer 'eap_ig').")
 def _cmd_attribute(args: argparse.Namespace) -> int:
-    import numpy as np
-
-    from certified_circuits.language.eap_ig import RANKING, eap_ig_scores
-    from certified_circuits.language.models import load_language_model
-    from certified_circuits.language.tasks import read_jsonl
-    from certified_circuits.language.tokenizer import encode_examples
     from certified_circuits.core.devices import resolve_device
-    from certified_circuits.storage.store import write_attributions
+    from certified_circuits.language.attribution import attribute_task
+    from certified_circuits.language.tasks import read_jsonl
 
     examples = read_jsonl(args.examples)
     bad = [e.id for e in examples if e.task != args.task]
@@ -168,21 +154,11 @@ def _cmd_attribute(args: argparse.Namespace) -> int:
         raise InputError(f"{args.examples} holds examples of another task than {args.task!r} ({bad[:3]})")
     device = resolve_device(args.device)
     configure_torch(args.threads)
-    lm = load_language_model(args.model, args.model_path)
-    batch = encode_examples(examples, lm.tokenizer, max_len=lm.n_positions)
-    t0 = time.time()
-    scores = eap_ig_scores(lm.weights.to(device), batch, ig_steps=args.ig_steps, batch_size=args.batch_size, device=device,
-                           integration=args.integration)
-    g = lm.weights.graph
-    write_attributions(
-        args.out, {"eap_ig": scores}, np.zeros(g.n_edges, dtype=np.int32), g.edge_names(), batch.ids,
-        {"model": args.model, "model_path": str(args.model_path), "dataset": args.task, "concept": args.task,
-         "split": args.split, "experiment": args.experiment, "scorer": "eap_ig", "ig_steps": int(args.ig_steps),
-         "integration": args.integration,
-         "metric": "logit(answer) - logit(distractor), last position, per example",
-         "n_layers": g.n_layers, "n_heads": g.n_heads, "seconds": time.time() - t0},
-        extras={"answer_token": batch.answer, "distractor_token": batch.distractor}, rankings={"eap_ig": RANKING})
-    log.info("language-attribute: %d x %d EAP-IG scores -> %s", scores.shape[0], scores.shape[1], args.out)
+    n_examples, n_edges = attribute_task(
+        examples, task=args.task, split=args.split, model=args.model, model_path=args.model_path, out=args.out,
+        experiment=args.experiment, device=device, ig_steps=args.ig_steps, integration=args.integration,
+        batch_size=args.batch_size)
+    log.info("language-attribute: %d x %d EAP-IG scores -> %s", n_examples, n_edges, args.out)
     return 0
 
 

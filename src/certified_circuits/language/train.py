@@ -116,3 +116,32 @@ def train_embedded(cfg: TrainConfig, exclude_prompts: Iterable[str] = (), progre
     log = {"steps_run": len(losses), "final_loss": float(np.mean(losses[-50:])), "train_seconds": time.time() - t0,
            "examples_seen": len(losses) * cfg.batch_per_task * len(TASKS)}
     return model, tok, log
+
+
+def held_out_accuracy(model, tokenizer, held_out: dict[str, dict[str, list[Example]]], max_len: int) -> dict:
+    """The trained model's accuracy on every held-out task and split (the full model: nothing patched).
+
+    Args:
+        model: the trained HF ``GPT2LMHeadModel``.
+        tokenizer: its tokenizer.
+        held_out: task -> split -> prompts (never seen in training).
+        max_len: the model's context length.
+
+    Returns:
+        task -> split -> ``{"accuracy", "binary_accuracy", "logit_diff", "n_examples"}`` (next-token
+        accuracy, answer-vs-distractor accuracy, mean logit difference).
+    """
+    from certified_circuits.language.forward import GPT2Weights
+    from certified_circuits.language.patching import full_model_metrics
+    from certified_circuits.language.tokenizer import encode_examples
+
+    weights = GPT2Weights.from_hf(model)
+    accuracy: dict = {}
+    for task, splits in held_out.items():
+        accuracy[task] = {}
+        for split, examples in splits.items():
+            r = full_model_metrics(weights, encode_examples(examples, tokenizer, max_len=max_len))
+            accuracy[task][split] = {"accuracy": float(r.accuracy[0]), "binary_accuracy": float(r.binary_accuracy[0]),
+                                     "logit_diff": float(r.logit_diff[0]), "n_examples": r.n_examples}
+    return accuracy
+
