@@ -94,7 +94,7 @@ def test_missing_weights_error_names_file_and_fix(tmp_path, monkeypatch):
     assert str(expected) in msg and "download.pytorch.org" in msg and "--weights" in msg
     with pytest.raises(FileNotFoundError, match="nope.pth"):
         build_paper_model("resnet50", weights=tmp_path / "nope.pth")
-    with pytest.raises(ValueError, match="unknown paper-scale"):
+    with pytest.raises(ValueError, match="unknown vision architecture"):
         build_paper_model("alexnet")
     with pytest.raises(ValueError, match="--checkpoint"):
         load_model("world")

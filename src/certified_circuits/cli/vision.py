@@ -23,11 +23,12 @@ from pathlib import Path
 import numpy as np
 
 from certified_circuits.core.devices import configure_torch
+from certified_circuits.vision.architectures import MODEL_CHOICES
 from certified_circuits.cli.stages import InputError, Stages, add_device, add_k_grid, existing_file, existing_path, named_path, positive_int
 
 log = logging.getLogger(__name__)
 STAGES = Stages()
-MODELS = ("world", "resnet50", "resnet101", "vit_b_16")
+MODELS = MODEL_CHOICES  # world + every entry of vision/architectures.py
 
 
 def _model_arguments(p: argparse.ArgumentParser) -> None:

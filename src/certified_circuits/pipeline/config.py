@@ -91,6 +91,11 @@ def check_vision(vision):
             config_error("vision.eval_sets", unknown, f"the embedded world has eval sets {sorted(known)}")
         return
     imagenet = vision["imagenet"]
+    from certified_circuits.vision.architectures import ARCHITECTURE_NAMES
+
+    if imagenet["model"] not in ARCHITECTURE_NAMES:
+        config_error("vision.imagenet.model", imagenet["model"],
+                     f"one of {list(ARCHITECTURE_NAMES)} (add an architecture in certified_circuits/vision/architectures.py)")
     require_path("vision.imagenet.class_index", imagenet["class_index"], "the ImageNet class index",
                  "Give LOC_synset_mapping.txt from the ImageNet devkit (one 'wnid name' line per class, in class order).")
     require_path("vision.imagenet.val_root", imagenet["val_root"], "ImageNet validation folder",

@@ -24,12 +24,13 @@ from torch import nn
 from torchvision import models as tvm
 from torchvision.models.resnet import BasicBlock, ResNet
 
+from certified_circuits.vision.architectures import Architecture, architecture
+
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 WORLD_MEAN = (0.5, 0.5, 0.5)
 WORLD_STD = (0.25, 0.25, 0.25)
 
-PAPER_ARCHS = ("resnet50", "resnet101", "vit_b_16")
 
 
 @dataclass
@@ -221,35 +222,33 @@ def world_model_from_net(net: ResNet, class_names: list[str], image_size: int) -
 # paper-scale torchvision models
 # ----------------------------------------------------------------------------------------------
 
-_WEIGHTS = {
-    "resnet50": (tvm.resnet50, tvm.ResNet50_Weights.IMAGENET1K_V1),
-    "resnet101": (tvm.resnet101, tvm.ResNet101_Weights.IMAGENET1K_V1),
-    "vit_b_16": (tvm.vit_b_16, tvm.ViT_B_16_Weights.IMAGENET1K_V1),
-}
+def _weights_enum(arch: Architecture):
+    """The torchvision weights enum member named by the table (``ResNet50_Weights.IMAGENET1K_V1``)."""
+    enum_name, member = arch.weights.split(".")
+    return getattr(getattr(tvm, enum_name), member)
 
 
 def expected_weights_path(arch: str) -> Path:
     """Where torchvision caches IMAGENET1K_V1 weights of ``arch`` (``$TORCH_HOME/hub/checkpoints``)."""
-    _, weights = _WEIGHTS[arch]
-    return Path(torch.hub.get_dir()) / "checkpoints" / os.path.basename(weights.url)
+    return Path(torch.hub.get_dir()) / "checkpoints" / os.path.basename(_weights_enum(architecture(arch)).url)
 
 
 def build_paper_model(arch: str, weights: Path | str | None = None, pretrained: bool = True,
                       class_names: list[str] | None = None) -> VisionModel:
-    """torchvision ``arch`` (resnet50 / resnet101 / vit_b_16) with its circuit vertices.
+    """torchvision ``arch`` (an entry of :data:`~certified_circuits.vision.architectures.ARCHITECTURES`)
+    with its circuit vertices.
 
     pretrained=True loads IMAGENET1K_V1 weights from ``weights`` or the torch hub cache; pretrained=False
     keeps torchvision's random initialisation (tests). Nothing is ever downloaded."""
-    if arch not in _WEIGHTS:
-        raise ValueError(f"unknown paper-scale architecture {arch!r}; choose one of {PAPER_ARCHS}")
-    ctor, wenum = _WEIGHTS[arch]
-    net = ctor(weights=None)
+    entry = architecture(arch)
+    wenum = _weights_enum(entry)
+    net = getattr(tvm, entry.builder)(weights=None)
     if pretrained:
         path = Path(weights) if weights else expected_weights_path(arch)
         if not path.is_file():
             raise FileNotFoundError(
                 f"IMAGENET1K_V1 weights for {arch} not found at {path}. Download {wenum.url} on a machine with "
-                f"internet (or run `python -c \"import torchvision; torchvision.models.{arch}(weights='IMAGENET1K_V1')\"` "
+                f"internet (or run `python -c \"import torchvision; torchvision.models.{entry.builder}(weights='IMAGENET1K_V1')\"` "
                 f"there) and copy the file to {expected_weights_path(arch)} or pass it with --weights PATH."
             )
         state = load_weights(path)
@@ -260,16 +259,21 @@ def build_paper_model(arch: str, weights: Path | str | None = None, pretrained: 
                              f"of {arch} with --weights") from exc
     net.eval()
     names = class_names or [str(i) for i in range(1000)]
-    if arch == "vit_b_16":
-        n_layers = len(net.encoder.layers)
-        hooks = [f"encoder.layers.encoder_layer_{i}.mlp.3" for i in range(n_layers)]
-        widths = [net.get_submodule(h).out_features for h in hooks]
-        return VisionModel(
-            net=net, arch=arch, hook_names=hooks, block_names=[f"block{i}_mlp_fc2" for i in range(n_layers)],
-            widths=widths, channel_dim=-1, expand_at=("encoder.layers.encoder_layer_0", "input"),
-            class_names=names, image_size=224, mean=IMAGENET_MEAN, std=IMAGENET_STD,
-        )
+    if entry.layout == "vit":
+        return _vit_model(net, arch, names)
     return _resnet_model(net, arch, names, 224, IMAGENET_MEAN, IMAGENET_STD)
+
+
+def _vit_model(net: nn.Module, arch: str, class_names: list[str]) -> VisionModel:
+    """A torchvision VisionTransformer: the vertices are the outputs of every block's MLP (tokens last)."""
+    n_layers = len(net.encoder.layers)
+    hooks = [f"encoder.layers.encoder_layer_{i}.mlp.3" for i in range(n_layers)]
+    widths = [net.get_submodule(h).out_features for h in hooks]
+    return VisionModel(
+        net=net, arch=arch, hook_names=hooks, block_names=[f"block{i}_mlp_fc2" for i in range(n_layers)],
+        widths=widths, channel_dim=-1, expand_at=("encoder.layers.encoder_layer_0", "input"),
+        class_names=class_names, image_size=224, mean=IMAGENET_MEAN, std=IMAGENET_STD,
+    )
 
 
 def load_model(spec: str, checkpoint: Path | str | None = None, weights: Path | str | None = None,

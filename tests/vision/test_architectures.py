@@ -1,0 +1,39 @@
+"""The table of vision architectures is the one place to add one: CLI choices, config check and builder
+all follow it."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from certified_circuits.cli import vision as vision_cli
+from certified_circuits.vision import architectures
+from certified_circuits.vision.architectures import ARCHITECTURE_NAMES, Architecture
+from certified_circuits.vision.models import build_paper_model
+
+
+def test_cli_choices_and_the_config_check_come_from_the_table():
+    assert vision_cli.MODELS == ("world", *ARCHITECTURE_NAMES)
+    assert ARCHITECTURE_NAMES == ("resnet50", "resnet101", "vit_b_16")
+    from certified_circuits.pipeline.config import ConfigError, check_vision
+
+    with pytest.raises((ConfigError, ValueError), match="resnet18.*architectures.py"):
+        check_vision({"main_scorer": "relevance", "scorers": ["relevance"], "selection_set": None, "eval_sets": ["id"],
+                      "rediscovery_sets": [], "source": "imagenet",
+                      "imagenet": {"model": "resnet18", "class_index": "x", "val_root": "y", "ood_roots": {}}})
+
+
+def test_an_unknown_architecture_lists_the_known_ones():
+    with pytest.raises(ValueError, match=r"unknown vision architecture 'lenet'.*resnet50"):
+        build_paper_model("lenet", pretrained=False)
+
+
+def test_one_entry_adds_an_architecture(monkeypatch):
+    """A new table entry (here ResNet-18) builds with its vertices, without touching any other module."""
+    monkeypatch.setitem(architectures.ARCHITECTURES, "resnet18",
+                        Architecture("resnet18", "resnet18", "ResNet18_Weights.IMAGENET1K_V1", "resnet"))
+    model = build_paper_model("resnet18", pretrained=False)
+    assert model.widths == [64, 128, 256, 512] and model.n_vertices == 960 and model.channel_dim == 1
+    assert model.hook_names == ["layer1", "layer2", "layer3", "layer4"]
+    with torch.no_grad():
+        assert model.net(torch.zeros(1, 3, 64, 64)).shape == (1, 1000)
