@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from certified_circuits.cli import vision as vcli
+from certified_circuits.vision import loading
 
 SUBCOMMANDS = ["vision-world", "vision-train", "vision-filter-ood", "vision-attribute", "vision-evaluate",
                "vision-select-classes", "vision-imagenet-c", "vision-prepare-oodcv"]
@@ -82,6 +83,16 @@ def test_end_to_end(tmp_path):
     assert len(idrows) == 1 + 3 * 3 and set(idrows.method) == {"full", "baseline", "majority", "certified"}
     assert df.accuracy.between(0, 1).all() and df.false_positive_rate.between(0, 1).all()
     assert (idrows[idrows.method == "baseline"].k_effective.to_numpy() <= k_grid + 0.25).all()
+
+    # issue 21: circuits of one class evaluated under another class's name are refused before any work
+    votes.attrs["concept"] = "square"
+    write_votes(tmp_path / "v_square.h5", votes)
+    wrong = tmp_path / "eval" / "wrong.csv"
+    with pytest.raises(ValueError, match=r"--concept 'circle' but .*v_square.h5 holds the circuits of 'square'"):
+        run("vision-evaluate", "--model", "world", "--checkpoint", tmp_path / "m.pt", "--circuits",
+            tmp_path / "v_square.h5", tmp_path / "c.h5", "--concept", "circle", "--eval-set", f"id={w / 'concept.npz'}",
+            "--out", wrong)
+    assert not wrong.exists()
 
 
 def test_clear_errors(tmp_path):
@@ -169,12 +180,12 @@ def test_batch_serves_several_classes_in_one_process(tmp_path, monkeypatch, capl
     concepts = ["circle", "square", "triangle"]
     for concept in concepts:
         assert cli.main(invocation(concept, "single")) == 0
-    vcli._LOADED.clear()
+    loading.LOADED.clear()
     monkeypatch.setenv("CC_TRACKING_DIR", str(tmp_path / "tracking"))
     caplog.set_level("INFO")
     batch = ["batch"] + [t for i, c in enumerate(concepts) for t in ([] if i == 0 else ["::"]) + invocation(c, "batch")]
     assert cli.main(batch) == 0
-    assert len(vcli._LOADED) == 1
+    assert len(loading.LOADED) == 1
     assert sum("model already loaded" in r.message for r in caplog.records) == len(concepts) - 1
     for concept in concepts:
         for suffix in ("", ".cs"):

@@ -89,3 +89,20 @@ def test_config_validation():
         WorldConfig(n_classes=11).validate()
     with pytest.raises(ValueError, match="habitat_rate"):
         WorldConfig(habitat_rate=1.5).validate()
+
+
+def test_a_file_that_is_not_a_split_is_named(tmp_path):
+    """Issue 21: a random-bytes .npz got numpy's pickle advice and no file name."""
+    import os
+
+    from certified_circuits.vision.world import load_split
+
+    junk = tmp_path / "junk.npz"
+    junk.write_bytes(os.urandom(4096))
+    with pytest.raises(ValueError, match=r"junk.npz is not a concept-world split .*vision-world") as info:
+        load_split(junk)
+    assert "pickle" not in str(info.value)
+    np.save(tmp_path / "array.npy", np.arange(3))
+    (tmp_path / "array.npy").rename(tmp_path / "array.npz")  # a .npy under an .npz name
+    with pytest.raises(ValueError, match="array.npz is not a concept-world split"):
+        load_split(tmp_path / "array.npz")

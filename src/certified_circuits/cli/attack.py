@@ -85,13 +85,17 @@ def _load_class(paths: list[Path], scorer: str):
     return concept, np.asarray(attributions.scores[scorer]), np.concatenate(pools, axis=0), attributions.groups
 
 
-@STAGES.stage("report-attack", _attack_arguments,
-              help="Theorem 1 shown directly: edit the concept dataset by r, 2r, 4r examples and re-certify",
-              description="Edit each concept dataset by multiples of the certified radius (random and greedy "
-              "adversarial insertions, deletions and substitutions drawn from pool attribution files), re-run "
-              "votes and certification with the same settings and seed, and report the share of baseline "
-              "components and of certified labels that flip (attack_raw.csv, attack.csv/.md/.tex, attack.png/.pdf).")
+@STAGES.stage(
+    "report-attack", _attack_arguments,
+    help="Theorem 1 shown directly: edit the concept dataset by r, 2r, 4r examples and re-certify",
+)
 def _cmd_attack(args: argparse.Namespace) -> int:
+    """Edit each concept dataset by multiples of the certified radius (random and greedy adversarial insertions,
+    deletions and substitutions drawn from pool attribution files), re-run votes and certification with the same
+    settings and seed, and report the share of baseline components and of certified labels that flip
+    (attack_raw.csv, attack.csv/.md/.tex, attack.png/.pdf).
+    """
+
     import pandas as pd
 
     from certified_circuits.reports.attack import attack_metrics, attack_table, write_attack_report

@@ -43,10 +43,15 @@ def _tasks_arguments(p: argparse.ArgumentParser) -> None:
                         "lengths (paper scale)")
 
 
-@STAGES.stage("language-tasks", _tasks_arguments, help="generate one language task's train/id_test/ood_test prompts (JSONL)",
-        description="Generate IOI / IOI-Hard / Greater-Than prompt pairs (clean, corrupted, answer, distractor) "
-                    "for the splits train, id_test and ood_test (paper, Appendix A.2) as OUT_DIR/{split}.jsonl.")
+@STAGES.stage(
+    "language-tasks", _tasks_arguments,
+    help="generate one language task's train/id_test/ood_test prompts (JSONL)",
+)
 def _cmd_tasks(args: argparse.Namespace) -> int:
+    """Generate IOI / IOI-Hard / Greater-Than prompt pairs (clean, corrupted, answer, distractor) for the splits train,
+    id_test and ood_test (paper, Appendix A.2) as OUT_DIR/{split}.jsonl.
+    """
+
     from certified_circuits.language.tasks import NAMES, OBJECTS, PLACES, generate_splits, write_jsonl
 
     kw = {}
@@ -90,11 +95,16 @@ def _train_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threads", type=positive_int, default=1, help="torch CPU threads (default 1)")
 
 
-@STAGES.stage("language-train", _train_arguments, help="train the embedded tiny GPT-2 on the three tasks' ID training distributions",
-        description="Train an HF GPT2LMHeadModel with a tiny config on fresh ID prompts of IOI, IOI-Hard and "
-                    "Greater-Than (never the held-out prompts in --tasks-dir), then write the model dir and the "
-                    "full model's accuracy per task and split as JSON.")
+@STAGES.stage(
+    "language-train", _train_arguments,
+    help="train the embedded tiny GPT-2 on the three tasks' ID training distributions",
+)
 def _cmd_train(args: argparse.Namespace) -> int:
+    """Train an HF GPT2LMHeadModel with a tiny config on fresh ID prompts of IOI, IOI-Hard and Greater-Than (never the
+    held-out prompts in --tasks-dir), then write the model dir and the full model's accuracy per task and split
+    as JSON.
+    """
+
     from certified_circuits.language.models import save_embedded
     from certified_circuits.language.tasks import read_jsonl
     from certified_circuits.language.train import TrainConfig, held_out_accuracy, train_embedded
@@ -139,11 +149,16 @@ def _attribute_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--experiment", default="language")
 
 
-@STAGES.stage("language-attribute", _attribute_arguments, help="per-example EAP-IG edge scores for one task and split (.h5)",
-        description="Compute signed per-example EAP-IG scores of every EAP-graph edge (metric: logit(answer) - "
-                    "logit(distractor) at the last position, gradients averaged at k/m for k = 0..m-1 (m = --ig-steps) between "
-                    "corrupted and clean embeddings) and write the attribution contract (scorer 'eap_ig').")
+@STAGES.stage(
+    "language-attribute", _attribute_arguments,
+    help="per-example EAP-IG edge scores for one task and split (.h5)",
+)
 def _cmd_attribute(args: argparse.Namespace) -> int:
+    """Compute signed per-example EAP-IG scores of every EAP-graph edge (metric: logit(answer) - logit(distractor) at
+    the last position, gradients averaged at k/m for k = 0..m-1 (m = --ig-steps) between corrupted and clean
+    embeddings) and write the attribution contract (scorer 'eap_ig').
+    """
+
     from certified_circuits.core.devices import resolve_device
     from certified_circuits.language.attribution import attribute_task
     from certified_circuits.language.tasks import read_jsonl
@@ -178,11 +193,16 @@ def _evaluate_arguments(p: argparse.ArgumentParser) -> None:
                    help="activation buffer size per patched batch in floats (default: sized from free device memory)")
 
 
-@STAGES.stage("language-evaluate", _evaluate_arguments, help="circuit-restricted accuracy of baseline/majority/certified circuits (CSV)",
-        description="Interchange-patch every non-circuit edge with the corrupted run's activation and report exact "
-                    "next-token accuracy (cACC), binary answer-vs-distractor accuracy and logit difference per "
-                    "method and K, plus the unpatched 'full' model, as a tidy CSV.")
+@STAGES.stage(
+    "language-evaluate", _evaluate_arguments,
+    help="circuit-restricted accuracy of baseline/majority/certified circuits (CSV)",
+)
 def _cmd_evaluate(args: argparse.Namespace) -> int:
+    """Interchange-patch every non-circuit edge with the corrupted run's activation and report exact next-token
+    accuracy (cACC), binary answer-vs-distractor accuracy and logit difference per method and K, plus the
+    unpatched 'full' model, as a tidy CSV.
+    """
+
     from certified_circuits.storage.atomic import write_csv
     from certified_circuits.core.contracts import setting_columns
     from certified_circuits.core.devices import resolve_device

@@ -78,12 +78,16 @@ def _votes_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", type=str, required=True, help="votes HDF5 (output)")
 
 
-@STAGES.stage("votes", _votes_arguments,
-              help="Algorithm 2: deletion masks and vote counts for a K grid (cached per-example scores)",
-              description="Draw n0 selection and n certification deletion masks (independent streams of one "
-              "seed), run the top-K base algorithm on every sub-dataset through the cached scores, and write "
-              "the votes contract (baseline circuits, selection and certification counts).")
+@STAGES.stage(
+    "votes", _votes_arguments,
+    help="Algorithm 2: deletion masks and vote counts for a K grid (cached per-example scores)",
+)
 def _cmd_votes(args: argparse.Namespace) -> int:
+    """Draw n0 selection and n certification deletion masks (independent streams of one seed), run the top-K base
+    algorithm on every sub-dataset through the cached scores, and write the votes contract (baseline circuits,
+    selection and certification counts).
+    """
+
     from certified_circuits.core.smoothing import compute_votes, mask_seed
     from certified_circuits.storage.store import read_attributions, write_votes
 
@@ -135,11 +139,12 @@ def _certify_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", type=str, required=True, help="certificates HDF5 (output)")
 
 
-@STAGES.stage("certify", _certify_arguments,
-              help="Algorithm 1: certified in / out / abstain per component and K",
-              description="Binomial test of each component's selected decision at threshold tau with "
-              "family-wise error control over all components, plus the majority vote at identical compute.")
+@STAGES.stage("certify", _certify_arguments, help="Algorithm 1: certified in / out / abstain per component and K")
 def _cmd_certify(args: argparse.Namespace) -> int:
+    """Binomial test of each component's selected decision at threshold tau with family-wise error control over all
+    components, plus the majority vote at identical compute.
+    """
+
     from certified_circuits.core.certification import certify_votes
     from certified_circuits.storage.store import read_votes, write_certificates
 
@@ -233,7 +238,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run one stage, or with ``batch`` several stages in one process.
 
     A batch pays the start-up (imports of torch and torchvision, the model build and its weights, which
-    the vision stages keep for the process: :func:`certified_circuits.cli.vision.load_cached`) once for
+    the vision stages keep for the process: :func:`certified_circuits.vision.loading.load_cached`) once for
     every invocation, e.g. the attributions of 25 ImageNet classes in one GPU job. Every invocation is
     parsed before the first runs, so a typo in the last stops the batch before any work; they then
     run in order and the batch stops at the first failure (exit 2, naming the invocation). A batch

@@ -22,6 +22,7 @@ so every stage starts fast. Outputs need no declaration: every file written thro
 from __future__ import annotations
 
 import argparse
+import inspect
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,8 +47,12 @@ class Stages(list):
 
     def stage(self, name: str, arguments: Callable[[argparse.ArgumentParser], None], help: str,
               description: str | None = None) -> Callable:
+        """Register ``run`` as stage ``name``: its ``--help`` description is ``description``, else the
+        handler's docstring, else ``help``."""
+
         def decorate(run: Callable[[argparse.Namespace], int | None]) -> Callable:
-            self.append(Stage(name, arguments, run, help, description))
+            text = description or (inspect.cleandoc(run.__doc__) if run.__doc__ else None)
+            self.append(Stage(name, arguments, run, help, text))
             return run
 
         return decorate

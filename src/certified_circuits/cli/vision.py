@@ -42,38 +42,17 @@ def _model_arguments(p: argparse.ArgumentParser) -> None:
     add_device(g)
 
 
-#: Models this process has loaded, by (model, checkpoint, weights, class index, device): the invocations
-#: of one ``certified-circuits batch`` build the network and read its weights once.
-_LOADED: dict[tuple[str, ...], tuple[object, object]] = {}
-
-
 def _load(args: argparse.Namespace):
-    """The model on its device, and the wnid index of ImageNet folders (None for the world).
-
-    Cached for the process (:data:`_LOADED`): every stage leaves the model as it found it (hooks are
-    removed on exit, the network stays in eval mode), so a later invocation of a batch reuses it."""
+    """The model on its device and the wnid index of ImageNet folders (None for the world), cached for the
+    process (:func:`certified_circuits.vision.loading.load_cached`)."""
     from certified_circuits.core.devices import resolve_device
+    from certified_circuits.vision.loading import load_cached
 
     device = resolve_device(args.device)
     configure_torch(args.threads)
-    key = tuple(str(v) for v in (args.model, args.checkpoint, args.weights, args.class_index, device))
-    if key not in _LOADED:
-        _LOADED[key] = _build(args, device)
-    else:
+    model, index, reused = load_cached(args.model, args.checkpoint, args.weights, args.class_index, device)
+    if reused:
         log.info("%s: model already loaded in this process (batch); reusing it", getattr(args, "command", "vision"))
-    return _LOADED[key]
-
-
-def _build(args: argparse.Namespace, device):
-    from certified_circuits.vision.imagenet import class_names_from_index, load_wnid_index
-    from certified_circuits.vision.models import load_model
-
-    index = load_wnid_index(args.class_index) if args.class_index else None
-    if args.model != "world" and index is None:
-        raise InputError(f"--model {args.model} needs --class-index LOC_synset_mapping.txt to map wnid folders to classes")
-    names = class_names_from_index(index) if index else None
-    model = load_model(args.model, checkpoint=args.checkpoint, weights=args.weights, class_names=names)
-    model.net.to(device)
     return model, index
 
 
@@ -127,10 +106,12 @@ def _world_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--splits", nargs="*", choices=SPLITS, help="only these splits (default: all)")
 
 
-@STAGES.stage("vision-world", _world_arguments, help="build the embedded concept world",
-              description="Render the concept world (shape classes + class-correlated habitats) into "
-              "OUT/<split>.npz and OUT/world.json. Deterministic in --seed.")
+@STAGES.stage("vision-world", _world_arguments, help="build the embedded concept world")
 def _cmd_world(args: argparse.Namespace) -> int:
+    """Render the concept world (shape classes + class-correlated habitats) into OUT/<split>.npz and OUT/world.json.
+    Deterministic in --seed.
+    """
+
     from certified_circuits.vision.world import SPLITS, WorldConfig, build_world
 
     cfg = WorldConfig(
@@ -183,10 +164,12 @@ def _train_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threads", type=positive_int, default=1, help="torch CPU threads (default 1)")
 
 
-@STAGES.stage("vision-train", _train_arguments, help="train the embedded world ResNet",
-              description="Train a small torchvision ResNet on WORLD/train.npz; write the checkpoint and "
-              "accuracies on id_test / context_shift / corruption (JSON).")
+@STAGES.stage("vision-train", _train_arguments, help="train the embedded world ResNet")
 def _cmd_train(args: argparse.Namespace) -> int:
+    """Train a small torchvision ResNet on WORLD/train.npz; write the checkpoint and accuracies on id_test /
+    context_shift / corruption (JSON).
+    """
+
     from certified_circuits.vision.models import save_world_model
     from certified_circuits.vision.train import accuracy, train_world_model
     from certified_circuits.vision.world import load_split, write_json_atomic
@@ -232,11 +215,12 @@ def _filter_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threads", type=positive_int, default=1, help="torch CPU threads (default 1)")
 
 
-@STAGES.stage("vision-filter-ood", _filter_arguments, help="filter the adversarial / anomaly OOD sets against a model",
-              description="ImageNet-A-style filtration (keep misclassified hard images) and ImageNet-O-style "
-              "filtration (keep novel shapes confidently labelled as a known class, labelled with it); also "
-              "writes the model's accuracy per split.")
+@STAGES.stage("vision-filter-ood", _filter_arguments, help="filter the adversarial / anomaly OOD sets against a model")
 def _cmd_filter(args: argparse.Namespace) -> int:
+    """ImageNet-A-style filtration (keep misclassified hard images) and ImageNet-O-style filtration (keep novel shapes
+    confidently labelled as a known class, labelled with it); also writes the model's accuracy per split.
+    """
+
     from certified_circuits.vision.models import load_world_model
     from certified_circuits.vision.train import accuracy, filter_adversarial, filter_anomaly
     from certified_circuits.vision.world import load_split, save_split, write_json_atomic
@@ -284,10 +268,12 @@ def _attribute_arguments(p: argparse.ArgumentParser) -> None:
                    help="extra file attribute, e.g. config_digest=abc123 (repeatable)")
 
 
-@STAGES.stage("vision-attribute", _attribute_arguments, help="per-example scores of one class on one split -> HDF5",
-              description="Relevance, activation and rank scores of every vertex for the images of one class "
-              "(one forward/backward per batch), in the attribution contract.")
+@STAGES.stage("vision-attribute", _attribute_arguments, help="per-example scores of one class on one split -> HDF5")
 def _cmd_attribute(args: argparse.Namespace) -> int:
+    """Relevance, activation and rank scores of every vertex for the images of one class (one forward/backward per
+    batch), in the attribution contract.
+    """
+
     from certified_circuits.vision.attribution import run_attribution, write_empty_attribution
     from certified_circuits.vision.data import open_set
     from certified_circuits.vision.world import load_split
@@ -350,18 +336,18 @@ def _evaluate_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--limit-per-class", type=positive_int, default=None, help="images per class folder (paper scale)")
 
 
-@STAGES.stage("vision-evaluate", _evaluate_arguments, help="sufficiency of one class's circuits -> tidy CSV",
-              description="Zero non-circuit channels at every block output and measure class accuracy, "
-              "false-positive rate on other classes and balanced accuracy for all K x methods (batched), "
-              "plus the unmasked model ('full'). Rows carry the scorer and setting of their circuits.")
+@STAGES.stage("vision-evaluate", _evaluate_arguments, help="sufficiency of one class's circuits -> tidy CSV")
 def _cmd_evaluate(args: argparse.Namespace) -> int:
-    from certified_circuits.storage.atomic import write_csv
-    from certified_circuits.core.certification import method_masks
-    from certified_circuits.core.contracts import setting_columns
-    from certified_circuits.storage.store import read_certificates, read_votes
+    """Zero non-circuit channels at every block output and measure class accuracy, false-positive rate on other classes
+    and balanced accuracy for all K x methods (batched), plus the unmasked model ('full'). Rows carry the scorer
+    and setting of their circuits.
+    """
+
     from certified_circuits.pipeline.tracking import add_metrics
+    from certified_circuits.storage.atomic import write_csv
+    from certified_circuits.storage.store import read_certificates, read_votes
     from certified_circuits.vision.data import open_set
-    from certified_circuits.vision.evaluate import evaluate_class
+    from certified_circuits.vision.evaluate import evaluate_circuits, mean_ablation_fill
 
     sets = dict(args.eval_set)
     for name, path in sets.items():
@@ -370,36 +356,22 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     if args.ablation == "mean" and args.reference is None:
         raise InputError("--ablation mean needs --reference (images whose mean activations fill removed channels)")
     circuits = [(read_votes(v), read_certificates(c)) for v, c in args.circuits]
+    for (votes, _), (votes_path, _) in zip(circuits, args.circuits):
+        if str(votes.attrs.get("concept", args.concept)) != args.concept:
+            raise InputError(f"--concept {args.concept!r} but {votes_path} holds the circuits of "
+                             f"{votes.attrs['concept']!r}: pass that class's --circuits, or --concept {votes.attrs['concept']}")
     model, index = _load(args)
     label = _label(model, args.concept)
     isets = {name: open_set(p, index, limit_per_class=args.limit_per_class) for name, p in sets.items()}
     fill = None
     if args.ablation == "mean":
-        from certified_circuits.vision.hooks import reference_activations
-
         reference = open_set(args.reference, index, limit_per_class=args.reference_per_class)
-        rng = np.random.default_rng(args.seed)
-        pick = np.sort(rng.choice(len(reference), size=min(len(reference), args.reference_size), replace=False))
-        fill = reference_activations(model, reference.load(pick, model).to(model.device))
-    frames = []
+        fill = mean_ablation_fill(model, reference, args.reference_size, args.seed)
     _log_startup("vision-evaluate")
-    for votes, certificates in circuits:  # one process (one torch start-up) for every scorer of the class
-        t0 = time.perf_counter()
-        masks = method_masks(votes, certificates)
-        if args.methods:
-            unknown = set(args.methods) - set(masks)
-            if unknown:
-                raise InputError(f"unknown methods {sorted(unknown)}; available: {sorted(masks)}")
-            masks = {m: masks[m] for m in args.methods}
-        frame = evaluate_class(model, isets, label, masks, np.asarray(votes.k_grid), np.asarray(votes.groups),
-                               experiment=args.experiment, concept=args.concept, n_negatives=args.n_negatives,
-                               seed=args.seed, max_batch=args.max_batch, fill=fill)
-        frames.append(frame.assign(ablation=args.ablation, **setting_columns(votes, certificates)))
-        log.info("vision-evaluate: %s (%s): %d rows in %.1fs", args.concept, votes.attrs.get("scorer"), len(frame),
-                 time.perf_counter() - t0)
-    import pandas as pd  # after the batches: the start-up before the first batch stays free of it
-
-    table = pd.concat(frames, ignore_index=True)
+    table = evaluate_circuits(model, isets, label, args.concept, circuits, experiment=args.experiment,
+                              methods=args.methods, ablation=args.ablation, fill=fill, n_negatives=args.n_negatives,
+                              seed=args.seed, max_batch=args.max_batch,
+                              progress_log=lambda message: log.info("vision-evaluate: %s", message))
     write_csv(args.out, table)
     full = table[table.method == "full"].drop_duplicates("eval_set")
     add_metrics({f"full_accuracy_{r.eval_set}": r.accuracy for r in full.itertuples()})
@@ -423,10 +395,12 @@ def _runtime_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out-stem", type=Path, required=True, help="writes STEM.csv, STEM.md and STEM.tex")
 
 
-@STAGES.stage("vision-runtime", _runtime_arguments, help="naive vs cached certification cost (App. D table)",
-              description="Time certification of one class with A re-run on every sub-dataset (naive) and from "
-              "cached per-example relevance (cached).")
+@STAGES.stage("vision-runtime", _runtime_arguments, help="naive vs cached certification cost (App. D table)")
 def _cmd_runtime(args: argparse.Namespace) -> int:
+    """Time certification of one class with A re-run on every sub-dataset (naive) and from cached per-example relevance
+    (cached).
+    """
+
     from certified_circuits.reports.tables import format_runtime_table, write_table
     from certified_circuits.vision.attribution import class_indices
     from certified_circuits.vision.data import open_set
@@ -454,9 +428,10 @@ def _select_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", type=Path, required=True)
 
 
-@STAGES.stage("vision-select-classes", _select_arguments, help="seeded random class selection (paper: 100 classes)",
-              description="Draw N wnid folders of an ImageFolder tree by seed; write one wnid per line.")
+@STAGES.stage("vision-select-classes", _select_arguments, help="seeded random class selection (paper: 100 classes)")
 def _cmd_select_classes(args: argparse.Namespace) -> int:
+    """Draw N wnid folders of an ImageFolder tree by seed; write one wnid per line."""
+
     from certified_circuits.storage.atomic import write_text
     from certified_circuits.vision.imagenet import list_classes, select_classes
 
@@ -473,10 +448,12 @@ def _imagenet_c_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--severity", type=int, default=2, choices=range(1, 6))
 
 
-@STAGES.stage("vision-imagenet-c", _imagenet_c_arguments, help="generate ImageNet-C defocus blur from ImageNet val",
-              description="Write OUT/defocus_blur/<severity>/<wnid>/*.png for the listed classes (resize 256, crop "
-              "224, reimplemented ImageNet-C defocus blur). Use when the official ImageNet-C files are absent.")
+@STAGES.stage("vision-imagenet-c", _imagenet_c_arguments, help="generate ImageNet-C defocus blur from ImageNet val")
 def _cmd_imagenet_c(args: argparse.Namespace) -> int:
+    """Write OUT/defocus_blur/<severity>/<wnid>/*.png for the listed classes (resize 256, crop 224, reimplemented
+    ImageNet-C defocus blur). Use when the official ImageNet-C files are absent.
+    """
+
     from certified_circuits.vision.imagenet import generate_imagenet_c
 
     classes = [line.strip() for line in args.classes.read_text().splitlines() if line.strip()]
@@ -491,10 +468,12 @@ def _oodcv_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", type=Path, required=True)
 
 
-@STAGES.stage("vision-prepare-oodcv", _oodcv_arguments, help="sort an OOD-CV export into wnid folders",
-              description="Copy SRC/<category>/<image> to OUT/<wnid>/<image> with an explicit JSON table "
-              "{category: wnid} (only the categories shared with ImageNet-1k).")
+@STAGES.stage("vision-prepare-oodcv", _oodcv_arguments, help="sort an OOD-CV export into wnid folders")
 def _cmd_prepare_oodcv(args: argparse.Namespace) -> int:
+    """Copy SRC/<category>/<image> to OUT/<wnid>/<image> with an explicit JSON table {category: wnid} (only the
+    categories shared with ImageNet-1k).
+    """
+
     from certified_circuits.vision.imagenet import prepare_oodcv
 
     try:

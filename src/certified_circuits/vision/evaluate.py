@@ -186,3 +186,68 @@ def evaluate_class(model: VisionModel, sets: Mapping[str, ImageSet], label: int,
     df["false_positive_rate"] = df["false_positive_rate"].astype(float)
     df["balanced_accuracy"] = (df["accuracy"] + 1.0 - df["false_positive_rate"]) / 2.0
     return df[COLUMNS]
+
+
+def mean_ablation_fill(model: VisionModel, reference: ImageSet, size: int, seed: int) -> list[torch.Tensor]:
+    """Per-channel mean activations over a seeded sample of ``size`` reference images: what removed
+    channels carry under ``--ablation mean`` (zero ablation, the paper's test, needs none)."""
+    from certified_circuits.vision.hooks import reference_activations
+
+    rng = np.random.default_rng(seed)
+    pick = np.sort(rng.choice(len(reference), size=min(len(reference), size), replace=False))
+    return reference_activations(model, reference.load(pick, model).to(model.device))
+
+
+def evaluate_circuits(model: VisionModel, sets: Mapping[str, ImageSet], label: int, concept: str,
+                      circuits: list, *, experiment: str, methods: list[str] | None = None, ablation: str = "zero",
+                      fill: list[torch.Tensor] | None = None, n_negatives: int = 100, seed: int = 0,
+                      max_batch: int | None = None, progress_log=None):
+    """Sufficiency of every (votes, certificates) pair of one class: one tidy table for all scorers.
+
+    For each pair, the baseline, majority and certified circuits of every K (``method_masks``), or the
+    ``methods`` asked for, are evaluated with :func:`evaluate_class` on every eval set; rows carry the
+    ablation and the setting of their circuits (:func:`~certified_circuits.core.contracts.setting_columns`).
+
+    Args:
+        model, sets, label: the model, the eval sets and the class's logit index.
+        concept: the class name; every pair must have been certified for it (``attrs["concept"]``).
+        circuits: ``[(Votes, Certificates), ...]``.
+        experiment, n_negatives, seed, max_batch: as for :func:`evaluate_class`.
+        methods: a subset of ``baseline``/``majority``/``certified`` (default: all).
+        ablation, fill: ``zero``, or ``mean`` with the fill of :func:`mean_ablation_fill`.
+        progress_log: ``callable(message)`` called after each pair (the CLI logs it).
+
+    Returns:
+        A pandas DataFrame, one row per (scorer, eval set, method, K) plus the unmasked ``full`` rows.
+
+    Raises:
+        ValueError: a pair certified for another concept, or an unknown method; before any evaluation.
+    """
+    import time
+
+    from certified_circuits.core.certification import method_masks
+    from certified_circuits.core.contracts import setting_columns
+
+    for votes, _ in circuits:
+        certified_for = str(votes.attrs.get("concept", ""))
+        if certified_for and certified_for != concept:
+            raise ValueError(f"--concept {concept!r} but the circuits of {votes.attrs.get('source', 'a votes file')} "
+                             f"were certified for {certified_for!r}: pass that class's votes and certificates")
+    all_masks = [method_masks(votes, certificates) for votes, certificates in circuits]
+    if methods:
+        unknown = set(methods) - set(all_masks[0])
+        if unknown:
+            raise ValueError(f"unknown methods {sorted(unknown)}; available: {sorted(all_masks[0])}")
+        all_masks = [{m: masks[m] for m in methods} for masks in all_masks]
+    frames = []
+    for (votes, certificates), masks in zip(circuits, all_masks):
+        start = time.perf_counter()
+        frame = evaluate_class(model, sets, label, masks, np.asarray(votes.k_grid), np.asarray(votes.groups),
+                               experiment=experiment, concept=concept, n_negatives=n_negatives, seed=seed,
+                               max_batch=max_batch, fill=fill)
+        frames.append(frame.assign(ablation=ablation, **setting_columns(votes, certificates)))
+        if progress_log:
+            progress_log(f"{concept} ({votes.attrs.get('scorer')}): {len(frame)} rows in {time.perf_counter() - start:.1f}s")
+    import pandas as pd  # after the batches: the start-up before the first batch stays free of it
+
+    return pd.concat(frames, ignore_index=True)

@@ -21,6 +21,7 @@ Rendering is vectorised over chunks of images (shape edges 2x2 supersampled for 
 from __future__ import annotations
 
 import dataclasses
+import zipfile
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -369,7 +370,15 @@ def load_split(path: Path) -> dict[str, np.ndarray]:
             f"world split {path} does not exist; build the world first with "
             f"`certified-circuits vision-world --out {path.parent}`"
         )
-    with np.load(path, allow_pickle=False) as z:
+    not_a_split = (f"{path} is not a concept-world split (.npz written by `certified-circuits vision-world`); "
+                   "rebuild the world with vision-world")
+    try:
+        loaded = np.load(path, allow_pickle=False)
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:  # numpy's own advice is about pickles
+        raise ValueError(f"{not_a_split} ({type(exc).__name__})") from None
+    if not isinstance(loaded, np.lib.npyio.NpzFile):  # a bare .npy array under an .npz name
+        raise ValueError(f"{not_a_split} (it holds one array, not a split's arrays)")
+    with loaded as z:
         data = {k: z[k] for k in z.files}
     missing = {"images", "labels", "ids", "class_names"} - set(data)
     if missing:
