@@ -1,11 +1,25 @@
 # Algorithm 2 (votes) and Algorithm 1 (certificates): one job per attribution file and setting.
 
-# EAP-IG edges rank by |mean score|; vision channels by the signed mean.
-EXPERIMENTS = {}
+# Each attribution file records how its scorers rank (EAP-IG: |mean score|); the votes stage reads it.
+# The settings come from the parse-time table of every configured setting (PATHS.setting_of), never
+# from the values in a path.
+K_GRIDS = {}
 if VISION["enabled"]:
-    EXPERIMENTS[VX] = {"ranking": "", "k_grid": words(VISION["k_grid"])}
+    K_GRIDS[VX] = words(VISION["k_grid"])
 if LANGUAGE["enabled"]:
-    EXPERIMENTS[LX] = {"ranking": "--absolute", "k_grid": words(LANGUAGE["k_grid"])}
+    K_GRIDS[LX] = words(LANGUAGE["k_grid"])
+
+
+def votes_options(wildcards):
+    """--p-del, --n0, --n, --seed of the configured setting a votes job serves."""
+    s = PATHS.setting_of(wildcards, votes_only=True)
+    return f"--p-del {number(s.p_del)} --n0 {s.n0} --n {s.n} --seed {s.seed}"
+
+
+def decision_options(wildcards):
+    """--tau, --alpha, --correction of the configured setting a certify job serves."""
+    s = PATHS.setting_of(wildcards)
+    return f"--tau {number(s.tau)} --alpha {number(s.alpha)} --correction {s.correction}"
 
 
 rule votes:
@@ -16,8 +30,8 @@ rule votes:
         PATHS.votes(),
     params:
         job=job_env("votes"),
-        k_grid=lambda w: EXPERIMENTS[w.experiment]["k_grid"],
-        ranking=lambda w: EXPERIMENTS[w.experiment]["ranking"],
+        k_grid=lambda w: K_GRIDS[w.experiment],
+        setting=votes_options,
         device=q(DEVICE),
     log:
         log_path("votes", f"{{experiment}}/{{split}}/{{concept}}/{{scorer}}/{VOTES_PATTERN}"),
@@ -31,8 +45,7 @@ rule votes:
         runtime=10,
     shell:
         "{params.job} certified-circuits votes --attributions {input.attributions:q} --scorer {wildcards.scorer} "
-        "--k-grid {params.k_grid} --p-del {wildcards.p_del} --n0 {wildcards.n0} --n {wildcards.n} "
-        "--seed {wildcards.seed} {params.ranking} --device {params.device} --out {output:q} 2> {log:q}"
+        "--k-grid {params.k_grid} {params.setting} --device {params.device} --out {output:q} 2> {log:q}"
 
 
 rule certify:
@@ -43,6 +56,7 @@ rule certify:
         PATHS.certificates(),
     params:
         job=job_env("certify"),
+        decision=decision_options,
     log:
         log_path("certify", f"{{experiment}}/{{split}}/{{concept}}/{{scorer}}/{SETTING_PATTERN}"),
     conda:
@@ -52,5 +66,4 @@ rule certify:
         mem_mb=1000,
         runtime=5,
     shell:
-        "{params.job} certified-circuits certify --votes {input.votes:q} --tau {wildcards.tau} --alpha {wildcards.alpha} "
-        "--correction {wildcards.correction} --out {output:q} 2> {log:q}"
+        "{params.job} certified-circuits certify --votes {input.votes:q} {params.decision} --out {output:q} 2> {log:q}"

@@ -149,9 +149,9 @@ def vision_scorers(split, setting):
     return list(VISION["scorers"]) if split == "concept" and setting == VSETTING else [VISION["main_scorer"]]
 
 
-def setting_of(wildcards, **base):
-    """The Setting named by a job's wildcards."""
-    return Setting.from_config({**base, **{k: wildcards[k] for k in ("p_del", "n0", "n", "seed", "tau", "alpha", "correction")}})
+def setting_of(wildcards):
+    """The configured Setting a job serves (the layout's parse-time table, looked up by its tag)."""
+    return PATHS.setting_of(wildcards)
 
 
 def vision_circuits(split, concept, setting=None, scorer=None):

@@ -308,7 +308,7 @@ if LANGUAGE["enabled"]:
             params:
                 job=job_env("language_attack"),
                 classes=lambda w, input: item_options("--class", zip(input[::2], input[1::2])),
-                options=lambda w: attack_options(LATTACK, language_settings(LANGUAGE["tasks"][0])[0], "eap_ig") + " --absolute",
+                options=lambda w: attack_options(LATTACK, language_settings(LANGUAGE["tasks"][0])[0], "eap_ig"),
                 out=lambda w, output: os.path.dirname(output.table),
             log:
                 log_path("language_attack"),

@@ -28,8 +28,11 @@ def pipeline(tmp_path_factory):
                  "--split", "train", "--examples", str(d / "tasks" / task / "train.jsonl"),
                  "--out", str(d / "attr.h5"), "--ig-steps", "2", "--batch-size", "4"]) == 0
     assert main(["votes", "--attributions", str(d / "attr.h5"), "--scorer", "eap_ig", "--k-grid", "0.05", "0.3", "1.0",
-                 "--p-del", "0.9", "--n0", "10", "--n", "50", "--seed", "0", "--absolute",
+                 "--p-del", "0.9", "--n0", "10", "--n", "50", "--seed", "0",
                  "--out", str(d / "votes.h5")]) == 0
+    from certified_circuits.storage.store import read_votes
+
+    assert read_votes(d / "votes.h5").attrs["absolute"]  # EAP-IG's |mean| ranking, read from the attribution file
     assert main(["certify", "--votes", str(d / "votes.h5"), "--tau", "0.6", "--alpha", "0.05",
                  "--out", str(d / "certs.h5")]) == 0
     assert main(["language-evaluate", "--model", "embedded", "--model-path", str(d / "model"), "--task", task,

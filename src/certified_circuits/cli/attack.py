@@ -41,7 +41,6 @@ def _attack_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tau", type=float, required=True, help="confidence threshold in [0.5, 1)")
     p.add_argument("--alpha", type=probability, default=0.001, help="family-wise failure probability")
     p.add_argument("--correction", choices=("bonferroni", "holm"), default="bonferroni")
-    p.add_argument("--absolute", action="store_true", help="rank by |mean score| (EAP-IG edges)")
     p.add_argument("--multiples", type=positive_int, nargs="+", default=[1, 2, 4],
                    help="edits in multiples of the certified radius (of one edit when r = 0); default 1 2 4")
     p.add_argument("--kinds", nargs="+", choices=("insert", "delete", "substitute"),
@@ -54,7 +53,8 @@ def _attack_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _load_class(paths: list[Path], scorer: str):
-    """(concept, scores, pool, groups) of one ``--class`` after checking the files belong together."""
+    """(concept, scores, pool, groups, absolute) of one ``--class`` after checking the files belong together;
+    ``absolute``: the scorer's ranking convention, as its attribution file records it."""
     import numpy as np
 
     from certified_circuits.storage.store import read_attributions
@@ -82,7 +82,8 @@ def _load_class(paths: list[Path], scorer: str):
             raise InputError(f"{path} is concept '{pool_concept}' but {concept_file} is '{concept}': the pool must "
                              "hold examples of the same class/task, scored for it")
         pools.append(np.asarray(candidates.scores[scorer]))
-    return concept, np.asarray(attributions.scores[scorer]), np.concatenate(pools, axis=0), attributions.groups
+    return (concept, np.asarray(attributions.scores[scorer]), np.concatenate(pools, axis=0), attributions.groups,
+            attributions.absolute(scorer))
 
 
 @STAGES.stage(
@@ -115,13 +116,13 @@ def _cmd_attack(args: argparse.Namespace) -> int:
         return 0
     tables = []
     for index, paths in enumerate(args.classes):
-        concept, scores, pool, groups = _load_class(paths, args.scorer)
+        concept, scores, pool, groups, absolute = _load_class(paths, args.scorer)
         name = concept or f"class{index}"
         log.info("attack: %s: |D| = %d, pool = %d, U = %d", name, scores.shape[0], pool.shape[0], scores.shape[1])
         table = attack_table(
             scores, pool, groups, args.k_grid,
             p_del=args.p_del, n0=args.n0, n=args.n, seed=mask_seed(args.seed, concept), tau=args.tau,
-            alpha=args.alpha, correction=args.correction, absolute=args.absolute, multiples=args.multiples,
+            alpha=args.alpha, correction=args.correction, absolute=absolute, multiples=args.multiples,
             kinds=args.kinds, modes=args.modes, n_trials=args.trials, attack_seed=mask_seed(args.attack_seed, concept),
         )
         tables.append(table.assign(concept=name, scorer=args.scorer, source=str(paths[0])))

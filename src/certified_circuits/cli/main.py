@@ -70,9 +70,6 @@ def _votes_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--n", type=positive_int, default=1000, help="certification samples (default 1000)")
     p.add_argument("--seed", type=seed, default=0,
                    help="config seed; the masks are drawn from (seed, concept) so every concept has its own draw")
-    p.add_argument("--absolute", action="store_true",
-                   help="(kept for old command lines) the attribution file records each scorer's ranking; "
-                        "if given, it must say 'absolute'")
     p.add_argument("--device", default="auto",
                    help="where votes are counted: auto (CUDA when available, else numpy on the CPU), cpu, cuda, cuda:N")
     p.add_argument("--out", type=str, required=True, help="votes HDF5 (output)")
@@ -94,9 +91,6 @@ def _cmd_votes(args: argparse.Namespace) -> int:
     attributions = read_attributions(args.attributions)
     if args.scorer not in attributions.scores:
         raise InputError(f"{args.attributions} has no scorer '{args.scorer}'; it has {sorted(attributions.scores)}")
-    if args.absolute and not attributions.absolute(args.scorer):
-        raise InputError(f"--absolute was given but {args.attributions} records that '{args.scorer}' ranks "
-                         f"'{attributions.rankings[args.scorer]}': drop --absolute (the file decides)")
     scores = attributions.scores[args.scorer]
     n_masks, (n_examples, n_components) = args.n0 + args.n, scores.shape
     needed = n_masks * (n_examples + n_components) * 8

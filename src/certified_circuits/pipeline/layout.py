@@ -24,6 +24,8 @@ Numbers appear *exactly*: a float is written as Python's shortest round-trip ``r
 
 from __future__ import annotations
 
+from typing import Mapping
+
 from certified_circuits.core.setting import Setting, decision_tag, number, votes_tag
 
 __all__ = ["Layout", "Setting", "number", "votes_tag", "decision_tag", "WILDCARD_CONSTRAINTS", "VOTES_PATTERN", "SETTING_PATTERN"]
@@ -63,6 +65,39 @@ class Layout:
     def __init__(self, root: str) -> None:
         root = str(root).rstrip("/") or "/"
         self.root = root
+        #: every setting a path was built from, by its tag: the parse-time table the rules look settings
+        #: up in (:meth:`setting_of`), so no job reads a value back out of its path
+        self.settings: dict[str, Setting] = {}
+
+    def _named(self, setting: Setting | None) -> Setting | None:
+        """Record ``setting`` in :attr:`settings` (every path built from a setting names a known one)."""
+        if setting is not None:
+            self.settings.setdefault(setting.tag, setting)
+        return setting
+
+    def setting_of(self, wildcards: Mapping[str, str], votes_only: bool = False) -> Setting:
+        """The configured :class:`Setting` a job's wildcards name, from :attr:`settings`.
+
+        Args:
+            wildcards: the job's ``p_del, n0, n, seed`` (and ``tau, alpha, correction`` unless ``votes_only``),
+                as the path holds them.
+            votes_only: a votes job: any configured setting with these votes parameters (they are all equal
+                in p_del, n0, n and seed, which is all a votes job uses).
+
+        Raises:
+            KeyError: no path of this workflow was built from such a setting (the message lists the known ones).
+        """
+        votes = votes_tag(*(wildcards[k] for k in ("p_del", "n0", "n", "seed")))
+        if votes_only:
+            for setting in self.settings.values():
+                if setting.votes_tag == votes:
+                    return setting
+            tag = votes
+        else:
+            tag = f"{votes}/{decision_tag(*(wildcards[k] for k in ('tau', 'alpha', 'correction')))}"
+            if tag in self.settings:
+                return self.settings[tag]
+        raise KeyError(f"no configured setting is named {tag}; known: {sorted(self.settings)}")
 
     # ---- per-job results
     def attributions(self, experiment: str = "{experiment}", split: str = "{split}",
@@ -71,18 +106,18 @@ class Layout:
 
     def votes(self, experiment: str = "{experiment}", split: str = "{split}", concept: str = "{concept}",
               scorer: str = "{scorer}", setting: Setting | None = None) -> str:
-        tag = setting.votes_tag if setting else votes_tag(*_VOTES_WILDCARDS)
+        tag = self._named(setting).votes_tag if setting else votes_tag(*_VOTES_WILDCARDS)
         return f"{self.root}/votes/{experiment}/{split}/{concept}/{scorer}/{tag}.h5"
 
     def certificates(self, experiment: str = "{experiment}", split: str = "{split}", concept: str = "{concept}",
                      scorer: str = "{scorer}", setting: Setting | None = None) -> str:
-        votes = setting.votes_tag if setting else votes_tag(*_VOTES_WILDCARDS)
+        votes = self._named(setting).votes_tag if setting else votes_tag(*_VOTES_WILDCARDS)
         decision = setting.decision_tag if setting else decision_tag(*_DECISION_WILDCARDS)
         return f"{self.root}/certificates/{experiment}/{split}/{concept}/{scorer}/{votes}/{decision}.h5"
 
     def sufficiency(self, experiment: str = "{experiment}", split: str = "{split}", concept: str = "{concept}",
                     setting: Setting | None = None) -> str:
-        votes = setting.votes_tag if setting else votes_tag(*_VOTES_WILDCARDS)
+        votes = self._named(setting).votes_tag if setting else votes_tag(*_VOTES_WILDCARDS)
         decision = setting.decision_tag if setting else decision_tag(*_DECISION_WILDCARDS)
         return f"{self.root}/sufficiency/{experiment}/{split}/{concept}/{votes}/{decision}.csv"
 
