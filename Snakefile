@@ -14,7 +14,15 @@ import os
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import min_version, validate
 
-from certified_circuits.pipeline.config import ConfigError, check_config
+import yaml
+
+from certified_circuits.pipeline.config import (
+    ConfigError,
+    check_before_schema,
+    check_config,
+    check_config_files,
+    condense_schema_error,
+)
 
 min_version("9.0")
 
@@ -24,7 +32,17 @@ if not workflow.overwrite_configfiles:
     configfile: "config.yaml"
 
 
-validate(config, "config.schema.yaml", set_default=True)
+SCHEMA = os.path.join(workflow.basedir, "config.schema.yaml")
+try:  # each config file strictly (duplicate keys, with file and line), then what the schema says unclearly
+    check_config_files(workflow.overwrite_configfiles or [os.path.join(workflow.basedir, "config.yaml")])
+    with open(SCHEMA) as handle:
+        check_before_schema(config, yaml.safe_load(handle)["properties"])
+except ConfigError as error:
+    raise WorkflowError(str(error)) from None
+try:
+    validate(config, SCHEMA, set_default=True)
+except WorkflowError as error:
+    raise WorkflowError(condense_schema_error(str(error))) from None
 
 
 # HDF5 file locking breaks on NFS/Lustre; each output has exactly one writer, so it is not needed.

@@ -10,18 +10,6 @@ if LANGUAGE["enabled"]:
     K_GRIDS[LX] = words(LANGUAGE["k_grid"])
 
 
-def votes_options(wildcards):
-    """--p-del, --n0, --n, --seed of the configured setting a votes job serves."""
-    s = PATHS.setting_of(wildcards, votes_only=True)
-    return f"--p-del {number(s.p_del)} --n0 {s.n0} --n {s.n} --seed {s.seed}"
-
-
-def decision_options(wildcards):
-    """--tau, --alpha, --correction of the configured setting a certify job serves."""
-    s = PATHS.setting_of(wildcards)
-    return f"--tau {number(s.tau)} --alpha {number(s.alpha)} --correction {s.correction}"
-
-
 rule votes:
     """Deletion masks and vote counts for the whole K grid (cached per-example scores)."""
     input:

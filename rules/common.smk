@@ -223,6 +223,23 @@ def attack_options(attack, setting, scorer):
             f"--trials {attack['trials']} --attack-seed {attack['seed']}")
 
 
+
+# ------------------------------------------------------------------------ certification
+
+
+def votes_options(wildcards):
+    """--p-del, --n0, --n, --seed of the configured setting a votes job serves."""
+    s = PATHS.setting_of(wildcards, votes_only=True)
+    return f"--p-del {number(s.p_del)} --n0 {s.n0} --n {s.n} --seed {s.seed}"
+
+
+def decision_options(wildcards):
+    """--tau, --alpha, --correction of the configured setting a certify job serves."""
+    s = PATHS.setting_of(wildcards)
+    return f"--tau {number(s.tau)} --alpha {number(s.alpha)} --correction {s.correction}"
+
+
+
 # ------------------------------------------------------------------------ language
 
 
@@ -237,5 +254,5 @@ def language_model_inputs():
 
 
 def language_settings(task):
-    """Certification settings of a task: one per [tau, p_del] pair of the config."""
-    return [Setting.from_config(LANGUAGE["certification"], tau=tau, p_del=p_del) for tau, p_del in LANGUAGE["settings"][task]]
+    """Certification settings of a task: one per {tau, p_del} entry of the config."""
+    return [Setting.from_config(LANGUAGE["certification"], **setting) for setting in LANGUAGE["settings"][task]]

@@ -27,11 +27,13 @@ def checkout(tmp_path: Path) -> Path:
     fake.parent.mkdir()
     fake.write_text("#!/bin/sh\necho ran > \"$PWD/snakemake.ran\"\n")
     fake.chmod(0o755)
+    (tmp_path / "config.yaml").write_text("results_dir: results\n")  # bin/workflow checks it strictly first
     return tmp_path
 
 
 def _run(checkout: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PATH": f"{checkout / 'fakebin'}:{os.environ['PATH']}"}
+    # the fake snakemake first, then this interpreter's certified-circuits (bin/workflow's config check)
+    env = {**os.environ, "PATH": f"{checkout / 'fakebin'}:{Path(sys.executable).parent}:{os.environ['PATH']}"}
     return subprocess.run(["bash", str(checkout / "bin" / "workflow"), *args], cwd=checkout, env=env,
                           capture_output=True, text=True, timeout=60)
 
@@ -87,3 +89,12 @@ def test_a_live_wrappers_flock_refuses_a_second_wrapper(checkout: Path) -> None:
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_a_config_syntax_error_is_named_before_snakemake_runs(checkout: Path) -> None:
+    """Issue 21: snakemake reports a YAML syntax error without file or line; bin/workflow checks first."""
+    (checkout / "bad.yaml").write_text("vision:\n  enabled: true\n   oops: [\n")
+    done = _run(checkout, "--cores", "1", "--configfile", str(checkout / "bad.yaml"))
+    assert done.returncode == 2 and not (checkout / "snakemake.ran").exists()
+    assert f"{checkout / 'bad.yaml'}:3:" in done.stderr
+

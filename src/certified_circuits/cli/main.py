@@ -155,6 +155,22 @@ def _cmd_certify(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_config_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("configs", nargs="+", type=existing_file, metavar="CONFIG", help="workflow config files (YAML)")
+
+
+@STAGES.stage("check-config", _check_config_arguments, help="read workflow config files strictly (syntax, duplicate keys)")
+def _cmd_check_config(args: argparse.Namespace) -> int:
+    """Read each config file as the workflow will, but strictly: a YAML syntax error or a duplicate key is
+    reported with its file and line (Snakemake reports neither). bin/workflow runs this first.
+    """
+    from certified_circuits.pipeline.config import check_config_files
+
+    check_config_files(args.configs)
+    log.info("check-config: %d file(s) read", len(args.configs))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="certified-circuits",

@@ -114,7 +114,17 @@ def check_vision(vision):
 def check_language(language):
     missing = [t for t in language["tasks"] if t not in language["settings"]]
     if missing:
-        config_error("language.settings", sorted(language["settings"]), f"needs [tau, p_del] pairs for tasks {missing}")
+        config_error("language.settings", sorted(language["settings"]),
+                     f"needs a list of {{tau, p_del}} settings for tasks {missing}")
+    for task, settings in language["settings"].items():
+        seen = set()
+        for index, setting in enumerate(settings):
+            pair = (float(setting["tau"]), float(setting["p_del"]))
+            if pair in seen:
+                config_error(f"language.settings.{task}[{index}]", setting,
+                             "it repeats an earlier setting of the task (each setting is certified and evaluated "
+                             "once): remove the duplicate")
+            seen.add(pair)
     if language["source"] == "gpt2":
         require_path("language.model_path", language["model_path"], "the GPT-2 Small directory",
                      "Save it once on a connected machine with transformers' save_pretrained (README: 'Paper scale on a GPU').")
@@ -147,3 +157,82 @@ def check_config(config: dict[str, Any]) -> list[str]:
     if config["language"]["enabled"]:
         check_language(config["language"])
     return concepts
+
+
+# ----------------------------------------------------------------------- before the schema
+
+
+def _strict_loader():
+    """A PyYAML SafeLoader that refuses duplicate keys (PyYAML keeps the last one silently)."""
+    import yaml
+
+    class StrictLoader(yaml.SafeLoader):
+        pass
+
+    def construct_mapping(loader, node, deep=False):
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            key = loader.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r} (first at line {seen[key] + 1}); a config key may appear once",
+                    key_node.start_mark)
+            seen[key] = key_node.start_mark.line
+        return yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
+
+    StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, construct_mapping)
+    return StrictLoader
+
+
+def check_config_files(paths) -> None:
+    """Read every config file strictly: a YAML syntax error or a duplicate key is named with its file and
+    line, before Snakemake or the schema sees the config.
+
+    Raises:
+        ConfigError: the first problem, as ``FILE:LINE:COLUMN: what is wrong; the fix``.
+    """
+    import yaml
+
+    for path in paths:
+        path = Path(path)
+        if not path.is_file():
+            raise ConfigError(f"{path}: config file not found")
+        try:
+            yaml.load(path.read_text(), Loader=_strict_loader())
+        except yaml.MarkedYAMLError as exc:
+            mark = exc.problem_mark or exc.context_mark
+            where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
+            problem = exc.problem or exc.context or "invalid YAML"
+            raise ConfigError(f"{where}: {problem}. Fix the YAML there (indent with spaces, one value per key)") from None
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"{path}: not valid YAML ({exc})") from None
+
+
+def check_before_schema(config: dict[str, Any], schema_keys) -> None:
+    """What the schema would report unclearly: an unknown top-level key (the schema's message prints the
+    whole schema) and the old ``[tau, p_del]`` pair form of ``language.settings``."""
+    unknown = sorted(set(config) - set(schema_keys))
+    if unknown:
+        raise ConfigError(f"unknown top-level config key(s) {unknown}: the keys are {sorted(schema_keys)} "
+                          "(README: Configuration)")
+    settings = (config.get("language") or {}).get("settings") or {}
+    if isinstance(settings, dict):
+        for task, items in settings.items():
+            for index, item in enumerate(items if isinstance(items, list) else []):
+                if isinstance(item, (list, tuple)):
+                    shown = ", ".join(str(v) for v in item)
+                    pair = (f"{{tau: {item[0]}, p_del: {item[1]}}}" if len(item) == 2 else "{tau: ..., p_del: ...}")
+                    raise ConfigError(f"language.settings.{task}[{index}]: [{shown}] is the old (tau, p_del) pair "
+                                      f"form; write {pair}")
+
+
+def condense_schema_error(text: str) -> str:
+    """Snakemake's schema error without the schema dump: the violation and where it is."""
+    lines = [line.strip() for line in text.splitlines()]
+    problem = next((line.split("ValidationError:", 1)[1].strip() for line in lines if "ValidationError:" in line), "")
+    where = next((line[len("On instance"):].rstrip(":") for line in lines if line.startswith("On instance")), "")
+    keys = ".".join(part.strip("'\"") for part in where.replace("][", "|").strip("[]").split("|") if part)
+    if not problem:
+        return text
+    return f"config is invalid: {problem}" + (f" (at {keys})" if keys else "")
+
