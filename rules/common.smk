@@ -4,6 +4,7 @@
 import shlex
 
 from certified_circuits.pipeline.tracking.records import encode_wildcards
+from certified_circuits.vision.world import WorldConfig
 from certified_circuits.pipeline.layout import SETTING_PATTERN, VOTES_PATTERN, WILDCARD_CONSTRAINTS, Layout, Setting, number
 
 RESULTS = config["results_dir"].rstrip("/")
@@ -14,6 +15,8 @@ DEVICE = config["device"]
 ENV = "../envs/certified-circuits.yaml"
 EMBEDDED_VISION = VISION["enabled"] and VISION["source"] == "embedded"
 EMBEDDED_LANGUAGE = LANGUAGE["enabled"] and LANGUAGE["source"] == "embedded"
+# The world's defaults are the vision-world command's (WorldConfig), read here, never repeated.
+WORLD_CONFIG = WorldConfig(**VISION["world"]) if EMBEDDED_VISION else None
 # Model jobs of the paper config ask the cluster for a GPU, more memory and time; the embedded default
 # and a paper run with `device: cpu` ask for none (profiles/slurm routes gpu > 0 to the GPU partition).
 VISION_GPU = 0 if EMBEDDED_VISION or DEVICE == "cpu" else 1
@@ -114,7 +117,7 @@ def vision_eval_data(name):
 
 def vision_concept_size():
     """|D_c|: images per class of the concept datasets."""
-    return VISION["world"].get("n_concept_per_class", 50) if EMBEDDED_VISION else VISION["imagenet"]["concept_size"]
+    return WORLD_CONFIG.n_concept_per_class if EMBEDDED_VISION else VISION["imagenet"]["concept_size"]
 
 
 def vision_model_args():
@@ -178,7 +181,7 @@ def vision_images_per_class(eval_set):
         with open(checkpoints.vision_filter_ood.get().output.metrics) as handle:
             counts = json.load(handle).get(f"per_class_{eval_set}")
         if counts is None:
-            return {c: VISION["world"].get("n_ood_per_class", 100) for c in VCONCEPTS}
+            return {c: WORLD_CONFIG.n_ood_per_class for c in VCONCEPTS}
         from certified_circuits.vision.world import CLASS_SHAPES
 
         return dict(zip(CLASS_SHAPES, counts))
