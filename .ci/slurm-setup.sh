@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Install the SLURM daemons and MUNGE (Debian's slurmctld, slurmd, slurm-client and munge, 22.05 on
-# Debian 12) so that tests/test_slurm.py can start its private single-node cluster. Idempotent: exits 0
+# Debian 12) so that tests/integration/test_slurm.py can start its private single-node cluster. Idempotent: exits 0
 # at once when every binary is already there. Quiet: prints one line, or apt's errors.
 #
 #   .ci/slurm-setup.sh          # as root (or with sudo available)

@@ -20,7 +20,7 @@ import yaml
 
 from certified_circuits.storage.atomic import TEMP_MARK
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 SMOKE = ROOT / "configs" / "smoke.yaml"
 
@@ -121,7 +121,7 @@ def test_golden_comparison_catches_changes_and_tolerates_rounding() -> None:
 
 def test_smoke_tables_equal_the_recorded_run(smoke_run: Path) -> None:
     """A characterization test: every science table of the smoke config equals the copy in
-    tests/golden/smoke (timing tables excluded): integers and text exactly, floats within
+    tests/integration/golden/smoke (timing tables excluded): integers and text exactly, floats within
     ``FLOAT_RTOL`` (see :func:`assert_table_matches_golden`). Columns added later are ignored; a column
     that disappears or a value that changes fails.
 
@@ -134,7 +134,7 @@ def test_smoke_tables_equal_the_recorded_run(smoke_run: Path) -> None:
     the same commit and says why there."""
     import pandas as pd
 
-    golden = ROOT / "tests" / "golden" / "smoke"
+    golden = ROOT / "tests" / "integration" / "golden" / "smoke"
     compared = 0
     for expected_path in sorted(golden.rglob("*.csv")):
         actual_path = smoke_run / "tables" / expected_path.relative_to(golden)

@@ -17,7 +17,7 @@ import yaml
 
 from certified_circuits.pipeline import tracking
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 
 SNAKEFILE = """

@@ -1,6 +1,6 @@
 """The paper path (configs/paper.yaml) through Snakemake on a fixture tree, on the CPU.
 
-The tree (tests/paper_fixtures.py) has the real layouts and formats: ImageNet val and ImageNet-A, -O,
+The tree (tests/integration/paper_fixtures.py) has the real layouts and formats: ImageNet val and ImageNet-A, -O,
 -C (defocus blur, severity 2) and OOD-CV as wnid folders, a 1,000-line LOC_synset_mapping.txt, a
 random-weight ResNet-50 weights file and a random-weight GPT-2 saved with save_pretrained beside a
 GPT-2-style byte-level BPE tokenizer. configs/paper_fixture.yaml is the second --configfile: it points
@@ -29,7 +29,7 @@ import pandas as pd
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 PAPER = ROOT / "configs" / "paper.yaml"
 FIXTURE_CONFIG = ROOT / "configs" / "paper_fixture.yaml"

@@ -1,6 +1,6 @@
 """The SLURM profile (profiles/slurm) on a real, private, single-node SLURM cluster (issue 11).
 
-tests/slurm_cluster.py starts MUNGE (a generated key), slurmctld and slurmd (a generated slurm.conf) in
+tests/integration/slurm_cluster.py starts MUNGE (a generated key), slurmctld and slurmd (a generated slurm.conf) in
 a temporary folder, on localhost and free ports, with a CPU and a GPU partition and *no accounting
 daemon* (so `sacct` answers only "accounting storage is disabled", the case that made the old profile
 hang). The daemons run as root and are stopped, and every job cancelled, when the module finishes.
@@ -39,7 +39,7 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from slurm_cluster import SlurmCluster, unavailable_reason  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 PROFILE = ROOT / "profiles" / "slurm"
 SMOKE = ROOT / "configs" / "smoke.yaml"

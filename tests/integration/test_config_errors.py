@@ -13,7 +13,7 @@ import yaml
 
 from certified_circuits.pipeline.config import ConfigError, check_before_schema, check_config_files
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 SMOKE = ROOT / "configs" / "smoke.yaml"
 
