@@ -96,7 +96,7 @@ def vision(arch: str, device: torch.device, sizes: dict) -> dict:
           f"{result['naive_over_cached']:.0f}x (linear-cost bound (1 - p_del)(n0 + n) = {result['bound']:.0f}); "
           f"votes alone (selection + certification): {device} {result['votes_device_s'] * 1e3:.1f} ms vs numpy "
           f"{result['votes_numpy_s'] * 1e3:.1f} ms, equal counts {result['votes_equal']:.6f}")
-    del model, images, scores
+    del model, images
     if device.type == "cuda":
         torch.cuda.empty_cache()
     return result

@@ -346,7 +346,8 @@ def test_bad_values_are_rejected_at_parse_time(tmp_path: Path) -> None:
     """NaN, a typo'd task key, a duplicate scorer, an unknown class, '/' as results folder and a shell
     payload each stop the run before any job, with the key named."""
     assert "finite" in _dry_run_error(tmp_path, "nan", {"vision": {"certification": {"p_del": float("nan")}}})
-    assert "ioii" in _dry_run_error(tmp_path, "typo", {"language": {"settings": {"ioi": [{"tau": 0.7, "p_del": 0.6}], "ioii": [{"tau": 0.7, "p_del": 0.6}]}}})
+    setting = [{"tau": 0.7, "p_del": 0.6}]
+    assert "ioii" in _dry_run_error(tmp_path, "typo", {"language": {"settings": {"ioi": setting, "ioii": setting}}})
     assert "scorers" in _dry_run_error(tmp_path, "dup", {"vision": {"scorers": ["relevance", "relevance"]}})
     assert "pentagon" in _dry_run_error(tmp_path, "class", {"vision": {"concepts": ["circle", "pentagon"]}})
     payload = "circle$(touch INJECTED)"

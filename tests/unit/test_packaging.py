@@ -1,5 +1,5 @@
-"""Packaging invariants: ranges in pyproject.toml, exact pins in constraints.txt, the conda environment mirrors them, the README opens with its two
-commands, CI calls the README's test command."""
+"""Packaging invariants: ranges in pyproject.toml, exact pins in constraints.txt, the conda environment
+mirrors them, the README opens with its two commands, CI calls the README's test command."""
 
 from __future__ import annotations
 

@@ -139,7 +139,7 @@ def paired_example_test(baseline, certified, metric: str, *, n_resamples: int = 
         if base.size != cert.size:
             raise ValueError(f"concept {row.concept}: the circuits were evaluated on different examples "
                              f"({base.size} vs {cert.size}); rerun the evaluation stage")
-        n_pos = int(getattr(row, "n_images_b")) if "n_images_b" in pairs.columns else base.size
+        n_pos = int(row.n_images_b) if "n_images_b" in pairs.columns else base.size
         strata.append((index, base[:n_pos], cert[:n_pos]))
         if metric == "balanced_accuracy" and n_pos < base.size:
             strata.append((index, base[n_pos:], cert[n_pos:]))

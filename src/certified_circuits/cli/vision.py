@@ -278,7 +278,7 @@ def _cmd_attribute(args: argparse.Namespace) -> int:
     from certified_circuits.vision.data import open_set
     from certified_circuits.vision.world import load_split
 
-    for split, data, out in args.also:
+    for split, data, _ in args.also:
         if not Path(data).exists():
             raise InputError(f"--also {split}: {data} does not exist")
     model, index = _load(args)

@@ -69,7 +69,6 @@ from __future__ import annotations
 
 import logging
 import zlib
-from pathlib import Path
 from typing import Sequence
 
 import numpy as np

@@ -28,7 +28,8 @@ vanishes only as m grows (tested in tests/language/test_eap_reference.py).
   corrupted run's activations and subtracts the clean run's. The sign of the score is therefore the sign
   of the metric: here M_i = logit(answer_i) - logit(distractor_i) at the last prompt position (the
   reference's ``logit_diff(loss=False)``). The reference's demos pass ``loss=True`` (M -> -M), which
-  flips every score; circuits are chosen by |mean score| (ranking ``absolute``, recorded in the attribution file; the reference's ``absolute=True``),
+  flips every score; circuits are chosen by |mean score| (ranking ``absolute``, recorded in the attribution
+  file; the reference's ``absolute=True``),
   so the sign never changes a circuit.
 * The metric is summed over the batch (never averaged), so each row is exactly that example's score and
   the mean of rows is the dataset score (docs/architecture.md, section 5). The reference divides by the number of

@@ -219,7 +219,7 @@ def generate_examples(task: str, split: str, n: int, seed: int, *, stream: int |
     ood = split == "ood_test"
     out: list[Example] = []
     while len(out) < n:
-        for attempt in range(max_tries):
+        for _ in range(max_tries):
             if task == "ioi":
                 clean, corr, ans, dis = _sample_ioi(rng, ood, names)
             elif task == "ioi_hard":

@@ -105,7 +105,8 @@ def check_vision(vision):
                      "Download it once with torchvision on a connected machine (README: 'Paper scale on a GPU').")
     missing = [e for e in vision["eval_sets"] if e != "id" and e not in imagenet["ood_roots"]]
     if missing:
-        config_error("vision.eval_sets", missing, f"each OOD set needs a folder in vision.imagenet.ood_roots {sorted(imagenet['ood_roots'])}")
+        config_error("vision.eval_sets", missing,
+                     f"each OOD set needs a folder in vision.imagenet.ood_roots {sorted(imagenet['ood_roots'])}")
     for name, root in imagenet["ood_roots"].items():
         require_path(f"vision.imagenet.ood_roots.{name}", root, f"the {name} folder",
                      "Expected layout ROOT/<wnid>/*; see README for ImageNet-A/O/C and OOD-CV preparation.")

@@ -244,14 +244,14 @@ def plot_seed_stability(stability: pd.DataFrame, stem: Path) -> list[Path]:
 def plot_radius_curves(
     stem: Path,
     taus: Sequence[float] = (0.6, 0.7, 0.8, 0.9, 0.95),
-    p_del: Sequence[float] | np.ndarray = np.linspace(0.5, 0.995, 200),
+    p_del: Sequence[float] | np.ndarray | None = None,
 ) -> list[Path]:
     """Certified radius r vs deletion probability p_del for several tau (App. C.1, fig:radius-analysis).
 
     ``r = floor(log(1.5 - tau) / log p_del)`` (Eq. r) from
     :func:`certified_circuits.core.certification.certified_radius`, drawn as a step function per tau.
     """
-    p_del = np.asarray(p_del, dtype=float)
+    p_del = np.linspace(0.5, 0.995, 200) if p_del is None else np.asarray(p_del, dtype=float)
     fig, axes = _figure(1, 1, panel=(5.0, 3.6))
     ax = axes[0, 0]
     for tau, color in zip(taus, _color_cycle(len(taus))):
@@ -272,7 +272,7 @@ def plot_sample_complexity(
     stem: Path,
     n_components: int = 3840,
     alphas: Sequence[float] = (0.01, 0.001, 0.0001),
-    taus: Sequence[float] | np.ndarray = np.linspace(0.6, 0.99, 100),
+    taus: Sequence[float] | np.ndarray | None = None,
 ) -> list[Path]:
     """Minimum number of certification samples n vs tau under perfect agreement (App. C.2, fig:n-vs-tau).
 
@@ -281,7 +281,7 @@ def plot_sample_complexity(
     ``tau* = max_certifiable_tau(1000, 0.001, n_components)``, the largest tau the paper's
     ``n = 1000`` certifies at ``alpha = 0.001`` (0.985 for N = 3840).
     """
-    taus = np.asarray(taus, dtype=float)
+    taus = np.linspace(0.6, 0.99, 100) if taus is None else np.asarray(taus, dtype=float)
     fig, axes = _figure(1, 1, panel=(5.0, 3.6))
     ax = axes[0, 0]
     for alpha, color in zip(alphas, _color_cycle(len(alphas))):

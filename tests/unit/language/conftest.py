@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-import torch
 
 from certified_circuits.language.models import build_model, tiny_config, LanguageModel, _bundle
 from certified_circuits.language.tasks import generate_examples

@@ -13,8 +13,26 @@ from pathlib import Path
 from typing import Iterable
 
 from certified_circuits.pipeline.tracking import common  # process_identity via the module: tests patch it there
-from certified_circuits.pipeline.tracking.common import CLAIM_STALE_SECONDS, MAX_ARTIFACT_BYTES, MAX_KEY, MAX_PARAM_VALUE, MAX_TAG_VALUE, SMALL_SUFFIXES, process_alive, records_dir, results_id, short_digest
-from certified_circuits.pipeline.tracking.store import find_experiment, log_batches, mlflow_client, retry, search_all_runs, tracking_uri
+from certified_circuits.pipeline.tracking.common import (
+    CLAIM_STALE_SECONDS,
+    MAX_ARTIFACT_BYTES,
+    MAX_KEY,
+    MAX_PARAM_VALUE,
+    MAX_TAG_VALUE,
+    SMALL_SUFFIXES,
+    process_alive,
+    records_dir,
+    results_id,
+    short_digest,
+)
+from certified_circuits.pipeline.tracking.store import (
+    find_experiment,
+    log_batches,
+    mlflow_client,
+    retry,
+    search_all_runs,
+    tracking_uri,
+)
 from certified_circuits.pipeline.tracking import records  # sha256_of via the module: tests patch it there
 from certified_circuits.pipeline.tracking.records import mlflow_key, mlflow_value, output_files, read_record
 
@@ -40,8 +58,11 @@ def _log_record(client, experiment_id: str, record: dict, results_dir: Path) -> 
     tags.update({f"wildcard.{mlflow_key(k)}": str(v)[:MAX_TAG_VALUE] for k, v in record["wildcards"].items()})
     if record.get("parent_run_id"):
         tags["mlflow.parentRunId"] = record["parent_run_id"]
-    run = retry(lambda: client.create_run(experiment_id, start_time=int(record["started_ms"]),
-                                          tags=tags, run_name=key[:MAX_KEY]))
+    run = retry(
+        lambda: client.create_run(
+            experiment_id, start_time=int(record["started_ms"]), tags=tags, run_name=key[:MAX_KEY]
+        )
+    )
     run_id = run.info.run_id
     try:
         _fill_run(client, experiment_id, run, job_id, record)
@@ -79,7 +100,9 @@ def _fill_run(client, experiment_id: str, run, job_id: str, record: dict) -> Non
             folder = str(Path(artifact).parent.as_posix())
             retry(lambda: client.log_artifact(run_id, str(path), None if folder == "." else folder))
         else:
-            references.append({"path": str(path), "artifact": artifact, "bytes": size, "sha256": records.sha256_of(path)})
+            references.append(
+                {"path": str(path), "artifact": artifact, "bytes": size, "sha256": records.sha256_of(path)}
+            )
     if references:
         retry(lambda: client.log_dict(run_id, {"references": references}, "references.json"))
     retry(lambda: client.set_terminated(run_id, "FINISHED", end_time=max(ended, int(record["started_ms"]))))

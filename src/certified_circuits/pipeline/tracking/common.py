@@ -13,7 +13,6 @@ import time
 from pathlib import Path
 
 
-
 ENV_PARENT = "CC_MLFLOW_PARENT_RUN_ID"
 
 

@@ -17,8 +17,22 @@ from typing import Any, Callable, Mapping
 
 from certified_circuits.storage.atomic import write_json
 from certified_circuits.pipeline.tracking import common  # process_identity via the module: tests patch it there
-from certified_circuits.pipeline.tracking.common import MAX_TAG_VALUE, PARENT_STALE_SECONDS, now_ms, process_alive, records_dir, results_id
-from certified_circuits.pipeline.tracking.store import find_experiment, log_batches, mlflow_client, retry, search_all_runs, tracking_uri
+from certified_circuits.pipeline.tracking.common import (
+    MAX_TAG_VALUE,
+    PARENT_STALE_SECONDS,
+    now_ms,
+    process_alive,
+    records_dir,
+    results_id,
+)
+from certified_circuits.pipeline.tracking.store import (
+    find_experiment,
+    log_batches,
+    mlflow_client,
+    retry,
+    search_all_runs,
+    tracking_uri,
+)
 from certified_circuits.pipeline.tracking.records import flatten_config, mlflow_key
 from certified_circuits.pipeline.tracking.child_runs import dead_claims, flush_job_records, pending_records
 
@@ -40,7 +54,9 @@ def _dead_markers(results_dir: str | os.PathLike, stale_after: float = PARENT_ST
             seen = path.stat().st_mtime
         except (OSError, ValueError):
             continue
-        if not process_alive(marker.get("host", ""), marker.get("pid", ""), marker.get("pid_start", ""), seen, stale_after):
+        if not process_alive(
+            marker.get("host", ""), marker.get("pid", ""), marker.get("pid_start", ""), seen, stale_after
+        ):
             dead.append((path, {**marker, "last_seen_ms": int(seen * 1000)}))
     return dead
 
@@ -58,14 +74,22 @@ def needs_recovery(results_dir: str | os.PathLike) -> bool:
 def _end_killed(client, run, last_seen_ms: int | None, experiment_id: str) -> None:
     """End a RUNNING parent as KILLED at the last moment it was known to be alive."""
     end = max(run.info.start_time or 0, last_seen_ms or 0)
-    children = retry(lambda: client.search_runs([experiment_id], f"tags.mlflow.parentRunId = '{run.info.run_id}'",
-                                                max_results=1, order_by=["attributes.end_time DESC"]))
+    children = retry(
+        lambda: client.search_runs(
+            [experiment_id],
+            f"tags.mlflow.parentRunId = '{run.info.run_id}'",
+            max_results=1,
+            order_by=["attributes.end_time DESC"],
+        )
+    )
     if children and children[0].info.end_time:
         end = max(end, children[0].info.end_time)
     retry(lambda: client.set_terminated(run.info.run_id, "KILLED", end_time=end))
 
 
-def close_dead_parents(results_dir: str | os.PathLike, client=None, stale_after: float = PARENT_STALE_SECONDS) -> list[str]:
+def close_dead_parents(
+    results_dir: str | os.PathLike, client=None, stale_after: float = PARENT_STALE_SECONDS
+) -> list[str]:
     """End as KILLED every parent run of this results folder still RUNNING whose invocation is dead.
 
     Dead: same host and the pid is gone (or reused); another host and no job finished for
@@ -91,15 +115,22 @@ def close_dead_parents(results_dir: str | os.PathLike, client=None, stale_after:
                 continue
         path.unlink(missing_ok=True)
     # parents without a marker (e.g. the marker folder was removed): judge them by their tags
-    running = search_all_runs(client, experiment_id,
-                          f"tags.kind = 'workflow' and tags.results_id = '{results_id(results_dir)}' "
-                          "and attributes.status = 'RUNNING'")
+    running = search_all_runs(
+        client,
+        experiment_id,
+        f"tags.kind = 'workflow' and tags.results_id = '{results_id(results_dir)}' and attributes.status = 'RUNNING'",
+    )
     for run in running:
         if run.info.run_id in closed or _marker(results_dir, run.info.run_id).exists():
             continue
         tags = run.data.tags
-        if process_alive(tags.get("host", ""), tags.get("pid", ""), tags.get("pid_start", ""),
-                  (run.info.start_time or 0) / 1000, stale_after):
+        if process_alive(
+            tags.get("host", ""),
+            tags.get("pid", ""),
+            tags.get("pid_start", ""),
+            (run.info.start_time or 0) / 1000,
+            stale_after,
+        ):
             continue
         try:
             _end_killed(client, run, None, experiment_id)
@@ -110,9 +141,7 @@ def close_dead_parents(results_dir: str | os.PathLike, client=None, stale_after:
 
 
 def start_workflow_run(
-    results_dir: str | os.PathLike,
-    tags: Mapping[str, str] | None = None,
-    config: Mapping[str, Any] | None = None,
+    results_dir: str | os.PathLike, tags: Mapping[str, str] | None = None, config: Mapping[str, Any] | None = None
 ) -> str:
     """Create the store, experiment and parent run once (Snakefile ``onstart``); return the run id.
 
@@ -131,12 +160,20 @@ def start_workflow_run(
     except Exception as exc:
         log.warning("MLflow: could not close the runs of killed invocations (%s)", exc)
     identity = common.process_identity()
-    all_tags = {"kind": "workflow", **identity, "results_dir": str(results_dir)[:MAX_TAG_VALUE],
-                "results_id": results_id(results_dir), "cwd": os.getcwd()[:MAX_TAG_VALUE]}
+    all_tags = {
+        "kind": "workflow",
+        **identity,
+        "results_dir": str(results_dir)[:MAX_TAG_VALUE],
+        "results_id": results_id(results_dir),
+        "cwd": os.getcwd()[:MAX_TAG_VALUE],
+    }
     all_tags.update({k: str(v)[:MAX_TAG_VALUE] for k, v in (tags or {}).items()})
     started = now_ms()
-    run = retry(lambda: client.create_run(experiment_id, start_time=started, tags=all_tags,
-                                          run_name=f"workflow-{time.strftime('%Y%m%d-%H%M%S')}"))
+    run = retry(
+        lambda: client.create_run(
+            experiment_id, start_time=started, tags=all_tags, run_name=f"workflow-{time.strftime('%Y%m%d-%H%M%S')}"
+        )
+    )
     run_id = run.info.run_id
     write_json(_marker(results_dir, run_id), {"run_id": run_id, **identity, "started_ms": started})
     if config is not None:
@@ -151,7 +188,9 @@ def start_workflow_run(
     return run_id
 
 
-def finish_workflow_run(results_dir: str | os.PathLike, run_id: str, success: bool, summary: Mapping[str, float] | None = None) -> None:
+def finish_workflow_run(
+    results_dir: str | os.PathLike, run_id: str, success: bool, summary: Mapping[str, float] | None = None
+) -> None:
     """Mark the parent run finished or failed, with optional headline metrics."""
     from mlflow.entities import Metric
 
@@ -207,7 +246,10 @@ def recover_at_exit(results_dir: str | os.PathLike, should_run: Callable[[], boo
             log.warning("MLflow: recovery failed (%s)", exc)
             return
         if logged or closed:
-            print(f"MLflow: {logged} pending job runs logged, {len(closed)} runs of killed invocations closed "
-                  f"({tracking_uri(results_dir)})", file=sys.stderr)
+            print(
+                f"MLflow: {logged} pending job runs logged, {len(closed)} runs of killed invocations closed "
+                f"({tracking_uri(results_dir)})",
+                file=sys.stderr,
+            )
 
     atexit.register(finish)

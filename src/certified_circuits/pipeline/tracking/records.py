@@ -18,7 +18,15 @@ from typing import Any, Iterable, Mapping
 
 from certified_circuits.storage.atomic import TEMP_MARK, write_json
 from certified_circuits.pipeline.tracking import common  # process_identity via the module: tests patch it there
-from certified_circuits.pipeline.tracking.common import ENV_PARENT, ENV_RECORDS, ENV_RULE, ENV_WILDCARDS, MAX_KEY, MAX_PARAM_VALUE, short_digest
+from certified_circuits.pipeline.tracking.common import (
+    ENV_PARENT,
+    ENV_RECORDS,
+    ENV_RULE,
+    ENV_WILDCARDS,
+    MAX_KEY,
+    MAX_PARAM_VALUE,
+    short_digest,
+)
 from certified_circuits.pipeline.tracking.metrics import collected_metrics
 
 log = logging.getLogger("certified_circuits.pipeline.tracking")
@@ -37,7 +45,7 @@ def mlflow_key(key: str) -> str:
     clean = re.sub(r"/+", "/", clean)
     clean = "/".join(part if part not in (".", "..") else "_" for part in clean.split("/"))
     if len(clean) > MAX_KEY:
-        clean = f"{clean[:MAX_KEY - 9]}~{short_digest(key, length=8)}"
+        clean = f"{clean[: MAX_KEY - 9]}~{short_digest(key, length=8)}"
     return clean
 
 
@@ -123,7 +131,9 @@ def write_job_record(
         "wildcards": wildcards,
         "job_key": job_key(rule, wildcards),
         "parent_run_id": os.environ.get(ENV_PARENT, ""),
-        "params": {str(k): (v if isinstance(v, (int, float, bool, str)) or v is None else str(v)) for k, v in params.items()},
+        "params": {
+            str(k): (v if isinstance(v, (int, float, bool, str)) or v is None else str(v)) for k, v in params.items()
+        },
         "metrics": values,
         "outputs": [str(Path(p).resolve()) for p in outputs],
         "started_ms": int(started * 1000),
@@ -186,8 +196,11 @@ def output_files(outputs: Iterable[str | os.PathLike]) -> list[tuple[Path, str]]
         elif output.parent.is_dir():  # a stem: STEM.csv, STEM.md, STEM.tex ...
             prefix = output.name + "."
             files = sorted(
-                p for p in output.parent.iterdir()
-                if p.name.startswith(prefix) and "." not in p.name[len(prefix):] and p.is_file()
+                p
+                for p in output.parent.iterdir()
+                if p.name.startswith(prefix)
+                and "." not in p.name[len(prefix) :]
+                and p.is_file()
                 and not _is_temporary(p)
             )
         else:

@@ -73,8 +73,11 @@ def find_experiment(client, results_dir: Path, create: bool = True) -> str | Non
 def search_all_runs(client, experiment_id: str, filter_string: str, order_by: list[str] | None = None) -> list:
     runs, token = [], None
     while True:
-        page = retry(lambda: client.search_runs([experiment_id], filter_string, max_results=1000,
-                                                order_by=order_by, page_token=token))
+        page = retry(
+            lambda: client.search_runs(
+                [experiment_id], filter_string, max_results=1000, order_by=order_by, page_token=token
+            )
+        )
         runs.extend(page)
         token = page.token
         if not token:
@@ -87,10 +90,10 @@ def log_batches(client, run_id: str, metrics: list = (), params: list = (), tags
         retry(lambda: client.log_batch(run_id, metrics=list(metrics), params=list(params), tags=list(tags)))
         return
     for start in range(0, max(len(params), len(tags)), BATCH):
-        chunk_params, chunk_tags = list(params[start:start + BATCH]), list(tags[start:start + BATCH])
+        chunk_params, chunk_tags = list(params[start : start + BATCH]), list(tags[start : start + BATCH])
         retry(lambda: client.log_batch(run_id, params=chunk_params, tags=chunk_tags))
     for start in range(0, len(metrics), 1000):
-        chunk = list(metrics[start:start + 1000])
+        chunk = list(metrics[start : start + 1000])
         retry(lambda: client.log_batch(run_id, metrics=chunk))
 
 
