@@ -13,6 +13,8 @@ import yaml
 
 from certified_circuits.pipeline.config import ConfigError, check_before_schema, check_config_files
 
+pytestmark = pytest.mark.slow  # runs the workflow or a real process tree
+
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 SMOKE = ROOT / "configs" / "smoke.yaml"

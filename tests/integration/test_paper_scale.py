@@ -29,6 +29,8 @@ import pandas as pd
 import pytest
 import yaml
 
+pytestmark = pytest.mark.slow  # runs the workflow or a real process tree
+
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 PAPER = ROOT / "configs" / "paper.yaml"

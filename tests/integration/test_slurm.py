@@ -62,7 +62,7 @@ SHRINK = {
     "language": {"enabled": False},
 }
 
-pytestmark = pytest.mark.skipif(unavailable_reason() is not None, reason=str(unavailable_reason()))
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(unavailable_reason() is not None, reason=str(unavailable_reason()))]
 
 
 # ---------------------------------------------------------------------------------------- fixtures

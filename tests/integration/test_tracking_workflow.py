@@ -17,6 +17,8 @@ import yaml
 
 from certified_circuits.pipeline import tracking
 
+pytestmark = pytest.mark.slow  # runs the workflow or a real process tree
+
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 

@@ -20,6 +20,8 @@ import yaml
 
 from certified_circuits.storage.atomic import TEMP_MARK
 
+pytestmark = pytest.mark.slow  # runs the workflow or a real process tree
+
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 SMOKE = ROOT / "configs" / "smoke.yaml"

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # runs the workflow or a real process tree
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -79,6 +79,7 @@ def test_certify_scores_equals_the_naive_path_exactly():
         assert {cc.IN, cc.OUT} <= set(np.unique(cached.decision).tolist())  # a non-trivial case
 
 
+@pytest.mark.slow
 def test_parallel_workers_give_the_same_counts():
     setting = cc.Setting(p_del=0.5, n0=12, n=40, seed=3, tau=0.75, alpha=0.05, correction="bonferroni")
     one = cc.certify_algorithm(KeepsExampleZero(), 6, setting, progress=False)

@@ -110,6 +110,7 @@ def test_correction_runs_per_k_over_components() -> None:
     assert (d != -1).all()
 
 
+@pytest.mark.slow
 def test_holm_matches_statsmodels_and_is_a_superset_of_bonferroni(rng: np.random.Generator) -> None:
     pvalues = rng.uniform(0, 0.02, size=(50, 40)) ** 2
     holm = reject(pvalues, 0.01, "holm")

@@ -10,6 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+pytestmark = pytest.mark.slow  # subprocess runs of the CLI on damaged inputs (5-20 s each)
+
 BIN = Path(sys.executable).parent
 
 

@@ -224,6 +224,7 @@ def test_patched_eval_batch_from_memory(tiny_lm_batch, monkeypatch: pytest.Monke
         np.testing.assert_allclose(getattr(got, name), getattr(reference, name), atol=1e-5)
 
 
+@pytest.mark.slow
 def test_configure_torch_pins_threads_and_deterministic_kernels() -> None:
     """Run in a fresh interpreter: the settings are process-global."""
     import subprocess

@@ -83,6 +83,7 @@ def _operating_points(tmp_path: Path, curves: pd.DataFrame) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_iou_seeds_spurious_and_theory(tmp_path: Path) -> None:
     curves = pd.DataFrame(
         [dict(experiment="world", scorer="relevance", eval_set=e, method=m, k_target=k, k_effective=k, cacc=c)

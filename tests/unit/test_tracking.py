@@ -13,6 +13,7 @@ from certified_circuits.cli.main import main
 from certified_circuits.storage.store import write_attributions
 
 
+@pytest.mark.slow
 def test_job_records_are_flushed_into_child_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     results = tmp_path / "results"

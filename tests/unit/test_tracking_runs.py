@@ -169,6 +169,7 @@ def _flusher(results: str, barrier, counts) -> None:
     counts.put(tracking.flush_job_records(results, progress=False))
 
 
+@pytest.mark.slow
 def test_concurrent_flushers_log_each_record_exactly_once(results: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # the store is created once, in another process, as onstart does (this process never opens it before
     # forking, so the children share no database connection)

@@ -115,6 +115,7 @@ def test_select_classes_cli(tmp_path):
     assert len(lines) == 3 and lines == sorted(lines)
 
 
+@pytest.mark.slow
 def test_paper_scale_cli_on_fake_imagenet(tmp_path):
     """ResNet-50 (random weights saved to a file) through vision-attribute and vision-evaluate on a fake
     ImageNet tree with a LOC_synset_mapping.txt: 3,840 vertices, labels via wnids."""

@@ -53,6 +53,7 @@ def test_resnet_mask_nothing_is_exact_and_zero_layer4_gives_bias(resnet50):
     torch.testing.assert_close(out, resnet50.net.fc.bias.expand(2, -1))
 
 
+@pytest.mark.slow
 def test_vit_vertices_hooks_and_exact_noop(vit):
     assert vit.n_vertices == 9216 and vit.widths == [768] * 12
     assert vit.hook_names[3] == "encoder.layers.encoder_layer_3.mlp.3"
@@ -111,6 +112,7 @@ def test_weights_roundtrip_from_file(tmp_path):
         assert torch.equal(m.net(x), m2.net(x))
 
 
+@pytest.mark.slow
 def test_vit_scores_reduce_over_tokens(vit):
     from certified_circuits.vision.hooks import captured
     from certified_circuits.vision.scorers import score_batch
