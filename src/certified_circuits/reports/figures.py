@@ -1,4 +1,4 @@
-"""Figures of the paper, rendered from tidy DataFrames (DESIGN.md section 5); tables are in
+"""Figures of the paper, rendered from tidy DataFrames (docs/architecture.md, section 2); tables are in
 :mod:`certified_circuits.reports.tables`.
 
 Pure rendering: every function takes a table already computed by :mod:`certified_circuits.analysis.evaluation`

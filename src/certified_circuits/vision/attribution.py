@@ -1,4 +1,4 @@
-"""Attribution extraction for one class and one split (paper Sec. 4; DESIGN.md section 5 contract).
+"""Attribution extraction for one class and one split (paper Sec. 4; docs/architecture.md, section 2 contract).
 
 Runs the three scorers of ``scorers.py`` over the class's images (one forward + backward per batch)
 and writes ``scores/{relevance,activation,rank}`` [n_examples, U], ``components/group`` (block index)
