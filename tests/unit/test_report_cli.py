@@ -179,3 +179,18 @@ def test_model_seed_summary_counts_significant_wins_per_example(tmp_path: Path) 
     assert row.certified_wins == 2 and row.certified_significant == 1 and row.baseline_significant == 1
     shown = pd.read_csv(out / "t_model_seeds.csv").iloc[0]
     assert shown["significant: certified / baseline"] == "1/1" and shown["baseline_k"] == "50.0 ± 0.0"
+
+
+def test_operating_points_without_their_columns_stop_report_iou_before_writing(tmp_path: Path, capsys) -> None:
+    """Issue 21: report-iou took an operating-points CSV without the needed columns and wrote empty outputs."""
+    bad = tmp_path / "points.csv"
+    pd.DataFrame({"eval_set": ["shift"], "k": [0.2]}).to_csv(bad, index=False)
+    _, v, c = _votes_and_certificates(tmp_path, "id", 0, 0.0)
+    out = tmp_path / "out"
+    with pytest.raises(SystemExit) as exit_info:
+        main(["report-iou", "--operating-points", str(bad), "--scorer", "relevance", "--circuits", str(v), str(c),
+              "--out-dir", str(out)])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert "points.csv is missing column(s) 'criterion', 'k_target'" in err and "report-sufficiency" in err
+    assert not out.exists()

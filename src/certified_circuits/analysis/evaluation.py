@@ -318,6 +318,29 @@ def operating_points(curves: pd.DataFrame, keys: Sequence[str]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+#: columns every operating-points table holds (report-sufficiency writes them)
+OPERATING_POINT_COLUMNS = ("eval_set", "criterion", "k_target")
+
+
+def read_operating_points(path: str | Path) -> pd.DataFrame:
+    """``operating_points.csv`` of report-sufficiency, checked before a report does any work.
+
+    Raises:
+        ValueError: the file is not readable as CSV or lacks :data:`OPERATING_POINT_COLUMNS`; the message
+            names the file and the fix.
+    """
+    try:
+        points = pd.read_csv(path)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path}: not an operating-points CSV ({exc}); pass the operating_points.csv that "
+                         "report-sufficiency wrote") from None
+    try:
+        require_columns(points, OPERATING_POINT_COLUMNS, f"{path}")
+    except ValueError as exc:
+        raise ValueError(f"{exc}: pass the operating_points.csv that report-sufficiency wrote") from None
+    return points
+
+
 def operating_k(points: pd.DataFrame, *, eval_set: str, criterion: str, scorer: str | None = None) -> float:
     """The K of one operating point; an error names what is missing."""
     chosen = points[(points.eval_set == eval_set) & (points.criterion == criterion)]

@@ -27,7 +27,7 @@ def spurious_report(operating_points: Path, scorer: str, attributions: Sequence[
                     pairs: Sequence[tuple[Path, Path]], out_dir: Path, eval_set: str = "id") -> dict[str, float]:
     """Spurious index (reliance on the planted background cue, embedded world only) of certified-in,
     abstained (within the baseline) and certified-out channels at the certified peak K."""
-    k_target = evaluation.operating_k(pd.read_csv(operating_points), scorer=scorer, eval_set=eval_set,
+    k_target = evaluation.operating_k(evaluation.read_operating_points(operating_points), scorer=scorer, eval_set=eval_set,
                                       criterion="certified_peak")
     by_concept = {}
     for path in attributions:
@@ -78,7 +78,7 @@ def features_report(operating_points: Path, scorer: str, attributions_path: Path
     certified-out channels of one class, at the certified ID peak K. Channels come from the deepest
     block (the most class-specific features); within each category the ones with the highest mean
     activation on the concept dataset are shown."""
-    k_target = evaluation.operating_k(pd.read_csv(operating_points), scorer=scorer, eval_set=eval_set,
+    k_target = evaluation.operating_k(evaluation.read_operating_points(operating_points), scorer=scorer, eval_set=eval_set,
                                       criterion="certified_peak")
     attributions = read_attributions(attributions_path)
     for key in ("top_examples", "mean_activation"):

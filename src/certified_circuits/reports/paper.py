@@ -134,7 +134,7 @@ def read_circuits(pairs: Sequence[tuple[Path, Path]]) -> list[tuple[Votes, Certi
 def iou_report(operating_points: Path, scorer: str, pairs: Sequence[tuple[Path, Path]], out_dir: Path) -> dict[str, float]:
     """Fig. IoU: IoU of each class's ID circuit and its circuit re-discovered on an OOD set, at the K of
     the largest certified-baseline gap on that set (``max_gap`` in the operating points)."""
-    points = pd.read_csv(operating_points)
+    points = evaluation.read_operating_points(operating_points)
     circuits = read_circuits(pairs)
     by_key = {(v.attrs["concept"], v.attrs["split"]): (v, c) for v, c in circuits}
     rows = []
@@ -167,7 +167,7 @@ def seeds_report(operating_points: Path, scorer: str, pairs: Sequence[tuple[Path
                  eval_set: str = "id", k: float | None = None) -> dict[str, float]:
     """App. Fig. variance: pairwise IoU of one class's circuits certified with different mask seeds,
     at the certified peak K (``certified_peak``) unless ``k`` is given."""
-    points = pd.read_csv(operating_points)
+    points = evaluation.read_operating_points(operating_points)
     k_target = float(k) if k else evaluation.operating_k(points, scorer=scorer, eval_set=eval_set, criterion="certified_peak")
     by_concept: dict[str, list[tuple[int, dict[str, np.ndarray], np.ndarray]]] = {}
     runs_attrs: dict[str, dict] = {}
