@@ -27,16 +27,39 @@ PROCESS_START = _time.perf_counter()
 
 __version__ = "0.1.0"
 
-from certified_circuits.api import Algorithm, Certificate, certify_algorithm, certify_scores  # noqa: E402
-from certified_circuits.core.certification import (  # noqa: E402
-    certified_radius,
-    max_certifiable_tau,
-    min_samples,
-)
-from certified_circuits.core.contracts import ABSTAIN, IN, OUT  # noqa: E402
-from certified_circuits.core.discovery import TopKDiscovery, top_k_circuit  # noqa: E402
-from certified_circuits.core.setting import Setting  # noqa: E402
-from certified_circuits.core.smoothing import selection_and_certification_masks  # noqa: E402
+#: public name -> the module that defines it. Loaded on first use (PEP 562): ``import certified_circuits``
+#: costs nothing, so the hundreds of short ``certified-circuits`` jobs of a workflow do not pay for scipy.
+_PUBLIC = {
+    "Algorithm": "certified_circuits.api",
+    "Certificate": "certified_circuits.api",
+    "certify_algorithm": "certified_circuits.api",
+    "certify_scores": "certified_circuits.api",
+    "certified_radius": "certified_circuits.core.certification",
+    "max_certifiable_tau": "certified_circuits.core.certification",
+    "min_samples": "certified_circuits.core.certification",
+    "ABSTAIN": "certified_circuits.core.contracts",
+    "IN": "certified_circuits.core.contracts",
+    "OUT": "certified_circuits.core.contracts",
+    "TopKDiscovery": "certified_circuits.core.discovery",
+    "top_k_circuit": "certified_circuits.core.discovery",
+    "Setting": "certified_circuits.core.setting",
+    "selection_and_certification_masks": "certified_circuits.core.smoothing",
+}
+
+
+def __getattr__(name: str):
+    if name in _PUBLIC:
+        import importlib
+
+        value = getattr(importlib.import_module(_PUBLIC[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'certified_circuits' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_PUBLIC))
+
 
 __all__ = [
     "ABSTAIN",
