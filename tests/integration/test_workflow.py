@@ -131,8 +131,8 @@ def test_smoke_tables_equal_the_recorded_run(smoke_run: Path) -> None:
     reproduced exactly (commit 468eb05). Recorded again after changes that alter results on purpose:
     the EAP-IG reference fix (MLP inputs, integration points), masks seeded per concept, the
     validation prompt split (held out from training) and the id_test selection set (issue 9); and
-    again (the world tables only) when CPU convolutions moved off oneDNN (issue 15: oneDNN crashed
-    training on an AVX2-only CPU, and native kernels round differently). The language tables are still
+    again (the world tables only) when training moved off oneDNN (issue 15: oneDNN's weight-gradient
+    kernel crashed training on an AVX2-only CPU, and native kernels round differently). The language tables are still
     the copy recorded on another machine: this machine's floats differ from them in the 7th significant
     digit and pass within the tolerance. Whoever changes results on purpose regenerates the copy in the
     same commit and says why there."""

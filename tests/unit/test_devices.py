@@ -236,3 +236,15 @@ def test_configure_torch_pins_threads_and_deterministic_kernels() -> None:
     env = {k: v for k, v in os.environ.items() if k != "CUBLAS_WORKSPACE_CONFIG"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
     assert out.stdout.split() == ["1", "True", "True", ":4096:8"]
+
+
+def test_training_kernels_turn_onednn_off_only_inside():
+    """Training runs without oneDNN (its weight-gradient kernel crashed on an AVX2-only CPU); inference keeps it."""
+    import torch
+
+    from certified_circuits.core.devices import training_kernels
+
+    before = torch.backends.mkldnn.enabled
+    with training_kernels():
+        assert torch.backends.mkldnn.enabled is False
+    assert torch.backends.mkldnn.enabled == before

@@ -19,6 +19,7 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
+from certified_circuits.core.devices import training_kernels
 from certified_circuits.vision.models import VisionModel, world_model_from_net, world_resnet
 
 
@@ -96,9 +97,10 @@ def train_world_model(
             if flip:  # random horizontal flips (shapes and habitats are flip-invariant classes)
                 f = torch.rand(len(idx), generator=gen) < 0.5
                 xb = torch.where(f.view(-1, 1, 1, 1), xb.flip(3), xb)
-            loss = loss_fn(net(xb), yb)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
+            with training_kernels():  # oneDNN's weight-gradient kernel crashed here on an AVX2-only CPU
+                loss = loss_fn(net(xb), yb)
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
             opt.step()
             if nonneg_classifier:  # projection onto W >= 0
                 with torch.no_grad():

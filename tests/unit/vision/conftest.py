@@ -11,7 +11,7 @@ from certified_circuits.vision.world import WorldConfig
 
 from certified_circuits.core.devices import configure_torch  # noqa: E402
 
-configure_torch(1)  # the stages' settings: one thread, deterministic kernels, no oneDNN
+configure_torch(1)  # the stages' settings: one thread, deterministic kernels
 
 
 @pytest.fixture(scope="session")
