@@ -26,6 +26,11 @@ from pathlib import Path
 
 import numpy as np
 
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURE_CONFIG = ROOT / "configs" / "paper_fixture.yaml"
+#: the prefix of every path configs/paper_fixture.yaml reads from the tree
+DATA_PREFIX = "paper_fixture_data"
+
 #: classes with image folders (indices into the 1,000-line class index); val holds all of them, and
 #: configs/paper_fixture.yaml's class draw (n_classes 2, class_seed 0) picks 409 and 817 of them.
 VAL_CLASSES = (1, 409, 817)
@@ -176,6 +181,27 @@ def build_paper_tree(root: Path) -> dict:
         "certified_wnids": [wnid(i) for i in CERTIFIED_CLASSES],
         "counts": counts,
     }
+
+
+def fixture_override(tree: dict, results: Path, out: Path) -> Path:
+    """Write configs/paper_fixture.yaml to ``out`` with its ``paper_fixture_data/`` paths pointing at
+    ``tree`` (from :func:`build_paper_tree`) and ``results_dir`` set to ``results``; returns ``out``."""
+    import yaml
+
+
+    def place(value):
+        if isinstance(value, dict):
+            return {k: place(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [place(v) for v in value]
+        if isinstance(value, str) and value.startswith(DATA_PREFIX + "/"):
+            return tree["root"] + value[len(DATA_PREFIX):]
+        return value
+
+    config = place(yaml.safe_load(FIXTURE_CONFIG.read_text()))
+    config["results_dir"] = str(results)
+    out.write_text(yaml.safe_dump(config, sort_keys=False))
+    return out
 
 
 if __name__ == "__main__":
