@@ -3,7 +3,9 @@
 
 import shlex
 
+from certified_circuits.pipeline.config import vision_source
 from certified_circuits.pipeline.tracking.records import encode_wildcards
+from certified_circuits.vision.plugins import is_plugin, load_plugin, plugin_name
 from certified_circuits.vision.world import WorldConfig
 from certified_circuits.pipeline.layout import SETTING_PATTERN, VOTES_PATTERN, WILDCARD_CONSTRAINTS, Layout, Setting, number
 
@@ -17,6 +19,16 @@ EMBEDDED_VISION = VISION["enabled"] and VISION["source"] == "embedded"
 EMBEDDED_LANGUAGE = LANGUAGE["enabled"] and LANGUAGE["source"] == "embedded"
 # The world's defaults are the vision-world command's (WorldConfig), read here, never repeated.
 WORLD_CONFIG = WorldConfig(**VISION["world"]) if EMBEDDED_VISION else None
+# A torchvision source (imagenet, or folders: your own model and images), as one mapping.
+VSOURCE = vision_source(VISION) if VISION["enabled"] and not EMBEDDED_VISION else None
+# Scorers by their name in result paths: a built-in name, or a plugin's function name (module:function).
+VSCORER_SPECS = {plugin_name(s) if is_plugin(s) else s: s for s in VISION.get("scorers", [])} if VISION["enabled"] else {}
+VSCORERS = list(VSCORER_SPECS)
+VMAIN_SCORER = plugin_name(VISION["main_scorer"]) if VISION["enabled"] and is_plugin(VISION["main_scorer"]) else VISION.get("main_scorer")
+# Additive plugins are scored by vision-attribute (cached path); discovery plugins run in vision-discover.
+VPLUGIN_KINDS = {name: load_plugin(spec).kind for name, spec in VSCORER_SPECS.items() if is_plugin(spec)}
+VADDITIVE_PLUGINS = [VSCORER_SPECS[n] for n, kind in VPLUGIN_KINDS.items() if kind == "additive"]
+VDISCOVERY_SCORERS = [n for n, kind in VPLUGIN_KINDS.items() if kind == "discovery"]
 # Model jobs of the paper config ask the cluster for a GPU, more memory and time; the embedded default
 # and a paper run with `device: cpu` ask for none (profiles/slurm routes gpu > 0 to the GPU partition).
 VISION_GPU = 0 if EMBEDDED_VISION or DEVICE == "cpu" else 1
@@ -111,21 +123,25 @@ def vision_eval_data(name):
     if EMBEDDED_VISION:
         built = {"id": f"{WORLD}/concept.npz", "adversarial": f"{VDIR}/adversarial.npz", "anomaly": f"{VDIR}/anomaly.npz"}
         return built.get(name, f"{WORLD}/{name}.npz")
-    imagenet = VISION["imagenet"]
-    return imagenet["val_root"] if name == "id" else imagenet["ood_roots"][name]
+    return VSOURCE["root"] if name == "id" else VSOURCE["ood_roots"][name]
 
 
 def vision_concept_size():
     """|D_c|: images per class of the concept datasets."""
-    return WORLD_CONFIG.n_concept_per_class if EMBEDDED_VISION else VISION["imagenet"]["concept_size"]
+    return WORLD_CONFIG.n_concept_per_class if EMBEDDED_VISION else VSOURCE["concept_size"]
 
 
 def vision_model_args():
+    """The model options of every vision job: the world checkpoint, or a torchvision model with its class
+    index, weights, layers and preprocessing (only what the config sets; the rest is the model's own)."""
     if EMBEDDED_VISION:
         return f"--model world --checkpoint {q(VMODEL)} --device {q(DEVICE)}"
-    imagenet = VISION["imagenet"]
-    weights = f" --weights {q(imagenet['weights'])}" if imagenet.get("weights") else ""
-    return f"--model {q(imagenet['model'])} --class-index {q(imagenet['class_index'])}{weights} --device {q(DEVICE)}"
+    options = {"model": VSOURCE["model"], "class_index": VSOURCE["class_index"], "weights": VSOURCE.get("weights")}
+    if VSOURCE["layers"] != "auto":
+        options["layers"] = VSOURCE["layers"]
+    options.update({key: VSOURCE[key] for key in ("image_size", "resize_size", "mean", "std") if VSOURCE.get(key) is not None})
+    options["device"] = DEVICE
+    return cli_options({key: value for key, value in options.items() if value is not None})
 
 
 def vision_attribute_invocation(concept):
@@ -133,9 +149,10 @@ def vision_attribute_invocation(concept):
     set (``--also``), all quoted. The per-class rule and the class-group rules run exactly these."""
     also = item_options("--also", [(s, vision_eval_data(s), PATHS.attributions(VX, s, concept)) for s in REDISCOVERY])
     counterfactual = f"--counterfactual {q(f'{WORLD}/counterfactual.npz')}" if EMBEDDED_VISION else ""
+    plugins = item_options("--scorer", [(spec,) for spec in VADDITIVE_PLUGINS])
     return (f"vision-attribute {vision_model_args()} --threads 1 --data {q(vision_eval_data('id'))} "
             f"--n-examples {vision_concept_size()} {counterfactual} --concept {q(concept)} --split concept "
-            f"--experiment {q(VX)} --out {q(PATHS.attributions(VX, 'concept', concept))} {also}")
+            f"--experiment {q(VX)} --out {q(PATHS.attributions(VX, 'concept', concept))} {plugins} {also}")
 
 
 def vision_attribute_outputs(concept):
@@ -149,7 +166,7 @@ def vision_model_inputs():
 def vision_scorers(split, setting):
     """Scorers evaluated for a (split, setting): all of them at the main setting on the concept sets
     (Table 3), the main scorer elsewhere (radius sweep)."""
-    return list(VISION["scorers"]) if split == "concept" and setting == VSETTING else [VISION["main_scorer"]]
+    return list(VSCORERS) if split == "concept" and setting == VSETTING else [VMAIN_SCORER]
 
 
 def setting_of(wildcards):
@@ -159,7 +176,7 @@ def setting_of(wildcards):
 
 def vision_circuits(split, concept, setting=None, scorer=None):
     """(votes, certificates) of one class, split and setting (default: the main setting and scorer)."""
-    setting, scorer = setting or VSETTING, scorer or VISION["main_scorer"]
+    setting, scorer = setting or VSETTING, scorer or VMAIN_SCORER
     return (PATHS.votes(VX, split, concept, scorer, setting), PATHS.certificates(VX, split, concept, scorer, setting))
 
 
@@ -185,7 +202,7 @@ def vision_images_per_class(eval_set):
         from certified_circuits.vision.world import CLASS_SHAPES
 
         return dict(zip(CLASS_SHAPES, counts))
-    from certified_circuits.vision.imagenet import count_class_images
+    from certified_circuits.vision.folders import count_class_images
 
     return count_class_images(vision_eval_data(eval_set), VCONCEPTS)
 

@@ -26,7 +26,7 @@ ALL_TARGETS += rules.theory_figures.output
 
 
 if VISION["enabled"]:
-    VMAIN = VISION["main_scorer"]
+    VMAIN = VMAIN_SCORER
     VTABLES = PATHS.tables(VX)
 
     rule vision_tables:
@@ -98,7 +98,7 @@ if VISION["enabled"]:
             params:
                 job=job_env("vision_attack"),
                 classes=lambda w, input: item_options("--class", zip(input[::2], input[1::2])),
-                options=lambda w: attack_options(VATTACK, VSETTING, VISION["main_scorer"]),
+                options=lambda w: attack_options(VATTACK, VSETTING, VMAIN_SCORER),
                 out=lambda w, output: os.path.dirname(output.table),
             log:
                 log_path("vision_attack"),

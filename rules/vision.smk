@@ -235,3 +235,43 @@ rule vision_evaluate:
     shell:
         "{params.job} certified-circuits vision-evaluate {params.model} --threads {threads} {params.circuits} "
         "--concept {wildcards.concept:q} {params.eval_sets} --experiment {params.experiment:q} --out {output:q} 2> {log:q}"
+
+
+if VDISCOVERY_SCORERS:
+
+    rule vision_discover:
+        """Votes of a black-box discovery plugin on one class's concept dataset: the function runs on the full
+        dataset and on each of the n0 + n sub-datasets (the masks of the votes rule), in parallel processes."""
+        input:
+            model=vision_model_inputs(),
+            data=local_inputs([vision_eval_data("id")]),
+        output:
+            PATHS.votes(VX, "concept", "{concept}", "{scorer}"),
+        wildcard_constraints:
+            scorer="|".join(VDISCOVERY_SCORERS),
+        params:
+            job=job_env("vision_discover"),
+            model=vision_model_args(),
+            data=vision_eval_data("id"),
+            size=vision_concept_size(),
+            spec=lambda w: VSCORER_SPECS[w.scorer],
+            k_grid=words(VISION["k_grid"]),
+            setting=votes_options,
+            experiment=VX,
+        log:
+            log_path("vision_discover", f"{{concept}}/{{scorer}}/{VOTES_PATTERN}"),
+        benchmark:
+            benchmark_path("vision_discover", f"{{concept}}/{{scorer}}/{VOTES_PATTERN}")
+        conda:
+            ENV
+        threads: VISION["discovery_workers"]
+        resources:
+            mem_mb=VISION_MEM_MB,
+            runtime=VISION_RUNTIME,
+            gpu=VISION_GPU,
+        shell:
+            "{params.job} certified-circuits vision-discover {params.model} --threads 1 --data {params.data:q} "
+            "--n-examples {params.size} --concept {wildcards.concept:q} --scorer {params.spec:q} --k-grid {params.k_grid} "
+            "{params.setting} --workers {threads} --experiment {params.experiment:q} --out {output:q} 2> {log:q}"
+
+    ruleorder: vision_discover > votes

@@ -23,18 +23,16 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
 from certified_circuits.core.certification import certified_radius, certify_with_pvalues, majority_vote
 from certified_circuits.core.contracts import ABSTAIN, IN, OUT
+from certified_circuits.core.sampling import Algorithm, circuit_output, sample_votes
 from certified_circuits.core.setting import Setting
 from certified_circuits.core.smoothing import compute_votes, selection_and_certification_masks
 from certified_circuits.core.validation import check_count
-
-#: ``algorithm(kept_indices) -> bool circuit``: the black-box discovery algorithm A of the paper.
-Algorithm = Callable[[np.ndarray], Any]
 
 __all__ = ["Algorithm", "Certificate", "certify_algorithm", "certify_scores", "sample_votes"]
 
@@ -112,89 +110,6 @@ class Certificate:
         return cls(**{**fields, "setting": Setting(**fields["setting"])})
 
 
-def _circuit(output: Any, shape: tuple[int, ...] | None, call: str) -> np.ndarray:
-    """Check one output of the algorithm: a boolean (or 0/1) array of the same shape every call."""
-    circuit = np.asarray(output)
-    if circuit.ndim not in (1, 2) or circuit.size == 0:
-        raise ValueError(
-            f"the algorithm returned shape {circuit.shape} on {call}: it must return a bool "
-            "circuit [U] (one circuit) or [nK, U] (one per K)"
-        )
-    if circuit.dtype != bool:
-        if not np.isin(circuit, (0, 1)).all():
-            raise ValueError(
-                f"the algorithm returned values other than 0/1 on {call}: return a bool mask "
-                "(True keeps a component in the circuit), not scores"
-            )
-        circuit = circuit.astype(bool)
-    if shape is not None and circuit.shape != shape:
-        raise ValueError(
-            f"the algorithm returned shape {circuit.shape} on {call} but {shape} before: "
-            "it must return the same components every time"
-        )
-    return circuit
-
-
-def _count_chunk(algorithm: Algorithm, masks: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
-    """Votes of one chunk of masks (runs in a worker process when ``workers > 1``)."""
-    counts = np.zeros(shape, dtype=np.int64)
-    for s in range(masks.shape[0]):
-        counts += _circuit(algorithm(np.flatnonzero(masks[s])), shape, f"sub-dataset {s} of a chunk")
-    return counts
-
-
-def sample_votes(
-    algorithm: Algorithm,
-    masks: np.ndarray,
-    shape: tuple[int, ...],
-    *,
-    workers: int = 1,
-    progress: bool = True,
-    desc: str = "sub-datasets",
-) -> np.ndarray:
-    """Algorithm 2 (``Sample``), naive: ``sum_s A(D ⊙ eps_s)`` over the rows of ``masks``.
-
-    Args:
-        algorithm: ``A(kept_indices) -> bool circuit`` of ``shape``.
-        masks: bool ``[n_samples, n_examples]``, True keeps an example.
-        shape: the circuit shape (from the algorithm's output on the full dataset).
-        workers: processes to run sub-datasets in (1: this process). With ``workers > 1`` the algorithm
-            must be picklable (a module-level function or an instance of a module-level class); the
-            processes are started with ``spawn`` (safe with torch and CUDA). Counts are integer sums, so
-            they do not depend on ``workers``.
-        progress: a tqdm bar on stderr.
-        desc: the bar's label.
-
-    Returns:
-        int32 counts of ``shape``: how many sub-datasets put each component in the circuit.
-    """
-    from tqdm.auto import tqdm
-
-    workers = check_count("workers", workers, minimum=1)
-    n_samples = masks.shape[0]
-    bar = tqdm(total=n_samples, desc=desc, unit="sub-dataset", disable=not progress)
-    counts = np.zeros(shape, dtype=np.int64)
-    try:
-        if workers == 1:
-            for s in range(n_samples):
-                counts += _circuit(algorithm(np.flatnonzero(masks[s])), shape, f"sub-dataset {s}")
-                bar.update(1)
-        else:
-            import multiprocessing
-            from concurrent.futures import ProcessPoolExecutor, as_completed
-
-            size = max(1, -(-n_samples // (4 * workers)))  # ~4 chunks per worker: balance and a live bar
-            chunks = [masks[i : i + size] for i in range(0, n_samples, size)]
-            with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-                futures = {pool.submit(_count_chunk, algorithm, chunk, shape): len(chunk) for chunk in chunks}
-                for future in as_completed(futures):
-                    counts += future.result()
-                    bar.update(futures[future])
-    finally:
-        bar.close()
-    return counts.astype(np.int32)
-
-
 def _check_setting(setting: Setting) -> Setting:
     if not isinstance(setting, Setting):
         raise TypeError(
@@ -244,7 +159,7 @@ def certify_algorithm(
     selection_masks, certification_masks = selection_and_certification_masks(
         n_examples, setting.n0, setting.n, setting.p_del, setting.seed
     )
-    baseline = _circuit(algorithm(np.arange(n_examples)), None, "the full dataset")
+    baseline = circuit_output(algorithm(np.arange(n_examples)), None, "the full dataset")
     if k_grid is not None:
         k_grid = np.asarray(k_grid, dtype=np.float64)
         if baseline.ndim != 2 or k_grid.shape != (baseline.shape[0],):

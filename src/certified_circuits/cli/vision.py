@@ -24,33 +24,64 @@ import numpy as np
 
 from certified_circuits.core.devices import configure_torch
 from certified_circuits.vision.architectures import MODEL_CHOICES
-from certified_circuits.cli.stages import InputError, Stages, add_device, add_k_grid, existing_file, existing_path, named_path, positive_int
+from certified_circuits.cli.stages import (InputError, Stages, add_device, add_k_grid, existing_file, existing_path, named_path,
+                                          positive_int, probability)
+from certified_circuits.cli.stages import seed as seed_value
 
 log = logging.getLogger(__name__)
 STAGES = Stages()
-MODELS = MODEL_CHOICES  # world + every entry of vision/architectures.py
+
+
+def model_name(text: str) -> str:
+    """``--model``: ``world``, or a torchvision classification model name (checked when given)."""
+    if text == "world" or text in MODEL_CHOICES:
+        return text
+    from certified_circuits.vision.models import check_model_name
+
+    try:
+        return check_model_name(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _model_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("model")
-    g.add_argument("--model", default="world", choices=MODELS,
-                   help="'world' (needs --checkpoint) or a torchvision ImageNet model (default: world)")
+    g.add_argument("--model", default="world", type=model_name, metavar="NAME",
+                   help=f"'world' (needs --checkpoint), an ImageNet architecture of the paper ({', '.join(MODEL_CHOICES[1:])}; "
+                        "weights default to the torch hub cache) or any torchvision classifier with --weights "
+                        "(torchvision.models.list_models()) (default: world)")
     g.add_argument("--checkpoint", type=existing_file, help="world model checkpoint written by vision-train")
-    g.add_argument("--weights", type=existing_file, help="IMAGENET1K_V1 weights file (default: the torch hub cache)")
+    g.add_argument("--weights", type=existing_file, help="the model's state dict (ImageNet architectures: default the "
+                                                         "torch hub cache's IMAGENET1K_V1 file)")
     g.add_argument("--class-index", type=existing_file,
-                   help="LOC_synset_mapping.txt (wnid per line in class order) for ImageNet folders")
+                   help="class names in logit order, one a line (LOC_synset_mapping.txt is read too)")
+    g.add_argument("--layers", nargs="+", default=["auto"], metavar="MODULE",
+                   help="modules whose outputs hold the components: auto (the family's block outputs, "
+                        "certified_circuits/vision/families.py) or names of net.named_modules() (default: auto)")
+    g.add_argument("--image-size", type=positive_int, help="crop size (default: the torchvision weights' transforms)")
+    g.add_argument("--resize-size", type=positive_int, help="short side before the crop (default: the weights' ratio)")
+    g.add_argument("--mean", type=float, nargs=3, metavar=("R", "G", "B"), help="normalisation mean (default: the weights')")
+    g.add_argument("--std", type=float, nargs=3, metavar=("R", "G", "B"), help="normalisation std (default: the weights')")
     add_device(g)
 
 
 def _load(args: argparse.Namespace):
-    """The model on its device and the wnid index of ImageNet folders (None for the world), cached for the
+    """The model on its device and the class index of image folders (None for the world), cached for the
     process (:func:`certified_circuits.vision.loading.load_cached`)."""
     from certified_circuits.core.devices import resolve_device
     from certified_circuits.vision.loading import load_cached
 
     device = resolve_device(args.device)
     configure_torch(args.threads)
-    model, index, reused = load_cached(args.model, args.checkpoint, args.weights, args.class_index, device)
+    layers = "auto" if args.layers == ["auto"] else list(args.layers)
+    preprocessing = None
+    if any(v is not None for v in (args.image_size, args.resize_size, args.mean, args.std)):
+        from certified_circuits.vision.models import preprocessing_of
+
+        preprocessing = preprocessing_of(args.model, image_size=args.image_size, resize_size=args.resize_size,
+                                         mean=args.mean, std=args.std)
+    model, index, reused = load_cached(args.model, args.checkpoint, args.weights, args.class_index, device, layers,
+                                       preprocessing)
     if reused:
         log.info("%s: model already loaded in this process (batch); reusing it", getattr(args, "command", "vision"))
     return model, index
@@ -266,6 +297,30 @@ def _attribute_arguments(p: argparse.ArgumentParser) -> None:
                         "without images of the class gets a valid file with zero examples")
     p.add_argument("--attr", action="append", default=[], type=named_path, metavar="KEY=VALUE",
                    help="extra file attribute, e.g. config_digest=abc123 (repeatable)")
+    p.add_argument("--scorer", action="append", default=[], type=additive_plugin, metavar="MODULE:FUNCTION",
+                   help="an additive scorer plugin f(activations, gradients, channel_dim) -> [B, U], scored beside "
+                        "the built-in scorers as scores/FUNCTION (repeatable; certified_circuits/vision/plugins.py)")
+
+
+def plugin_of_kind(kind: str):
+    """An argparse type: a ``module:function`` plugin of ``kind`` (imported and checked when parsed)."""
+
+    def parse(text: str):
+        from certified_circuits.vision.plugins import load_plugin
+
+        try:
+            plugin = load_plugin(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+        if plugin.kind != kind:
+            other = "vision-discover" if plugin.kind == "discovery" else "vision-attribute --scorer"
+            raise argparse.ArgumentTypeError(f"{text} is a {plugin.kind} plugin, not {kind}: run it with {other}")
+        return plugin
+
+    return parse
+
+
+additive_plugin = plugin_of_kind("additive")
 
 
 @STAGES.stage("vision-attribute", _attribute_arguments, help="per-example scores of one class on one split -> HDF5")
@@ -293,19 +348,74 @@ def _cmd_attribute(args: argparse.Namespace) -> int:
         attrs = {"experiment": args.experiment, "dataset": str(data), "split": split, "concept": args.concept, **extra}
         if min_examples == 0 and Path(data).is_dir() and not (Path(data) / args.concept).is_dir():
             # ImageNet-A/O hold 200 of the 1,000 classes: a class they lack has nothing to re-discover
-            write_empty_attribution(model, out, attrs)
+            write_empty_attribution(model, out, attrs, args.scorer)
             log.info("vision-attribute: %s has no folder for %s; wrote an empty %s", data, args.concept, out)
             continue
-        iset = open_set(data, index, wnids=wnids)
+        iset = open_set(data, index, names=wnids)
         if min_examples == 0 and not (iset.labels == label).any():
-            write_empty_attribution(model, out, attrs)
+            write_empty_attribution(model, out, attrs, args.scorer)
             log.info("vision-attribute: %s holds no image of %s; wrote an empty %s", data, args.concept, out)
             continue
         if split == args.split:
             _log_startup("vision-attribute")
         run_attribution(model, iset, label, out, attrs=attrs, n_examples=args.n_examples,
-                        batch_size=args.batch_size, top_k=args.top_k, counterfactual=counterfactual)
+                        batch_size=args.batch_size, top_k=args.top_k, counterfactual=counterfactual,
+                        plugins=args.scorer)
         log.info("vision-attribute: %s (%s) -> %s in %.1fs", args.concept, split, out, time.perf_counter() - t0)
+    return 0
+
+
+def _discover_arguments(p: argparse.ArgumentParser) -> None:
+    _model_arguments(p)
+    p.add_argument("--data", type=existing_path, required=True, help="world .npz split or ROOT/<class>/ image folder")
+    p.add_argument("--concept", required=True, help="class name or class index")
+    p.add_argument("--scorer", required=True, type=plugin_of_kind("discovery"), metavar="MODULE:FUNCTION",
+                   help="a black-box discovery plugin f(model, images, label, k_grid) -> bool [nK, U]")
+    p.add_argument("--n-examples", type=positive_int, default=None, help="first N images of the class (default: all)")
+    add_k_grid(p)
+    p.add_argument("--p-del", type=probability, required=True, help="deletion probability in (0, 1)")
+    p.add_argument("--n0", type=positive_int, default=100, help="selection samples (default 100)")
+    p.add_argument("--n", type=positive_int, default=1000, help="certification samples (default 1000)")
+    p.add_argument("--seed", type=seed_value, default=0,
+                   help="config seed; the masks are drawn from (seed, concept), as in the votes stage")
+    p.add_argument("--workers", type=positive_int, default=1, help="processes running the sub-datasets (default 1)")
+    p.add_argument("--experiment", default="vision")
+    p.add_argument("--split", default="concept", help="split name stored in the file's attrs")
+    p.add_argument("--out", type=Path, required=True, help="votes HDF5 (the votes contract)")
+
+
+@STAGES.stage("vision-discover", _discover_arguments,
+              help="Algorithm 2 for a black-box discovery plugin: run it on every sub-dataset -> votes HDF5")
+def _cmd_discover(args: argparse.Namespace) -> int:
+    """Run a black-box discovery function on the class's concept images and on each of the n0 + n sub-datasets
+    (the masks of the votes stage), in --workers processes, and write the votes contract.
+    """
+
+    from certified_circuits.core.smoothing import mask_seed
+    from certified_circuits.pipeline.tracking import add_metrics
+    from certified_circuits.storage.store import write_votes
+    from certified_circuits.vision.attribution import class_indices
+    from certified_circuits.vision.data import open_set
+    from certified_circuits.vision.plugins import discovery_votes
+
+    model, index = _load(args)
+    label = _label(model, args.concept)
+    iset = open_set(args.data, index, names=[args.concept] if index is not None else None)
+    images = iset.load(class_indices(iset, label, args.n_examples), model).to(model.device)
+    _log_startup("vision-discover")
+    start = time.perf_counter()
+    concept_seed = mask_seed(args.seed, args.concept)
+    votes = discovery_votes(args.scorer.spec, model, images, label, args.k_grid, p_del=args.p_del, n0=args.n0, n=args.n,
+                            seed=concept_seed, workers=args.workers,
+                            attrs={"scorer": args.scorer.name, "plugin": args.scorer.spec, "concept": args.concept,
+                                   "model": model.arch, "experiment": args.experiment, "split": args.split,
+                                   "source": str(args.data)})
+    votes.attrs.update(seed=int(args.seed), mask_seed=concept_seed, seconds=time.perf_counter() - start)
+    write_votes(args.out, votes)
+    add_metrics({"votes_seconds": votes.attrs["seconds"], "n_components": model.n_vertices,
+                 "n_examples": int(images.shape[0])})
+    log.info("vision-discover: %s, %d x %d components, n0=%d n=%d in %.1fs -> %s", args.scorer.name, len(args.k_grid),
+             model.n_vertices, args.n0, args.n, votes.attrs["seconds"], args.out)
     return 0
 
 
@@ -408,7 +518,7 @@ def _cmd_runtime(args: argparse.Namespace) -> int:
 
     model, index = _load(args)
     label = _label(model, args.concept)
-    iset = open_set(args.data, index, wnids=[args.concept] if index is not None else None)
+    iset = open_set(args.data, index, names=[args.concept] if index is not None else None)
     images = iset.load(class_indices(iset, label, args.n_examples), model).to(model.device)
     table = format_runtime_table(measure_naive_vs_cached(model, images, label, args.n, np.asarray(args.k_grid),
                                                          args.p_del, args.tau, args.alpha, args.seed))

@@ -6,13 +6,15 @@ Schema's comparisons let through), scorers and eval sets that must agree, paths 
 the classes to certify, resolved and checked *before* any job (an unknown class must not wait for
 world generation and training to fail). Every error names the key, the value and what is expected.
 
-Light on purpose: it runs on every ``snakemake`` invocation, dry runs included (numpy only).
+Light on purpose: it runs on every ``snakemake`` invocation, dry runs included (numpy only; the
+``folders`` source also imports torch to check the model on the meta device, about a second).
 """
 
 from __future__ import annotations
 
 import math
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -42,8 +44,20 @@ def require_finite(value, key="config"):
             require_finite(item, f"{key}[{index}]")
 
 
+def vision_source(vision: dict[str, Any]) -> dict[str, Any]:
+    """The model and data of a torchvision source as one mapping, the keys of ``vision.folders``: the
+    ``imagenet`` block is the preset of the ``folders`` source (its val folders are the root, its model
+    an architecture of the paper with automatic layers). The one place the rules read them from."""
+    if vision["source"] == "imagenet":
+        imagenet = vision["imagenet"]
+        return {"model": imagenet["model"], "weights": imagenet.get("weights"), "class_index": imagenet["class_index"],
+                "root": imagenet["val_root"], "ood_roots": imagenet["ood_roots"], "concept_size": imagenet["concept_size"],
+                "n_classes": imagenet["n_classes"], "class_seed": imagenet["class_seed"], "layers": "auto"}
+    return vision["folders"]
+
+
 def resolve_vision_concepts(vision):
-    """The classes to certify: checked against the world's classes or the ImageNet folders now, so an
+    """The classes to certify: checked against the world's classes or the class folders now, so an
     unknown class stops the run before world generation and training."""
     if vision["source"] == "embedded":
         from certified_circuits.vision.world import CLASS_SHAPES
@@ -51,13 +65,17 @@ def resolve_vision_concepts(vision):
         known = list(CLASS_SHAPES[: vision["world"].get("n_classes", 10)])
         where = f"the embedded world's classes (vision.world.n_classes = {len(known)})"
     else:
+        from certified_circuits.vision.folders import list_class_folders
         from certified_circuits.vision.imagenet import list_classes, select_classes
 
-        imagenet = vision["imagenet"]
-        known = list_classes(imagenet["val_root"])
-        where = f"the class folders of {imagenet['val_root']}"
-        if vision["concepts"] == "all":
-            return select_classes(known, imagenet["n_classes"], imagenet["class_seed"])
+        source = vision_source(vision)
+        known = list_classes(source["root"]) if vision["source"] == "imagenet" else list_class_folders(source["root"])
+        where = f"the class folders of {source['root']}"
+        if vision["concepts"] == "all" and source["n_classes"] is not None:
+            if source["n_classes"] > len(known):
+                config_error(f"vision.{vision['source']}.n_classes", source["n_classes"],
+                             f"{source['root']} holds {len(known)} class folders: certify at most that many")
+            return select_classes(known, source["n_classes"], source["class_seed"])
     if vision["concepts"] == "all":
         return known
     unknown = [c for c in vision["concepts"] if c not in known]
@@ -76,9 +94,89 @@ def check_listed_classes(vision, concepts):
             config_error(key, unknown, f"every class listed must be certified, i.e. one of {concepts}")
 
 
-def check_vision(vision):
+def check_scorers(vision) -> None:
+    """Every plugin of ``vision.scorers`` imports and has one of the two signatures; names are unique
+    result-path names; the main scorer is one of them and can be re-run from cached scores."""
+    from certified_circuits.pipeline.layout import WILDCARD_CONSTRAINTS
+    from certified_circuits.vision.plugins import is_plugin, load_plugin, plugin_name
+
+    names = [plugin_name(s) if is_plugin(s) else s for s in vision["scorers"]]
+    for entry, name in zip(vision["scorers"], names):
+        if names.count(name) > 1:
+            config_error("vision.scorers", vision["scorers"], f"two entries are named {name!r} in result paths: rename a function")
+        if is_plugin(entry):
+            if not re.fullmatch(WILDCARD_CONSTRAINTS["scorer"], name):
+                config_error("vision.scorers", entry, "the function name names result files: use lower-case letters, digits and _")
+            try:
+                plugin = load_plugin(entry)
+            except ValueError as exc:
+                raise ConfigError(f"config key vision.scorers: {exc}") from None
+            if entry == vision["main_scorer"] and plugin.kind == "discovery":
+                config_error("vision.main_scorer", entry, "a black-box discovery plugin cannot be the main scorer (the radius "
+                                                          "sweep, IoU and attack re-run it from cached scores): choose a "
+                                                          "built-in or additive scorer")
     if vision["main_scorer"] not in vision["scorers"]:
         config_error("vision.main_scorer", vision["main_scorer"], f"must be one of vision.scorers {vision['scorers']}")
+
+
+def check_folders(vision) -> None:
+    """The folders source (and the imagenet preset's paths): files exist, every class folder is a class of the
+    index, every certified class holds ``concept_size`` images, and (folders) the weights fit the model and
+    class count and the layers exist: all before any job. The model check builds the network on the meta
+    device (shapes only) and reads the weights' shapes through a memory map."""
+    source_name = vision["source"]
+    source = vision_source(vision)
+    key = f"vision.{source_name}"
+    from certified_circuits.vision.folders import DatasetLayoutError, check_folders_in_index, load_class_names
+
+    require_path(f"{key}.class_index", source["class_index"], "the class index",
+                 "Give the class names in logit order, one a line (ImageNet: LOC_synset_mapping.txt).")
+    require_path(f"{key}.{'val_root' if source_name == 'imagenet' else 'root'}", source["root"], "the image folder",
+                 "Expected layout ROOT/<class>/* (README: 'Certify your own vision model').")
+    if source.get("weights"):
+        require_path(f"{key}.weights", source["weights"], "the weights file",
+                     "Give the model's state dict, saved with torch.save(model.state_dict(), PATH).")
+    missing = [e for e in vision["eval_sets"] if e != "id" and e not in source["ood_roots"]]
+    if missing:
+        config_error("vision.eval_sets", missing, f"each OOD set needs a folder in {key}.ood_roots {sorted(source['ood_roots'])}")
+    for name, root in source["ood_roots"].items():
+        require_path(f"{key}.ood_roots.{name}", root, f"the {name} folder", "Expected layout ROOT/<class>/*.")
+    if source_name != "folders":
+        return
+    try:
+        names = load_class_names(source["class_index"])
+        for root_key, root in [("root", source["root"]), *((f"ood_roots.{n}", r) for n, r in source["ood_roots"].items())]:
+            check_folders_in_index(root, names, source["class_index"], f"{key}.{root_key}")
+    except DatasetLayoutError as exc:
+        raise ConfigError(f"config key {key}: {exc}") from None
+    from certified_circuits.vision.models import check_folders_model
+
+    try:
+        check_folders_model(source["model"], source["weights"], names, source["layers"], source.get("image_size"),
+                            source.get("resize_size"), source.get("mean"), source.get("std"), source["class_index"])
+    except ValueError as exc:
+        raise ConfigError(f"config key {key}: {exc}") from None
+
+
+def check_concept_sizes(vision, concepts) -> None:
+    """Every certified class folder of the folders source holds at least ``concept_size`` images."""
+    from certified_circuits.pipeline.layout import WILDCARD_CONSTRAINTS
+    from certified_circuits.vision.folders import count_class_images
+
+    source = vision["folders"]
+    counts = count_class_images(source["root"], concepts)
+    short = {c: n for c, n in counts.items() if n < source["concept_size"]}
+    if short:
+        config_error("vision.folders.concept_size", source["concept_size"],
+                     f"class folders under {source['root']} hold fewer images: {short}; add images or lower concept_size")
+    unusable = [c for c in concepts if not re.fullmatch(WILDCARD_CONSTRAINTS["concept"], c)]
+    if unusable:
+        config_error("vision.concepts", unusable, "class names name result files: rename these folders and their "
+                                                  "class-index lines to letters, digits, _ and -")
+
+
+def check_vision(vision):
+    check_scorers(vision)
     if vision["selection_set"] and vision["selection_set"] not in vision["eval_sets"]:
         config_error("vision.selection_set", vision["selection_set"], f"must be one of vision.eval_sets {vision['eval_sets']}")
     unknown = set(vision["rediscovery_sets"]) - set(vision["eval_sets"])
@@ -90,26 +188,14 @@ def check_vision(vision):
         if unknown:
             config_error("vision.eval_sets", unknown, f"the embedded world has eval sets {sorted(known)}")
         return
-    imagenet = vision["imagenet"]
-    from certified_circuits.vision.architectures import ARCHITECTURE_NAMES
+    if vision["source"] == "imagenet":
+        from certified_circuits.vision.architectures import ARCHITECTURE_NAMES
 
-    if imagenet["model"] not in ARCHITECTURE_NAMES:
-        config_error("vision.imagenet.model", imagenet["model"],
-                     f"one of {list(ARCHITECTURE_NAMES)} (add an architecture in certified_circuits/vision/architectures.py)")
-    require_path("vision.imagenet.class_index", imagenet["class_index"], "the ImageNet class index",
-                 "Give LOC_synset_mapping.txt from the ImageNet devkit (one 'wnid name' line per class, in class order).")
-    require_path("vision.imagenet.val_root", imagenet["val_root"], "ImageNet validation folder",
-                 "Expected layout ROOT/<wnid>/*.JPEG (see README: 'Paper scale on a GPU').")
-    if imagenet.get("weights"):
-        require_path("vision.imagenet.weights", imagenet["weights"], "the IMAGENET1K_V1 weights file",
-                     "Download it once with torchvision on a connected machine (README: 'Paper scale on a GPU').")
-    missing = [e for e in vision["eval_sets"] if e != "id" and e not in imagenet["ood_roots"]]
-    if missing:
-        config_error("vision.eval_sets", missing,
-                     f"each OOD set needs a folder in vision.imagenet.ood_roots {sorted(imagenet['ood_roots'])}")
-    for name, root in imagenet["ood_roots"].items():
-        require_path(f"vision.imagenet.ood_roots.{name}", root, f"the {name} folder",
-                     "Expected layout ROOT/<wnid>/*; see README for ImageNet-A/O/C and OOD-CV preparation.")
+        if vision["imagenet"]["model"] not in ARCHITECTURE_NAMES:
+            config_error("vision.imagenet.model", vision["imagenet"]["model"],
+                         f"one of {list(ARCHITECTURE_NAMES)} (add an architecture in certified_circuits/vision/architectures.py, "
+                         "or use source: folders for any torchvision classifier)")
+    check_folders(vision)
 
 
 def check_language(language):
@@ -135,12 +221,12 @@ def expand_user_paths(config: dict[str, Any]) -> None:
     """``~`` in every configured path becomes the home folder, once, before any rule or check reads it
     (a quoted ``~`` would reach the jobs literally)."""
     config["results_dir"] = os.path.expanduser(config["results_dir"])
-    imagenet = config["vision"].get("imagenet")
-    if imagenet:
-        for key in ("weights", "class_index", "val_root"):
-            if imagenet.get(key):
-                imagenet[key] = os.path.expanduser(imagenet[key])
-        imagenet["ood_roots"] = {name: os.path.expanduser(root) for name, root in imagenet.get("ood_roots", {}).items()}
+    for block in (config["vision"].get("imagenet"), config["vision"].get("folders")):
+        if block:
+            for key in ("weights", "class_index", "val_root", "root"):
+                if block.get(key):
+                    block[key] = os.path.expanduser(block[key])
+            block["ood_roots"] = {name: os.path.expanduser(root) for name, root in block.get("ood_roots", {}).items()}
     if config["language"].get("model_path"):
         config["language"]["model_path"] = os.path.expanduser(config["language"]["model_path"])
 
@@ -154,6 +240,8 @@ def check_config(config: dict[str, Any]) -> list[str]:
     if config["vision"]["enabled"]:
         check_vision(config["vision"])
         concepts = resolve_vision_concepts(config["vision"])
+        if config["vision"]["source"] == "folders":
+            check_concept_sizes(config["vision"], concepts)
         check_listed_classes(config["vision"], concepts)
     if config["language"]["enabled"]:
         check_language(config["language"])

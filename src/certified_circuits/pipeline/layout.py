@@ -38,7 +38,7 @@ WILDCARD_CONSTRAINTS: dict[str, str] = {
     "experiment": NAME,
     "split": NAME,
     "concept": NAME,
-    "scorer": r"[a-z_]+",
+    "scorer": r"[a-z_][a-z0-9_]*",
     "p_del": FLOAT,
     "n0": INT,
     "n": INT,

@@ -15,7 +15,7 @@ and ``examples/id`` with :func:`certified_circuits.storage.store.write_attributi
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Mapping
+from typing import Mapping, Sequence
 
 import numpy as np
 import torch
@@ -23,6 +23,7 @@ from tqdm import tqdm
 
 from certified_circuits.vision.data import ImageSet
 from certified_circuits.vision.models import VisionModel
+from certified_circuits.vision.plugins import ScorerPlugin
 from certified_circuits.vision.scorers import SCORERS, mean_activations, score_batch, spurious_index
 
 
@@ -35,13 +36,14 @@ def class_indices(imageset: ImageSet, label: int, n_examples: int | None = None,
 
 
 def extract_scores(model: VisionModel, imageset: ImageSet, idx: np.ndarray, label: int, batch_size: int = 64,
-                   progress: bool = True) -> tuple[dict[str, np.ndarray], np.ndarray]:
-    """Scores {scorer: float32 [len(idx), U]} and the full model's predictions [len(idx)]."""
-    parts: dict[str, list[np.ndarray]] = {s: [] for s in SCORERS}
+                   progress: bool = True, plugins: Sequence[ScorerPlugin] = ()) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """Scores {scorer: float32 [len(idx), U]} (the built-in scorers and every additive plugin) and the full
+    model's predictions [len(idx)]."""
+    parts: dict[str, list[np.ndarray]] = {s: [] for s in (*SCORERS, *(p.name for p in plugins))}
     preds = []
     for s0 in tqdm(range(0, len(idx), batch_size), desc="vision-attribute", disable=not progress):
         x = imageset.load(idx[s0 : s0 + batch_size], model).to(model.device)
-        scores, logits = score_batch(model, x, label)
+        scores, logits = score_batch(model, x, label, plugins)
         for k, v in scores.items():
             parts[k].append(v.cpu().numpy())
         preds.append(logits.argmax(1).cpu().numpy())
@@ -61,27 +63,31 @@ def counterfactual_spurious_index(model: VisionModel, counterfactual: Mapping[st
     return spurious_index(*outs).numpy()
 
 
-def write_empty_attribution(model: VisionModel, out: Path, attrs: Mapping[str, object]) -> Path:
+def write_empty_attribution(model: VisionModel, out: Path, attrs: Mapping[str, object],
+                            plugins: Sequence[ScorerPlugin] = ()) -> Path:
     """A valid attribution file with zero examples, for a split that holds no image of the class (a
     filtered OOD set can lack some classes); downstream stages skip it by its example count."""
     from certified_circuits.storage.store import write_attributions
 
     n = model.n_vertices
     return write_attributions(
-        out, {s: np.zeros((0, n), np.float32) for s in SCORERS}, groups=model.groups().numpy(),
+        out, {s: np.zeros((0, n), np.float32) for s in (*SCORERS, *(p.name for p in plugins))}, groups=model.groups().numpy(),
         names=model.vertex_names(), example_ids=[], attrs={"model": model.arch, **attrs, "n_examples": 0},
         extras={"mean_activation": np.zeros(n, np.float32), "top_examples": np.zeros((n, 0), np.int32)},
+        rankings={p.name: p.ranking for p in plugins},
     )
 
 
 def run_attribution(model: VisionModel, imageset: ImageSet, label: int, out: Path, attrs: Mapping[str, object],
                     n_examples: int | None = None, batch_size: int = 64, top_k: int = 9,
-                    counterfactual: Mapping[str, np.ndarray] | None = None, progress: bool = True) -> Path:
-    """Extract and write the attribution file for class ``label``; returns its path."""
+                    counterfactual: Mapping[str, np.ndarray] | None = None, progress: bool = True,
+                    plugins: Sequence[ScorerPlugin] = ()) -> Path:
+    """Extract and write the attribution file for class ``label``; returns its path. Additive ``plugins``
+    add ``scores/{plugin name}`` with their ranking."""
     from certified_circuits.storage.store import write_attributions
 
     idx = class_indices(imageset, label, n_examples)
-    scores, preds = extract_scores(model, imageset, idx, label, batch_size, progress)
+    scores, preds = extract_scores(model, imageset, idx, label, batch_size, progress, plugins)
     act = scores["activation"]
     k = min(top_k, len(idx))
     top = np.argsort(-act, axis=0, kind="stable")[:k].T.astype(np.int32)  # [U, k]
@@ -97,5 +103,5 @@ def run_attribution(model: VisionModel, imageset: ImageSet, label: int, out: Pat
         example_ids=[str(i) for i in imageset.ids[idx]],
         attrs={"model": model.arch, "source": imageset.source, "class_index": int(label),
                "full_model_accuracy": float((preds == label).mean()), **attrs},
-        extras=extras,
+        extras=extras, rankings={p.name: p.ranking for p in plugins},
     )

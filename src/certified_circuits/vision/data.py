@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from certified_circuits.vision.images import read_rgb, resize_crop
-from certified_circuits.vision.imagenet import list_class_images, list_classes
+from certified_circuits.vision.folders import check_folders_in_index, list_class_images
 from certified_circuits.vision.models import VisionModel
 from certified_circuits.vision.world import load_split
 
@@ -48,26 +48,39 @@ def npz_set(path: Path | str) -> ImageSet:
     return ImageSet(labels=labels, ids=data["ids"].astype(str), loader=loader, source=str(path))
 
 
-def folder_set(root: Path | str, wnid_index: dict[str, int], wnids: list[str] | None = None,
+def folder_set(root: Path | str, class_index: dict[str, int], names: list[str] | None = None,
                limit_per_class: int | None = None, min_images: int = 1) -> ImageSet:
-    """ImageFolder-style tree ROOT/<wnid>/<image>; labels are ImageNet-1k indices via ``wnid_index``.
-    Images are resized (256) and centre-cropped to the model's size unless they already have it."""
-    wnids = wnids if wnids is not None else list_classes(root)
+    """Image-folder tree ROOT/<class>/<image> (:mod:`certified_circuits.vision.folders`); labels are the
+    logits of the folder names in ``class_index`` (name -> logit; ImageNet: wnid -> 1k index).
+
+    Images are resized (short side to the model's ``resize_size``, default ``image_size * 256 / 224``)
+    and centre-cropped to ``image_size`` unless they already have it.
+
+    Args:
+        root: the tree.
+        class_index: class name -> logit.
+        names: the classes to read (default: every folder, each of which must be in ``class_index``).
+        limit_per_class: first N images of each class (sorted by file name).
+        min_images: fewer images in a named class folder is an error.
+    """
+    if names is None:
+        names = check_folders_in_index(root, class_index, "given with --class-index", "image folder")
     files, labels = [], []
-    for w in wnids:
-        if w not in wnid_index:
-            raise ValueError(f"class folder {w} under {root} is not in the wnid mapping (not an ImageNet-1k class)")
-        fs = list_class_images(root, w, min_images=min_images, limit=limit_per_class)
+    for name in names:
+        if name not in class_index:
+            raise ValueError(f"class folder {name} under {root} is not in the class index: add it in logit order or "
+                             f"remove the folder")
+        fs = list_class_images(root, name, min_images=min_images, limit=limit_per_class)
         files += fs
-        labels += [wnid_index[w]] * len(fs)
+        labels += [class_index[name]] * len(fs)
 
     def loader(idx: np.ndarray, model: VisionModel) -> torch.Tensor:
-
+        resize = model.resize_size or round(model.image_size * 256 / 224)
         arrs = []
         for i in idx:
             img = read_rgb(files[i])
             if img.size != (model.image_size, model.image_size):
-                img = resize_crop(img, round(model.image_size * 256 / 224), model.image_size)
+                img = resize_crop(img, resize, model.image_size)
             arrs.append(np.asarray(img, dtype=np.uint8))
         return model.normalize(torch.from_numpy(np.stack(arrs)))
 
@@ -75,14 +88,14 @@ def folder_set(root: Path | str, wnid_index: dict[str, int], wnids: list[str] | 
     return ImageSet(labels=np.asarray(labels, dtype=np.int64), ids=ids, loader=loader, source=str(root))
 
 
-def open_set(path: Path | str, wnid_index: dict[str, int] | None = None, wnids: list[str] | None = None,
+def open_set(path: Path | str, class_index: dict[str, int] | None = None, names: list[str] | None = None,
              limit_per_class: int | None = None) -> ImageSet:
-    """A ``.npz`` world split or a wnid folder tree (which needs ``wnid_index``)."""
+    """A ``.npz`` world split or a class-folder tree (which needs ``class_index``: name -> logit)."""
     p = Path(path)
     if p.suffix == ".npz":
         return npz_set(p)
     if p.is_dir():
-        if wnid_index is None:
-            raise ValueError(f"{p} is an image folder: pass the wnid mapping (--class-index LOC_synset_mapping.txt)")
-        return folder_set(p, wnid_index, wnids, limit_per_class)
-    raise FileNotFoundError(f"eval/concept data {p} not found: give a concept-world .npz split or a ROOT/<wnid>/ folder")
+        if class_index is None:
+            raise ValueError(f"{p} is an image folder: pass the class index (--class-index FILE)")
+        return folder_set(p, class_index, names, limit_per_class)
+    raise FileNotFoundError(f"eval/concept data {p} not found: give a concept-world .npz split or a ROOT/<class>/ folder")

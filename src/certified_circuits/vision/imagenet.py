@@ -26,14 +26,10 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from certified_circuits.storage.atomic import atomic_dir, write_json
+from certified_circuits.vision.folders import IMAGE_SUFFIXES, DatasetLayoutError, list_class_images
 from certified_circuits.vision.images import read_rgb, resize_crop
 
-IMAGE_SUFFIXES = (".jpeg", ".jpg", ".png", ".bmp", ".webp")
 SYNSET_FILE = "LOC_synset_mapping.txt"
-
-
-class DatasetLayoutError(FileNotFoundError):
-    """A dataset folder does not have the expected layout (the message says which and how to fix it)."""
 
 
 def load_wnid_index(path: Path | str) -> dict[str, int]:
@@ -63,32 +59,6 @@ def class_names_from_index(index: Mapping[str, int]) -> list[str]:
     for w, i in index.items():
         names[i] = w
     return names
-
-
-def list_class_images(root: Path | str, wnid: str, min_images: int = 1, limit: int | None = None) -> list[Path]:
-    """Sorted image files of class ``wnid`` under ``root/<wnid>/``; errors name the missing folder or
-    the shortfall."""
-    root = Path(root)
-    if not root.is_dir():
-        raise DatasetLayoutError(f"dataset root {root} does not exist (expected ROOT/<wnid>/<image> folders)")
-    folder = root / wnid
-    if not folder.is_dir():
-        have = sorted(p.name for p in root.iterdir() if p.is_dir())[:5]
-        raise DatasetLayoutError(
-            f"class folder {folder} is missing: expected one folder per WordNet id under {root} "
-            f"(found e.g. {have or 'no folders'}); is this the right root and class?"
-        )
-    files = sorted(p for p in folder.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
-    if len(files) < min_images:
-        raise DatasetLayoutError(f"{folder} holds {len(files)} images, fewer than the {min_images} required")
-    return files[:limit] if limit else files
-
-
-def count_class_images(root: Path | str, wnids: Sequence[str]) -> dict[str, int]:
-    """{wnid: number of images under ``root/<wnid>/``}; 0 for a class the set lacks (ImageNet-A/O hold
-    200 of the 1,000 classes)."""
-    root = Path(root)
-    return {w: len(list_class_images(root, w, min_images=0)) if (root / w).is_dir() else 0 for w in wnids}
 
 
 def list_classes(root: Path | str) -> list[str]:

@@ -1,5 +1,5 @@
-"""Loading a vision model once per process: the network on its device and, for ImageNet folders, the
-wnid index that maps class folders to logits.
+"""Loading a vision model once per process: the network on its device and, for image folders, the
+class index that maps class folders to logits.
 
 ``certified-circuits batch`` runs several vision stages in one process; they share the model through
 this cache, so the network is built and its weights read once. Every stage leaves the model as it found
@@ -16,33 +16,39 @@ LOADED: dict[tuple[str, ...], tuple[Any, dict[str, int] | None]] = {}
 
 
 def load_cached(model: str, checkpoint: Path | None, weights: Path | None, class_index: Path | None,
-                device: Any) -> tuple[Any, dict[str, int] | None, bool]:
-    """The model on ``device`` and its wnid index (None for the world model), built once per process.
+                device: Any, layers: str | list[str] = "auto", preprocessing: Any = None) -> tuple[Any, dict[str, int] | None, bool]:
+    """The model on ``device`` and its class index (None for the world model), built once per process.
 
     Args:
-        model: ``world`` or an architecture of :mod:`certified_circuits.vision.architectures`.
+        model: ``world``, an ImageNet architecture of :mod:`certified_circuits.vision.architectures`, or
+            any torchvision classifier (:func:`certified_circuits.vision.models.load_model`).
         checkpoint: the world model's checkpoint (``vision-train``).
-        weights: an IMAGENET1K_V1 weights file (default: the torch hub cache).
-        class_index: ``LOC_synset_mapping.txt`` (needed by every ImageNet architecture).
+        weights: a state dict (default for an ImageNet architecture: the torch hub cache).
+        class_index: class names in logit order (:func:`certified_circuits.vision.folders.load_class_names`;
+            a ``LOC_synset_mapping.txt`` for ImageNet).
         device: a torch device.
+        layers: ``"auto"`` or the module names whose outputs hold the components.
+        preprocessing: a :class:`~certified_circuits.vision.models.Preprocessing`, or None for the model's own.
 
     Returns:
-        ``(VisionModel, wnid index or None, reused)``; ``reused`` says it came from the cache.
+        ``(VisionModel, {class name: logit} or None, reused)``; ``reused`` says it came from the cache.
 
     Raises:
-        ValueError: an ImageNet architecture without ``class_index``, or what the loader raises.
+        ValueError: a torchvision model without ``class_index``, or what the loader raises.
     """
-    key = tuple(str(v) for v in (model, checkpoint, weights, class_index, device))
+    key = tuple(str(v) for v in (model, checkpoint, weights, class_index, device, layers, preprocessing))
     if key in LOADED:
         return (*LOADED[key], True)
-    from certified_circuits.vision.imagenet import class_names_from_index, load_wnid_index
+    from certified_circuits.vision.folders import load_class_names
     from certified_circuits.vision.models import load_model
 
-    index = load_wnid_index(class_index) if class_index else None
-    if model != "world" and index is None:
-        raise ValueError(f"--model {model} needs --class-index LOC_synset_mapping.txt to map wnid folders to classes")
-    names = class_names_from_index(index) if index else None
-    network = load_model(model, checkpoint=checkpoint, weights=weights, class_names=names)
+    names = load_class_names(class_index) if class_index else None
+    if model != "world" and names is None:
+        raise ValueError(f"--model {model} needs --class-index FILE (class names in logit order; "
+                         f"LOC_synset_mapping.txt for ImageNet) to map class folders to logits")
+    network = load_model(model, checkpoint=checkpoint, weights=weights, class_names=names, layers=layers,
+                         preprocessing=preprocessing)
     network.net.to(device)
+    index = {name: i for i, name in enumerate(names)} if names else None
     LOADED[key] = (network, index)
     return network, index, False

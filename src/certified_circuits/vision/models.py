@@ -24,7 +24,7 @@ from torch import nn
 from torchvision import models as tvm
 from torchvision.models.resnet import BasicBlock, ResNet
 
-from certified_circuits.vision.architectures import Architecture, architecture
+from certified_circuits.vision.architectures import ARCHITECTURES, Architecture, architecture
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -55,6 +55,8 @@ class VisionModel:
     mean: tuple[float, float, float]
     std: tuple[float, float, float]
     meta: dict = field(default_factory=dict)
+    #: folder images: short side resized to this before the centre crop (None: image_size * 256 / 224)
+    resize_size: int | None = None
 
     @property
     def device(self) -> torch.device:
@@ -236,13 +238,14 @@ def expected_weights_path(arch: str) -> Path:
 def build_paper_model(arch: str, weights: Path | str | None = None, pretrained: bool = True,
                       class_names: list[str] | None = None) -> VisionModel:
     """torchvision ``arch`` (an entry of :data:`~certified_circuits.vision.architectures.ARCHITECTURES`)
-    with its circuit vertices.
+    with its circuit vertices: the ImageNet preset of :func:`build_classifier` (1,000 classes, the
+    IMAGENET1K_V1 preprocessing, ``layers: auto``).
 
     pretrained=True loads IMAGENET1K_V1 weights from ``weights`` or the torch hub cache; pretrained=False
     keeps torchvision's random initialisation (tests). Nothing is ever downloaded."""
     entry = architecture(arch)
     wenum = _weights_enum(entry)
-    net = getattr(tvm, entry.builder)(weights=None)
+    path = None
     if pretrained:
         path = Path(weights) if weights else expected_weights_path(arch)
         if not path.is_file():
@@ -251,36 +254,277 @@ def build_paper_model(arch: str, weights: Path | str | None = None, pretrained: 
                 f"internet (or run `python -c \"import torchvision; torchvision.models.{entry.builder}(weights='IMAGENET1K_V1')\"` "
                 f"there) and copy the file to {expected_weights_path(arch)} or pass it with --weights PATH."
             )
-        state = load_weights(path)
-        try:
-            net.load_state_dict(state)
-        except (RuntimeError, TypeError, AttributeError) as exc:
-            raise ValueError(f"{path} does not hold {arch} weights ({str(exc)[:200]}); pass the IMAGENET1K_V1 file "
-                             f"of {arch} with --weights") from exc
-    net.eval()
     names = class_names or [str(i) for i in range(1000)]
-    if entry.layout == "vit":
-        return _vit_model(net, arch, names)
-    return _resnet_model(net, arch, names, 224, IMAGENET_MEAN, IMAGENET_STD)
+    return build_classifier(entry.builder, names, weights=path, preprocessing=preprocessing_of(entry.builder, wenum),
+                            display_name=arch)
 
 
-def _vit_model(net: nn.Module, arch: str, class_names: list[str]) -> VisionModel:
-    """A torchvision VisionTransformer: the vertices are the outputs of every block's MLP (tokens last)."""
-    n_layers = len(net.encoder.layers)
-    hooks = [f"encoder.layers.encoder_layer_{i}.mlp.3" for i in range(n_layers)]
-    widths = [net.get_submodule(h).out_features for h in hooks]
-    return VisionModel(
-        net=net, arch=arch, hook_names=hooks, block_names=[f"block{i}_mlp_fc2" for i in range(n_layers)],
-        widths=widths, channel_dim=-1, expand_at=("encoder.layers.encoder_layer_0", "input"),
-        class_names=class_names, image_size=224, mean=IMAGENET_MEAN, std=IMAGENET_STD,
+# ----------------------------------------------------------------------------------------------
+# any torchvision classifier (vision source "folders")
+# ----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Preprocessing:
+    """How a folder image becomes a model input: resize the short side to ``resize_size``, centre-crop
+    ``image_size``, scale to [0, 1], normalise by ``mean`` and ``std`` (torchvision's
+    ``ImageClassification`` transform)."""
+
+    image_size: int
+    resize_size: int
+    mean: tuple[float, float, float]
+    std: tuple[float, float, float]
+
+
+def classification_models() -> list[str]:
+    """Every torchvision classification model name (``torchvision.models.list_models``)."""
+    return sorted(tvm.list_models(module=tvm))
+
+
+def check_model_name(name: str) -> str:
+    """``name`` if torchvision builds a classifier of that name; ValueError naming close matches otherwise."""
+    import difflib
+
+    known = classification_models()
+    if name not in known:
+        close = difflib.get_close_matches(name, known, n=5, cutoff=0.5)
+        raise ValueError(f"{name!r} is not a torchvision classification model" + (f" (did you mean {close}?)" if close else "")
+                         + f"; the {len(known)} names are those of torchvision.models.list_models()")
+    return name
+
+
+def preprocessing_of(model_name: str, weights_enum=None, image_size: int | None = None, resize_size: int | None = None,
+                     mean: tuple[float, ...] | None = None, std: tuple[float, ...] | None = None) -> Preprocessing:
+    """The preprocessing of a model: torchvision's transforms of its weights (``weights_enum``, default:
+    the model's DEFAULT weights), each value replaced by the one given.
+
+    A given ``image_size`` without ``resize_size`` keeps the weights' resize/crop ratio (224 -> 256 becomes
+    32 -> 37). A model torchvision has no weights for needs ``image_size``, ``mean`` and ``std``.
+
+    Returns:
+        the :class:`Preprocessing`.
+
+    Raises:
+        ValueError: a value is missing and torchvision knows no weights of the model.
+    """
+    transforms = None
+    try:
+        transforms = (weights_enum or tvm.get_model_weights(model_name).DEFAULT).transforms()
+    except (ValueError, KeyError, AttributeError):
+        if image_size is None or mean is None or std is None:
+            raise ValueError(f"torchvision knows no weights (hence no preprocessing) of {model_name}: set image_size, "
+                             f"mean and std in vision.folders") from None
+    crop = int(transforms.crop_size[0]) if transforms else int(image_size)  # type: ignore[arg-type]
+    resize = int(transforms.resize_size[0]) if transforms else round(crop * 256 / 224)
+    size = int(image_size or crop)
+    return Preprocessing(
+        image_size=size, resize_size=int(resize_size or (resize if size == crop else round(size * resize / crop))),
+        mean=tuple(float(v) for v in (mean or transforms.mean)),  # type: ignore[union-attr,misc]
+        std=tuple(float(v) for v in (std or transforms.std)),  # type: ignore[union-attr,misc]
     )
 
 
+def build_network(model_name: str, n_classes: int, device: str = "cpu") -> nn.Module:
+    """``torchvision.models.get_model(model_name, num_classes=n_classes)`` with random weights, in eval mode.
+
+    ``device="meta"`` builds shapes without memory or compute (for checks before any job); a family whose
+    constructor computes with tensors (RegNet) is built on the CPU and moved."""
+    check_model_name(model_name)
+    if device == "meta":
+        try:
+            with torch.device("meta"):
+                return tvm.get_model(model_name, weights=None, num_classes=n_classes).eval()
+        except (NotImplementedError, RuntimeError):
+            return tvm.get_model(model_name, weights=None, num_classes=n_classes).to("meta").eval()
+    return tvm.get_model(model_name, weights=None, num_classes=n_classes).eval()
+
+
+def check_state_dict(net: nn.Module, state: dict, weights: Path | str, model_name: str, n_classes: int,
+                     class_index: Path | str | None = None) -> None:
+    """Raise ValueError unless ``state`` loads into ``net`` (checked by key and shape, no tensor is read).
+
+    A head whose output count differs from the class count gets its own message: the class index must
+    list the classes in logit order, one per output."""
+    if not isinstance(state, dict):
+        raise ValueError(f"{weights} does not hold a state dict (got {type(state).__name__}): save "
+                         f"model.state_dict() with torch.save")
+    expected = {k: tuple(v.shape) for k, v in net.state_dict().items()}
+    found = {k: tuple(getattr(v, "shape", ())) for k, v in state.items()}
+    missing, unexpected = sorted(set(expected) - set(found)), sorted(set(found) - set(expected))
+    if missing or unexpected:
+        raise ValueError(f"{weights} does not hold {model_name} weights: {len(missing)} keys missing (e.g. {missing[:3]}), "
+                         f"{len(unexpected)} unexpected (e.g. {unexpected[:3]}); save the state_dict() of "
+                         f"torchvision.models.{model_name}(num_classes=...)")
+    for key in expected:
+        if expected[key] != found[key]:
+            file_classes, model_classes = found[key][0] if found[key] else None, expected[key][0]
+            if model_classes == n_classes and file_classes is not None and file_classes != n_classes:
+                raise ValueError(f"{weights}: the head {key} has {file_classes} outputs but the class index "
+                                 f"{class_index or ''} lists {n_classes} classes; it must list the model's "
+                                 f"{file_classes} classes, one a line in logit order")
+            raise ValueError(f"{weights}: {key} is {list(found[key])} in the file but {list(expected[key])} in "
+                             f"{model_name}: these are weights of another model or variant")
+
+
+@dataclass(frozen=True)
+class Components:
+    """Where the circuit components of a network are (:func:`describe_components`).
+
+    Attributes:
+        hook_names: module paths whose outputs hold the components, in forward order.
+        block_names: a name per module (the top-K groups; vertex names are ``{block}.{channel}``).
+        widths: channels per module.
+        channel_dim: 1 for ``[B, C, H, W]`` outputs, -1 for tokens-last ``[B, ..., C]`` outputs.
+        expand_at: where multi-mask evaluation expands the batch (see :class:`VisionModel`).
+    """
+
+    hook_names: list[str]
+    block_names: list[str]
+    widths: list[int]
+    channel_dim: int
+    expand_at: tuple[str, Literal["input", "output"]]
+
+
+def channel_axis(shape: tuple[int, ...], module: str) -> int:
+    """The channel axis of a module output of a square image: ``[B, C, H, W]`` (H = W) -> 1; tokens-last
+    ``[B, H, W, C]`` or ``[B, T, C]`` or ``[B, C]`` -> -1. ValueError when the shape cannot tell."""
+    if len(shape) in (2, 3):
+        return -1
+    if len(shape) == 4:
+        _, a, b, c = shape
+        if b == c and a != b:
+            return 1
+        if a == b and c != b:
+            return -1
+        raise ValueError(f"cannot tell the channel axis of {module} from its output shape {list(shape)} (channels "
+                         f"equal the spatial size): set another vision.folders.image_size")
+    raise ValueError(f"{module} outputs a {len(shape)}-d tensor {list(shape)}: a component module must output "
+                     f"[B, C, H, W], [B, H, W, C], [B, T, C] or [B, C]")
+
+
+def describe_components(net: nn.Module, model_name: str, layers: str | list[str], image_size: int) -> Components:
+    """The components of ``net``: the outputs of ``layers`` (``"auto"``: the family's block outputs,
+    :mod:`certified_circuits.vision.families`), their widths and channel axis read from one forward pass
+    of a ``[1, 3, image_size, image_size]`` input (on the net's device; a meta-device net costs nothing).
+
+    Explicit layers expand the batch at the network input (always valid, everything runs per mask);
+    the families expand after the first component module.
+
+    Raises:
+        ValueError: an unknown module name (the message lists close and top-level names), a family without
+            automatic layers, outputs that mix channel axes, or an undecidable channel axis.
+    """
+    from certified_circuits.vision.families import auto_layers
+
+    modules = dict(net.named_modules())
+    if layers == "auto":
+        pairs, expand = auto_layers(net, model_name)
+    else:
+        import difflib
+
+        unknown = [name for name in layers if name not in modules or name == ""]
+        if unknown:
+            hint = {name: difflib.get_close_matches(name, list(modules), n=3) for name in unknown}
+            top = [name for name in modules if name and name.count(".") <= 1][:30]
+            raise ValueError(f"{model_name} has no module {unknown} (close names: {hint}); its modules include {top}: "
+                             f"vision.folders.layers takes names of net.named_modules()")
+        pairs, expand = [(name, name) for name in layers], ("", "input")
+    outputs: dict[str, tuple[int, ...]] = {}
+    handles = [modules[name].register_forward_hook(lambda _m, _i, out, name=name: outputs.__setitem__(name, tuple(out.shape)))
+               for name, _ in pairs]
+    param = next(net.parameters(), None)
+    try:
+        with torch.no_grad():
+            net(torch.zeros(1, 3, image_size, image_size, device=param.device if param is not None else "cpu"))
+    finally:
+        for handle in handles:
+            handle.remove()
+    axes = {name: channel_axis(outputs[name], name) for name, _ in pairs}
+    if len(set(axes.values())) > 1:
+        raise ValueError(f"the layers mix channels-first and tokens-last outputs ({axes}): choose modules of one kind")
+    axis = next(iter(axes.values()))
+    widths = [int(outputs[name][axis]) for name, _ in pairs]
+    return Components([p for p, _ in pairs], [b for _, b in pairs], widths, axis, expand)
+
+
+def build_classifier(model_name: str, class_names: list[str], weights: Path | str | None = None,
+                     layers: str | list[str] = "auto", preprocessing: Preprocessing | None = None,
+                     class_index: Path | str | None = None, display_name: str | None = None) -> VisionModel:
+    """Any torchvision classifier with a user's weights, as a :class:`VisionModel`.
+
+    Args:
+        model_name: a ``torchvision.models.list_models()`` name (``convnext_tiny``).
+        class_names: names in logit order; their number is the head's output count.
+        weights: a state dict saved with ``torch.save(model.state_dict(), path)``; None keeps random weights.
+        layers: ``"auto"`` or module names (:func:`describe_components`).
+        preprocessing: default :func:`preprocessing_of` the model's torchvision weights.
+        class_index: the class-index file, named in errors.
+        display_name: the model's name in result files (default ``model_name``).
+
+    Returns:
+        the model in eval mode, on the CPU.
+
+    Raises:
+        ValueError: an unknown model, weights of another model, a head that does not match the class count,
+            or a layer problem (see :func:`describe_components`).
+    """
+    net = build_network(model_name, len(class_names))
+    if weights is not None:
+        state = load_weights(Path(weights))
+        check_state_dict(net, state, weights, model_name, len(class_names), class_index)
+        net.load_state_dict(state)
+    net.eval()
+    prep = preprocessing or preprocessing_of(model_name)
+    parts = describe_components(net, model_name, layers, prep.image_size)
+    return VisionModel(net=net, arch=display_name or model_name, hook_names=parts.hook_names, block_names=parts.block_names,
+                       widths=parts.widths, channel_dim=parts.channel_dim, expand_at=parts.expand_at,
+                       class_names=list(class_names), image_size=prep.image_size, mean=prep.mean, std=prep.std,
+                       resize_size=prep.resize_size)
+
+
+def check_folders_model(model_name: str, weights: Path | str, class_names: list[str], layers: str | list[str] = "auto",
+                        image_size: int | None = None, resize_size: int | None = None, mean=None, std=None,
+                        class_index: Path | str | None = None) -> Components:
+    """Check a user's model before any job, without computing: the name is a torchvision classifier, the
+    weights file holds its state dict with a head of ``len(class_names)`` outputs, the layers exist and
+    have a channel axis, the preprocessing is complete. The network is built on the meta device and the
+    weights are read through a memory map (shapes only).
+
+    Returns:
+        the :class:`Components` the jobs will use.
+
+    Raises:
+        ValueError: naming the problem and the fix (see :func:`check_state_dict`, :func:`describe_components`).
+    """
+    net = build_network(model_name, len(class_names), device="meta")
+    path = Path(weights)
+    try:
+        state = torch.load(path, map_location="meta", weights_only=True, mmap=True)
+    except Exception:  # not a zip-format file (mmap needs one): read it whole, with the same error as the jobs
+        state = load_weights(path)
+    check_state_dict(net, state, weights, model_name, len(class_names), class_index)
+    prep = preprocessing_of(model_name, image_size=image_size, resize_size=resize_size,
+                            mean=tuple(mean) if mean else None, std=tuple(std) if std else None)
+    return describe_components(net, model_name, layers, prep.image_size)
+
+
 def load_model(spec: str, checkpoint: Path | str | None = None, weights: Path | str | None = None,
-               class_names: list[str] | None = None) -> VisionModel:
-    """CLI entry: ``spec`` = "world" (needs ``checkpoint``) or a paper-scale architecture."""
+               class_names: list[str] | None = None, layers: str | list[str] = "auto",
+               preprocessing: Preprocessing | None = None) -> VisionModel:
+    """CLI entry: ``spec`` = ``"world"`` (needs ``checkpoint``), an ImageNet architecture of the paper
+    (:func:`build_paper_model`: 1,000 classes, IMAGENET1K_V1 weights and preprocessing, automatic layers)
+    or any torchvision classifier with the user's ``weights`` (:func:`build_classifier`). A paper
+    architecture with another class count, explicit layers or a given preprocessing is a user's model."""
     if spec == "world":
         if checkpoint is None:
             raise ValueError("--model world needs --checkpoint PATH (the file written by vision-train)")
         return load_world_model(Path(checkpoint))
-    return build_paper_model(spec, weights=weights, pretrained=True, class_names=class_names)
+    names = class_names or [str(i) for i in range(1000)]
+    if spec in ARCHITECTURES and len(names) == 1000 and layers == "auto" and preprocessing is None:
+        return build_paper_model(spec, weights=weights, pretrained=True, class_names=names)
+    if weights is None:
+        raise ValueError(f"--model {spec} needs --weights PATH: the state dict of your trained {spec} "
+                         f"(torch.save(model.state_dict(), PATH))")
+    if class_names is None:
+        raise ValueError(f"--model {spec} needs --class-index FILE: the class names in logit order, one a line")
+    return build_classifier(spec, names, weights=weights, layers=layers, preprocessing=preprocessing)

@@ -14,10 +14,13 @@ the per-block top-K fraction.
 
 from __future__ import annotations
 
+from typing import Sequence
+
 import torch
 
 from certified_circuits.vision.hooks import captured
 from certified_circuits.vision.models import VisionModel
+from certified_circuits.vision.plugins import ScorerPlugin, additive_scores
 
 SCORERS: tuple[str, ...] = ("relevance", "activation", "rank")
 
@@ -39,8 +42,16 @@ def block_rank(act_mean: torch.Tensor) -> torch.Tensor:
     return ranks.to(torch.float32) / max(c - 1, 1)
 
 
-def score_batch(model: VisionModel, x: torch.Tensor, target: int) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+def score_batch(model: VisionModel, x: torch.Tensor, target: int, plugins: Sequence[ScorerPlugin] = ()
+                ) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
     """Scores {scorer: float32 [B, U]} for class ``target`` on images x, and the logits [B, n_classes].
+
+    Args:
+        model: the model (eval mode).
+        x: normalised images ``[B, 3, H, W]`` on the model's device.
+        target: the class whose logit is differentiated.
+        plugins: additive scorer plugins (:mod:`certified_circuits.vision.plugins`), given the same
+            activations and gradients as the built-in scorers; their scores are keyed by plugin name.
 
     Parameters get no gradients (only activations do), so the backward pass is as cheap as possible."""
     net = model.net
@@ -55,6 +66,8 @@ def score_batch(model: VisionModel, x: torch.Tensor, target: int) -> tuple[dict[
             logits = net(xin)
             logits[:, target].sum().backward()
         rel, act, rank = [], [], []
+        extra = {p.name: additive_scores(p, [a.detach() for a in acts], [a.grad for a in acts], model.channel_dim,
+                                         model.n_vertices) for p in plugins}
         for a in acts:
             dims = _reduce_dims(a, model.channel_dim)
             g = a.grad
@@ -69,6 +82,7 @@ def score_batch(model: VisionModel, x: torch.Tensor, target: int) -> tuple[dict[
         "relevance": torch.cat(rel, 1).float(),
         "activation": torch.cat(act, 1).float(),
         "rank": torch.cat(rank, 1).float(),
+        **extra,
     }
     return scores, logits.detach()
 

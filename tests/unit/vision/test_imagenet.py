@@ -8,7 +8,8 @@ import torch
 from PIL import Image
 
 from certified_circuits.vision.data import open_set
-from certified_circuits.vision.imagenet import (DatasetLayoutError, generate_imagenet_c, imagenet_c_dir, list_class_images,
+from certified_circuits.vision.folders import DatasetLayoutError, list_class_images
+from certified_circuits.vision.imagenet import (generate_imagenet_c, imagenet_c_dir,
                                                 list_classes, load_wnid_index, prepare_oodcv, select_classes)
 from certified_circuits.vision.models import VisionModel
 
@@ -55,7 +56,7 @@ def test_folder_set_labels_and_loading(synset, tmp_path):
     assert iset.ids[0] == "n01443537/n01443537_0.JPEG"
     x = iset.load(np.array([0, 4]), fake_model(24))
     assert x.shape == (2, 3, 24, 24) and x.dtype == torch.float32
-    sub = open_set(root, load_wnid_index(synset), wnids=[WNIDS[2]], limit_per_class=2)
+    sub = open_set(root, load_wnid_index(synset), names=[WNIDS[2]], limit_per_class=2)
     assert sub.labels.tolist() == [2, 2]
     with pytest.raises(ValueError, match="wnid mapping"):
         open_set(root)
