@@ -3,6 +3,8 @@ all follow it."""
 
 from __future__ import annotations
 
+import argparse
+
 import pytest
 import torch
 
@@ -12,9 +14,14 @@ from certified_circuits.vision.architectures import ARCHITECTURE_NAMES, Architec
 from certified_circuits.vision.models import build_paper_model
 
 
-def test_cli_choices_and_the_config_check_come_from_the_table():
-    assert vision_cli.MODELS == ("world", *ARCHITECTURE_NAMES)
+def test_cli_models_and_the_config_check_come_from_the_table():
+    """--model takes world, the table's ImageNet presets and any torchvision classifier (checked by name);
+    the imagenet source's config check takes the table only."""
     assert ARCHITECTURE_NAMES == ("resnet50", "resnet101", "vit_b_16")
+    assert [vision_cli.model_name(m) for m in ("world", *ARCHITECTURE_NAMES, "convnext_tiny")] == [
+        "world", *ARCHITECTURE_NAMES, "convnext_tiny"]
+    with pytest.raises(argparse.ArgumentTypeError, match=r"'convnext_tinny' is not a torchvision.*convnext_tiny"):
+        vision_cli.model_name("convnext_tinny")
     from certified_circuits.pipeline.config import ConfigError, check_vision
 
     with pytest.raises((ConfigError, ValueError), match="resnet18.*architectures.py"):
@@ -31,7 +38,7 @@ def test_an_unknown_architecture_lists_the_known_ones():
 def test_one_entry_adds_an_architecture(monkeypatch):
     """A new table entry (here ResNet-18) builds with its vertices, without touching any other module."""
     monkeypatch.setitem(architectures.ARCHITECTURES, "resnet18",
-                        Architecture("resnet18", "resnet18", "ResNet18_Weights.IMAGENET1K_V1", "resnet"))
+                        Architecture("resnet18", "resnet18", "ResNet18_Weights.IMAGENET1K_V1"))
     model = build_paper_model("resnet18", pretrained=False)
     assert model.widths == [64, 128, 256, 512] and model.n_vertices == 960 and model.channel_dim == 1
     assert model.hook_names == ["layer1", "layer2", "layer3", "layer4"]

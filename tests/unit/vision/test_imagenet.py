@@ -58,7 +58,7 @@ def test_folder_set_labels_and_loading(synset, tmp_path):
     assert x.shape == (2, 3, 24, 24) and x.dtype == torch.float32
     sub = open_set(root, load_wnid_index(synset), names=[WNIDS[2]], limit_per_class=2)
     assert sub.labels.tolist() == [2, 2]
-    with pytest.raises(ValueError, match="wnid mapping"):
+    with pytest.raises(ValueError, match="image folder: pass the class index"):
         open_set(root)
 
 
@@ -76,9 +76,9 @@ def test_layout_errors(synset, tmp_path):
     with pytest.raises(DatasetLayoutError, match="no WordNet-id folders"):
         list_classes(tmp_path / "flat")
     write_tree(root, ["n09999999"], 1)
-    with pytest.raises(ValueError, match="not in the wnid mapping"):
+    with pytest.raises(DatasetLayoutError, match=r"class folders \['n09999999'\] under .* are not in the class index"):
         open_set(root, load_wnid_index(synset))
-    with pytest.raises(FileNotFoundError, match=".npz split or a ROOT/<wnid>/"):
+    with pytest.raises(FileNotFoundError, match=".npz split or a ROOT/<class>/"):
         open_set(tmp_path / "nothing")
 
 
