@@ -314,7 +314,8 @@ def plugin_of_kind(kind: str):
             raise argparse.ArgumentTypeError(str(exc)) from None
         if plugin.kind != kind:
             other = "vision-discover" if plugin.kind == "discovery" else "vision-attribute --scorer"
-            raise argparse.ArgumentTypeError(f"{text} is a {plugin.kind} plugin, not {kind}: run it with {other}")
+            article = "an" if plugin.kind == "additive" else "a"
+            raise argparse.ArgumentTypeError(f"{text} is {article} {plugin.kind} plugin, not {kind}: run it with {other}")
         return plugin
 
     return parse
