@@ -1,0 +1,142 @@
+"""Your own vision model through Snakemake: configs/custom.yaml on fixture trees (random weights, noise
+images; tests/integration/custom_fixtures.py), for three families beyond the paper's, with a plugin
+scorer of each kind, and the errors a user meets before any job runs.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import h5py
+import pandas as pd
+import pytest
+import yaml
+
+pytestmark = pytest.mark.slow  # runs the workflow
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+CUSTOM = ROOT / "configs" / "custom.yaml"
+
+_spec = importlib.util.spec_from_file_location("custom_fixtures", Path(__file__).with_name("custom_fixtures.py"))
+custom_fixtures = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(custom_fixtures)
+
+#: model -> its first automatic component module and channel count (torchvision's architectures)
+FAMILIES = {"convnext_tiny": ("features.1", 96), "efficientnet_b0": ("features.1", 16), "swin_t": ("features.1", 96)}
+PLUGINS = ["relevance", "my_scorers:taylor", "my_scorers:median_activation"]
+
+
+@pytest.fixture(scope="session")
+def trees(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    return {model: custom_fixtures.build_custom_tree(tmp_path_factory.mktemp(model), model) for model in FAMILIES}
+
+
+def snakemake(tree: dict, override: Path, *args: str, timeout: int = 900) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "PYTHONPATH": tree["plugins_dir"]}
+    env.pop("MLFLOW_TRACKING_URI", None)
+    command = [str(BIN / "snakemake"), "--cores", "2", "--configfile", str(CUSTOM), str(override), *args]
+    return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.mark.parametrize("model", sorted(FAMILIES))
+def test_custom_run_certifies_every_class(trees, model, tmp_path):
+    tree, results = trees[model], tmp_path / "results"
+    scorers = PLUGINS if model == "convnext_tiny" else ["relevance"]
+    override = custom_fixtures.custom_override(tree, results, tmp_path / "override.yaml", scorers=scorers)
+    done = snakemake(tree, override)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-8000:]
+    experiment = "my_model"
+    classes = custom_fixtures.CLASSES
+
+    # attributions: the family's automatic components, and the additive plugin's scores beside the built-ins
+    first_module, width = FAMILIES[model]
+    with h5py.File(results / "attributions" / experiment / "concept" / "dog.h5") as handle:
+        names = [n.decode() for n in handle["components/name"][:]]
+        assert names[0] == f"{first_module}.0" and names[width] != f"{first_module}.{width}"
+        expected_scores = {"relevance", "activation", "rank"} | ({"taylor"} if model == "convnext_tiny" else set())
+        assert set(handle["scores"]) == expected_scores
+        assert handle["scores"]["relevance"].shape == (4, len(names))
+    # every scorer of the config is certified and evaluated on both eval sets, for every class
+    sufficiency = pd.read_csv(results / "tables" / experiment / "sufficiency.csv")
+    assert set(sufficiency.concept) == set(classes)
+    assert set(sufficiency.scorer) == {s.rsplit(":", 1)[-1] for s in scorers}
+    assert set(sufficiency.eval_set) == {"id", "blur"}
+    assert {"baseline", "majority", "certified", "full"} <= set(sufficiency.method)
+    peaks = pd.read_csv(results / "tables" / experiment / "peaks_cacc_raw.csv")
+    assert set(peaks.scorer) == set(sufficiency.scorer)
+    for name in classes:
+        assert (results / "figures" / experiment / f"features_{name}.png").stat().st_size > 0
+    assert (results / "summary.md").is_file()
+    # paper-only stages stay off; nothing of the embedded world ran
+    assert not (results / "data").exists() and not (results / "tables" / experiment / "seed_stability.csv").exists()
+    if model == "convnext_tiny":  # the black box ran through vision-discover, the additive one through votes
+        logs = results / "logs"
+        assert len(list((logs / "vision_discover").rglob("*.log"))) == len(classes)
+        votes = next((results / "votes" / experiment / "concept" / "cat" / "median_activation").glob("*.h5"))
+        with h5py.File(votes) as handle:
+            assert handle.attrs["plugin"] == "my_scorers:median_activation" and handle.attrs["n_examples"] == 4
+            assert handle["certification_counts"][:].max() <= 100
+        again = snakemake(tree, override, "-n")  # reruns only what changed: nothing
+        assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr
+
+
+def _break(tree: dict, tmp: Path, case: str) -> tuple[dict, dict]:
+    """A copy of the tree and vision overrides with one thing wrong."""
+    broken = dict(tree, root=str(tmp / "tree"))
+    shutil.copytree(tree["root"], broken["root"])
+    base = Path(broken["root"])
+    broken.update(weights=str(base / "model.pth"), class_index=str(base / "classes.txt"),
+                  data_root=str(base / "data" / "train"), ood_roots={"blur": str(base / "data" / "blur")})
+    vision: dict = {}
+    if case == "unknown_class":
+        vision["concepts"] = ["cat", "wolf"]
+    elif case == "folder_not_in_index":
+        shutil.copytree(base / "data" / "train" / "cat", base / "data" / "blur" / "owl")
+    elif case == "too_few_images":
+        for image in sorted((base / "data" / "train" / "fox").iterdir())[1:]:
+            image.unlink()
+    elif case == "head":
+        custom_fixtures.write_weights(base / "model.pth", tree["model"], 5)
+    elif case == "layer":
+        vision["folders_layers"] = ["features.1", "features.99"]
+    elif case == "plugin_import":
+        vision["scorers"] = ["relevance", "my_lab_scores:taylor"]
+    elif case == "plugin_signature":
+        vision["scorers"] = ["relevance", "numpy:stack"]
+    return broken, vision
+
+
+ERRORS = {
+    "unknown_class": r"vision.concepts = \['wolf'\] is invalid: every class must be one of the class folders",
+    "folder_not_in_index": r"class folders \['owl'\] under .*blur are not in the class index .*classes.txt",
+    "too_few_images": r"vision.folders.concept_size = 4 is invalid: class folders under .* hold fewer images: \{'fox': 1\}",
+    "head": r"the head classifier.2.weight has 5 outputs but the class index .*classes.txt lists 3 classes",
+    "layer": r"convnext_tiny has no module \['features.99'\]",
+    "plugin_import": r"cannot import my_lab_scores \(ModuleNotFoundError.*PYTHONPATH",
+    "plugin_signature": r"stack\(.*\) has the wrong signature: an additive scorer is f\(activations, gradients, channel_dim\)",
+}
+
+
+@pytest.mark.parametrize("case", sorted(ERRORS))
+def test_a_broken_setup_stops_before_any_job(trees, case, tmp_path):
+    import re
+
+    tree, vision = _break(trees["convnext_tiny"], tmp_path, case)
+    results = tmp_path / "results"
+    override = custom_fixtures.custom_override(tree, results, tmp_path / "override.yaml",
+                                               **{k: v for k, v in vision.items() if k != "folders_layers"})
+    if "folders_layers" in vision:
+        config = yaml.safe_load(override.read_text())
+        config["vision"]["folders"]["layers"] = vision["folders_layers"]
+        override.write_text(yaml.safe_dump(config))
+    done = snakemake(tree, override, "-n", timeout=300)
+    output = done.stdout + done.stderr
+    assert done.returncode != 0, output[-3000:]
+    assert re.search(ERRORS[case], output), output[-3000:]
+    assert not results.exists()
