@@ -32,7 +32,8 @@ def imagenet_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
     root = tmp_path_factory.mktemp("imagenet")
     wnids = ["n01440764", "n01443537"]
-    (root / "LOC_synset_mapping.txt").write_text("".join(f"{w} class {i}\n" for i, w in enumerate(wnids)))
+    (root / "LOC_synset_mapping.txt").write_text(  # 1,000 lines, one per logit of the head
+        "".join(f"{w} class {i}\n" for i, w in enumerate(wnids + [f"n{90000000 + i:08d}" for i in range(1000 - len(wnids))])))
     rng = np.random.default_rng(0)
     for w in wnids:
         (root / "val" / w).mkdir(parents=True)

@@ -28,10 +28,9 @@ from certified_circuits.cli.stages import (  # noqa: E402
     InputError,
     Stages,
     add_k_grid,
+    add_votes_setting,
     existing_file,
-    positive_int,
     probability,
-    seed,
 )
 from certified_circuits.pipeline.tracking import add_metrics  # noqa: E402
 
@@ -65,11 +64,7 @@ def _votes_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--attributions", type=existing_file, required=True, help="attribution HDF5 (input)")
     p.add_argument("--scorer", required=True, help="score matrix to use, e.g. relevance or eap_ig")
     add_k_grid(p)
-    p.add_argument("--p-del", type=probability, required=True, help="deletion probability in (0, 1)")
-    p.add_argument("--n0", type=positive_int, default=100, help="selection samples (default 100)")
-    p.add_argument("--n", type=positive_int, default=1000, help="certification samples (default 1000)")
-    p.add_argument("--seed", type=seed, default=0,
-                   help="config seed; the masks are drawn from (seed, concept) so every concept has its own draw")
+    add_votes_setting(p)
     p.add_argument("--device", default="auto",
                    help="where votes are counted: auto (CUDA when available, else numpy on the CPU), cpu, cuda, cuda:N")
     p.add_argument("--out", type=str, required=True, help="votes HDF5 (output)")

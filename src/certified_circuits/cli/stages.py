@@ -153,3 +153,13 @@ def add_device(parser: argparse.ArgumentParser) -> None:
                         help="torch device: auto (CUDA when available, else CPU), cpu, cuda or cuda:N (default auto)")
     parser.add_argument("--threads", type=positive_int, default=1,
                         help="torch CPU threads (default 1: workflow jobs run side by side; raise it for a lone job)")
+
+
+def add_votes_setting(parser: argparse.ArgumentParser) -> None:
+    """--p-del, --n0, --n and --seed: the votes' part of a Setting (paper Algorithm 2), for every stage that
+    draws the deletion masks (``votes``, ``vision-discover``)."""
+    parser.add_argument("--p-del", type=probability, required=True, help="deletion probability in (0, 1)")
+    parser.add_argument("--n0", type=positive_int, default=100, help="selection samples (default 100)")
+    parser.add_argument("--n", type=positive_int, default=1000, help="certification samples (default 1000)")
+    parser.add_argument("--seed", type=seed, default=0,
+                        help="config seed; the masks are drawn from (seed, concept) so every concept has its own draw")

@@ -24,9 +24,8 @@ import numpy as np
 
 from certified_circuits.core.devices import configure_torch
 from certified_circuits.vision.architectures import MODEL_CHOICES
-from certified_circuits.cli.stages import (InputError, Stages, add_device, add_k_grid, existing_file, existing_path, named_path,
-                                          positive_int, probability)
-from certified_circuits.cli.stages import seed as seed_value
+from certified_circuits.cli.stages import (InputError, Stages, add_device, add_k_grid, add_votes_setting, existing_file, existing_path,
+                                          named_path, positive_int)
 
 log = logging.getLogger(__name__)
 STAGES = Stages()
@@ -374,11 +373,7 @@ def _discover_arguments(p: argparse.ArgumentParser) -> None:
                    help="a black-box discovery plugin f(model, images, label, k_grid) -> bool [nK, U]")
     p.add_argument("--n-examples", type=positive_int, default=None, help="first N images of the class (default: all)")
     add_k_grid(p)
-    p.add_argument("--p-del", type=probability, required=True, help="deletion probability in (0, 1)")
-    p.add_argument("--n0", type=positive_int, default=100, help="selection samples (default 100)")
-    p.add_argument("--n", type=positive_int, default=1000, help="certification samples (default 1000)")
-    p.add_argument("--seed", type=seed_value, default=0,
-                   help="config seed; the masks are drawn from (seed, concept), as in the votes stage")
+    add_votes_setting(p)
     p.add_argument("--workers", type=positive_int, default=1, help="processes running the sub-datasets (default 1)")
     p.add_argument("--experiment", default="vision")
     p.add_argument("--split", default="concept", help="split name stored in the file's attrs")

@@ -141,10 +141,13 @@ def check_folders(vision) -> None:
         config_error("vision.eval_sets", missing, f"each OOD set needs a folder in {key}.ood_roots {sorted(source['ood_roots'])}")
     for name, root in source["ood_roots"].items():
         require_path(f"{key}.ood_roots.{name}", root, f"the {name} folder", "Expected layout ROOT/<class>/*.")
-    if source_name != "folders":
-        return
     try:
         names = load_class_names(source["class_index"])
+        if source_name == "imagenet":  # the preset's model has the 1,000-output ImageNet head
+            if len(names) != 1000:
+                raise DatasetLayoutError(f"class index {source['class_index']} lists {len(names)} classes, but the "
+                                         f"ImageNet models have 1,000 outputs: give the full LOC_synset_mapping.txt")
+            return
         for root_key, root in [("root", source["root"]), *((f"ood_roots.{n}", r) for n, r in source["ood_roots"].items())]:
             check_folders_in_index(root, names, source["class_index"], f"{key}.{root_key}")
     except DatasetLayoutError as exc:

@@ -47,7 +47,7 @@ def load_cached(model: str, checkpoint: Path | None, weights: Path | None, class
         raise ValueError(f"--model {model} needs --class-index FILE (class names in logit order; "
                          f"LOC_synset_mapping.txt for ImageNet) to map class folders to logits")
     network = load_model(model, checkpoint=checkpoint, weights=weights, class_names=names, layers=layers,
-                         preprocessing=preprocessing)
+                         preprocessing=preprocessing, class_index=class_index)
     network.net.to(device)
     index = {name: i for i, name in enumerate(names)} if names else None
     LOADED[key] = (network, index)

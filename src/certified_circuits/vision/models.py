@@ -528,11 +528,12 @@ def check_folders_model(model_name: str, weights: Path | str, class_names: list[
 
 def load_model(spec: str, checkpoint: Path | str | None = None, weights: Path | str | None = None,
                class_names: list[str] | None = None, layers: str | list[str] = "auto",
-               preprocessing: Preprocessing | None = None) -> VisionModel:
+               preprocessing: Preprocessing | None = None, class_index: Path | str | None = None) -> VisionModel:
     """CLI entry: ``spec`` = ``"world"`` (needs ``checkpoint``), an ImageNet architecture of the paper
     (:func:`build_paper_model`: 1,000 classes, IMAGENET1K_V1 weights and preprocessing, automatic layers)
     or any torchvision classifier with the user's ``weights`` (:func:`build_classifier`). A paper
-    architecture with another class count, explicit layers or a given preprocessing is a user's model."""
+    architecture with another class count, explicit layers or a given preprocessing is a user's model
+    (``class_index``: the file the names came from, named in errors)."""
     if spec == "world":
         if checkpoint is None:
             raise ValueError("--model world needs --checkpoint PATH (the file written by vision-train)")
@@ -545,4 +546,5 @@ def load_model(spec: str, checkpoint: Path | str | None = None, weights: Path | 
                          f"(torch.save(model.state_dict(), PATH))")
     if class_names is None:
         raise ValueError(f"--model {spec} needs --class-index FILE: the class names in logit order, one a line")
-    return build_classifier(spec, names, weights=weights, layers=layers, preprocessing=preprocessing)
+    return build_classifier(spec, names, weights=weights, layers=layers, preprocessing=preprocessing,
+                            class_index=class_index)

@@ -44,3 +44,18 @@ def test_one_entry_adds_an_architecture(monkeypatch):
     assert model.hook_names == ["layer1", "layer2", "layer3", "layer4"]
     with torch.no_grad():
         assert model.net(torch.zeros(1, 3, 64, 64)).shape == (1, 1000)
+
+
+def test_the_imagenet_preset_needs_the_full_class_index(tmp_path):
+    """A LOC_synset_mapping.txt of fewer than 1,000 lines cannot map the ImageNet head's logits: refused by
+    the config check, before any job (a job would stop on the head's size)."""
+    from certified_circuits.pipeline.config import ConfigError, check_vision
+
+    index = tmp_path / "LOC_synset_mapping.txt"
+    index.write_text("n01440764 tench\nn01443537 goldfish\n")
+    (tmp_path / "val" / "n01440764").mkdir(parents=True)
+    with pytest.raises(ConfigError, match=r"vision.imagenet: class index .* lists 2 classes, but the ImageNet models have 1,000"):
+        check_vision({"main_scorer": "relevance", "scorers": ["relevance"], "selection_set": None, "eval_sets": ["id"],
+                      "rediscovery_sets": [], "source": "imagenet",
+                      "imagenet": {"model": "resnet50", "class_index": str(index), "val_root": str(tmp_path / "val"),
+                                   "ood_roots": {}, "concept_size": 2, "n_classes": 1, "class_seed": 0}})

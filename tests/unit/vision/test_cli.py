@@ -128,7 +128,8 @@ def test_paper_scale_cli_on_fake_imagenet(tmp_path):
     from certified_circuits.vision.models import build_paper_model
 
     wnids = ["n01440764", "n01443537", "n01484850"]
-    (tmp_path / "LOC_synset_mapping.txt").write_text("".join(f"{w} class {i}\n" for i, w in enumerate(wnids)))
+    (tmp_path / "LOC_synset_mapping.txt").write_text(  # 1,000 lines, one per logit of the head
+        "".join(f"{w} class {i}\n" for i, w in enumerate(wnids + [f"n{90000000 + i:08d}" for i in range(1000 - len(wnids))])))
     rng = np.random.default_rng(0)
     for w in wnids:
         (tmp_path / "val" / w).mkdir(parents=True)
