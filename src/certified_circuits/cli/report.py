@@ -9,11 +9,13 @@ VOTES CERTS`` pairs (repeatable); their concept, split, seed and scorer come fro
 from __future__ import annotations
 
 import argparse
+import logging
 from pathlib import Path
 
 from certified_circuits.pipeline.tracking import add_metrics
-from certified_circuits.cli.stages import Stages, existing_file, existing_path, k_fraction, positive_int
+from certified_circuits.cli.stages import InputError, Stages, existing_file, existing_path, k_fraction, positive_int
 
+log = logging.getLogger(__name__)
 STAGES = Stages()
 
 
@@ -181,4 +183,41 @@ def _cmd_summary(args: argparse.Namespace) -> int:
     from certified_circuits.reports.paper import summary_report
 
     summary_report(args.peaks, args.out)
+    return 0
+
+
+def _explorer_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--experiment", nargs=3, action="append", required=True, metavar=("KIND", "NAME", "TABLES"),
+                   help="vision or language, the experiment's name and its tables folder (repeatable)")
+    p.add_argument("--circuit", nargs=5, action="append", default=[],
+                   metavar=("EXPERIMENT", "CONCEPT", "ATTRIBUTIONS", "VOTES", "CERTIFICATES"),
+                   help="one concept's circuit files (repeatable; a language task once per setting)")
+    p.add_argument("--features", nargs=3, action="append", default=[], metavar=("EXPERIMENT", "CONCEPT", "PNG"),
+                   help="a class's feature grid (repeatable)")
+    p.add_argument("--theory", nargs="*", default=[], type=existing_file, help="theory figures (PNG)")
+    p.add_argument("--out-dir", required=True, type=Path, help="the explorer folder (RESULTS/explorer)")
+
+
+@STAGES.stage("report-explorer", _explorer_arguments, help="the circuit explorer: a static HTML folder")
+def _cmd_explorer(args: argparse.Namespace) -> int:
+    """Write RESULTS/explorer/: an overview page and one page per vision class and language task, opening from disk."""
+    from certified_circuits.reports.explorer import Circuit, Experiment, build_explorer
+
+    experiments = []
+    for kind, name, tables in args.experiment:
+        if kind not in ("vision", "language"):
+            raise InputError(f"--experiment {kind} {name}: the kind is vision or language")
+        if not Path(tables).is_dir():
+            raise InputError(f"--experiment {kind} {name}: tables folder {tables} does not exist; run the tables first")
+        experiments.append(Experiment(kind, name, Path(tables)))
+    features = {(e, c): Path(png) for e, c, png in args.features}
+    circuits = []
+    for experiment, concept, *paths in args.circuit:
+        for path in paths:
+            if not Path(path).is_file():
+                raise InputError(f"--circuit {experiment} {concept}: {path} does not exist")
+        circuits.append(Circuit(experiment, concept, *map(Path, paths), features=features.get((experiment, concept))))
+    metrics = build_explorer(args.out_dir, experiments, circuits, args.theory)
+    add_metrics(metrics)
+    log.info("report-explorer: %d pages -> %s/index.html", int(metrics["explorer_pages"]), args.out_dir)
     return 0

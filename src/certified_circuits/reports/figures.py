@@ -120,7 +120,7 @@ def save_figure(fig: Figure, stem: Path) -> list[Path]:
 def plot_cacc_curves(curves: pd.DataFrame, stem: Path, metric: str = "cacc", title: str = "") -> list[Path]:
     """Circuit accuracy vs circuit size K (paper Fig. cACC-K, fig:cacc-k-vision; App. language figures).
 
-    One panel per ``eval_set`` (a row, shared y). x is ``k_effective`` in percent of components, y is
+    One panel per ``eval_set`` (at most three a row, shared y). x is ``k_effective`` in percent of components, y is
     ``metric`` (``cacc``, ``balanced_accuracy``, ``false_positive_rate``, ...). Certified circuits are
     solid, the baseline dashed, the majority vote dotted, colours distinguish experiments (models);
     ``full`` (the unpruned model) is a horizontal grey line. Several rows for the same
@@ -132,9 +132,13 @@ def plot_cacc_curves(curves: pd.DataFrame, stem: Path, metric: str = "cacc", tit
     eval_sets = list(pd.unique(data["eval_set"]))
     experiments = list(pd.unique(data["experiment"]))
     colors = dict(zip(experiments, _color_cycle(len(experiments))))
-    fig, axes = _figure(1, len(eval_sets), sharey=True)
+    ncols = min(3, len(eval_sets))  # at most three panels a row: six eval sets are two rows, not one strip
+    nrows = -(-len(eval_sets) // ncols)
+    fig, axes = _figure(nrows, ncols, sharey=True)
+    for ax in axes.ravel()[len(eval_sets):]:
+        ax.set_visible(False)
 
-    for ax, eval_set in zip(axes[0], eval_sets):
+    for ax, eval_set in zip(axes.ravel(), eval_sets):
         panel = data[data["eval_set"] == eval_set]
         for (experiment, method), line in panel.groupby(["experiment", "method"], sort=False):
             if method == "full":
@@ -146,7 +150,8 @@ def plot_cacc_curves(curves: pd.DataFrame, stem: Path, metric: str = "cacc", tit
         ax.set_title(str(eval_set))
         ax.set_xlabel("circuit size K (% of components)")
         ax.grid(alpha=0.3)
-    axes[0, 0].set_ylabel(metric.replace("_", " ") if metric != "cacc" else "cACC")
+    for row in axes:
+        row[0].set_ylabel(metric.replace("_", " ") if metric != "cacc" else "cACC")
 
     methods = list(pd.unique(data["method"]))
     handles = [
@@ -158,7 +163,10 @@ def plot_cacc_curves(curves: pd.DataFrame, stem: Path, metric: str = "cacc", tit
         handles.append(Line2D([], [], color="0.55", label=METHOD_LABEL["full"]))
     if len(experiments) > 1:
         handles += [Line2D([], [], color=colors[e], lw=4, label=str(e)) for e in experiments]
-    fig.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 6), frameon=False)
+    # as many legend columns as fit the figure's width (a legend wider than the figure is clipped at both edges)
+    longest = max(len(h.get_label()) for h in handles)
+    ncol = max(1, min(len(handles), int(fig.get_figwidth() * 72 // (5.5 * longest + 36))))
+    fig.legend(handles=handles, loc="outside lower center", ncol=ncol, frameon=False, fontsize="small")
     if title:
         fig.suptitle(title)
     return save_figure(fig, stem)

@@ -107,9 +107,14 @@ def sufficiency_report(inputs: Sequence[Path], by: Sequence[str], test: str, bes
                 key = "_".join(str(row[k]) for k in [*labels, "eval_set"])
                 headline[f"selected_{name}_{key}_certified"] = row["certified"]
                 headline[f"selected_{name}_{key}_baseline"] = row["baseline"]
+    from certified_circuits.reports.words import tag_words
+
     panels = curves.copy()
-    if by:
-        panels["experiment"] = panels[["experiment", *by]].astype(str).agg(" / ".join, axis=1)
+    if by:  # legend entries in words: "tiny_gpt2 / ioi / tau 0.9, p_del 0.95, r = 9", never a path tag
+        named = panels[["experiment", *by]].astype(str)
+        if "setting" in named:
+            named["setting"] = named["setting"].map(tag_words)
+        panels["experiment"] = named.agg(" / ".join, axis=1)
     for metric in [m for m in ("cacc", "balanced_accuracy", "false_positive_rate") if m in panels.columns]:
         figures.plot_cacc_curves(panels, out_dir / f"curves_{metric}", metric=metric, title=title)
     log.info("sufficiency report for %d rows -> %s", len(table), out_dir)
@@ -287,14 +292,50 @@ def theory_report(out_dir: Path, n_components: int) -> None:
     figures.plot_sample_complexity(out_dir / "samples_vs_tau", n_components=n_components)
 
 
+def peak_sentences(table: pd.DataFrame) -> list[str]:
+    """One sentence per row of a raw peak or selection table: certified vs baseline at their K, the full model,
+    the per-example test."""
+    metric = "cACC" if str(table["metric"].iloc[0]) == "cacc" else str(table["metric"].iloc[0]).replace("_", " ")
+    sentences = []
+    for row in table.itertuples(index=False):
+        label = " / ".join(str(getattr(row, key)) for key in ("scorer", "concept") if hasattr(row, key))
+        p = getattr(row, "pvalue_examples", float("nan"))
+        test = f"; per-example p = {p:.2g}" if pd.notna(p) else ""
+        sentences.append(f"- {label + ', ' if label else ''}{row.eval_set}: certified {100 * row.certified:.1f}% at K = "
+                         f"{100 * row.certified_k:.1f}% of the components, baseline {100 * row.baseline:.1f}% at K = "
+                         f"{100 * row.baseline_k:.1f}%, full model {100 * row.full:.1f}% ({metric}{test}).")
+    return sentences
+
+
 def summary_report(peaks: Sequence[Path], out: Path) -> None:
-    """Headline peak tables of a run as Markdown (and on stderr); each names its settings."""
-    lines = ["# certified-circuits run summary", ""]
-    for path in map(Path, peaks):
-        table = pd.read_csv(path)
-        evaluation.require_columns(table, ["eval_set", "certified", "baseline"], f"{path} (a peak table of report-sufficiency)")
-        lines += [f"## {path.parent.name}: {path.stem}", "", table.to_csv(index=False), ""]
-    lines += ["Tables and figures: " + ", ".join(sorted({str(Path(p).parent) for p in peaks}))]
-    text = "\n".join(lines)
+    """The run summary for people (``summary.md``): per experiment, its settings in words, one sentence per
+    (scorer or task, eval set) with the numbers a reader needs, and the formatted tables; the raw CSV stays in
+    ``tables/``. Also printed on stderr."""
+    from certified_circuits.reports.words import tag_words
+
+    lines = ["# certified-circuits run summary", "",
+             "Open `explorer/index.html` (beside this file) for the circuits, class by class and task by task.", ""]
+    by_experiment: dict[Path, list[Path]] = {}
+    for path in map(Path, peaks):  # each peak table, then its held-out selection when the run made one
+        selected = path.with_name(path.name.replace("peaks_", "selected_", 1))
+        by_experiment.setdefault(path.parent, []).extend([path] + ([selected] if selected.is_file() and selected != path else []))
+    for folder, paths in by_experiment.items():
+        lines += [f"## {folder.name}", ""]
+        for path in paths:
+            table = pd.read_csv(path)
+            evaluation.require_columns(table, ["eval_set", "certified", "baseline", "certified_k", "baseline_k", "full", "metric"],
+                                       f"{path} (a peak table of report-sufficiency)")
+            formatted = path.with_name(path.name.replace("_raw.csv", ".md"))
+            kind = "Peak" if path.name.startswith("peaks_") else "Held-out selection"
+            settings = sorted({tag_words(t) for column in ("setting", "certified_setting") if column in table
+                               for t in table[column].dropna()})
+            lines += [f"### {kind}: {formatted.stem} (`tables/{folder.name}/{formatted.name}`)", ""]
+            if settings:
+                lines += [f"Certification setting{'s' if len(settings) > 1 else ''}: {'; '.join(settings)}.", ""]
+            lines += [*peak_sentences(table), ""]
+            if formatted.is_file():
+                lines += [formatted.read_text().strip(), ""]
+    lines += ["Raw tables (CSV) and figures: " + ", ".join(f"`{p}`" for p in sorted({str(Path(p).parent) for p in peaks}))]
+    text = "\n".join(lines) + "\n"
     write_text(out, text)
     print(text, file=sys.stderr)

@@ -191,7 +191,8 @@ def start_workflow_run(
 def finish_workflow_run(
     results_dir: str | os.PathLike, run_id: str, success: bool, summary: Mapping[str, float] | None = None
 ) -> None:
-    """Mark the parent run finished or failed, with optional headline metrics."""
+    """Mark the parent run finished or failed, with optional headline metrics; a successful run's circuit
+    explorer (``<results_dir>/explorer/``) becomes the parent's ``explorer/`` artifact and its ``explorer`` tag."""
     from mlflow.entities import Metric
 
     client = mlflow_client(tracking_uri(results_dir))
@@ -199,6 +200,13 @@ def finish_workflow_run(
     metrics = [Metric(mlflow_key(k), float(v), now, 0) for k, v in (summary or {}).items()]
     if metrics:
         log_batches(client, run_id, metrics=metrics)
+    explorer = Path(results_dir) / "explorer"
+    if success and (explorer / "index.html").is_file():  # the circuit explorer, browsable from the run's page
+        try:
+            retry(lambda: client.log_artifacts(run_id, str(explorer), "explorer"))
+            retry(lambda: client.set_tag(run_id, "explorer", str((explorer / "index.html").resolve().as_uri())))
+        except Exception as exc:  # never keep the parent open over an artifact
+            log.warning("MLflow: could not attach the explorer to the parent run (%s)", exc)
     retry(lambda: client.set_terminated(run_id, "FINISHED" if success else "FAILED", end_time=now))
     _marker(results_dir, run_id).unlink(missing_ok=True)
 

@@ -1,0 +1,760 @@
+"""The circuit explorer: a static HTML folder that shows a run's circuits (``<results_dir>/explorer/``).
+
+It opens from disk with no server and no network: every page links ``explorer.css`` and ``explorer.js``
+from the folder, every figure is copied into it, and the circuit data is embedded in the pages.
+
+- ``index.html``: the settings of each experiment in words and what the guarantee says (Theorem 1),
+  the headline tables (peaks and held-out selections, with Δ and significance markers), the key
+  figures with one-line captions, and links to every class and task;
+- ``<experiment>/<class>.html`` (vision): the circuit per layer at a K chosen with a selector (default:
+  the operating K), every channel coloured certified in, abstained within the baseline, abstained
+  outside it, or certified out, with its certification votes on hover; the feature grid (top-activating
+  images of channels of each category); the class's cACC-K and false-positive-rate curves; its attack
+  result;
+- ``<experiment>/<task>.html`` (language): the circuit on the model graph at the selected setting and K
+  (nodes by layer; certified-in edges solid, edges of the baseline that are not certified in dashed,
+  the most-voted abstained edges outside the baseline dotted; the drawing keeps only those edges), the
+  edge counts, the curves, the attack result and the circuit as a JSON download (every edge with its
+  score, decision and ``in_graph``: certified in).
+
+Categories are :func:`certified_circuits.analysis.evaluation.channel_categories` (one definition for the
+feature figure, the spurious index and this explorer).
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+import re
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+
+from certified_circuits.analysis.evaluation import channel_categories
+from certified_circuits.core.certification import certified_radius
+from certified_circuits.reports.words import guarantee_words, setting_words, tag_words
+from certified_circuits.storage.atomic import atomic_dir
+
+#: one-line captions of the figures a run writes, by file name (the explorer and the report show them)
+CAPTIONS = {
+    "curves_cacc.png": "Circuit accuracy (cACC) against circuit size K: certified (solid), baseline (dashed) and "
+    "majority-vote (dotted) circuits, the full model in grey; one panel per eval set.",
+    "curves_balanced_accuracy.png": "Balanced accuracy against K: cACC on the class's images and 1 - false-positive "
+    "rate on other classes' images, so a circuit that labels everything as its class scores 0.5.",
+    "curves_false_positive_rate.png": "False-positive rate against K: how often a class circuit labels other classes' "
+    "images as its class (the specificity control).",
+    "iou.png": "IoU between each class's ID circuit and the circuit re-discovered on each OOD set, certified vs baseline.",
+    "seed_stability.png": "IoU between circuits certified with different certification seeds (same data, same model).",
+    "radius_sweep_fixed_k.png": "cACC and circuit size at a fixed K as the deletion probability (hence the radius) grows.",
+    "radius_sweep_best_k.png": "Peak cACC and its K as the deletion probability (hence the radius) grows.",
+    "spurious.png": "Spurious index (habitat vs shape sensitivity) of certified-in, abstained and certified-out channels.",
+    "attack.png": "Dataset-edit attack: share of certified labels flipped by edits of r, 2r, 4r examples (0 within r, "
+    "by Theorem 1), against the baseline's flips.",
+    "radius_vs_pdel.png": "Certified radius r = floor(log(1.5 - tau) / log p_del) against the deletion probability.",
+    "samples_vs_tau.png": "Certification samples n needed to certify at tau, with and without the Bonferroni correction.",
+    "features": "Top-activating images of the most active certified-in, abstained (in the baseline only) and "
+    "certified-out channels of the deepest layer, at the certified ID peak K (paper Fig. 4).",
+}
+
+#: category of a component -> (one-letter code in the page data, CSS class, label)
+CATEGORIES = {
+    "certified_in": ("I", "in", "certified in"),
+    "abstained": ("A", "abs", "abstained (in the baseline only)"),
+    "other": ("X", "oth", "abstained (outside the baseline)"),
+    "certified_out": ("O", "out", "certified out"),
+}
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """One experiment's tables folder. ``kind``: ``vision`` or ``language``."""
+
+    kind: str
+    name: str
+    tables: Path
+
+
+@dataclass(frozen=True)
+class Circuit:
+    """The files of one concept's circuit (vision: the main scorer at the main setting; language: one setting)."""
+
+    experiment: str
+    concept: str
+    attributions: Path
+    votes: Path
+    certificates: Path
+    features: Path | None = None
+
+
+# ---------------------------------------------------------------------------------------------- html pieces
+
+
+def esc(value: object) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def markdown_table_html(text: str) -> str:
+    """A Markdown pipe table (with an optional ``Table: caption`` line, as :func:`~certified_circuits.reports.tables.write_table`
+    writes) as an HTML table; numeric columns right-aligned as in the Markdown."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    caption = next((line[len("Table:") :].strip() for line in lines if line.startswith("Table:")), "")
+    rows = [[cell.strip() for cell in line.strip().strip("|").split("|")] for line in lines if line.startswith("|")]
+    if len(rows) < 2:
+        return f"<pre>{esc(text)}</pre>"
+    head, align, body = rows[0], rows[1], rows[2:]
+    right = [cell.endswith(":") and not cell.startswith(":") for cell in align]
+    cells = lambda row, tag: "".join(f"<{tag}{' class=num' if r else ''}>{esc(c)}</{tag}>" for c, r in zip(row, right))  # noqa: E731
+    return (
+        f"<table>{f'<caption>{esc(caption)}</caption>' if caption else ''}<thead><tr>{cells(head, 'th')}</tr></thead>"
+        f"<tbody>{''.join('<tr>' + cells(row, 'td') + '</tr>' for row in body)}</tbody></table>"
+    )
+
+
+def frame_html(frame: pd.DataFrame, caption: str = "", float_format: str = "{:.1f}") -> str:
+    """A small DataFrame as an HTML table (floats formatted, numbers right-aligned)."""
+    numeric = [
+        pd.api.types.is_numeric_dtype(frame[c]) and not pd.api.types.is_bool_dtype(frame[c]) for c in frame.columns
+    ]
+
+    def cell(value, is_number):
+        text = float_format.format(value) if isinstance(value, float) else str(value)
+        return f"<td{' class=num' if is_number else ''}>{esc(text)}</td>"
+
+    head = "".join(f"<th>{esc(c)}</th>" for c in frame.columns)
+    body = "".join(
+        "<tr>" + "".join(cell(v, n) for v, n in zip(row, numeric)) + "</tr>" for row in frame.itertuples(index=False)
+    )
+    return f"<table>{f'<caption>{esc(caption)}</caption>' if caption else ''}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+LINE_STYLES = {"certified": "", "baseline": "6 4", "majority": "2 3"}
+LINE_COLORS = {"certified": "#1b6ca8", "baseline": "#c0392b", "majority": "#7d7d7d"}
+
+
+def svg_chart(
+    series: Sequence[tuple[str, np.ndarray, np.ndarray]],
+    title: str,
+    ylabel: str,
+    full: float | None = None,
+    width: int = 330,
+    height: int = 220,
+    fraction: bool = True,
+) -> str:
+    """A line chart as inline SVG: x is K in percent, one line per (method, xs, ys), the full model as a grey
+    line; y spans [0, 1] for a ``fraction`` whose values stay in it, else the values' range."""
+    left, right, top, bottom = 44, 10, 40, 34
+    values = [v for _, _, ys in series for v in ys if np.isfinite(v)] + (
+        [full] if full is not None and np.isfinite(full) else []
+    )
+    inside = bool(values) and min(values) >= 0 and max(values) <= 1
+    lo, hi = (
+        (0.0, 1.0) if fraction and (inside or not values) else ((min(values), max(values)) if values else (0.0, 1.0))
+    )
+    hi = hi if hi > lo else lo + 1.0
+    sx = lambda k: left + (width - left - right) * k  # noqa: E731
+    sy = lambda v: top + (height - top - bottom) * (1 - (v - lo) / (hi - lo))  # noqa: E731
+    parts = [
+        f'<svg class="chart" viewBox="0 0 {width} {height}" width="{width}" height="{height}" role="img">',
+        f'<text x="{width / 2}" y="14" class="ct">{esc(title)}</text>',
+    ]
+    for tick in np.linspace(lo, hi, 5):
+        y = sy(tick)
+        parts.append(
+            f'<line x1="{left}" x2="{width - right}" y1="{y:.1f}" y2="{y:.1f}" class="grid"/>'
+            f'<text x="{left - 4}" y="{y + 3:.1f}" class="yt">{tick:.2g}</text>'
+        )
+    for tick in (0, 0.25, 0.5, 0.75, 1.0):
+        parts.append(f'<text x="{sx(tick):.1f}" y="{height - bottom + 14}" class="xt">{100 * tick:g}</text>')
+    middle = (top + height - bottom) / 2
+    parts.append(
+        f'<text x="{(left + width - right) / 2}" y="{height - 4}" class="xl">circuit size K (% of components)</text>'
+        f'<text x="12" y="{middle}" class="yl" transform="rotate(-90 12 {middle})">{esc(ylabel)}</text>'
+    )
+    if full is not None and np.isfinite(full):
+        parts.append(
+            f'<line x1="{left}" x2="{width - right}" y1="{sy(full):.1f}" y2="{sy(full):.1f}" class="full">'
+            f"<title>full model {full:.3f}</title></line>"
+        )
+    for method, xs, ys in series:
+        order = np.argsort(xs)
+        points = " ".join(
+            f"{sx(float(x)):.1f},{sy(float(y)):.1f}"
+            for x, y in zip(np.asarray(xs)[order], np.asarray(ys)[order])
+            if np.isfinite(y)
+        )
+        dash = f' stroke-dasharray="{LINE_STYLES.get(method, "")}"' if LINE_STYLES.get(method) else ""
+        parts.append(
+            f'<polyline points="{points}" fill="none" stroke="{LINE_COLORS.get(method, "#333")}" stroke-width="2"{dash}>'
+            f"<title>{esc(method)}</title></polyline>"
+        )
+    legend = " ".join(f'<tspan fill="{LINE_COLORS.get(m, "#333")}">{esc(m)}</tspan>' for m, _, _ in series)
+    parts.append(
+        f'<text x="{left + 4}" y="29" class="lg">{legend}{" · full (grey)" if full is not None else ""}</text></svg>'
+    )
+    return "".join(parts)
+
+
+def curve_charts(table: pd.DataFrame, metrics: Sequence[tuple[str, str, bool]]) -> str:
+    """Charts of one concept's sufficiency rows: one per (eval set, metric), methods as lines."""
+    charts = []
+    for eval_set, rows in table.groupby("eval_set", sort=False):
+        for column, label, fraction in metrics:
+            if column not in rows:
+                continue
+            full = rows.loc[rows.method == "full", column]
+            series = [
+                (m, part["k_effective"].to_numpy(float), part[column].to_numpy(float))
+                for m, part in rows[rows.method != "full"].groupby("method", sort=False)
+            ]
+            charts.append(
+                svg_chart(
+                    series, f"{eval_set}: {label}", label, float(full.mean()) if len(full) else None, fraction=fraction
+                )
+            )
+    return f'<div class="charts">{"".join(charts)}</div>' if charts else "<p>No curves for this concept.</p>"
+
+
+# ---------------------------------------------------------------------------------------------- circuits
+
+
+def read_circuit(circuit: Circuit):
+    """(attributions, votes, certificates) of a :class:`Circuit`."""
+    from certified_circuits.storage.store import read_attributions, read_certificates, read_votes
+
+    return read_attributions(circuit.attributions), read_votes(circuit.votes), read_certificates(circuit.certificates)
+
+
+def vision_circuit_data(names: Sequence[str], groups: np.ndarray, votes, certificates) -> dict:
+    """The page data of a vision circuit: per K a category string (one letter per channel), the baseline as
+    0/1 string, and the certification votes (uint16, base64) for the hover text."""
+    categories = {name: code for name, (code, _, _) in CATEGORIES.items()}
+    per_k = []
+    for i, k in enumerate(votes.k_grid):
+        labels = channel_categories(certificates.decision[i], votes.baseline[i])
+        per_k.append(
+            {
+                "k": float(k),
+                "cat": "".join(categories[label] for label in labels),
+                "base": "".join("1" if b else "0" for b in votes.baseline[i]),
+                "votes": base64.b64encode(votes.certification_counts[i].astype("<u2").tobytes()).decode(),
+            }
+        )
+    layers = []
+    for g in np.unique(groups):
+        members = np.flatnonzero(groups == g)
+        layers.append(
+            {"name": str(names[members[0]]).rsplit(".", 1)[0], "start": int(members[0]), "size": int(len(members))}
+        )
+    return {
+        "names": [str(n).rsplit(".", 1)[-1] for n in names],
+        "layers": layers,
+        "k": per_k,
+        "n": int(votes.attrs["n"]),
+    }
+
+
+def node_of(endpoint: str) -> str:
+    """``a1.h2<q>`` -> ``a1.h2``; ``m0`` and ``logits`` unchanged."""
+    return endpoint.split("<", 1)[0]
+
+
+def node_position(node: str, n_layers: int, n_heads: int, width: float, height: float) -> tuple[float, float]:
+    """Where a node of the EAP graph is drawn: input at the bottom, logits at the top, layer l's heads and MLP
+    on row l + 1 (heads left to right, the MLP last)."""
+    rows = n_layers + 2
+    y = lambda row: height - 20 - (height - 40) * row / (rows - 1)  # noqa: E731
+    if node == "input":
+        return width / 2, y(0)
+    if node == "logits":
+        return width / 2, y(rows - 1)
+    match = re.fullmatch(r"a(\d+)\.h(\d+)|m(\d+)", node)
+    if not match:
+        raise ValueError(f"not an EAP graph node: {node!r}")
+    layer = int(match[1] if match[1] is not None else match[3])
+    column = int(match[2]) if match[2] is not None else n_heads
+    return 30 + (width - 60) * (column + 0.5) / (n_heads + 1), y(layer + 1)
+
+
+#: edge category -> (CSS class, label) in the language graph
+EDGE_STYLES = {
+    "certified_in": ("in", "certified in"),
+    "baseline_only": ("base", "in the baseline, not certified in"),
+    "abstained": ("abs", "abstained outside the baseline"),
+}
+
+
+def language_graph_svg(
+    names: Sequence[str],
+    decision: np.ndarray,
+    baseline: np.ndarray,
+    votes: np.ndarray,
+    n_layers: int,
+    n_heads: int,
+    max_abstained: int = 300,
+) -> tuple[str, dict[str, int]]:
+    """The circuit on the model graph as inline SVG (paper Fig. 3), pruned to its edges: certified in (solid),
+    in the baseline but not certified in (dashed), and the ``max_abstained`` most-voted abstained edges outside
+    the baseline (dotted).
+
+    Returns:
+        the SVG, and the edge counts: certified in, baseline only, abstained (all), certified out, edges.
+    """
+    decision, baseline = np.asarray(decision), np.asarray(baseline, bool)
+    certified_in = decision == 1
+    groups = {"certified_in": np.flatnonzero(certified_in), "baseline_only": np.flatnonzero(baseline & ~certified_in)}
+    outside = np.flatnonzero((decision == -1) & ~baseline)
+    groups["abstained"] = outside[np.argsort(-votes[outside], kind="stable")][:max_abstained]
+    counts = {
+        "certified in": int(certified_in.sum()),
+        "baseline only": len(groups["baseline_only"]),
+        "abstained": int((decision == -1).sum()),
+        "certified out": int((decision == 0).sum()),
+        "edges": len(names),
+    }
+    width, height = 900.0, max(260.0, 60.0 * (n_layers + 2))
+    parts = [
+        f'<svg class="graph" viewBox="0 0 {width:.0f} {height:.0f}" width="{width:.0f}" height="{height:.0f}" role="img">'
+    ]
+    used = set()
+    for category in ("abstained", "baseline_only", "certified_in"):  # the circuit drawn last, on top
+        css, label = EDGE_STYLES[category]
+        for index in groups[category]:
+            up, down = names[index].split("->", 1)
+            x1, y1 = node_position(up, n_layers, n_heads, width, height)
+            x2, y2 = node_position(node_of(down), n_layers, n_heads, width, height)
+            used.update({up, node_of(down)})
+            parts.append(
+                f'<line x1="{x1:.1f}" y1="{y1:.1f}" x2="{x2:.1f}" y2="{y2:.1f}" class="edge {css}">'
+                f"<title>{esc(names[index])}: {label}, {int(votes[index])} certification votes</title></line>"
+            )
+    nodes = (
+        ["input", "logits"]
+        + [f"a{l}.h{h}" for l in range(n_layers) for h in range(n_heads)]
+        + [f"m{l}" for l in range(n_layers)]
+    )
+    for node in nodes:
+        x, y = node_position(node, n_layers, n_heads, width, height)
+        parts.append(
+            f'<circle cx="{x:.1f}" cy="{y:.1f}" r="{6 if node in used else 3}" class="node{" used" if node in used else ""}">'
+            f"<title>{node}</title></circle>"
+        )
+        if node in used or node in ("input", "logits"):
+            parts.append(f'<text x="{x + 8:.1f}" y="{y + 4:.1f}" class="nl">{node}</text>')
+    parts.append("</svg>")
+    return "".join(parts), counts
+
+
+def circuit_json(names: Sequence[str], scores: np.ndarray, decision: np.ndarray, k: float, attrs: dict) -> str:
+    """The certified circuit of a task as JSON in EAP-IG's graph layout: ``cfg``, ``nodes`` and ``edges``
+    (each edge with its ``score`` (the mean per-example EAP-IG score), ``in_graph`` (certified in) and the
+    ``decision``: 1 in, 0 out, -1 abstain)."""
+    nodes = sorted({node_of(e) for name in names for e in name.split("->", 1)})
+    in_nodes = {node_of(e) for name, d in zip(names, decision) if d == 1 for e in name.split("->", 1)}
+    return json.dumps(
+        {
+            "cfg": {
+                "n_layers": int(attrs.get("n_layers", 0)),
+                "n_heads": int(attrs.get("n_heads", 0)),
+                "k": k,
+                "tau": float(attrs["tau"]),
+                "p_del": float(attrs["p_del"]),
+                "alpha": float(attrs["alpha"]),
+                "radius": certified_radius(float(attrs["tau"]), float(attrs["p_del"])),
+            },
+            "nodes": {node: node in in_nodes for node in nodes},
+            "edges": {
+                name: {"score": float(s), "in_graph": bool(d == 1), "decision": int(d)}
+                for name, s, d in zip(names, scores, decision)
+            },
+        }
+    )
+
+
+# ---------------------------------------------------------------------------------------------- pages
+
+
+def page(title: str, body: str, depth: int) -> str:
+    up = "../" * depth
+    return (
+        f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{esc(title)}</title>'
+        f'<link rel="stylesheet" href="{up}explorer.css"></head><body><div id="errors" hidden></div>'
+        f'<header><a href="{up}index.html">certified-circuits explorer</a></header><main>{body}</main>'
+        f'<script src="{up}explorer.js"></script></body></html>'
+    )
+
+
+def figure_html(src: str, name: str) -> str:
+    caption = CAPTIONS.get(name, name)
+    return f'<figure><img src="{esc(src)}" alt="{esc(caption)}" loading="lazy"><figcaption>{esc(caption)}</figcaption></figure>'
+
+
+def operating_k(tables: Path, concept: str | None, scorer: str | None, k_grid: np.ndarray) -> float:
+    """The page's default K: the operating point of the class or task (max gap, else certified peak) on the
+    held-out selection set when there is one, else on the first eval set; the middle of the grid without one."""
+    path = tables / "operating_points.csv"
+    if path.is_file():
+        points = pd.read_csv(path)
+        if scorer is not None and "scorer" in points:
+            points = points[points.scorer == scorer]
+        if concept is not None and "concept" in points:
+            points = points[points.concept == concept]
+        for criterion in ("max_gap", "certified_peak"):
+            chosen = points[points.criterion == criterion]
+            if len(chosen):
+                held_out = chosen[chosen.eval_set.isin(["id_test", "validation"])]
+                return float((held_out if len(held_out) else chosen).iloc[0]["k_target"])
+    return float(k_grid[len(k_grid) // 2])
+
+
+def nearest_index(k_grid: np.ndarray, k: float) -> int:
+    return int(np.argmin(np.abs(np.asarray(k_grid, float) - k)))
+
+
+def attack_html(tables: Path, concept: str) -> str:
+    raw = tables / "attack" / "attack_raw.csv"
+    if not raw.is_file():
+        return "<p>The dataset-edit attack is off for this run (<code>attack.enabled</code>).</p>"
+    rows = pd.read_csv(raw)
+    rows = rows[rows.concept.astype(str) == concept]
+    if not len(rows):
+        return "<p>No attack on this concept (it has too few pool examples).</p>"
+    summary = (
+        rows.groupby(["edit", "mode", "r_edits", "within_radius"], sort=False)
+        .agg(
+            baseline=("baseline_flip_share", "mean"),
+            certified=("certified_flip_share", "mean"),
+            abstained=("abstain_share", "mean"),
+            trials=("trial", "count"),
+        )
+        .reset_index()
+    )
+    summary[["baseline", "certified", "abstained"]] *= 100
+    summary.columns = [
+        "edit",
+        "mode",
+        "edits",
+        "within r",
+        "baseline flips %",
+        "certified flips %",
+        "to abstain %",
+        "trials",
+    ]
+    return frame_html(
+        summary, "Labels flipped by editing the concept dataset (certified flips within r are impossible by Theorem 1)"
+    )
+
+
+NO_FEATURES = "<p>No feature grid for this class (vision.feature_concepts).</p>"
+
+
+def vision_page(circuit: Circuit, experiment: Experiment, sufficiency: pd.DataFrame, features: str | None) -> str:
+    """The class page: the circuit per layer with a K selector, the feature grid, the curves, the attack."""
+    attributions, votes, certificates = read_circuit(circuit)
+    data = vision_circuit_data(attributions.names, attributions.groups, votes, certificates)
+    k0 = nearest_index(votes.k_grid, operating_k(experiment.tables, None, str(votes.attrs.get("scorer")), votes.k_grid))
+    options = "".join(
+        f'<option value="{i}"{" selected" if i == k0 else ""}>K = {100 * k:g}%</option>'
+        for i, k in enumerate(votes.k_grid)
+    )
+    legend = "".join(f'<span class="sw {css}"></span>{esc(label)} ' for _, (_, css, label) in CATEGORIES.items())
+    rows = sufficiency[(sufficiency.concept.astype(str) == circuit.concept)]
+    if "scorer" in rows:
+        rows = rows[rows.scorer == votes.attrs.get("scorer")]
+    charts = curve_charts(
+        rows.rename(columns={"accuracy": "cacc"}),
+        [("cacc", "cACC", True), ("false_positive_rate", "false-positive rate", True)],
+    )
+    attrs = dict(certificates.attrs)
+    body = (
+        f"<h1>{esc(circuit.concept)}</h1><p class=meta>{esc(experiment.name)} · model {esc(attrs.get('model', ''))} · "
+        f"scorer {esc(attrs.get('scorer', ''))} · |D| = {int(votes.attrs['n_examples'])} · {esc(setting_words(attrs))}</p>"
+        f"<h2>Circuit per layer</h2><p><label>K <select id=kselect>{options}</select></label> "
+        f"<span class=legend>{legend}</span></p><p class=note>Each square is a channel; hover for its "
+        f"certification votes (how many of the n = {data['n']} sub-datasets put it in the circuit).</p>"
+        f'<div id="circuit"></div><script type="application/json" id="circuit-data">{json.dumps(data)}</script>'
+        f"<h2>Features</h2>{figure_html(features, 'features') if features else NO_FEATURES}"
+        f"<h2>Curves</h2>{charts}<h2>Attack</h2>{attack_html(experiment.tables, circuit.concept)}"
+    )
+    return body
+
+
+def language_page(circuits: Sequence[Circuit], experiment: Experiment, sufficiency: pd.DataFrame, out_dir: Path) -> str:
+    """The task page at the selected setting (held-out selection when there is one, else the best peak)."""
+    task = circuits[0].concept
+    chosen = select_setting(experiment.tables, task)
+    read = [(c, *read_circuit(c)) for c in circuits]
+    from certified_circuits.reports.paper import setting_tag
+
+    by_tag = {setting_tag(v, cert): (c, a, v, cert) for c, a, v, cert in read}
+    tag = chosen if chosen in by_tag else next(iter(by_tag))
+    circuit, attributions, votes, certificates = by_tag[tag]
+    k = (
+        operating_k(experiment.tables, task, None, votes.k_grid)
+        if chosen is None
+        else select_k(experiment.tables, task, votes.k_grid)
+    )
+    i = nearest_index(votes.k_grid, k)
+    attrs = {
+        **dict(votes.attrs),
+        **dict(certificates.attrs),
+        **{key: attributions.attrs.get(key) for key in ("n_layers", "n_heads")},
+    }
+    svg, counts = language_graph_svg(
+        attributions.names,
+        certificates.decision[i],
+        votes.baseline[i],
+        votes.certification_counts[i],
+        int(attributions.attrs["n_layers"]),
+        int(attributions.attrs["n_heads"]),
+    )
+    scorer = str(votes.attrs.get("scorer", "eap_ig"))
+    scores = (
+        attributions.scores[scorer].mean(axis=0)
+        if len(attributions.scores[scorer])
+        else np.zeros(len(attributions.names))
+    )
+    download = out_dir / f"{task}_circuit.json"
+    download.write_text(
+        circuit_json(attributions.names, scores, certificates.decision[i], float(votes.k_grid[i]), attrs)
+    )
+    settings = frame_html(
+        pd.DataFrame(
+            [
+                {
+                    "setting": tag_words(t),
+                    "certified in": int((cert.decision[nearest_index(v.k_grid, k)] == 1).sum()),
+                    "abstained": int((cert.decision[nearest_index(v.k_grid, k)] == -1).sum()),
+                }
+                for t, (_, _, v, cert) in by_tag.items()
+            ]
+        ),
+        "Every certified setting of the task at this K",
+    )
+    rows = sufficiency[(sufficiency.concept.astype(str) == task)]
+    if "setting" in rows:
+        rows = rows[rows.setting == tag]
+    charts = curve_charts(
+        rows.rename(columns={"accuracy": "cacc"}), [("cacc", "cACC", True), ("logit_diff", "logit difference", False)]
+    )
+    count_table = frame_html(pd.DataFrame([counts]), f"Edges at K = {100 * votes.k_grid[i]:g}%")
+    return (
+        f"<h1>{esc(task)}</h1><p class=meta>{esc(experiment.name)} · model {esc(votes.attrs.get('model', ''))} · "
+        f"|D| = {int(votes.attrs['n_examples'])} prompts · {esc(setting_words(attrs))}</p>"
+        f"<h2>Circuit on the model graph (K = {100 * votes.k_grid[i]:g}%, {esc(tag_words(tag))})</h2>"
+        f'<p><span class=legend><span class="ln ln-in"></span>certified in <span class="ln ln-base"></span>in the baseline, '
+        f'not certified in <span class="ln ln-abs"></span>abstained outside the baseline (the 300 most voted)</span> · '
+        f'<a href="{esc(download.name)}" download>circuit JSON (EAP-IG graph layout)</a></p>'
+        f'<div class="graphbox">{svg}</div>{count_table}{settings}<h2>Curves</h2>{charts}'
+        f"<h2>Attack</h2>{attack_html(experiment.tables, task)}"
+    )
+
+
+def select_setting(tables: Path, task: str) -> str | None:
+    """The certified setting chosen on held-out prompts (selected_cacc_raw.csv), or None."""
+    path = tables / "selected_cacc_raw.csv"
+    if not path.is_file():
+        return None
+    rows = pd.read_csv(path)
+    rows = rows[rows.concept.astype(str) == task]
+    return str(rows.iloc[0]["certified_setting"]) if len(rows) and "certified_setting" in rows else None
+
+
+def select_k(tables: Path, task: str, k_grid: np.ndarray) -> float:
+    rows = pd.read_csv(tables / "selected_cacc_raw.csv")
+    rows = rows[rows.concept.astype(str) == task]
+    return float(rows.iloc[0]["certified_k_target"]) if len(rows) else float(k_grid[len(k_grid) // 2])
+
+
+def overview(
+    experiments: Sequence[Experiment],
+    first_attrs: dict[str, dict],
+    links: dict[str, list[tuple[str, str]]],
+    figures: dict[str, list[tuple[str, str]]],
+    theory: list[tuple[str, str]],
+) -> str:
+    parts = ["<h1>Certified circuits of this run</h1>"]
+    for experiment in experiments:
+        attrs = first_attrs.get(experiment.name)
+        parts.append(f"<section><h2>{esc(experiment.name)} ({esc(experiment.kind)})</h2>")
+        if attrs:
+            parts.append(
+                f"<p><b>Setting.</b> {esc(setting_words(attrs))}.</p><p><b>Guarantee.</b> {esc(guarantee_words(attrs))}</p>"
+            )
+        pages = " ".join(f'<a href="{esc(href)}">{esc(label)}</a>' for label, href in links.get(experiment.name, []))
+        parts.append(f"<p><b>{'Classes' if experiment.kind == 'vision' else 'Tasks'}:</b> {pages}</p>")
+        for name in ("peaks_cacc", "peaks_balanced", "selected_cacc", "selected_balanced"):
+            md = experiment.tables / f"{name}.md"
+            if md.is_file():
+                parts.append(markdown_table_html(md.read_text()))
+        parts.append(
+            '<div class="figures">'
+            + "".join(figure_html(src, name) for name, src in figures.get(experiment.name, []))
+            + "</div></section>"
+        )
+    if theory:
+        parts.append(
+            '<section><h2>Theory</h2><div class="figures">'
+            + "".join(figure_html(src, name) for name, src in theory)
+            + "</div></section>"
+        )
+    parts.append(
+        '<p class=note>Raw tables: <code>tables/</code>; the run summary: <a href="../summary.md">summary.md</a>.</p>'
+    )
+    return "".join(parts)
+
+
+KEY_FIGURES = (
+    "curves_cacc.png",
+    "curves_balanced_accuracy.png",
+    "curves_false_positive_rate.png",
+    "iou.png",
+    "seed_stability.png",
+    "radius_sweep_best_k.png",
+    "spurious.png",
+    "attack/attack.png",
+)
+
+
+def build_explorer(
+    out_dir: Path, experiments: Sequence[Experiment], circuits: Sequence[Circuit], theory_figures: Iterable[Path] = ()
+) -> dict[str, float]:
+    """Write the explorer folder (atomically: a temporary folder renamed into place).
+
+    Args:
+        out_dir: ``<results_dir>/explorer``.
+        experiments: every experiment's tables folder.
+        circuits: the circuits to show (vision: one per class; language: one per task and setting).
+        theory_figures: PNGs of the theory report.
+
+    Returns:
+        metrics: pages written and the largest page's size in bytes.
+    """
+    kinds = {e.name: e for e in experiments}
+    unknown = sorted({c.experiment for c in circuits} - set(kinds))
+    if unknown:
+        raise ValueError(f"circuits of experiments {unknown} but no --experiment with their tables: pass both")
+    with atomic_dir(Path(out_dir)) as tmp:
+        (tmp / "explorer.css").write_text(CSS)
+        (tmp / "explorer.js").write_text(JS)
+        figures: dict[str, list[tuple[str, str]]] = {}
+        links: dict[str, list[tuple[str, str]]] = {}
+        first_attrs: dict[str, dict] = {}
+        sizes = []
+        for experiment in experiments:
+            folder = tmp / experiment.name
+            (folder / "figures").mkdir(parents=True)
+            for name in KEY_FIGURES:
+                source = experiment.tables / name
+                if source.is_file():
+                    target = folder / "figures" / source.name
+                    shutil.copyfile(source, target)
+                    figures.setdefault(experiment.name, []).append(
+                        (source.name, f"{experiment.name}/figures/{source.name}")
+                    )
+            sufficiency = (
+                pd.read_csv(experiment.tables / "sufficiency.csv")
+                if (experiment.tables / "sufficiency.csv").is_file()
+                else pd.DataFrame(columns=["concept"])
+            )
+            mine = [c for c in circuits if c.experiment == experiment.name]
+            for concept in dict.fromkeys(c.concept for c in mine):
+                group = [c for c in mine if c.concept == concept]
+                if experiment.kind == "vision":
+                    features = None
+                    if group[0].features is not None and Path(group[0].features).is_file():
+                        shutil.copyfile(group[0].features, folder / "figures" / f"features_{concept}.png")
+                        features = f"figures/features_{concept}.png"
+                    body = vision_page(group[0], experiment, sufficiency, features)
+                else:
+                    body = language_page(group, experiment, sufficiency, folder)
+                text = page(f"{concept} · {experiment.name}", body, depth=1)
+                (folder / f"{concept}.html").write_text(text)
+                sizes.append(len(text))
+                links.setdefault(experiment.name, []).append((concept, f"{experiment.name}/{concept}.html"))
+                if experiment.name not in first_attrs:
+                    first_attrs[experiment.name] = dict(read_circuit(group[0])[2].attrs)
+        theory = []
+        if any(True for _ in theory_figures):
+            (tmp / "theory").mkdir()
+        for source in theory_figures:
+            shutil.copyfile(source, tmp / "theory" / Path(source).name)
+            theory.append((Path(source).name, f"theory/{Path(source).name}"))
+        index = page("certified-circuits explorer", overview(experiments, first_attrs, links, figures, theory), depth=0)
+        (tmp / "index.html").write_text(index)
+    return {"explorer_pages": float(len(sizes) + 1), "explorer_largest_page_bytes": float(max(sizes + [len(index)]))}
+
+
+CSS = """
+body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0;color:#1d1d1f;background:#fafafa}
+header{background:#1b3a57;padding:8px 18px}header a{color:#fff;text-decoration:none;font-weight:600}
+main{max-width:1180px;margin:0 auto;padding:8px 18px 40px}h1{font-size:24px}h2{font-size:18px;margin-top:28px}
+.meta,.note{color:#555}.num{text-align:right;font-variant-numeric:tabular-nums}
+table{border-collapse:collapse;margin:10px 0;background:#fff}th,td{border:1px solid #ddd;padding:3px 8px}
+caption{caption-side:top;text-align:left;color:#444;padding:4px 0;max-width:1100px}
+.figures{display:flex;flex-wrap:wrap;gap:14px}figure{margin:0;max-width:560px;background:#fff;border:1px solid #e3e3e3;padding:6px}
+figure img{max-width:100%;height:auto}figcaption{font-size:12.5px;color:#444}
+.layer{margin:6px 0}.layer b{display:inline-block;min-width:140px;font-weight:600}
+.cells{display:flex;flex-wrap:wrap;gap:1px;max-width:1140px}.c{width:9px;height:9px;display:inline-block}
+.in{background:#1a7f37}.abs{background:#e3a008}.oth{background:#f3e6b0}.out{background:#d0d7de}
+.sw{display:inline-block;width:11px;height:11px;margin:0 4px 0 10px;vertical-align:-1px}
+.charts{display:flex;flex-wrap:wrap;gap:10px}.chart{background:#fff;border:1px solid #e3e3e3}
+.chart .grid{stroke:#eee}.chart .full{stroke:#999;stroke-width:1.5}.chart text{font-size:10px;fill:#444}
+.chart .ct{text-anchor:middle;font-size:11px;font-weight:600}.chart .yt{text-anchor:end}.chart .xt,.chart .xl{text-anchor:middle}
+.chart .yl{text-anchor:middle}.graphbox{overflow-x:auto;background:#fff;border:1px solid #e3e3e3}
+.graph .edge{stroke-width:1.4}.graph .in{stroke:#1b6ca8;stroke-width:2.2}.graph .base{stroke:#d35400;stroke-dasharray:6 4}
+.graph .abs{stroke:#aaa;stroke-dasharray:2 3;stroke-width:1}.graph .node{fill:#bbb}.graph .node.used{fill:#1b3a57}.graph .nl{font-size:10px}
+.ln{display:inline-block;width:26px;height:0;margin:0 4px 3px 10px}.ln-in{border-top:2px solid #1b6ca8}
+.ln-base{border-top:2px dashed #d35400}.ln-abs{border-top:2px dotted #999}#errors{background:#fdd;padding:8px}
+"""
+
+JS = """
+(function () {
+  var errors = document.getElementById('errors');
+  window.addEventListener('error', function (e) {
+    if (errors) { errors.hidden = false; errors.textContent += 'JavaScript error: ' + e.message + '\\n'; }
+  });
+  var node = document.getElementById('circuit-data');
+  if (!node) return;
+  var data = JSON.parse(node.textContent);
+  var labels = {I: ['in', 'certified in'], A: ['abs', 'abstained (in the baseline only)'],
+                X: ['oth', 'abstained (outside the baseline)'], O: ['out', 'certified out']};
+  function votes(b64) {
+    var raw = atob(b64), out = new Uint16Array(raw.length / 2);
+    for (var i = 0; i < out.length; i++) out[i] = raw.charCodeAt(2 * i) | (raw.charCodeAt(2 * i + 1) << 8);
+    return out;
+  }
+  function render(index) {
+    var k = data.k[index], v = votes(k.votes), box = document.getElementById('circuit');
+    box.textContent = '';
+    data.layers.forEach(function (layer) {
+      var row = document.createElement('div'), counts = {I: 0, A: 0, X: 0, O: 0};
+      row.className = 'layer';
+      var cells = document.createElement('div');
+      cells.className = 'cells';
+      for (var u = layer.start; u < layer.start + layer.size; u++) {
+        var c = k.cat.charAt(u), cell = document.createElement('span');
+        counts[c] += 1;
+        cell.className = 'c ' + labels[c][0];
+        cell.title = layer.name + '.' + data.names[u] + ': ' + labels[c][1] + '; ' + v[u] + ' of ' + data.n +
+          ' certification votes (' + Math.round(100 * v[u] / data.n) + '%); baseline: ' + (k.base.charAt(u) === '1' ? 'in' : 'out');
+        cells.appendChild(cell);
+      }
+      var title = document.createElement('b');
+      title.textContent = layer.name;
+      row.appendChild(title);
+      var text = ' ' + counts.I + ' in, ' + (counts.A + counts.X) + ' abstained, ' + counts.O + ' out of ' + layer.size;
+      row.appendChild(document.createTextNode(text));
+      row.appendChild(cells);
+      box.appendChild(row);
+    });
+  }
+  var select = document.getElementById('kselect');
+  select.addEventListener('change', function () { render(+select.value); });
+  render(+select.value);
+})();
+"""
