@@ -63,6 +63,53 @@ def smoke_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return results
 
 
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+LOCAL_REFERENCE = re.compile(r'(?:src|href)="([^"#:]+)"')
+
+
+def headless(url: str, *args: str) -> subprocess.CompletedProcess:
+    command = [CHROMIUM, "--headless=new", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--enable-logging=stderr",
+               "--v=0", "--virtual-time-budget=5000", *args, url]
+    return subprocess.run(command, capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium (installed by .ci/run) to open the explorer")
+def test_the_explorer_opens_from_disk_in_a_browser(smoke_run: Path, tmp_path: Path) -> None:
+    """Every page of the smoke run's explorer, in headless Chromium from file://: no JavaScript error, every
+    local link and image resolves, nothing is fetched from the network, the overview names every class and task,
+    the class pages draw their channels. Screenshots go to $CC_SCREENSHOTS (default: the test's tmp folder)."""
+    explorer = smoke_run / "explorer"
+    shots = Path(os.environ.get("CC_SCREENSHOTS", tmp_path))
+    shots.mkdir(parents=True, exist_ok=True)
+    pages = sorted(explorer.rglob("*.html"))
+    assert {p.relative_to(explorer).as_posix() for p in pages} == {"index.html", "world/circle.html", "world/square.html",
+                                                                   "tiny_gpt2/ioi.html"}
+    for page in pages:
+        text = page.read_text()
+        assert "http://" not in text and "https://" not in text, f"{page} references the network"
+        for target in LOCAL_REFERENCE.findall(text):
+            if target.startswith("../summary.md"):
+                continue
+            assert (page.parent / target).exists(), f"{page}: {target} does not resolve"
+        url = page.resolve().as_uri()
+        done = headless(url, "--dump-dom")
+        console = [line for line in done.stderr.splitlines() if "CONSOLE" in line or "Uncaught" in line]
+        assert done.returncode == 0 and not console, f"{page}: {console or done.stderr[-2000:]}"
+        assert '<div id="errors" hidden="">' in done.stdout, f"{page}: the page reported errors"
+        name = page.relative_to(explorer).as_posix().replace("/", "_").replace(".html", ".png")
+        shot = headless(url, f"--screenshot={shots / name}", "--window-size=1280,2000")
+        assert shot.returncode == 0 and (shots / name).stat().st_size > 10_000, f"{page}: no screenshot"
+        if page.name == "index.html":
+            for concept in ("circle", "square", "ioi"):
+                assert f">{concept}</a>" in done.stdout, f"the overview does not link {concept}"
+            assert "Guarantee." in done.stdout and "<table>" in done.stdout
+        elif page.parent.name == "world":
+            assert done.stdout.count('class="c ') == 48, "the class page did not draw its 48 channels"
+            assert "certification votes" in done.stdout
+        else:
+            assert '<svg class="graph"' in done.stdout and "circuit JSON" in done.stdout
+
+
 def test_smoke_run_produces_every_table_and_figure(smoke_run: Path) -> None:
     tables = smoke_run / "tables"
     for name in ("world/peaks_cacc.md", "world/peaks_balanced.tex", "world/curves_cacc.png", "world/iou.csv",

@@ -147,7 +147,7 @@ def svg_chart(
 ) -> str:
     """A line chart as inline SVG: x is K in percent, one line per (method, xs, ys), the full model as a grey
     line; y spans [0, 1] for a ``fraction`` whose values stay in it, else the values' range."""
-    left, right, top, bottom = 44, 10, 40, 34
+    left, right, top, bottom = 56, 10, 40, 34
     values = [v for _, _, ys in series for v in ys if np.isfinite(v)] + (
         [full] if full is not None and np.isfinite(full) else []
     )
@@ -166,7 +166,7 @@ def svg_chart(
         y = sy(tick)
         parts.append(
             f'<line x1="{left}" x2="{width - right}" y1="{y:.1f}" y2="{y:.1f}" class="grid"/>'
-            f'<text x="{left - 4}" y="{y + 3:.1f}" class="yt">{tick:.2g}</text>'
+            f'<text x="{left - 4}" y="{y + 3:.1f}" class="yt">{tick:.3g}</text>'
         )
     for tick in (0, 0.25, 0.5, 0.75, 1.0):
         parts.append(f'<text x="{sx(tick):.1f}" y="{height - bottom + 14}" class="xt">{100 * tick:g}</text>')
@@ -390,7 +390,7 @@ def page(title: str, body: str, depth: int) -> str:
 
 def figure_html(src: str, name: str) -> str:
     caption = CAPTIONS.get(name, name)
-    return f'<figure><img src="{esc(src)}" alt="{esc(caption)}" loading="lazy"><figcaption>{esc(caption)}</figcaption></figure>'
+    return f'<figure><img src="{esc(src)}" alt="{esc(caption)}"><figcaption>{esc(caption)}</figcaption></figure>'
 
 
 def operating_k(tables: Path, concept: str | None, scorer: str | None, k_grid: np.ndarray) -> float:
@@ -717,6 +717,14 @@ JS = """
   var errors = document.getElementById('errors');
   window.addEventListener('error', function (e) {
     if (errors) { errors.hidden = false; errors.textContent += 'JavaScript error: ' + e.message + '\\n'; }
+  });
+  window.addEventListener('load', function () {
+    Array.prototype.forEach.call(document.images, function (img) {
+      if (!img.complete || img.naturalWidth === 0) {
+        errors.hidden = false;
+        errors.textContent += 'Missing image: ' + img.getAttribute('src') + '\\n';
+      }
+    });
   });
   var node = document.getElementById('circuit-data');
   if (!node) return;

@@ -1,0 +1,91 @@
+"""The circuit explorer's pieces: words, tables, page data and the language graph (the pages themselves are
+opened in a real browser by tests/integration/test_explorer_browser.py)."""
+
+from __future__ import annotations
+
+import base64
+import json
+
+import numpy as np
+import pytest
+
+from certified_circuits.core.contracts import Certificates, Votes
+from certified_circuits.reports.explorer import (circuit_json, language_graph_svg, markdown_table_html, node_position,
+                                                 svg_chart, vision_circuit_data)
+from certified_circuits.reports.words import guarantee_words, setting_words, tag_words
+
+ATTRS = {"tau": 0.95, "p_del": 0.6, "alpha": 0.001, "n0": 100, "n": 1000, "correction": "bonferroni"}
+
+
+def test_settings_and_the_guarantee_in_words():
+    assert setting_words(ATTRS).startswith("tau 0.95, p_del 0.6 (radius r = 1), alpha 0.001, n0 = 100 selection")
+    assert "any 1 insertion, deletion or substitution" in guarantee_words(ATTRS)
+    assert "at least 99.9%" in guarantee_words(ATTRS)
+    nine = guarantee_words({**ATTRS, "tau": 0.9, "p_del": 0.95})
+    assert "any 9 insertions, deletions or substitutions" in nine
+    zero = guarantee_words({**ATTRS, "tau": 0.7, "p_del": 0.6})
+    assert "radius is r = 0: no edit" in zero and "insertion" not in zero
+    assert tag_words("p0.95_n0100_n1000_s0/t0.9_a0.001_bonferroni") == "tau 0.9, p_del 0.95, r = 9"
+    assert tag_words("p0.6_n020_n100_s0/t0.7_a0.05_holm") == "tau 0.7, p_del 0.6, r = 0"
+    assert tag_words("not a tag") == "not a tag"
+
+
+def test_markdown_tables_become_html_with_their_caption_and_alignment():
+    text = "Table: Peak cACC <x>\n\n| Dataset | Δ cACC |\n|:---|---:|\n| relevance / id | +1.5 ** |\n"
+    out = markdown_table_html(text)
+    assert "<caption>Peak cACC &lt;x&gt;</caption>" in out
+    assert "<th>Dataset</th><th class=num>Δ cACC</th>" in out
+    assert "<td>relevance / id</td><td class=num>+1.5 **</td>" in out
+
+
+def _circuit(decision, baseline, counts, k_grid=(0.25, 0.5)):
+    votes = Votes(k_grid=np.asarray(k_grid), baseline=np.asarray(baseline, bool), selection_counts=np.zeros_like(counts),
+                  certification_counts=np.asarray(counts, np.int32), groups=np.array([0, 0, 1, 1, 1]), attrs={"n": 100})
+    return votes, Certificates(k_grid=np.asarray(k_grid), decision=np.asarray(decision, np.int8),
+                               majority=np.zeros_like(baseline, bool), pvalue=np.zeros(np.shape(decision)))
+
+
+def test_vision_page_data_codes_every_channel_and_its_votes():
+    decision = [[1, -1, -1, 0, 1], [1, 1, -1, -1, 0]]
+    baseline = [[1, 1, 0, 1, 0], [1, 1, 1, 0, 0]]
+    counts = [[100, 60, 40, 2, 99], [100, 97, 55, 50, 0]]
+    votes, certificates = _circuit(decision, baseline, counts)
+    data = vision_circuit_data(["layer1.0", "layer1.1", "layer2.0", "layer2.1", "layer2.2"], votes.groups, votes, certificates)
+    # in; abstained within the baseline; abstained outside it; out (whatever the baseline says); in
+    assert [k["cat"] for k in data["k"]] == ["IAXOI", "IIAXO"]
+    assert [k["base"] for k in data["k"]] == ["11010", "11100"]
+    decoded = np.frombuffer(base64.b64decode(data["k"][1]["votes"]), "<u2")
+    assert decoded.tolist() == [100, 97, 55, 50, 0]
+    assert data["layers"] == [{"name": "layer1", "start": 0, "size": 2}, {"name": "layer2", "start": 2, "size": 3}]
+    assert data["names"] == ["0", "1", "0", "1", "2"] and data["n"] == 100
+
+
+def test_language_graph_draws_the_circuit_and_counts_its_edges():
+    names = ["input->a0.h0<q>", "input->m0", "a0.h0->m0", "a0.h1->logits", "m0->logits", "input->logits"]
+    decision = np.array([1, 1, -1, 0, -1, -1])
+    baseline = np.array([1, 0, 1, 1, 0, 0], bool)
+    votes = np.array([990, 995, 700, 10, 400, 300])
+    svg, counts = language_graph_svg(names, decision, baseline, votes, n_layers=1, n_heads=2, max_abstained=1)
+    assert counts == {"certified in": 2, "baseline only": 2, "abstained": 3, "certified out": 1, "edges": 6}
+    assert svg.count('class="edge in"') == 2 and svg.count('class="edge base"') == 2
+    assert svg.count('class="edge abs"') == 1 and "m0-&gt;logits: abstained outside the baseline, 400" in svg  # most voted
+    assert "input-&gt;logits" not in svg  # pruned: not in the circuit, not among the most voted abstained
+    with pytest.raises(ValueError, match="not an EAP graph node"):
+        node_position("b0", 1, 2, 900, 300)
+
+
+def test_the_circuit_json_marks_certified_in_edges_in_graph():
+    names = ["input->a0.h0<q>", "a0.h0->logits", "input->logits"]
+    text = circuit_json(names, np.array([0.5, -0.25, 0.1]), np.array([1, -1, 0]), 0.5, {**ATTRS, "n_layers": 1, "n_heads": 1})
+    graph = json.loads(text)
+    assert graph["edges"]["input->a0.h0<q>"] == {"score": 0.5, "in_graph": True, "decision": 1}
+    assert graph["edges"]["a0.h0->logits"]["in_graph"] is False and graph["edges"]["a0.h0->logits"]["decision"] == -1
+    assert graph["nodes"] == {"a0.h0": True, "input": True, "logits": False}
+    assert graph["cfg"]["radius"] == 1 and graph["cfg"]["n_layers"] == 1
+
+
+def test_charts_scale_fractions_to_the_unit_interval_and_other_metrics_to_their_range():
+    frac = svg_chart([("certified", np.array([0.1, 0.5]), np.array([0.2, 0.4]))], "id: cACC", "cACC", full=0.9)
+    assert ">1</text>" in frac and "full model 0.900" in frac
+    diff = svg_chart([("baseline", np.array([0.1, 0.5]), np.array([0.001, 0.003]))], "id: logit", "logit", fraction=False)
+    assert ">0.003</text>" in diff and ">0.001</text>" in diff and ">0.75</text>" not in diff
