@@ -89,3 +89,26 @@ def test_charts_scale_fractions_to_the_unit_interval_and_other_metrics_to_their_
     assert ">1</text>" in frac and "full model 0.900" in frac
     diff = svg_chart([("baseline", np.array([0.1, 0.5]), np.array([0.001, 0.003]))], "id: logit", "logit", fraction=False)
     assert ">0.003</text>" in diff and ">0.001</text>" in diff and ">0.75</text>" not in diff
+
+
+def test_the_summary_is_written_for_people(tmp_path):
+    """summary.md: settings in words, one sentence per row with the numbers, the formatted table, no raw CSV."""
+    import pandas as pd
+
+    from certified_circuits.reports.paper import summary_report
+
+    folder = tmp_path / "tables" / "world"
+    folder.mkdir(parents=True)
+    raw = pd.DataFrame([{"experiment": "world", "scorer": "relevance", "eval_set": "id", "metric": "cacc", "full": 0.9,
+                         "baseline": 0.8125, "baseline_k": 0.25, "certified": 0.875, "certified_k": 0.2031,
+                         "pvalue_examples": 0.031, "setting": "p0.6_n0100_n1000_s0/t0.95_a0.001_bonferroni"}])
+    raw.to_csv(folder / "peaks_cacc_raw.csv", index=False)
+    (folder / "peaks_cacc.md").write_text("Table: Peak cACC\n\n| Dataset | Δ cACC |\n|:---|---:|\n| relevance / id | +7.7 * |\n")
+    out = tmp_path / "summary.md"
+    summary_report([folder / "peaks_cacc_raw.csv"], out)
+    text = out.read_text()
+    assert "Certification setting: tau 0.95, p_del 0.6, r = 1." in text
+    assert ("- relevance, id: certified 87.5% at K = 20.3% of the components, baseline 81.2% at K = 25.0%, "
+            "full model 90.0% (cACC; per-example p = 0.031).") in text
+    assert "| relevance / id | +7.7 * |" in text and "`tables/world/peaks_cacc.md`" in text
+    assert "experiment,scorer" not in text and "explorer/index.html" in text

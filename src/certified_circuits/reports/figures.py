@@ -216,7 +216,8 @@ def plot_iou(iou: pd.DataFrame, stem: Path) -> list[Path]:
         ax.set_ylim(0, 1.05)
         ax.grid(axis="y", alpha=0.3)
     axes[0, 0].set_ylabel("IoU with ID circuit (mean ± s.e.)")
-    axes[0, 0].legend(frameon=False)
+    handles, labels = axes[0, 0].get_legend_handles_labels()  # below the panels: inside, it covered the bars
+    fig.legend(handles, labels, loc="outside lower center", ncol=len(labels), frameon=False)
     return save_figure(fig, stem)
 
 
