@@ -73,6 +73,7 @@ def test_custom_run_certifies_every_class(trees, model, tmp_path):
     for name in classes:
         assert (results / "figures" / experiment / f"features_{name}.png").stat().st_size > 0
     assert (results / "summary.md").is_file()
+    assert {p.name for p in (results / "explorer" / experiment).glob("*.html")} == {f"{c}.html" for c in classes}
     # paper-only stages stay off; nothing of the embedded world ran
     assert not (results / "data").exists() and not (results / "tables" / experiment / "seed_stability.csv").exists()
     if model == "convnext_tiny":  # the black box ran through vision-discover, the additive one through votes
