@@ -276,3 +276,19 @@ def language_model_inputs():
 def language_settings(task):
     """Certification settings of a task: one per {tau, p_del} entry of the config."""
     return [Setting.from_config(LANGUAGE["certification"], **setting) for setting in LANGUAGE["settings"][task]]
+
+
+# ------------------------------------------------------------------------ explorer
+
+
+def explorer_circuits():
+    """(experiment, concept, attributions, votes, certificates) of every circuit the explorer shows: each vision
+    class at the main scorer and setting, each language task at every setting."""
+    rows = []
+    if VISION["enabled"]:
+        rows += [(VX, c, PATHS.attributions(VX, "concept", c), *vision_circuits("concept", c)) for c in VCONCEPTS]
+    if LANGUAGE["enabled"]:
+        rows += [(LX, task, PATHS.attributions(LX, "train", task), PATHS.votes(LX, "train", task, "eap_ig", setting),
+                  PATHS.certificates(LX, "train", task, "eap_ig", setting))
+                 for task in LANGUAGE["tasks"] for setting in language_settings(task)]
+    return rows

@@ -340,19 +340,6 @@ rule summary:
 ALL_TARGETS += rules.summary.output
 
 
-def explorer_circuits():
-    """(experiment, concept, attributions, votes, certificates) of every circuit the explorer shows: each vision
-    class at the main scorer and setting, each language task at every setting."""
-    rows = []
-    if VISION["enabled"]:
-        rows += [(VX, c, PATHS.attributions(VX, "concept", c), *vision_circuits("concept", c)) for c in VCONCEPTS]
-    if LANGUAGE["enabled"]:
-        rows += [(LX, task, PATHS.attributions(LX, "train", task), PATHS.votes(LX, "train", task, "eap_ig", setting),
-                  PATHS.certificates(LX, "train", task, "eap_ig", setting))
-                 for task in LANGUAGE["tasks"] for setting in language_settings(task)]
-    return rows
-
-
 EXPLORER_EXPERIMENTS = ([("vision", VX, PATHS.tables(VX))] if VISION["enabled"] else []) + (
     [("language", LX, PATHS.tables(LX))] if LANGUAGE["enabled"] else [])
 EXPLORER_FEATURES = ([(VX, c, f"{PATHS.figures(VX)}/features_{c}.png") for c in vision_concepts(VISION["feature_concepts"])]
@@ -366,20 +353,22 @@ rule explorer:
         targets=list(ALL_TARGETS),
         circuits=[path for row in explorer_circuits() for path in row[2:]],
     output:
-        report(directory(f"{RESULTS}/explorer"), htmlindex="index.html", caption="../report/explorer.rst", category="Explorer"),
+        # the folder's other files (pages, figures, CSS, JS) are written beside index.html, atomically with it
+        report(f"{RESULTS}/explorer/index.html", caption="../report/explorer.rst", category="Explorer"),
     params:
         job=job_env("explorer"),
         experiments=item_options("--experiment", EXPLORER_EXPERIMENTS),
         circuits=item_options("--circuit", explorer_circuits()),
         features=item_options("--features", EXPLORER_FEATURES),
         theory=words(rules.theory_figures.output),
+        out=lambda w, output: os.path.dirname(output[0]),
     log:
         log_path("explorer"),
     conda:
         ENV
     shell:
         "{params.job} certified-circuits report-explorer {params.experiments} {params.circuits} {params.features} "
-        "--theory {params.theory} --out-dir {output:q} 2> {log:q}"
+        "--theory {params.theory} --out-dir {params.out:q} 2> {log:q}"
 
 
 ALL_TARGETS += rules.explorer.output
