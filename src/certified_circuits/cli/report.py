@@ -178,11 +178,14 @@ def _summary_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", required=True, type=Path)
 
 
-@STAGES.stage("report-summary", _summary_arguments, help="headline numbers of a run")
+@STAGES.stage("report-summary", _summary_arguments, help="headline numbers of a run, for people (summary.md)")
 def _cmd_summary(args: argparse.Namespace) -> int:
+    """Write summary.md: per experiment its settings in words, a sentence per peak-table row and the formatted
+    tables (also printed on stderr)."""
     from certified_circuits.reports.paper import summary_report
 
     summary_report(args.peaks, args.out)
+    log.info("report-summary: %d peak tables -> %s", len(args.peaks), args.out)
     return 0
 
 
