@@ -42,20 +42,23 @@ bench: $(STAMP)
 smoke: $(STAMP)
 	PATH="$(abspath $(BIN)):$$PATH" bin/workflow --cores $(CORES) --profile profiles/local --configfile configs/smoke.yaml
 
-# Copy the headline tables and two figures of the last full run into docs/ (committed).
+# Copy the headline tables and figures of a full run into docs/ (committed); RUN is its results folder
+# (bin/model-seeds: RUN=results/model_seeds/s0), SEEDS the folder of bin/model-seeds.
+RUN   ?= results
+SEEDS ?= results/model_seeds
 docs:
 	mkdir -p docs/figures
-	for t in peaks_cacc peaks_balanced selected_cacc selected_balanced runtime; do cp results/tables/world/$$t.md docs/vision_$$t.md; done
-	for t in peaks_cacc selected_cacc; do cp results/tables/tiny_gpt2/$$t.md docs/language_$$t.md; done
-	cp results/tables/world/attack/attack.md docs/vision_attack.md
-	cp results/tables/tiny_gpt2/attack/attack.md docs/language_attack.md
-	cp results/tables/world/attack/attack.png docs/figures/attack_vision.png
-	cp results/tables/tiny_gpt2/attack/attack.png docs/figures/attack_language.png
-	cp results/tables/world/curves_cacc.png results/tables/world/curves_balanced_accuracy.png docs/figures/
-	cp results/tables/world/iou.png results/tables/world/seed_stability.png results/tables/world/spurious.png docs/figures/
-	cp results/figures/world/features_circle.png docs/figures/
-	cp results/summary.md docs/summary.md
-	if [ -d results/model_seeds/tables ]; then mkdir -p docs/model_seeds && cp results/model_seeds/tables/*.md docs/model_seeds/; fi
+	for t in peaks_cacc peaks_balanced selected_cacc selected_balanced runtime; do cp $(RUN)/tables/world/$$t.md docs/vision_$$t.md; done
+	for t in peaks_cacc selected_cacc; do cp $(RUN)/tables/tiny_gpt2/$$t.md docs/language_$$t.md; done
+	cp $(RUN)/tables/world/attack/attack.md docs/vision_attack.md
+	cp $(RUN)/tables/tiny_gpt2/attack/attack.md docs/language_attack.md
+	cp $(RUN)/tables/world/attack/attack.png docs/figures/attack_vision.png
+	cp $(RUN)/tables/tiny_gpt2/attack/attack.png docs/figures/attack_language.png
+	cp $(RUN)/tables/world/curves_cacc.png $(RUN)/tables/world/curves_balanced_accuracy.png docs/figures/
+	cp $(RUN)/tables/world/iou.png $(RUN)/tables/world/seed_stability.png $(RUN)/tables/world/spurious.png docs/figures/
+	cp $(RUN)/figures/world/features_circle.png docs/figures/
+	cp $(RUN)/summary.md docs/summary.md
+	if [ -d $(SEEDS)/tables ]; then mkdir -p docs/model_seeds && cp $(SEEDS)/tables/*.md docs/model_seeds/; fi
 
 clean-results:
 	rm -rf results .snakemake
