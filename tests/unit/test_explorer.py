@@ -112,3 +112,23 @@ def test_the_summary_is_written_for_people(tmp_path):
             "full model 90.0% (cACC; per-example p = 0.031).") in text
     assert "| relevance / id | +7.7 * |" in text and "`tables/world/peaks_cacc.md`" in text
     assert "experiment,scorer" not in text and "explorer/index.html" in text
+
+
+def test_a_page_opens_at_the_held_out_k_then_the_id_peak(tmp_path):
+    """The default K of a page: the certified K chosen on held-out data (the fair comparison's choice), else the
+    certified curve's ID peak, else the middle of the grid."""
+    import pandas as pd
+
+    from certified_circuits.reports.explorer import operating_k
+
+    grid = np.array([0.1, 0.5, 0.9])
+    assert operating_k(tmp_path, None, "relevance", grid) == 0.5
+    pd.DataFrame([{"scorer": "relevance", "eval_set": "context_shift", "criterion": "certified_peak", "k_target": 0.9},
+                  {"scorer": "relevance", "eval_set": "id", "criterion": "max_gap", "k_target": 0.9},
+                  {"scorer": "relevance", "eval_set": "id", "criterion": "certified_peak", "k_target": 0.25},
+                  {"scorer": "rank", "eval_set": "id", "criterion": "certified_peak", "k_target": 0.75}]
+                 ).to_csv(tmp_path / "operating_points.csv", index=False)
+    assert operating_k(tmp_path, None, "relevance", grid) == 0.25
+    pd.DataFrame([{"scorer": "relevance", "eval_set": "id", "certified_k_target": 0.1},
+                  {"scorer": "rank", "eval_set": "id", "certified_k_target": 0.5}]).to_csv(tmp_path / "selected_cacc_raw.csv", index=False)
+    assert operating_k(tmp_path, None, "relevance", grid) == 0.1 and operating_k(tmp_path, None, "rank", grid) == 0.5

@@ -310,9 +310,13 @@ def language_graph_svg(
     """
     decision, baseline = np.asarray(decision), np.asarray(baseline, bool)
     certified_in = decision == 1
-    groups = {name: members[np.argsort(-votes[members], kind="stable")][:max_drawn]  # keep a page light at any K
-              for name, members in (("certified_in", np.flatnonzero(certified_in)),
-                                    ("baseline_only", np.flatnonzero(baseline & ~certified_in)))}
+    groups = {
+        name: members[np.argsort(-votes[members], kind="stable")][:max_drawn]  # keep a page light at any K
+        for name, members in (
+            ("certified_in", np.flatnonzero(certified_in)),
+            ("baseline_only", np.flatnonzero(baseline & ~certified_in)),
+        )
+    }
     outside = np.flatnonzero((decision == -1) & ~baseline)
     groups["abstained"] = outside[np.argsort(-votes[outside], kind="stable")][:max_abstained]
     counts = {
@@ -400,20 +404,23 @@ def figure_html(src: str, name: str) -> str:
 
 
 def operating_k(tables: Path, concept: str | None, scorer: str | None, k_grid: np.ndarray) -> float:
-    """The page's default K: the operating point of the class or task (max gap, else certified peak) on the
-    held-out selection set when there is one, else on the first eval set; the middle of the grid without one."""
-    path = tables / "operating_points.csv"
-    if path.is_file():
-        points = pd.read_csv(path)
-        if scorer is not None and "scorer" in points:
-            points = points[points.scorer == scorer]
-        if concept is not None and "concept" in points:
-            points = points[points.concept == concept]
-        for criterion in ("max_gap", "certified_peak"):
-            chosen = points[points.criterion == criterion]
-            if len(chosen):
-                held_out = chosen[chosen.eval_set.isin(["id_test", "validation"])]
-                return float((held_out if len(held_out) else chosen).iloc[0]["k_target"])
+    """The page's default K: the certified circuit's K chosen on held-out data (``selected_cacc_raw.csv``, the
+    same choice as the fair-comparison table) when the run made one, else the K of the certified curve's
+    peak cACC (``operating_points.csv``) on ID data, else the middle of the grid."""
+    for name, column in (("selected_cacc_raw.csv", "certified_k_target"), ("operating_points.csv", "k_target")):
+        path = tables / name
+        if not path.is_file():
+            continue
+        rows = pd.read_csv(path)
+        if scorer is not None and "scorer" in rows:
+            rows = rows[rows.scorer == scorer]
+        if concept is not None and "concept" in rows:
+            rows = rows[rows.concept.astype(str) == concept]
+        if "criterion" in rows:
+            rows = rows[rows.criterion == "certified_peak"]
+            rows = rows.sort_values("eval_set", key=lambda e: ~e.isin(["id", "id_test"]), kind="stable")
+        if len(rows) and column in rows:
+            return float(rows.iloc[0][column])
     return float(k_grid[len(k_grid) // 2])
 
 
@@ -499,11 +506,7 @@ def language_page(circuits: Sequence[Circuit], experiment: Experiment, sufficien
     by_tag = {setting_tag(v, cert): (c, a, v, cert) for c, a, v, cert in read}
     tag = chosen if chosen in by_tag else next(iter(by_tag))
     circuit, attributions, votes, certificates = by_tag[tag]
-    k = (
-        operating_k(experiment.tables, task, None, votes.k_grid)
-        if chosen is None
-        else select_k(experiment.tables, task, votes.k_grid)
-    )
+    k = operating_k(experiment.tables, task, None, votes.k_grid)
     i = nearest_index(votes.k_grid, k)
     attrs = {
         **dict(votes.attrs),
@@ -568,12 +571,6 @@ def select_setting(tables: Path, task: str) -> str | None:
     rows = pd.read_csv(path)
     rows = rows[rows.concept.astype(str) == task]
     return str(rows.iloc[0]["certified_setting"]) if len(rows) and "certified_setting" in rows else None
-
-
-def select_k(tables: Path, task: str, k_grid: np.ndarray) -> float:
-    rows = pd.read_csv(tables / "selected_cacc_raw.csv")
-    rows = rows[rows.concept.astype(str) == task]
-    return float(rows.iloc[0]["certified_k_target"]) if len(rows) else float(k_grid[len(k_grid) // 2])
 
 
 def overview(

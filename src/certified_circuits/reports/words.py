@@ -11,7 +11,6 @@ import re
 from certified_circuits.core.certification import certified_radius
 
 
-
 def setting_words(attrs: dict) -> str:
     """A certificate's setting in words: ``tau 0.95, p_del 0.6 (radius r = 1), alpha 0.001, n0 = 100, n = 1000,
     Bonferroni``."""

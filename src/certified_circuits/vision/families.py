@@ -99,9 +99,11 @@ def auto_layers(net: Any, model_name: str) -> tuple[list[tuple[str, str]], tuple
     family = family_of(net)
     if family is None:
         children = [name for name, _ in net.named_children()]
-        raise ValueError(f"{model_name} ({type(net).__name__}) has no automatic layers (families with blocks: "
-                         f"{', '.join(FAMILIES)}): list the module names whose outputs hold the components in "
-                         f"vision.folders.layers (--layers), e.g. modules under {children}")
+        raise ValueError(
+            f"{model_name} ({type(net).__name__}) has no automatic layers (families with blocks: "
+            f"{', '.join(FAMILIES)}): list the module names whose outputs hold the components in "
+            f"vision.folders.layers (--layers), e.g. modules under {children}"
+        )
     layers = family.layers(net)
     expand = (layers[0][0], "output") if family.expand_at == "first_output" else family.expand_at
     return layers, expand

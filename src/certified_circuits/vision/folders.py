@@ -48,8 +48,10 @@ def load_class_names(path: Path | str) -> list[str]:
     seen: dict[str, int] = {}
     for i, name in enumerate(names):
         if name in seen:
-            raise DatasetLayoutError(f"class index {p} names {name!r} twice (lines {seen[name] + 1} and {i + 1}): "
-                                     f"each logit needs its own name")
+            raise DatasetLayoutError(
+                f"class index {p} names {name!r} twice (lines {seen[name] + 1} and {i + 1}): "
+                f"each logit needs its own name"
+            )
         seen[name] = i
     return names
 
@@ -94,7 +96,9 @@ def count_class_images(root: Path | str, names: Sequence[str]) -> dict[str, int]
     return {n: len(list_class_images(root, n, min_images=0)) if (root / n).is_dir() else 0 for n in names}
 
 
-def check_folders_in_index(root: Path | str, class_names: Iterable[str], class_index: Path | str, key: str) -> list[str]:
+def check_folders_in_index(
+    root: Path | str, class_names: Iterable[str], class_index: Path | str, key: str
+) -> list[str]:
     """The class folders of ``root``, each of which must be a class of the index.
 
     Args:
@@ -113,6 +117,8 @@ def check_folders_in_index(root: Path | str, class_names: Iterable[str], class_i
     folders = list_class_folders(root)
     unknown = [name for name in folders if name not in known]
     if unknown:
-        raise DatasetLayoutError(f"{key}: class folders {unknown[:5]} under {root} are not in the class index {class_index}: "
-                                 f"add them in logit order, or remove the folders (a folder is a class of the model)")
+        raise DatasetLayoutError(
+            f"{key}: class folders {unknown[:5]} under {root} are not in the class index {class_index}: "
+            f"add them in logit order, or remove the folders (a folder is a class of the model)"
+        )
     return folders

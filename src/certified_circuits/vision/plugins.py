@@ -33,8 +33,10 @@ import numpy as np
 
 ADDITIVE_PARAMETERS = ("activations", "gradients", "channel_dim")
 DISCOVERY_PARAMETERS = ("model", "images", "label", "k_grid")
-SIGNATURES = ("an additive scorer is f(activations, gradients, channel_dim) -> Tensor [B, U]; a black-box discovery "
-              "function is f(model, images, label, k_grid) -> bool [nK, U] (docs/custom_vision.md)")
+SIGNATURES = (
+    "an additive scorer is f(activations, gradients, channel_dim) -> Tensor [B, U]; a black-box discovery "
+    "function is f(model, images, label, k_grid) -> bool [nK, U] (docs/custom_vision.md)"
+)
 
 
 @dataclass(frozen=True)
@@ -84,8 +86,10 @@ def load_plugin(spec: str) -> ScorerPlugin:
     try:
         module = importlib.import_module(module_name)
     except Exception as exc:  # any import-time error of the user's module
-        raise ValueError(f"vision.scorers entry {spec!r}: cannot import {module_name} ({type(exc).__name__}: {exc}); "
-                         f"install it, or put it on PYTHONPATH or in the working directory") from None
+        raise ValueError(
+            f"vision.scorers entry {spec!r}: cannot import {module_name} ({type(exc).__name__}: {exc}); "
+            f"install it, or put it on PYTHONPATH or in the working directory"
+        ) from None
     function = getattr(module, function_name, None)
     if not callable(function):
         raise ValueError(f"vision.scorers entry {spec!r}: {module_name} has no function {function_name}")
@@ -95,11 +99,14 @@ def load_plugin(spec: str) -> ScorerPlugin:
     elif parameters[: len(DISCOVERY_PARAMETERS)] == DISCOVERY_PARAMETERS:
         kind = "discovery"
     else:
-        raise ValueError(f"vision.scorers entry {spec!r}: {function_name}{tuple(parameters)} has the wrong signature: "
-                         f"{SIGNATURES}")
+        raise ValueError(
+            f"vision.scorers entry {spec!r}: {function_name}{tuple(parameters)} has the wrong signature: {SIGNATURES}"
+        )
     ranking = str(getattr(function, "ranking", "signed"))
     if ranking not in ("signed", "absolute"):
-        raise ValueError(f"vision.scorers entry {spec!r}: {function_name}.ranking is {ranking!r}; use 'signed' or 'absolute'")
+        raise ValueError(
+            f"vision.scorers entry {spec!r}: {function_name}.ranking is {ranking!r}; use 'signed' or 'absolute'"
+        )
     return ScorerPlugin(spec, function_name, kind, function, ranking)
 
 
@@ -118,7 +125,9 @@ def additive_scores(plugin: ScorerPlugin, activations: list, gradients: list, ch
     batch = activations[0].shape[0]
     if not isinstance(out, torch.Tensor) or tuple(out.shape) != (batch, n_components):
         shape = tuple(out.shape) if hasattr(out, "shape") else type(out).__name__
-        raise ValueError(f"scorer {plugin.spec} returned {shape}; it must return a Tensor [B, U] = [{batch}, {n_components}]")
+        raise ValueError(
+            f"scorer {plugin.spec} returned {shape}; it must return a Tensor [B, U] = [{batch}, {n_components}]"
+        )
     out = out.detach().float()
     if not torch.isfinite(out).all():
         raise ValueError(f"scorer {plugin.spec} returned non-finite scores")
@@ -143,15 +152,32 @@ class ImageDiscovery:
             return np.zeros(shape, dtype=bool)
         if self._function is None:
             self._function = load_plugin(self.spec).function
-        out = np.asarray(self._function(model=self.model, images=self.images[kept], label=self.label, k_grid=self.k_grid))
+        out = np.asarray(
+            self._function(model=self.model, images=self.images[kept], label=self.label, k_grid=self.k_grid)
+        )
         if out.shape != shape or out.dtype != bool:
-            raise ValueError(f"discovery function {self.spec} returned {out.dtype} {out.shape}; it must return bool "
-                             f"[nK, U] = {list(shape)}")
+            raise ValueError(
+                f"discovery function {self.spec} returned {out.dtype} {out.shape}; it must return bool "
+                f"[nK, U] = {list(shape)}"
+            )
         return out
 
 
-def discovery_votes(spec: str, model: Any, images: Any, label: int, k_grid: Any, *, p_del: float, n0: int, n: int,
-                    seed: int, workers: int = 1, progress: bool = True, attrs: dict | None = None):
+def discovery_votes(
+    spec: str,
+    model: Any,
+    images: Any,
+    label: int,
+    k_grid: Any,
+    *,
+    p_del: float,
+    n0: int,
+    n: int,
+    seed: int,
+    workers: int = 1,
+    progress: bool = True,
+    attrs: dict | None = None,
+):
     """Algorithm 2 for a black-box discovery plugin: the votes contract of one concept dataset.
 
     The masks are :func:`certified_circuits.core.smoothing.selection_and_certification_masks` of
@@ -183,10 +209,25 @@ def discovery_votes(spec: str, model: Any, images: Any, label: int, k_grid: Any,
     selection_masks, certification_masks = selection_and_certification_masks(n_examples, n0, n, p_del, seed)
     baseline = algorithm(np.arange(n_examples))
     shape = baseline.shape
-    selection = sample_votes(algorithm, selection_masks, shape, workers=workers, progress=progress, desc="selection (n0)")
-    certification = sample_votes(algorithm, certification_masks, shape, workers=workers, progress=progress,
-                                 desc="certification (n)")
-    return Votes(k_grid=k_grid, baseline=baseline, selection_counts=selection, certification_counts=certification,
-                 groups=model.groups().numpy().astype(np.int32),
-                 attrs={"p_del": float(p_del), "n0": int(n0), "n": int(n), "seed": int(seed), "n_examples": n_examples,
-                        "absolute": False, **(attrs or {})})
+    selection = sample_votes(
+        algorithm, selection_masks, shape, workers=workers, progress=progress, desc="selection (n0)"
+    )
+    certification = sample_votes(
+        algorithm, certification_masks, shape, workers=workers, progress=progress, desc="certification (n)"
+    )
+    return Votes(
+        k_grid=k_grid,
+        baseline=baseline,
+        selection_counts=selection,
+        certification_counts=certification,
+        groups=model.groups().numpy().astype(np.int32),
+        attrs={
+            "p_del": float(p_del),
+            "n0": int(n0),
+            "n": int(n),
+            "seed": int(seed),
+            "n_examples": n_examples,
+            "absolute": False,
+            **(attrs or {}),
+        },
+    )
