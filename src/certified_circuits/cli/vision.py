@@ -4,7 +4,9 @@
 - ``vision-train``: train the world ResNet, write the checkpoint and ID/OOD accuracies (JSON);
 - ``vision-filter-ood``: build the adversarial and anomaly sets by filtration against a model, and
   write the full model's accuracy on every split (the calibration numbers);
-- ``vision-attribute``: per-example scores of one class on one or more splits -> attribution HDF5;
+- ``vision-attribute``: per-example scores of one class on one or more splits -> attribution HDF5 (the
+  built-in scorers and any additive plugin, ``--scorer module:function``);
+- ``vision-discover``: a black-box discovery plugin run on every sub-dataset -> votes HDF5;
 - ``vision-evaluate``: sufficiency of one class's circuits (votes + certificates) -> tidy CSV;
 - ``vision-runtime``: naive vs cached certification cost (App. D);
 - ``vision-select-classes``, ``vision-imagenet-c``, ``vision-prepare-oodcv``: paper-scale data.
