@@ -201,12 +201,12 @@ def tiny_lm_batch():
 
 
 def test_patched_eval_batch_from_memory(tiny_lm_batch, monkeypatch: pytest.MonkeyPatch) -> None:
-    from certified_circuits.language.patching import (corrupted_cache_bytes, evaluate_edge_masks, patch_chunks,
-                                                      patched_pair_bytes)
+    from certified_circuits.language.patching import DecomposedGraphModel, evaluate_edge_masks, patch_chunks
 
     w, batch = tiny_lm_batch
     p = int(batch.lengths.max())
-    pair, cache = patched_pair_bytes(w, p), corrupted_cache_bytes(w, p)
+    ops = DecomposedGraphModel(w)
+    pair, cache = ops.pair_bytes(p), ops.cache_bytes(p)
     assert pair > 0 and cache > 0
     masks = np.random.default_rng(0).uniform(size=(5, w.graph.n_edges)) < np.linspace(0.1, 1.0, 5)[:, None]
     reference = evaluate_edge_masks(w, batch, masks, max_batch=4, progress=False)

@@ -5,9 +5,13 @@ Upstream nodes (forward order): ``input`` (token + position embedding), every he
 Downstream inputs: each head's q, k and v input ``a{l}.h{h}<q|k|v>`` (the residual stream before ln_1,
 one copy per head and letter), each MLP input ``m{l}`` (the residual before ln_2) and ``logits`` (the
 residual before ln_f). An edge u -> v exists when u is computed before v is read; an MLP reads the heads
-of its own layer. For L layers and H heads (docs/architecture.md, section 3):
+of its own layer, except in parallel-attention blocks (``parallel_attn_mlp``: GPT-NeoX/Pythia, GPT-J),
+whose MLP reads the block's input as its heads do (hannamw/EAP-IG's ``Graph.from_model``). For L layers
+and H heads (docs/architecture.md, section 3):
 
     E = sum_l [3H (1 + l (H+1)) + (1 + l (H+1) + H)] + 1 + L (H+1)      (GPT-2 Small: 32,491)
+
+minus L H for parallel attention.
 
 Canonical edge order (= attribution column order): upstream-major, i.e. ``np.nonzero(valid)`` of the
 [n_upstream, n_downstream] validity matrix, both axes in forward order; downstream order per layer is
@@ -24,10 +28,11 @@ import numpy as np
 QKV = ("q", "k", "v")
 
 
-def n_edges_formula(n_layers: int, n_heads: int) -> int:
+def n_edges_formula(n_layers: int, n_heads: int, parallel_attn_mlp: bool = False) -> int:
     """Edge count from docs/architecture.md, section 3 (independent of the graph construction, for checks)."""
     h = n_heads
-    return sum(3 * h * (1 + l * (h + 1)) + (1 + l * (h + 1) + h) for l in range(n_layers)) + 1 + n_layers * (h + 1)
+    e = sum(3 * h * (1 + l * (h + 1)) + (1 + l * (h + 1) + h) for l in range(n_layers)) + 1 + n_layers * (h + 1)
+    return e - n_layers * h if parallel_attn_mlp else e
 
 
 def upstream_index(layer: int, head: int | None, n_heads: int) -> int:
@@ -42,6 +47,7 @@ class EAPGraph:
 
     n_layers: int
     n_heads: int
+    parallel_attn_mlp: bool
     upstream: tuple[str, ...]
     downstream: tuple[str, ...]
     valid: np.ndarray = field(repr=False)  # bool [n_up, n_down]
@@ -55,6 +61,24 @@ class EAPGraph:
     def edge_names(self) -> list[str]:
         return [f"{self.upstream[u]}->{self.downstream[d]}" for u, d in zip(self.edge_up, self.edge_down)]
 
+    def node_names(self) -> list[str]:
+        """Components of a node-level circuit: every head and MLP, forward order (``input`` excluded: it is
+        always in the circuit)."""
+        return list(self.upstream[1:])
+
+    def node_edge_mask(self, node_mask: np.ndarray) -> np.ndarray:
+        """Edge masks [..., E] of node circuits [..., n_up - 1]: edge u -> v is kept iff u is (``input`` always).
+
+        A node outside the circuit has every outgoing edge patched, as hannamw/EAP-IG's node-level
+        ``evaluate_graph`` ablates the node's output.
+        """
+        node_mask = np.asarray(node_mask, dtype=bool)
+        if node_mask.shape[-1] != len(self.upstream) - 1:
+            raise ValueError(f"node mask has {node_mask.shape[-1]} columns but the graph has "
+                             f"{len(self.upstream) - 1} heads and MLPs")
+        up = np.concatenate([np.ones(node_mask.shape[:-1] + (1,), dtype=bool), node_mask], -1)
+        return up[..., self.edge_up]
+
     def dense_mask(self, edge_mask: np.ndarray) -> np.ndarray:
         """Scatter bool [..., E] edge masks into dense [..., n_up, n_down] matrices (invalid pairs False)."""
         edge_mask = np.asarray(edge_mask, dtype=bool)
@@ -66,8 +90,16 @@ class EAPGraph:
 
 
 @lru_cache(maxsize=16)
-def build_graph(n_layers: int, n_heads: int) -> EAPGraph:
-    """Build the EAP graph for ``n_layers`` x ``n_heads`` (cached; treat the result as read-only)."""
+def build_graph(n_layers: int, n_heads: int, parallel_attn_mlp: bool = False) -> EAPGraph:
+    """Build the EAP graph for ``n_layers`` x ``n_heads`` (cached; treat the result as read-only).
+
+    Args:
+        n_layers, n_heads: the model's shape (query heads; grouped-query attention is ungrouped).
+        parallel_attn_mlp: parallel attention and MLP (the MLP does not read its own layer's heads).
+
+    Returns:
+        The :class:`EAPGraph`, edges in the canonical order (module docstring).
+    """
     if n_layers < 1 or n_heads < 1:
         raise ValueError(f"need n_layers >= 1 and n_heads >= 1, got {n_layers}, {n_heads}")
     L, H = n_layers, n_heads
@@ -99,12 +131,13 @@ def build_graph(n_layers: int, n_heads: int) -> EAPGraph:
     dl = np.array(down_layer)[None, :]
     u_head = (~np.array(up_is_mlp))[:, None] & (ul >= 0)
     d_mlp = np.array(down_is_mlp)[None, :]
-    # strictly earlier layer always readable; same-layer head -> same-layer MLP also readable
-    valid = (ul < dl) | ((ul == dl) & u_head & d_mlp)
+    # strictly earlier layer always readable; same-layer head -> same-layer MLP also readable (sequential blocks)
+    valid = (ul < dl) | ((ul == dl) & u_head & d_mlp & (not parallel_attn_mlp))
     eu, ed = np.nonzero(valid)
-    return EAPGraph(L, H, tuple(up), tuple(down), valid, eu.astype(np.int64), ed.astype(np.int64))
+    return EAPGraph(L, H, bool(parallel_attn_mlp), tuple(up), tuple(down), valid, eu.astype(np.int64),
+                    ed.astype(np.int64))
 
 
-def edge_names(n_layers: int, n_heads: int) -> list[str]:
+def edge_names(n_layers: int, n_heads: int, parallel_attn_mlp: bool = False) -> list[str]:
     """Edge names in canonical order (the attribution column order), e.g. ``a3.h2->m7``."""
-    return build_graph(n_layers, n_heads).edge_names()
+    return build_graph(n_layers, n_heads, parallel_attn_mlp).edge_names()

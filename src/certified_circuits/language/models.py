@@ -1,12 +1,20 @@
-"""Language models: the embedded tiny GPT-2 and paper-scale GPT-2 Small, both wrapped by TransformerBridge.
+"""Language models: the embedded tiny GPT-2, paper-scale GPT-2 Small, and any causal LM that
+TransformerBridge boots from a local Hugging Face folder; all wrapped by TransformerBridge.
 
 * Embedded default (the embedded default: README): an HF ``GPT2LMHeadModel`` with a tiny config over the
   word-level vocabulary, trained by :mod:`.train`; saved as an HF model directory plus ``vocab.json``.
 * Paper scale (Appendix "Language Setup"): GPT-2 Small from a local HF directory or cache, offline.
+* Your own model (``language.source: hf``, :func:`load_hf_model`): GPT-2, GPT-NeoX/Pythia, Llama, Qwen2,
+  Gemma, ... from a local folder with its tokenizer. Grouped-query attention is *ungrouped* (each query
+  head gets its own copy of its group's key/value projection, an exact rewrite of the same function), as
+  hannamw/EAP-IG requires (``ungroup_grouped_query_attention``): the EAP graph has one k and one v input
+  per query head. :func:`check_hook_points` and :func:`check_residual_sum` refuse a model whose hooks or
+  residual stream do not support the EAP graph, naming what is missing.
 
-:func:`wrap_bridge` wraps either in TransformerLens 4's ``TransformerBridge`` with split q/k/v inputs,
+:func:`wrap_bridge` wraps GPT-2 in TransformerLens 4's ``TransformerBridge`` with split q/k/v inputs,
 per-head results and MLP-input hooks (the hook points EAP-IG uses); :class:`LanguageModel` bundles the
-HF module, its bridge, the per-head weights of the decomposed forward and the prompt tokenizer.
+HF module, its bridge, the per-head weights of the GPT-2 decomposed forward (``None`` for other
+families: they run through the bridge's hooks, :mod:`.hooked`) and the prompt tokenizer.
 """
 
 from __future__ import annotations
@@ -19,7 +27,8 @@ from typing import Any
 import torch
 
 from certified_circuits.language.forward import GPT2Weights
-from certified_circuits.language.tokenizer import GPT2PromptTokenizer, PromptTokenizer, WordTokenizer
+from certified_circuits.language.graph import EAPGraph, build_graph
+from certified_circuits.language.tokenizer import GPT2PromptTokenizer, HFPromptTokenizer, PromptTokenizer, WordTokenizer
 
 VOCAB_FILE = "vocab.json"
 
@@ -62,17 +71,33 @@ def wrap_bridge(hf_model) -> Any:
 
 @dataclass
 class LanguageModel:
-    """An HF GPT-2, its TransformerBridge, its per-head weights and its prompt tokenizer."""
+    """An HF causal LM, its TransformerBridge, its GPT-2 per-head weights (or None) and its prompt tokenizer."""
 
     name: str
     hf: Any
     bridge: Any
-    weights: GPT2Weights
+    weights: GPT2Weights | None
     tokenizer: PromptTokenizer
 
     @property
     def n_positions(self) -> int:
-        return int(self.hf.config.n_positions)
+        cfg = self.hf.config
+        return int(getattr(cfg, "n_positions", None) or getattr(cfg, "max_position_embeddings", None) or 2048)
+
+    @property
+    def graph(self) -> EAPGraph:
+        """The EAP graph: from the GPT-2 weights, else from the bridge's config (parallel attention included)."""
+        if self.weights is not None:
+            return self.weights.graph
+        cfg = self.bridge.cfg
+        return build_graph(int(cfg.n_layers), int(cfg.n_heads), bool(getattr(cfg, "parallel_attn_mlp", False)))
+
+    def graph_cfg(self) -> dict:
+        """The ``cfg`` block of hannamw/EAP-IG's Graph JSON (the keys its ``Graph.from_model`` reads)."""
+        g = self.graph
+        d_model = int(self.bridge.cfg.d_model) if self.bridge is not None else int(self.weights.d_model)
+        return {"n_layers": g.n_layers, "n_heads": g.n_heads, "parallel_attn_mlp": g.parallel_attn_mlp,
+                "d_model": d_model}
 
 
 def check_bridge_agrees(bridge, weights: GPT2Weights, n_tokens: int = 8, atol: float = 1e-3) -> float:
@@ -147,13 +172,152 @@ def load_gpt2(model_path: str | os.PathLike | None = "gpt2", with_bridge: bool =
     return _bundle("gpt2", hf, GPT2PromptTokenizer(hf_tok), with_bridge)
 
 
+#: hook points the EAP graph needs, per layer l (hannamw/EAP-IG's node in/out hooks; the input node reads
+#: ``blocks.0.hook_resid_pre``, see :mod:`.hooked`)
+LAYER_HOOKS = ("hook_q_input", "hook_k_input", "hook_v_input", "attn.hook_result", "ln2.hook_in", "hook_mlp_out")
+
+
+def check_hook_points(bridge) -> None:
+    """Raise naming every hook point the EAP graph needs that the bridge does not expose."""
+    n_layers = int(bridge.cfg.n_layers)
+    names = set(bridge.hook_dict)
+    need = ["blocks.0.hook_resid_pre", f"blocks.{n_layers - 1}.hook_resid_post"]
+    need += [f"blocks.{l}.{h}" for l in range(n_layers) for h in LAYER_HOOKS]
+    missing = [n for n in need if n not in names]
+    if missing:
+        raise ValueError(f"this architecture ({getattr(bridge.cfg, 'architecture', '?')}) lacks the hook points the "
+                         f"EAP graph needs: {', '.join(missing[:8])}{' ...' if len(missing) > 8 else ''}; EAP-IG "
+                         f"needs per-head q/k/v inputs, per-head results and MLP input/output hooks (TransformerBridge's "
+                         f"use_split_qkv_input, use_attn_result, use_hook_mlp_in)")
+
+
+def _ungroup_gqa(hf_model):
+    """The same function with one key/value head per query head (hannamw/EAP-IG's ungrouped GQA).
+
+    HF's ``repeat_kv`` gives query head h the key/value head ``h // (H / H_kv)``; repeating each k/v
+    projection's rows ``H / H_kv`` times (``repeat_interleave`` along the head axis) and setting
+    ``num_key_value_heads = H`` computes exactly the same logits. Returns the model unchanged without GQA.
+    """
+    cfg = hf_model.config
+    n_heads = int(getattr(cfg, "num_attention_heads", 0) or 0)
+    n_kv = int(getattr(cfg, "num_key_value_heads", None) or n_heads)
+    if not n_heads or n_kv == n_heads:
+        return hf_model
+    head_dim = int(getattr(cfg, "head_dim", None) or cfg.hidden_size // n_heads)
+    rep = n_heads // n_kv
+    state = hf_model.state_dict()
+    keys = [k for k in state if k.endswith(("k_proj.weight", "v_proj.weight", "k_proj.bias", "v_proj.bias"))]
+    if not keys or any(state[k].shape[0] != n_kv * head_dim for k in keys):
+        raise ValueError(f"{type(hf_model).__name__} has grouped-query attention ({n_heads} query heads, {n_kv} key/value "
+                         f"heads) without separate k_proj/v_proj projections; EAP-IG needs one key/value input per "
+                         f"query head (ungrouped GQA), which this loader can only build from k_proj/v_proj")
+    for k in keys:
+        t = state[k]
+        state[k] = t.reshape(n_kv, head_dim, *t.shape[1:]).repeat_interleave(rep, 0).reshape(n_heads * head_dim,
+                                                                                            *t.shape[1:])
+    new_cfg = type(cfg).from_dict(cfg.to_dict())
+    new_cfg.num_key_value_heads = n_heads
+    new_cfg._attn_implementation = "eager"
+    ungrouped = type(hf_model)(new_cfg)
+    ungrouped.load_state_dict(state, strict=True)
+    return ungrouped.eval()
+
+
+def check_residual_sum(lm: "LanguageModel", n_tokens: int = 6, atol: float = 1e-3) -> float:
+    """Raise unless the residual stream is the sum of the EAP graph's node outputs plus constants.
+
+    EAP edges exist only when ``resid_post(L-1) = input + sum_heads a + sum_mlps m + c`` with c independent
+    of the input (attention output biases): pre-norm residual models. Two seeded token sequences must
+    leave the same remainder c; a post-norm or sandwich-norm block (whose output is renormalised) fails.
+
+    Returns:
+        The largest difference between the two remainders (relative to the residual's scale).
+    """
+    from certified_circuits.language.hooked import node_outputs
+
+    g = lm.graph
+    vocab = int(lm.bridge.cfg.d_vocab)
+    gen = torch.Generator().manual_seed(0)
+    toks = torch.randint(0, vocab, (2, min(n_tokens, lm.n_positions)), generator=gen)
+    nodes, resid = node_outputs(lm.bridge, g, toks, with_resid_post=True)
+    rest = resid - nodes.sum(1)                                     # [2, P, d]
+    err = float((rest[0] - rest[1]).abs().max()) / max(1.0, float(resid.abs().max()))
+    if not err <= atol:
+        raise ValueError(f"the residual stream of this model is not the sum of its heads' and MLPs' outputs (remainder "
+                         f"differs by {err:.3g} between inputs): a post-norm or sandwich-norm block; the EAP graph "
+                         f"(hannamw/EAP-IG) is defined for pre-norm residual transformers only")
+    return err
+
+
+def load_hf_model(model_path: str | os.PathLike, with_bridge: bool = True) -> LanguageModel:
+    """Any causal LM that TransformerBridge boots, from a local Hugging Face folder (never downloads).
+
+    The folder holds ``config.json``, the weights and the tokenizer files. The model runs in float32
+    with eager attention; grouped-query attention is ungrouped (module docstring); the bridge gets the
+    EAP hook points, whose presence and the residual-sum property are checked before any work.
+
+    Args:
+        model_path: the local folder.
+        with_bridge: build the TransformerBridge (always needed for scores and evaluation).
+
+    Returns:
+        A :class:`LanguageModel` with ``weights=None`` (the hook path, :mod:`.hooked`), named after the
+        folder.
+    """
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    src = Path(model_path)
+    if not (src / "config.json").is_file():
+        raise FileNotFoundError(f"{src} is not a Hugging Face model folder (no config.json); save one with "
+                                f"`model.save_pretrained(DIR)` and `tokenizer.save_pretrained(DIR)`")
+    try:
+        config = AutoConfig.from_pretrained(src, local_files_only=True)
+        hf_tok = AutoTokenizer.from_pretrained(src, local_files_only=True)
+        hf = AutoModelForCausalLM.from_pretrained(src, local_files_only=True, attn_implementation="eager",
+                                                  dtype=torch.float32)
+    except Exception as err:  # transformers raises OSError, ValueError or its own types
+        raise ValueError(f"{src}: the model or its tokenizer cannot be loaded offline ({type(err).__name__}: "
+                         f"{str(err)[:300]}); the folder needs config.json, the weights and the tokenizer files "
+                         f"(`tokenizer.save_pretrained(DIR)`)") from err
+    arch = (config.architectures or [type(hf).__name__])[0]
+    hf = _ungroup_gqa(hf.eval())
+    for p in hf.parameters():
+        p.requires_grad_(False)
+    tok = HFPromptTokenizer(hf_tok)
+    if not with_bridge:
+        return LanguageModel(src.name, hf, None, None, tok)
+    from transformer_lens.model_bridge.sources._bridge_builder import build_bridge_from_module
+
+    try:
+        bridge = build_bridge_from_module(hf, arch, hf_config=hf.config)
+        bridge.set_use_split_qkv_input(True)
+        bridge.set_use_attn_result(True)
+        bridge.set_use_hook_mlp_in(True)
+    except Exception as err:
+        raise ValueError(f"TransformerBridge cannot wrap {arch} from {src} with the EAP hook points "
+                         f"({type(err).__name__}: {str(err)[:300]})") from err
+    check_hook_points(bridge)
+    lm = LanguageModel(src.name, hf, bridge, None, tok)
+    check_residual_sum(lm)
+    return lm
+
+
+#: ``--model`` choices: the embedded tiny GPT-2, GPT-2 Small (decomposed fast path) and any HF causal LM
+MODEL_KINDS = ("embedded", "gpt2", "hf")
+
+
 def load_language_model(model: str, model_path: str | os.PathLike | None, with_bridge: bool = True
                         ) -> LanguageModel:
-    """``model='embedded'`` loads the trained tiny model from ``model_path``; ``'gpt2'`` loads GPT-2 Small."""
+    """``'embedded'``: the trained tiny model at ``model_path``; ``'gpt2'``: GPT-2 Small; ``'hf'``: any
+    causal LM folder (:func:`load_hf_model`)."""
+    if model == "hf":
+        if model_path is None:
+            raise ValueError("--model hf needs --model-path pointing at a local Hugging Face model folder")
+        return load_hf_model(model_path, with_bridge)
     if model == "embedded":
         if model_path is None:
             raise ValueError("--model embedded needs --model-path pointing at the trained model directory")
         return load_embedded(model_path, with_bridge)
     if model == "gpt2":
         return load_gpt2(model_path, with_bridge)
-    raise ValueError(f"unknown model {model!r}; choose 'embedded' or 'gpt2'")
+    raise ValueError(f"unknown model {model!r}; choose one of {', '.join(MODEL_KINDS)}")

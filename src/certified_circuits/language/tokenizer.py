@@ -131,6 +131,38 @@ class GPT2PromptTokenizer:
         return all(len(self.hf.encode(" " + w)) == 1 for w in (ex.answer, ex.distractor))
 
 
+class HFPromptTokenizer:
+    """Any Hugging Face tokenizer, for task files (``language.source: hf``).
+
+    Prompts get the tokenizer's BOS token first when it has one (TransformerLens' ``to_tokens`` default,
+    as in hannamw/EAP-IG); answers and distractors are tokenised *exactly as written*, without special
+    tokens (write ``" Mary"`` for a BPE token with a leading space), and must be one token. Padding uses
+    the pad token, else EOS, else 0 (right padding never reaches the last prompt position).
+    """
+
+    def __init__(self, hf_tokenizer):
+        self.hf = hf_tokenizer
+        pad = hf_tokenizer.pad_token_id
+        pad = hf_tokenizer.eos_token_id if pad is None else pad
+        self.pad_id = int(pad) if pad is not None else 0
+        self.vocab_size = int(len(hf_tokenizer))
+        self.bos_id = hf_tokenizer.bos_token_id
+
+    def encode(self, text: str) -> list[int]:
+        ids = list(self.hf.encode(text, add_special_tokens=False))
+        return ([int(self.bos_id)] if self.bos_id is not None else []) + ids
+
+    def answer_id(self, word: str) -> int:
+        ids = self.hf.encode(word, add_special_tokens=False)
+        if len(ids) != 1:
+            other = word[1:] if word.startswith(" ") else " " + word
+            hint = (f"; {other!r} is one token" if len(self.hf.encode(other, add_special_tokens=False)) == 1
+                    else "")
+            raise ValueError(f"answer/distractor {word!r} is {len(ids)} tokens ({ids}) under this tokenizer, not one; "
+                             f"it is tokenised exactly as written{hint}")
+        return int(ids[0])
+
+
 @dataclass
 class EncodedBatch:
     """Right-padded token ids of clean and corrupted prompts plus answer/distractor ids."""

@@ -1,0 +1,401 @@
+"""EAP, EAP-IG and circuit evaluation through TransformerBridge hooks, for any family it boots
+(paper, Section 4 and Appendix "Circuit graph and metric"; hannamw/EAP-IG's ``attribute`` and ``evaluate_graph``).
+
+Hook points (:func:`hook_names`; TransformerLens names, which the bridge resolves to its own):
+
+* upstream node outputs a_u: ``blocks.0.hook_resid_pre`` (``input``), ``blocks.{l}.attn.hook_result``
+  (every head ``a{l}.h{h}``), ``blocks.{l}.hook_mlp_out`` (``m{l}``);
+* downstream inputs in_v: ``blocks.{l}.hook_{q,k,v}_input`` (one residual copy per head and letter),
+  ``blocks.{l}.ln2.hook_in`` (the MLP's input) and ``blocks.{L-1}.hook_resid_post`` (``logits``).
+
+Every in-hook returns a *copy* of its input, so the gradient with respect to it, and a patch added to
+it, reach only the consumer after the hook point: TransformerLens' ``HookedTransformer`` makes these
+copies (``use_split_qkv_input``, ``hook_mlp_in``) and the reference relies on them. TransformerBridge
+4.3's ``hook_mlp_in`` is *not* a copy: the residual stream continues from it, so its gradient would
+add the residual bypass (every edge into an MLP would score as the sum of its source's later edges;
+measured on GPT-2, Llama and Pythia fixtures). The MLP's own input is the input of its norm,
+``ln2.hook_in`` (pre-norm blocks; for parallel blocks the norm of the block input).
+
+The reference takes the input node at ``hook_embed``; ``blocks.0.hook_resid_pre`` adds the position
+embedding (GPT-2) and the embedding scale (Gemma), which clean and corrupted prompts share, so every
+activation difference, interpolation and score is the same and one hook serves every family.
+
+Per-example scores. For example i, edge u -> v and the set A of points of the method,
+
+    s_i(u -> v) = (a_u(corrupted_i) - a_u(clean_i)) . (1/|A|) sum_{alpha in A} dM_i/d in_v |_alpha,
+
+the dot product over positions and model dimensions, M_i = logit(answer_i) - logit(distractor_i) at the
+last prompt position, summed over the batch so that each row is one example's score (the reference's
+``scores /= total_items`` makes its score the mean of our rows). The methods (``method``), as
+``attribute(method=...)`` of the reference:
+
+* ``EAP``: A = {clean input} (``get_scores_eap``);
+* ``EAP-IG-inputs``: the input node interpolated, x = x_corr + alpha (x_clean - x_corr),
+  alpha = k/m for k = 0..m-1 (``integration="reference"``, ``get_scores_eap_ig``) or 1..m (``"endpoint"``);
+* ``clean-corrupted``: A = {clean, corrupted} (``get_scores_clean_corrupted``);
+* ``EAP-IG-activations``: for each of the 2L+1 node groups (input, each layer's heads, each MLP) in
+  turn, only that group's output is interpolated, alpha (clean) + (1 - alpha) (corrupted) for
+  k = 1..m, and every pass adds its gradients (``get_scores_ig_activations``: |A| = (2L+1) m).
+
+Node level (``level="node"``): components are the heads and MLPs, scored with the gradient at their own
+output, s_i(u) = (a_u(corrupted_i) - a_u(clean_i)) . mean_alpha dM_i/d a_u. Because every in_v is a copy of
+the residual stream, dM/d a_u is the sum of dM/d in_v over u's children: a node's score is the sum of its
+outgoing edges' scores (tested). (The reference's node-level code differentiates an MLP at its *input*
+hook while taking the difference at its output; this module uses the output for every node.)
+
+Evaluation (:func:`evaluate_edge_masks`): every downstream input is interchange-patched edge by edge,
+
+    in_v = in_v(this run) - sum_u (1 - mask_uv) (a_u(this run) - a_u(corrupted run)),
+
+the reference's ``evaluate_graph``, on (mask, example) pairs in one batched pass.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from certified_circuits.language.eap_ig import integration_points, metric_per_example
+from certified_circuits.language.forward import last_positions
+from certified_circuits.language.graph import EAPGraph
+from certified_circuits.language.tokenizer import EncodedBatch
+
+#: the reference's ``attribute(method=...)`` names this module implements
+METHODS = ("EAP", "EAP-IG-inputs", "EAP-IG-activations", "clean-corrupted")
+#: edge-level (every EAP edge a component) or node-level (every head and MLP) circuits
+LEVELS = ("edge", "node")
+INPUT_HOOK = "blocks.0.hook_resid_pre"
+
+
+def method_points(method: str, ig_steps: int, integration: str = "reference") -> list[float]:
+    """The input-interpolation points alpha of an input method (0 = corrupted, 1 = clean).
+
+    Args:
+        method: ``EAP`` ([1]), ``EAP-IG-inputs`` (:func:`~.eap_ig.integration_points`) or ``clean-corrupted``
+            ([1, 0]); ``EAP-IG-activations`` interpolates node outputs instead and raises here.
+        ig_steps, integration: the IG points of ``EAP-IG-inputs``.
+
+    Returns:
+        The list of alphas; the score averages the gradients over them.
+    """
+    if method == "EAP":
+        return [1.0]
+    if method == "EAP-IG-inputs":
+        return integration_points(ig_steps, integration)
+    if method == "clean-corrupted":
+        return [1.0, 0.0]
+    raise ValueError(f"method must be one of {', '.join(METHODS)} (hannamw/EAP-IG's names), got {method!r}"
+                     if method not in METHODS else f"{method} does not interpolate the input")
+
+
+def check_method(method: str, level: str, ig_steps: int, integration: str) -> None:
+    """Raise before any work on an unknown method or level or bad IG settings."""
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {', '.join(METHODS)} (hannamw/EAP-IG's names), got {method!r}")
+    if level not in LEVELS:
+        raise ValueError(f"level must be one of {', '.join(LEVELS)}, got {level!r}")
+    integration_points(ig_steps, integration)
+
+
+def hook_names(graph: EAPGraph) -> tuple[list[str], list[str]]:
+    """(out hooks, in hooks) of the graph, in forward order (module docstring).
+
+    Returns:
+        ``out``: the input hook, then per layer the attention result and MLP output hooks;
+        ``in``: per layer the q, k, v input and MLP input hooks, then the logits' ``hook_resid_post``.
+    """
+    out, inp = [INPUT_HOOK], []
+    for l in range(graph.n_layers):
+        out += [f"blocks.{l}.attn.hook_result", f"blocks.{l}.hook_mlp_out"]
+        inp += [f"blocks.{l}.hook_{x}_input" for x in "qkv"] + [f"blocks.{l}.ln2.hook_in"]
+    inp.append(f"blocks.{graph.n_layers - 1}.hook_resid_post")
+    return out, inp
+
+
+def _up_slot(graph: EAPGraph, hook_index: int) -> slice:
+    """Upstream node indices written by out hook ``hook_index`` (input, then heads / MLP per layer)."""
+    if hook_index == 0:
+        return slice(0, 1)
+    l, is_mlp = divmod(hook_index - 1, 2)
+    base = 1 + l * (graph.n_heads + 1)
+    return slice(base + graph.n_heads, base + graph.n_heads + 1) if is_mlp else slice(base, base + graph.n_heads)
+
+
+def _as_nodes(x: torch.Tensor) -> torch.Tensor:
+    """A hook activation as [B, n, P, d] upstream nodes ([B, P, H, d] heads or [B, P, d])."""
+    return x.permute(0, 2, 1, 3) if x.dim() == 4 else x[:, None]
+
+
+def _forward(bridge, tokens: torch.Tensor, hooks: list[tuple[str, Callable]]) -> torch.Tensor:
+    with bridge.hooks(fwd_hooks=hooks):
+        return bridge(tokens)
+
+
+def node_outputs(bridge, graph: EAPGraph, tokens: torch.Tensor, *, with_resid_post: bool = False):
+    """Upstream node outputs [B, n_up, P, d] of one plain run (and ``resid_post(L-1)`` [B, P, d] if asked)."""
+    out_names, in_names = hook_names(graph)
+    acts: list[torch.Tensor | None] = [None] * len(out_names)
+    resid: list[torch.Tensor] = []
+
+    def keep(i):
+        def fn(x, hook):
+            acts[i] = _as_nodes(x.detach())
+            return x
+        return fn
+
+    hooks = [(n, keep(i)) for i, n in enumerate(out_names)]
+    if with_resid_post:
+        hooks.append((in_names[-1], lambda x, hook: resid.append(x.detach()) or x))
+    with torch.no_grad():
+        _forward(bridge, tokens, hooks)
+    nodes = torch.cat(acts, 1)
+    return (nodes, resid[0]) if with_resid_post else nodes
+
+
+def _downstream(grads: Sequence[torch.Tensor], graph: EAPGraph) -> torch.Tensor:
+    """In-hook gradients in the graph's downstream order [B, n_down, P, d] (per head: q, k, v; MLP; logits)."""
+    parts = []
+    for l in range(graph.n_layers):
+        q, k, v = grads[4 * l: 4 * l + 3]                                           # [B, P, H, d] each
+        qkv = torch.stack([q, k, v], 3)                                            # [B, P, H, 3, d]
+        b, p, h, _, d = qkv.shape
+        parts.append(qkv.permute(0, 2, 3, 1, 4).reshape(b, 3 * h, p, d))
+        parts.append(grads[4 * l + 3][:, None])
+    parts.append(grads[-1][:, None])
+    return torch.cat(parts, 1)
+
+
+def edge_scores(diff: torch.Tensor, grad: torch.Tensor, graph: EAPGraph) -> torch.Tensor:
+    """Per-example edge scores [B, E] from activation differences [B, n_up, P, d] and downstream
+    gradients [B, n_down, P, d]: the dot product over positions and dimensions, valid edges, canonical order."""
+    eu = torch.as_tensor(graph.edge_up, device=diff.device)
+    ed = torch.as_tensor(graph.edge_down, device=diff.device)
+    dense = torch.einsum("bupd,bnpd->bun", diff, grad)
+    return dense[:, eu, ed]
+
+
+class _GradPass:
+    """One forward with hooks that (optionally) replace some outputs and keep the tensors to differentiate."""
+
+    def __init__(self, bridge, graph: EAPGraph, level: str):
+        self.bridge, self.graph, self.level = bridge, graph, level
+        self.out_names, self.in_names = hook_names(graph)
+
+    def grads(self, tokens: torch.Tensor, lengths: torch.Tensor, answer: torch.Tensor, distractor: torch.Tensor,
+              replace: dict[str, torch.Tensor]) -> torch.Tensor:
+        """dM/d(in hooks) [B, n_down, P, d] (edge level) or dM/d(out hooks) [B, n_up, P, d] (node level)."""
+        kept: dict[str, torch.Tensor] = {}
+        names = self.in_names if self.level == "edge" else self.out_names
+
+        def hook(name):
+            def fn(x, hook):
+                if name in replace:
+                    x = replace[name].clone().requires_grad_(True)
+                if name in names:
+                    # a copy that feeds only what follows the hook point (module docstring)
+                    x = x.clone() if x.requires_grad else x.detach().requires_grad_(True)
+                    kept[name] = x
+                return x
+            return fn
+
+        hooked = dict.fromkeys(list(replace) + names)
+        with torch.enable_grad():
+            logits = _forward(self.bridge, tokens, [(n, hook(n)) for n in hooked])
+            metric = metric_per_example(last_positions(logits, lengths), answer, distractor).sum()
+            grads = torch.autograd.grad(metric, [kept[n] for n in names], allow_unused=True)
+        grads = [torch.zeros_like(kept[n]) if g is None else g for n, g in zip(names, grads)]
+        if self.level == "edge":
+            return _downstream(grads, self.graph)
+        return torch.cat([_as_nodes(g) for g in grads], 1)
+
+
+def scores_batch(bridge, graph: EAPGraph, clean: torch.Tensor, corrupted: torch.Tensor, lengths: torch.Tensor,
+                 answer: torch.Tensor, distractor: torch.Tensor, *, method: str = "EAP-IG-inputs", level: str = "edge",
+                 ig_steps: int = 5, integration: str = "reference") -> torch.Tensor:
+    """Signed per-example scores of one batch: [B, E] edges or [B, n_up - 1] heads and MLPs (module docstring).
+
+    Args:
+        bridge: a TransformerBridge with the EAP hook points (:func:`~.models.check_hook_points`).
+        graph: its EAP graph.
+        clean, corrupted: token ids [B, P], right-padded, the two prompts of an example of equal length.
+        lengths: real lengths [B]; the metric reads position ``lengths - 1``.
+        answer, distractor: the metric's token ids [B].
+        method, level, ig_steps, integration: module docstring.
+
+    Returns:
+        float tensor [B, n_components] in canonical order.
+    """
+    check_method(method, level, ig_steps, integration)
+    corr_nodes = node_outputs(bridge, graph, corrupted)
+    clean_nodes = node_outputs(bridge, graph, clean)
+    diff = corr_nodes - clean_nodes                                                # [B, n_up, P, d]
+    gp = _GradPass(bridge, graph, level)
+    grad_sum, n_points = None, 0
+
+    def add(g):
+        nonlocal grad_sum, n_points
+        grad_sum = g if grad_sum is None else grad_sum + g
+        n_points += 1
+
+    if method == "EAP-IG-activations":
+        alphas = [k / ig_steps for k in range(1, ig_steps + 1)]
+        for i, name in enumerate(gp.out_names):
+            sl = _up_slot(graph, i)
+            c, k = clean_nodes[:, sl], corr_nodes[:, sl]                           # [B, n, P, d]
+            for a in alphas:
+                mixed = a * c + (1 - a) * k
+                act = mixed[:, 0] if i == 0 or (i % 2 == 0) else mixed.permute(0, 2, 1, 3)
+                add(gp.grads(clean, lengths, answer, distractor, {name: act}))
+    else:
+        x_clean, x_corr = clean_nodes[:, 0], corr_nodes[:, 0]
+        for a in method_points(method, ig_steps, integration):
+            add(gp.grads(clean, lengths, answer, distractor, {INPUT_HOOK: x_corr + a * (x_clean - x_corr)}))
+    with torch.no_grad():
+        grad_mean = grad_sum / n_points
+        if level == "edge":
+            return edge_scores(diff, grad_mean, graph)
+        return torch.einsum("bupd,bupd->bu", diff, grad_mean)[:, 1:]
+
+
+def attribution_scores(bridge, graph: EAPGraph, batch: EncodedBatch, *, method: str = "EAP-IG-inputs",
+                       level: str = "edge", ig_steps: int = 5, integration: str = "reference", batch_size: int = 16,
+                       device: str | torch.device = "cpu", progress: bool = True) -> np.ndarray:
+    """Per-example scores of every component, float32 [n_examples, n_components], in batches.
+
+    Args:
+        bridge, graph: the model and its EAP graph.
+        batch: encoded prompts (:func:`~.tokenizer.encode_examples`).
+        method, level, ig_steps, integration: module docstring.
+        batch_size: examples per forward pass.
+        device: where the bridge lives.
+        progress: a tqdm bar on stderr.
+
+    Returns:
+        Signed scores; edges in canonical order, or heads and MLPs in forward order.
+    """
+    check_method(method, level, ig_steps, integration)
+    n = len(batch.ids)
+    width = graph.n_edges if level == "edge" else len(graph.upstream) - 1
+    out = np.empty((n, width), dtype=np.float32)
+    for s in tqdm(range(0, n, batch_size), desc=method, unit="batch", disable=not progress, file=sys.stderr):
+        sl = slice(s, min(s + batch_size, n))
+        lengths = torch.as_tensor(batch.lengths[sl], device=device)
+        p = int(lengths.max())
+
+        def t(a):
+            return torch.as_tensor(a, device=device)
+
+        out[sl] = scores_batch(bridge, graph, t(batch.clean[sl, :p]), t(batch.corrupted[sl, :p]), lengths,
+                               t(batch.answer[sl]), t(batch.distractor[sl]), method=method, level=level,
+                               ig_steps=ig_steps, integration=integration).float().cpu().numpy()
+    return out
+
+
+@dataclass
+class _Patch:
+    """State of one patched forward: node differences of this run against the corrupted run."""
+
+    masks: torch.Tensor        # float [B, n_up, n_down]: 1 = edge in the circuit
+    corrupted: torch.Tensor    # [B, n_up, P, d]
+    diff: torch.Tensor         # [B, n_up, P, d], filled as the forward proceeds
+
+
+def patched_logits(bridge, graph: EAPGraph, tokens: torch.Tensor, lengths: torch.Tensor, corrupted_nodes: torch.Tensor,
+                   masks: torch.Tensor) -> torch.Tensor:
+    """Last-position logits [B, V] of circuits: edges with mask 0 carry the corrupted activation.
+
+    Args:
+        bridge, graph: the model and its EAP graph.
+        tokens: clean token ids [B, P] (one row per (mask, example) pair).
+        lengths: real lengths [B].
+        corrupted_nodes: the corrupted run's node outputs [B, n_up, P, d], row-aligned with ``tokens``.
+        masks: float [B, n_up, n_down] dense edge masks (invalid pairs ignored).
+
+    Returns:
+        Logits at position ``lengths - 1`` (module docstring's patching rule).
+    """
+    out_names, in_names = hook_names(graph)
+    st = _Patch(1.0 - masks, corrupted_nodes, torch.zeros_like(corrupted_nodes))
+    H = graph.n_heads
+
+    def out_hook(i):
+        sl = _up_slot(graph, i)
+
+        def fn(x, hook):
+            st.diff[:, sl] = _as_nodes(x) - st.corrupted[:, sl]
+            return x
+        return fn
+
+    def in_hook(j):
+        l, kind = divmod(j, 4)
+        if j == len(in_names) - 1:
+            cols, n_up = [st.masks.shape[2] - 1], len(graph.upstream)
+        elif kind < 3:
+            base = l * (3 * H + 1)
+            cols, n_up = [base + 3 * h + kind for h in range(H)], 1 + l * (H + 1)
+        else:
+            cols = [l * (3 * H + 1) + 3 * H]
+            n_up = 1 + l * (H + 1) + (0 if graph.parallel_attn_mlp else H)
+
+        def fn(x, hook):   # a new tensor: the patch reaches only what follows the hook point
+            off = torch.einsum("bun,bupd->bpnd", st.masks[:, :n_up, cols], st.diff[:, :n_up])   # [B, P, n, d]
+            return x - (off if x.dim() == 4 else off[:, :, 0])
+        return fn
+
+    hooks = [(n, out_hook(i)) for i, n in enumerate(out_names)] + [(n, in_hook(j)) for j, n in enumerate(in_names)]
+    with torch.no_grad():
+        logits = _forward(bridge, tokens, hooks)
+    return last_positions(logits, lengths)
+
+
+def plain_logits(bridge, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    """Last-position logits [B, V] of the unpatched model."""
+    with torch.no_grad():
+        return last_positions(bridge(tokens), lengths)
+
+
+class BridgeGraphModel:
+    """The circuit-evaluation operations of :mod:`.patching` on a TransformerBridge (any family).
+
+    The GPT-2 decomposed forward offers the same four operations (:class:`~.patching.DecomposedGraphModel`),
+    so :func:`~.patching.evaluate_edge_masks` runs one batching loop for both.
+    """
+
+    def __init__(self, bridge, graph: EAPGraph):
+        self.bridge, self.graph = bridge, graph
+        self.device = next(iter(bridge.parameters())).device
+        self.d_model = int(bridge.cfg.d_model)
+        self.d_vocab = int(bridge.cfg.d_vocab)
+
+    def plain_logits(self, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        """Last-position logits [B, V] of the unpatched model."""
+        return plain_logits(self.bridge, tokens, lengths)
+
+    def corrupted_cache(self, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        """The corrupted run's node outputs [e, n_up, P, d]."""
+        return node_outputs(self.bridge, self.graph, tokens)
+
+    def patched_group_logits(self, clean: torch.Tensor, lengths: torch.Tensor, cache: torch.Tensor,
+                             masks: torch.Tensor) -> torch.Tensor:
+        """Logits [m, e, V] of m dense masks [m, n_up, n_down] on the same e prompts."""
+        m, e = masks.shape[0], clean.shape[0]
+        rep = masks.repeat_interleave(e, 0)
+        logits = patched_logits(self.bridge, self.graph, clean.repeat(m, 1), lengths.repeat(m),
+                                cache.repeat(m, 1, 1, 1), rep)
+        return logits.view(m, e, -1)
+
+    def pair_bytes(self, n_positions: int) -> int:
+        """Estimated peak bytes of one (mask, prompt) pair: node differences and their corrupted copy, the
+        per-head q/k/v copies (and their patch terms), MLP hidden states and the logits of every position."""
+        g, p, d = self.graph, int(n_positions), self.d_model
+        elements = 3 * len(g.upstream) * p * d + 9 * g.n_heads * p * d + 8 * p * d + p * self.d_vocab
+        return int(elements * 4)
+
+    def cache_bytes(self, n_positions: int) -> int:
+        """Bytes of one prompt's corrupted cache."""
+        return int(len(self.graph.upstream) * int(n_positions) * self.d_model * 4)
