@@ -86,15 +86,16 @@ def _to(x: np.ndarray, device: str | torch.device) -> torch.Tensor:
 
 def eap_ig_batch(w: GPT2Weights, clean_tok: torch.Tensor, corr_tok: torch.Tensor, lengths: torch.Tensor,
                  answer: torch.Tensor, distractor: torch.Tensor, *, ig_steps: int = 5,
-                 integration: str = "reference") -> torch.Tensor:
+                 integration: str = "reference", points: list[float] | None = None) -> torch.Tensor:
     """Signed EAP-IG scores of one batch, [B, n_edges] in the weights' dtype (module docstring).
 
     Token ids [B, P] (right-padded; clean and corrupted prompts of one example have the same length),
     ``lengths`` [B] the real lengths, ``answer``/``distractor`` [B] the metric's token ids. Padding never
     matters: attention is causal and the metric reads position ``lengths - 1``, so gradients at later
-    positions are zero.
+    positions are zero. ``points`` overrides the IG points (``EAP``: [1]; ``clean-corrupted``: [1, 0];
+    :func:`~.hooked.method_points`); the gradients are averaged over them.
     """
-    alphas = integration_points(ig_steps, integration)
+    alphas = integration_points(ig_steps, integration) if points is None else list(points)
     g = w.graph
     eu = torch.as_tensor(g.edge_up, device=clean_tok.device)
     ed = torch.as_tensor(g.edge_down, device=clean_tok.device)
@@ -110,13 +111,14 @@ def eap_ig_batch(w: GPT2Weights, clean_tok: torch.Tensor, corr_tok: torch.Tensor
         flat = flat_inputs(cache, w.n_heads)                                        # [B, n_down, P, d]
         grad_sum = flat if grad_sum is None else grad_sum + flat
     with torch.no_grad():
-        dense = torch.einsum("bupd,bnpd->bun", diff, grad_sum / ig_steps)
+        dense = torch.einsum("bupd,bnpd->bun", diff, grad_sum / len(alphas))
         return dense[:, eu, ed]
 
 
 def eap_ig_scores(w: GPT2Weights, batch: EncodedBatch, *, ig_steps: int = 5, batch_size: int = 16,
                   device: str | torch.device = "cpu", progress: bool = True,
-                  integration: str = "reference") -> np.ndarray:
+                  integration: str = "reference", points: list[float] | None = None,
+                  desc: str = "EAP-IG") -> np.ndarray:
     """Signed per-example EAP-IG scores, float32 [n_examples, n_edges] in canonical edge order.
 
     ``integration`` picks the IG points (module docstring): ``"reference"`` (default, k = 0..m-1, as the
@@ -126,12 +128,12 @@ def eap_ig_scores(w: GPT2Weights, batch: EncodedBatch, *, ig_steps: int = 5, bat
     n = len(batch.ids)
     out = np.empty((n, w.graph.n_edges), dtype=np.float32)
     starts = range(0, n, batch_size)
-    for s in tqdm(starts, desc="EAP-IG", unit="batch", disable=not progress, file=sys.stderr):
+    for s in tqdm(starts, desc=desc, unit="batch", disable=not progress, file=sys.stderr):
         sl = slice(s, min(s + batch_size, n))
         lengths = _to(batch.lengths[sl], device)
         p = int(lengths.max())
         scores = eap_ig_batch(w, _to(batch.clean[sl, :p], device), _to(batch.corrupted[sl, :p], device), lengths,
                               _to(batch.answer[sl], device), _to(batch.distractor[sl], device),
-                              ig_steps=ig_steps, integration=integration)
+                              ig_steps=ig_steps, integration=integration, points=points)
         out[sl] = scores.float().cpu().numpy()
     return out

@@ -25,20 +25,35 @@ COLUMNS = ["experiment", "concept", "eval_set", "method", "k_target", "k_effecti
            "binary_accuracy", "logit_diff", "n_examples", OUTCOME_COLUMN]
 
 
+def edge_masks_of(graph, masks: np.ndarray) -> np.ndarray:
+    """Edge masks [..., E] of circuits given as edges [..., E] or as heads and MLPs [..., n_up - 1]
+    (node level: :meth:`~.graph.EAPGraph.node_edge_mask`); any other width is an error."""
+    width = masks.shape[-1]
+    if width == graph.n_edges:
+        return masks
+    if width == len(graph.upstream) - 1:
+        return graph.node_edge_mask(masks)
+    raise ValueError(f"circuits have {width} components but this model's graph has {graph.n_edges} edges and "
+                     f"{len(graph.upstream) - 1} heads and MLPs: votes/certificates were made for another model")
+
+
 def circuit_table(lm, task: str, masks: Mapping[str, np.ndarray], k_grid: np.ndarray,
                   eval_sets: Mapping[str, str | os.PathLike], *, experiment: str = "language",
                   device: str = "cpu", progress: bool = True, budget_floats: float | None = None) -> pd.DataFrame:
-    """Evaluate bool [nK, E] masks per method on every eval set (JSONL paths); returns the tidy table."""
+    """Evaluate bool [nK, U] masks per method (U edges, or heads and MLPs at node level) on every eval set
+    (JSONL paths); returns the tidy table. ``k_effective`` is the kept fraction of the components."""
     from certified_circuits.core.discovery import effective_k
+    from certified_circuits.language.hooked import BridgeGraphModel
 
-    g = lm.weights.graph
+    g = lm.graph
     names = list(masks)
     for m in names:
-        if masks[m].shape != (len(k_grid), g.n_edges):
-            raise ValueError(f"{m} masks have shape {masks[m].shape}, expected ({len(k_grid)}, {g.n_edges}): "
-                             f"votes/certificates were made for another model graph")
-    stacked = np.concatenate([masks[m] for m in names], 0)
-    k_eff = effective_k(stacked, np.zeros(g.n_edges, dtype=np.int32))
+        if masks[m].ndim != 2 or masks[m].shape[0] != len(k_grid):
+            raise ValueError(f"{m} masks have shape {masks[m].shape}, expected ({len(k_grid)}, components)")
+    stacked_units = np.concatenate([masks[m] for m in names], 0)
+    k_eff = effective_k(stacked_units, np.zeros(stacked_units.shape[1], dtype=np.int32))
+    stacked = edge_masks_of(g, stacked_units)
+    model = lm.weights if lm.weights is not None else BridgeGraphModel(lm.bridge, g)
     rows = []
     for eval_set, path in eval_sets.items():
         examples = read_jsonl(path)
@@ -46,12 +61,12 @@ def circuit_table(lm, task: str, masks: Mapping[str, np.ndarray], k_grid: np.nda
         if bad:
             raise ValueError(f"{path} holds examples of another task than {task!r} ({bad[:3]})")
         batch = encode_examples(examples, lm.tokenizer, max_len=lm.n_positions)
-        full = full_model_metrics(lm.weights, batch, device=device)
+        full = full_model_metrics(model, batch, device=device)
         rows.append(dict(experiment=experiment, concept=task, eval_set=eval_set, method="full", k_target=1.0,
                          k_effective=1.0, accuracy=full.accuracy[0], binary_accuracy=full.binary_accuracy[0],
                          logit_diff=full.logit_diff[0], n_examples=full.n_examples,
                          **{OUTCOME_COLUMN: encode_outcomes(full.correct)[0]}))
-        res = evaluate_edge_masks(lm.weights, batch, stacked, device=device, progress=progress,
+        res = evaluate_edge_masks(model, batch, stacked, device=device, progress=progress,
                                   budget_floats=budget_floats)
         outcomes = encode_outcomes(res.correct)
         for i in range(stacked.shape[0]):
@@ -71,7 +86,10 @@ def evaluate_task(model: str, model_path: str | None, task: str, votes, certific
     from certified_circuits.language.models import load_language_model
 
     lm = load_language_model(model, model_path)
-    lm.weights = lm.weights.to(device)
+    if lm.weights is not None:
+        lm.weights = lm.weights.to(device)
+    if lm.bridge is not None:
+        lm.bridge.to(device)
     masks = method_masks(votes, certificates)
     return circuit_table(lm, task, masks, np.asarray(votes.k_grid), eval_sets, experiment=experiment, device=device,
                          budget_floats=budget_floats)

@@ -35,7 +35,9 @@ last prompt position, summed over the batch so that each row is one example's sc
 * ``clean-corrupted``: A = {clean, corrupted} (``get_scores_clean_corrupted``);
 * ``EAP-IG-activations``: for each of the 2L+1 node groups (input, each layer's heads, each MLP) in
   turn, only that group's output is interpolated, alpha (clean) + (1 - alpha) (corrupted) for
-  k = 1..m, and every pass adds its gradients (``get_scores_ig_activations``: |A| = (2L+1) m).
+  k = 1..m, and every pass adds its gradients (``get_scores_ig_activations``: |A| = (2L+1) m). As in the
+  reference, the interpolated output replaces the group's output as a constant, so no gradient flows
+  through the group in its own passes.
 
 Node level (``level="node"``): components are the heads and MLPs, scored with the gradient at their own
 output, s_i(u) = (a_u(corrupted_i) - a_u(clean_i)) . mean_alpha dM_i/d a_u. Because every in_v is a copy of
