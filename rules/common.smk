@@ -1,8 +1,10 @@
 # Shared helpers of every rule: the result layout, quoting, job environment. The only .smk file
 # with functions; the path layout itself lives in certified_circuits.pipeline.layout (one owner).
 
+import re
 import shlex
 
+from certified_circuits.language.task_files import task_file_has_ood
 from certified_circuits.pipeline.config import vision_source
 from certified_circuits.pipeline.tracking.records import encode_wildcards
 from certified_circuits.vision.plugins import is_plugin, load_plugin, plugin_name
@@ -17,6 +19,7 @@ DEVICE = config["device"]
 ENV = "../envs/certified-circuits.yaml"
 EMBEDDED_VISION = VISION["enabled"] and VISION["source"] == "embedded"
 EMBEDDED_LANGUAGE = LANGUAGE["enabled"] and LANGUAGE["source"] == "embedded"
+HF_LANGUAGE = LANGUAGE["enabled"] and LANGUAGE["source"] == "hf"
 # The world's defaults are the vision-world command's (WorldConfig), read here, never repeated.
 WORLD_CONFIG = WorldConfig(**VISION["world"]) if EMBEDDED_VISION else None
 # A torchvision source (imagenet, or folders: your own model and images), as one mapping.
@@ -266,7 +269,15 @@ def decision_options(wildcards):
 def language_model_args():
     if EMBEDDED_LANGUAGE:
         return f"--model embedded --model-path {q(LMODEL)} --device {q(DEVICE)}"
-    return f"--model gpt2 --model-path {q(LANGUAGE['model_path'])} --device {q(DEVICE)}"
+    kind = "hf" if HF_LANGUAGE else "gpt2"
+    return f"--model {kind} --model-path {q(LANGUAGE['model_path'])} --device {q(DEVICE)}"
+
+
+def language_eval_sets(task):
+    """Eval sets of a task: id_test, ood_test (a task file may have none) and validation."""
+    if HF_LANGUAGE and not task_file_has_ood(LANGUAGE["task_files"][task]):
+        return ["id_test", "validation"]
+    return ["id_test", "ood_test", "validation"]
 
 
 def language_model_inputs():
@@ -274,8 +285,10 @@ def language_model_inputs():
 
 
 def language_settings(task):
-    """Certification settings of a task: one per {tau, p_del} entry of the config."""
-    return [Setting.from_config(LANGUAGE["certification"], **setting) for setting in LANGUAGE["settings"][task]]
+    """Certification settings of a task: one per {tau, p_del} entry of the config, else certification's tau and p_del."""
+    cert = LANGUAGE["certification"]
+    entries = LANGUAGE["settings"].get(task) or [{"tau": cert["tau"], "p_del": cert["p_del"]}]
+    return [Setting.from_config(cert, **setting) for setting in entries]
 
 
 # ------------------------------------------------------------------------ explorer

@@ -5,25 +5,50 @@ LANGUAGE_SPLITS = ["train", "id_test", "ood_test", "validation"]
 ALL_TASKS = ["ioi", "ioi_hard", "greater_than"]
 
 
-rule language_tasks:
-    """IOI / IOI-Hard / Greater-Than prompts: train, id_test and ood_test splits (seeded)."""
-    output:
-        expand(f"{LDIR}/tasks/{{{{task}}}}/{{split}}.jsonl", split=LANGUAGE_SPLITS),
-    params:
-        job=job_env("language_tasks"),
-        n=LANGUAGE["n_per_split"],
-        seed=LANGUAGE["task_seed"],
-        tokenizer="" if EMBEDDED_LANGUAGE else f"--gpt2-tokenizer {q(LANGUAGE.get('model_path', ''))}",
-        out=lambda w: f"{LDIR}/tasks/{w.task}",
-    log:
-        log_path("language_tasks", "{task}"),
-    conda:
-        ENV
-    wildcard_constraints:
-        task="|".join(ALL_TASKS),
-    shell:
-        "{params.job} certified-circuits language-tasks --task {wildcards.task} --n-per-split {params.n} "
-        "--seed {params.seed} {params.tokenizer} --out-dir {params.out:q} 2> {log:q}"
+if HF_LANGUAGE:
+
+    rule language_task_file:
+        """Your own task: the task file checked against the model's tokenizer and split (ood_test may be empty)."""
+        input:
+            file=lambda w: LANGUAGE["task_files"][w.task],
+        output:
+            expand(f"{LDIR}/tasks/{{{{task}}}}/{{split}}.jsonl", split=LANGUAGE_SPLITS),
+        params:
+            job=job_env("language_task_file"),
+            model=q(LANGUAGE["model_path"]),
+            seed=LANGUAGE["task_seed"],
+            out=lambda w: f"{LDIR}/tasks/{w.task}",
+        log:
+            log_path("language_task_file", "{task}"),
+        conda:
+            ENV
+        wildcard_constraints:
+            task="|".join(re.escape(t) for t in LANGUAGE["tasks"]),
+        shell:
+            "{params.job} certified-circuits language-task-file --task {wildcards.task} --file {input.file:q} "
+            "--model-path {params.model} --seed {params.seed} --out-dir {params.out:q} 2> {log:q}"
+
+else:
+
+    rule language_tasks:
+        """IOI / IOI-Hard / Greater-Than prompts: train, id_test and ood_test splits (seeded)."""
+        output:
+            expand(f"{LDIR}/tasks/{{{{task}}}}/{{split}}.jsonl", split=LANGUAGE_SPLITS),
+        params:
+            job=job_env("language_tasks"),
+            n=LANGUAGE["n_per_split"],
+            seed=LANGUAGE["task_seed"],
+            tokenizer="" if EMBEDDED_LANGUAGE else f"--gpt2-tokenizer {q(LANGUAGE.get('model_path', ''))}",
+            out=lambda w: f"{LDIR}/tasks/{w.task}",
+        log:
+            log_path("language_tasks", "{task}"),
+        conda:
+            ENV
+        wildcard_constraints:
+            task="|".join(ALL_TASKS),
+        shell:
+            "{params.job} certified-circuits language-tasks --task {wildcards.task} --n-per-split {params.n} "
+            "--seed {params.seed} {params.tokenizer} --out-dir {params.out:q} 2> {log:q}"
 
 
 if EMBEDDED_LANGUAGE:
@@ -71,6 +96,8 @@ rule language_attribute:
         model=language_model_args(),
         ig_steps=LANGUAGE["ig_steps"],
         integration=LANGUAGE["ig_integration"],
+        method=LANGUAGE["method"],
+        level=LANGUAGE["level"],
         experiment=LX,
     log:
         log_path("language_attribute", "{split}/{concept}"),
@@ -87,7 +114,7 @@ rule language_attribute:
     shell:
         "{params.job} certified-circuits language-attribute {params.model} --threads {threads} --task {wildcards.concept} "
         "--split {wildcards.split} --examples {input.examples:q} --ig-steps {params.ig_steps} --integration {params.integration} "
-        "--experiment {params.experiment:q} --out {output:q} 2> {log:q}"
+        "--method {params.method} --level {params.level} --experiment {params.experiment:q} --out {output:q} 2> {log:q}"
 
 
 rule language_evaluate:
@@ -95,15 +122,15 @@ rule language_evaluate:
     input:
         votes=PATHS.votes(LX, scorer="eap_ig"),
         certificates=PATHS.certificates(LX, scorer="eap_ig"),
-        id_test=f"{LDIR}/tasks/{{concept}}/id_test.jsonl",
-        ood_test=f"{LDIR}/tasks/{{concept}}/ood_test.jsonl",
-        validation=f"{LDIR}/tasks/{{concept}}/validation.jsonl",
+        eval_sets=lambda w: [f"{LDIR}/tasks/{w.concept}/{name}.jsonl" for name in language_eval_sets(w.concept)],
         model=language_model_inputs(),
     output:
         PATHS.sufficiency(LX),
     params:
         job=job_env("language_evaluate"),
         model=language_model_args(),
+        eval_sets=lambda w: item_options("--eval-set", [(f"{name}={LDIR}/tasks/{w.concept}/{name}.jsonl",)
+                                                        for name in language_eval_sets(w.concept)]),
         experiment=LX,
     log:
         log_path("language_evaluate", f"{{split}}/{{concept}}/{SETTING_PATTERN}"),
@@ -118,5 +145,5 @@ rule language_evaluate:
         gpu=LANGUAGE_GPU,
     shell:
         "{params.job} certified-circuits language-evaluate {params.model} --threads {threads} --task {wildcards.concept} "
-        "--votes {input.votes:q} --certificates {input.certificates:q} --eval-set id_test={input.id_test:q} "
-        "--eval-set ood_test={input.ood_test:q} --eval-set validation={input.validation:q} --experiment {params.experiment:q} --out {output:q} 2> {log:q}"
+        "--votes {input.votes:q} --certificates {input.certificates:q} {params.eval_sets} "
+        "--experiment {params.experiment:q} --out {output:q} 2> {log:q}"

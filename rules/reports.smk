@@ -274,6 +274,7 @@ if LANGUAGE["enabled"]:
             curves=f"{LTABLES}/curves.csv",
             operating_points=f"{LTABLES}/operating_points.csv",
             curves_figure=report(f"{LTABLES}/curves_cacc.png", caption="../report/language_curves.rst", category="Language"),
+            selected=[f"{LTABLES}/selected_cacc_raw.csv"] if LANGUAGE["selection_set"] else [],
         params:
             job=job_env("language_tables"),
             select=f"--select-on {q(LANGUAGE['selection_set'])}" if LANGUAGE["selection_set"] else "",
@@ -291,6 +292,29 @@ if LANGUAGE["enabled"]:
 
     ALL_TARGETS += rules.language_tables.output
     SUMMARY_PEAKS += [rules.language_tables.output.peaks]
+
+    if LANGUAGE["selection_set"]:
+        LANGUAGE_CIRCUITS = [row for row in explorer_circuits() if row[0] == LX]
+
+        rule language_graphs:
+            """Certified circuits as hannamw/EAP-IG Graph JSON at the K selected on held-out prompts (MIB files)."""
+            input:
+                selected=rules.language_tables.output.selected,
+                circuits=[path for row in LANGUAGE_CIRCUITS for path in row[2:]],
+            output:
+                directory(f"{RESULTS}/graphs/{LX}"),
+            params:
+                job=job_env("language_graphs"),
+                circuits=item_options("--circuit", LANGUAGE_CIRCUITS),
+            log:
+                log_path("language_graphs"),
+            conda:
+                ENV
+            shell:
+                "{params.job} certified-circuits report-graphs {params.circuits} --selected {input.selected:q} "
+                "--out-dir {output:q} 2> {log:q}"
+
+        ALL_TARGETS += rules.language_graphs.output
 
     LATTACK = LANGUAGE["attack"]
     if LATTACK["enabled"]:

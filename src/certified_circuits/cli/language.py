@@ -1,8 +1,9 @@
 """``certified-circuits language-*`` stages (declared with :mod:`certified_circuits.cli.stages`).
 
 * ``language-tasks``     one task's train / id_test / ood_test prompts -> JSONL files
+* ``language-task-file`` your own task (CSV or JSONL) checked and split -> the same JSONL files
 * ``language-train``     train the embedded tiny GPT-2 -> HF model dir + per-task/split accuracy JSON
-* ``language-attribute`` per-example EAP-IG edge scores for one task and split -> attributions .h5
+* ``language-attribute`` per-example EAP / EAP-IG scores (edges or nodes) for one task and split -> attributions .h5
 * ``language-evaluate``  circuit-restricted accuracy of baseline / majority / certified circuits -> tidy CSV
 """
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import re
 from pathlib import Path
 
 from certified_circuits.language.tasks import SPLITS, TASKS
@@ -18,14 +20,24 @@ from certified_circuits.cli.stages import InputError, Stages, add_device, existi
 
 log = logging.getLogger(__name__)
 STAGES = Stages()
-MODEL_CHOICES = ("embedded", "gpt2")
+MODEL_CHOICES = ("embedded", "gpt2", "hf")
+METHOD_CHOICES = ("EAP", "EAP-IG-inputs", "EAP-IG-activations", "clean-corrupted")
+
+
+def task_name(text: str) -> str:
+    """argparse type: a task name (built-in or a task file's), letters, digits, ``_`` and ``-``."""
+    if not re.fullmatch(r"[A-Za-z0-9_-]+", text):
+        raise argparse.ArgumentTypeError(f"task name {text!r} may hold only letters, digits, _ and - "
+                                         f"(it names result files)")
+    return text
 
 
 def _model_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", choices=MODEL_CHOICES, default="embedded",
-                   help="'embedded' (tiny GPT-2 from language-train) or 'gpt2' (GPT-2 Small, paper scale)")
+                   help="'embedded' (tiny GPT-2 from language-train), 'gpt2' (GPT-2 Small, paper scale) or 'hf' "
+                        "(any causal LM folder TransformerBridge boots: Pythia, Llama, Qwen2, Gemma, ...)")
     p.add_argument("--model-path", type=existing_path, required=True,
-                   help="embedded: the model dir written by language-train; gpt2: a local Hugging Face directory "
+                   help="embedded: the model dir written by language-train; gpt2/hf: a local Hugging Face directory "
                         "(save_pretrained model + tokenizer)")
     add_device(p)
 
@@ -136,9 +148,45 @@ def _cmd_train(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------------------------------------- attribute
 
 
+def _task_file_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--task", required=True, type=task_name)
+    p.add_argument("--file", type=existing_file, required=True, help="CSV or JSONL: clean, corrupted, answer, "
+                                                                    "distractor, optional split")
+    p.add_argument("--model-path", type=existing_path, required=True, help="the model folder (its tokenizer checks "
+                                                                           "single-token answers and equal lengths)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the 60/20/20 split when the file has no split column")
+    p.add_argument("--out-dir", required=True, help="folder for train, validation, id_test, ood_test .jsonl")
+
+
+@STAGES.stage(
+    "language-task-file", _task_file_arguments,
+    help="check and split your own task file into the split JSONL files",
+)
+def _cmd_task_file(args: argparse.Namespace) -> int:
+    """Read a task file, assign its rows to train / validation / id_test / ood_test (its split column, else a seeded
+    60/20/20 split without ood_test), check every answer and distractor is one token and clean and corrupted prompts
+    have equal lengths under the model's tokenizer, and write OUT_DIR/{split}.jsonl (ood_test may be empty).
+    """
+    from certified_circuits.language.tasks import write_jsonl
+    from certified_circuits.language.task_files import load_task_file
+    from certified_circuits.pipeline.config import ConfigError, hf_prompt_tokenizer
+
+    try:
+        tokenizer, max_len = hf_prompt_tokenizer(args.model_path)
+    except ConfigError as exc:
+        raise InputError(str(exc)) from None
+    splits = load_task_file(args.file, args.task, seed=args.seed, tokenizer=tokenizer, max_len=max_len)
+    out = Path(args.out_dir)
+    for split in SPLITS:
+        write_jsonl(out / f"{split}.jsonl", splits.get(split, []))
+        log.info("language-task-file: wrote %d %s/%s examples to %s", len(splits.get(split, [])), args.task, split,
+                 out / f"{split}.jsonl")
+    return 0
+
+
 def _attribute_arguments(p: argparse.ArgumentParser) -> None:
     _model_arguments(p)
-    p.add_argument("--task", required=True, choices=TASKS)
+    p.add_argument("--task", required=True, type=task_name)
     p.add_argument("--split", required=True, choices=SPLITS)
     p.add_argument("--examples", type=existing_file, required=True, help="JSONL from language-tasks for this task and split")
     p.add_argument("--out", required=True, help="attributions .h5 to write")
@@ -146,17 +194,22 @@ def _attribute_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--integration", choices=("reference", "endpoint"), default="reference",
                    help="IG points: reference = k/m for k = 0..m-1, as hannamw/EAP-IG (default); endpoint = k = 1..m")
     p.add_argument("--batch-size", type=positive_int, default=16)
+    p.add_argument("--method", choices=METHOD_CHOICES, default="EAP-IG-inputs",
+                   help="hannamw/EAP-IG's attribution method (default EAP-IG-inputs)")
+    p.add_argument("--level", choices=("edge", "node"), default="edge",
+                   help="edge: every EAP edge is a component; node: every head and MLP")
     p.add_argument("--experiment", default="language")
 
 
 @STAGES.stage(
     "language-attribute", _attribute_arguments,
-    help="per-example EAP-IG edge scores for one task and split (.h5)",
+    help="per-example EAP / EAP-IG scores of every edge (or head and MLP) for one task and split (.h5)",
 )
 def _cmd_attribute(args: argparse.Namespace) -> int:
-    """Compute signed per-example EAP-IG scores of every EAP-graph edge (metric: logit(answer) - logit(distractor) at
-    the last position, gradients averaged at k/m for k = 0..m-1 (m = --ig-steps) between corrupted and clean
-    embeddings) and write the attribution contract (scorer 'eap_ig').
+    """Compute signed per-example scores of every EAP-graph edge, or every head and MLP with --level node (metric:
+    logit(answer) - logit(distractor) at the last position; --method EAP-IG-inputs averages gradients at k/m for
+    k = 0..m-1 (m = --ig-steps) between corrupted and clean inputs) and write the attribution contract (scorer
+    'eap_ig', with the method and level recorded).
     """
 
     from certified_circuits.core.devices import resolve_device
@@ -172,8 +225,9 @@ def _cmd_attribute(args: argparse.Namespace) -> int:
     n_examples, n_edges = attribute_task(
         examples, task=args.task, split=args.split, model=args.model, model_path=args.model_path, out=args.out,
         experiment=args.experiment, device=device, ig_steps=args.ig_steps, integration=args.integration,
-        batch_size=args.batch_size)
-    log.info("language-attribute: %d x %d EAP-IG scores -> %s", n_examples, n_edges, args.out)
+        batch_size=args.batch_size, method=args.method, level=args.level)
+    log.info("language-attribute: %d x %d %s scores (%s level) -> %s", n_examples, n_edges, args.method, args.level,
+             args.out)
     return 0
 
 
@@ -182,7 +236,7 @@ def _cmd_attribute(args: argparse.Namespace) -> int:
 
 def _evaluate_arguments(p: argparse.ArgumentParser) -> None:
     _model_arguments(p)
-    p.add_argument("--task", required=True, choices=TASKS)
+    p.add_argument("--task", required=True, type=task_name)
     p.add_argument("--votes", type=existing_file, required=True, help="votes .h5 of this task (engine's votes stage)")
     p.add_argument("--certificates", type=existing_file, required=True, help="certificates .h5 of this task")
     p.add_argument("--eval-set", action="append", required=True, type=named_path, metavar="NAME=PATH",

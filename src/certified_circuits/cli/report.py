@@ -224,3 +224,41 @@ def _cmd_explorer(args: argparse.Namespace) -> int:
     add_metrics(metrics)
     log.info("report-explorer: %d pages -> %s/index.html", int(metrics["explorer_pages"]), args.out_dir)
     return 0
+
+
+# ---------------------------------------------------------------------------------------------- graphs
+
+
+def _graphs_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--circuit", nargs=5, action="append", required=True,
+                   metavar=("EXPERIMENT", "TASK", "ATTRIBUTIONS", "VOTES", "CERTIFICATES"),
+                   help="one task's circuit files at one setting (repeatable: every setting of every task)")
+    p.add_argument("--selected", type=existing_file, required=True,
+                   help="selected_cacc_raw.csv of report-sufficiency --select-on (the K and setting of each method)")
+    p.add_argument("--out-dir", required=True, type=Path, help="graphs folder: <task>/<method>_K<k>.json")
+
+
+@STAGES.stage(
+    "report-graphs", _graphs_arguments,
+    help="certified language circuits as hannamw/EAP-IG Graph JSON (MIB circuit-track files)",
+)
+def _cmd_graphs(args: argparse.Namespace) -> int:
+    """For every task, write the baseline, majority and certified circuits at the K and setting selected on
+    held-out prompts as EAP-IG Graph JSON (edge scores and in_graph), the certificate's sidecar and a scores-only
+    file (reports/language_graphs.py).
+    """
+    import pandas as pd
+
+    from certified_circuits.reports.language_graphs import write_task_graphs
+
+    selected = pd.read_csv(args.selected)
+    by_task: dict[str, list] = {}
+    attributions: dict[str, str] = {}
+    for _, task, attr, votes, certs in args.circuit:
+        attributions[task] = attr
+        by_task.setdefault(task, []).append((votes, certs))
+    n = 0
+    for task, circuits in by_task.items():
+        n += len(write_task_graphs(args.out_dir, task, attributions[task], circuits, selected))
+    log.info("report-graphs: %d files for %d tasks -> %s", n, len(by_task), args.out_dir)
+    return 0

@@ -201,11 +201,39 @@ def check_vision(vision):
     check_folders(vision)
 
 
+#: the prompt generators of the embedded and gpt2 sources
+BUILTIN_TASKS = ("ioi", "ioi_hard", "greater_than")
+
+
 def check_language(language):
+    """Tasks, settings and (source hf) the model folder and every task file, before any job.
+
+    Fills ``tasks`` when not given: the three built-in tasks (embedded, gpt2) or every task file (hf).
+    A task without a ``settings`` entry uses ``certification``'s ``tau`` and ``p_del``.
+    """
+    source = language["source"]
+    if source == "hf":
+        language.setdefault("tasks", list(language["task_files"]))
+        unknown = [t for t in language["tasks"] if t not in language["task_files"]]
+        if unknown:
+            config_error("language.tasks", language["tasks"], f"tasks {unknown} have no entry in language.task_files "
+                                                              f"{sorted(language['task_files'])}")
+    else:
+        language.setdefault("tasks", list(BUILTIN_TASKS))
+        if language.get("task_files"):
+            config_error("language.task_files", sorted(language["task_files"]),
+                         "task files need source: hf (any causal LM folder with its tokenizer; answers are tokenised "
+                         "as written); the embedded and gpt2 sources generate the built-in tasks")
+        unknown = [t for t in language["tasks"] if t not in BUILTIN_TASKS]
+        if unknown:
+            config_error("language.tasks", language["tasks"], f"source {source} generates only {list(BUILTIN_TASKS)}; "
+                                                              f"for your own tasks use source: hf and task_files")
+    cert = language["certification"]
     missing = [t for t in language["tasks"] if t not in language["settings"]]
-    if missing:
+    if missing and not ("tau" in cert and "p_del" in cert):
         config_error("language.settings", sorted(language["settings"]),
-                     f"needs a list of {{tau, p_del}} settings for tasks {missing}")
+                     f"needs a list of {{tau, p_del}} settings for tasks {missing}, or set language.certification.tau "
+                     f"and p_del for every task without an entry")
     for task, settings in language["settings"].items():
         seen = set()
         for index, setting in enumerate(settings):
@@ -215,9 +243,48 @@ def check_language(language):
                              "it repeats an earlier setting of the task (each setting is certified and evaluated "
                              "once): remove the duplicate")
             seen.add(pair)
-    if language["source"] == "gpt2":
+    if source == "gpt2":
         require_path("language.model_path", language["model_path"], "the GPT-2 Small directory",
                      "Save it once on a connected machine with transformers' save_pretrained (README: 'Paper scale on a GPU').")
+    if source == "hf":
+        check_hf_language(language)
+
+
+def check_hf_language(language) -> None:
+    """The model folder has a config and a tokenizer, and every task file parses, splits and tokenises."""
+    from certified_circuits.language.task_files import load_task_file
+
+    folder = language["model_path"]
+    require_path("language.model_path", folder, "the model folder",
+                 "Save your model and tokenizer with save_pretrained(DIR) (README: 'Certify your own language model').")
+    if not (Path(folder) / "config.json").is_file():
+        config_error("language.model_path", folder, "a Hugging Face model folder with config.json "
+                                                    "(model.save_pretrained(DIR) and tokenizer.save_pretrained(DIR))")
+    tokenizer, max_len = hf_prompt_tokenizer(folder)
+    for task in language["tasks"]:
+        path = language["task_files"][task]
+        require_path(f"language.task_files.{task}", path, "the task file", "Give a CSV or JSONL with columns clean, "
+                     "corrupted, answer, distractor (README: 'Certify your own language model').")
+        try:
+            load_task_file(path, task, seed=language["task_seed"], tokenizer=tokenizer, max_len=max_len)
+        except (ValueError, FileNotFoundError) as exc:
+            raise ConfigError(f"config key language.task_files.{task}: {exc}") from None
+
+
+def hf_prompt_tokenizer(folder):
+    """(prompt tokenizer, context length) of a model folder, without loading the weights."""
+    from transformers import AutoConfig, AutoTokenizer
+
+    from certified_circuits.language.tokenizer import HFPromptTokenizer
+
+    try:
+        tok = AutoTokenizer.from_pretrained(folder, local_files_only=True)
+        cfg = AutoConfig.from_pretrained(folder, local_files_only=True)
+    except Exception as exc:  # transformers raises OSError, ValueError or its own types
+        raise ConfigError(f"config key language.model_path = {folder!r}: the tokenizer or config cannot be loaded "
+                          f"offline ({type(exc).__name__}: {str(exc)[:200]}); save both with save_pretrained(DIR)") from None
+    max_len = getattr(cfg, "n_positions", None) or getattr(cfg, "max_position_embeddings", None)
+    return HFPromptTokenizer(tok), max_len
 
 
 def expand_user_paths(config: dict[str, Any]) -> None:
@@ -232,6 +299,8 @@ def expand_user_paths(config: dict[str, Any]) -> None:
             block["ood_roots"] = {name: os.path.expanduser(root) for name, root in block.get("ood_roots", {}).items()}
     if config["language"].get("model_path"):
         config["language"]["model_path"] = os.path.expanduser(config["language"]["model_path"])
+    files = config["language"].get("task_files") or {}
+    config["language"]["task_files"] = {name: os.path.expanduser(path) for name, path in files.items()}
 
 
 def check_config(config: dict[str, Any]) -> list[str]:

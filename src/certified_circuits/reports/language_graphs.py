@@ -1,0 +1,119 @@
+"""Certified language circuits in the field's format: hannamw/EAP-IG Graph JSON, the file MIB's circuit
+track reads (one importance file per task and model).
+
+For every task, at the K and setting chosen on held-out prompts for each method (the ``selected_cacc``
+table of ``report-sufficiency --select-on validation``), :func:`write_task_graphs` writes into
+``OUT/<task>/``:
+
+* ``<method>_K<k>.json`` for ``baseline``, ``majority`` and ``certified``: every edge with its score and
+  ``in_graph``: the method's circuit at its selected K. For ``certified`` only certified-in edges are
+  in the graph; abstained and certified-out edges are not;
+* ``certified_K<k>.decisions.json``: the sidecar that keeps the certificate: which edges are in, out or
+  abstain, the setting and the certified radius;
+* ``scores.json``: the scores alone (every ``in_graph`` false), for tools that choose their own circuit
+  (MIB's circuit track sweeps its own sizes over the scores).
+
+The score of an edge is its EAP-IG score on the concept dataset D: the mean of the per-example rows of
+the attribution file (the reference's ``scores /= total_items``), signed. A node-level attribution file
+(components are heads and MLPs) gives node scores; edges are then in the graph when both ends are.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from certified_circuits.core.certification import method_masks
+from certified_circuits.core.contracts import setting_columns
+from certified_circuits.reports.eap_graph import (circuit_graph_json, decisions_sidecar, graph_cfg,
+                                                  write_graph_json)
+from certified_circuits.storage.store import read_attributions, read_certificates, read_votes
+from certified_circuits.storage.atomic import write_json
+
+METHODS = ("baseline", "majority", "certified")
+
+
+def _k_label(k: float) -> str:
+    return f"{float(k):g}"
+
+
+def _node_edges(edge_names: Sequence[str], node_names: Sequence[str], node_in: np.ndarray) -> np.ndarray:
+    """Edges whose parent and child are both in a node circuit (``input`` and ``logits`` always are)."""
+    keep = {"input", "logits"} | {n for n, k in zip(node_names, node_in) if k}
+    out = np.zeros(len(edge_names), dtype=bool)
+    for i, name in enumerate(edge_names):
+        parent, child = name.split("->")
+        out[i] = parent in keep and child.split("<")[0] in keep
+    return out
+
+
+def write_task_graphs(out_dir: str | os.PathLike, task: str, attributions: str | os.PathLike,
+                      circuits: Sequence[tuple[str | os.PathLike, str | os.PathLike]],
+                      selected: pd.DataFrame) -> list[Path]:
+    """Write one task's Graph JSON files (module docstring).
+
+    Args:
+        out_dir: the graphs folder; files go to ``out_dir/<task>/``.
+        task: the task (concept) name.
+        attributions: the task's train attribution file (scores, component names, model shape).
+        circuits: ``(votes, certificates)`` paths of every setting of the task.
+        selected: the ``selected_cacc_raw.csv`` table (rows of every task and eval set).
+
+    Returns:
+        The files written.
+    """
+    attr = read_attributions(attributions)
+    scores = attr.scores["eap_ig"].mean(0).astype(np.float64)
+    names = list(attr.names)
+    level = str(attr.attrs.get("level", "edge"))
+    cfg = graph_cfg(int(attr.attrs["n_layers"]), int(attr.attrs["n_heads"]), int(attr.attrs.get("d_model", 0)),
+                    bool(int(attr.attrs.get("parallel_attn_mlp", 0))), model=str(attr.attrs.get("model_path", "")),
+                    task=task, method=str(attr.attrs.get("method", "EAP-IG-inputs")), level=level)
+    rows = selected[selected.concept == task]
+    if rows.empty:
+        raise ValueError(f"the selected table has no row for task {task!r}: was it made with --select-on?")
+    row = rows.iloc[0]
+    by_setting = {}
+    for votes_path, cert_path in circuits:
+        votes, certs = read_votes(votes_path), read_certificates(cert_path)
+        by_setting[setting_columns(votes, certs)["setting"]] = (votes, certs)
+    folder = Path(out_dir) / task
+    written = []
+    edge_names = names if level == "edge" else _edge_names_of(cfg)
+    for method in METHODS:
+        setting, k = str(row[f"{method}_setting"]), float(row[f"{method}_k_target"])
+        if setting not in by_setting:
+            raise ValueError(f"{task}: the selected {method} setting {setting} is not among the certificates given "
+                             f"({sorted(by_setting)})")
+        votes, certs = by_setting[setting]
+        k_index = int(np.argmin(np.abs(np.asarray(votes.k_grid) - k)))
+        mask = method_masks(votes, certs)[method][k_index]
+        if level == "edge":
+            graph = circuit_graph_json(cfg, names, scores, mask)
+        else:
+            graph = circuit_graph_json(cfg, edge_names, np.zeros(len(edge_names)), _node_edges(edge_names, names, mask),
+                                       node_scores=scores, node_names=names, node_in_graph=mask)
+        path = folder / f"{method}_K{_k_label(k)}.json"
+        written.append(write_graph_json(path, graph))
+        if method == "certified":
+            side = decisions_sidecar(names, certs.decision[k_index], k=k,
+                                     setting={**setting_columns(votes, certs), "level": level})
+            written.append(write_json(folder / f"certified_K{_k_label(k)}.decisions.json", side))
+    none = np.zeros(len(names), dtype=bool)
+    if level == "edge":
+        graph = circuit_graph_json(cfg, names, scores, none)
+    else:
+        graph = circuit_graph_json(cfg, edge_names, np.zeros(len(edge_names)), np.zeros(len(edge_names), dtype=bool),
+                                   node_scores=scores, node_names=names, node_in_graph=none)
+    written.append(write_graph_json(folder / "scores.json", graph))
+    return written
+
+
+def _edge_names_of(cfg: Mapping) -> list[str]:
+    from certified_circuits.language.graph import edge_names
+
+    return edge_names(int(cfg["n_layers"]), int(cfg["n_heads"]), bool(cfg["parallel_attn_mlp"]))
