@@ -68,7 +68,7 @@ def test_custom_language_run_writes_certified_graphs(tmp_path, family, level) ->
     done = run(language_override(results, model, {"my_task": task}, level=level), tmp_path)
     assert done.returncode == 0, (done.stdout + done.stderr)[-8000:]
     # every split file exists; the CSV split is 24/8/8, the JSONL one follows its column
-    counts = {s: sum(1 for _ in open(results / "data" / "language" / "tasks" / "my_task" / f"{s}.jsonl"))
+    counts = {s: sum(1 for _ in open(results / "language" / "tasks" / "my_task" / f"{s}.jsonl"))
               for s in ("train", "validation", "id_test", "ood_test")}
     assert counts == ({"train": 24, "validation": 8, "id_test": 8, "ood_test": 0} if family == "llama"
                       else {"train": 25, "validation": 5, "id_test": 5, "ood_test": 5})
@@ -100,5 +100,5 @@ def test_task_file_errors_stop_before_any_job(tmp_path) -> None:
     done = run(language_override(results, model, {"my_task": task}), tmp_path, "--dry-run")
     assert done.returncode != 0
     err = done.stdout + done.stderr
-    assert "bad.csv" in err and "row 5" in err.lower() and "Mary Anna" in err
+    assert "bad.csv:5" in err and "Mary Anna" in err and "not one token" in err
     assert not results.exists()

@@ -80,7 +80,8 @@ def test_the_circuit_json_marks_certified_in_edges_in_graph():
     graph = json.loads(text)
     assert graph["edges"]["input->a0.h0<q>"] == {"score": 0.5, "in_graph": True, "decision": 1}
     assert graph["edges"]["a0.h0->logits"]["in_graph"] is False and graph["edges"]["a0.h0->logits"]["decision"] == -1
-    assert graph["nodes"] == {"a0.h0": True, "input": True, "logits": False}
+    # the reference's Graph.from_json layout: every node a dict with in_graph
+    assert graph["nodes"] == {"a0.h0": {"in_graph": True}, "input": {"in_graph": True}, "logits": {"in_graph": False}}
     assert graph["cfg"]["radius"] == 1 and graph["cfg"]["n_layers"] == 1
 
 

@@ -360,29 +360,24 @@ def language_graph_svg(
 
 
 def circuit_json(names: Sequence[str], scores: np.ndarray, decision: np.ndarray, k: float, attrs: dict) -> str:
-    """The certified circuit of a task as JSON in EAP-IG's graph layout: ``cfg``, ``nodes`` and ``edges``
-    (each edge with its ``score`` (the mean per-example EAP-IG score), ``in_graph`` (certified in) and the
-    ``decision``: 1 in, 0 out, -1 abstain)."""
-    nodes = sorted({node_of(e) for name in names for e in name.split("->", 1)})
-    in_nodes = {node_of(e) for name, d in zip(names, decision) if d == 1 for e in name.split("->", 1)}
-    return json.dumps(
-        {
-            "cfg": {
-                "n_layers": int(attrs.get("n_layers", 0)),
-                "n_heads": int(attrs.get("n_heads", 0)),
-                "k": k,
-                "tau": float(attrs["tau"]),
-                "p_del": float(attrs["p_del"]),
-                "alpha": float(attrs["alpha"]),
-                "radius": certified_radius(float(attrs["tau"]), float(attrs["p_del"])),
-            },
-            "nodes": {node: node in in_nodes for node in nodes},
-            "edges": {
-                name: {"score": float(s), "in_graph": bool(d == 1), "decision": int(d)}
-                for name, s, d in zip(names, scores, decision)
-            },
-        }
-    )
+    """The certified circuit of a task as hannamw/EAP-IG Graph JSON (:mod:`.eap_graph`): ``cfg`` (with K and the
+    setting), ``nodes`` and ``edges``, each edge with its ``score`` (the mean per-example score), ``in_graph``
+    (certified in) and, beside them, its ``decision``: 1 in, 0 out, -1 abstain (edge level)."""
+    from certified_circuits.reports.eap_graph import graph_cfg
+    from certified_circuits.reports.language_graphs import graph_dict
+
+    cfg = graph_cfg(int(attrs.get("n_layers", 0)), int(attrs.get("n_heads", 0)), int(attrs.get("d_model") or 0),
+                    bool(int(attrs.get("parallel_attn_mlp") or 0)), k=k, tau=float(attrs["tau"]),
+                    p_del=float(attrs["p_del"]), alpha=float(attrs["alpha"]),
+                    radius=certified_radius(float(attrs["tau"]), float(attrs["p_del"])))
+    graph = graph_dict(cfg, list(names), scores, np.asarray(decision) == 1)
+    if names and "->" in names[0]:
+        for name, d in zip(names, decision):
+            graph["edges"][name]["decision"] = int(d)
+    else:
+        for name, d in zip(names, decision):
+            graph["nodes"][name]["decision"] = int(d)
+    return json.dumps(graph)
 
 
 # ---------------------------------------------------------------------------------------------- pages
@@ -511,16 +506,16 @@ def language_page(circuits: Sequence[Circuit], experiment: Experiment, sufficien
     attrs = {
         **dict(votes.attrs),
         **dict(certificates.attrs),
-        **{key: attributions.attrs.get(key) for key in ("n_layers", "n_heads")},
+        **{key: attributions.attrs.get(key) for key in ("n_layers", "n_heads", "d_model", "parallel_attn_mlp")},
     }
-    svg, counts = language_graph_svg(
-        attributions.names,
-        certificates.decision[i],
-        votes.baseline[i],
-        votes.certification_counts[i],
-        int(attributions.attrs["n_layers"]),
-        int(attributions.attrs["n_heads"]),
-    )
+    drawn = (attributions.names, certificates.decision[i], votes.baseline[i], votes.certification_counts[i])
+    if attributions.names and "->" not in attributions.names[0]:   # node level: each node's edges drawn
+        from certified_circuits.reports.eap_graph import graph_cfg
+        from certified_circuits.reports.language_graphs import node_to_edge_view
+
+        cfg = graph_cfg(int(attrs["n_layers"]), int(attrs["n_heads"]), 0, bool(int(attrs.get("parallel_attn_mlp") or 0)))
+        drawn = node_to_edge_view(cfg, *drawn)
+    svg, counts = language_graph_svg(*drawn, int(attributions.attrs["n_layers"]), int(attributions.attrs["n_heads"]))
     scorer = str(votes.attrs.get("scorer", "eap_ig"))
     scores = (
         attributions.scores[scorer].mean(axis=0)

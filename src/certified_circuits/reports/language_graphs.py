@@ -29,8 +29,7 @@ import pandas as pd
 
 from certified_circuits.core.certification import method_masks
 from certified_circuits.core.contracts import setting_columns
-from certified_circuits.reports.eap_graph import (circuit_graph_json, decisions_sidecar, graph_cfg,
-                                                  write_graph_json)
+from certified_circuits.reports.eap_graph import circuit_graph_json, decisions_sidecar, graph_cfg, write_graph_json
 from certified_circuits.storage.store import read_attributions, read_certificates, read_votes
 from certified_circuits.storage.atomic import write_json
 
@@ -49,6 +48,34 @@ def _node_edges(edge_names: Sequence[str], node_names: Sequence[str], node_in: n
         parent, child = name.split("->")
         out[i] = parent in keep and child.split("<")[0] in keep
     return out
+
+
+def graph_dict(cfg: Mapping, names: Sequence[str], scores: np.ndarray, in_circuit: np.ndarray) -> dict:
+    """Graph JSON of a circuit over edges, or over heads and MLPs (node level: names without ``->``)."""
+    if names and "->" in names[0]:
+        return circuit_graph_json(cfg, names, scores, in_circuit)
+    edges = _edge_names_of(cfg)
+    return circuit_graph_json(cfg, edges, np.zeros(len(edges)), _node_edges(edges, names, in_circuit),
+                              node_scores=scores, node_names=names, node_in_graph=in_circuit)
+
+
+def node_to_edge_view(cfg: Mapping, names: Sequence[str], *per_node: np.ndarray) -> tuple[list[str], ...]:
+    """Edge names and per-edge copies of per-node arrays, for drawing a node-level circuit: an edge takes its
+    parent's value, or its child's when the parent is ``input`` (always in the circuit; ``logits``: 0)."""
+    edges = _edge_names_of(cfg)
+    index = {n: i for i, n in enumerate(names)}
+    pick = []
+    for e in edges:
+        parent, child = e.split("->")
+        node = parent if parent != "input" else child.split("<")[0]
+        pick.append(index.get(node, -1))
+    pick = np.asarray(pick)
+    out = []
+    for values in per_node:
+        values = np.asarray(values)
+        padded = np.concatenate([values, np.zeros(1, dtype=values.dtype)])
+        out.append(padded[pick])
+    return (edges, *out)
 
 
 def write_task_graphs(out_dir: str | os.PathLike, task: str, attributions: str | os.PathLike,
@@ -83,7 +110,6 @@ def write_task_graphs(out_dir: str | os.PathLike, task: str, attributions: str |
         by_setting[setting_columns(votes, certs)["setting"]] = (votes, certs)
     folder = Path(out_dir) / task
     written = []
-    edge_names = names if level == "edge" else _edge_names_of(cfg)
     for method in METHODS:
         setting, k = str(row[f"{method}_setting"]), float(row[f"{method}_k_target"])
         if setting not in by_setting:
@@ -92,24 +118,15 @@ def write_task_graphs(out_dir: str | os.PathLike, task: str, attributions: str |
         votes, certs = by_setting[setting]
         k_index = int(np.argmin(np.abs(np.asarray(votes.k_grid) - k)))
         mask = method_masks(votes, certs)[method][k_index]
-        if level == "edge":
-            graph = circuit_graph_json(cfg, names, scores, mask)
-        else:
-            graph = circuit_graph_json(cfg, edge_names, np.zeros(len(edge_names)), _node_edges(edge_names, names, mask),
-                                       node_scores=scores, node_names=names, node_in_graph=mask)
+        graph = graph_dict(cfg, names, scores, mask)
         path = folder / f"{method}_K{_k_label(k)}.json"
         written.append(write_graph_json(path, graph))
         if method == "certified":
             side = decisions_sidecar(names, certs.decision[k_index], k=k,
                                      setting={**setting_columns(votes, certs), "level": level})
             written.append(write_json(folder / f"certified_K{_k_label(k)}.decisions.json", side))
-    none = np.zeros(len(names), dtype=bool)
-    if level == "edge":
-        graph = circuit_graph_json(cfg, names, scores, none)
-    else:
-        graph = circuit_graph_json(cfg, edge_names, np.zeros(len(edge_names)), np.zeros(len(edge_names), dtype=bool),
-                                   node_scores=scores, node_names=names, node_in_graph=none)
-    written.append(write_graph_json(folder / "scores.json", graph))
+    written.append(write_graph_json(folder / "scores.json", graph_dict(cfg, names, scores,
+                                                                        np.zeros(len(names), dtype=bool))))
     return written
 
 
