@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from certified_circuits.language.eap_ig import RANKING, eap_ig_scores
-from certified_circuits.language.hooked import METHODS, attribution_scores, check_method, method_points
+from certified_circuits.language.hooked import attribution_scores, check_method, method_points
 from certified_circuits.language.models import LanguageModel, load_language_model
 from certified_circuits.language.tasks import Example
 from certified_circuits.language.tokenizer import EncodedBatch, encode_examples

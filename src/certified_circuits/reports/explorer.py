@@ -366,10 +366,17 @@ def circuit_json(names: Sequence[str], scores: np.ndarray, decision: np.ndarray,
     from certified_circuits.reports.eap_graph import graph_cfg
     from certified_circuits.reports.language_graphs import graph_dict
 
-    cfg = graph_cfg(int(attrs.get("n_layers", 0)), int(attrs.get("n_heads", 0)), int(attrs.get("d_model") or 0),
-                    bool(int(attrs.get("parallel_attn_mlp") or 0)), k=k, tau=float(attrs["tau"]),
-                    p_del=float(attrs["p_del"]), alpha=float(attrs["alpha"]),
-                    radius=certified_radius(float(attrs["tau"]), float(attrs["p_del"])))
+    cfg = graph_cfg(
+        int(attrs.get("n_layers", 0)),
+        int(attrs.get("n_heads", 0)),
+        int(attrs.get("d_model") or 0),
+        bool(int(attrs.get("parallel_attn_mlp") or 0)),
+        k=k,
+        tau=float(attrs["tau"]),
+        p_del=float(attrs["p_del"]),
+        alpha=float(attrs["alpha"]),
+        radius=certified_radius(float(attrs["tau"]), float(attrs["p_del"])),
+    )
     graph = graph_dict(cfg, list(names), scores, np.asarray(decision) == 1)
     if names and "->" in names[0]:
         for name, d in zip(names, decision):
@@ -509,11 +516,13 @@ def language_page(circuits: Sequence[Circuit], experiment: Experiment, sufficien
         **{key: attributions.attrs.get(key) for key in ("n_layers", "n_heads", "d_model", "parallel_attn_mlp")},
     }
     drawn = (attributions.names, certificates.decision[i], votes.baseline[i], votes.certification_counts[i])
-    if attributions.names and "->" not in attributions.names[0]:   # node level: each node's edges drawn
+    if attributions.names and "->" not in attributions.names[0]:  # node level: each node's edges drawn
         from certified_circuits.reports.eap_graph import graph_cfg
         from certified_circuits.reports.language_graphs import node_to_edge_view
 
-        cfg = graph_cfg(int(attrs["n_layers"]), int(attrs["n_heads"]), 0, bool(int(attrs.get("parallel_attn_mlp") or 0)))
+        cfg = graph_cfg(
+            int(attrs["n_layers"]), int(attrs["n_heads"]), 0, bool(int(attrs.get("parallel_attn_mlp") or 0))
+        )
         drawn = node_to_edge_view(cfg, *drawn)
     svg, counts = language_graph_svg(*drawn, int(attributions.attrs["n_layers"]), int(attributions.attrs["n_heads"]))
     scorer = str(votes.attrs.get("scorer", "eap_ig"))
