@@ -229,6 +229,11 @@ def check_language(language):
             config_error("language.tasks", language["tasks"], f"source {source} generates only {list(BUILTIN_TASKS)}; "
                                                               f"for your own tasks use source: hf and task_files")
     cert = language["certification"]
+    known = set(language["task_files"]) if source == "hf" else set(BUILTIN_TASKS)
+    stray = [t for t in language["settings"] if t not in known]
+    if stray:
+        config_error("language.settings", sorted(language["settings"]),
+                     f"settings for {stray}, which are not tasks of this source ({sorted(known)}): a misspelt task?")
     missing = [t for t in language["tasks"] if t not in language["settings"]]
     if missing and not ("tau" in cert and "p_del" in cert):
         config_error("language.settings", sorted(language["settings"]),
