@@ -5,7 +5,10 @@ vote at identical compute, certified-in edges) is evaluated on each eval set by 
 (:mod:`.patching`); the unpatched model gives the ``full`` row. One batched pass per eval set evaluates
 all masks. Output: tidy rows (experiment, concept, eval_set, method, k_target, k_effective, accuracy,
 binary_accuracy, logit_diff, n_examples, per_example_correct: the exact-match outcome of every prompt as a 0/1
-string for the per-example paired tests of :mod:`certified_circuits.analysis.paired_tests`).
+string for the per-example paired tests of :mod:`certified_circuits.analysis.paired_tests`; and faithfulness'
+``m`` (the logit difference), ``m_empty`` (every edge patched: the corrupted run) and ``m_full`` (the full
+model), :mod:`certified_circuits.analysis.faithfulness`; a circuit of every edge is the full model, so its
+``m`` is ``m_full`` itself).
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from certified_circuits.language.tokenizer import encode_examples
 from certified_circuits.analysis.paired_tests import OUTCOME_COLUMN, encode_outcomes
 
 COLUMNS = ["experiment", "concept", "eval_set", "method", "k_target", "k_effective", "accuracy",
-           "binary_accuracy", "logit_diff", "n_examples", OUTCOME_COLUMN]
+           "binary_accuracy", "logit_diff", "n_examples", OUTCOME_COLUMN, "m", "m_empty", "m_full"]
 
 
 def edge_masks_of(graph, masks: np.ndarray) -> np.ndarray:
@@ -53,6 +56,8 @@ def circuit_table(lm, task: str, masks: Mapping[str, np.ndarray], k_grid: np.nda
     stacked_units = np.concatenate([masks[m] for m in names], 0)
     k_eff = effective_k(stacked_units, np.zeros(stacked_units.shape[1], dtype=np.int32))
     stacked = edge_masks_of(g, stacked_units)
+    every = stacked.all(1)                                            # the full model itself (f = 1 exactly)
+    stacked = np.vstack([stacked, np.zeros((1, stacked.shape[1]), bool)])   # the empty circuit: m_empty
     model = lm.weights if lm.weights is not None else BridgeGraphModel(lm.bridge, g)
     rows = []
     for eval_set, path in eval_sets.items():
@@ -62,19 +67,22 @@ def circuit_table(lm, task: str, masks: Mapping[str, np.ndarray], k_grid: np.nda
             raise ValueError(f"{path} holds examples of another task than {task!r} ({bad[:3]})")
         batch = encode_examples(examples, lm.tokenizer, max_len=lm.n_positions)
         full = full_model_metrics(model, batch, device=device)
+        res = evaluate_edge_masks(model, batch, stacked, device=device, progress=progress,
+                                  budget_floats=budget_floats)
+        m_full, m_empty = float(full.logit_diff[0]), float(res.logit_diff[-1])
+        faith = dict(m_empty=m_empty, m_full=m_full)
         rows.append(dict(experiment=experiment, concept=task, eval_set=eval_set, method="full", k_target=1.0,
                          k_effective=1.0, accuracy=full.accuracy[0], binary_accuracy=full.binary_accuracy[0],
                          logit_diff=full.logit_diff[0], n_examples=full.n_examples,
-                         **{OUTCOME_COLUMN: encode_outcomes(full.correct)[0]}))
-        res = evaluate_edge_masks(model, batch, stacked, device=device, progress=progress,
-                                  budget_floats=budget_floats)
+                         **{OUTCOME_COLUMN: encode_outcomes(full.correct)[0]}, m=m_full, **faith))
         outcomes = encode_outcomes(res.correct)
-        for i in range(stacked.shape[0]):
+        for i in range(stacked.shape[0] - 1):
             m, k = names[i // len(k_grid)], float(k_grid[i % len(k_grid)])
             rows.append(dict(experiment=experiment, concept=task, eval_set=eval_set, method=m, k_target=k,
                              k_effective=float(k_eff[i]), accuracy=res.accuracy[i],
                              binary_accuracy=res.binary_accuracy[i], logit_diff=res.logit_diff[i],
-                             n_examples=res.n_examples, **{OUTCOME_COLUMN: outcomes[i]}))
+                             n_examples=res.n_examples, **{OUTCOME_COLUMN: outcomes[i]},
+                             m=m_full if every[i] else float(res.logit_diff[i]), **faith))
     return pd.DataFrame(rows, columns=COLUMNS)
 
 

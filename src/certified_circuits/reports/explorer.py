@@ -594,7 +594,7 @@ def overview(
             )
         pages = " ".join(f'<a href="{esc(href)}">{esc(label)}</a>' for label, href in links.get(experiment.name, []))
         parts.append(f"<p><b>{'Classes' if experiment.kind == 'vision' else 'Tasks'}:</b> {pages}</p>")
-        for name in ("peaks_cacc", "peaks_balanced", "selected_cacc", "selected_balanced"):
+        for name in ("peaks_cacc", "peaks_balanced", "selected_cacc", "selected_balanced", "faithfulness_mean"):
             md = experiment.tables / f"{name}.md"
             if md.is_file():
                 parts.append(markdown_table_html(md.read_text()))

@@ -51,6 +51,28 @@ def _settings_of(table: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     return table.groupby(keys, as_index=False)["setting"].agg(lambda s: ";".join(sorted(set(s))))
 
 
+def _faithfulness_tables(table: pd.DataFrame, keys: Sequence[str], out_dir: Path) -> dict[str, float]:
+    """``faithfulness.csv`` (CPR and CMD per circuit curve, :mod:`certified_circuits.analysis.faithfulness`) and
+    ``faithfulness_mean.{csv,md,tex}`` (the mean over concepts); nothing when the sufficiency tables predate the
+    m columns."""
+    from certified_circuits.analysis.faithfulness import FAITH_COLUMNS, faithfulness_table
+
+    if not set(FAITH_COLUMNS) <= set(table.columns) or table[list(FAITH_COLUMNS)].isna().all().all():
+        return {}
+    group = [k for k in dict.fromkeys([*keys, "scorer", "setting"]) if k in table.columns]
+    faith = faithfulness_table(table, group)
+    write_csv(out_dir / "faithfulness.csv", faith)
+    shown = [k for k in group if k not in ("experiment",)]
+    mean = faith.groupby([*shown, "method"], sort=False)[["cpr", "cmd", "f_k0.25", "f_k0.5"]].mean().reset_index()
+    display = mean.rename(columns={"cpr": "CPR (higher better)", "cmd": "CMD (lower better)",
+                                   "f_k0.25": "f at K=0.25", "f_k0.5": "f at K=0.5"})
+    tables.write_table(display, out_dir / "faithfulness_mean",
+                       caption="Faithfulness f = (m(C) - m(empty)) / (m(M) - m(empty)) over the K grid, mean over "
+                               "concepts: CPR = area under f, CMD = area between f and 1 (MIB's circuit track).")
+    return {f"faith_{m}_{key}": float(v) for m, part in faith.groupby("method")
+            for key, v in (("cpr", part["cpr"].mean()), ("cmd", part["cmd"].mean()))}
+
+
 def sufficiency_report(inputs: Sequence[Path], by: Sequence[str], test: str, best_setting: bool, title: str,
                        out_dir: Path, select_on: str | None = None, bootstrap_seed: int = 0) -> dict[str, float]:
     """Table 1 / Table 3, curves and the operating points from per-concept sufficiency CSVs.
@@ -68,11 +90,12 @@ def sufficiency_report(inputs: Sequence[Path], by: Sequence[str], test: str, bes
                                "(rerun the evaluation stage: its CSVs carry their settings)")
     keys = ["experiment", *by, "eval_set"]
     write_csv(out_dir / "sufficiency.csv", table)
+    headline_faith = _faithfulness_tables(table, keys, out_dir)
     curves = evaluation.cacc_curves(table, keys)
     write_csv(out_dir / "curves.csv", curves)
     write_csv(out_dir / "operating_points.csv", evaluation.operating_points(curves, keys))
     metrics = ["accuracy"] + (["balanced_accuracy"] if "balanced_accuracy" in table.columns else [])
-    headline = {}
+    headline = dict(headline_faith)
     for metric in metrics:
         peaks = evaluation.peak_table(table, metric=metric, test=test, by=keys, bootstrap_seed=bootstrap_seed)
         if best_setting:
@@ -335,6 +358,13 @@ def summary_report(peaks: Sequence[Path], out: Path) -> None:
             lines += [*peak_sentences(table), ""]
             if formatted.is_file():
                 lines += [formatted.read_text().strip(), ""]
+        faith = folder / "faithfulness_mean.md"
+        if faith.is_file():
+            lines += [f"### Faithfulness (`tables/{folder.name}/faithfulness.csv`)", "",
+                      "f = (m(C) - m(empty)) / (m(M) - m(empty)) over the K grid (MIB's circuit track): CPR is the "
+                      "area under f (higher is better), CMD the area between f and 1 (lower is better; a circuit "
+                      "that overshoots the model counts as different). Unlike cACC, f follows the model's margin, "
+                      "not only its argmax.", "", faith.read_text().strip(), ""]
     lines += ["Raw tables (CSV) and figures: " + ", ".join(f"`{p}`" for p in sorted({str(Path(p).parent) for p in peaks}))]
     text = "\n".join(lines) + "\n"
     write_text(out, text)

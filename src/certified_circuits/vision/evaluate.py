@@ -11,7 +11,11 @@ with every non-circuit vertex zeroed at each block output:
 - ``balanced_accuracy`` = (accuracy + 1 - false_positive_rate) / 2;
 - ``per_example_correct``: the outcome of every evaluated image as a 0/1 string, the class's images
   first (1 = labelled c), then the negative sample (1 = not labelled c), for the per-example paired
-  tests of :mod:`certified_circuits.analysis.paired_tests`.
+  tests of :mod:`certified_circuits.analysis.paired_tests`;
+- ``m``, ``m_empty``, ``m_full`` (faithfulness, :mod:`certified_circuits.analysis.faithfulness`): the mean
+  over the class's images of the class logit minus the mean of the other logits, for the circuit, for
+  the empty circuit (every vertex ablated) and for the full model. A circuit that keeps every vertex is
+  the full model, so its ``m`` is ``m_full`` itself (f = 1 exactly).
 
 All distinct masks of a class are evaluated together: masks are a batch dimension (``hooks.masked``),
 so each image passes the shared prefix once. The unmasked model is reported as method ``full``. Batches
@@ -37,7 +41,14 @@ if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
 COLUMNS = ["experiment", "concept", "eval_set", "method", "k_target", "k_effective", "accuracy",
-           "false_positive_rate", "balanced_accuracy", "n_images", "n_negatives", OUTCOME_COLUMN]
+           "false_positive_rate", "balanced_accuracy", "n_images", "n_negatives", OUTCOME_COLUMN,
+           "m", "m_empty", "m_full"]
+
+
+def class_margin(logits: torch.Tensor, label: int) -> torch.Tensor:
+    """Class logit minus the mean of the other logits, [...] from logits [..., C] (faithfulness' vision m)."""
+    own = logits[..., label]
+    return own - (logits.sum(-1) - own) / (logits.shape[-1] - 1)
 
 
 #: Live tensors of the largest layer output per (mask, image) pair at peak during a masked forward pass:
@@ -94,8 +105,9 @@ def batch_pairs(model: VisionModel, n_pairs: int, max_batch: int | None = None, 
 @torch.no_grad()
 def predictions_under_masks(model: VisionModel, imageset: ImageSet, idx: np.ndarray, masks: np.ndarray,
                             max_batch: int | None = None, progress: bool = False, desc: str = "masks",
-                            fill: list[torch.Tensor] | None = None) -> np.ndarray:
-    """Predicted class int64 [M, len(idx)] of every image under every mask (masks bool/float [M, U]).
+                            fill: list[torch.Tensor] | None = None, label: int | None = None):
+    """Predicted class int64 [M, len(idx)] of every image under every mask (masks bool/float [M, U]);
+    with ``label``, also the class margin float64 [M, len(idx)] (:func:`class_margin`) as a second result.
 
     Batches hold at most ``max_batch`` (mask, image) pairs (default: as many as fit in free device
     memory, :func:`batch_pairs`): ``mc = min(M, max_batch)`` masks by ``max_batch // mc`` images."""
@@ -105,20 +117,30 @@ def predictions_under_masks(model: VisionModel, imageset: ImageSet, idx: np.ndar
     mc = max(1, min(m, max_batch))
     b = max(1, max_batch // mc)
     out = np.empty((m, len(idx)), dtype=np.int64)
+    margin = np.empty((m, len(idx)), dtype=np.float64)
     for s0 in tqdm(range(0, len(idx), b), desc=desc, disable=not progress, leave=False):
         sl = slice(s0, min(len(idx), s0 + b))
         x = imageset.load(idx[sl], model).to(model.device)
         for m0 in range(0, m, mc):
             logits = masked_logits(model, x, masks_t[m0 : m0 + mc], fill)
             out[m0 : m0 + mc, sl] = logits.argmax(-1).cpu().numpy()
-    return out
+            if label is not None:
+                margin[m0 : m0 + mc, sl] = class_margin(logits, label).double().cpu().numpy()
+    return out if label is None else (out, margin)
 
 
 @torch.no_grad()
-def plain_predictions(model: VisionModel, imageset: ImageSet, idx: np.ndarray, batch_size: int = 256) -> np.ndarray:
-    out = [model.net(imageset.load(idx[s : s + batch_size], model).to(model.device)).argmax(1).cpu().numpy()
-           for s in range(0, len(idx), batch_size)]
-    return np.concatenate(out) if out else np.zeros(0, np.int64)
+def plain_predictions(model: VisionModel, imageset: ImageSet, idx: np.ndarray, batch_size: int = 256,
+                      label: int | None = None):
+    """Predicted class of the unmasked model [len(idx)]; with ``label``, also its class margin."""
+    logits = [model.net(imageset.load(idx[s : s + batch_size], model).to(model.device))
+              for s in range(0, len(idx), batch_size)]
+    pred = np.concatenate([x.argmax(1).cpu().numpy() for x in logits]) if logits else np.zeros(0, np.int64)
+    if label is None:
+        return pred
+    margin = (np.concatenate([class_margin(x, label).double().cpu().numpy() for x in logits]) if logits
+              else np.zeros(0))
+    return pred, margin
 
 
 def negative_sample(labels: np.ndarray, label: int, n: int, seed: int, eval_set: str) -> np.ndarray:
@@ -150,8 +172,12 @@ def evaluate_class(model: VisionModel, sets: Mapping[str, ImageSet], label: int,
     if stacked.shape[1] != model.n_vertices:
         raise ValueError(f"masks have {stacked.shape[1]} components but {model.arch} has {model.n_vertices} vertices: "
                          f"were the votes computed from this model's attributions?")
-    uniq, inverse = np.unique(stacked, axis=0, return_inverse=True)
+    # the empty circuit (every vertex ablated) is evaluated with the others: m_empty of faithfulness
+    uniq, inverse = np.unique(np.vstack([stacked, np.zeros((1, stacked.shape[1]), bool)]), axis=0,
+                              return_inverse=True)
     inverse = inverse.reshape(-1)
+    empty_u = inverse[-1]
+    every_u = np.flatnonzero(uniq.all(1))   # a circuit of every vertex is the full model (f = 1 exactly)
     keff = {mth: effective_k(np.asarray(masks[mth], dtype=bool), groups) for mth in methods}
     nk = len(k_grid)
     per_pair = bytes_per_pair(model) if max_batch is None else None  # one probe for every eval set
@@ -164,24 +190,31 @@ def evaluate_class(model: VisionModel, sets: Mapping[str, ImageSet], label: int,
         neg = negative_sample(iset.labels, label, n_negatives, seed, name)
         idx = np.concatenate([pos, neg])
         pairs = batch_pairs(model, len(uniq) * len(idx), max_batch, per_pair)
-        pred_u = predictions_under_masks(model, iset, idx, uniq, pairs, progress, desc=name, fill=fill)
+        pred_u, margin_u = predictions_under_masks(model, iset, idx, uniq, pairs, progress, desc=name, fill=fill,
+                                                   label=label)
         hit = pred_u == label  # [Mu, N]
         acc_u = hit[:, : len(pos)].mean(1)
         fpr_u = hit[:, len(pos) :].mean(1) if len(neg) else np.full(len(uniq), np.nan)
-        full = plain_predictions(model, iset, idx) == label
+        full_pred, full_margin = plain_predictions(model, iset, idx, label=label)
+        full = full_pred == label
+        m_full = float(full_margin[: len(pos)].mean())
+        m_u = margin_u[:, : len(pos)].mean(1)
+        m_u[every_u] = m_full
+        m_empty = float(m_u[empty_u])
         full_fpr = full[len(pos) :].mean() if len(neg) else np.nan
         positive = np.arange(len(idx)) < len(pos)
         outcomes = encode_outcomes(np.vstack([full, hit]) == positive)  # correct: c on positives, not c on negatives
         rows.append((experiment, concept, name, "full", 1.0, 1.0, full[: len(pos)].mean(), full_fpr, len(pos), len(neg),
-                     outcomes[0]))
+                     outcomes[0], m_full, m_empty, m_full))
         for j, mth in enumerate(methods):
             for i in range(nk):
                 u = inverse[j * nk + i]
                 rows.append((experiment, concept, name, mth, float(k_grid[i]), float(keff[mth][i]), acc_u[u], fpr_u[u],
-                             len(pos), len(neg), outcomes[1 + u]))
+                             len(pos), len(neg), outcomes[1 + u], float(m_u[u]), m_empty, m_full))
     import pandas as pd  # only now: a vision job reaches its first batch without pandas (start-up, issue 8)
 
     df = pd.DataFrame(rows, columns=[c for c in COLUMNS if c != "balanced_accuracy"])
+    df = df.astype({"m": float, "m_empty": float, "m_full": float})
     df["accuracy"] = df["accuracy"].astype(float)
     df["false_positive_rate"] = df["false_positive_rate"].astype(float)
     df["balanced_accuracy"] = (df["accuracy"] + 1.0 - df["false_positive_rate"]) / 2.0

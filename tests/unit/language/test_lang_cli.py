@@ -63,8 +63,15 @@ def test_attribution_contract(pipeline):
 
 def test_evaluation_table(pipeline):
     df = pd.read_csv(pipeline / "eval.csv")
+    # faithfulness' m is the logit difference; a circuit of every edge is the full model exactly
+    circuits = df[df.method != "full"]
+    full_ld = df[df.method == "full"].set_index("eval_set")["logit_diff"]
+    assert (df["m_full"] == df["eval_set"].map(full_ld)).all()
+    every = circuits[np.isclose(circuits.k_effective, 1.0)]
+    assert (every["m"] == every["m_full"]).all()
     assert list(df.columns) == ["experiment", "concept", "eval_set", "method", "k_target", "k_effective",
                                 "accuracy", "binary_accuracy", "logit_diff", "n_examples", "per_example_correct",
+                                "m", "m_empty", "m_full",   # faithfulness: the circuit, the empty circuit, the model
                                 # the setting the circuits came from, read from the votes and certificates
                                 "scorer", "split", "setting", "p_del", "n0", "n", "seed", "tau", "alpha",
                                 "correction", "radius"]
