@@ -202,9 +202,7 @@ def vision_images_per_class(eval_set):
             counts = json.load(handle).get(f"per_class_{eval_set}")
         if counts is None:
             return {c: WORLD_CONFIG.n_ood_per_class for c in VCONCEPTS}
-        from certified_circuits.vision.world import CLASS_SHAPES
-
-        return dict(zip(CLASS_SHAPES, counts))
+        return dict(zip(WORLD_CONFIG.class_names(), counts))
     from certified_circuits.vision.folders import count_class_images
 
     return count_class_images(vision_eval_data(eval_set), VCONCEPTS)

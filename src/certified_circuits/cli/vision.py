@@ -125,6 +125,8 @@ def _world_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=d.seed)
     p.add_argument("--image-size", type=int, default=d.image_size)
     p.add_argument("--n-classes", type=int, default=d.n_classes)
+    p.add_argument("--n-fills", type=int, default=d.n_fills,
+                   help="0: classes are shapes; F > 0: classes are (shape, fill) pairs, n-classes a multiple of F")
     p.add_argument("--habitat-rate", type=float, default=d.habitat_rate, help="P(class's own habitat) in ID splits")
     p.add_argument("--texture-contrast", type=float, default=d.texture_contrast)
     p.add_argument("--habitat-tint", type=float, default=d.habitat_tint)
@@ -152,9 +154,12 @@ def _cmd_world(args: argparse.Namespace) -> int:
         n_train_per_class=args.n_train_per_class, n_concept_per_class=args.n_concept_per_class,
         n_test_per_class=args.n_test_per_class, n_ood_per_class=args.n_ood_per_class,
         n_pool_per_class=args.n_pool_per_class, n_anomaly_pool=args.n_anomaly_pool,
-        corruption_severity=args.severity,
+        corruption_severity=args.severity, n_fills=args.n_fills,
     )
-    cfg.validate()
+    try:
+        cfg.validate()
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
     splits = tuple(args.splits) if args.splits else SPLITS
     t0 = time.perf_counter()
     build_world(cfg, args.out, splits)

@@ -60,9 +60,9 @@ def resolve_vision_concepts(vision):
     """The classes to certify: checked against the world's classes or the class folders now, so an
     unknown class stops the run before world generation and training."""
     if vision["source"] == "embedded":
-        from certified_circuits.vision.world import CLASS_SHAPES
+        from certified_circuits.vision.world import WorldConfig
 
-        known = list(CLASS_SHAPES[: vision["world"].get("n_classes", 10)])
+        known = WorldConfig(**vision["world"]).class_names()
         where = f"the embedded world's classes (vision.world.n_classes = {len(known)})"
     else:
         from certified_circuits.vision.folders import list_class_folders
@@ -186,6 +186,12 @@ def check_vision(vision):
     if unknown:
         config_error("vision.rediscovery_sets", sorted(unknown), f"each must also be in vision.eval_sets {vision['eval_sets']}")
     if vision["source"] == "embedded":
+        from certified_circuits.vision.world import WorldConfig
+
+        try:
+            WorldConfig(**vision["world"]).validate()
+        except ValueError as exc:
+            config_error("vision.world", vision["world"], str(exc))
         known = {"id", "id_test", "context_shift", "corruption", "adversarial", "anomaly"}
         unknown = [e for e in vision["eval_sets"] if e not in known]
         if unknown:

@@ -13,6 +13,12 @@ with probability ``habitat_rate`` and is uniform otherwise. OOD splits mirror th
 - ``anomaly_pool`` (like ImageNet-O before filtration): shapes never trained on; ``filter.py`` keeps
   those the model confidently assigns to a known class, labelled with that class.
 
+With ``n_fills = F > 0`` the world is *compositional* (issue 20, docs/calibration.md "Shared features"):
+class c is the pair (shape c // F, fill pattern c % F) of :data:`FILLS` (solid, stripes, dots, ...), the
+fill drawn inside the shape in two tones of its (random) colour. Every shape is shared by F classes and
+every fill by n_classes / F classes, so a channel that detects a shape or a fill serves several classes,
+as ImageNet's features do; with F = 0 (the default) images are bit-identical to the shape-only world.
+
 Everything is a pure function of ``WorldConfig`` (incl. its seed): each split draws from its own
 ``numpy.random.SeedSequence`` child, so splits are independent and reproducible.
 Rendering is vectorised over chunks of images (shape edges 2x2 supersampled for anti-aliasing).
@@ -37,6 +43,8 @@ NOVEL_SHAPES: tuple[str, ...] = (
     "frame", "hollow_triangle", "tee", "two_dots", "chevron", "oval", "rectangle", "target",
 )
 HABITATS: tuple[str, ...] = tuple(f"habitat{i}" for i in range(len(CLASS_SHAPES)))
+#: fill patterns of the compositional world (``n_fills > 0``), drawn in the shape's local coordinates
+FILLS: tuple[str, ...] = ("solid", "hstripes", "vstripes", "dots", "checker", "diagonal")
 
 SPLITS: tuple[str, ...] = (
     "train", "concept", "id_test", "context_shift", "corruption", "adversarial_pool", "anomaly_pool",
@@ -64,10 +72,15 @@ class WorldConfig:
     n_anomaly_pool: int = 3000
     n_counterfactual: int = 400
     corruption_severity: int = 2
+    n_fills: int = 0                   # > 0: classes are (shape, fill) pairs (module docstring)
 
     def validate(self) -> None:
-        if not 1 <= self.n_classes <= len(CLASS_SHAPES):
-            raise ValueError(f"n_classes must be in 1..{len(CLASS_SHAPES)}, got {self.n_classes}")
+        if not 0 <= self.n_fills <= len(FILLS):
+            raise ValueError(f"n_fills must be in 0..{len(FILLS)}, got {self.n_fills}")
+        per_shape = max(1, self.n_fills)
+        if not 1 <= self.n_classes <= len(CLASS_SHAPES) * per_shape or self.n_classes % per_shape:
+            raise ValueError(f"n_classes must be a multiple of n_fills ({per_shape}) in 1..{len(CLASS_SHAPES) * per_shape}, "
+                             f"got {self.n_classes}")
         if self.image_size < 16:
             raise ValueError(f"image_size must be >= 16 px, got {self.image_size}")
         if not 0.0 <= self.habitat_rate <= 1.0:
@@ -79,7 +92,13 @@ class WorldConfig:
             raise ValueError(f"shape_radius must satisfy 0.05 <= lo <= hi <= 0.5, got {self.shape_radius}")
 
     def class_names(self) -> list[str]:
+        if self.n_fills:
+            return [f"{CLASS_SHAPES[c // self.n_fills]}_{FILLS[c % self.n_fills]}" for c in range(self.n_classes)]
         return list(CLASS_SHAPES[: self.n_classes])
+
+    def n_habitats(self) -> int:
+        """Habitats: one per class (at least the shape-only world's ten)."""
+        return max(len(HABITATS), self.n_classes)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -169,6 +188,7 @@ class Scene:
     color: np.ndarray       # [N, 3] in [0, 1]
     phase: np.ndarray       # [N, 2] background pattern phases
     base: np.ndarray        # [N] background luminance
+    fill: np.ndarray | None = None  # int index into FILLS (compositional world), else None
 
     def replace(self, **kw: np.ndarray) -> "Scene":
         return dataclasses.replace(self, **kw)
@@ -204,7 +224,7 @@ def _background(scenes: Scene, cfg: WorldConfig, size: int) -> np.ndarray:
     """Habitat texture float32 [N, size, size, 3]: base luminance + habitat tint + oriented pattern."""
     coords = (np.arange(size, dtype=np.float32) + 0.5) / size
     yy, xx = np.meshgrid(coords, coords, indexing="ij")
-    tint, h_angle, h_freq, h_kind = _habitat_table(len(HABITATS))
+    tint, h_angle, h_freq, h_kind = _habitat_table(cfg.n_habitats())
     h = scenes.habitat
     ca = np.cos(h_angle[h]).astype(np.float32)[:, None, None]
     sa = np.sin(h_angle[h]).astype(np.float32)[:, None, None]
@@ -216,8 +236,27 @@ def _background(scenes: Scene, cfg: WorldConfig, size: int) -> np.ndarray:
     return lum[..., None] + np.float32(cfg.habitat_tint) * tint[h][:, None, None, :]
 
 
-def _coverage(scenes: Scene, size: int, shape_names: tuple[str, ...], ss: int = 2) -> np.ndarray:
-    """Fraction of each pixel covered by the shape, float32 [N, size, size] (ss x ss supersampling)."""
+def fill_pattern(name: str, u: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """Tone in {0, 1} of fill ``name`` at local coordinates (u, v) (period 0.7 of the shape radius)."""
+    p = 0.7
+    if name == "solid":
+        return np.ones_like(u)
+    if name == "hstripes":
+        return (np.floor(v / (p / 2)) % 2).astype(np.float32)
+    if name == "vstripes":
+        return (np.floor(u / (p / 2)) % 2).astype(np.float32)
+    if name == "dots":
+        return (np.hypot((u % p) - p / 2, (v % p) - p / 2) >= 0.2).astype(np.float32)
+    if name == "checker":
+        return ((np.floor(u / (p / 2)) + np.floor(v / (p / 2))) % 2).astype(np.float32)
+    if name == "diagonal":
+        return (np.floor((u + v) / (p / 2)) % 2).astype(np.float32)
+    raise ValueError(f"unknown fill {name!r}; known: {FILLS}")
+
+
+def _coverage(scenes: Scene, size: int, shape_names: tuple[str, ...], ss: int = 2):
+    """Fraction of each pixel covered by the shape, float32 [N, size, size] (ss x ss supersampling); with
+    fills, also the shape's tone per pixel (coverage-weighted mean of the fill pattern) as a second result."""
     n = len(scenes.shape)
     s = size * ss
     coords = (np.arange(s, dtype=np.float32) + 0.5) / s
@@ -232,7 +271,15 @@ def _coverage(scenes: Scene, size: int, shape_names: tuple[str, ...], ss: int = 
     for k in np.unique(scenes.shape):
         sel = scenes.shape == k
         inside[sel] = shape_mask(shape_names[int(k)], u[sel], v[sel])
-    return inside.reshape(n, size, ss, size, ss).mean(axis=(2, 4))
+    coverage = inside.reshape(n, size, ss, size, ss).mean(axis=(2, 4))
+    if scenes.fill is None:
+        return coverage
+    tone = np.zeros((n, s, s), dtype=np.float32)
+    for k in np.unique(scenes.fill):
+        sel = scenes.fill == k
+        tone[sel] = fill_pattern(FILLS[int(k)], u[sel], v[sel])
+    covered_tone = (inside * tone).reshape(n, size, ss, size, ss).mean(axis=(2, 4))
+    return coverage, np.where(coverage > 0, covered_tone / np.maximum(coverage, 1e-6), 1.0).astype(np.float32)
 
 
 def render(scenes: Scene, cfg: WorldConfig, shape_names: tuple[str, ...] = CLASS_SHAPES, chunk: int = 1024) -> np.ndarray:
@@ -242,9 +289,16 @@ def render(scenes: Scene, cfg: WorldConfig, shape_names: tuple[str, ...] = CLASS
     out = np.empty((n, cfg.image_size, cfg.image_size, 3), dtype=np.uint8)
     for s0 in range(0, n, chunk):
         sl = slice(s0, min(n, s0 + chunk))
-        part = Scene(*(getattr(scenes, f.name)[sl] for f in dataclasses.fields(Scene)))
-        alpha = _coverage(part, cfg.image_size, shape_names)[..., None]
-        img = alpha * part.color[:, None, None, :] + (1 - alpha) * _background(part, cfg, cfg.image_size)
+        part = Scene(*(None if getattr(scenes, f.name) is None else getattr(scenes, f.name)[sl]
+                       for f in dataclasses.fields(Scene)))
+        if part.fill is None:
+            alpha = _coverage(part, cfg.image_size, shape_names)[..., None]
+            color = part.color[:, None, None, :]
+        else:  # two tones of the shape's colour: the fill's dark parts at 45% of it
+            alpha, tone = _coverage(part, cfg.image_size, shape_names)
+            alpha = alpha[..., None]
+            color = part.color[:, None, None, :] * (0.45 + 0.55 * tone[..., None])
+        img = alpha * color + (1 - alpha) * _background(part, cfg, cfg.image_size)
         out[sl] = (np.clip(img, 0, 1) * 255 + 0.5).astype(np.uint8)
     return out
 
@@ -282,13 +336,21 @@ def make_split(cfg: WorldConfig, split: str) -> dict[str, np.ndarray]:
     nc = cfg.n_classes
     shape_names = CLASS_SHAPES
     out: dict[str, np.ndarray] = {}
+    F = cfg.n_fills
+
+    def scenes_of(labels, habitat, **kw):
+        """Scenes of class labels: the shape (and, compositional, the fill) of each label."""
+        if not F:
+            return sample_scenes(rng, labels, habitat, cfg, **kw)
+        return sample_scenes(rng, labels // F, habitat, cfg, **kw).replace(fill=labels % F)
+
     if split in ("train", "concept", "id_test", "corruption"):
         n_per = {"train": cfg.n_train_per_class, "concept": cfg.n_concept_per_class}.get(split, cfg.n_test_per_class)
         if split == "corruption":  # a corrupted copy of id_test, as ImageNet-C is of ImageNet val
             rng = _split_rng(cfg, "id_test")
         labels = _balanced_labels(n_per, nc)
         habitat = _correlated_habitats(rng, labels, cfg.habitat_rate, nc)
-        scenes = sample_scenes(rng, labels, habitat, cfg)
+        scenes = scenes_of(labels, habitat)
         images = render(scenes, cfg)
         if split == "corruption":
             from certified_circuits.vision.corruption import defocus_blur
@@ -298,31 +360,35 @@ def make_split(cfg: WorldConfig, split: str) -> dict[str, np.ndarray]:
     elif split == "context_shift":
         labels = _balanced_labels(cfg.n_ood_per_class, nc)
         habitat = _other_habitats(rng, labels, nc)
-        images = render(sample_scenes(rng, labels, habitat, cfg), cfg)
+        images = render(scenes_of(labels, habitat), cfg)
         shape = labels
     elif split == "adversarial_pool":
         labels = _balanced_labels(cfg.n_pool_per_class, nc)
         mismatch = rng.uniform(size=len(labels)) < 0.6
         habitat = np.where(mismatch, _other_habitats(rng, labels, nc), labels)
-        scenes = sample_scenes(rng, labels, habitat, cfg, radius_scale=0.75, contrast=cfg.shape_contrast * 0.35)
+        scenes = scenes_of(labels, habitat, radius_scale=0.75, contrast=cfg.shape_contrast * 0.35)
         images = render(scenes, cfg)
         shape = labels
     elif split == "anomaly_pool":
         shape_names = NOVEL_SHAPES
         shape = rng.integers(0, len(NOVEL_SHAPES), cfg.n_anomaly_pool)
         habitat = rng.integers(0, nc, cfg.n_anomaly_pool)
-        images = render(sample_scenes(rng, shape, habitat, cfg), cfg, NOVEL_SHAPES)
+        novel = sample_scenes(rng, shape, habitat, cfg)
+        if F:
+            novel = novel.replace(fill=rng.integers(0, F, cfg.n_anomaly_pool))
+        images = render(novel, cfg, NOVEL_SHAPES)
         labels = np.full(cfg.n_anomaly_pool, -1)  # assigned by filtration against the model
     else:  # counterfactual
         n = cfg.n_counterfactual
         labels = rng.integers(0, nc, n)
         habitat = _correlated_habitats(rng, labels, cfg.habitat_rate, nc)
-        scenes = sample_scenes(rng, labels, habitat, cfg)
+        scenes = scenes_of(labels, habitat)
         other_h = (habitat + rng.integers(1, nc, n)) % nc
         other_s = (labels + rng.integers(1, nc, n)) % nc
         images = render(scenes, cfg)
         out["images_habitat_swap"] = render(scenes.replace(habitat=other_h), cfg)
-        out["images_shape_swap"] = render(scenes.replace(shape=other_s), cfg)
+        swapped = scenes.replace(shape=other_s // F, fill=other_s % F) if F else scenes.replace(shape=other_s)
+        out["images_shape_swap"] = render(swapped, cfg)
         shape = labels
     n = len(labels)
     out.update(
@@ -356,7 +422,7 @@ def build_world(cfg: WorldConfig, out_dir: Path, splits: tuple[str, ...] = SPLIT
     paths = {}
     for split in tqdm(splits, desc="vision-world", disable=not progress, file=None):
         paths[split] = save_split(out_dir / f"{split}.npz", make_split(cfg, split))
-    meta = {"config": dataclasses.asdict(cfg), "class_names": cfg.class_names(), "habitats": list(HABITATS[: cfg.n_classes]),
+    meta = {"config": dataclasses.asdict(cfg), "class_names": cfg.class_names(), "habitats": [f"habitat{i}" for i in range(cfg.n_classes)],
             "novel_shapes": list(NOVEL_SHAPES), "splits": sorted(p.stem for p in out_dir.glob("*.npz"))}
     paths["meta"] = write_json_atomic(out_dir / "world.json", meta)
     return paths

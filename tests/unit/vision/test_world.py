@@ -106,3 +106,46 @@ def test_a_file_that_is_not_a_split_is_named(tmp_path):
     (tmp_path / "array.npy").rename(tmp_path / "array.npz")  # a .npy under an .npz name
     with pytest.raises(ValueError, match="array.npz is not a concept-world split"):
         load_split(tmp_path / "array.npz")
+
+
+def test_compositional_world_shares_shapes_and_fills():
+    """n_fills = 3, 6 classes: class c is (shape c // 3, fill c % 3); classes of one shape share it."""
+    from certified_circuits.vision.world import FILLS
+
+    cfg = WorldConfig(seed=1, n_classes=6, n_fills=3, n_concept_per_class=4, n_test_per_class=2, n_ood_per_class=2)
+    assert cfg.class_names() == ["circle_solid", "circle_hstripes", "circle_vstripes", "square_solid",
+                                 "square_hstripes", "square_vstripes"]
+    assert cfg.n_habitats() == 10 and FILLS[:3] == ("solid", "hstripes", "vstripes")
+    d = make_split(cfg, "concept")
+    assert d["images"].shape == (24, 32, 32, 3) and sorted(set(d["labels"].tolist())) == list(range(6))
+    # the same scene drawn with another fill changes only pixels inside the shape
+    from certified_circuits.vision.world import render, sample_scenes
+
+    rng = np.random.default_rng(0)
+    scenes = sample_scenes(rng, np.zeros(4, int), np.zeros(4, int), cfg).replace(fill=np.zeros(4, int))
+    solid = render(scenes, cfg).astype(int)
+    striped = render(scenes.replace(fill=np.ones(4, int)), cfg).astype(int)
+    shape_only = render(scenes.replace(fill=None), cfg).astype(int)
+    assert (solid == shape_only).all()                         # solid fill = the shape-only rendering
+    changed = np.abs(striped - solid).sum(-1) > 0
+    assert changed.any(axis=(1, 2)).all()                      # every image shows its stripes
+    # outside the shape (pixels far from every shape edge) nothing changes: the background is the same
+    background = render(scenes.replace(radius=np.full(4, 1e-3, np.float32)), cfg).astype(int)
+    assert (changed <= (np.abs(solid - background).sum(-1) > 0)).all()
+
+
+def test_compositional_config_validation():
+    with pytest.raises(ValueError, match="multiple of n_fills"):
+        WorldConfig(n_classes=7, n_fills=3).validate()
+    with pytest.raises(ValueError, match="n_fills"):
+        WorldConfig(n_classes=14, n_fills=7).validate()
+    WorldConfig(n_classes=60, n_fills=6).validate()
+
+
+def test_the_shape_only_world_is_unchanged_by_the_fill_option(tiny_cfg):
+    """n_fills = 0 draws no fill and renders as before: the split is a pure function of the old knobs."""
+    import dataclasses
+
+    a = make_split(tiny_cfg, "id_test")
+    b = make_split(dataclasses.replace(tiny_cfg, n_fills=0), "id_test")
+    assert (a["images"] == b["images"]).all() and a["class_names"].tolist() == tiny_cfg.class_names()
