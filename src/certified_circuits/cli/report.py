@@ -148,7 +148,7 @@ def _model_seeds_arguments(p: argparse.ArgumentParser) -> None:
 @STAGES.stage("report-model-seeds", _model_seeds_arguments,
               help="mean ± spread of a table over runs with different model-training seeds")
 def _cmd_model_seeds(args: argparse.Namespace) -> int:
-    from certified_circuits.reports.paper import model_seeds_report
+    from certified_circuits.reports.paper import model_seeds_faithfulness, model_seeds_report
 
     runs: dict[str, list[Path]] = {}
     for seed, table in args.run:
@@ -156,7 +156,9 @@ def _cmd_model_seeds(args: argparse.Namespace) -> int:
         if not path.is_file():
             raise FileNotFoundError(f"{path}: table not found; run the workflow for model seed {seed} first")
         runs.setdefault(seed, []).append(path)
-    add_metrics(model_seeds_report(runs, args.out_dir, args.name))
+    faithfulness = all(p.name.startswith("faithfulness") for paths in runs.values() for p in paths)
+    report = model_seeds_faithfulness if faithfulness else model_seeds_report
+    add_metrics(report(runs, args.out_dir, args.name))
     return 0
 
 
