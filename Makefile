@@ -34,7 +34,7 @@ FORMATTED := src/certified_circuits/core src/certified_circuits/api.py src/certi
              src/certified_circuits/vision/families.py src/certified_circuits/vision/plugins.py src/certified_circuits/vision/folders.py
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff check src tests benchmarks experiments
 	$(BIN)/ruff format --check $(FORMATTED)
 	$(BIN)/mypy
 
