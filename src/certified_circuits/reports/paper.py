@@ -260,8 +260,8 @@ SIGNIFICANCE = 0.05
 
 
 def model_seeds_faithfulness(tables_by_seed: dict[str, Sequence[Path]], out_dir: Path, name: str) -> dict[str, float]:
-    """Faithfulness across model-training seeds: per seed the mean CPR and CMD over concepts (and settings)
-    of each (experiment, scorer, eval set, method), then their mean, standard deviation, min and max over
+    """Faithfulness across model-training seeds: per seed the mean CPR and CMD over the concepts of each
+    (experiment, scorer, setting, eval set, method), then their mean, standard deviation, min and max over
     seeds, and in how many seeds the certified circuit's CMD is below (and its CPR above) the baseline's.
     Written as ``<name>_model_seeds_raw.csv`` and a display table."""
     frames = []
@@ -271,7 +271,7 @@ def model_seeds_faithfulness(tables_by_seed: dict[str, Sequence[Path]], out_dir:
             evaluation.require_columns(frame, ["method", "eval_set", "cpr", "cmd"], f"{path} (a faithfulness.csv)")
             frames.append(frame.assign(model_seed=seed))
     table = pd.concat(frames, ignore_index=True)
-    keys = [k for k in ("experiment", "scorer", "eval_set") if k in table.columns]
+    keys = [k for k in ("experiment", "scorer", "setting", "eval_set") if k in table.columns]
     per_seed = table.groupby([*keys, "method", "model_seed"])[["cpr", "cmd"]].mean().reset_index()
     summary = per_seed.groupby([*keys, "method"])[["cpr", "cmd"]].agg(["mean", "std", "min", "max"])
     summary.columns = [f"{column}_{stat}" for column, stat in summary.columns]
@@ -293,7 +293,7 @@ def model_seeds_faithfulness(tables_by_seed: dict[str, Sequence[Path]], out_dir:
     if "certified_lower_cmd" in summary:
         shown["certified CMD < baseline"] = [f"{w}/{n}" for w, n in zip(summary["certified_lower_cmd"], summary["n_seeds"])]
     tables.write_table(shown, out_dir / f"{name}_model_seeds",
-                       caption=f"{name}: faithfulness CPR and CMD, mean over concepts, mean ± sd over "
+                       caption=f"{name}: faithfulness CPR and CMD, mean over the concepts of a setting, mean ± sd over "
                                f"{summary['n_seeds'].max()} model-training seeds; seeds where the certified "
                                f"circuit's CMD is below the baseline's.")
     return {f"{name}_{r.method}_{r.eval_set}_cmd_mean": float(r.cmd_mean) for r in summary.itertuples()}
