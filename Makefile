@@ -52,6 +52,8 @@ docs:
 	mkdir -p docs/figures
 	for t in peaks_cacc peaks_balanced selected_cacc selected_balanced runtime; do cp $(RUN)/tables/world/$$t.md docs/vision_$$t.md; done
 	for t in peaks_cacc selected_cacc; do cp $(RUN)/tables/tiny_gpt2/$$t.md docs/language_$$t.md; done
+	cp $(RUN)/tables/world/faithfulness_mean.md docs/vision_faithfulness.md
+	cp $(RUN)/tables/tiny_gpt2/faithfulness_mean.md docs/language_faithfulness.md
 	cp $(RUN)/tables/world/attack/attack.md docs/vision_attack.md
 	cp $(RUN)/tables/tiny_gpt2/attack/attack.md docs/language_attack.md
 	cp $(RUN)/tables/world/attack/attack.png docs/figures/attack_vision.png
