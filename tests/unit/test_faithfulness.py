@@ -101,3 +101,41 @@ def test_faithfulness_across_model_seeds(tmp_path) -> None:
     assert out.loc["baseline", "cmd_mean"] == pytest.approx((0.4 + 0.3) / 2)
     assert out.loc["certified", "cmd_std"] == pytest.approx(np.std([0.2, 0.5], ddof=1))
     assert int(out.loc["certified", "certified_lower_cmd"]) == 1 and int(out.loc["certified", "n_seeds"]) == 2
+
+
+def test_a_hand_made_vision_model_gives_the_values_worked_out_by_hand() -> None:
+    """Logits = the three channel means of a constant image (identity 1x1 conv, average pool, identity fc).
+    Class 0's images have channel means (2, 1, 0) and (4, 0, 2); m = logit_0 - mean(other logits):
+    full 1.5 and 3 -> m(M) = 2.25; empty (every channel zeroed) -> 0. Keeping channel 0: m = 2, 4 -> 3, f = 4/3;
+    channels 0 and 1: m = 1.5, 4 -> 2.75, f = 11/9; all: f = 1. Over K = 1/3, 2/3, 1 with (0, 0):
+    CPR = (12 + 23 + 20) / 54 = 55/54, CMD = (12 + 5 + 2) / 54 = 19/54."""
+    from collections import OrderedDict
+
+    import torch
+    from torch import nn
+
+    from certified_circuits.vision.data import ImageSet
+    from certified_circuits.vision.evaluate import evaluate_class
+    from certified_circuits.vision.models import VisionModel
+
+    conv, fc = nn.Conv2d(3, 3, 1, bias=False), nn.Linear(3, 3, bias=False)
+    with torch.no_grad():
+        conv.weight.copy_(torch.eye(3).view(3, 3, 1, 1))
+        fc.weight.copy_(torch.eye(3))
+    net = nn.Sequential(OrderedDict(feat=conv, pool=nn.AdaptiveAvgPool2d(1), flat=nn.Flatten(), fc=fc)).eval()
+    model = VisionModel(net=net, arch="hand", hook_names=["feat"], block_names=["feat"], widths=[3], channel_dim=1,
+                        expand_at=("feat", "input"), class_names=["a", "b", "c"], image_size=2, mean=(0, 0, 0),
+                        std=(1, 1, 1))
+    means = torch.tensor([[2.0, 1.0, 0.0], [4.0, 0.0, 2.0], [0.0, 3.0, 0.0], [1.0, 2.0, 1.0]])
+    x = means[:, :, None, None].expand(4, 3, 2, 2).contiguous()
+    iset = ImageSet(labels=np.array([0, 0, 1, 1]), ids=np.array(["p0", "p1", "n0", "n1"]),
+                    loader=lambda idx, m: x[torch.as_tensor(idx)], source="hand")
+    k_grid = np.array([1 / 3, 2 / 3, 1.0])
+    masks = {"baseline": np.array([[1, 0, 0], [1, 1, 0], [1, 1, 1]], bool)}
+    df = evaluate_class(model, {"id": iset}, 0, masks, k_grid, np.zeros(3, np.int32), experiment="hand",
+                        concept="a", n_negatives=2, progress=False, max_batch=8)
+    assert df["m_full"].iloc[0] == pytest.approx(2.25) and df["m_empty"].iloc[0] == pytest.approx(0.0)
+    base = df[df.method == "baseline"].sort_values("k_target")
+    assert base["m"].tolist() == pytest.approx([3.0, 2.75, 2.25])
+    row = faithfulness_table(df, ["experiment", "eval_set"]).iloc[0]
+    assert row["cpr"] == pytest.approx(55 / 54) and row["cmd"] == pytest.approx(19 / 54)
