@@ -302,7 +302,7 @@ def attribution_scores(bridge, graph: EAPGraph, batch: EncodedBatch, *, method: 
 class _Patch:
     """State of one patched forward: node differences of this run against the corrupted run."""
 
-    masks: torch.Tensor        # float [B, n_up, n_down]: 1 = edge in the circuit
+    patched: torch.Tensor      # float [B, n_up, n_down]: 1 = edge outside the circuit (carries the corrupted run)
     corrupted: torch.Tensor    # [B, n_up, P, d]
     diff: torch.Tensor         # [B, n_up, P, d], filled as the forward proceeds
 
@@ -336,7 +336,7 @@ def patched_logits(bridge, graph: EAPGraph, tokens: torch.Tensor, lengths: torch
     def in_hook(j):
         l, kind = divmod(j, 4)
         if j == len(in_names) - 1:
-            cols, n_up = [st.masks.shape[2] - 1], len(graph.upstream)
+            cols, n_up = [st.patched.shape[2] - 1], len(graph.upstream)
         elif kind < 3:
             base = l * (3 * H + 1)
             cols, n_up = [base + 3 * h + kind for h in range(H)], 1 + l * (H + 1)
@@ -345,7 +345,7 @@ def patched_logits(bridge, graph: EAPGraph, tokens: torch.Tensor, lengths: torch
             n_up = 1 + l * (H + 1) + (0 if graph.parallel_attn_mlp else H)
 
         def fn(x, hook):   # a new tensor: the patch reaches only what follows the hook point
-            off = torch.einsum("bun,bupd->bpnd", st.masks[:, :n_up, cols], st.diff[:, :n_up])   # [B, P, n, d]
+            off = torch.einsum("bun,bupd->bpnd", st.patched[:, :n_up, cols], st.diff[:, :n_up])   # [B, P, n, d]
             return x - (off if x.dim() == 4 else off[:, :, 0])
         return fn
 
