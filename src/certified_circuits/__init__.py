@@ -10,6 +10,7 @@ The public API (this namespace; numpy and scipy only, no torch, pandas or mlflow
 
     import certified_circuits as cc
     setting = cc.Setting(p_del=0.6, n0=100, n=1000, seed=0, tau=0.95, alpha=0.001, correction="bonferroni")
+    print(cc.plan(n_examples, n_components, setting))           # will it certify anything? (exact)
     cert = cc.certify_algorithm(algorithm, n_examples, setting)   # algorithm(kept_indices) -> bool [U] or [nK, U]
     cert = cc.certify_scores(scores, groups, k_grid, setting)     # per-example scores [N, U], top-K per group
     cert.decision, cert.radius; cert.save(path); cc.Certificate.load(path)
@@ -37,6 +38,11 @@ _PUBLIC = {
     "certified_radius": "certified_circuits.core.certification",
     "max_certifiable_tau": "certified_circuits.core.certification",
     "min_samples": "certified_circuits.core.certification",
+    "Plan": "certified_circuits.core.planning",
+    "PlanWarning": "certified_circuits.core.planning",
+    "Suggestion": "certified_circuits.core.planning",
+    "VacuousSettingError": "certified_circuits.core.planning",
+    "plan": "certified_circuits.core.planning",
     "ABSTAIN": "certified_circuits.core.contracts",
     "IN": "certified_circuits.core.contracts",
     "OUT": "certified_circuits.core.contracts",
@@ -66,6 +72,10 @@ __all__ = [
     "IN",
     "OUT",
     "Algorithm",
+    "Plan",
+    "PlanWarning",
+    "Suggestion",
+    "VacuousSettingError",
     "Certificate",
     "Setting",
     "TopKDiscovery",
@@ -75,6 +85,7 @@ __all__ = [
     "certify_scores",
     "max_certifiable_tau",
     "min_samples",
+    "plan",
     "selection_and_certification_masks",
     "top_k_circuit",
 ]

@@ -29,6 +29,7 @@ import numpy as np
 
 from certified_circuits.core.certification import certified_radius, certify_with_pvalues, majority_vote
 from certified_circuits.core.contracts import ABSTAIN, IN, OUT
+from certified_circuits.core.planning import check_plan, plan
 from certified_circuits.core.sampling import Algorithm, circuit_output, sample_votes
 from certified_circuits.core.setting import Setting
 from certified_circuits.core.smoothing import compute_votes, selection_and_certification_masks
@@ -128,6 +129,7 @@ def certify_algorithm(
     workers: int = 1,
     progress: bool = True,
     attrs: dict[str, Any] | None = None,
+    allow_vacuous: bool = False,
 ) -> Certificate:
     """Certify the circuit of any black-box discovery algorithm (Algorithm 1 around Algorithm 2).
 
@@ -150,16 +152,28 @@ def certify_algorithm(
         workers: processes for the sub-datasets (see :func:`sample_votes`).
         progress: progress bars on stderr.
         attrs: labels saved with the certificate (concept, model, ...).
+        allow_vacuous: run even when the setting can certify nothing (see below).
+
+    Before any sub-dataset is drawn, ``A`` runs once on the full dataset (which gives ``U``) and the
+    exact plan :func:`certified_circuits.plan` of ``(n_examples, U, setting)`` is checked: a setting
+    that can certify nothing raises, one where a side is impossible or sub-datasets are often empty
+    warns (:class:`~certified_circuits.core.planning.PlanWarning`, with the numbers).
 
     Returns:
         The :class:`Certificate`; ``decision`` has the algorithm's output shape.
+
+    Raises:
+        VacuousSettingError: (a ``ValueError``) the setting can certify no component, in or out; the
+            message gives ``min_samples``, ``max_tau``, ``p_empty`` and the fix. ``allow_vacuous=True``
+            skips it.
     """
     setting = _check_setting(setting)
     n_examples = check_count("n_examples", n_examples, minimum=1)
+    baseline = circuit_output(algorithm(np.arange(n_examples)), None, "the full dataset")
+    check_plan(plan(n_examples, baseline.shape[-1], setting), allow_vacuous=allow_vacuous)
     selection_masks, certification_masks = selection_and_certification_masks(
         n_examples, setting.n0, setting.n, setting.p_del, setting.seed
     )
-    baseline = circuit_output(algorithm(np.arange(n_examples)), None, "the full dataset")
     if k_grid is not None:
         k_grid = np.asarray(k_grid, dtype=np.float64)
         if baseline.ndim != 2 or k_grid.shape != (baseline.shape[0],):
@@ -185,6 +199,7 @@ def certify_scores(
     absolute: bool = False,
     device: Any = None,
     attrs: dict[str, Any] | None = None,
+    allow_vacuous: bool = False,
 ) -> Certificate:
     """Certify top-K circuits of per-example scores: the paper's cached path (App. D).
 
@@ -201,11 +216,22 @@ def certify_scores(
         absolute: rank by the absolute mean score.
         device: where to count votes (None: follow the scores; ``"auto"``: CUDA when available).
         attrs: labels saved with the certificate.
+        allow_vacuous: run even when the setting can certify nothing.
+
+    The plan of ``(N, U, setting)`` is checked before any mask is drawn, as in :func:`certify_algorithm`.
 
     Returns:
         The :class:`Certificate`, ``decision`` of shape ``[len(k_grid), U]``.
+
+    Raises:
+        VacuousSettingError: (a ``ValueError``) the setting can certify no component; ``allow_vacuous=True``
+            skips it.
     """
     setting = _check_setting(setting)
+    shape = tuple(getattr(scores, "shape", np.shape(scores)))
+    if len(shape) != 2 or min(shape) < 1:
+        raise ValueError(f"scores must be a non-empty 2-D array [n_examples, n_components], got shape {shape}")
+    check_plan(plan(int(shape[0]), int(shape[1]), setting), allow_vacuous=allow_vacuous)
     votes = compute_votes(
         scores, groups, k_grid, setting.p_del, setting.n0, setting.n, setting.seed, absolute=absolute, device=device
     )

@@ -55,8 +55,12 @@ def test_bonferroni_divides_alpha_by_the_number_of_components():
     setting = cc.Setting(p_del=0.3, n0=10, n=30, seed=0, tau=0.9, alpha=0.05, correction="bonferroni")
     # P(Bin(30, 0.9) >= 30) = 0.9^30 = 0.042: below alpha = 0.05, above alpha / 40
     assert setting.alpha / 40 < 0.9**30 < setting.alpha
+    # the planner says so before any sampling: U = 1 can certify, U = 40 cannot (and refuses by default)
+    assert cc.plan(8, 1, setting).can_certify_in and cc.plan(8, 40, setting).vacuous
     alone = cc.certify_algorithm(lambda kept: np.array([True]), 8, setting, progress=False)
-    many = cc.certify_algorithm(lambda kept: np.ones(40, dtype=bool), 8, setting, progress=False)
+    with pytest.raises(cc.VacuousSettingError, match="min_samples = 64"):
+        cc.certify_algorithm(lambda kept: np.ones(40, dtype=bool), 8, setting, progress=False)
+    many = cc.certify_algorithm(lambda kept: np.ones(40, dtype=bool), 8, setting, progress=False, allow_vacuous=True)
     np.testing.assert_allclose(alone.pvalue, [0.9**30], rtol=1e-12)
     assert alone.decision.tolist() == [cc.IN]
     assert (many.decision == cc.ABSTAIN).all()

@@ -84,7 +84,9 @@ from certified_circuits.pipeline.tracking.store import (  # noqa: F401
 )
 from certified_circuits.pipeline.tracking.metrics import (  # noqa: F401
     add_metrics,
+    add_tags,
     collected_metrics,
+    collected_tags,
 )
 from certified_circuits.pipeline.tracking.records import (  # noqa: F401
     decode_wildcards,
@@ -131,7 +133,9 @@ __all__ = [
     "SMALL_SUFFIXES",
     "add_metrics",
     "close_dead_parents",
+    "add_tags",
     "collected_metrics",
+    "collected_tags",
     "dead_claims",
     "find_experiment",
     "finish_workflow_run",

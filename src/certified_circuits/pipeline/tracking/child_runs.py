@@ -78,7 +78,7 @@ def _log_record(client, experiment_id: str, record: dict, results_dir: Path) -> 
 
 
 def _fill_run(client, experiment_id: str, run, job_id: str, record: dict) -> None:
-    from mlflow.entities import Metric, Param
+    from mlflow.entities import Metric, Param, RunTag
 
     run_id = run.info.run_id
     ended = int(record["ended_ms"])
@@ -91,7 +91,8 @@ def _fill_run(client, experiment_id: str, run, job_id: str, record: dict) -> Non
         except (TypeError, ValueError):
             continue
     metrics = list({m.key: m for m in metrics}.values())
-    log_batches(client, run_id, metrics=metrics, params=params)
+    tags = [RunTag(mlflow_key(k), mlflow_value(v, MAX_TAG_VALUE)) for k, v in record.get("tags", {}).items()]
+    log_batches(client, run_id, metrics=metrics, params=params, tags=tags)
 
     references = []
     for path, artifact in output_files(record.get("outputs", [])):

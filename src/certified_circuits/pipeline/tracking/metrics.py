@@ -15,6 +15,7 @@ log = logging.getLogger("certified_circuits.pipeline.tracking")
 
 
 _metrics: dict[str, float] = {}
+_tags: dict[str, str] = {}
 
 
 def add_metrics(metrics: Mapping[str, float]) -> None:
@@ -28,3 +29,14 @@ def add_metrics(metrics: Mapping[str, float]) -> None:
 
 def collected_metrics() -> dict[str, float]:
     return dict(_metrics)
+
+
+def add_tags(tags: Mapping[str, str]) -> None:
+    """Stage handlers report flags for people (``cc.plan.verdict``, ``cc.flag.<name>``: one line saying what a
+    result means and its fix) for the job record; the child run gets them as MLflow tags."""
+    for key, value in tags.items():
+        _tags[str(key)] = str(value)
+
+
+def collected_tags() -> dict[str, str]:
+    return dict(_tags)

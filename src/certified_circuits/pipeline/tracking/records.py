@@ -27,7 +27,7 @@ from certified_circuits.pipeline.tracking.common import (
     MAX_PARAM_VALUE,
     short_digest,
 )
-from certified_circuits.pipeline.tracking.metrics import collected_metrics
+from certified_circuits.pipeline.tracking.metrics import collected_metrics, collected_tags
 
 log = logging.getLogger("certified_circuits.pipeline.tracking")
 
@@ -135,6 +135,7 @@ def write_job_record(
             str(k): (v if isinstance(v, (int, float, bool, str)) or v is None else str(v)) for k, v in params.items()
         },
         "metrics": values,
+        "tags": collected_tags(),
         "outputs": [str(Path(p).resolve()) for p in outputs],
         "started_ms": int(started * 1000),
         "ended_ms": int(ended * 1000),
