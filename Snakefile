@@ -10,6 +10,7 @@
 # overrides after a full config: --configfile configs/paper.yaml my_paths.yaml.
 
 import os
+import sys
 
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import min_version, validate
@@ -49,10 +50,17 @@ except WorkflowError as error:
 os.environ.setdefault("HDF5_USE_FILE_LOCKING", "FALSE")
 
 
-try:
-    VCONCEPTS = check_config(config)  # also expands ~ in every configured path
+try:  # also expands ~ in every configured path, and plans every setting exactly (pipeline/plans.py)
+    CHECKED = check_config(config)
 except ConfigError as error:
     raise WorkflowError(str(error)) from None
+VCONCEPTS = CHECKED.concepts
+# Marginal settings (one side impossible, frequent empty sub-datasets): said now, before any job, and tagged
+# on the MLflow parent run; summary.md and the explorer repeat them next to each setting.
+PLAN_WARNINGS = [line for p in CHECKED.plans for line in p.lines()]
+if PLAN_WARNINGS and workflow.is_main_process:
+    print("Certification plan warnings (certified-circuits plan --help; README 'Will my setting certify anything?'):",
+          *(f"  - {line}" for line in PLAN_WARNINGS), sep="\n", file=sys.stderr)
 
 
 include: "rules/common.smk"

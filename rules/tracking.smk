@@ -33,9 +33,13 @@ onstart:
     if MLFLOW_ENABLED:
         from certified_circuits.pipeline import tracking
 
+        from certified_circuits.pipeline.plans import plan_tags
+
         try:
             run_id = tracking.start_workflow_run(
-                RESULTS, tags={"configfiles": " ".join(map(str, workflow.configfiles))}, config=config
+                RESULTS,
+                tags={"configfiles": " ".join(map(str, workflow.configfiles)), **plan_tags(CHECKED.plans)},
+                config=config,
             )
             MLFLOW_PARENT["run_id"] = run_id
             os.environ[tracking.ENV_PARENT] = run_id

@@ -100,3 +100,28 @@ def test_a_bad_seed_names_the_option(tmp_path, capsys, bad):
               "--seed", bad, "--out", str(tmp_path / "v.h5")])
     assert exit_info.value.code == 2
     assert "argument --seed" in capsys.readouterr().err
+
+
+def test_certify_checks_the_exact_plan_of_its_votes(tmp_path: Path, attribution_file: Path, capsys) -> None:
+    """|D| = 30 and U = 16 come from the votes file: n = 40 at tau 0.95 cannot certify (0.95^n <= 0.001/16 needs
+    n >= 189), so certify refuses before writing and says why; --allow-vacuous certifies anyway (all abstain); a
+    marginal setting (radius 0) is certified and its warning recorded in the file."""
+    import certified_circuits as cc
+
+    votes_path = tmp_path / "votes.h5"
+    assert main(["votes", "--attributions", str(attribution_file), "--scorer", "relevance", "--k-grid", "0.125",
+                 "--p-del", "0.6", "--n0", "10", "--n", "40", "--out", str(votes_path)]) == 0
+    planned = cc.plan(30, 16, cc.Setting(n0=10, n=40))
+    assert planned.vacuous and planned.min_samples == 189
+    with pytest.raises(SystemExit) as stop:
+        main(["certify", "--votes", str(votes_path), "--tau", "0.95", "--out", str(tmp_path / "c.h5")])
+    assert stop.value.code == 2 and not (tmp_path / "c.h5").exists()
+    err = capsys.readouterr().err
+    assert "can certify nothing" in err and "min_samples = 189" in err and "--allow-vacuous" in err
+    assert main(["certify", "--votes", str(votes_path), "--tau", "0.95", "--allow-vacuous",
+                 "--out", str(tmp_path / "c.h5")]) == 0
+    assert (read_certificates(tmp_path / "c.h5").decision == -1).all()
+    # tau 0.7 at n = 40 certifies (0.7^n <= 0.001/16 from n = 28), radius 0 makes the plan marginal: recorded with the certificate
+    assert main(["certify", "--votes", str(votes_path), "--tau", "0.7", "--out", str(tmp_path / "m.h5")]) == 0
+    attrs = read_certificates(tmp_path / "m.h5").attrs
+    assert attrs["plan_verdict"] == "marginal" and "radius 0" in attrs["plan_warnings"]

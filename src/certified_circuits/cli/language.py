@@ -14,6 +14,7 @@ import logging
 import re
 from pathlib import Path
 
+from certified_circuits.language.graph import EMBEDDED_N_HEAD, EMBEDDED_N_LAYER
 from certified_circuits.language.tasks import SPLITS, TASKS
 from certified_circuits.core.devices import configure_torch
 from certified_circuits.cli.stages import InputError, Stages, add_device, existing_file, existing_path, named_path, positive_int
@@ -97,8 +98,8 @@ def _train_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--steps", type=positive_int, default=900)
     p.add_argument("--batch-per-task", type=positive_int, default=24)
     p.add_argument("--lr", type=float, default=3e-3)
-    p.add_argument("--n-layer", type=positive_int, default=3)
-    p.add_argument("--n-head", type=positive_int, default=4)
+    p.add_argument("--n-layer", type=positive_int, default=EMBEDDED_N_LAYER)
+    p.add_argument("--n-head", type=positive_int, default=EMBEDDED_N_HEAD)
     p.add_argument("--n-embd", type=positive_int, default=64)
     p.add_argument("--n-positions", type=positive_int, default=80)
     p.add_argument("--time-limit", type=float, default=None,

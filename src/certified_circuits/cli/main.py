@@ -30,6 +30,7 @@ from certified_circuits.cli.stages import (  # noqa: E402
     add_k_grid,
     add_votes_setting,
     existing_file,
+    positive_int,
     probability,
 )
 from certified_circuits.pipeline.tracking import add_metrics  # noqa: E402
@@ -125,6 +126,8 @@ def _certify_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tau", type=float, required=True, help="confidence threshold in [0.5, 1)")
     p.add_argument("--alpha", type=probability, default=0.001, help="family-wise failure probability")
     p.add_argument("--correction", choices=("bonferroni", "holm"), default="bonferroni")
+    p.add_argument("--allow-vacuous", action="store_true",
+                   help="certify even when the plan says no component can be certified (every one would abstain)")
     p.add_argument("--out", type=str, required=True, help="certificates HDF5 (output)")
 
 
@@ -138,15 +141,83 @@ def _cmd_certify(args: argparse.Namespace) -> int:
     from certified_circuits.storage.store import read_votes, write_certificates
 
     votes = read_votes(args.votes)
+    checked = _checked_plan(votes, args.tau, args.alpha, args.correction, args.allow_vacuous)
     start = time.perf_counter()
     certificates = certify_votes(votes, args.tau, args.alpha, args.correction)
     certificates.attrs["seconds"] = time.perf_counter() - start
+    certificates.attrs["plan_verdict"] = checked.verdict
+    certificates.attrs["plan_warnings"] = "\n".join(checked.problems())
     write_certificates(args.out, certificates)
     decided = (certificates.decision >= 0).mean()
     add_metrics({"radius": certificates.attrs["radius"], "decided_fraction": decided,
                  "abstain_fraction": 1.0 - decided, "certify_seconds": certificates.attrs["seconds"]})
     log.info("certify: tau=%.3f alpha=%g (%s), radius %d, %.1f%% decided -> %s", args.tau, args.alpha,
              args.correction, certificates.attrs["radius"], 100 * decided, args.out)
+    return 0
+
+
+def _checked_plan(votes, tau: float, alpha: float, correction: str, allow_vacuous: bool):
+    """The exact plan of a votes file at (tau, alpha, correction): |D| and U are the file's own, so a setting
+    whose components were unknown when the workflow was parsed (a model folder) is checked here at the latest.
+    A vacuous plan is refused (unless allowed); a marginal one is logged and tagged for MLflow."""
+    from certified_circuits.core.planning import plan
+    from certified_circuits.core.setting import Setting
+    from certified_circuits.pipeline.tracking import add_tags
+
+    attrs = votes.attrs
+    setting = Setting(p_del=float(attrs["p_del"]), n0=int(attrs["n0"]), n=int(attrs["n"]), seed=int(attrs.get("seed", 0)),
+                      tau=float(tau), alpha=float(alpha), correction=correction)
+    checked = plan(int(attrs["n_examples"]), int(votes.selection_counts.shape[-1]), setting)
+    if checked.vacuous and not allow_vacuous:
+        raise InputError(f"this setting can certify nothing (every component would abstain):\n{checked}\n"
+                         "Change the setting as suggested, or pass --allow-vacuous to certify anyway.")
+    for problem in checked.problems():
+        log.warning("plan (%s, tau %g): %s", attrs.get("concept", ""), tau, problem)
+    add_tags({"cc.plan.verdict": checked.verdict, **({"cc.plan.warning": " | ".join(checked.problems())}
+                                                      if checked.problems() else {})})
+    return checked
+
+
+def _plan_arguments(p: argparse.ArgumentParser) -> None:
+    from certified_circuits.core.setting import Setting
+
+    default = Setting()
+    p.add_argument("--examples", type=positive_int, required=True, help="|D|: examples in the concept dataset")
+    p.add_argument("--components", type=positive_int, required=True,
+                   help="U: components tested (channels, heads or edges; per K of the grid)")
+    p.add_argument("--p-del", type=probability, default=default.p_del, help=f"deletion probability (default {default.p_del})")
+    p.add_argument("--tau", type=float, default=default.tau, help=f"confidence threshold in [0.5, 1) (default {default.tau})")
+    p.add_argument("--alpha", type=probability, default=default.alpha, help=f"family-wise failure probability (default {default.alpha})")
+    p.add_argument("--n", type=positive_int, default=default.n, help=f"certification samples (default {default.n})")
+    p.add_argument("--n0", type=positive_int, default=default.n0, help=f"selection samples (default {default.n0})")
+    p.add_argument("--correction", choices=("bonferroni", "holm"), default=default.correction)
+    p.add_argument("--radius", type=int, default=None,
+                   help="also list settings (p_del, tau, n) that reach this radius with IN and OUT certifiable")
+
+
+@STAGES.stage("plan", _plan_arguments, help="will a setting certify anything? the exact plan, before any work")
+def _cmd_plan(args: argparse.Namespace) -> int:
+    """Print the exact certification plan of a setting for |D| examples and U components (certified_circuits.plan):
+    radius, p_empty = p_del^|D|, min_samples, max_tau, whether IN and OUT can be certified and their best-case power,
+    the verdict (ok, marginal, vacuous) with each problem's fix, and settings that reach the radius.
+
+    Example: certified-circuits plan --examples 100 --components 32491 --p-del 0.99 --tau 0.9 --radius 9
+    """
+    from certified_circuits.core.planning import plan
+    from certified_circuits.core.setting import Setting
+
+    setting = Setting(p_del=args.p_del, n0=args.n0, n=args.n, seed=0, tau=args.tau, alpha=args.alpha,
+                      correction=args.correction)
+    result = plan(args.examples, args.components, setting)
+    print(result)
+    if args.radius is not None:
+        suggestions = result.suggest(radius=args.radius)
+        print(f"settings that reach radius {args.radius} with IN and OUT at |D| = {args.examples}, U = {args.components}:")
+        for suggestion in suggestions:
+            print(f"  {suggestion}")
+        if not suggestions:
+            need = result.examples_needed(args.radius)
+            print("  none" + (f": radius {args.radius} needs at least {need} examples" if need else ""))
     return 0
 
 

@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from certified_circuits.core.devices import configure_torch
-from certified_circuits.vision.architectures import MODEL_CHOICES
+from certified_circuits.vision.architectures import MODEL_CHOICES, WORLD_BLOCKS, WORLD_WIDTHS
 from certified_circuits.cli.stages import (InputError, Stages, add_device, add_k_grid, add_votes_setting, existing_file, existing_path,
                                           named_path, positive_int)
 
@@ -187,8 +187,8 @@ def _train_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--epochs", type=positive_int, default=10)
     p.add_argument("--batch-size", type=positive_int, default=128)
     p.add_argument("--lr", type=float, default=3e-3)
-    p.add_argument("--widths", type=positive_int, nargs=4, default=[16, 32, 64, 128])
-    p.add_argument("--blocks", type=positive_int, nargs=4, default=[1, 1, 1, 1])
+    p.add_argument("--widths", type=positive_int, nargs=4, default=list(WORLD_WIDTHS))
+    p.add_argument("--blocks", type=positive_int, nargs=4, default=list(WORLD_BLOCKS))
     p.add_argument("--stem-stride", type=int, default=2, choices=[1, 2], help="stride of the 3x3 stem convolution")
     p.add_argument("--channel-dropout", type=dropout_probability, default=0.0, metavar="P",
                    help="training-only channel dropout at every block output (layer1..layer4): makes sparse "

@@ -51,8 +51,10 @@ def selected_decision(selection_counts: np.ndarray, n0: int) -> np.ndarray:
     return (2 * selection_counts > n0).astype(np.int8)
 
 
-def binomial_pvalue(agreeing: np.ndarray, n: int, tau: float) -> np.ndarray:
+def binomial_pvalue(agreeing: np.ndarray | int, n: np.ndarray | int, tau: float) -> np.ndarray:
     """``P[Bin(n, tau) >= agreeing]``, the one-sided p-value of ``H0: p <= tau`` (float64).
+
+    ``agreeing`` and ``n`` broadcast (the planner passes one ``n`` per count); a count above ``n`` gives 0.
 
     Computed with ``scipy.special.bdtrc(k, n, p) = P[X > k]`` (the regularised incomplete beta
     function, accurate in the far tail, and light to import); ``agreeing = 0`` gives 1.

@@ -194,7 +194,7 @@ class Plan:
         if self.radius == 0:
             out.append(
                 f"radius 0: at tau {s.tau:g} and p_del {s.p_del:g} a certificate survives no edit of the dataset "
-                f"(p_del^1 < 1.5 - tau). Fix: raise p_del to >= {1.5 - s.tau:.3g} or raise tau."
+                f"(p_del^1 < 1.5 - tau). Fix: raise p_del to >= {1.5 - s.tau:.3g} or tau to >= {1.5 - s.p_del:.3g}."
             )
         if 1.0 - self.p_empty <= s.tau:
             out.append(

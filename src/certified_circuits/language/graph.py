@@ -27,12 +27,23 @@ import numpy as np
 
 QKV = ("q", "k", "v")
 
+#: the embedded tiny GPT-2's shape (``language-train``'s defaults; the plan check reads it at parse time)
+EMBEDDED_N_LAYER = 3
+EMBEDDED_N_HEAD = 4
+
 
 def n_edges_formula(n_layers: int, n_heads: int, parallel_attn_mlp: bool = False) -> int:
     """Edge count from docs/architecture.md, section 3 (independent of the graph construction, for checks)."""
     h = n_heads
     e = sum(3 * h * (1 + l * (h + 1)) + (1 + l * (h + 1) + h) for l in range(n_layers)) + 1 + n_layers * (h + 1)
     return e - n_layers * h if parallel_attn_mlp else e
+
+
+def n_components(n_layers: int, n_heads: int, level: str = "edge", parallel_attn_mlp: bool = False) -> int:
+    """The components a circuit is chosen from: every edge (``level: edge``) or every head and MLP (``node``)."""
+    if level == "node":
+        return n_layers * (n_heads + 1)
+    return n_edges_formula(n_layers, n_heads, parallel_attn_mlp)
 
 
 def upstream_index(layer: int, head: int | None, n_heads: int) -> int:

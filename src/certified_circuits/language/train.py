@@ -21,6 +21,7 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
+from certified_circuits.language.graph import EMBEDDED_N_HEAD, EMBEDDED_N_LAYER
 from certified_circuits.language.models import build_model, tiny_config
 from certified_circuits.language.tasks import TASKS, TRAIN_MODEL_STREAM, Example, generate_examples
 from certified_circuits.language.tokenizer import WordTokenizer
@@ -30,8 +31,8 @@ from certified_circuits.language.tokenizer import WordTokenizer
 class TrainConfig:
     """Hyperparameters of the embedded model and its training run."""
 
-    n_layer: int = 3
-    n_head: int = 4
+    n_layer: int = EMBEDDED_N_LAYER
+    n_head: int = EMBEDDED_N_HEAD
     n_embd: int = 64
     n_positions: int = 80
     steps: int = 900

@@ -15,8 +15,11 @@ from __future__ import annotations
 import math
 import os
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from certified_circuits.pipeline.plans import ConfigPlan, PlanConfigError, check_config_plans
 
 
 class ConfigError(ValueError):
@@ -119,11 +122,15 @@ def check_scorers(vision) -> None:
         config_error("vision.main_scorer", vision["main_scorer"], f"must be one of vision.scorers {vision['scorers']}")
 
 
-def check_folders(vision) -> None:
+def check_folders(vision) -> int | None:
     """The folders source (and the imagenet preset's paths): files exist, every class folder is a class of the
     index, every certified class holds ``concept_size`` images, and (folders) the weights fit the model and
     class count and the layers exist: all before any job. The model check builds the network on the meta
-    device (shapes only) and reads the weights' shapes through a memory map."""
+    device (shapes only) and reads the weights' shapes through a memory map.
+
+    Returns:
+        the folders model's component count (the plan check's ``U``); None for the imagenet preset, whose
+        architectures' counts are in their table."""
     source_name = vision["source"]
     source = vision_source(vision)
     key = f"vision.{source_name}"
@@ -147,7 +154,7 @@ def check_folders(vision) -> None:
             if len(names) != 1000:
                 raise DatasetLayoutError(f"class index {source['class_index']} lists {len(names)} classes, but the "
                                          f"ImageNet models have 1,000 outputs: give the full LOC_synset_mapping.txt")
-            return
+            return None
         for root_key, root in [("root", source["root"]), *((f"ood_roots.{n}", r) for n, r in source["ood_roots"].items())]:
             check_folders_in_index(root, names, source["class_index"], f"{key}.{root_key}")
     except DatasetLayoutError as exc:
@@ -155,10 +162,12 @@ def check_folders(vision) -> None:
     from certified_circuits.vision.models import check_folders_model
 
     try:
-        check_folders_model(source["model"], source["weights"], names, source["layers"], source.get("image_size"),
-                            source.get("resize_size"), source.get("mean"), source.get("std"), source["class_index"])
+        components = check_folders_model(source["model"], source["weights"], names, source["layers"],
+                                         source.get("image_size"), source.get("resize_size"), source.get("mean"),
+                                         source.get("std"), source["class_index"])
     except ValueError as exc:
         raise ConfigError(f"config key {key}: {exc}") from None
+    return int(sum(components.widths))
 
 
 def check_concept_sizes(vision, concepts) -> None:
@@ -178,7 +187,8 @@ def check_concept_sizes(vision, concepts) -> None:
                                                   "class-index lines to letters, digits, _ and -")
 
 
-def check_vision(vision):
+def check_vision(vision) -> int | None:
+    """Scorers, eval sets, the world or the model and data; returns the folders model's component count."""
     check_scorers(vision)
     if vision["selection_set"] and vision["selection_set"] not in vision["eval_sets"]:
         config_error("vision.selection_set", vision["selection_set"], f"must be one of vision.eval_sets {vision['eval_sets']}")
@@ -196,7 +206,7 @@ def check_vision(vision):
         unknown = [e for e in vision["eval_sets"] if e not in known]
         if unknown:
             config_error("vision.eval_sets", unknown, f"the embedded world has eval sets {sorted(known)}")
-        return
+        return None
     if vision["source"] == "imagenet":
         from certified_circuits.vision.architectures import ARCHITECTURE_NAMES
 
@@ -204,18 +214,21 @@ def check_vision(vision):
             config_error("vision.imagenet.model", vision["imagenet"]["model"],
                          f"one of {list(ARCHITECTURE_NAMES)} (add an architecture in certified_circuits/vision/architectures.py, "
                          "or use source: folders for any torchvision classifier)")
-    check_folders(vision)
+    return check_folders(vision)
 
 
 #: the prompt generators of the embedded and gpt2 sources
 BUILTIN_TASKS = ("ioi", "ioi_hard", "greater_than")
 
 
-def check_language(language):
+def check_language(language) -> dict[str, int] | None:
     """Tasks, settings and (source hf) the model folder and every task file, before any job.
 
     Fills ``tasks`` when not given: the three built-in tasks (embedded, gpt2) or every task file (hf).
     A task without a ``settings`` entry uses ``certification``'s ``tau`` and ``p_del``.
+
+    Returns:
+        (source hf) the train prompts of each task file, ``|D|`` of the plan check; None otherwise.
     """
     source = language["source"]
     if source == "hf":
@@ -258,11 +271,13 @@ def check_language(language):
         require_path("language.model_path", language["model_path"], "the GPT-2 Small directory",
                      "Save it once on a connected machine with transformers' save_pretrained (README: 'Paper scale on a GPU').")
     if source == "hf":
-        check_hf_language(language)
+        return check_hf_language(language)
+    return None
 
 
-def check_hf_language(language) -> None:
-    """The model folder has a config and a tokenizer, and every task file parses, splits and tokenises."""
+def check_hf_language(language) -> dict[str, int]:
+    """The model folder has a config and a tokenizer, and every task file parses, splits and tokenises;
+    returns each task's number of train prompts."""
     from certified_circuits.language.task_files import load_task_file
 
     folder = language["model_path"]
@@ -272,14 +287,17 @@ def check_hf_language(language) -> None:
         config_error("language.model_path", folder, "a Hugging Face model folder with config.json "
                                                     "(model.save_pretrained(DIR) and tokenizer.save_pretrained(DIR))")
     tokenizer, max_len = hf_prompt_tokenizer(folder)
+    train_sizes: dict[str, int] = {}
     for task in language["tasks"]:
         path = language["task_files"][task]
         require_path(f"language.task_files.{task}", path, "the task file", "Give a CSV or JSONL with columns clean, "
                      "corrupted, answer, distractor (README: 'Certify your own language model').")
         try:
-            load_task_file(path, task, seed=language["task_seed"], tokenizer=tokenizer, max_len=max_len)
+            splits = load_task_file(path, task, seed=language["task_seed"], tokenizer=tokenizer, max_len=max_len)
         except (ValueError, FileNotFoundError) as exc:
             raise ConfigError(f"config key language.task_files.{task}: {exc}") from None
+        train_sizes[task] = len(splits["train"])
+    return train_sizes
 
 
 def hf_prompt_tokenizer(folder):
@@ -314,21 +332,39 @@ def expand_user_paths(config: dict[str, Any]) -> None:
     config["language"]["task_files"] = {name: os.path.expanduser(path) for name, path in files.items()}
 
 
-def check_config(config: dict[str, Any]) -> list[str]:
-    """Expand ``~`` in paths and check a schema-validated config; returns the vision classes to certify
-    ([] when vision is off)."""
+@dataclass(frozen=True)
+class CheckedConfig:
+    """What the config check found: the vision classes to certify ([] when vision is off) and the exact plan of
+    every setting (:mod:`certified_circuits.pipeline.plans`; the marginal ones carry warnings)."""
+
+    concepts: list[str]
+    plans: list[ConfigPlan]
+
+
+def check_config(config: dict[str, Any]) -> CheckedConfig:
+    """Expand ``~`` in paths and check a schema-validated config, then plan every setting it certifies.
+
+    Raises:
+        ConfigError: a value that cannot work, or a setting that can certify nothing (with its plan and fix).
+    """
     expand_user_paths(config)
     require_finite(config)
     concepts: list[str] = []
+    folders_components = None
+    train_sizes = None
     if config["vision"]["enabled"]:
-        check_vision(config["vision"])
+        folders_components = check_vision(config["vision"])
         concepts = resolve_vision_concepts(config["vision"])
         if config["vision"]["source"] == "folders":
             check_concept_sizes(config["vision"], concepts)
         check_listed_classes(config["vision"], concepts)
     if config["language"]["enabled"]:
-        check_language(config["language"])
-    return concepts
+        train_sizes = check_language(config["language"])
+    try:
+        plans = check_config_plans(config, folders_components, train_sizes)
+    except PlanConfigError as exc:
+        raise ConfigError(str(exc)) from None
+    return CheckedConfig(concepts, plans)
 
 
 # ----------------------------------------------------------------------- before the schema

@@ -24,7 +24,7 @@ from torch import nn
 from torchvision import models as tvm
 from torchvision.models.resnet import BasicBlock, ResNet
 
-from certified_circuits.vision.architectures import ARCHITECTURES, Architecture, architecture
+from certified_circuits.vision.architectures import ARCHITECTURES, WORLD_BLOCKS, WORLD_WIDTHS, Architecture, architecture
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -135,7 +135,7 @@ class WorldResNet(ResNet):
         return self.fc(x)
 
 
-def world_resnet(n_classes: int, widths: tuple[int, ...] = (16, 32, 64, 128), blocks: tuple[int, ...] = (1, 1, 1, 1),
+def world_resnet(n_classes: int, widths: tuple[int, ...] = WORLD_WIDTHS, blocks: tuple[int, ...] = WORLD_BLOCKS,
                  stem_stride: int = 2, channel_dropout: float = 0.0, channel_dropout_mode: str = "mask") -> WorldResNet:
     """A torchvision ``ResNet`` (BasicBlock) for small images: 3x3 stem (stride ``stem_stride``), no max-pool,
     stages of the given widths (strides 1, 2, 2, 2). Same ``layer1..layer4`` hook points as ResNet-50.

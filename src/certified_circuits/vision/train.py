@@ -20,6 +20,7 @@ from torch import nn
 from tqdm import tqdm
 
 from certified_circuits.core.devices import training_kernels
+from certified_circuits.vision.architectures import WORLD_BLOCKS, WORLD_WIDTHS
 from certified_circuits.vision.models import VisionModel, world_model_from_net, world_resnet
 
 
@@ -46,7 +47,7 @@ def predict(model: VisionModel, images: np.ndarray, batch_size: int = 512) -> np
 def train_world_model(
     images: np.ndarray, labels: np.ndarray, class_names: list[str], *, seed: int = 0, epochs: int = 10,
     batch_size: int = 128, lr: float = 3e-3, weight_decay: float = 5e-4,
-    widths: tuple[int, ...] = (16, 32, 64, 128), blocks: tuple[int, ...] = (1, 1, 1, 1),
+    widths: tuple[int, ...] = WORLD_WIDTHS, blocks: tuple[int, ...] = WORLD_BLOCKS,
     stem_stride: int = 2, flip: bool = True, channel_dropout: float = 0.0, channel_dropout_mode: str = "mask",
     nonneg_classifier: bool = False, progress: bool = True,
 ) -> tuple[VisionModel, dict]:

@@ -38,7 +38,7 @@ def test_an_unknown_architecture_lists_the_known_ones():
 def test_one_entry_adds_an_architecture(monkeypatch):
     """A new table entry (here ResNet-18) builds with its vertices, without touching any other module."""
     monkeypatch.setitem(architectures.ARCHITECTURES, "resnet18",
-                        Architecture("resnet18", "resnet18", "ResNet18_Weights.IMAGENET1K_V1"))
+                        Architecture("resnet18", "resnet18", "ResNet18_Weights.IMAGENET1K_V1", 960))
     model = build_paper_model("resnet18", pretrained=False)
     assert model.widths == [64, 128, 256, 512] and model.n_vertices == 960 and model.channel_dim == 1
     assert model.hook_names == ["layer1", "layer2", "layer3", "layer4"]
@@ -59,3 +59,13 @@ def test_the_imagenet_preset_needs_the_full_class_index(tmp_path):
                       "rediscovery_sets": [], "source": "imagenet",
                       "imagenet": {"model": "resnet50", "class_index": str(index), "val_root": str(tmp_path / "val"),
                                    "ood_roots": {}, "concept_size": 2, "n_classes": 1, "class_seed": 0}})
+
+
+@pytest.mark.parametrize("name", ARCHITECTURE_NAMES)
+def test_each_architectures_component_count_is_what_the_built_model_has(name):
+    """The table's n_components (read by the workflow's plan check at parse time, without building the model)
+    equals the vertices of the model built with automatic layers, on the meta device."""
+    from certified_circuits.vision.models import build_network, describe_components
+
+    net = build_network(name, 1000, device="meta")
+    assert sum(describe_components(net, name, "auto", 224).widths) == architectures.ARCHITECTURES[name].n_components

@@ -1,0 +1,199 @@
+"""Every certification setting of a workflow config, planned exactly before any job (issue 26).
+
+When the workflow is parsed, each setting that will be certified gets the exact plan of
+:func:`certified_circuits.plan` for the number of training examples and components the config implies:
+
+- vision: ``|D|`` is the concept-set size (``world.n_concept_per_class``, or ``concept_size`` of the
+  folders and imagenet sources); ``U`` is the model's channels: the world ResNet's widths, the paper
+  architecture's table entry (:data:`~certified_circuits.vision.architectures.ARCHITECTURES`), or your
+  folders model's, counted on the meta device by the config check. The settings are
+  ``vision.certification`` and every ``radius_sweep`` (size, p_del) pair.
+- language: ``|D|`` is the train split (``n_per_split``, or the task file's train rows); ``U`` is the EAP
+  graph's edges (or heads and MLPs at ``level: node``) from the model's shape: the embedded tiny GPT-2's,
+  or ``config.json``'s layers and heads. Parallel attention (L H fewer edges) is only known once the model
+  is loaded, so for ``source: hf`` the count is the sequential graph's, an upper bound: the difference in
+  ``log U`` is negligible, and the certify stage checks the plan again with the exact ``U``.
+
+A config with a setting that can certify nothing is refused (:class:`ConfigError`, with the plan and its
+fix); marginal settings come back as warnings, which the Snakefile prints and tags on the MLflow parent run.
+The certify stage repeats the check with the exact ``|D|`` and ``U`` of each votes file.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+from certified_circuits.core.planning import Plan, plan
+from certified_circuits.core.setting import Setting
+
+
+class PlanConfigError(ValueError):
+    """A config whose setting can certify nothing (the message holds every such plan and its fix)."""
+
+
+@dataclass(frozen=True)
+class ConfigPlan:
+    """The plan of one setting of a config.
+
+    Attributes:
+        where: what is certified with it, in words (``"language tiny_gpt2, task ioi"``).
+        key: the config key of the setting (``"language.settings.ioi[1]"``).
+        plan: the exact :class:`~certified_circuits.core.planning.Plan`.
+        note: how ``U`` was found, when it is not exact at parse time ("" otherwise).
+    """
+
+    where: str
+    key: str
+    plan: Plan
+    note: str = ""
+
+    def lines(self) -> list[str]:
+        """One line per problem of the plan, naming the setting."""
+        return [f"{self.where} ({self.key}, radius {self.plan.radius}): {problem}" for problem in self.plan.problems()]
+
+
+def _vision_plans(vision: Mapping[str, Any], folders_components: int | None) -> list[ConfigPlan]:
+    from certified_circuits.vision.architectures import ARCHITECTURES, WORLD_WIDTHS
+
+    source = vision["source"]
+    if source == "embedded":
+        from certified_circuits.vision.world import WorldConfig
+
+        n_examples = WorldConfig(**vision["world"]).n_concept_per_class
+        n_components = sum(vision.get("train", {}).get("widths") or WORLD_WIDTHS)
+    else:
+        block = vision["imagenet"] if source == "imagenet" else vision["folders"]
+        n_examples = int(block["concept_size"])
+        if source == "imagenet":
+            n_components = ARCHITECTURES[block["model"]].n_components
+        elif folders_components is None:
+            return []  # the model could not be described at parse time: the certify stage checks it
+        else:
+            n_components = folders_components
+    setting = Setting.from_config(vision["certification"])
+    where = f"vision {vision['experiment']}"
+    plans = [ConfigPlan(f"{where}, every class", "vision.certification", plan(n_examples, n_components, setting))]
+    sweep = vision.get("radius_sweep") or {}
+    if sweep.get("enabled"):
+        for size in sweep["sizes"]:
+            for p_del in sweep["p_del"]:
+                plans.append(
+                    ConfigPlan(
+                        f"{where}, radius sweep |D| = {size}",
+                        f"vision.radius_sweep (size {size}, p_del {p_del})",
+                        plan(int(size), n_components, setting.replace(p_del=float(p_del))),
+                    )
+                )
+    return plans
+
+
+def language_shape(language: Mapping[str, Any]) -> tuple[int, int] | None:
+    """(layers, heads) of the configured language model, read without loading it; None when unknown."""
+    from certified_circuits.language.graph import EMBEDDED_N_HEAD, EMBEDDED_N_LAYER
+
+    if language["source"] == "embedded":
+        train = language.get("train") or {}
+        return int(train.get("n_layer", EMBEDDED_N_LAYER)), int(train.get("n_head", EMBEDDED_N_HEAD))
+    path = Path(language.get("model_path") or "") / "config.json"
+    try:
+        cfg = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    text_cfg = cfg.get("text_config", cfg)  # multimodal configs nest the language model's
+    layers = next((text_cfg[k] for k in ("num_hidden_layers", "n_layer", "num_layers") if k in text_cfg), None)
+    heads = next((text_cfg[k] for k in ("num_attention_heads", "n_head", "num_heads") if k in text_cfg), None)
+    if not isinstance(layers, int) or not isinstance(heads, int):
+        return None
+    return layers, heads
+
+
+def _language_plans(language: Mapping[str, Any], train_sizes: Mapping[str, int] | None) -> list[ConfigPlan]:
+    from certified_circuits.language.graph import n_components as graph_components
+
+    shape = language_shape(language)
+    if shape is None:
+        return []
+    level = language.get("level", "edge")
+    n_components = graph_components(*shape, level=level)
+    note = "sequential graph: an upper bound on U if the model has parallel attention" if language["source"] == "hf" else ""
+    cert = language["certification"]
+    plans = []
+    for task in language["tasks"]:
+        n_examples = int(train_sizes[task]) if train_sizes and task in train_sizes else int(language["n_per_split"])
+        entries = language["settings"].get(task) or [{"tau": cert["tau"], "p_del": cert["p_del"]}]
+        for index, entry in enumerate(entries):
+            setting = Setting.from_config(cert, tau=entry["tau"], p_del=entry["p_del"])
+            key = f"language.settings.{task}[{index}]" if language["settings"].get(task) else "language.certification"
+            where = f"language {language['experiment']}, task {task}"
+            plans.append(ConfigPlan(where, key, plan(n_examples, n_components, setting), note))
+    return plans
+
+
+def config_plans(
+    config: Mapping[str, Any],
+    folders_components: int | None = None,
+    train_sizes: Mapping[str, int] | None = None,
+) -> list[ConfigPlan]:
+    """The plan of every setting a (schema-validated, checked) config will certify.
+
+    Args:
+        config: the workflow config.
+        folders_components: ``U`` of a ``vision.source: folders`` model (from the config check), if known.
+        train_sizes: train prompts per task of ``language.source: hf`` task files, if known.
+
+    Returns:
+        One :class:`ConfigPlan` per setting, vision first.
+    """
+    plans: list[ConfigPlan] = []
+    if config["vision"]["enabled"]:
+        plans += _vision_plans(config["vision"], folders_components)
+    if config["language"]["enabled"]:
+        plans += _language_plans(config["language"], train_sizes)
+    return plans
+
+
+def check_config_plans(
+    config: Mapping[str, Any],
+    folders_components: int | None = None,
+    train_sizes: Mapping[str, int] | None = None,
+) -> list[ConfigPlan]:
+    """:func:`config_plans`, refusing a config in which any setting can certify nothing.
+
+    Returns:
+        Every plan; the marginal ones carry their warnings (:meth:`ConfigPlan.lines`).
+
+    Raises:
+        PlanConfigError: naming each vacuous setting's config key, its plan and the fix.
+    """
+    plans = config_plans(config, folders_components, train_sizes)
+    vacuous = [p for p in plans if p.plan.vacuous]
+    if vacuous:
+        lines = "\n".join(f"  - {line}" for p in vacuous for line in p.lines())
+        raise PlanConfigError(
+            f"{len(vacuous)} setting(s) of this config can certify nothing (every component would abstain); "
+            f"change them as each line says:\n{lines}\nThe full plan, with settings that work: "
+            f"{plan_command(vacuous[0].plan)}"
+        )
+    return plans
+
+
+def plan_command(the_plan: Plan) -> str:
+    """The ``certified-circuits plan`` command line that prints ``the_plan`` with its suggestions."""
+    s = the_plan.setting
+    return (
+        f"certified-circuits plan --examples {the_plan.n_examples} --components {the_plan.n_components} "
+        f"--p-del {s.p_del!r} --tau {s.tau!r} --alpha {s.alpha!r} --n {s.n} --n0 {s.n0} --correction {s.correction} "
+        f"--radius {max(the_plan.radius, 1)}"
+    )
+
+
+def plan_tags(plans: list[ConfigPlan]) -> dict[str, str]:
+    """MLflow tags of a workflow's plans: the overall verdict, and each warning (one tag per setting)."""
+    verdicts = {p.plan.verdict for p in plans}
+    tags = {"cc.plan.verdict": "marginal" if "marginal" in verdicts else "ok"}
+    for index, p in enumerate(q for q in plans if q.plan.problems()):
+        tags[f"cc.plan.warning.{index}"] = " | ".join(p.lines())
+    return tags

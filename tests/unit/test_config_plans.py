@@ -1,0 +1,100 @@
+"""The workflow plans every setting of a config exactly at parse time (pipeline/plans.py, issue 26)."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from snakemake.utils import validate
+
+import certified_circuits as cc
+from certified_circuits.language.graph import n_edges_formula
+from certified_circuits.pipeline.plans import PlanConfigError, check_config_plans, config_plans, plan_command, plan_tags
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def load(name: str, **changes) -> dict:
+    """A config file with the schema's defaults filled in, as the Snakefile sees it."""
+    config = yaml.safe_load((ROOT / name).read_text())
+    validate(config, str(ROOT / "config.schema.yaml"), set_default=True)
+    return config
+
+
+def by_key(plans):
+    return {p.key: p for p in plans}
+
+
+def test_the_embedded_default_plans_from_its_own_sizes_and_warns_on_p_del_099():
+    config = load("config.yaml")
+    plans = by_key(check_config_plans(config))
+    vision = plans["vision.certification"].plan
+    assert (vision.n_examples, vision.n_components) == (50, 16 + 32 + 64 + 128)  # world ResNet channels
+    assert vision.verdict == "ok" and vision.radius == 1
+    language_u = n_edges_formula(3, 4)
+    for key in ("language.settings.ioi_hard[0]", "language.settings.greater_than[0]", "language.settings.greater_than[1]"):
+        p = plans[key].plan
+        assert (p.n_examples, p.n_components, p.setting.p_del) == (100, language_u, 0.99)
+        assert not p.can_certify_in and p.can_certify_out and p.verdict == "marginal"
+        assert "IN cannot be certified" in " ".join(plans[key].lines())
+    for key in ("language.settings.ioi[0]", "language.settings.ioi_hard[1]", "language.settings.greater_than[2]"):
+        assert plans[key].plan.verdict == "ok"  # the p_del 0.95 settings: IN possible
+    # the radius sweep's |D| = 50 at p_del 0.948: 0.948^50 = 0.069 > 1 - tau = 0.05
+    sweep = plans["vision.radius_sweep (size 50, p_del 0.948)"].plan
+    assert not sweep.can_certify_in and sweep.radius == 11
+    tags = plan_tags(list(plans.values()))
+    assert tags["cc.plan.verdict"] == "marginal" and sum(k.startswith("cc.plan.warning.") for k in tags) == 4
+
+
+def test_the_paper_setting_plans_with_the_architectures_and_gpt2_small(tmp_path):
+    config = load("configs/paper.yaml")
+    (tmp_path / "config.json").write_text(json.dumps({"n_layer": 12, "n_head": 12, "model_type": "gpt2"}))
+    config["language"]["model_path"] = str(tmp_path)
+    plans = config_plans(config)
+    vision = by_key(plans)["vision.certification"].plan
+    assert (vision.n_examples, vision.n_components) == (50, 3840) and vision.verdict == "ok"
+    language = [p.plan for p in plans if p.key.startswith("language.settings.ioi[")]
+    assert {p.n_components for p in language} == {32491}
+    assert len(language) == 9
+    # p_del 0.99 with 100 prompts: IN impossible at every tau of the grid; 0.85 and 0.95 possible
+    assert sorted({p.setting.p_del for p in language if not p.can_certify_in}) == [0.99]
+
+
+def test_a_config_that_certifies_nothing_is_refused_with_the_key_the_numbers_and_a_command():
+    config = load("configs/smoke.yaml")
+    bad = copy.deepcopy(config)
+    bad["vision"]["certification"]["n"] = 5  # tau 0.7 needs n >= min_samples over 48 channels
+    with pytest.raises(PlanConfigError) as error:
+        check_config_plans(bad)
+    text = str(error.value)
+    p = cc.plan(12, 48, cc.Setting.from_config(bad["vision"]["certification"]))
+    assert p.vacuous
+    assert f"min_samples = {p.min_samples}" in text and "vision.certification" in text
+    assert plan_command(p) in text
+    check_config_plans(config)  # the smoke config itself certifies
+
+
+def test_plan_command_prints_the_same_plan(capsys):
+    from certified_circuits.cli.main import main
+
+    p = cc.plan(100, 149, cc.Setting(p_del=0.99, tau=0.9))
+    argv = plan_command(p).split()[1:]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert str(p) in out
+    assert "settings that reach radius 50" in out
+
+
+def test_hf_task_files_train_sizes_set_the_plans_examples(tmp_path):
+    config = load("configs/custom.yaml")
+    config["vision"]["enabled"] = False
+    (tmp_path / "config.json").write_text(json.dumps({"num_hidden_layers": 2, "num_attention_heads": 4}))
+    config["language"].update(enabled=True, model_path=str(tmp_path), tasks=["mine"], settings={}, task_files={"mine": "x.csv"})
+    config["language"]["certification"].update(tau=0.9, p_del=0.95)
+    [planned] = config_plans(config, train_sizes={"mine": 38})
+    assert planned.plan.n_examples == 38 and planned.plan.n_components == n_edges_formula(2, 4)
+    assert not planned.plan.can_certify_in  # 0.95^38 = 0.142 > 1 - tau
+    assert "upper bound" in planned.note
