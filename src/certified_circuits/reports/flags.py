@@ -1,0 +1,366 @@
+"""Degenerate results, flagged where people look (issue 26): one implementation of every check.
+
+A reader takes "0 certified" or a flat curve as a finding. Every report that shows a result runs these checks
+and puts what they find where the result is read: the ``## Warnings`` section of ``summary.md``
+(:func:`flags_markdown`), the explorer's pages, stderr, and the MLflow tags of the stage (:func:`flag_tags`,
+``cc.flag.<code>``). A :class:`Flag` says what it concerns, in one line what it means, and what to change.
+
+Codes and their rules (thresholds are the module constants below):
+
+``model-at-chance``
+    The full model's metric on an evaluation set is at most chance + :data:`CHANCE_TOLERANCE`. Chance:
+    ``0.5`` for the binary concept-vs-rest metrics -- vision's ``balanced_accuracy`` (``(cACC + 1 - FPR) / 2``;
+    a classifier that ignores its input labels a positive and a negative ``c`` with the same probability,
+    which gives exactly 0.5) and language's ``binary_accuracy`` (correct answer's logit above the
+    counterfactual's); ``1 / n_classes`` for the argmax accuracy (vision's cACC, "share of class-c images
+    labelled c") when the number of classes is known (argument ``n_classes`` or an ``n_classes`` column).
+    Exact-match accuracy of a language task has no known chance level and is not checked.
+``empty-circuit``
+    A method's evaluated circuit is empty (``k_effective == 0``) at every K of the grid: its curve is the
+    empty model's, whatever the method.
+``certified-nothing``
+    A certificate has no component certified IN at any K (its certified circuit is empty at every K); the
+    message says whether every component abstained.
+``identical-curves``
+    Two methods' headline curves (cACC, else accuracy) of one group agree within :data:`IDENTICAL_TOLERANCE`
+    (max absolute difference) at every K of their shared grid, which holds at least :data:`MIN_SHARED_K` K.
+``high-fpr``
+    A curve's false-positive rate is at least :data:`HIGH_FPR` at some K: the circuit labels almost every other
+    class's image ``c``, so its cACC rewards class bias.
+``constant-quantity``
+    A plotted quantity of a method's curve (not the full model's reference line, which is constant by
+    construction) spans less than :data:`CONSTANT_RANGE` over at least two K (curves already flagged
+    ``empty-circuit`` are not repeated).
+``plan``
+    A planner warning the certify stage recorded in the certificate's attributes (``plan_verdict``,
+    ``plan_warnings``; :meth:`certified_circuits.core.planning.Plan.problems`).
+
+Every check is vectorized over the rows of its table (pandas groupby) or the array; the only Python loops run
+over the flags found.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from itertools import combinations
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+#: Absolute tolerance above chance under which the full model counts as at chance (a 5-point margin: an
+#: eval set of a few dozen images has a standard error of that size at 0.5).
+CHANCE_TOLERANCE = 0.05
+#: Chance level of a binary concept-vs-rest metric (balanced accuracy, binary accuracy).
+BINARY_CHANCE = 0.5
+#: Two curves are identical when their largest absolute difference over the shared K grid is at most this.
+IDENTICAL_TOLERANCE = 1e-9
+#: Fewest shared K values for the identical-curves check (two methods agreeing at one K is common).
+MIN_SHARED_K = 2
+#: A false-positive rate at or above this makes cACC a measure of class bias.
+HIGH_FPR = 0.95
+#: A plotted quantity whose range over K is below this is constant (figures annotate it, reports flag it).
+CONSTANT_RANGE = 1e-9
+#: Longest value of one MLflow tag written by :func:`flag_tags` (MLflow allows 5000 characters).
+TAG_LIMIT = 5000
+
+#: Columns that identify one curve (besides ``method``), in the order they are named in ``where``.
+GROUP_KEYS = ("experiment", "scorer", "concept", "setting", "eval_set")
+#: Binary metrics whose chance level is :data:`BINARY_CHANCE`.
+BINARY_METRICS = ("balanced_accuracy", "binary_accuracy")
+#: Quantities the reports plot against K (checked by ``constant-quantity``).
+PLOTTED = ("cacc", "accuracy", "balanced_accuracy", "false_positive_rate", "binary_accuracy", "logit_diff")
+#: Codes from most to least severe (the order of :func:`flags_markdown`).
+CODES = ("model-at-chance", "plan", "certified-nothing", "empty-circuit", "high-fpr", "identical-curves",
+         "constant-quantity")
+
+
+@dataclass(frozen=True)
+class Flag:
+    """One degenerate result.
+
+    Attributes:
+        code: one of :data:`CODES`.
+        where: what it concerns (``"world / scorer grad_x_act / eval_set id / method certified"``).
+        message: one line: what it means.
+        fix: one line: the likely fix.
+    """
+
+    code: str
+    where: str
+    message: str
+    fix: str
+
+    def line(self) -> str:
+        """``"where: message Fix: fix"`` on one line (whitespace and newlines collapsed), safe as a Markdown list
+        item; pipes are kept (``|D|``), so escape them before putting a line in a Markdown table cell."""
+        text = f"{self.where}: {self.message} Fix: {self.fix}" if self.where else f"{self.message} Fix: {self.fix}"
+        return re.sub(r"\s+", " ", text).strip()
+
+
+# ------------------------------------------------------------------------------------------------ curves
+
+
+def _where(frame: pd.DataFrame, keys: Sequence[str], prefix: str) -> pd.Series:
+    """``where`` strings of the rows of a grouped frame: the prefix, the experiment, then ``key value``."""
+    if frame.empty:
+        return pd.Series("", index=frame.index, dtype=object)
+    parts = [pd.Series(prefix, index=frame.index)] if prefix else []
+    for key in keys:
+        values = frame[key].astype(str)
+        parts.append(values if key == "experiment" else f"{key} " + values)
+    if not parts:
+        return pd.Series("", index=frame.index)
+    return pd.concat(parts, axis=1).agg(" / ".join, axis=1)
+
+
+def _fmt(value: float) -> str:
+    return f"{value:.4g}"
+
+
+def _chance_flags(full: pd.DataFrame, keys: list[str], headline: str, n_classes: int | None, prefix: str) -> list[Flag]:
+    """``model-at-chance``: one flag per group whose full model is at chance on some metric."""
+    if full.empty:
+        return []
+    checks = [(m, BINARY_CHANCE) for m in BINARY_METRICS if m in full.columns]
+    if n_classes is None and "n_classes" in full.columns and full["n_classes"].notna().all():
+        n_classes = int(full["n_classes"].iloc[0])
+    if n_classes:
+        checks.insert(0, (headline, 1.0 / n_classes))
+    if not checks:
+        return []
+    metrics = list(dict.fromkeys(m for m, _ in checks))
+    means = full.groupby(keys, sort=True)[metrics].mean().reset_index() if keys else full[metrics].mean().to_frame().T
+    means["where"] = _where(means, keys, prefix)
+    flags: list[Flag] = []
+    seen: set[str] = set()
+    for metric, chance in checks:
+        hit = means[means[metric] <= chance + CHANCE_TOLERANCE]
+        for where, value in zip(hit["where"], hit[metric]):
+            if where in seen:
+                continue
+            seen.add(where)
+            flags.append(Flag(
+                "model-at-chance", where,
+                f"the full model's {metric} is {_fmt(value)}, at most chance {_fmt(chance)} + {CHANCE_TOLERANCE:g}: "
+                "no circuit of a model at chance can show anything, so these curves and peaks mean nothing.",
+                "train the model until it beats chance on this eval set (vision.train / language.train: more epochs, "
+                "data, a larger model), or check the eval set's labels and the model's weights.",
+            ))
+    return flags
+
+
+def _empty_flags(pruned: pd.DataFrame, keys: list[str], prefix: str) -> tuple[list[Flag], pd.DataFrame]:
+    """``empty-circuit``: (keys, method) curves whose effective K is 0 at every K; also returns those keys."""
+    if "k_effective" not in pruned.columns or pruned.empty:
+        return [], pruned.iloc[:0][[*keys, "method"]]
+    largest = pruned.groupby([*keys, "method"], sort=True)["k_effective"].max().reset_index()
+    empty = largest[largest["k_effective"] <= 0].copy()
+    empty["where"] = _where(empty, [*keys, "method"], prefix)
+    flags = []
+    for where, method in zip(empty["where"], empty["method"]):
+        if method == "certified":
+            fix = ("the setting certifies no component IN: see the plan warnings, and check it with `certified-circuits "
+                   "plan --examples |D| --components U --p-del P --tau T --n N` (lower p_del or tau, raise |D| or n).")
+        else:
+            fix = "raise the K grid (k_grid): every K keeps no component of this method's circuit."
+        flags.append(Flag("empty-circuit", where,
+                          f"the {method} circuit is empty at every K: its curve is the empty model's, not the method's.",
+                          fix))
+    return flags, empty[[*keys, "method"]]
+
+
+def _identical_flags(pruned: pd.DataFrame, keys: list[str], headline: str, prefix: str) -> list[Flag]:
+    """``identical-curves``: pairs of methods whose headline curves agree at every shared K."""
+    methods = sorted(pruned["method"].unique())
+    if len(methods) < 2:
+        return []
+    wide = pruned.pivot_table(index=[*keys, "k_target"], columns="method", values=headline, aggfunc="mean")
+    flags = []
+    for a, b in combinations(methods, 2):
+        difference = (wide[a] - wide[b]).abs().dropna()
+        if difference.empty:
+            continue
+        by_group = difference.groupby(level=list(range(len(keys)))) if keys else difference.groupby(lambda _: 0)
+        summary = pd.DataFrame({"max": by_group.max(), "count": by_group.size()})
+        hit = summary[(summary["max"] <= IDENTICAL_TOLERANCE) & (summary["count"] >= MIN_SHARED_K)].reset_index()
+        if hit.empty:
+            continue
+        hit["where"] = _where(hit, keys, prefix)
+        for where, largest, count in zip(hit["where"], hit["max"], hit["count"]):
+            flags.append(Flag(
+                "identical-curves", where,
+                f"the {a} and {b} curves of {headline} are identical at all {count} shared K (max |difference| "
+                f"{largest:.2g} <= {IDENTICAL_TOLERANCE:g}): this comparison cannot tell the methods apart.",
+                "check that the circuits differ (often both are empty or both keep everything: see the other "
+                "warnings); widen the K grid or change the certification setting.",
+            ))
+    return flags
+
+
+def _fpr_flags(table: pd.DataFrame, keys: list[str], headline: str, prefix: str) -> list[Flag]:
+    """``high-fpr``: curves with a false-positive rate >= HIGH_FPR at some K."""
+    if "false_positive_rate" not in table.columns:
+        return []
+    frame = table.assign(_high=table["false_positive_rate"] >= HIGH_FPR)
+    grouped = frame.groupby([*keys, "method"], sort=True)
+    summary = grouped.agg(n_high=("_high", "sum"), n_k=("_high", "size"), fpr=("false_positive_rate", "max"),
+                          metric=(headline, "max")).reset_index()
+    hit = summary[summary["n_high"] > 0].copy()
+    hit["where"] = _where(hit, [*keys, "method"], prefix)
+    return [
+        Flag("high-fpr", where,
+             f"the false-positive rate reaches {_fmt(fpr)} (>= {HIGH_FPR:g}) at {n_high} of {n_k} K: the circuit labels "
+             f"nearly every other class's image as this class, so its {headline} (up to {_fmt(metric)}) rewards class "
+             "bias, not the concept.",
+             "read balanced accuracy (peaks_balanced, curves_balanced_accuracy) instead of cACC for these K, or use "
+             "larger K.")
+        for where, fpr, n_high, n_k, metric in zip(hit["where"], hit["fpr"], hit["n_high"], hit["n_k"], hit["metric"])
+    ]
+
+
+def _constant_flags(pruned: pd.DataFrame, keys: list[str], metrics: list[str], skip: pd.DataFrame,
+                    prefix: str) -> list[Flag]:
+    """``constant-quantity``: one flag per (keys, method) curve listing its constant plotted quantities."""
+    if not metrics or pruned.empty:
+        return []
+    curve = [*keys, "method"]
+    long = pruned.melt(id_vars=curve, value_vars=metrics, var_name="quantity").dropna(subset=["value"])
+    stats = long.groupby([*curve, "quantity"], sort=True)["value"].agg(["min", "max", "count"]).reset_index()
+    stats = stats[((stats["max"] - stats["min"]) < CONSTANT_RANGE) & (stats["count"] >= 2)]
+    if not skip.empty:  # curves already flagged empty-circuit
+        marked = stats.merge(skip.drop_duplicates(), on=curve, how="left", indicator=True)
+        stats = marked[marked["_merge"] == "left_only"].drop(columns="_merge")
+    if stats.empty:
+        return []
+    stats = stats.assign(what=stats["quantity"] + " = " + stats["min"].map(_fmt))
+    frame = stats.groupby(curve, sort=True)["what"].agg(", ".join).reset_index()
+    frame["where"] = _where(frame, curve, prefix)
+    return [
+        Flag("constant-quantity", where,
+             f"{what} at every K: a constant curve shows no effect of K (its figure is annotated).",
+             "check the flags above (model at chance, empty or full circuits); widen the K grid, or use a metric that "
+             "varies (balanced accuracy, faithfulness).")
+        for where, what in zip(frame["where"], frame["what"])
+    ]
+
+
+def curve_flags(curves: pd.DataFrame, where: str = "", *, n_classes: int | None = None) -> list[Flag]:
+    """Flags of a curves table (``curves.csv`` of report-sufficiency, :func:`certified_circuits.analysis.evaluation.
+    cacc_curves`) or a tidy sufficiency table (``accuracy`` per concept): ``model-at-chance``, ``empty-circuit``,
+    ``identical-curves``, ``high-fpr`` and ``constant-quantity`` (module docstring).
+
+    Args:
+        curves: needs ``method`` and ``k_target``; a curve is one (:data:`GROUP_KEYS` present, method); the
+            full model is ``method == "full"``.
+        where: prefix of every flag's ``where`` (e.g. the table's path or experiment).
+        n_classes: classes of the argmax accuracy (enables its chance check; else an ``n_classes`` column).
+
+    Returns:
+        The flags, in check order ([] for a healthy table).
+    """
+    missing = [c for c in ("method", "k_target") if c not in curves.columns]
+    if missing:
+        raise ValueError(f"curve table is missing column(s) {missing}; pass curves.csv or a sufficiency table")
+    if curves.empty:
+        return []
+    keys = [k for k in GROUP_KEYS if k in curves.columns]
+    table = curves.copy()
+    for key in keys:
+        table[key] = table[key].astype(str)
+    headline = "cacc" if "cacc" in table.columns else "accuracy"
+    metrics = [m for m in PLOTTED if m in table.columns]
+    full = table[table["method"] == "full"]
+    pruned = table[table["method"] != "full"]
+    flags = _chance_flags(full, keys, headline, n_classes, where)
+    empty_flags, empty = _empty_flags(pruned, keys, where)
+    flags += empty_flags
+    if headline in table.columns:
+        flags += _identical_flags(pruned, keys, headline, where)
+    flags += _fpr_flags(table, keys, headline if headline in table.columns else "false_positive_rate", where)
+    flags += _constant_flags(pruned, keys, metrics, empty, where)
+    return flags
+
+
+# ------------------------------------------------------------------------------------------ certificates
+
+
+def _plan_command(attrs: Mapping[str, Any], n_components: int) -> str:
+    """``certified-circuits plan ...`` for the certificate's own |D|, U and setting (what is known of it)."""
+    options = [("--examples", attrs.get("n_examples")), ("--components", n_components), ("--p-del", attrs.get("p_del")),
+               ("--tau", attrs.get("tau")), ("--n", attrs.get("n")), ("--alpha", attrs.get("alpha"))]
+    return "`certified-circuits plan " + " ".join(f"{o} {v:g}" if isinstance(v, float) else f"{o} {v}"
+                                                  for o, v in options if v is not None) + "`"
+
+
+def certificate_flags(decision: np.ndarray, attrs: Mapping[str, Any], where: str) -> list[Flag]:
+    """Flags of one certificates file: ``plan`` (each warning recorded by the certify stage) and
+    ``certified-nothing`` (no component IN at any K).
+
+    Args:
+        decision: int8 ``[nK, U]`` or ``[U]`` in {1 in, 0 out, -1 abstain}.
+        attrs: the file's attributes (``plan_verdict``, ``plan_warnings``, and the setting: ``n_examples``,
+            ``p_del``, ``tau``, ``n``, ``alpha`` name the plan command of the fix).
+        where: what the certificate is (experiment, concept, split, scorer, setting).
+    """
+    decision = np.atleast_2d(np.asarray(decision))
+    flags = []
+    verdict = str(attrs.get("plan_verdict", "") or "")
+    warnings = str(attrs.get("plan_warnings", "") or "")
+    for warning in filter(None, (w.strip() for w in warnings.splitlines())):
+        message, _, fix = warning.partition(" Fix: ")
+        flags.append(Flag("plan", where, f"plan {verdict or 'warning'}: {message}",
+                          fix or f"check the setting with {_plan_command(attrs, decision.shape[-1])}."))
+    if decision.size and not (decision == 1).any():
+        n_k, n_components = decision.shape[0] if decision.ndim > 1 else 1, decision.shape[-1]
+        out = int((decision == 0).any(axis=0).sum())
+        what = ("every component abstained at every K" if out == 0
+                else f"{out} of {n_components:,} components are certified OUT at some K, the rest abstain")
+        flags.append(Flag(
+            "certified-nothing", where,
+            f"no component is certified IN at any of {n_k} K ({what}): the certified circuit is empty, which says "
+            "nothing about the model.",
+            f"lower p_del or tau, or raise |D| or n: {_plan_command(attrs, n_components)}.",
+        ))
+    return flags
+
+
+# ---------------------------------------------------------------------------------------------- outputs
+
+
+def flag_tags(flags: Sequence[Flag]) -> dict[str, str]:
+    """MLflow tags of the flags: ``cc.flag.<code>`` -> ``"<count>: <where>; <where>; ..."`` (at most
+    :data:`TAG_LIMIT` characters; the wheres that do not fit are counted)."""
+    by_code: dict[str, list[str]] = {}
+    for flag in flags:
+        by_code.setdefault(flag.code, []).append(flag.where or "(run)")
+    tags = {}
+    for code, wheres in by_code.items():
+        value = f"{len(wheres)}: " + "; ".join(wheres)
+        if len(value) > TAG_LIMIT:
+            shown: list[str] = []
+            head = f"{len(wheres)}: "
+            for i, w in enumerate(wheres):
+                tail = f"; ... ({len(wheres) - i - 1} more)"
+                if len(head + "; ".join([*shown, w]) + tail) > TAG_LIMIT:
+                    break
+                shown.append(w)
+            value = head + "; ".join(shown) + f"; ... ({len(wheres) - len(shown)} more)"
+            value = value[:TAG_LIMIT]
+        tags[f"cc.flag.{code}"] = value
+    return tags
+
+
+def sorted_flags(flags: Sequence[Flag]) -> list[Flag]:
+    """The flags from most to least severe (:data:`CODES`), in their own order within a code."""
+    rank = {code: i for i, code in enumerate(CODES)}
+    return sorted(flags, key=lambda f: rank.get(f.code, len(CODES)))
+
+
+def flags_markdown(flags: Sequence[Flag]) -> list[str]:
+    """Lines of a ``## Warnings`` section: the heading, a blank line, one ``- **code** line`` bullet per flag
+    (most severe first) and a closing blank line; [] when there are no flags (the caller says so)."""
+    if not flags:
+        return []
+    return ["## Warnings", "", *[f"- **{f.code}**: {f.line()}" for f in sorted_flags(flags)], ""]

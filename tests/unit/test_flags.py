@@ -1,0 +1,174 @@
+"""Degenerate-result flags (reports/flags.py): hand-built tables whose flags are worked out by hand."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from certified_circuits.core.planning import plan
+from certified_circuits.core.setting import Setting
+from certified_circuits.reports import flags as fl
+from certified_circuits.reports.flags import Flag, certificate_flags, curve_flags, flag_tags, flags_markdown
+
+K = [0.1, 0.2, 0.3]
+
+
+def curves(**overrides: dict) -> pd.DataFrame:
+    """A healthy curves.csv of one (experiment, scorer, eval set): three methods that differ and vary with K,
+    and the full model's reference line (constant by construction, well above chance)."""
+    methods = {
+        "baseline": dict(cacc=[0.5, 0.6, 0.7], balanced_accuracy=[0.6, 0.7, 0.8], false_positive_rate=[0.3, 0.2, 0.1],
+                         k_effective=[0.1, 0.2, 0.3]),
+        "majority": dict(cacc=[0.55, 0.65, 0.72], balanced_accuracy=[0.62, 0.71, 0.8], false_positive_rate=[0.3, 0.21, 0.1],
+                         k_effective=[0.1, 0.2, 0.3]),
+        "certified": dict(cacc=[0.6, 0.7, 0.8], balanced_accuracy=[0.7, 0.75, 0.85], false_positive_rate=[0.2, 0.2, 0.1],
+                          k_effective=[0.05, 0.1, 0.2]),
+        "full": dict(cacc=[0.9] * 3, balanced_accuracy=[0.9] * 3, false_positive_rate=[0.1] * 3, k_effective=[1.0] * 3),
+    }
+    for method, columns in overrides.items():
+        methods[method] = {**methods[method], **columns}
+    rows = [dict(experiment="world", scorer="grad", eval_set="id", method=method, k_target=k,
+                 **{name: values[i] for name, values in columns.items()}, n_concepts=4)
+            for method, columns in methods.items() for i, k in enumerate(K)]
+    return pd.DataFrame(rows)
+
+
+def codes(found: list[Flag]) -> list[str]:
+    return [f.code for f in found]
+
+
+def test_healthy_table_gives_no_flags():
+    assert curve_flags(curves()) == []
+
+
+def test_identical_curves_are_flagged_and_a_1e6_difference_is_not():
+    same = curve_flags(curves(certified=dict(cacc=[0.5, 0.6, 0.7])), where="run")
+    assert codes(same) == ["identical-curves"]
+    assert same[0].where == "run / world / scorer grad / eval_set id"
+    assert "baseline and certified" in same[0].message and "3 shared K" in same[0].message
+    assert curve_flags(curves(certified=dict(cacc=[0.5, 0.6 + 1e-6, 0.7]))) == []
+
+
+def test_identical_needs_two_shared_k():
+    table = curves(certified=dict(cacc=[0.5, 0.6, 0.7]))
+    table = table[(table.method != "certified") | (table.k_target == 0.1)]
+    assert curve_flags(table) == []
+
+
+def test_model_at_chance_binary_rule():
+    # balanced accuracy 0.52 <= 0.5 + 0.05: at chance; 0.56 is not
+    table = curves(full=dict(balanced_accuracy=[0.52] * 3))
+    found = curve_flags(table)
+    assert codes(found) == ["model-at-chance"]
+    assert found[0].where == "world / scorer grad / eval_set id"
+    assert "balanced_accuracy is 0.52" in found[0].message
+    assert curve_flags(curves(full=dict(balanced_accuracy=[0.56] * 3))) == []
+
+
+def test_model_at_chance_one_over_n_classes():
+    table = curves(full=dict(cacc=[0.14] * 3)).drop(columns=["balanced_accuracy"])
+    assert curve_flags(table) == []  # chance of the argmax accuracy unknown
+    assert codes(curve_flags(table, n_classes=10)) == ["model-at-chance"]  # 0.14 <= 0.1 + 0.05
+    assert curve_flags(curves(full=dict(cacc=[0.16] * 3)).drop(columns=["balanced_accuracy"]), n_classes=10) == []
+    with_column = table.assign(n_classes=10)
+    assert codes(curve_flags(with_column)) == ["model-at-chance"]
+
+
+def test_empty_certified_circuit_is_flagged_once():
+    # certified keeps nothing: its cACC is the empty model's at every K (constant, but not flagged twice)
+    table = curves(certified=dict(k_effective=[0.0] * 3, cacc=[0.1] * 3, balanced_accuracy=[0.5] * 3,
+                                  false_positive_rate=[0.0] * 3))
+    found = curve_flags(table)
+    assert codes(found) == ["empty-circuit"]
+    assert found[0].where.endswith("method certified")
+    assert "certified-circuits plan" in found[0].fix
+
+
+def test_high_false_positive_rate():
+    found = curve_flags(curves(baseline=dict(false_positive_rate=[0.96, 0.5, 0.2])))
+    assert codes(found) == ["high-fpr"]
+    assert "at 1 of 3 K" in found[0].message and "0.96" in found[0].message
+    assert found[0].where.endswith("method baseline")
+    assert curve_flags(curves(baseline=dict(false_positive_rate=[0.949, 0.5, 0.2]))) == []
+
+
+def test_constant_quantity_names_its_value():
+    found = curve_flags(curves(majority=dict(cacc=[0.9412] * 3)))
+    assert codes(found) == ["constant-quantity"]
+    assert found[0].message.startswith("cacc = 0.9412 at every K")
+    # a range of 1e-6 is not constant
+    assert curve_flags(curves(majority=dict(cacc=[0.9412, 0.9412 + 1e-6, 0.9412]))) == []
+
+
+def test_sufficiency_table_groups_by_concept():
+    table = curves().rename(columns={"cacc": "accuracy"})
+    table = pd.concat([table.assign(concept="a"), table.assign(concept="b")], ignore_index=True)
+    b_certified = (table.concept == "b") & (table.method == "certified")
+    table.loc[b_certified, "accuracy"] = table.loc[(table.concept == "b") & (table.method == "baseline"), "accuracy"].to_numpy()
+    found = curve_flags(table)
+    assert codes(found) == ["identical-curves"]
+    assert "concept b" in found[0].where and "accuracy" in found[0].message
+
+
+def test_curve_table_needs_method_and_k():
+    with pytest.raises(ValueError, match="method"):
+        curve_flags(pd.DataFrame({"k_target": [0.1]}))
+
+
+# ------------------------------------------------------------------------------------------ certificates
+
+ATTRS = {"n_examples": 40, "p_del": 0.6, "tau": 0.95, "n": 1000, "alpha": 0.001}
+
+
+def test_certificate_with_in_components_is_healthy():
+    decision = np.array([[1, 0, -1, -1], [0, 0, -1, 1]], np.int8)
+    assert certificate_flags(decision, {**ATTRS, "plan_verdict": "ok", "plan_warnings": ""}, "c") == []
+
+
+def test_certified_nothing_every_abstain_and_some_out():
+    abstain = certificate_flags(np.full((2, 4), -1, np.int8), ATTRS, "world / concept a")
+    assert codes(abstain) == ["certified-nothing"]
+    assert "every component abstained" in abstain[0].message and "of 2 K" in abstain[0].message
+    assert "`certified-circuits plan --examples 40 --components 4 --p-del 0.6 --tau 0.95 --n 1000 --alpha 0.001`" in abstain[0].fix
+    some_out = certificate_flags(np.array([[0, -1, -1, 0], [-1, -1, -1, 0]], np.int8), ATTRS, "w")
+    assert "2 of 4 components are certified OUT" in some_out[0].message
+    one_d = certificate_flags(np.array([0, -1, 0], np.int8), {}, "w")
+    assert codes(one_d) == ["certified-nothing"] and "of 1 K" in one_d[0].message
+
+
+def test_plan_warnings_become_flags():
+    the_plan = plan(100, 336, Setting(p_del=0.99, tau=0.9, n=1000))
+    problems = the_plan.problems()
+    assert problems and the_plan.verdict == "marginal"
+    attrs = {**ATTRS, "plan_verdict": the_plan.verdict, "plan_warnings": "\n".join(problems)}
+    found = certificate_flags(np.array([[0, 0, -1]], np.int8), attrs, "lang / ioi")
+    assert codes(found) == ["plan"] * len(problems) + ["certified-nothing"]
+    assert found[0].message.startswith("plan marginal: IN cannot be certified")
+    assert "Fix:" not in found[0].message and found[0].fix.startswith("use at least")
+
+
+# ---------------------------------------------------------------------------------------------- outputs
+
+
+def test_line_is_one_markdown_safe_line():
+    flag = Flag("plan", "a | b", "two\nlines", "do x")
+    assert flag.line() == "a | b: two lines Fix: do x"
+    assert Flag("plan", "", "m.", "f.").line() == "m. Fix: f."
+
+
+def test_flag_tags_count_and_limit():
+    found = [Flag("empty-circuit", "a", "m", "f"), Flag("empty-circuit", "b", "m", "f"), Flag("plan", "c", "m", "f")]
+    assert flag_tags(found) == {"cc.flag.empty-circuit": "2: a; b", "cc.flag.plan": "1: c"}
+    many = [Flag("plan", "x" * 100 + str(i), "m", "f") for i in range(200)]
+    value = flag_tags(many)["cc.flag.plan"]
+    assert len(value) <= fl.TAG_LIMIT and value.startswith("200: ") and value.endswith("more)")
+    assert flag_tags([]) == {}
+
+
+def test_flags_markdown_sorted_by_severity():
+    assert flags_markdown([]) == []
+    lines = flags_markdown([Flag("constant-quantity", "w", "m.", "f."), Flag("model-at-chance", "v", "n.", "g.")])
+    assert lines[0] == "## Warnings" and lines[1] == "" and lines[-1] == ""
+    assert lines[2] == "- **model-at-chance**: v: n. Fix: g."
+    assert lines[3].startswith("- **constant-quantity**")
