@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import numpy as np
 import pytest
@@ -251,6 +252,91 @@ def test_read_graph_json_names_the_file(tmp_path) -> None:
     bad.write_text(json.dumps({"cfg": {"n_layers": 1}, "nodes": {}, "edges": {}}))
     with pytest.raises(ValueError, match=r"bad\.json: cfg lacks"):
         read_graph_json(bad)
+
+
+BAD_EDGE_NAMES = ["input=>m0", "input->a0.h0", "input->m0<q>", "a0.h0->a0.h0<q>", "m0->a0.h0<v>", "a1.h0->logits",
+                  "a0.h1->logits", "logits->m0", "input->a0.h0<x>", " input->m0", "a00.h0->logits"]
+
+
+def _good_file(tmp_path, parallel: bool = False) -> tuple[dict, object]:
+    cfg = graph_cfg(1, 1, 8, parallel)
+    _, names = reference_graph_names(cfg)
+    d = circuit_graph_json(cfg, names, np.linspace(-1, 1, len(names)), np.arange(len(names)) % 2 == 0)
+    return d, write_graph_json(tmp_path / "good.json", d)
+
+
+@pytest.mark.parametrize("bad", BAD_EDGE_NAMES)
+def test_what_the_writer_refuses_the_reader_refuses_edge_names(tmp_path, bad) -> None:
+    cfg = graph_cfg(1, 1, 8, False)
+    with pytest.raises(ValueError):
+        circuit_graph_json(cfg, [bad], np.zeros(1), np.zeros(1, bool))
+    d, _ = _good_file(tmp_path)
+    d["edges"][bad] = {"score": 0.5, "in_graph": False}
+    path = tmp_path / "foreign.json"
+    path.write_text(json.dumps(d))
+    with pytest.raises(ValueError, match=r"foreign\.json: .*" + re.escape(repr(bad))):
+        read_graph_json(path)
+
+
+def test_the_reader_accepts_what_the_writer_writes(tmp_path) -> None:
+    for parallel in (False, True):
+        d, path = _good_file(tmp_path, parallel)
+        assert read_graph_json(path) == d
+
+
+@pytest.mark.parametrize(("edit", "message"), [
+    (lambda d: d["edges"]["input->m0"].pop("score"), r"'input->m0' has no score"),
+    (lambda d: d["edges"]["input->m0"].update(score=None), r"'input->m0' has no score"),
+    (lambda d: d["edges"]["input->m0"].update(score="0.5"), r"'input->m0' has score '0.5'.*finite number"),
+    (lambda d: d["edges"]["input->m0"].update(score=True), r"'input->m0' has score True"),
+    (lambda d: d["edges"]["input->m0"].update(in_graph=-1), r"'input->m0' has in_graph -1.*true or false"),
+    (lambda d: d["edges"]["input->m0"].update(in_graph=1), r"'input->m0' has in_graph 1"),
+    (lambda d: d["edges"]["input->m0"].update(in_graph="true"), r"'input->m0' has in_graph 'true'"),
+    (lambda d: d["edges"]["input->m0"].pop("in_graph"), r"'input->m0' has in_graph None"),
+    (lambda d: d["edges"].update({"input->m0": 0.5}), r"'input->m0': its entry must be an object"),
+    (lambda d: d["edges"].update({"a0.h0->m0": {"score": 0.1, "in_graph": True}}) or d["cfg"].update(
+        parallel_attn_mlp=True), r"'a0.h0->m0' is not an edge of the graph \(parallel_attn_mlp=True\)"),
+    (lambda d: d["nodes"].update({"a3.h0": {"in_graph": True}}), r"node 'a3.h0' is not in a graph of 1 layers"),
+    (lambda d: d["nodes"].update({"mlp0": {"in_graph": True}}), r"node 'mlp0' is not an EAP node name"),
+    (lambda d: d["nodes"].update({"m0": True}), r"node 'm0': its entry must be an object"),
+    (lambda d: d["nodes"].update({"m0": {"in_graph": True, "score": None}}), r"node 'm0' has score None"),
+    (lambda d: d["cfg"].update(n_layers="1"), r"cfg\['n_layers'\] must be an integer"),
+    (lambda d: d["cfg"].update(parallel_attn_mlp=0), r"cfg\['parallel_attn_mlp'\] must be true or false"),
+    (lambda d: d["cfg"].update(d_model=-1), r"cfg\['d_model'\] must be an integer >= 0"),
+])
+def test_the_reader_refuses_each_bad_entry_naming_it(tmp_path, edit, message) -> None:
+    d, _ = _good_file(tmp_path)
+    edit(d)
+    path = tmp_path / "foreign.json"
+    path.write_text(json.dumps(d))
+    with pytest.raises(ValueError, match=r"foreign\.json: .*" + message):
+        read_graph_json(path)
+
+
+@pytest.mark.parametrize("token", ["NaN", "Infinity", "-Infinity"])
+def test_the_reader_refuses_non_finite_scores_that_python_json_accepts(tmp_path, token) -> None:
+    _, good = _good_file(tmp_path)
+    text = good.read_text().replace('"input->m0": {"score": ', '"input->m0": {"score": ' + token + ", \"was\": ", 1)
+    assert token in text
+    path = tmp_path / "foreign.json"
+    path.write_text(text)
+    assert not math.isfinite(json.loads(text)["edges"]["input->m0"]["score"])   # Python's json takes it
+    with pytest.raises(ValueError, match=r"foreign\.json: edge 'input->m0' has score -?(nan|inf)"):
+        read_graph_json(path)
+
+
+def test_the_reader_refuses_a_repeated_name_and_non_utf8_bytes(tmp_path) -> None:
+    _, good = _good_file(tmp_path)
+    text = good.read_text()
+    repeated = text.replace('"edges": {', '"edges": {"input->m0": {"score": 9.0, "in_graph": true}, ', 1)
+    path = tmp_path / "foreign.json"
+    path.write_text(repeated)
+    assert json.loads(repeated)["edges"]["input->m0"]["score"] != 9.0      # plain json keeps the last silently
+    with pytest.raises(ValueError, match=r"foreign\.json: 'input->m0' is given more than once"):
+        read_graph_json(path)
+    path.write_bytes(text.encode("utf-8").replace(b'"cfg"', b'"cfg\xff"', 1))
+    with pytest.raises(ValueError, match=r"foreign\.json is not UTF-8 text \(byte \d+"):
+        read_graph_json(path)
 
 
 # --------------------------------------------------------------------------------------------- sidecar

@@ -283,8 +283,64 @@ def write_graph_json(path: str | os.PathLike, graph_dict: Mapping[str, Any]) -> 
     return write_text(path, text)
 
 
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict:
+    """``json`` object hook: a name given twice would silently keep only its last entry."""
+    d: dict = {}
+    for key, value in pairs:
+        if key in d:
+            raise ValueError(f"{key!r} is given more than once")
+        d[key] = value
+    return d
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _check_read_cfg(cfg: Mapping[str, Any]) -> None:
+    """The ``cfg`` keys the reference reads, with the types :func:`graph_cfg` writes."""
+    _check_cfg(cfg)
+    for key in ("n_layers", "n_heads"):
+        if not (isinstance(cfg[key], int) and not isinstance(cfg[key], bool) and cfg[key] >= 1):
+            raise ValueError(f"cfg[{key!r}] must be an integer >= 1, got {cfg[key]!r}")
+    if not (isinstance(cfg["d_model"], int) and not isinstance(cfg["d_model"], bool) and cfg["d_model"] >= 0):
+        raise ValueError(f"cfg['d_model'] must be an integer >= 0, got {cfg['d_model']!r}")
+    if not isinstance(cfg["parallel_attn_mlp"], bool):
+        raise ValueError(f"cfg['parallel_attn_mlp'] must be true or false, got {cfg['parallel_attn_mlp']!r}")
+
+
+def _check_read_edge(name: str, info: Any, cfg: Mapping[str, Any]) -> None:
+    """One entry of ``edges``: an edge of the graph ``cfg`` describes, a finite score and a bool in_graph."""
+    _endpoints(name, cfg)
+    if not isinstance(info, dict):
+        raise ValueError(f"edge {name!r}: its entry must be an object {{'score', 'in_graph'}}, got {info!r}")
+    if "score" not in info or info["score"] is None:
+        raise ValueError(f"edge {name!r} has no score: the writer gives every edge a finite score")
+    if not (_is_number(info["score"]) and math.isfinite(info["score"])):
+        raise ValueError(f"edge {name!r} has score {info['score']!r}: Graph JSON needs a finite number")
+    if not isinstance(info.get("in_graph"), bool):
+        raise ValueError(f"edge {name!r} has in_graph {info.get('in_graph')!r}: it must be true or false "
+                         f"(a decision such as -1 or 0/1 is not a membership)")
+
+
+def _check_read_node(name: str, info: Any, cfg: Mapping[str, Any]) -> None:
+    """One entry of ``nodes``: a node of the graph, a bool in_graph and, if given, a finite score."""
+    if not (isinstance(name, str) and re.fullmatch(_NODE, name)):
+        raise ValueError(f"node {name!r} is not an EAP node name (input, a{{l}}.h{{h}}, m{{l}}, logits)")
+    _check_node(name, int(cfg["n_layers"]), int(cfg["n_heads"]), "nodes")
+    if not isinstance(info, dict) or not isinstance(info.get("in_graph"), bool):
+        raise ValueError(f"node {name!r}: its entry must be an object with a true/false in_graph, got {info!r}")
+    if "score" in info and not (_is_number(info["score"]) and math.isfinite(info["score"])):
+        raise ValueError(f"node {name!r} has score {info['score']!r}: a node score must be a finite number, "
+                         f"or left out (not scored)")
+
+
 def read_graph_json(path: str | os.PathLike) -> dict:
-    """Read a Graph JSON file (ours or the reference's), checking its blocks.
+    """Read a Graph JSON file (ours or the reference's), refusing what :func:`circuit_graph_json` refuses.
+
+    The reference's ``Graph.from_json`` fails late (a ``KeyError`` deep in ``from_model``) or not at all (a
+    NaN or ``null`` score, an ``in_graph`` of -1 that Python treats as true). This reader checks every entry
+    first, so a file written by another tool is refused with the file and the entry named.
 
     Args:
         path: the ``.json`` file.
@@ -293,23 +349,36 @@ def read_graph_json(path: str | os.PathLike) -> dict:
         The dict ``{"cfg", "nodes", "edges"}``.
 
     Raises:
-        ValueError: the file is not JSON, or lacks a block or a ``cfg`` key ``Graph.from_model`` reads; the
-            message names the file.
+        ValueError: naming the file, when it is not UTF-8 or not JSON; a block or a ``cfg`` key that
+            ``Graph.from_model`` reads is missing or of the wrong type; a name is given twice; an edge is not
+            an edge of the graph ``cfg`` describes, has no score or a non-finite one, or an ``in_graph`` that
+            is not a bool; a node is not in the graph, lacks a bool ``in_graph`` or has a non-finite score.
     """
     path = Path(path)
     try:
-        d = json.loads(path.read_text(encoding="utf-8"))
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise ValueError(f"{path} is not UTF-8 text (byte {err.start}: {err.reason}): Graph JSON is UTF-8 JSON") from err
+    try:
+        d = json.loads(text, object_pairs_hook=_unique_keys)
     except json.JSONDecodeError as err:
         raise ValueError(f"{path} is not JSON: {err}") from err
+    except ValueError as err:
+        raise ValueError(f"{path}: {err}") from err
     if not isinstance(d, dict):
         raise ValueError(f"{path} is not an EAP-IG Graph JSON: the top level is a {type(d).__name__}, not an object")
     missing = [key for key in GRAPH_KEYS if not isinstance(d.get(key), dict)]
     if missing:
         raise ValueError(f"{path} is not an EAP-IG Graph JSON: missing or not objects: {missing} "
                          f"(needs {list(GRAPH_KEYS)})")
-    missing = [key for key in CFG_KEYS if key not in d["cfg"]]
-    if missing:
-        raise ValueError(f"{path}: cfg lacks {missing}, which the reference's Graph.from_model reads")
+    try:
+        _check_read_cfg(d["cfg"])
+        for name, info in d["nodes"].items():
+            _check_read_node(name, info, d["cfg"])
+        for name, info in d["edges"].items():
+            _check_read_edge(name, info, d["cfg"])
+    except ValueError as err:
+        raise ValueError(f"{path}: {err}") from err
     return d
 
 
