@@ -17,6 +17,11 @@ from the folder, every figure is copied into it, and the circuit data is embedde
   edge counts, the curves, the attack result and the circuit as a JSON download (every edge with its
   score, decision and ``in_graph``: certified in).
 
+Names come from files any tool may write (the HDF5 contracts are public), so every string from a file reaches a
+page through :func:`esc` (HTML text and attributes), :func:`url` (links and image sources, to files named by
+:func:`file_stem`) or :func:`json_script` (the embedded page data): a name such as ``</script><script>...`` is
+shown as text, never run.
+
 Categories are :func:`certified_circuits.analysis.evaluation.channel_categories` (one definition for the
 feature figure, the spurious index and this explorer).
 """
@@ -24,6 +29,7 @@ feature figure, the spurious index and this explorer).
 from __future__ import annotations
 
 import base64
+import hashlib
 import html
 import json
 import re
@@ -31,6 +37,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
+from urllib.parse import quote
 
 import numpy as np
 import pandas as pd
@@ -95,13 +102,53 @@ class Circuit:
 
 
 def esc(value: object) -> str:
+    """Any text reaching HTML (element text, attribute values, SVG ``<title>``): ``& < > " '`` escaped. Every
+    string that comes from a file (component, layer, edge, class, task and experiment names, table cells,
+    attributes) goes through it: the HDF5 contracts are public, so any tool may have written them."""
     return html.escape(str(value), quote=True)
+
+
+#: characters of embedded JSON that could end its ``<script>`` block or open markup (``</script>``, ``<!--``),
+#: or break a JavaScript string (the line separators U+2028, U+2029), as JSON escapes
+JSON_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
+
+
+def json_script(data: object, element_id: str) -> str:
+    """``data`` as a ``<script type="application/json">`` block: JSON whose ``<``, ``>``, ``&``, U+2028 and
+    U+2029 are written as ``\\u`` escapes, so no string in it can close the block or start a tag, and
+    ``JSON.parse`` (or :func:`json.loads`) of the block's text gives back ``data`` exactly."""
+    text = json.dumps(data, ensure_ascii=False, allow_nan=False)
+    text = re.sub("[<>&\u2028\u2029]", lambda m: JSON_ESCAPES[m[0]], text)
+    return f'<script type="application/json" id="{esc(element_id)}">{text}</script>'
+
+
+def url(path: str) -> str:
+    """A relative link or image source (``href``, ``src``) to a file of the explorer: each segment
+    percent-encoded (a name with ``#``, ``?`` or a space still links to its file), then HTML-escaped."""
+    return esc(quote(path, safe="/"))
+
+
+def file_stem(name: str) -> str:
+    """The file name (without suffix) of a page or file named after a class, task or experiment: the name
+    itself when it is a plain name (letters, digits, ``_ . + -``, inner spaces), else its plain characters
+    with ``_`` for the others and a digest of the name (no path separator, no markup; two names that differ
+    only in those characters still get two files)."""
+    name = str(name)
+    if PLAIN_NAME.fullmatch(name) and not name.endswith((" ", ".")):
+        return name
+    digest = hashlib.sha1(name.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+    plain = re.sub(r"[^\w.+-]", "_", name)[:80].strip(".")
+    return f"{plain}-{digest}"
+
+
+#: a class, task or experiment name that is its own file name
+PLAIN_NAME = re.compile(r"[\w+-][\w.+ -]*")
 
 
 def markdown_table_html(text: str) -> str:
     """A Markdown pipe table (with an optional ``Table: caption`` line, as :func:`~certified_circuits.reports.tables.write_table`
     writes) as an HTML table; numeric columns right-aligned as in the Markdown."""
-    lines = [line for line in text.splitlines() if line.strip()]
+    lines = [line.rstrip("\r") for line in text.split("\n") if line.strip()]  # not splitlines: a cell may hold U+2028
     caption = next((line[len("Table:") :].strip() for line in lines if line.startswith("Table:")), "")
     rows = [[cell.strip() for cell in line.strip().strip("|").split("|")] for line in lines if line.startswith("|")]
     if len(rows) < 2:
@@ -340,7 +387,7 @@ def language_graph_svg(
             used.update({up, node_of(down)})
             parts.append(
                 f'<line x1="{x1:.1f}" y1="{y1:.1f}" x2="{x2:.1f}" y2="{y2:.1f}" class="edge {css}">'
-                f"<title>{esc(names[index])}: {label}, {int(votes[index])} certification votes</title></line>"
+                f"<title>{esc(names[index])}: {esc(label)}, {int(votes[index])} certification votes</title></line>"
             )
     nodes = (
         ["input", "logits"]
@@ -351,10 +398,10 @@ def language_graph_svg(
         x, y = node_position(node, n_layers, n_heads, width, height)
         parts.append(
             f'<circle cx="{x:.1f}" cy="{y:.1f}" r="{6 if node in used else 3}" class="node{" used" if node in used else ""}">'
-            f"<title>{node}</title></circle>"
+            f"<title>{esc(node)}</title></circle>"
         )
         if node in used or node in ("input", "logits"):
-            parts.append(f'<text x="{x + 8:.1f}" y="{y + 4:.1f}" class="nl">{node}</text>')
+            parts.append(f'<text x="{x + 8:.1f}" y="{y + 4:.1f}" class="nl">{esc(node)}</text>')
     parts.append("</svg>")
     return "".join(parts), counts
 
@@ -402,7 +449,7 @@ def page(title: str, body: str, depth: int) -> str:
 
 def figure_html(src: str, name: str) -> str:
     caption = CAPTIONS.get(name, name)
-    return f'<figure><img src="{esc(src)}" alt="{esc(caption)}"><figcaption>{esc(caption)}</figcaption></figure>'
+    return f'<figure><img src="{url(src)}" alt="{esc(caption)}"><figcaption>{esc(caption)}</figcaption></figure>'
 
 
 def operating_k(tables: Path, concept: str | None, scorer: str | None, k_grid: np.ndarray) -> float:
@@ -491,7 +538,7 @@ def vision_page(circuit: Circuit, experiment: Experiment, sufficiency: pd.DataFr
         f"<h2>Circuit per layer</h2><p><label>K <select id=kselect>{options}</select></label> "
         f"<span class=legend>{legend}</span></p><p class=note>Each square is a channel; hover for its "
         f"certification votes (how many of the n = {data['n']} sub-datasets put it in the circuit).</p>"
-        f'<div id="circuit"></div><script type="application/json" id="circuit-data">{json.dumps(data)}</script>'
+        f'<div id="circuit"></div>{json_script(data, "circuit-data")}'
         f"<h2>Features</h2>{figure_html(features, 'features') if features else NO_FEATURES}"
         f"<h2>Curves</h2>{charts}<h2>Attack</h2>{attack_html(experiment.tables, circuit.concept)}"
     )
@@ -531,7 +578,7 @@ def language_page(circuits: Sequence[Circuit], experiment: Experiment, sufficien
         if len(attributions.scores[scorer])
         else np.zeros(len(attributions.names))
     )
-    download = out_dir / f"{task}_circuit.json"
+    download = out_dir / f"{file_stem(task)}_circuit.json"
     download.write_text(
         circuit_json(attributions.names, scores, certificates.decision[i], float(votes.k_grid[i]), attrs)
     )
@@ -561,7 +608,7 @@ def language_page(circuits: Sequence[Circuit], experiment: Experiment, sufficien
         f"<h2>Circuit on the model graph (K = {100 * votes.k_grid[i]:g}%, {esc(tag_words(tag))})</h2>"
         f'<p><span class=legend><span class="ln ln-in"></span>certified in <span class="ln ln-base"></span>in the baseline, '
         f'not certified in <span class="ln ln-abs"></span>abstained outside the baseline (the 300 most voted)</span> · '
-        f'<a href="{esc(download.name)}" download>circuit JSON (EAP-IG graph layout)</a></p>'
+        f'<a href="{url(download.name)}" download>circuit JSON (EAP-IG graph layout)</a></p>'
         f'<div class="graphbox">{svg}</div>{count_table}{settings}<h2>Curves</h2>{charts}'
         f"<h2>Attack</h2>{attack_html(experiment.tables, task)}"
     )
@@ -592,7 +639,7 @@ def overview(
             parts.append(
                 f"<p><b>Setting.</b> {esc(setting_words(attrs))}.</p><p><b>Guarantee.</b> {esc(guarantee_words(attrs))}</p>"
             )
-        pages = " ".join(f'<a href="{esc(href)}">{esc(label)}</a>' for label, href in links.get(experiment.name, []))
+        pages = " ".join(f'<a href="{url(href)}">{esc(label)}</a>' for label, href in links.get(experiment.name, []))
         parts.append(f"<p><b>{'Classes' if experiment.kind == 'vision' else 'Tasks'}:</b> {pages}</p>")
         for name in ("peaks_cacc", "peaks_balanced", "selected_cacc", "selected_balanced", "faithfulness_mean"):
             md = experiment.tables / f"{name}.md"
@@ -653,7 +700,7 @@ def build_explorer(
         first_attrs: dict[str, dict] = {}
         sizes = []
         for experiment in experiments:
-            folder = tmp / experiment.name
+            folder = tmp / file_stem(experiment.name)
             (folder / "figures").mkdir(parents=True)
             for name in KEY_FIGURES:
                 source = experiment.tables / name
@@ -661,7 +708,7 @@ def build_explorer(
                     target = folder / "figures" / source.name
                     shutil.copyfile(source, target)
                     figures.setdefault(experiment.name, []).append(
-                        (source.name, f"{experiment.name}/figures/{source.name}")
+                        (source.name, f"{folder.name}/figures/{source.name}")
                     )
             sufficiency = (
                 pd.read_csv(experiment.tables / "sufficiency.csv")
@@ -674,19 +721,20 @@ def build_explorer(
                 if experiment.kind == "vision":
                     features = None
                     if group[0].features is not None and Path(group[0].features).is_file():
-                        shutil.copyfile(group[0].features, folder / "figures" / f"features_{concept}.png")
-                        features = f"figures/features_{concept}.png"
+                        features = f"figures/features_{file_stem(concept)}.png"
+                        shutil.copyfile(group[0].features, folder / features)
                     body = vision_page(group[0], experiment, sufficiency, features)
                 else:
                     body = language_page(group, experiment, sufficiency, folder)
                 text = page(f"{concept} · {experiment.name}", body, depth=1)
-                (folder / f"{concept}.html").write_text(text)
+                (folder / f"{file_stem(concept)}.html").write_text(text)
                 sizes.append(len(text))
-                links.setdefault(experiment.name, []).append((concept, f"{experiment.name}/{concept}.html"))
+                links.setdefault(experiment.name, []).append((concept, f"{folder.name}/{file_stem(concept)}.html"))
                 if experiment.name not in first_attrs:
                     first_attrs[experiment.name] = dict(read_circuit(group[0])[2].attrs)
         theory = []
-        if any(True for _ in theory_figures):
+        theory_figures = list(theory_figures)
+        if theory_figures:
             (tmp / "theory").mkdir()
         for source in theory_figures:
             shutil.copyfile(source, tmp / "theory" / Path(source).name)
