@@ -4,6 +4,9 @@
 
 ALL_TARGETS = []
 SUMMARY_PEAKS = []
+# what the summary checks for degenerate results (reports/flags.py): every curves table and every certificate
+SUMMARY_CURVES = []
+SUMMARY_CERTIFICATES = []
 
 
 rule theory_figures:
@@ -57,6 +60,9 @@ if VISION["enabled"]:
 
     ALL_TARGETS += rules.vision_tables.output
     SUMMARY_PEAKS += [rules.vision_tables.output.peaks, rules.vision_tables.output.balanced]
+    SUMMARY_CURVES += [rules.vision_tables.output.curves]
+    SUMMARY_CERTIFICATES += [PATHS.certificates(VX, "concept", c, s, VSETTING) for c in VCONCEPTS
+                             for s in vision_scorers("concept", VSETTING)]
 
     if REDISCOVERY:
 
@@ -292,6 +298,9 @@ if LANGUAGE["enabled"]:
 
     ALL_TARGETS += rules.language_tables.output
     SUMMARY_PEAKS += [rules.language_tables.output.peaks]
+    SUMMARY_CURVES += [rules.language_tables.output.curves]
+    SUMMARY_CERTIFICATES += [PATHS.certificates(LX, "train", task, "eap_ig", setting) for task in LANGUAGE["tasks"]
+                             for setting in language_settings(task)]
 
     if LANGUAGE["selection_set"]:
         LANGUAGE_CIRCUITS = [row for row in explorer_circuits() if row[0] == LX]
@@ -346,9 +355,13 @@ if LANGUAGE["enabled"]:
 
 
 rule summary:
-    """Headline numbers of the run (printed at the end and written to summary.md)."""
+    """Headline numbers of the run (printed at the end and written to summary.md), after a Warnings section that
+    flags every degenerate result of the curves tables and certificates (model at chance, empty circuits, plan
+    warnings, ...)."""
     input:
-        SUMMARY_PEAKS,
+        peaks=SUMMARY_PEAKS,
+        curves=SUMMARY_CURVES,
+        certificates=SUMMARY_CERTIFICATES,
     output:
         f"{RESULTS}/summary.md",
     params:
@@ -358,7 +371,8 @@ rule summary:
     conda:
         ENV
     shell:
-        "{params.job} certified-circuits report-summary --peaks {input:q} --out {output:q} 2> {log:q}"
+        "{params.job} certified-circuits report-summary --peaks {input.peaks:q} --curves {input.curves:q} "
+        "--certificates {input.certificates:q} --out {output:q} 2> {log:q}"
 
 
 ALL_TARGETS += rules.summary.output

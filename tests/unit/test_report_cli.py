@@ -194,3 +194,61 @@ def test_operating_points_without_their_columns_stop_report_iou_before_writing(t
     err = capsys.readouterr().err
     assert "points.csv is missing column(s) 'criterion', 'k_target'" in err and "report-sufficiency" in err
     assert not out.exists()
+
+
+def _summary_inputs(tmp_path: Path) -> tuple[Path, Path]:
+    """Sufficiency tables whose false-positive rate varies with K (nothing degenerate), through report-sufficiency."""
+    inputs = []
+    for i in range(2):
+        path = _sufficiency(tmp_path, f"c{i}", 0.1 + 0.05 * i)
+        table = pd.read_csv(path)
+        table["false_positive_rate"] = np.where(table.method == "full", 0.3, 0.2 + 0.1 * table.k_target)
+        table.to_csv(path, index=False)
+        inputs.append(str(path))
+    out = tmp_path / "tables" / "world"
+    assert main(["report-sufficiency", "--inputs", *inputs, "--by", "scorer", "--out-dir", str(out)]) == 0
+    return out / "peaks_cacc_raw.csv", out / "curves.csv"
+
+
+def test_summary_says_when_nothing_is_degenerate(tmp_path: Path) -> None:
+    peaks, curves = _summary_inputs(tmp_path)
+    _, _, certificates = _votes_and_certificates(tmp_path, "id", 0, 0.0)
+    out = tmp_path / "summary.md"
+    assert main(["report-summary", "--peaks", str(peaks), "--curves", str(curves), "--certificates",
+                 str(certificates), "--out", str(out)]) == 0
+    text = out.read_text()
+    assert "## Warnings\n\nNone: no degenerate result found" in text
+    assert text.index("## Warnings") < text.index("## world")
+
+
+def test_summary_lists_every_flag_and_tags_them(tmp_path: Path, capsys) -> None:
+    from certified_circuits.pipeline.tracking import collected_tags
+    from certified_circuits.reports.paper import summary_report
+    from certified_circuits.storage.store import read_certificates
+
+    peaks, curves = _summary_inputs(tmp_path)
+    table = pd.read_csv(curves)
+    table.loc[table.method == "majority", "cacc"] = 0.9412  # a constant curve
+    table.to_csv(curves, index=False)
+    _, _, healthy = _votes_and_certificates(tmp_path, "id", 0, 0.0)
+    certificate = read_certificates(healthy)
+    certificate.decision[:] = -1  # every component abstains at every K
+    certificate.attrs.update(plan_verdict="marginal", plan_warnings="radius 0: no edit survives. Fix: raise p_del.")
+    nothing = write_certificates(tmp_path / "nothing_cert.h5", certificate)
+    out = tmp_path / "summary.md"
+    assert main(["report-summary", "--peaks", str(peaks), "--curves", str(curves), "--certificates", str(healthy),
+                 str(nothing), "--out", str(out)]) == 0
+    text = out.read_text()
+    warnings = text[text.index("## Warnings"):text.index("## world")]
+    assert "- **plan**: world / concept c0 / split concept / scorer relevance / tau 0.9, p_del 0.6: plan marginal: " \
+           "radius 0: no edit survives. Fix: raise p_del." in warnings
+    assert "**certified-nothing**" in warnings and "every component abstained" in warnings
+    assert "**constant-quantity**" in warnings and "cacc = 0.9412 at every K" in warnings
+    assert "None:" not in warnings
+    assert "certified-nothing" in capsys.readouterr().err  # printed on stderr too
+    tags = collected_tags()
+    assert tags["cc.flag.plan"] == "1: world / concept c0 / split concept / scorer relevance / tau 0.9, p_del 0.6"
+    assert tags["cc.flag.certified-nothing"].startswith("1: ") and tags["cc.flag.constant-quantity"].startswith("1: ")
+    # the report returns its flags (only the CLI logs them)
+    returned = summary_report([peaks], tmp_path / "again.md", curves=[curves], certificates=[nothing])
+    assert sorted(f.code for f in returned) == ["certified-nothing", "constant-quantity", "plan"]

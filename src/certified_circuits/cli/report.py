@@ -12,7 +12,7 @@ import argparse
 import logging
 from pathlib import Path
 
-from certified_circuits.pipeline.tracking import add_metrics
+from certified_circuits.pipeline.tracking import add_metrics, add_tags
 from certified_circuits.cli.stages import InputError, Stages, existing_file, existing_path, k_fraction, positive_int
 
 log = logging.getLogger(__name__)
@@ -177,17 +177,27 @@ def _cmd_theory(args: argparse.Namespace) -> int:
 
 def _summary_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--peaks", nargs="+", required=True, type=existing_file, help="peak tables (peaks_*_raw.csv)")
+    p.add_argument("--curves", nargs="*", default=[], type=existing_file,
+                   help="curves tables (curves.csv of report-sufficiency) checked for degenerate results")
+    p.add_argument("--certificates", nargs="*", default=[], type=existing_file,
+                   help="certificates files checked for degenerate results (plan warnings, certified IN nothing)")
     p.add_argument("--out", required=True, type=Path)
 
 
 @STAGES.stage("report-summary", _summary_arguments, help="headline numbers of a run, for people (summary.md)")
 def _cmd_summary(args: argparse.Namespace) -> int:
-    """Write summary.md: per experiment its settings in words, a sentence per peak-table row and the formatted
-    tables (also printed on stderr)."""
+    """Write summary.md: a Warnings section with every degenerate result of the curves and certificates given, then
+    per experiment its settings in words, a sentence per peak-table row and the formatted tables (also printed on
+    stderr); each flag is also logged as a warning, and the flags become the job's ``cc.flag.<code>`` tags."""
+    from certified_circuits.reports.flags import flag_tags
     from certified_circuits.reports.paper import summary_report
 
-    summary_report(args.peaks, args.out)
-    log.info("report-summary: %d peak tables -> %s", len(args.peaks), args.out)
+    found = summary_report(args.peaks, args.out, curves=args.curves, certificates=args.certificates)
+    for flag in found:
+        log.warning("report-summary: %s: %s", flag.code, flag.line())
+    add_tags(flag_tags(found))
+    log.info("report-summary: %d peak tables, %d curves tables, %d certificates, %d flags -> %s", len(args.peaks),
+             len(args.curves), len(args.certificates), len(found), args.out)
     return 0
 
 

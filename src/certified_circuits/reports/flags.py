@@ -294,6 +294,16 @@ def _plan_command(attrs: Mapping[str, Any], n_components: int) -> str:
                                                   for o, v in options if v is not None) + "`"
 
 
+def certificate_where(attrs: Mapping[str, Any]) -> str:
+    """``where`` of a certificate from its attributes: experiment, concept, split, scorer and the setting
+    (``"world / concept circle / split concept / scorer grad_x_act / tau 0.95, p_del 0.6"``)."""
+    parts = [str(attrs["experiment"])] if attrs.get("experiment") else []
+    parts += [f"{key} {attrs[key]}" for key in ("concept", "split", "scorer") if attrs.get(key) not in (None, "")]
+    setting = ", ".join(f"{key} {attrs[key]:g}" if isinstance(attrs[key], float) else f"{key} {attrs[key]}"
+                        for key in ("tau", "p_del") if key in attrs)
+    return " / ".join(parts + ([setting] if setting else []))
+
+
 def certificate_flags(decision: np.ndarray, attrs: Mapping[str, Any], where: str) -> list[Flag]:
     """Flags of one certificates file: ``plan`` (each warning recorded by the certify stage) and
     ``certified-nothing`` (no component IN at any K).
@@ -356,6 +366,19 @@ def sorted_flags(flags: Sequence[Flag]) -> list[Flag]:
     """The flags from most to least severe (:data:`CODES`), in their own order within a code."""
     rank = {code: i for i, code in enumerate(CODES)}
     return sorted(flags, key=lambda f: rank.get(f.code, len(CODES)))
+
+
+def merge_flags(flags: Sequence[Flag], shown: int = 5) -> list[Flag]:
+    """Flags with the same code, message and fix (a plan warning of every class of one setting) as one flag whose
+    ``where`` lists the first ``shown`` places and counts the rest; first occurrence order."""
+    groups: dict[tuple[str, str, str], list[str]] = {}
+    for flag in flags:
+        groups.setdefault((flag.code, flag.message, flag.fix), []).append(flag.where)
+    merged = []
+    for (code, message, fix), wheres in groups.items():
+        where = "; ".join(wheres[:shown]) + (f"; and {len(wheres) - shown} more" if len(wheres) > shown else "")
+        merged.append(Flag(code, where if len(wheres) == 1 else f"{len(wheres)} places: {where}", message, fix))
+    return merged
 
 
 def flags_markdown(flags: Sequence[Flag]) -> list[str]:

@@ -11,7 +11,7 @@ The ``report-*`` stages (:mod:`certified_circuits.cli.report`) call these functi
 ``radius_report``       App. D: abstention, effective size and cACC across radii and |D|.
 ``spurious_report``     Spurious index of certified-in vs abstained vs certified-out channels.
 ``theory_report``       App. C: radius vs p_del and minimum n vs tau.
-``summary_report``      Headline numbers of a run (stderr and Markdown).
+``summary_report``      Headline numbers of a run (stderr and Markdown), degenerate results flagged first.
 
 Nothing here parses a path: concept, split, scorer and setting of every input are read from its
 attributes (HDF5) or columns (CSV), which the stages that made them wrote.
@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from certified_circuits.analysis import evaluation
-from certified_circuits.reports import figures, tables
+from certified_circuits.reports import figures, flags, tables
 from certified_circuits.storage.atomic import write_csv, write_text
 from certified_circuits.core.certification import method_masks
 from certified_circuits.core.discovery import k_index
@@ -370,14 +370,40 @@ def peak_sentences(table: pd.DataFrame) -> list[str]:
     return sentences
 
 
-def summary_report(peaks: Sequence[Path], out: Path) -> None:
-    """The run summary for people (``summary.md``): per experiment, its settings in words, one sentence per
-    (scorer or task, eval set) with the numbers a reader needs, and the formatted tables; the raw CSV stays in
-    ``tables/``. Also printed on stderr."""
+#: The Warnings section of a summary without flags (one line, naming what was checked).
+NO_WARNINGS = ("None: no degenerate result found (checked: model at chance, empty circuits, certified IN nothing, "
+               "identical or constant curves, false-positive rate >= 0.95, plan warnings).")
+
+
+def summary_flags(curves: Sequence[Path] = (), certificates: Sequence[Path] = ()) -> list[flags.Flag]:
+    """Every degenerate-result flag of a run (:mod:`certified_circuits.reports.flags`): those of each curves table
+    (``curves.csv`` of report-sufficiency) and of each certificates file (its plan warnings included)."""
+    found: list[flags.Flag] = []
+    for path in map(Path, curves):
+        found += flags.curve_flags(pd.read_csv(path, dtype={"concept": str}))
+    for path in map(Path, certificates):
+        certificate = read_certificates(path)
+        found += flags.certificate_flags(certificate.decision, certificate.attrs, flags.certificate_where(certificate.attrs))
+    return found
+
+
+def summary_report(peaks: Sequence[Path], out: Path, curves: Sequence[Path] = (),
+                   certificates: Sequence[Path] = ()) -> list[flags.Flag]:
+    """The run summary for people (``summary.md``): a ``## Warnings`` section near the top with every
+    degenerate-result flag of the curves tables and certificates given (:func:`summary_flags`; identical flags of
+    several places merged; one line saying so when there is none), then per experiment its settings in words, one
+    sentence per (scorer or task, eval set) with the numbers a reader needs, and the formatted tables; the raw CSV
+    stays in ``tables/``. Also printed on stderr.
+
+    Returns:
+        The flags (unmerged; the CLI logs them as MLflow tags).
+    """
     from certified_circuits.reports.words import tag_words
 
+    found = summary_flags(curves, certificates)
     lines = ["# certified-circuits run summary", "",
              "Open `explorer/index.html` (beside this file) for the circuits, class by class and task by task.", ""]
+    lines += flags.flags_markdown(flags.merge_flags(found)) or ["## Warnings", "", NO_WARNINGS, ""]
     by_experiment: dict[Path, list[Path]] = {}
     for path in map(Path, peaks):  # each peak table, then its held-out selection when the run made one
         selected = path.with_name(path.name.replace("peaks_", "selected_", 1))
@@ -409,3 +435,4 @@ def summary_report(peaks: Sequence[Path], out: Path) -> None:
     text = "\n".join(lines) + "\n"
     write_text(out, text)
     print(text, file=sys.stderr)
+    return found
