@@ -23,7 +23,9 @@ from certified_circuits.pipeline.config import (
     check_config,
     check_config_files,
     condense_schema_error,
+    snakemake_runs_jobs,
 )
+from certified_circuits.storage.atomic import CHECKOUT_LOCK, RunLocked, hold_lock, lock_results
 
 min_version("9.0")
 
@@ -55,6 +57,21 @@ try:  # also expands ~ in every configured path, and plans every setting exactly
 except ConfigError as error:
     raise WorkflowError(str(error)) from None
 VCONCEPTS = CHECKED.concepts
+
+# One live workflow per results folder, whatever checkout it starts from, and a proof of life per checkout.
+# The main process (not a job, not a cluster submission) holds kernel locks (flock) until it exits, however it
+# exits: a shared one on the checkout's .snakemake/certified-circuits.run.lock (bin/workflow removes a Snakemake
+# lock only when no process holds it) and, for a run that may write (not -n, --unlock, --lint, listings), an
+# exclusive one on RESULTS/.certified-circuits.lock, recorded with pid, host, start time and checkout. onstart
+# takes it if this check missed the run, and clears temporary files only while holding it.
+RUN_LOCKS = {}
+if workflow.is_main_process:
+    try:
+        RUN_LOCKS["checkout"] = hold_lock(CHECKOUT_LOCK, shared=True)
+        if snakemake_runs_jobs(sys.argv[1:]):
+            RUN_LOCKS["results"] = lock_results(config["results_dir"].rstrip("/"))
+    except RunLocked as held:
+        raise WorkflowError(str(held)) from None
 # Marginal settings (one side impossible, frequent empty sub-datasets): said now, before any job, and tagged
 # on the MLflow parent run; summary.md and the explorer repeat them next to each setting.
 PLAN_WARNINGS = [line for p in CHECKED.plans for line in p.lines()]

@@ -25,9 +25,15 @@ if MLFLOW_ENABLED and workflow.is_main_process:
 
 
 onstart:
-    # Snakemake holds its lock on the outputs now: temporary files of writers killed earlier are stale.
-    from certified_circuits.storage.atomic import remove_stale_temporaries
+    # This process holds the results folder's flock now (taken at parse time, or here if that missed a real
+    # run): no live writer of another run is there, so temporary files of writers killed earlier are stale.
+    from certified_circuits.storage.atomic import RunLocked, lock_results, remove_stale_temporaries
 
+    if "results" not in RUN_LOCKS:
+        try:
+            RUN_LOCKS["results"] = lock_results(RESULTS)
+        except RunLocked as held:
+            raise WorkflowError(str(held)) from None
     if stale := remove_stale_temporaries(RESULTS):
         print(f"removed {stale} temporary files left by killed jobs under {RESULTS}", file=sys.stderr)
     if MLFLOW_ENABLED:

@@ -17,7 +17,8 @@ from pathlib import Path
 from certified_circuits.language.graph import EMBEDDED_N_HEAD, EMBEDDED_N_LAYER
 from certified_circuits.language.tasks import SPLITS, TASKS
 from certified_circuits.core.devices import configure_torch
-from certified_circuits.cli.stages import InputError, Stages, add_device, existing_file, existing_path, named_path, positive_int
+from certified_circuits.cli.stages import (InputError, Stages, add_device, existing_file, existing_path, named_path, output_file,
+                                          positive_int)
 
 log = logging.getLogger(__name__)
 STAGES = Stages()
@@ -190,7 +191,7 @@ def _attribute_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--task", required=True, type=task_name)
     p.add_argument("--split", required=True, choices=SPLITS)
     p.add_argument("--examples", type=existing_file, required=True, help="JSONL from language-tasks for this task and split")
-    p.add_argument("--out", required=True, help="attributions .h5 to write")
+    p.add_argument("--out", type=output_file, required=True, help="attributions .h5 to write")
     p.add_argument("--ig-steps", type=positive_int, default=5)
     p.add_argument("--integration", choices=("reference", "endpoint"), default="reference",
                    help="IG points: reference = k/m for k = 0..m-1, as hannamw/EAP-IG (default); endpoint = k = 1..m")
@@ -242,7 +243,7 @@ def _evaluate_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--certificates", type=existing_file, required=True, help="certificates .h5 of this task")
     p.add_argument("--eval-set", action="append", required=True, type=named_path, metavar="NAME=PATH",
                    help="evaluation prompts, repeatable: id_test=DIR/id_test.jsonl ood_test=DIR/ood_test.jsonl")
-    p.add_argument("--out", required=True, help="CSV to write")
+    p.add_argument("--out", type=output_file, required=True, help="CSV to write")
     p.add_argument("--experiment", default="language")
     p.add_argument("--max-floats", type=float, default=None,
                    help="activation buffer size per patched batch in floats (default: sized from free device memory)")

@@ -29,7 +29,7 @@ from certified_circuits.cli.stages import (  # noqa: E402
     Stages,
     add_k_grid,
     add_votes_setting,
-    existing_file,
+    existing_file, output_file,
     positive_int,
     probability,
 )
@@ -68,7 +68,7 @@ def _votes_arguments(p: argparse.ArgumentParser) -> None:
     add_votes_setting(p)
     p.add_argument("--device", default="auto",
                    help="where votes are counted: auto (CUDA when available, else numpy on the CPU), cpu, cuda, cuda:N")
-    p.add_argument("--out", type=str, required=True, help="votes HDF5 (output)")
+    p.add_argument("--out", type=output_file, required=True, help="votes HDF5 (output)")
 
 
 @STAGES.stage(
@@ -128,7 +128,7 @@ def _certify_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--correction", choices=("bonferroni", "holm"), default="bonferroni")
     p.add_argument("--allow-vacuous", action="store_true",
                    help="certify even when the plan says no component can be certified (every one would abstain)")
-    p.add_argument("--out", type=str, required=True, help="certificates HDF5 (output)")
+    p.add_argument("--out", type=output_file, required=True, help="certificates HDF5 (output)")
 
 
 @STAGES.stage("certify", _certify_arguments, help="Algorithm 1: certified in / out / abstain per component and K")

@@ -70,8 +70,19 @@ class Stages(list):
 def existing_file(text: str) -> Path:
     """argparse type: a file that must exist (checked before any work starts); ``~`` is expanded."""
     path = Path(text).expanduser()
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{path}: is a folder, not a file; give the file inside it")
     if not path.is_file():
         raise argparse.ArgumentTypeError(f"{path}: file not found")
+    return path
+
+
+def output_file(text: str) -> Path:
+    """argparse type: a file to write; refused before any work when it is an existing folder (``~`` is expanded)."""
+    path = Path(text).expanduser()
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{path}: is an existing folder, not a file name; give a file path "
+                                         f"(e.g. {path / ('out' + (path.suffix or '.h5'))}) or remove the folder")
     return path
 
 

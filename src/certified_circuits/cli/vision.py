@@ -27,7 +27,7 @@ import numpy as np
 from certified_circuits.core.devices import configure_torch
 from certified_circuits.vision.architectures import MODEL_CHOICES, WORLD_BLOCKS, WORLD_WIDTHS
 from certified_circuits.cli.stages import (InputError, Stages, add_device, add_k_grid, add_votes_setting, existing_file, existing_path,
-                                          named_path, positive_int)
+                                          named_path, output_file, positive_int)
 
 log = logging.getLogger(__name__)
 STAGES = Stages()
@@ -293,7 +293,7 @@ def _attribute_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--concept", required=True, help="class name (world), wnid (ImageNet) or class index")
     p.add_argument("--split", default="concept", help="split name stored in the file's attrs")
     p.add_argument("--experiment", default="vision")
-    p.add_argument("--out", type=Path, required=True, help="attribution .h5")
+    p.add_argument("--out", type=output_file, required=True, help="attribution .h5")
     p.add_argument("--n-examples", type=positive_int, default=None, help="first N images of the class (default: all)")
     p.add_argument("--batch-size", type=positive_int, default=64)
     p.add_argument("--top-k", type=positive_int, default=9, help="top-activating examples stored per vertex")
@@ -384,7 +384,7 @@ def _discover_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workers", type=positive_int, default=1, help="processes running the sub-datasets (default 1)")
     p.add_argument("--experiment", default="vision")
     p.add_argument("--split", default="concept", help="split name stored in the file's attrs")
-    p.add_argument("--out", type=Path, required=True, help="votes HDF5 (the votes contract)")
+    p.add_argument("--out", type=output_file, required=True, help="votes HDF5 (the votes contract)")
 
 
 @STAGES.stage("vision-discover", _discover_arguments,
@@ -432,7 +432,7 @@ def _evaluate_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--concept", required=True)
     p.add_argument("--eval-set", action="append", required=True, type=named_path, metavar="NAME=PATH",
                    help="eval set (world .npz or wnid folder); repeat for several")
-    p.add_argument("--out", type=Path, required=True, help="tidy CSV: one row per (scorer, eval set, method, K)")
+    p.add_argument("--out", type=output_file, required=True, help="tidy CSV: one row per (scorer, eval set, method, K)")
     p.add_argument("--experiment", default="vision")
     p.add_argument("--methods", nargs="*", help="subset of baseline/majority/certified (default: all)")
     p.add_argument("--ablation", choices=("zero", "mean"), default="zero",
@@ -538,7 +538,7 @@ def _select_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data", type=existing_path, required=True, help="ImageNet val root (ROOT/<wnid>/)")
     p.add_argument("--n", type=positive_int, default=100)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--out", type=output_file, required=True)
 
 
 @STAGES.stage("vision-select-classes", _select_arguments, help="seeded random class selection (paper: 100 classes)")

@@ -7,6 +7,10 @@ a finished one. Temporary names start with ``.`` and contain ``.cc-tmp``: :func:
 clears the ones a killed process left behind (a SIGKILL runs no ``finally``), and the workflow calls it
 when it starts.
 
+Permissions: an output gets the mode a plain ``open()`` or ``mkdir`` of this process would give it
+(``0o666 & ~umask`` for a file, ``0o777 & ~umask`` for a folder), not the private 0600/0700 of
+:mod:`tempfile`'s names, so colleagues read results as the umask allows.
+
 Writers here: :func:`atomic_path` (any file), :func:`atomic_dir` (a folder, e.g. a Hugging Face model
 directory), and the conveniences :func:`write_text`, :func:`write_json`, :func:`write_csv`,
 :func:`write_npz`. HDF5 writers in :mod:`certified_circuits.storage.store` use :func:`atomic_path`.
@@ -28,6 +32,10 @@ if TYPE_CHECKING:  # pragma: no cover
 
 TEMP_MARK = ".cc-tmp"
 
+#: the modes of a plain open() and mkdir() before the umask
+FILE_MODE = 0o666
+DIR_MODE = 0o777
+
 #: every path this process has completed, in order: the job's outputs (see :func:`written_paths`)
 _WRITTEN: list[Path] = []
 
@@ -46,6 +54,26 @@ def written_paths() -> list[Path]:
     return list(dict.fromkeys(_WRITTEN))
 
 
+def current_umask() -> int:
+    """This process's umask, read without changing it where Linux shows it (/proc), else set and restored."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as handle:
+            for line in handle:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):  # pragma: no cover - not Linux
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _refuse_folder(path: Path) -> None:
+    if path.is_dir():
+        raise IsADirectoryError(f"{path}: the output path is an existing folder; give a file name (e.g. {path}/out"
+                                f"{path.suffix or '.h5'}) or remove the folder")
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     """Yield a temporary file path beside ``path``; rename it onto ``path`` only if the block succeeds.
@@ -55,11 +83,13 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    _refuse_folder(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=f"{TEMP_MARK}{path.suffix}", dir=path.parent)
     os.close(fd)
     tmp_path = Path(tmp)
     try:
         yield tmp_path
+        os.chmod(tmp_path, FILE_MODE & ~current_umask())  # the writer may have replaced the file: set it last
         os.replace(tmp_path, path)
         _WRITTEN.append(path.resolve())
     finally:
@@ -79,6 +109,7 @@ def atomic_dir(path: str | os.PathLike) -> Iterator[Path]:
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=TEMP_MARK, dir=path.parent))
     try:
         yield tmp
+        os.chmod(tmp, DIR_MODE & ~current_umask())
         if path.exists():
             old = Path(tempfile.mkdtemp(prefix=f".{path.name}.old.", suffix=TEMP_MARK, dir=path.parent))
             os.replace(path, old / path.name)
@@ -140,3 +171,81 @@ def remove_stale_temporaries(root: str | os.PathLike) -> int:
             entry.unlink(missing_ok=True)
         removed += 1
     return removed
+
+
+# ------------------------------------------------------------------------------ run locks
+#: the lock file of a results folder: the workflow's main process holds a flock on it for its whole run
+RESULTS_LOCK = ".certified-circuits.lock"
+#: the lock file of a checkout (working folder): every live run started there holds a shared flock on it
+CHECKOUT_LOCK = os.path.join(".snakemake", "certified-circuits.run.lock")
+
+
+class RunLocked(RuntimeError):
+    """Another live process holds the lock (its record names it: pid, host, start time, checkout)."""
+
+
+def run_record() -> dict[str, Any]:
+    """Who this process is, as a lock file records it."""
+    import socket
+    import sys
+    import time
+
+    return {"pid": os.getpid(), "host": socket.gethostname(),
+            "started": time.strftime("%Y-%m-%d %H:%M:%S %z"), "checkout": os.getcwd(),
+            "command": " ".join(sys.argv)}
+
+
+def describe_holder(path: str | os.PathLike) -> str:
+    """The record in a lock file, in words (or that it holds none)."""
+    try:
+        record = json.loads(Path(path).read_text(encoding="utf-8") or "{}")
+    except (OSError, ValueError):
+        record = {}
+    if not isinstance(record, dict) or "pid" not in record:
+        return "a process that left no record"
+    return (f"pid {record.get('pid')} on host {record.get('host', '?')}, started {record.get('started', '?')} "
+            f"from {record.get('checkout', '?')}")
+
+
+def hold_lock(path: str | os.PathLike, shared: bool = False) -> Any:
+    """Take a non-blocking flock on ``path`` (created if needed) and record this process in it.
+
+    The kernel keeps the lock for as long as the returned file object is open, and drops it when the
+    process dies, however it dies: a lock that can be taken proves that no live process holds it, so no
+    command line or pid has to be guessed. Keep the returned object for as long as the lock must hold.
+
+    Raises:
+        RunLocked: another process holds it; the message names that process from its record.
+    """
+    import fcntl
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        handle = open(path, "a+", encoding="utf-8")  # noqa: SIM115 - held until the process ends
+    except PermissionError:  # a colleague's lock file: a read-only descriptor locks all the same
+        handle = open(path, encoding="utf-8")  # noqa: SIM115
+    try:
+        fcntl.flock(handle, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.close()
+        raise RunLocked(describe_holder(path)) from None
+    if handle.writable():
+        handle.seek(0)
+        handle.truncate()
+        handle.write(json.dumps(run_record()) + "\n")
+        handle.flush()
+    return handle
+
+
+def lock_results(root: str | os.PathLike) -> Any:
+    """Hold ``root``'s results lock for the rest of this process (see :func:`hold_lock`).
+
+    Raises:
+        RunLocked: another workflow uses ``root``; the message says which and what to do.
+    """
+    try:
+        return hold_lock(Path(root) / RESULTS_LOCK)
+    except RunLocked as held:
+        raise RunLocked(f"results folder {root} is in use by another certified-circuits workflow ({held}); wait for "
+                        f"it to finish or stop it, or give this run another results_dir") from None
