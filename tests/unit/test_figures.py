@@ -239,3 +239,74 @@ def test_missing_metric_column_and_empty_table(tmp_path: Path) -> None:
         figures.plot_cacc_curves(curves_table(), tmp_path / "x", metric="false_positive_rate")
     with pytest.raises(ValueError, match="no rows"):
         tables.format_peak_table(peaks_table().iloc[:0])
+
+
+# ---------------------------------------------------------------------------------------- constant quantities
+
+
+@pytest.fixture
+def captured(monkeypatch: pytest.MonkeyPatch) -> list:
+    """The Figure objects the plot functions build (save_figure replaced: nothing written)."""
+    figs: list = []
+    monkeypatch.setattr(figures, "save_figure", lambda fig, stem: figs.append(fig) or [])
+    return figs
+
+
+def _texts(ax) -> list[str]:
+    return [t.get_text() for t in ax.texts]
+
+
+def test_constant_curves_get_an_annotation_and_a_sane_axis(tmp_path: Path, captured: list) -> None:
+    table = curves_table()
+    table = table[table.eval_set == "imagenet"].copy()
+    table["cacc"] = 0.9412
+    table.loc[table.index[::2], "cacc"] = 0.9412 + 1e-16  # rounding noise: matplotlib would span it
+    figures.plot_cacc_curves(table, tmp_path / "x")
+    ax = captured[0].axes[0]
+    assert "constant: cACC = 0.9412 at every K" in _texts(ax)
+    low, high = ax.get_ylim()
+    assert low == pytest.approx(0.9412 - figures.CONSTANT_MARGIN) and high == pytest.approx(0.9412 + figures.CONSTANT_MARGIN)
+
+
+def test_varying_curves_are_not_marked(tmp_path: Path, captured: list) -> None:
+    figures.plot_cacc_curves(curves_table(), tmp_path / "x")
+    assert not any("constant" in t for ax in captured[0].axes for t in _texts(ax))
+    # one flat line beside varying ones is no constant panel (reports/flags.py flags the line); a range of 1e-6
+    # is a variation
+    table = curves_table()
+    table.loc[table.method == "baseline", "cacc"] = 0.5
+    near = curves_table()
+    near.loc[near.method != "full", "cacc"] = 0.5 + np.tile([0, 1e-6, 0, 0, 0], 12)
+    figures.plot_cacc_curves(table, tmp_path / "y")
+    figures.plot_cacc_curves(near, tmp_path / "z")
+    assert not any("constant" in t for fig in captured[1:] for ax in fig.axes for t in _texts(ax))
+
+
+def test_constant_panel_beside_a_varying_one_keeps_the_shared_axis(tmp_path: Path, captured: list) -> None:
+    table = curves_table()
+    flat = (table.eval_set == "imagenet_a") & (table.method != "full")
+    table.loc[flat, "cacc"] = 0.25
+    figures.plot_cacc_curves(table, tmp_path / "x")
+    first, second = captured[0].axes[:2]
+    assert _texts(second) == ["constant: cACC = 0.25 at every K"] and not _texts(first)
+    low, high = second.get_ylim()
+    assert high - low > 0.5  # shared with the varying panel, not narrowed to 0.25 ± 0.05
+
+
+def test_radius_sweep_marks_a_constant_row(tmp_path: Path, captured: list) -> None:
+    rows = [{"experiment": "world", "n_examples": n, "p_del": p, "tau": 0.95, "radius": certified_radius(0.95, p),
+             "abstain_rate": 0.1 + 0.2 * p, "effective_k": 0.0, "cacc": 0.9 - 0.1 * p}
+            for n in (20, 40) for p in (0.6, 0.8, 0.9)]
+    figures.plot_radius_sweep(pd.DataFrame(rows), tmp_path / "x")
+    cacc, size, abstain = captured[0].axes[:3]
+    assert _texts(size) == ["constant: effective K = 0 at every radius"]
+    assert size.get_ylim() == pytest.approx((-figures.CONSTANT_MARGIN, figures.CONSTANT_MARGIN))
+    assert not _texts(cacc) and not _texts(abstain)
+
+
+def test_mark_constant_ignores_nan_and_empty() -> None:
+    from matplotlib.figure import Figure
+
+    ax = Figure().subplots()
+    assert figures.mark_constant(ax, []) is None and figures.mark_constant(ax, [np.nan, np.nan]) is None
+    assert figures.mark_constant(ax, [0.5, np.nan, 0.5], name="f", over="seed") == "constant: f = 0.5 at every seed"

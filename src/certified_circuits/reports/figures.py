@@ -27,11 +27,13 @@ from matplotlib.ticker import ScalarFormatter
 
 from certified_circuits.core.certification import certified_radius, max_certifiable_tau, min_samples
 from certified_circuits.storage.atomic import atomic_path
+from certified_circuits.reports.flags import CONSTANT_RANGE
 from certified_circuits.reports.tables import require_rows, stem_path
 
 __all__ = [
     "save_figure",
     "plot_message",
+    "mark_constant",
     "plot_cacc_curves",
     "plot_iou",
     "plot_seed_stability",
@@ -49,6 +51,8 @@ METHOD_LABEL = {"certified": "Certified", "baseline": "Baseline", "majority": "M
 METHOD_COLOR = {"certified": "#1f5fa8", "baseline": "#d4a017", "majority": "#7a7a7a"}
 SPURIOUS_ORDER = ("certified_in", "abstained", "certified_out")
 SPURIOUS_LABEL = {"certified_in": "Certified in", "abstained": "Abstained", "certified_out": "Certified out"}
+#: Half-height of the y axis around a constant quantity (instead of an axis spanning rounding noise).
+CONSTANT_MARGIN = 0.05
 
 
 # --------------------------------------------------------------------------------------------------
@@ -71,6 +75,29 @@ def _color_cycle(n: int) -> list:
 
     cmap = colormaps["tab10" if n <= 10 else "tab20"]
     return [cmap(i % cmap.N) for i in range(n)]
+
+
+def mark_constant(ax, values, *, name: str = "y", over: str = "K", limits: bool = True) -> str | None:
+    """Say so on the axes when a plotted quantity is constant (every line plot calls it per panel).
+
+    When the finite ``values`` (the y values of the panel's curves) span less than
+    :data:`certified_circuits.reports.flags.CONSTANT_RANGE`, the panel gets the annotation
+    ``"constant: <name> = <value> at every <over>"`` and, with ``limits``, the y axis
+    ``value ± CONSTANT_MARGIN`` (matplotlib would otherwise stretch rounding noise of 1e-17 over the whole axis).
+    Pass ``limits=False`` where the axis is shared with panels that vary, or where a reference line (the full model)
+    is drawn at another value. Returns the annotation, or None when the values vary (or there are none).
+    """
+    values = np.asarray(values, dtype=float).ravel()
+    values = values[np.isfinite(values)]
+    if values.size == 0 or values.max() - values.min() >= CONSTANT_RANGE:
+        return None
+    value = float(values.mean())
+    text = f"constant: {name} = {value:.4g} at every {over}"
+    if limits:
+        ax.set_ylim(value - CONSTANT_MARGIN, value + CONSTANT_MARGIN)
+    ax.text(0.5, 0.92, text, transform=ax.transAxes, ha="center", va="top", fontsize=8, color="#b22222",
+            bbox={"boxstyle": "round,pad=0.2", "facecolor": "white", "edgecolor": "#b22222", "alpha": 0.9})
+    return text
 
 
 # --------------------------------------------------------------------------------------------------
@@ -138,8 +165,13 @@ def plot_cacc_curves(curves: pd.DataFrame, stem: Path, metric: str = "cacc", tit
     for ax in axes.ravel()[len(eval_sets):]:
         ax.set_visible(False)
 
+    shown = metric.replace("_", " ") if metric != "cacc" else "cACC"
+    # the panels share y: the axis is set around a constant only when every panel's values (full model's included)
+    # are that constant; each panel whose curves are constant says so
+    figure_constant = bool(float(data[metric].max() - data[metric].min()) < CONSTANT_RANGE)
     for ax, eval_set in zip(axes.ravel(), eval_sets):
         panel = data[data["eval_set"] == eval_set]
+        mark_constant(ax, panel.loc[panel["method"] != "full", metric], name=shown, limits=figure_constant)
         for (experiment, method), line in panel.groupby(["experiment", "method"], sort=False):
             if method == "full":
                 ax.axhline(line[metric].mean(), color="0.55", lw=1.2, zorder=1)
@@ -151,7 +183,7 @@ def plot_cacc_curves(curves: pd.DataFrame, stem: Path, metric: str = "cacc", tit
         ax.set_xlabel("circuit size K (% of components)")
         ax.grid(alpha=0.3)
     for row in axes:
-        row[0].set_ylabel(metric.replace("_", " ") if metric != "cacc" else "cACC")
+        row[0].set_ylabel(shown)
 
     methods = list(pd.unique(data["method"]))
     handles = [
@@ -332,10 +364,12 @@ def plot_radius_sweep(sweep: pd.DataFrame, stem: Path) -> list[Path]:
     colors = dict(zip(sizes, _color_cycle(len(sizes))))
     rows = [("cacc", "cACC"), ("effective_k", "effective K"), ("abstain_rate", "abstention rate")]
     fig, axes = _figure(len(rows), len(experiments), panel=(3.6, 2.4), sharex="col", sharey="row")
+    row_constant = {column: float(data[column].max() - data[column].min()) < CONSTANT_RANGE for column, _ in rows}
     for col, experiment in enumerate(experiments):
         panel = data[data["experiment"] == experiment]
         for row, (column, label) in enumerate(rows):
             ax = axes[row, col]
+            mark_constant(ax, panel[column], name=label, over="radius", limits=row_constant[column])
             for size, line in panel.groupby("n_examples"):
                 ax.plot(line["radius"], line[column], marker="o", ms=3, color=colors[size], label=f"|D| = {size}")
             ax.grid(alpha=0.3)
