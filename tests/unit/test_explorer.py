@@ -13,6 +13,7 @@ from certified_circuits.core.contracts import Certificates, Votes
 from certified_circuits.reports.explorer import (circuit_json, language_graph_svg, markdown_table_html, node_position,
                                                  svg_chart, vision_circuit_data)
 from certified_circuits.reports.words import guarantee_words, setting_words, tag_words
+from .test_explorer_escaping import IMG, Page, build, pages
 
 ATTRS = {"tau": 0.95, "p_del": 0.6, "alpha": 0.001, "n0": 100, "n": 1000, "correction": "bonferroni"}
 
@@ -133,3 +134,63 @@ def test_a_page_opens_at_the_held_out_k_then_the_id_peak(tmp_path):
     pd.DataFrame([{"scorer": "relevance", "eval_set": "id", "certified_k_target": 0.1},
                   {"scorer": "rank", "eval_set": "id", "certified_k_target": 0.5}]).to_csv(tmp_path / "selected_cacc_raw.csv", index=False)
     assert operating_k(tmp_path, None, "relevance", grid) == 0.1 and operating_k(tmp_path, None, "rank", grid) == 0.5
+
+
+# ---------------------------------------------------------------------------------------------- flags (issue 26)
+
+
+def _warning_boxes(page: Page) -> int:
+    return sum(1 for tag, attrs in page.tags if tag == "div" and "warning" in (dict(attrs).get("class") or "").split())
+
+
+def test_a_healthy_run_shows_no_warning(tmp_path):
+    out = build(tmp_path)
+    assert all(_warning_boxes(page) == 0 for page in pages(out).values())
+    assert 'class="warning"' not in "".join(p.read_text() for p in out.rglob("*.html"))
+    assert json.loads((tmp_path / "metrics.json").read_text())["explorer_flags"] == 0
+
+
+def test_a_circuit_that_certifies_nothing_is_flagged_next_to_its_setting_and_on_the_overview(tmp_path):
+    """A certificate that certifies nothing, whose certify stage recorded a plan warning: the overview (high on
+    the page) and the class page (right under its setting) show both flags with their fixes; the task page,
+    healthy, shows none."""
+    from certified_circuits.core.planning import plan
+    from certified_circuits.core.setting import Setting
+
+    checked = plan(4, 6, Setting(p_del=0.6, n0=10, n=20, tau=0.95, alpha=0.05))  # the fixture's |D|, U and setting
+    warnings = checked.problems()
+    assert checked.verdict != "ok" and any("IN cannot be certified" in w for w in warnings)
+    attrs = {"tau": 0.95, "radius": 0, "plan_verdict": checked.verdict, "plan_warnings": "\n".join(warnings)}
+    out = build(tmp_path, concept="c" + IMG, cert_attrs=attrs, decision=np.array([[-1] * 6, [0, -1, -1, -1, 0, -1]]))
+    found = pages(out)
+    message, _, fix = next(w for w in warnings if "IN cannot be certified" in w).partition(" Fix: ")
+    for role in ("index", "vision"):
+        page = found[role]
+        assert _warning_boxes(page) == 1, role
+        text = " ".join(page.all_text.split())
+        assert " ".join(message.split()) in text and " ".join(fix.split()) in text, role  # the planner's warning
+        assert "certified-nothing" in text and "no component is certified IN" in text and "lower p_del or tau" in text
+        assert "certified-circuits plan --examples 4 --components 6" in text  # the fix's command, as <code>
+        assert "c" + IMG in text  # where: the class, shown as text
+    assert _warning_boxes(found["language"]) == 0
+    assert json.loads((tmp_path / "metrics.json").read_text())["explorer_flags"] == len(warnings) + 1
+    # high on the overview: before the first experiment's section; on the class page: right after its setting
+    index = (out / "index.html").read_text()
+    assert index.index('class="warning"') < index.index("<section>")
+    vision = next(p.read_text() for p in out.glob("*/*.html") if "circuit-data" in p.read_text())
+    assert vision.index("class=meta") < vision.index('class="warning"') < vision.index("<h2>Circuit per layer")
+    # the task page's settings table says which setting has warnings (here: none)
+    language = found["language"]
+    assert "warnings" in language.all_text and "none" in language.all_text
+
+
+def test_a_language_setting_with_a_plan_warning_is_flagged_on_its_task_page(tmp_path):
+    attrs = {"plan_verdict": "marginal", "plan_warnings": "radius 0: at tau 0.6 and p_del 0.6 a certificate survives "
+             "no edit of the dataset (p_del^1 < 1.5 - tau). Fix: raise p_del to >= 0.9 or tau to >= 0.9."}
+    out = build(tmp_path, language_cert_attrs=attrs)
+    found = pages(out)
+    assert _warning_boxes(found["language"]) == 1 and _warning_boxes(found["vision"]) == 0
+    text = found["language"].all_text
+    assert "plan marginal: radius 0: at tau 0.6" in text and "raise p_del to >= 0.9 or tau to >= 0.9." in text
+    assert "plan" in text.split("warnings", 1)[1]  # the settings table names the flag code of the setting
+    assert "radius 0: at tau 0.6" in found["index"].all_text

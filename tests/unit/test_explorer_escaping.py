@@ -99,7 +99,7 @@ def _write_circuit(folder: Path, kind: str, concept: str, names: list[str], grou
 
 
 def build(tmp_path: Path, *, concept="circle", layer="layer1", component="0", edge=None, task="ioi",
-          vision="world", language="tiny_gpt2", cert_attrs: dict | None = None,
+          vision="world", language="tiny_gpt2", cert_attrs: dict | None = None, language_cert_attrs: dict | None = None,
           decision: np.ndarray | None = None, tables: dict[str, pd.DataFrame] | None = None) -> Path:
     """A tiny explorer: one vision class (6 channels in 2 layers) and one language task (6 edges of a 1-layer,
     2-head graph), with the names given; returns its folder."""
@@ -112,13 +112,14 @@ def build(tmp_path: Path, *, concept="circle", layer="layer1", component="0", ed
                              decision, cert_attrs)
     edges = EDGES if edge is None else [edge, *EDGES[1:]]
     text = _write_circuit(tmp_path / "h5" / "l", "language", task, edges, np.zeros(len(edges), int),
-                          np.array([[1, 1, -1, 0, -1, -1], [1, 1, 1, -1, 0, -1]]))
+                          np.array([[1, 1, -1, 0, -1, -1], [1, 1, 1, -1, 0, -1]]), language_cert_attrs)
     rows = []
     for name, kind in ((concept, "vision"), (task, "language")):
         for method in ("full", "certified", "baseline"):
             for k in K_GRID:
                 rows.append({"concept": name, "eval_set": f"id{IMG}" if name == HOSTILE else "id", "method": method,
-                             "k_effective": k, "k_target": k, "accuracy": 0.5 + k if method != "full" else 0.9,
+                             "k_effective": k, "k_target": k,
+                             "accuracy": {"full": 0.9, "certified": 0.5 + k, "baseline": 0.4 + k / 2}[method],
                              "scorer": "relevance" if kind == "vision" else "eap_ig"})
     frame = pd.DataFrame(rows)
     frame[frame.scorer == "relevance"].to_csv(vision_tables / "sufficiency.csv", index=False)
@@ -248,3 +249,4 @@ def test_file_names_of_classes_tasks_and_experiments():
         stem = file_stem(name)
         assert stem and not set(stem) & set("/\\<>\"'& ?#") and stem not in (".", ".."), (name, stem)
     assert file_stem("a/b") != file_stem("a_b") and file_stem("a/b") != file_stem("a:b")
+

@@ -44,6 +44,8 @@ import pandas as pd
 
 from certified_circuits.analysis.evaluation import channel_categories
 from certified_circuits.core.certification import certified_radius
+from certified_circuits.core.contracts import setting_columns
+from certified_circuits.reports.flags import Flag, certificate_flags, curve_flags, sorted_flags
 from certified_circuits.reports.words import guarantee_words, setting_words, tag_words
 from certified_circuits.storage.atomic import atomic_dir
 
@@ -177,6 +179,36 @@ def frame_html(frame: pd.DataFrame, caption: str = "", float_format: str = "{:.1
         "<tr>" + "".join(cell(v, n) for v, n in zip(row, numeric)) + "</tr>" for row in frame.itertuples(index=False)
     )
     return f"<table>{f'<caption>{esc(caption)}</caption>' if caption else ''}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def circuit_flags(where: str, certificates, curves: pd.DataFrame, setting: str) -> list[Flag]:
+    """The flags of one circuit (:mod:`certified_circuits.reports.flags`): its certificate's (the planner
+    warnings the certify stage recorded, nothing certified in) and those of its curves (``curves``: the
+    concept's sufficiency rows, kept to ``setting`` and the full model when they name settings)."""
+    flags = certificate_flags(certificates.decision, certificates.attrs, where)
+    if not len(curves) or not {"method", "k_target"} <= set(curves.columns):
+        return flags
+    if "setting" in curves and (curves.setting.astype(str) == setting).any():
+        curves = curves[(curves.setting.astype(str) == setting) | (curves.method == "full")]
+    return flags + curve_flags(curves, where)
+
+
+def code_spans(escaped: str) -> str:
+    """Markdown code spans (`` `certified-circuits plan ...` ``) of already escaped text as ``<code>``."""
+    return re.sub(r"`([^`]+)`", r"<code>\1</code>", escaped)
+
+
+def flags_html(flags: Sequence[Flag], title: str) -> str:
+    """A warning box (most severe first): each flag's code, what it concerns, its message and its fix; ""
+    without flags."""
+    if not flags:
+        return ""
+    items = "".join(
+        f"<li><b>{esc(f.code)}</b>{' · ' + esc(f.where) if f.where else ''}: {code_spans(esc(f.message))}"
+        f"<br><i>Fix:</i> {code_spans(esc(f.fix))}</li>"
+        for f in sorted_flags(flags)
+    )
+    return f'<div class="warning" role="alert"><p><b>{esc(title)}</b></p><ul>{items}</ul></div>'
 
 
 LINE_STYLES = {"certified": "", "baseline": "6 4", "majority": "2 3"}
@@ -514,8 +546,11 @@ def attack_html(tables: Path, concept: str) -> str:
 NO_FEATURES = "<p>No feature grid for this class (vision.feature_concepts).</p>"
 
 
-def vision_page(circuit: Circuit, experiment: Experiment, sufficiency: pd.DataFrame, features: str | None) -> str:
-    """The class page: the circuit per layer with a K selector, the feature grid, the curves, the attack."""
+def vision_page(
+    circuit: Circuit, experiment: Experiment, sufficiency: pd.DataFrame, features: str | None
+) -> tuple[str, list[Flag]]:
+    """The class page: the circuit per layer with a K selector, the feature grid, the curves, the attack; the
+    circuit's flags in a warning box under its setting. Returns the page's body and its flags."""
     attributions, votes, certificates = read_circuit(circuit)
     data = vision_circuit_data(attributions.names, attributions.groups, votes, certificates)
     k0 = nearest_index(votes.k_grid, operating_k(experiment.tables, None, str(votes.attrs.get("scorer")), votes.k_grid))
@@ -532,9 +567,12 @@ def vision_page(circuit: Circuit, experiment: Experiment, sufficiency: pd.DataFr
         [("cacc", "cACC", True), ("false_positive_rate", "false-positive rate", True)],
     )
     attrs = dict(certificates.attrs)
+    tag = setting_columns(votes, certificates)["setting"]
+    flags = circuit_flags(f"{experiment.name} / {circuit.concept} / {tag_words(tag)}", certificates, rows, tag)
     body = (
         f"<h1>{esc(circuit.concept)}</h1><p class=meta>{esc(experiment.name)} · model {esc(attrs.get('model', ''))} · "
         f"scorer {esc(attrs.get('scorer', ''))} · |D| = {int(votes.attrs['n_examples'])} · {esc(setting_words(attrs))}</p>"
+        f"{flags_html(flags, 'Warnings about this circuit and its setting')}"
         f"<h2>Circuit per layer</h2><p><label>K <select id=kselect>{options}</select></label> "
         f"<span class=legend>{legend}</span></p><p class=note>Each square is a channel; hover for its "
         f"certification votes (how many of the n = {data['n']} sub-datasets put it in the circuit).</p>"
@@ -542,11 +580,15 @@ def vision_page(circuit: Circuit, experiment: Experiment, sufficiency: pd.DataFr
         f"<h2>Features</h2>{figure_html(features, 'features') if features else NO_FEATURES}"
         f"<h2>Curves</h2>{charts}<h2>Attack</h2>{attack_html(experiment.tables, circuit.concept)}"
     )
-    return body
+    return body, flags
 
 
-def language_page(circuits: Sequence[Circuit], experiment: Experiment, sufficiency: pd.DataFrame, out_dir: Path) -> str:
-    """The task page at the selected setting (held-out selection when there is one, else the best peak)."""
+def language_page(
+    circuits: Sequence[Circuit], experiment: Experiment, sufficiency: pd.DataFrame, out_dir: Path
+) -> tuple[str, list[Flag]]:
+    """The task page at the selected setting (held-out selection when there is one, else the best peak); the
+    shown setting's flags in a warning box under it, every setting's flag codes in the settings table. Returns
+    the page's body and the flags of every setting."""
     task = circuits[0].concept
     chosen = select_setting(experiment.tables, task)
     read = [(c, *read_circuit(c)) for c in circuits]
@@ -582,6 +624,11 @@ def language_page(circuits: Sequence[Circuit], experiment: Experiment, sufficien
     download.write_text(
         circuit_json(attributions.names, scores, certificates.decision[i], float(votes.k_grid[i]), attrs)
     )
+    task_rows = sufficiency[(sufficiency.concept.astype(str) == task)]
+    flags = {
+        t: circuit_flags(f"{experiment.name} / {task} / {tag_words(t)}", cert, task_rows, t)
+        for t, (_, _, _, cert) in by_tag.items()
+    }
     settings = frame_html(
         pd.DataFrame(
             [
@@ -589,13 +636,14 @@ def language_page(circuits: Sequence[Circuit], experiment: Experiment, sufficien
                     "setting": tag_words(t),
                     "certified in": int((cert.decision[nearest_index(v.k_grid, k)] == 1).sum()),
                     "abstained": int((cert.decision[nearest_index(v.k_grid, k)] == -1).sum()),
+                    "warnings": ", ".join(dict.fromkeys(f.code for f in sorted_flags(flags[t]))) or "none",
                 }
                 for t, (_, _, v, cert) in by_tag.items()
             ]
         ),
-        "Every certified setting of the task at this K",
+        "Every certified setting of the task at this K (the warnings of each are listed on the overview page)",
     )
-    rows = sufficiency[(sufficiency.concept.astype(str) == task)]
+    rows = task_rows
     if "setting" in rows:
         rows = rows[rows.setting == tag]
     charts = curve_charts(
@@ -605,13 +653,14 @@ def language_page(circuits: Sequence[Circuit], experiment: Experiment, sufficien
     return (
         f"<h1>{esc(task)}</h1><p class=meta>{esc(experiment.name)} · model {esc(votes.attrs.get('model', ''))} · "
         f"|D| = {int(votes.attrs['n_examples'])} prompts · {esc(setting_words(attrs))}</p>"
+        f"{flags_html(flags[tag], f'Warnings about this circuit and its setting ({tag_words(tag)})')}"
         f"<h2>Circuit on the model graph (K = {100 * votes.k_grid[i]:g}%, {esc(tag_words(tag))})</h2>"
         f'<p><span class=legend><span class="ln ln-in"></span>certified in <span class="ln ln-base"></span>in the baseline, '
         f'not certified in <span class="ln ln-abs"></span>abstained outside the baseline (the 300 most voted)</span> · '
         f'<a href="{url(download.name)}" download>circuit JSON (EAP-IG graph layout)</a></p>'
         f'<div class="graphbox">{svg}</div>{count_table}{settings}<h2>Curves</h2>{charts}'
         f"<h2>Attack</h2>{attack_html(experiment.tables, task)}"
-    )
+    ), [flag for t in by_tag for flag in flags[t]]
 
 
 def select_setting(tables: Path, task: str) -> str | None:
@@ -630,8 +679,12 @@ def overview(
     links: dict[str, list[tuple[str, str]]],
     figures: dict[str, list[tuple[str, str]]],
     theory: list[tuple[str, str]],
+    flags: Sequence[Flag] = (),
 ) -> str:
-    parts = ["<h1>Certified circuits of this run</h1>"]
+    parts = [
+        "<h1>Certified circuits of this run</h1>",
+        flags_html(flags, f"Warnings: {len(flags)} result{'s' if len(flags) != 1 else ''} to read with care"),
+    ]
     for experiment in experiments:
         attrs = first_attrs.get(experiment.name)
         parts.append(f"<section><h2>{esc(experiment.name)} ({esc(experiment.kind)})</h2>")
@@ -686,7 +739,8 @@ def build_explorer(
         theory_figures: PNGs of the theory report.
 
     Returns:
-        metrics: pages written and the largest page's size in bytes.
+        metrics: pages written, the largest page's size in bytes, and the flags shown
+        (:mod:`certified_circuits.reports.flags`: every circuit's and every shown curve's).
     """
     kinds = {e.name: e for e in experiments}
     unknown = sorted({c.experiment for c in circuits} - set(kinds))
@@ -698,6 +752,7 @@ def build_explorer(
         figures: dict[str, list[tuple[str, str]]] = {}
         links: dict[str, list[tuple[str, str]]] = {}
         first_attrs: dict[str, dict] = {}
+        flags: list[Flag] = []
         sizes = []
         for experiment in experiments:
             folder = tmp / file_stem(experiment.name)
@@ -723,9 +778,10 @@ def build_explorer(
                     if group[0].features is not None and Path(group[0].features).is_file():
                         features = f"figures/features_{file_stem(concept)}.png"
                         shutil.copyfile(group[0].features, folder / features)
-                    body = vision_page(group[0], experiment, sufficiency, features)
+                    body, found = vision_page(group[0], experiment, sufficiency, features)
                 else:
-                    body = language_page(group, experiment, sufficiency, folder)
+                    body, found = language_page(group, experiment, sufficiency, folder)
+                flags += found
                 text = page(f"{concept} · {experiment.name}", body, depth=1)
                 (folder / f"{file_stem(concept)}.html").write_text(text)
                 sizes.append(len(text))
@@ -739,9 +795,14 @@ def build_explorer(
         for source in theory_figures:
             shutil.copyfile(source, tmp / "theory" / Path(source).name)
             theory.append((Path(source).name, f"theory/{Path(source).name}"))
-        index = page("certified-circuits explorer", overview(experiments, first_attrs, links, figures, theory), depth=0)
+        body = overview(experiments, first_attrs, links, figures, theory, flags)
+        index = page("certified-circuits explorer", body, depth=0)
         (tmp / "index.html").write_text(index)
-    return {"explorer_pages": float(len(sizes) + 1), "explorer_largest_page_bytes": float(max(sizes + [len(index)]))}
+    return {
+        "explorer_pages": float(len(sizes) + 1),
+        "explorer_largest_page_bytes": float(max(sizes + [len(index)])),
+        "explorer_flags": float(len(flags)),
+    }
 
 
 CSS = """
@@ -765,6 +826,8 @@ figure img{max-width:100%;height:auto}figcaption{font-size:12.5px;color:#444}
 .graph .abs{stroke:#aaa;stroke-dasharray:2 3;stroke-width:1}.graph .node{fill:#bbb}.graph .node.used{fill:#1b3a57}.graph .nl{font-size:10px}
 .ln{display:inline-block;width:26px;height:0;margin:0 4px 3px 10px}.ln-in{border-top:2px solid #1b6ca8}
 .ln-base{border-top:2px dashed #d35400}.ln-abs{border-top:2px dotted #999}#errors{background:#fdd;padding:8px}
+.warning{background:#fff4e5;border:1px solid #f0b46b;border-left:6px solid #d35400;padding:6px 14px;margin:10px 0}
+.warning ul{margin:4px 0;padding-left:20px}.warning li{margin:4px 0}
 """
 
 JS = """
