@@ -9,20 +9,31 @@ SUMMARY_CURVES = []
 SUMMARY_CERTIFICATES = []
 
 
+# The theory figures are drawn for one (U, |D|): the vision experiment's main setting (every class shares its |D| and
+# U), else the first language setting's, from the parse-time plans (pipeline/plans.py); none when no plan is known
+# at parse time (a folders model), then the paper's U = 3,840.
+THEORY_PLAN = next((p for p in CHECKED.plans if p.key == "vision.certification"), None) or next(
+    (p for p in CHECKED.plans if p.key.startswith("language.")), None)
+THEORY_SIZES = (f"--n-components {THEORY_PLAN.plan.n_components} --n-examples {THEORY_PLAN.plan.n_examples} "
+                f"--label {q(THEORY_PLAN.where.split(',')[0])}" if THEORY_PLAN else "")
+
+
 rule theory_figures:
-    """App. C: certified radius vs p_del, minimum n vs tau (with and without the correction)."""
+    """App. C: certified radius vs p_del (dotted where IN is impossible at the run's |D|), minimum n vs tau (with and
+    without the correction over the run's U)."""
     output:
         radius=report(f"{FIGURES}/theory/radius_vs_pdel.png", caption="../report/theory.rst", category="Theory"),
         samples=report(f"{FIGURES}/theory/samples_vs_tau.png", caption="../report/theory.rst", category="Theory"),
     params:
         job=job_env("theory_figures"),
+        sizes=THEORY_SIZES,
         out=lambda w, output: os.path.dirname(output.radius),
     log:
         log_path("theory_figures"),
     conda:
         ENV
     shell:
-        "{params.job} certified-circuits report-theory --out-dir {params.out:q} 2> {log:q}"
+        "{params.job} certified-circuits report-theory {params.sizes} --out-dir {params.out:q} 2> {log:q}"
 
 
 ALL_TARGETS += rules.theory_figures.output

@@ -252,3 +252,38 @@ def test_summary_lists_every_flag_and_tags_them(tmp_path: Path, capsys) -> None:
     # the report returns its flags (only the CLI logs them)
     returned = summary_report([peaks], tmp_path / "again.md", curves=[curves], certificates=[nothing])
     assert sorted(f.code for f in returned) == ["certified-nothing", "constant-quantity", "plan"]
+
+
+def test_theory_figures_use_the_runs_u_and_d(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from certified_circuits import plan
+    from certified_circuits.core.setting import Setting
+    from certified_circuits.reports import figures
+
+    captured = {}
+    monkeypatch.setattr(figures, "save_figure", lambda fig, stem: captured.setdefault(Path(stem).name, fig) and [])
+    assert main(["report-theory", "--n-components", "336", "--n-examples", "40", "--label", "vision world",
+                 "--out-dir", str(tmp_path)]) == 0
+    samples = captured["samples_vs_tau"].axes[0]
+    assert samples.get_title() == "vision world: U = 336 components, |D| = 40 examples"
+    assert captured["radius_vs_pdel"].axes[0].get_title() == samples.get_title()
+    line = next(l for l in samples.get_lines() if l.get_label() == r"$\alpha$ = 0.001, Bonferroni (N = 336)")
+    taus, drawn = line.get_xdata(), line.get_ydata()
+    exact = [plan(40, 336, Setting(tau=float(t), alpha=0.001)).min_samples for t in taus]
+    assert list(drawn) == exact  # min_samples over U = 336, not 3,840
+    assert exact[-1] != plan(40, 3840, Setting(tau=float(taus[-1]), alpha=0.001)).min_samples
+    assert plan(40, 336, Setting(tau=0.95, alpha=0.001)).min_samples == 249  # DESIGN section 10's example
+    # radius vs p_del: IN is impossible from p_del = (1 - tau)^(1/|D|) on (p_del^|D| >= 1 - tau), drawn dotted
+    radius = captured["radius_vs_pdel"].axes[0]
+    boundaries = sorted(l.get_xdata()[0] for l in radius.get_lines() if l.get_linestyle() == ":" and
+                        len(l.get_xdata()) == 2 and l.get_xdata()[0] == l.get_xdata()[1])
+    assert boundaries == pytest.approx(sorted((1 - t) ** (1 / 40) for t in (0.6, 0.7, 0.8, 0.9, 0.95)))
+    assert any("IN impossible at |D| = 40" in t.get_text() for t in radius.get_legend().get_texts())
+
+
+def test_theory_figures_default_to_the_papers_u(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from certified_circuits.reports import figures
+
+    captured = {}
+    monkeypatch.setattr(figures, "save_figure", lambda fig, stem: captured.setdefault(Path(stem).name, fig) and [])
+    assert main(["report-theory", "--out-dir", str(tmp_path)]) == 0
+    assert captured["samples_vs_tau"].axes[0].get_title() == "U = 3,840 components"

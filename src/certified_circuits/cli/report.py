@@ -163,7 +163,11 @@ def _cmd_model_seeds(args: argparse.Namespace) -> int:
 
 
 def _theory_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--n-components", type=positive_int, default=3840)
+    p.add_argument("--n-components", type=positive_int, default=3840,
+                   help="U: the run's tested components (default: the paper's ResNet, 3,840)")
+    p.add_argument("--n-examples", type=positive_int, default=None,
+                   help="|D|: the run's concept-set size (marks where p_del^|D| >= 1 - tau makes IN impossible)")
+    p.add_argument("--label", default="", help="what U and |D| are of, for the titles (e.g. 'vision world')")
     p.add_argument("--out-dir", required=True, type=Path)
 
 
@@ -171,7 +175,7 @@ def _theory_arguments(p: argparse.ArgumentParser) -> None:
 def _cmd_theory(args: argparse.Namespace) -> int:
     from certified_circuits.reports.paper import theory_report
 
-    theory_report(args.out_dir, args.n_components)
+    add_metrics(theory_report(args.out_dir, args.n_components, args.n_examples, args.label))
     return 0
 
 

@@ -286,18 +286,30 @@ def plot_radius_curves(
     stem: Path,
     taus: Sequence[float] = (0.6, 0.7, 0.8, 0.9, 0.95),
     p_del: Sequence[float] | np.ndarray | None = None,
+    n_examples: int | None = None,
+    title: str = "",
 ) -> list[Path]:
     """Certified radius r vs deletion probability p_del for several tau (App. C.1, fig:radius-analysis).
 
     ``r = floor(log(1.5 - tau) / log p_del)`` (Eq. r) from
-    :func:`certified_circuits.core.certification.certified_radius`, drawn as a step function per tau.
+    :func:`certified_circuits.core.certification.certified_radius`, drawn as a step function per tau. With
+    ``n_examples`` (the run's ``|D|``), each tau's curve turns faint and dotted where ``p_empty = p_del^|D| >= 1 - tau``:
+    there no component can be certified IN (DESIGN section 10), whatever the radius; a tick marks where that starts.
     """
     p_del = np.linspace(0.5, 0.995, 200) if p_del is None else np.asarray(p_del, dtype=float)
     fig, axes = _figure(1, 1, panel=(5.0, 3.6))
     ax = axes[0, 0]
     for tau, color in zip(taus, _color_cycle(len(taus))):
         radius = np.array([certified_radius(tau, p) for p in p_del])
-        ax.step(p_del, radius, where="post", color=color, lw=1.6, label=rf"$\tau$ = {tau:g}")
+        if n_examples is None:
+            ax.step(p_del, radius, where="post", color=color, lw=1.6, label=rf"$\tau$ = {tau:g}")
+            continue
+        boundary = (1.0 - tau) ** (1.0 / n_examples)  # p_del^|D| >= 1 - tau  <=>  p_del >= (1 - tau)^(1/|D|)
+        possible = p_del < boundary
+        ax.step(p_del[possible], radius[possible], where="post", color=color, lw=1.6, label=rf"$\tau$ = {tau:g}")
+        ax.step(p_del[~possible], radius[~possible], where="post", color=color, lw=1.0, ls=":", alpha=0.6)
+        if p_del.min() <= boundary <= p_del.max():
+            ax.axvline(boundary, color=color, lw=0.8, ls=":", alpha=0.6)
     ax.set_yscale("symlog", linthresh=10)
     top = max(1, int(ax.get_ylim()[1]))
     ax.set_yticks([t for t in (0, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000) if t <= top], minor=False)
@@ -305,7 +317,13 @@ def plot_radius_curves(
     ax.set_xlabel(r"deletion probability $p_{\mathrm{del}}$")
     ax.set_ylabel("certified radius r (edits)")
     ax.grid(alpha=0.3, which="both")
-    ax.legend(frameon=False)
+    handles, _ = ax.get_legend_handles_labels()
+    if n_examples is not None:
+        handles.append(Line2D([], [], color="0.4", ls=":", lw=1.0,
+                              label=rf"IN impossible at |D| = {n_examples:,}: $p_{{del}}^{{|D|}} \geq 1 - \tau$"))
+    ax.legend(handles=handles, frameon=False, fontsize=7)
+    if title:
+        ax.set_title(title, fontsize=9)
     return save_figure(fig, stem)
 
 
@@ -314,13 +332,15 @@ def plot_sample_complexity(
     n_components: int = 3840,
     alphas: Sequence[float] = (0.01, 0.001, 0.0001),
     taus: Sequence[float] | np.ndarray | None = None,
+    title: str = "",
 ) -> list[Path]:
     """Minimum number of certification samples n vs tau under perfect agreement (App. C.2, fig:n-vs-tau).
 
     Solid: Bonferroni over ``n_components`` components (``tau^n <= alpha / N``); dashed: a single
     component (``tau^n <= alpha``); one colour per alpha; log y axis. The vertical line marks
     ``tau* = max_certifiable_tau(1000, 0.001, n_components)``, the largest tau the paper's
-    ``n = 1000`` certifies at ``alpha = 0.001`` (0.985 for N = 3840).
+    ``n = 1000`` certifies at ``alpha = 0.001`` (0.985 for N = 3840). ``n_components`` is the run's ``U``
+    (:func:`certified_circuits.reports.paper.theory_report`); ``title`` states it.
     """
     taus = np.linspace(0.6, 0.99, 100) if taus is None else np.asarray(taus, dtype=float)
     fig, axes = _figure(1, 1, panel=(5.0, 3.6))
@@ -341,6 +361,8 @@ def plot_sample_complexity(
     ax.set_ylabel("minimum samples n")
     ax.grid(alpha=0.3, which="both")
     ax.legend(frameon=False, fontsize=7)
+    if title:
+        ax.set_title(title, fontsize=9)
     return save_figure(fig, stem)
 
 

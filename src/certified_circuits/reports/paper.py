@@ -350,9 +350,23 @@ def model_seeds_report(tables_by_seed: dict[str, Sequence[Path]], out_dir: Path,
     return {f"seeds_{name}_certified_wins_total": int(summary["certified_wins"].sum())}
 
 
-def theory_report(out_dir: Path, n_components: int) -> None:
-    figures.plot_radius_curves(out_dir / "radius_vs_pdel")
-    figures.plot_sample_complexity(out_dir / "samples_vs_tau", n_components=n_components)
+def theory_report(out_dir: Path, n_components: int = 3840, n_examples: int | None = None, label: str = "") -> dict[str, float]:
+    """App. C figures for the run's own sizes: ``samples_vs_tau`` (minimum n vs tau, Bonferroni over ``U =
+    n_components``) and ``radius_vs_pdel`` (radius vs p_del; with ``n_examples = |D|``, where ``p_del^|D| >= 1 - tau``
+    makes IN impossible is drawn dotted). Both titles state U and |D| (and ``label``, what they are of).
+
+    One (U, |D|) per run: the workflow passes the vision experiment's main setting (every class shares its
+    ``|D|`` and ``U``), or the first language setting's when vision is off (rules/reports.smk); the defaults are the
+    paper's ResNet (U = 3,840) with no |D|.
+
+    Returns:
+        ``theory_n_components`` and ``theory_n_examples`` (0 when not given).
+    """
+    sizes = f"U = {n_components:,} components" + (f", |D| = {n_examples:,} examples" if n_examples else "")
+    title = f"{label}: {sizes}" if label else sizes
+    figures.plot_radius_curves(out_dir / "radius_vs_pdel", n_examples=n_examples, title=title)
+    figures.plot_sample_complexity(out_dir / "samples_vs_tau", n_components=n_components, title=title)
+    return {"theory_n_components": float(n_components), "theory_n_examples": float(n_examples or 0)}
 
 
 def peak_sentences(table: pd.DataFrame) -> list[str]:
