@@ -171,7 +171,8 @@ def test_a_circuit_that_certifies_nothing_is_flagged_next_to_its_setting_and_on_
         assert " ".join(message.split()) in text and " ".join(fix.split()) in text, role  # the planner's warning
         assert "certified-nothing" in text and "no component is certified IN" in text and "lower p_del or tau" in text
         assert "certified-circuits plan --examples 4 --components 6" in text  # the fix's command, as <code>
-        assert "c" + IMG in text  # where: the class, shown as text
+        assert "c" + IMG in text  # where: the class, shown as text, never markup (the fixture has no images)
+        assert "img" not in page.names and not [n for _, attrs in page.tags for n, _ in attrs if n.startswith("on")]
     assert _warning_boxes(found["language"]) == 0
     assert json.loads((tmp_path / "metrics.json").read_text())["explorer_flags"] == len(warnings) + 1
     # high on the overview: before the first experiment's section; on the class page: right after its setting
@@ -194,3 +195,19 @@ def test_a_language_setting_with_a_plan_warning_is_flagged_on_its_task_page(tmp_
     assert "plan marginal: radius 0: at tau 0.6" in text and "raise p_del to >= 0.9 or tau to >= 0.9." in text
     assert "plan" in text.split("warnings", 1)[1]  # the settings table names the flag code of the setting
     assert "radius 0: at tau 0.6" in found["index"].all_text
+
+
+def test_the_overview_lists_a_warning_of_many_places_once():
+    from certified_circuits.reports.explorer import overview
+    from certified_circuits.reports.flags import Flag
+
+    same = [Flag("plan", f"world / class {i}", "plan marginal: p_empty = 0.1 > 0.05.", "use more examples.")
+            for i in range(7)]
+    other = Flag("high-fpr", "world / class 0 / eval_set id", "the false-positive rate reaches 1.", "read `balanced`.")
+    page = Page(overview([], {}, {}, {}, [], [*same, other]))
+    items = [tag for tag, _ in page.tags if tag == "li"]
+    text = page.all_text
+    assert len(items) == 2 and "Warnings: 8 results" in text and "7 places: world / class 0" in text
+    assert "and 2 more" in text and text.count("use more examples.") == 1
+    assert text.index("plan marginal") < text.index("false-positive rate")  # most severe first
+    assert ("code", []) in page.tags  # a Markdown code span of a fix shown as <code>

@@ -3,19 +3,21 @@
 It opens from disk with no server and no network: every page links ``explorer.css`` and ``explorer.js``
 from the folder, every figure is copied into it, and the circuit data is embedded in the pages.
 
-- ``index.html``: the settings of each experiment in words and what the guarantee says (Theorem 1),
-  the headline tables (peaks and held-out selections, with Δ and significance markers), the key
-  figures with one-line captions, and links to every class and task;
-- ``<experiment>/<class>.html`` (vision): the circuit per layer at a K chosen with a selector (default:
-  the operating K), every channel coloured certified in, abstained within the baseline, abstained
-  outside it, or certified out, with its certification votes on hover; the feature grid (top-activating
-  images of channels of each category); the class's cACC-K and false-positive-rate curves; its attack
-  result;
-- ``<experiment>/<task>.html`` (language): the circuit on the model graph at the selected setting and K
-  (nodes by layer; certified-in edges solid, edges of the baseline that are not certified in dashed,
-  the most-voted abstained edges outside the baseline dotted; the drawing keeps only those edges), the
-  edge counts, the curves, the attack result and the circuit as a JSON download (every edge with its
-  score, decision and ``in_graph``: certified in).
+- ``index.html``: a warning box with every flag of the run's circuits and curves
+  (:mod:`certified_circuits.reports.flags`: planner warnings, nothing certified, a model at chance, flat or
+  identical curves...), each with its fix; the settings of each experiment in words and what the guarantee
+  says (Theorem 1), the headline tables (peaks and held-out selections, with Δ and significance markers), the
+  key figures with one-line captions, and links to every class and task;
+- ``<experiment>/<class>.html`` (vision): under the setting, the circuit's flags (its certificate's and its
+  curves'); the circuit per layer at a K chosen with a selector (default: the operating K), every channel
+  coloured certified in, abstained within the baseline, abstained outside it, or certified out, with its
+  certification votes on hover; the feature grid (top-activating images of channels of each category); the
+  class's cACC-K and false-positive-rate curves; its attack result;
+- ``<experiment>/<task>.html`` (language): under the setting, its flags; the circuit on the model graph at
+  the selected setting and K (nodes by layer; certified-in edges solid, edges of the baseline that are not
+  certified in dashed, the most-voted abstained edges outside the baseline dotted; the drawing keeps only
+  those edges), the edge counts, every setting with its flag codes, the curves, the attack result and the
+  circuit as a JSON download (every edge with its score, decision and ``in_graph``: certified in).
 
 Names come from files any tool may write (the HDF5 contracts are public), so every string from a file reaches a
 page through :func:`esc` (HTML text and attributes), :func:`url` (links and image sources, to files named by
@@ -45,7 +47,7 @@ import pandas as pd
 from certified_circuits.analysis.evaluation import channel_categories
 from certified_circuits.core.certification import certified_radius
 from certified_circuits.core.contracts import setting_columns
-from certified_circuits.reports.flags import Flag, certificate_flags, curve_flags, sorted_flags
+from certified_circuits.reports.flags import Flag, certificate_flags, curve_flags, merge_flags, sorted_flags
 from certified_circuits.reports.words import guarantee_words, setting_words, tag_words
 from certified_circuits.storage.atomic import atomic_dir
 
@@ -683,7 +685,9 @@ def overview(
 ) -> str:
     parts = [
         "<h1>Certified circuits of this run</h1>",
-        flags_html(flags, f"Warnings: {len(flags)} result{'s' if len(flags) != 1 else ''} to read with care"),
+        flags_html(  # one item per warning, with the places it concerns (a setting's plan warning of every class)
+            merge_flags(flags), f"Warnings: {len(flags)} result{'s' if len(flags) != 1 else ''} to read with care"
+        ),
     ]
     for experiment in experiments:
         attrs = first_attrs.get(experiment.name)
