@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from html.parser import HTMLParser
 from pathlib import Path
+from urllib.parse import unquote
 
 import numpy as np
 import pandas as pd
@@ -227,9 +228,11 @@ def test_every_html_piece_escapes_what_it_shows():
         assert parsed.names == Page(reference).names  # no element added, none closed early
         assert not [name for _, attrs in parsed.tags for name, _ in attrs if name.startswith("on")]
         assert HOSTILE.strip() in parsed.all_text + "".join(parsed.attribute_values())  # Markdown cells are stripped
-    # an image source is a percent-encoded relative path: it names its file, never a second attribute
-    src = dict(Page(figure_html(f"figures/{HOSTILE}.png", "x")).tags[1][1])["src"]
-    assert src.startswith("figures/x%3C/script%3E") and '"' not in src and " " not in src
+    # an image source stays one attribute and names its own file: '%', '#', '?' and line breaks percent-encoded
+    for name in (HOSTILE, "a#b?c%d e", "golden retriever", "café"):
+        src = dict(Page(figure_html(f"figures/{name}.png", "x")).tags[1][1])["src"]
+        assert unquote(src) == f"figures/{name}.png" and not set(src) & set("#?\u2028"), src
+    assert dict(Page(figure_html("figures/café a.png", "x")).tags[1][1])["src"] == "figures/café a.png"
 
 
 def test_embedded_json_escapes_markup_and_round_trips():

@@ -127,9 +127,10 @@ def json_script(data: object, element_id: str) -> str:
 
 
 def url(path: str) -> str:
-    """A relative link or image source (``href``, ``src``) to a file of the explorer: each segment
-    percent-encoded (a name with ``#``, ``?`` or a space still links to its file), then HTML-escaped."""
-    return esc(quote(path, safe="/"))
+    """A relative link or image source (``href``, ``src``) to a file of the explorer, HTML-escaped: ``%``,
+    ``#``, ``?``, control characters and whitespace other than a space percent-encoded (a name holding them
+    still links to its own file, never to a fragment or a query), every other character kept as it is."""
+    return esc(re.sub(r"[%#?\x00-\x1f\x7f]|[^\S ]", lambda m: quote(m[0], safe=""), path))
 
 
 def file_stem(name: str) -> str:
