@@ -30,7 +30,7 @@ import numpy as np
 from certified_circuits.core.certification import certified_radius, certify_with_pvalues, majority_vote
 from certified_circuits.core.contracts import ABSTAIN, IN, OUT
 from certified_circuits.core.planning import check_plan, plan
-from certified_circuits.core.sampling import Algorithm, circuit_output, sample_votes
+from certified_circuits.core.sampling import Algorithm, circuit_output, run_algorithm, sample_votes
 from certified_circuits.core.setting import Setting
 from certified_circuits.core.smoothing import compute_votes, selection_and_certification_masks
 from certified_circuits.core.validation import check_count
@@ -169,7 +169,9 @@ def certify_algorithm(
     """
     setting = _check_setting(setting)
     n_examples = check_count("n_examples", n_examples, minimum=1)
-    baseline = circuit_output(algorithm(np.arange(n_examples)), None, "the full dataset")
+    baseline = circuit_output(
+        run_algorithm(algorithm, np.arange(n_examples), "the full dataset", n_examples), None, "the full dataset"
+    )
     check_plan(plan(n_examples, baseline.shape[-1], setting), allow_vacuous=allow_vacuous)
     selection_masks, certification_masks = selection_and_certification_masks(
         n_examples, setting.n0, setting.n, setting.p_del, setting.seed
@@ -228,6 +230,8 @@ def certify_scores(
             skips it.
     """
     setting = _check_setting(setting)
+    scores = _array_like("scores", scores, np.float64, "a 2-D array of numbers [n_examples, n_components]")
+    groups = _array_like("groups", groups, None, "a 1-D array of integer group ids [n_components]")
     shape = tuple(getattr(scores, "shape", np.shape(scores)))
     if len(shape) != 2 or min(shape) < 1:
         raise ValueError(f"scores must be a non-empty 2-D array [n_examples, n_components], got shape {shape}")
@@ -245,6 +249,21 @@ def certify_scores(
         votes.groups,
         {"absolute": bool(absolute), **(attrs or {})},
     )
+
+
+def _array_like(name: str, value: Any, dtype: Any, expected: str) -> Any:
+    """A numpy array or torch tensor as given; any other array-like (lists, tuples, pandas) as a numpy array."""
+    if isinstance(value, np.ndarray) or type(value).__module__.split(".")[0] == "torch":
+        return value
+    try:
+        array = np.asarray(value, dtype=dtype)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(
+            f"{name} must be {expected} (a numpy array, a torch tensor, or nested lists of equal lengths): {exc}"
+        ) from exc
+    if array.dtype == object:
+        raise ValueError(f"{name} must be {expected}; got {type(value).__name__} of mixed or ragged items")
+    return array
 
 
 def _certificate(

@@ -17,8 +17,8 @@ from pathlib import Path
 from certified_circuits.language.graph import EMBEDDED_N_HEAD, EMBEDDED_N_LAYER
 from certified_circuits.language.tasks import SPLITS, TASKS
 from certified_circuits.core.devices import configure_torch
-from certified_circuits.cli.stages import (InputError, Stages, add_device, existing_file, existing_path, named_path, output_file,
-                                          positive_int)
+from certified_circuits.cli.stages import (InputError, Stages, add_device, check_circuit_files, existing_file, existing_path,
+                                          named_path, output_file, positive_int)
 
 log = logging.getLogger(__name__)
 STAGES = Stages()
@@ -268,6 +268,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
 
     eval_sets = dict(args.eval_set)
     votes, certificates = read_votes(args.votes), read_certificates(args.certificates)
+    check_circuit_files([(votes, args.votes, certificates, args.certificates)], concept=args.task, what="--task")
     device = resolve_device(args.device)
     configure_torch(args.threads)
     table = evaluate_task(args.model, args.model_path, args.task, votes, certificates, eval_sets,

@@ -17,6 +17,7 @@ from certified_circuits import PROCESS_START
 import argparse  # noqa: E402  (stdlib, after the clock: milliseconds)
 import importlib  # noqa: E402
 import logging  # noqa: E402
+import re  # noqa: E402
 import sys  # noqa: E402
 from typing import Sequence  # noqa: E402
 
@@ -259,9 +260,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def input_errors() -> tuple[type[BaseException], ...]:
     """Exceptions that mean bad input (a message for the user), as opposed to a bug (a traceback)."""
+    from certified_circuits.core.sampling import AlgorithmError
     from certified_circuits.storage.store import StoreError
 
-    errors: list[type[BaseException]] = [ValueError, StoreError, FileNotFoundError, IsADirectoryError,
+    errors: list[type[BaseException]] = [ValueError, StoreError, AlgorithmError, FileNotFoundError, IsADirectoryError,
                                          NotADirectoryError, PermissionError, MemoryError]
     try:
         from PIL import UnidentifiedImageError
@@ -295,19 +297,63 @@ def split_batch(argv: Sequence[str]) -> list[list[str]]:
     return parts
 
 
+#: terminal control sequences (colours, bold, cursor moves) that libraries put in their messages (torch.load's)
+ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
+
+
+def plain(text: str, stream=None) -> str:
+    """``text`` without terminal control sequences unless ``stream`` (stderr) is a terminal: a log file or a
+    pipe gets the words, not ``\\x1b[1m``."""
+    stream = sys.stderr if stream is None else stream
+    return text if getattr(stream, "isatty", lambda: False)() else ANSI.sub("", text)
+
+
+class _PlainFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        return plain(super().format(record))
+
+
+#: inputs too short to hold a table or a results file: read them and a library says e.g. "No columns to parse"
+_TABLE_SUFFIXES = (".csv", ".tsv", ".jsonl", ".json", ".h5", ".hdf5", ".npz", ".pt", ".pth", ".txt")
+
+
+def _input_paths(value) -> list:
+    from pathlib import Path
+
+    if isinstance(value, Path):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [p for item in value for p in _input_paths(item)]
+    return []
+
+
+def check_inputs_not_empty(args: argparse.Namespace) -> None:
+    """Refuse an empty (or blank) input file by name before any work (outputs, ``--out*``, are not inputs)."""
+    for name, value in vars(args).items():
+        if name.startswith("out") or name == "func":
+            continue
+        for path in _input_paths(value):
+            if path.suffix.lower() in _TABLE_SUFFIXES and path.is_file() and path.stat().st_size < 4096:
+                if not path.read_bytes().strip():
+                    raise InputError(f"{path} (--{name.replace('_', '-')}) is empty: it holds no table or data; "
+                                     f"rerun the stage that writes it, or pass the right file")
+
+
 def _run_stage(parser: argparse.ArgumentParser, args: argparse.Namespace, prefix: str = "") -> int:
-    """One stage with the one error path: bad input -> ``error: ...`` on stderr and exit 2."""
+    """One stage with the one error path: bad input -> ``error: ...`` on stderr and exit 2 (control sequences
+    removed when stderr is not a terminal)."""
     try:
+        check_inputs_not_empty(args)
         return int(args.func(args) or 0)
     except input_errors() as exc:
         if args.verbose:
             log.exception("%s failed", args.command)
-        parser.exit(2, f"certified-circuits {prefix}{args.command}: error: {exc}\n")
+        parser.exit(2, plain(f"certified-circuits {prefix}{args.command}: error: {exc}\n"))
     except OSError as exc:  # e.g. a truncated image or weights file: name the file when the error does
         if args.verbose:
             log.exception("%s failed", args.command)
         where = f" ({exc.filename})" if getattr(exc, "filename", None) else ""
-        parser.exit(2, f"certified-circuits {prefix}{args.command}: error: {exc}{where}\n")
+        parser.exit(2, plain(f"certified-circuits {prefix}{args.command}: error: {exc}{where}\n"))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -330,11 +376,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         invocations = [parser.parse_args(part) for part in parts]
     else:
         invocations = [parser.parse_args(argv)]
+    before = list(logging.getLogger().handlers)
     logging.basicConfig(
         level=logging.DEBUG if any(args.verbose for args in invocations) else logging.INFO,
         format="%(asctime)s %(name)s %(levelname)s %(message)s",
         stream=sys.stderr,
     )
+    for handler in set(logging.getLogger().handlers) - set(before):  # every library's messages, in plain words
+        handler.setFormatter(_PlainFormatter(handler.formatter._fmt if handler.formatter else None))
     from certified_circuits.storage.atomic import forget_written
 
     forget_written()

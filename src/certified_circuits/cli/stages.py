@@ -174,3 +174,53 @@ def add_votes_setting(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--n", type=positive_int, default=1000, help="certification samples (default 1000)")
     parser.add_argument("--seed", type=seed, default=0,
                         help="config seed; the masks are drawn from (seed, concept) so every concept has its own draw")
+
+
+# ------------------------------------------------------------------------------ input checks shared by stages
+
+#: the attributes a certificates file copies from its votes file (core.certification.VOTES_SETTING_KEYS)
+_SAME_CIRCUIT_KEYS = ("concept", "scorer", "model", "experiment", "split", "p_del", "n0", "n", "seed", "n_examples")
+
+
+def check_circuit_files(pairs, concept: str | None = None, what: str = "--concept") -> None:
+    """Refuse votes and certificates that are not of one circuit, before any work.
+
+    ``pairs`` holds ``(votes, votes_path, certificates, certificates_path)``. A certificates file must come
+    from its votes file (same concept, scorer, model, split and votes setting, same K grid and component
+    count); with ``concept``, every pair must be of it; and several pairs (one per scorer) must share one
+    setting, so their rows compare like with like.
+
+    Raises:
+        InputError: naming both files, the attribute, both values and the fix.
+    """
+    import numpy as np
+
+    def value(attrs, key):
+        item = attrs.get(key)
+        return item.item() if hasattr(item, "item") else item
+
+    settings: dict[tuple, Path] = {}
+    for votes, votes_path, certificates, certificates_path in pairs:
+        for key in _SAME_CIRCUIT_KEYS:
+            v, c = value(votes.attrs, key), value(certificates.attrs, key)
+            if v is not None and c is not None and str(v) != str(c):
+                raise InputError(f"{certificates_path} was not certified from {votes_path}: {key} is {c!r} in the "
+                                 f"certificates but {v!r} in the votes; pass the certificates made from these votes "
+                                 f"(certified-circuits certify --votes {votes_path})")
+        if not np.array_equal(np.asarray(votes.k_grid, float), np.asarray(certificates.k_grid, float)) or \
+                votes.selection_counts.shape[-1] != certificates.decision.shape[-1]:
+            raise InputError(f"{certificates_path} was not certified from {votes_path}: their K grids or component "
+                             f"counts differ; pass the certificates made from these votes")
+        found = value(votes.attrs, "concept")
+        if concept is not None and found is not None and str(found) != concept:
+            raise InputError(f"{what} {concept!r} but {votes_path} holds the circuits of {found!r}: pass that "
+                             f"concept's files, or {what} {found}")
+        setting = tuple(str(value(votes.attrs, k)) for k in ("p_del", "n0", "n", "seed")) + tuple(
+            str(value(certificates.attrs, k)) for k in ("tau", "alpha", "correction"))
+        settings.setdefault(setting, Path(certificates_path))
+    if len(settings) > 1:
+        (first, a), (second, b) = list(settings.items())[:2]
+        names = ("p_del", "n0", "n", "seed", "tau", "alpha", "correction")
+        diff = ", ".join(f"{n} {x} vs {y}" for n, x, y in zip(names, first, second) if x != y)
+        raise InputError(f"{a} and {b} are of different settings ({diff}); one evaluation compares circuits of one "
+                         f"setting: evaluate each setting separately")

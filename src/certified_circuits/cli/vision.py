@@ -26,8 +26,8 @@ import numpy as np
 
 from certified_circuits.core.devices import configure_torch
 from certified_circuits.vision.architectures import MODEL_CHOICES, WORLD_BLOCKS, WORLD_WIDTHS
-from certified_circuits.cli.stages import (InputError, Stages, add_device, add_k_grid, add_votes_setting, existing_file, existing_path,
-                                          named_path, output_file, positive_int)
+from certified_circuits.cli.stages import (InputError, Stages, add_device, add_k_grid, add_votes_setting, check_circuit_files,
+                                          existing_file, existing_path, named_path, output_file, positive_int)
 
 log = logging.getLogger(__name__)
 STAGES = Stages()
@@ -336,6 +336,7 @@ def _cmd_attribute(args: argparse.Namespace) -> int:
     batch), in the attribution contract.
     """
 
+    from certified_circuits.core.sampling import AlgorithmError
     from certified_circuits.vision.attribution import run_attribution, write_empty_attribution
     from certified_circuits.vision.data import open_set
     from certified_circuits.vision.world import load_split
@@ -365,9 +366,12 @@ def _cmd_attribute(args: argparse.Namespace) -> int:
             continue
         if split == args.split:
             _log_startup("vision-attribute")
-        run_attribution(model, iset, label, out, attrs=attrs, n_examples=args.n_examples,
-                        batch_size=args.batch_size, top_k=args.top_k, counterfactual=counterfactual,
-                        plugins=args.scorer)
+        try:
+            run_attribution(model, iset, label, out, attrs=attrs, n_examples=args.n_examples,
+                            batch_size=args.batch_size, top_k=args.top_k, counterfactual=counterfactual,
+                            plugins=args.scorer)
+        except AlgorithmError as exc:  # a plug-in scorer raised: name the concept and split too
+            raise AlgorithmError(f"{exc} (concept {args.concept!r}, split {split}, {data})") from exc.__cause__
         log.info("vision-attribute: %s (%s) -> %s in %.1fs", args.concept, split, out, time.perf_counter() - t0)
     return 0
 
@@ -469,10 +473,8 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     if args.ablation == "mean" and args.reference is None:
         raise InputError("--ablation mean needs --reference (images whose mean activations fill removed channels)")
     circuits = [(read_votes(v), read_certificates(c)) for v, c in args.circuits]
-    for (votes, _), (votes_path, _) in zip(circuits, args.circuits):
-        if str(votes.attrs.get("concept", args.concept)) != args.concept:
-            raise InputError(f"--concept {args.concept!r} but {votes_path} holds the circuits of "
-                             f"{votes.attrs['concept']!r}: pass that class's --circuits, or --concept {votes.attrs['concept']}")
+    check_circuit_files([(votes, v, certificates, c) for (votes, certificates), (v, c) in zip(circuits, args.circuits)],
+                        concept=args.concept)
     model, index = _load(args)
     label = _label(model, args.concept)
     isets = {name: open_set(p, index, limit_per_class=args.limit_per_class) for name, p in sets.items()}

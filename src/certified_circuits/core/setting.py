@@ -30,6 +30,30 @@ def number(value: float | int) -> str:
     return text[:-2] if text.endswith(".0") else text
 
 
+class SettingTypeError(TypeError, ValueError):
+    """A :class:`Setting` field of the wrong type (a ValueError too, like every other invalid setting)."""
+
+
+def _typed(name: str, value: Any, kind: type) -> float | int:
+    """``value`` as a plain Python ``kind``: an int field takes Python or numpy integers, a float field also
+    Python or numpy floats; bools, strings and anything else are refused with the fix."""
+    import numbers
+
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral if kind is int else numbers.Real):
+        expected = "an integer (int or numpy integer)" if kind is int else "a number (int, float or numpy number)"
+        hint = f"; write {name}={value}" if isinstance(value, str) and _parses(value, kind) else ""
+        raise SettingTypeError(f"{name}={value!r} is invalid: expected {expected}, got {type(value).__name__}{hint}")
+    return kind(value)
+
+
+def _parses(text: str, kind: type) -> bool:
+    try:
+        kind(text)
+    except ValueError:
+        return False
+    return True
+
+
 @dataclass(frozen=True)
 class Setting:
     """One certification setting: the votes' (p_del, n0, n, seed) and the test's (tau, alpha, correction).
@@ -53,7 +77,9 @@ class Setting:
         correction: ``"bonferroni"`` (paper, default) or ``"holm"``.
 
     Raises:
-        ValueError: on construction, for any value outside these ranges (the message names it).
+        ValueError: on construction, for any value outside these ranges (the message names it); a value of
+            the wrong type (the string ``"0.9"``, a bool) raises :class:`SettingTypeError`, a ValueError and
+            a TypeError. numpy integers and floats are accepted and stored as Python ``int`` and ``float``.
     """
 
     p_del: float = 0.6
@@ -65,6 +91,14 @@ class Setting:
     correction: str = "bonferroni"
 
     def __post_init__(self) -> None:
+        # types first: a string "0.9" or a bool would pass (or break) the range checks below
+        for name, kind in (("p_del", float), ("n0", int), ("n", int), ("seed", int), ("tau", float), ("alpha", float)):
+            object.__setattr__(self, name, _typed(name, getattr(self, name), kind))
+        if not isinstance(self.correction, str):
+            raise SettingTypeError(
+                f"correction={self.correction!r} is invalid: expected a string, 'bonferroni' or 'holm' "
+                f"(got {type(self.correction).__name__})"
+            )
         from certified_circuits.core.validation import (
             check_alpha,
             check_correction,

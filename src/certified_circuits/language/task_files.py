@@ -122,6 +122,9 @@ def read_task_file(path: str | os.PathLike, task: str) -> list[TaskRow]:
     p = Path(path)
     if not task or not isinstance(task, str):
         raise TaskFileError(f"task file {p}: the task needs a non-empty name (the language.task_files key)")
+    if p.is_dir():
+        raise IsADirectoryError(f"task file {p} (task {task!r}) is a folder, not a file: give the .csv or .jsonl "
+                                f"file inside it under language.task_files")
     if not p.is_file():
         raise FileNotFoundError(f"task file {p} (task {task!r}) does not exist: check the path under "
                                 f"language.task_files (relative paths are relative to the working directory)")
@@ -142,12 +145,55 @@ def read_task_file(path: str | os.PathLike, task: str) -> list[TaskRow]:
             raise TaskFileError(f"{p}:{r.row}: id {r.id!r} is also the id of row {seen[r.id]}; ids must be "
                                 f"unique: rename one (or leave the id cell empty for the default {task}-<line>)")
         seen[r.id] = r.row
-    return rows
+    return drop_duplicate_rows(rows, p)
+
+
+def _prompt(row: TaskRow) -> tuple[str, str, str, str]:
+    return (row.clean, row.corrupted, row.answer, row.distractor)
+
+
+def drop_duplicate_rows(rows: Sequence[TaskRow], path: str | os.PathLike) -> list[TaskRow]:
+    """Rows without repeats: a row equal to an earlier one (clean, corrupted, answer, distractor) is dropped
+    with a warning naming both rows, so one prompt never lands in two splits (train and test would share it).
+
+    Raises:
+        TaskFileError: repeats that name different splits (the file puts one prompt in two splits), or one
+            clean prompt with different corrupted prompts or answers (no copy is the right one to keep).
+    """
+    first: dict[tuple[str, str, str, str], TaskRow] = {}
+    clean: dict[str, TaskRow] = {}
+    kept, dropped = [], []
+    for r in rows:
+        earlier = first.get(_prompt(r))
+        if earlier is not None:
+            if (earlier.split or r.split) and earlier.split != r.split:
+                raise TaskFileError(f"{path}:{r.row}: this row repeats row {earlier.row} but names split "
+                                    f"{r.split or '(empty)'} where row {earlier.row} names {earlier.split or '(empty)'}: "
+                                    f"one prompt in two splits leaks between training and test; delete one row")
+            dropped.append((r.row, earlier.row))
+            continue
+        other = clean.get(r.clean)
+        if other is not None:
+            raise TaskFileError(f"{path}:{r.row}: the clean prompt {r.clean!r} is also row {other.row}'s, with another "
+                                f"corrupted prompt, answer or distractor: a prompt in two rows can land in two splits "
+                                f"(training and test); keep one row per clean prompt")
+        first[_prompt(r)] = clean[r.clean] = r
+        kept.append(r)
+    if dropped:
+        import logging
+
+        pairs = ", ".join(f"{row} (repeats {earlier})" for row, earlier in dropped[:10])
+        more = f" and {len(dropped) - 10} more" if len(dropped) > 10 else ""
+        logging.getLogger(__name__).warning(
+            "task file %s: dropped %d duplicate row(s), so no prompt is in two splits: line %s%s",
+            path, len(dropped), pairs, more)
+    return kept
 
 
 def _csv_records(p: Path) -> list[tuple[int, dict[str, object]]]:
     """(start line, {column: value}) for each non-blank CSV record; header errors raise."""
     out: list[tuple[int, dict[str, object]]] = []
+    csv.field_size_limit(max(csv.field_size_limit(), 2**31 - 1))  # long prompts are valid CSV (default: 131,072)
     with open(p, encoding="utf-8-sig", newline="") as fh:
         reader = csv.reader(fh)
         try:
@@ -306,8 +352,13 @@ def assign_splits(rows: Sequence[TaskRow], task: str, seed: int, *, path: str | 
                 else "id_test"
         rule = f"the seeded 60/20/20 split of {len(rows)} rows"
     out: dict[str, list[Example]] = {s: [] for s in SPLITS}
+    where_of: dict[str, tuple[str, int]] = {}
     for r in rows:
         s = split_of[r.row]
+        if where_of.setdefault(r.clean, (s, r.row))[0] != s:  # rows not from read_task_file (which drops repeats)
+            other, row = where_of[r.clean]
+            raise TaskFileError(f"{where}: the clean prompt {r.clean!r} is in split {other} (row {row}) and {s} "
+                                f"(row {r.row}); one prompt in two splits leaks between training and test: keep one")
         out[s].append(Example(id=r.id, task=task, split=s, clean=r.clean, corrupted=r.corrupted,
                               answer=r.answer, distractor=r.distractor))
     empty = [s for s in REQUIRED_SPLITS if not out[s]]

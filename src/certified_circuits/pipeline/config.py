@@ -155,8 +155,12 @@ def check_folders(vision) -> int | None:
                 raise DatasetLayoutError(f"class index {source['class_index']} lists {len(names)} classes, but the "
                                          f"ImageNet models have 1,000 outputs: give the full LOC_synset_mapping.txt")
             return None
+        if len(names) < 2:
+            config_error(f"{key}.class_index", source["class_index"], f"it lists {len(names)} class; {ONE_CLASS}")
         for root_key, root in [("root", source["root"]), *((f"ood_roots.{n}", r) for n, r in source["ood_roots"].items())]:
-            check_folders_in_index(root, names, source["class_index"], f"{key}.{root_key}")
+            folders = check_folders_in_index(root, names, source["class_index"], f"{key}.{root_key}")
+            if len(folders) < 2:
+                config_error(f"{key}.{root_key}", root, f"it holds {len(folders)} class folder ({folders}); {ONE_CLASS}")
     except DatasetLayoutError as exc:
         raise ConfigError(f"config key {key}: {exc}") from None
     from certified_circuits.vision.models import check_folders_model
@@ -166,8 +170,15 @@ def check_folders(vision) -> int | None:
                                          source.get("image_size"), source.get("resize_size"), source.get("mean"),
                                          source.get("std"), source["class_index"])
     except ValueError as exc:
-        raise ConfigError(f"config key {key}: {exc}") from None
+        from certified_circuits.vision.loading import explain_weights_error
+
+        raise ConfigError(f"config key {key}: {explain_weights_error(exc, source['weights']) or exc}") from None
     return int(sum(components.widths))
+
+
+#: why one class cannot work (class accuracy against the other classes is undefined: the summary said nan%)
+ONE_CLASS = ("a classifier and its data sets need at least 2 classes (a concept is certified against the other "
+             "classes: with one class its accuracy on them is undefined); add classes")
 
 
 def check_concept_sizes(vision, concepts) -> None:
@@ -294,7 +305,7 @@ def check_hf_language(language) -> dict[str, int]:
                      "corrupted, answer, distractor (README: 'Certify your own language model').")
         try:
             splits = load_task_file(path, task, seed=language["task_seed"], tokenizer=tokenizer, max_len=max_len)
-        except (ValueError, FileNotFoundError) as exc:
+        except (ValueError, OSError) as exc:  # FileNotFoundError, IsADirectoryError
             raise ConfigError(f"config key language.task_files.{task}: {exc}") from None
         train_sizes[task] = len(splits["train"])
     return train_sizes

@@ -121,8 +121,15 @@ def additive_scores(plugin: ScorerPlugin, activations: list, gradients: list, ch
     """
     import torch
 
-    out = plugin.function(activations=activations, gradients=gradients, channel_dim=channel_dim)
+    from certified_circuits.core.sampling import AlgorithmError
+
     batch = activations[0].shape[0]
+    try:
+        out = plugin.function(activations=activations, gradients=gradients, channel_dim=channel_dim)
+    except Exception as exc:
+        raise AlgorithmError(
+            f"plug-in {plugin.spec} failed on a batch of {batch} images: {type(exc).__name__}: {exc}"
+        ) from exc
     if not isinstance(out, torch.Tensor) or tuple(out.shape) != (batch, n_components):
         shape = tuple(out.shape) if hasattr(out, "shape") else type(out).__name__
         raise ValueError(
@@ -138,8 +145,8 @@ class ImageDiscovery:
     """``A(kept_indices) -> bool [nK, U]`` of a black-box discovery plugin on one concept dataset (picklable:
     :func:`certified_circuits.api.sample_votes` runs it in worker processes)."""
 
-    def __init__(self, spec: str, model: Any, images: Any, label: int, k_grid: np.ndarray) -> None:
-        self.spec, self.model, self.images, self.label = spec, model, images, int(label)
+    def __init__(self, spec: str, model: Any, images: Any, label: int, k_grid: np.ndarray, concept: str = "") -> None:
+        self.spec, self.model, self.images, self.label, self.concept = spec, model, images, int(label), concept
         self.k_grid = np.asarray(k_grid, dtype=np.float64)
         self._function: Callable[..., Any] | None = None
 
@@ -199,15 +206,15 @@ def discovery_votes(
         a :class:`~certified_circuits.core.contracts.Votes` with ``absolute`` False (the plugin decides).
     """
     from certified_circuits.core.contracts import Votes
-    from certified_circuits.core.sampling import sample_votes
+    from certified_circuits.core.sampling import run_algorithm, sample_votes
     from certified_circuits.core.smoothing import selection_and_certification_masks
     from certified_circuits.core.validation import check_k_grid
 
     k_grid = check_k_grid(k_grid)
-    algorithm = ImageDiscovery(spec, model, images, label, k_grid)
+    algorithm = ImageDiscovery(spec, model, images, label, k_grid, str((attrs or {}).get("concept", "")))
     n_examples = int(images.shape[0])
     selection_masks, certification_masks = selection_and_certification_masks(n_examples, n0, n, p_del, seed)
-    baseline = algorithm(np.arange(n_examples))
+    baseline = run_algorithm(algorithm, np.arange(n_examples), "the full dataset", n_examples)
     shape = baseline.shape
     selection = sample_votes(
         algorithm, selection_masks, shape, workers=workers, progress=progress, desc="selection (n0)"

@@ -360,9 +360,11 @@ def test_real_byte_level_bpe(tmp_path):
     assert len(hf.encode(" Mary", add_special_tokens=False)) == 1 < len(hf.encode("Mary", add_special_tokens=False))
     clean, corr = "Then, Mary and John went home. John gave a drink to", "Then, Anna and Paul went home. Paul gave a drink to"
     p = tmp_path / "bpe.csv"
+    # five different prompts (issue 28: a repeated prompt is dropped, so it cannot land in two splits)
     p.write_text("clean,corrupted,answer,distractor\n"
-                 + "".join(f'"{clean}","{corr}", Mary, John\n' for _ in range(4))
-                 + f'"{clean}","{corr}",Mary, John\n', encoding="utf-8")
+                 + "".join(f'"{clean.replace("home", f"home {i}")}","{corr.replace("home", f"home {i}")}", Mary, John\n'
+                         for i in range(4))
+                 + f'"{clean.replace("home", "home 4")}","{corr.replace("home", "home 4")}",Mary, John\n', encoding="utf-8")
     with pytest.raises(TaskFileError, match=r"bpe\.csv:6: answer 'Mary' is not one token; ' Mary' is one token"):
         load_task_file(p, "ioi", seed=0, tokenizer=tok)
     p.write_text(p.read_text().replace(",Mary, John", ", Mary, John"), encoding="utf-8")
