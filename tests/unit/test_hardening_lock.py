@@ -186,3 +186,16 @@ def test_a_second_workflow_on_a_results_folder_is_refused_from_another_checkout(
         stop(holder)
     time.sleep(0.1)
     assert json.loads((results / RESULTS_LOCK).read_text())["pid"] == holder.pid  # a dry run records nothing
+
+
+def test_a_file_system_without_flock_warns_and_goes_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                      capsys: pytest.CaptureFixture) -> None:
+    import errno
+    import fcntl
+
+    def no_flock(handle: object, operation: int) -> None:
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    monkeypatch.setattr(fcntl, "flock", no_flock)
+    lock_results(tmp_path).close()
+    assert "does not support flock, so nothing stops a second workflow" in capsys.readouterr().err

@@ -313,8 +313,9 @@ class _PlainFormatter(logging.Formatter):
         return plain(super().format(record))
 
 
-#: inputs too short to hold a table or a results file: read them and a library says e.g. "No columns to parse"
-_TABLE_SUFFIXES = (".csv", ".tsv", ".jsonl", ".json", ".h5", ".hdf5", ".npz", ".pt", ".pth", ".txt")
+#: inputs that hold a table or a results file when not empty: read empty, a library says e.g. "No columns to
+#: parse" (an empty .jsonl is a valid empty split, e.g. ood_test, so it is not among them)
+_TABLE_SUFFIXES = (".csv", ".tsv", ".h5", ".hdf5", ".npz", ".pt", ".pth")
 
 
 def _input_paths(value) -> list:

@@ -230,6 +230,12 @@ def hold_lock(path: str | os.PathLike, shared: bool = False) -> Any:
     except BlockingIOError:
         handle.close()
         raise RunLocked(describe_holder(path)) from None
+    except OSError as exc:  # a file system without flock (some Lustre mounts): say so, do not stop the run
+        import sys
+
+        print(f"warning: cannot lock {path} ({exc}): this file system does not support flock, so nothing stops a "
+              f"second workflow on the same folder; run one at a time", file=sys.stderr)
+        return handle
     if handle.writable():
         handle.seek(0)
         handle.truncate()
