@@ -261,8 +261,11 @@ def test_cli_block(block: Block, tmp_path: Path):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])}
     done = subprocess.run(
         [sys.executable, "-m", "certified_circuits.cli", *args],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert done.returncode == 0, done.stderr
     assert _same_text(done.stdout, expected), f"{block.name}: the command prints\n{done.stdout}"
-
