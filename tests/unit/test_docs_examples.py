@@ -103,8 +103,9 @@ def _custom_fixtures():
 
 
 def custom_vision_tree(root: Path) -> None:
-    """What docs/custom_vision.md opens: the README's file names, on the integration tests' fixture tree
-    (random-weight ConvNeXt-Tiny of 3 classes, 32 px noise images, 50 per class, my_scorers.py)."""
+    """What docs/custom_vision.md opens (classes.txt, my_model.pth, data/train/<class>/, my_scorers.py): the
+    integration tests' fixture tree, a random-weight ConvNeXt-Tiny of 3 classes and 50 noise images of
+    32 px per class."""
     tree = _custom_fixtures().build_custom_tree(root, "convnext_tiny", n_per_class=50, image_size=32)
     Path(tree["weights"]).rename(root / "my_model.pth")
 
@@ -158,7 +159,7 @@ class Reader:
             with contextlib.redirect_stdout(out), warnings.catch_warnings():
                 warnings.simplefilter("error", PlanWarning)
                 exec(code, self.namespace)
-        except BaseException as exc:  # noqa: BLE001 - reported by the block's test
+        except Exception as exc:  # reported by the block's test
             outcome.error = exc
         finally:
             os.chdir(cwd)
