@@ -25,6 +25,7 @@ from certified_circuits.pipeline.config import (
     condense_schema_error,
     snakemake_runs_jobs,
 )
+from certified_circuits.pipeline.plans import plan_tags
 from certified_circuits.storage.atomic import CHECKOUT_LOCK, RunLocked, hold_lock, lock_results
 
 min_version("9.0")
@@ -75,6 +76,7 @@ if workflow.is_main_process:
 # Marginal settings (one side impossible, frequent empty sub-datasets): said now, before any job, and tagged
 # on the MLflow parent run; summary.md and the explorer repeat them next to each setting.
 PLAN_WARNINGS = [line for p in CHECKED.plans for line in p.lines()]
+PLAN_TAGS = plan_tags(CHECKED.plans)  # the MLflow parent run's cc.plan.* tags (rules/tracking.smk)
 if PLAN_WARNINGS and workflow.is_main_process:
     print("Certification plan warnings (certified-circuits plan --help; README 'Will my setting certify anything?'):",
           *(f"  - {line}" for line in PLAN_WARNINGS), sep="\n", file=sys.stderr)

@@ -10,6 +10,10 @@ import sys
 
 MLFLOW_ENABLED = config["mlflow"]["enabled"]
 MLFLOW_PARENT = {}
+# What the including Snakefile may define (this file also runs under a two-rule test Snakefile): RESULTS (required),
+# RUN_LOCKS (flocks taken at parse time) and PLAN_TAGS (the parse-time plans as tags).
+RUN_LOCKS = globals().setdefault("RUN_LOCKS", {})
+PLAN_TAGS = globals().get("PLAN_TAGS", {})
 
 
 def _real_run():
@@ -39,12 +43,10 @@ onstart:
     if MLFLOW_ENABLED:
         from certified_circuits.pipeline import tracking
 
-        from certified_circuits.pipeline.plans import plan_tags
-
         try:
             run_id = tracking.start_workflow_run(
                 RESULTS,
-                tags={"configfiles": " ".join(map(str, workflow.configfiles)), **plan_tags(CHECKED.plans)},
+                tags={"configfiles": " ".join(map(str, workflow.configfiles)), **PLAN_TAGS},
                 config=config,
             )
             MLFLOW_PARENT["run_id"] = run_id

@@ -29,9 +29,12 @@ def task_rows(n: int, seed: int = 0) -> list[dict]:
     import numpy as np
 
     rng = np.random.default_rng(seed)
-    rows = []
-    for _ in range(n):
+    rows, seen = [], set()
+    while len(rows) < n:  # distinct clean prompts: rows sharing one would go to one split together
         a, b, c, d, e = rng.choice(NAMES, 5, replace=False)
+        if (a, b) in seen:
+            continue
+        seen.add((a, b))
         rows.append({"clean": ioi_prompt(a, b, b), "corrupted": ioi_prompt(c, d, e), "answer": f" {a}",
                      "distractor": f" {b}"})
     return rows

@@ -81,7 +81,7 @@ def test_duplicate_rows_are_dropped_with_a_warning_and_no_prompt_is_in_two_split
                 assert where.setdefault(example.clean, split) == split, (seed, example.clean)
 
 
-def test_a_prompt_named_in_two_splits_or_with_two_answers_is_refused(tmp_path: Path) -> None:
+def test_a_prompt_named_in_two_splits_is_refused(tmp_path: Path) -> None:
     rows = _rows(4)
     path = tmp_path / "task.csv"
     path.write_text("\n".join([HEADER + ",split", *(f"{r},{s}" for r, s in zip(rows, ("train", "validation", "id_test",
@@ -89,20 +89,46 @@ def test_a_prompt_named_in_two_splits_or_with_two_answers_is_refused(tmp_path: P
     with pytest.raises(TaskFileError, match=rf"{path}:6: this row repeats row 2 but names split id_test where row 2 "
                                             r"names train: one prompt in two splits leaks"):
         read_task_file(path, "t")
+    # one clean prompt with another corruption is a valid row, but not in another split than its first row
     clean, corrupted, answer, distractor = rows[1].split(",")
-    path.write_text("\n".join([HEADER, *rows, f"{clean},{corrupted},{distractor},{answer}"]))
-    with pytest.raises(TaskFileError, match=r"task.csv:6: the clean prompt .* is also row 3's, with another corrupted"):
-        read_task_file(path, "t")
+    other = f"{clean},{corrupted} again,{answer},{distractor}"
+    path.write_text("\n".join([HEADER + ",split", *(f"{r},{s}" for r, s in zip(rows, ("train", "validation", "id_test",
+                                                                                      "train"))), f"{other},id_test"]))
+    with pytest.raises(TaskFileError, match=r"the clean prompt .* is in split validation \(row 3\) and id_test \(row 6\)"):
+        load_task_file(path, "t", seed=0)
 
 
-def test_rows_given_directly_may_not_put_one_prompt_in_two_splits(tmp_path: Path) -> None:
+def test_rows_sharing_a_clean_prompt_stay_in_one_split_of_the_seeded_split(tmp_path: Path) -> None:
+    """The unit of the seeded split is a clean prompt: 10 prompts, two of them with a second corruption, give
+    splits of 6/2/2 prompts (round(0.6 m), round(0.2 m) of m = 10), whatever the seed; with distinct prompts the
+    split is the 60/20/20 split of the rows."""
+    path = tmp_path / "task.csv"
+    rows = _rows(10)
+    extra = [r.replace(" went out C", " went home C") for r in rows[2:4]]  # rows 2 and 3 again, another corruption
+    path.write_text("\n".join([HEADER, *rows, *extra]))
+    read = read_task_file(path, "t")
+    assert len(read) == 12
+    for seed in range(30):
+        splits = assign_splits(read, "t", seed, path=path)
+        prompts = {split: {e.clean for e in examples} for split, examples in splits.items()}
+        assert [len(prompts[s]) for s in ("train", "validation", "id_test")] == [6, 2, 2]
+        assert sum(len(v) for v in splits.values()) == 12
+        for a in read[2:4]:
+            assert sum(a.clean in v for v in prompts.values()) == 1
+    distinct = tmp_path / "distinct.csv"
+    distinct.write_text("\n".join([HEADER, *rows]))
+    splits = load_task_file(distinct, "t", seed=3)
+    assert [len(splits[s]) for s in ("train", "validation", "id_test")] == [6, 2, 2]
+
+
+def test_rows_given_directly_keep_a_copied_prompt_in_one_split(tmp_path: Path) -> None:
     path = tmp_path / "task.csv"
     path.write_text("\n".join([HEADER, *_rows(6)]))
     rows = read_task_file(path, "t")
-    leaked = rows + [type(rows[0])(**{**rows[0].__dict__, "row": 99, "id": "copy"})]
-    with pytest.raises(TaskFileError, match=r"is in split .* \(row (2|99)\) and .* leaks between training and test"):
-        for seed in range(20):  # some seed splits the copy from its original
-            assign_splits(leaked, "t", seed, path=path)
+    copied = rows + [type(rows[0])(**{**rows[0].__dict__, "row": 99, "id": "copy"})]
+    for seed in range(20):  # before, some seed split the copy from its original
+        splits = assign_splits(copied, "t", seed, path=path)
+        assert sum(rows[0].clean in {e.clean for e in v} for v in splits.values()) == 1
 
 
 def test_a_task_file_path_that_is_a_folder_says_so(tmp_path: Path) -> None:

@@ -156,12 +156,13 @@ def drop_duplicate_rows(rows: Sequence[TaskRow], path: str | os.PathLike) -> lis
     """Rows without repeats: a row equal to an earlier one (clean, corrupted, answer, distractor) is dropped
     with a warning naming both rows, so one prompt never lands in two splits (train and test would share it).
 
+    One clean prompt with several corrupted prompts (or answers) is kept: a dataset may pair a prompt with
+    several corruptions. :func:`assign_splits` keeps such rows in one split.
+
     Raises:
-        TaskFileError: repeats that name different splits (the file puts one prompt in two splits), or one
-            clean prompt with different corrupted prompts or answers (no copy is the right one to keep).
+        TaskFileError: repeats that name different splits (the file puts one prompt in two splits).
     """
     first: dict[tuple[str, str, str, str], TaskRow] = {}
-    clean: dict[str, TaskRow] = {}
     kept, dropped = [], []
     for r in rows:
         earlier = first.get(_prompt(r))
@@ -172,12 +173,7 @@ def drop_duplicate_rows(rows: Sequence[TaskRow], path: str | os.PathLike) -> lis
                                     f"one prompt in two splits leaks between training and test; delete one row")
             dropped.append((r.row, earlier.row))
             continue
-        other = clean.get(r.clean)
-        if other is not None:
-            raise TaskFileError(f"{path}:{r.row}: the clean prompt {r.clean!r} is also row {other.row}'s, with another "
-                                f"corrupted prompt, answer or distractor: a prompt in two rows can land in two splits "
-                                f"(training and test); keep one row per clean prompt")
-        first[_prompt(r)] = clean[r.clean] = r
+        first[_prompt(r)] = r
         kept.append(r)
     if dropped:
         import logging
@@ -315,6 +311,11 @@ def assign_splits(rows: Sequence[TaskRow], task: str, seed: int, *, path: str | 
                   ) -> dict[str, list[Example]]:
     """Examples of each split, from the ``split`` column or the seeded 60/20/20 split.
 
+    The seeded split permutes the distinct clean prompts (seed: ``[seed, crc32(task)]``) and gives the first
+    ``round(0.6 m)`` of the ``m`` prompts to train, the next ``round(0.2 m)`` to validation and the rest to
+    id_test; every row of a prompt follows it, so no clean prompt is in two splits. With distinct prompts this
+    is the 60/20/20 split of the rows.
+
     Args:
         rows: the rows of one task file (:func:`read_task_file`).
         task: the task name (``Example.task``; with ``seed``, the shuffle's seed).
@@ -343,14 +344,19 @@ def assign_splits(rows: Sequence[TaskRow], task: str, seed: int, *, path: str | 
         split_of = {r.row: str(r.split) for r in rows}
         rule = "the split column"
     else:
-        n_train, n_val, _ = split_counts(len(rows))
+        # The unit of the split is a clean prompt: rows that share one (several corruptions of a prompt) go to
+        # one split together. With distinct prompts, as in most files, a unit is a row.
+        units = list(dict.fromkeys(r.clean for r in rows))
+        n_train, n_val, _ = split_counts(len(units))
         rng = np.random.default_rng([int(seed), zlib.crc32(task.encode("utf-8"))])
-        order = rng.permutation(len(rows))
-        split_of = {}
+        order = rng.permutation(len(units))
+        split_of_unit = {}
         for rank, i in enumerate(order):
-            split_of[rows[i].row] = "train" if rank < n_train else "validation" if rank < n_train + n_val \
+            split_of_unit[units[i]] = "train" if rank < n_train else "validation" if rank < n_train + n_val \
                 else "id_test"
-        rule = f"the seeded 60/20/20 split of {len(rows)} rows"
+        split_of = {r.row: split_of_unit[r.clean] for r in rows}
+        rule = (f"the seeded 60/20/20 split of {len(rows)} rows" if len(units) == len(rows) else
+                f"the seeded 60/20/20 split of {len(units)} distinct clean prompts ({len(rows)} rows)")
     out: dict[str, list[Example]] = {s: [] for s in SPLITS}
     where_of: dict[str, tuple[str, int]] = {}
     for r in rows:
