@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 from certified_circuits.core.devices import pin_cpu_code_paths
+
+ROOT = Path(__file__).resolve().parents[1]
 
 pin_cpu_code_paths()  # before torch runs anything: the CLI's CPU code paths in the test process too
 
@@ -13,3 +18,20 @@ pin_cpu_code_paths()  # before torch runs anything: the CLI's CPU code paths in 
 @pytest.fixture
 def rng() -> np.random.Generator:
     return np.random.default_rng(20260521)
+
+
+@pytest.fixture()
+def checkout(tmp_path: Path) -> Path:
+    """A folder laid out like the checkout for bin/workflow's lock tests: bin/workflow, a Snakemake lock left in
+    .snakemake/locks, a config.yaml (bin/workflow checks it strictly first) and a fake `snakemake` in fakebin/
+    that only records that it ran."""
+    (tmp_path / "bin").mkdir()
+    shutil.copy(ROOT / "bin" / "workflow", tmp_path / "bin" / "workflow")
+    (tmp_path / ".snakemake" / "locks").mkdir(parents=True)
+    (tmp_path / ".snakemake" / "locks" / "0.input.lock").write_text("results/x\n")
+    fake = tmp_path / "fakebin" / "snakemake"
+    fake.parent.mkdir()
+    fake.write_text("#!/bin/sh\necho ran > \"$PWD/snakemake.ran\"\n")
+    fake.chmod(0o755)
+    (tmp_path / "config.yaml").write_text("results_dir: results\n")
+    return tmp_path

@@ -4,7 +4,6 @@ it removed the lock of a live `snakemake` started by hand in the same checkout).
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -15,22 +14,6 @@ import pytest
 pytestmark = pytest.mark.slow  # runs the workflow or a real process tree
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture()
-def checkout(tmp_path: Path) -> Path:
-    """A folder laid out like the checkout: bin/workflow, a lock left in .snakemake/locks, and a fake
-    `snakemake` on PATH that only records that it ran."""
-    (tmp_path / "bin").mkdir()
-    shutil.copy(ROOT / "bin" / "workflow", tmp_path / "bin" / "workflow")
-    (tmp_path / ".snakemake" / "locks").mkdir(parents=True)
-    (tmp_path / ".snakemake" / "locks" / "0.input.lock").write_text("results/x\n")
-    fake = tmp_path / "fakebin" / "snakemake"
-    fake.parent.mkdir()
-    fake.write_text("#!/bin/sh\necho ran > \"$PWD/snakemake.ran\"\n")
-    fake.chmod(0o755)
-    (tmp_path / "config.yaml").write_text("results_dir: results\n")  # bin/workflow checks it strictly first
-    return tmp_path
 
 
 def _run(checkout: Path, *args: str) -> subprocess.CompletedProcess:

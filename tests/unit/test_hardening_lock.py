@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -97,22 +96,6 @@ def test_which_snakemake_command_lines_take_the_results_lock(argv: list[str], ru
 
 
 # ------------------------------------------------------------------------------ bin/workflow
-
-
-@pytest.fixture()
-def checkout(tmp_path: Path) -> Path:
-    """A folder laid out like the checkout: bin/workflow, a Snakemake lock in .snakemake/locks, and a fake
-    `snakemake` on PATH that only records that it ran."""
-    (tmp_path / "bin").mkdir()
-    shutil.copy(ROOT / "bin" / "workflow", tmp_path / "bin" / "workflow")
-    (tmp_path / ".snakemake" / "locks").mkdir(parents=True)
-    (tmp_path / ".snakemake" / "locks" / "0.input.lock").write_text("results/x\n")
-    fake = tmp_path / "fakebin" / "snakemake"
-    fake.parent.mkdir()
-    fake.write_text("#!/bin/sh\necho ran > \"$PWD/snakemake.ran\"\n")
-    fake.chmod(0o755)
-    (tmp_path / "config.yaml").write_text("results_dir: results\n")
-    return tmp_path
 
 
 def run_wrapper(checkout: Path, *args: str) -> subprocess.CompletedProcess:
