@@ -136,6 +136,30 @@ def test_operating_k_comes_from_the_chosen_scorer(tmp_path: Path) -> None:
     assert exc.value.code == 2
 
 
+def test_a_report_of_a_scorer_the_results_do_not_hold_is_refused_before_writing(tmp_path: Path, capsys) -> None:
+    """Asked for a scorer that the operating points or the circuits do not hold, every report stage stops with
+    the scorers that are there, and writes nothing (it once wrote an empty table and exited 0)."""
+    rows = [dict(experiment="world", scorer=s, eval_set=e, method="certified", k_target=0.2, k_effective=0.2, cacc=0.9)
+            for s in ("relevance", "activation") for e in ("id", "shift")]
+    points = str(_operating_points(tmp_path, pd.DataFrame(rows)))
+    a, v, c = _votes_and_certificates(tmp_path, "id", 0, 0.0)  # circuits of scorer 'relevance'
+    out = tmp_path / "out"
+    for stage, extra in (("report-seeds", []), ("report-iou", []), ("report-spurious", ["--attributions", str(a)])):
+        with pytest.raises(SystemExit) as exc:
+            main([stage, "--operating-points", points, "--scorer", "rank", *extra, "--circuits", str(v), str(c),
+                  "--out-dir", str(out)])
+        assert exc.value.code == 2
+        err = capsys.readouterr().err  # whichever input the stage reads first names the scorers it holds
+        assert ("the operating points hold no scorer 'rank': they hold ['activation', 'relevance']" in err
+                or f"{v} holds the circuits of scorer 'relevance', not 'rank' as asked" in err), err
+    with pytest.raises(SystemExit) as exc:  # operating points of 'activation' exist, but the circuits are 'relevance''s
+        main(["report-seeds", "--operating-points", points, "--scorer", "activation", "--circuits", str(v), str(c),
+              "--out-dir", str(out)])
+    assert exc.value.code == 2
+    assert f"{v} holds the circuits of scorer 'relevance', not 'activation' as asked" in capsys.readouterr().err
+    assert not out.exists() or not any(out.iterdir())
+
+
 def test_circuits_certified_from_other_votes_are_rejected(tmp_path: Path) -> None:
     rows = [dict(experiment="world", scorer="relevance", eval_set="id", method="certified", k_target=0.2,
                  k_effective=0.2, cacc=0.9)]

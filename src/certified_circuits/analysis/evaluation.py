@@ -342,7 +342,16 @@ def read_operating_points(path: str | Path) -> pd.DataFrame:
 
 
 def operating_k(points: pd.DataFrame, *, eval_set: str, criterion: str, scorer: str | None = None) -> float:
-    """The K of one operating point; an error names what is missing."""
+    """The K of one operating point; an error names what is missing.
+
+    A ``scorer`` or ``eval_set`` that the table does not hold at all is refused with the values it holds (a
+    report asked for a scorer the run did not compute), before the one-row check.
+    """
+    for column, value, option in (("scorer", scorer, "--scorer"), ("eval_set", eval_set, "--eval-set")):
+        if value is not None and column in points.columns and value not in set(points[column].astype(str)):
+            held = sorted(set(points[column].astype(str)))
+            raise ValueError(f"the operating points hold no {column} {value!r}: they hold {held}; pass {option} one "
+                             f"of them, or add {value!r} to the run and rerun report-sufficiency")
     chosen = points[(points.eval_set == eval_set) & (points.criterion == criterion)]
     if scorer is not None and "scorer" in points.columns:
         chosen = chosen[chosen.scorer == scorer]

@@ -36,7 +36,7 @@ def spurious_report(operating_points: Path, scorer: str, attributions: Sequence[
             raise ValueError(f"{path} has no extras/spurious_index (only the embedded world writes it)")
         by_concept[str(scores.attrs["concept"])] = scores
     frames = []
-    for votes, certificates in read_circuits(pairs):
+    for votes, certificates in read_circuits(pairs, scorer):
         concept = str(votes.attrs["concept"])
         if concept not in by_concept:
             raise ValueError(f"no attributions of {concept!r} among --attributions")
@@ -84,7 +84,7 @@ def features_report(operating_points: Path, scorer: str, attributions_path: Path
     for key in ("top_examples", "mean_activation"):
         if key not in attributions.extras:
             raise ValueError(f"{attributions_path} has no extras/{key}; rerun vision-attribute")
-    ((votes, certificates),) = read_circuits([(votes_path, certificates_path)])
+    ((votes, certificates),) = read_circuits([(votes_path, certificates_path)], scorer)
     i = k_index(votes.k_grid, k_target, str(votes_path))
     categories = evaluation.channel_categories(certificates.decision[i], votes.baseline[i])
     deepest = attributions.groups == attributions.groups.max()

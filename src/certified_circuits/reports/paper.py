@@ -144,11 +144,24 @@ def sufficiency_report(inputs: Sequence[Path], by: Sequence[str], test: str, bes
     return headline
 
 
-def read_circuits(pairs: Sequence[tuple[Path, Path]]) -> list[tuple[Votes, Certificates]]:
-    """(votes, certificates) pairs, checked to belong together (same concept, split, scorer, K grid)."""
+def read_circuits(pairs: Sequence[tuple[Path, Path]], scorer: str | None = None) -> list[tuple[Votes, Certificates]]:
+    """(votes, certificates) pairs, checked to belong together (same concept, split, scorer, K grid).
+
+    Args:
+        pairs: ``(votes, certificates)`` file pairs.
+        scorer: the scorer the report was asked for: every pair must hold its circuits (a report of another
+            scorer's files would be silently mislabelled), checked before any work.
+
+    Raises:
+        ValueError: a pair does not belong together, or holds another scorer's circuits than ``scorer``.
+    """
     circuits = []
     for votes_path, certificates_path in pairs:
         votes, certificates = read_votes(votes_path), read_certificates(certificates_path)
+        held = votes.attrs.get("scorer")
+        if scorer is not None and held is not None and str(held) != scorer:
+            raise ValueError(f"{votes_path} holds the circuits of scorer {str(held)!r}, not {scorer!r} as asked: pass "
+                             f"--scorer {str(held)} or the votes and certificates of {scorer!r}")
         for key in ("concept", "split", "scorer", "seed", "p_del"):
             if key in certificates.attrs and str(certificates.attrs[key]) != str(votes.attrs.get(key)):
                 raise ValueError(f"{certificates_path} was certified from other votes than {votes_path} "
@@ -163,7 +176,7 @@ def iou_report(operating_points: Path, scorer: str, pairs: Sequence[tuple[Path, 
     """Fig. IoU: IoU of each class's ID circuit and its circuit re-discovered on an OOD set, at the K of
     the largest certified-baseline gap on that set (``max_gap`` in the operating points)."""
     points = evaluation.read_operating_points(operating_points)
-    circuits = read_circuits(pairs)
+    circuits = read_circuits(pairs, scorer)
     by_key = {(v.attrs["concept"], v.attrs["split"]): (v, c) for v, c in circuits}
     rows = []
     for (concept, split), (ood_votes, ood_certs) in sorted(by_key.items()):
@@ -199,7 +212,7 @@ def seeds_report(operating_points: Path, scorer: str, pairs: Sequence[tuple[Path
     k_target = float(k) if k else evaluation.operating_k(points, scorer=scorer, eval_set=eval_set, criterion="certified_peak")
     by_concept: dict[str, list[tuple[int, dict[str, np.ndarray], np.ndarray]]] = {}
     runs_attrs: dict[str, dict] = {}
-    for votes, certificates in read_circuits(pairs):
+    for votes, certificates in read_circuits(pairs, scorer):
         runs_attrs[str(votes.attrs["concept"])] = votes.attrs
         by_concept.setdefault(str(votes.attrs["concept"]), []).append(
             (int(votes.attrs["seed"]), method_masks(votes, certificates), votes.k_grid))
