@@ -169,10 +169,8 @@ def check_folders(vision) -> int | None:
         components = check_folders_model(source["model"], source["weights"], names, source["layers"],
                                          source.get("image_size"), source.get("resize_size"), source.get("mean"),
                                          source.get("std"), source["class_index"])
-    except ValueError as exc:
-        from certified_circuits.vision.loading import explain_weights_error
-
-        raise ConfigError(f"config key {key}: {explain_weights_error(exc, source['weights']) or exc}") from None
+    except ValueError as exc:  # load_weights names a whole pickled model and what to save instead
+        raise ConfigError(f"config key {key}: {exc}") from None
     return int(sum(components.widths))
 
 

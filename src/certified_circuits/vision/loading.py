@@ -49,35 +49,9 @@ def load_cached(model: str, checkpoint: Path | None, weights: Path | None, class
     if names is not None and len(names) < 2:
         raise ValueError(f"class index {class_index} lists {len(names)} class: a classifier needs at least 2 classes "
                          f"(a concept is certified against the other classes); list every class of the model's head")
-    try:
-        network = load_model(model, checkpoint=checkpoint, weights=weights, class_names=names, layers=layers,
-                             preprocessing=preprocessing, class_index=class_index)
-    except ValueError as exc:
-        explained = explain_weights_error(exc, weights or checkpoint)
-        if explained is None:
-            raise
-        raise explained from exc
+    network = load_model(model, checkpoint=checkpoint, weights=weights, class_names=names, layers=layers,
+                         preprocessing=preprocessing, class_index=class_index)  # load_weights names a pickled model
     network.net.to(device)
     index = {name: i for i, name in enumerate(names)} if names else None
     LOADED[key] = (network, index)
     return network, index, False
-
-
-def explain_weights_error(exc: BaseException, path: Path | str | None) -> ValueError | None:
-    """What a weights file that ``torch.load(weights_only=True)`` refused really holds, when it is a whole
-    pickled model (``torch.save(model)``) rather than a truncated file: a ValueError that names the file, the
-    class found and what to save instead; None for any other error (the caller keeps its own)."""
-    import pickle
-    import re
-
-    cause: BaseException | None = exc
-    while cause is not None and not isinstance(cause, pickle.UnpicklingError):
-        cause = cause.__cause__ or cause.__context__
-    found = re.search(r"GLOBAL ([\w.]+)", str(cause)) if cause is not None else None
-    if found is None:
-        return None
-    return ValueError(
-        f"{path}: holds a pickled Python object of class {found.group(1)} (a whole model saved with "
-        f"torch.save(model)), not a state dict; the loader reads weights only: save them with "
-        f"torch.save(model.state_dict(), PATH) and pass that file"
-    )

@@ -187,13 +187,38 @@ def save_world_model(path: Path, net: ResNet, class_names: list[str], widths, bl
     return path
 
 
+def explain_weights_error(exc: BaseException, path: Path | str | None) -> ValueError | None:
+    """What a weights file that ``torch.load(weights_only=True)`` refused really holds, when it is a whole
+    pickled model (``torch.save(model)``) rather than a truncated file: a ValueError that names the file, the
+    class found and what to save instead; None for any other error (the caller keeps its own)."""
+    import pickle
+    import re
+
+    cause: BaseException | None = exc
+    while cause is not None and not isinstance(cause, pickle.UnpicklingError):
+        cause = cause.__cause__ or cause.__context__
+    found = re.search(r"GLOBAL ([\w.]+)", str(cause)) if cause is not None else None
+    if found is None:
+        return None
+    return ValueError(
+        f"{path}: holds a pickled Python object of class {found.group(1)} (a whole model saved with "
+        f"torch.save(model)), not a state dict; the loader reads weights only: save them with "
+        f"torch.save(model.state_dict(), PATH) and pass that file"
+    )
+
+
 def load_weights(path: Path) -> dict:
-    """``torch.load`` of a weights file (tensors only); a truncated or corrupt file raises ValueError naming it."""
+    """``torch.load`` of a weights file (tensors only). A whole pickled model (``torch.save(model)``) raises a
+    ValueError naming the class found and what to save instead (:func:`explain_weights_error`); a truncated or
+    corrupt file one naming the file."""
     import pickle
 
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
     except (RuntimeError, pickle.UnpicklingError, EOFError, OSError, ValueError) as exc:
+        explained = explain_weights_error(exc, path)
+        if explained is not None:
+            raise explained from exc
         raise ValueError(f"{path}: not a readable PyTorch weights file ({str(exc)[:200]}); it is truncated or "
                          f"corrupt: download or write it again") from exc
 
