@@ -55,6 +55,8 @@ class Certificate:
         k_grid: the K grid of the leading axis, or None when the algorithm returns one circuit ``[U]``.
         groups: int ``[U]`` group (layer) ids, when known (:func:`certify_scores`), else None.
         attrs: free-form labels (concept, scorer, model, ...) saved with the file.
+        names: ``[U]`` component names (layer and channel, edge, ...), when known, else None; saved with
+            the file (a certificate written before this field existed loads with None).
     """
 
     decision: np.ndarray
@@ -68,6 +70,7 @@ class Certificate:
     k_grid: np.ndarray | None = None
     groups: np.ndarray | None = None
     attrs: dict[str, Any] = field(default_factory=dict)
+    names: tuple[str, ...] | None = None
 
     @property
     def radius(self) -> int:

@@ -43,6 +43,7 @@ PLUGIN_MODULES = (
     "certified_circuits.cli.language",
     "certified_circuits.cli.report",
     "certified_circuits.cli.attack",
+    "certified_circuits.cli.scores",
 )
 
 STAGES = Stages()

@@ -313,8 +313,8 @@ def write_certificate(path: str | os.PathLike, certificate: Any) -> Path:
     """Write a :class:`certified_circuits.api.Certificate` atomically, settings included (``cert.save``).
 
     The file holds ``decision``, ``pvalue``, ``majority``, ``baseline``, ``selection_counts`` and
-    ``certification_counts`` (the certificate's shape, ``[U]`` or ``[nK, U]``), ``k_grid`` and ``groups``
-    when known, and attributes ``p_del, n0, n, seed, tau, alpha, correction, radius, n_examples`` plus
+    ``certification_counts`` (the certificate's shape, ``[U]`` or ``[nK, U]``), ``k_grid``, ``groups`` and
+    ``names`` (str ``[U]``) when known, and attributes ``p_del, n0, n, seed, tau, alpha, correction, radius, n_examples`` plus
     the certificate's own ``attrs``. With a K grid (and groups) it satisfies both the votes and the
     certificates contracts above, so :func:`read_votes` and :func:`read_certificates` read it too.
 
@@ -333,6 +333,11 @@ def write_certificate(path: str | os.PathLike, certificate: Any) -> Path:
         arrays["k_grid"] = np.asarray(certificate.k_grid, dtype=np.float64)
     if certificate.groups is not None:
         arrays["groups"] = np.asarray(certificate.groups, dtype=np.int32)
+    names = getattr(certificate, "names", None)
+    if names is not None:
+        if len(names) != shape[-1]:
+            raise ValueError(f"certificate.names has {len(names)} names for {shape[-1]} components")
+        arrays["names"] = np.asarray([str(name) for name in names], dtype=STR_DTYPE)
     setting = certificate.setting
     return _write_file(path, arrays, {**certificate.attrs, "kind": "certificate",
                                       **{key: getattr(setting, key) for key in SETTING_KEYS},
@@ -344,8 +349,8 @@ def read_certificate(path: str | os.PathLike) -> dict[str, Any]:
 
     Returns:
         The fields of :class:`certified_circuits.api.Certificate` (``Certificate.load`` builds it):
-        the six arrays, ``setting`` (a dict of the :data:`SETTING_KEYS`), ``n_examples``, ``k_grid``
-        and ``groups`` (None when absent) and ``attrs`` (the caller's labels).
+        the six arrays, ``setting`` (a dict of the :data:`SETTING_KEYS`), ``n_examples``, ``k_grid``,
+        ``groups`` and ``names`` (None when absent: files written before names existed) and ``attrs`` (the caller's labels).
 
     Raises:
         StoreError: the file is missing, damaged, or not a certificate; the message names the fix.
@@ -370,6 +375,7 @@ def read_certificate(path: str | os.PathLike) -> dict[str, Any]:
             "baseline": _dataset(handle, "baseline", "b", shape, producer),
             "k_grid": _dataset(handle, "k_grid", "f", (shape[0],), producer) if "k_grid" in handle else None,
             "groups": _dataset(handle, "groups", "iu", (shape[-1],), producer) if "groups" in handle else None,
+            "names": tuple(_dataset(handle, "names", "str", (shape[-1],), producer)) if "names" in handle else None,
             "setting": {key: attrs.pop(key) for key in SETTING_KEYS},
             "n_examples": int(attrs.pop("n_examples")),
         }
