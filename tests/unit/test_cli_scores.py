@@ -207,6 +207,13 @@ def _bad(tmp_path: Path, case: str) -> tuple[list[str], str]:
     if case == "absolute-against-the-file":
         _write("attributions", tmp_path)
         return ["--scores", str(tmp_path / "a.h5"), "--scorer", "relevance", "--absolute"], "drop --absolute"
+    if case == "empty-npy":
+        (tmp_path / "s.npy").write_bytes(b"")
+        return ["--scores", str(tmp_path / "s.npy")], "not a readable .npy array"
+    if case == "not-a-tensor":
+        pytest.importorskip("torch")
+        (tmp_path / "s.pt").write_bytes(b"garbage")
+        return ["--scores", str(tmp_path / "s.pt")], "torch.load(weights_only=True) cannot read it"
     assert case == "bad-suffix"
     (tmp_path / "s.csv").write_text("1,2\n")
     return ["--scores", str(tmp_path / "s.csv")], "unknown score file type '.csv'"
@@ -214,7 +221,7 @@ def _bad(tmp_path: Path, case: str) -> tuple[list[str], str]:
 
 @pytest.mark.parametrize("case", ["missing", "one-dimensional", "nan", "groups-length", "groups-text", "names-length",
                                   "npz-without-scores", "unknown-scorer", "several-scorers", "h5-without-dataset",
-                                  "absolute-against-the-file", "bad-suffix"])
+                                  "absolute-against-the-file", "empty-npy", "not-a-tensor", "bad-suffix"])
 def test_bad_input_is_named_before_any_work(case: str, tmp_path: Path, capsys) -> None:
     args, message = _bad(tmp_path, case)
     out = tmp_path / "cert.h5"

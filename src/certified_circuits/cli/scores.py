@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -63,10 +64,14 @@ def _to_numpy(value: Any, what: str, path: Path) -> np.ndarray:
         raise InputError(f"{path}: {what} is not an array ({exc})") from exc
 
 
+#: what numpy raises on a damaged or empty .npy / .npz file
+_NUMPY_READ_ERRORS = (ValueError, OSError, EOFError, zipfile.BadZipFile)
+
+
 def _read_npy(path: Path) -> Scores:
     try:
         return Scores(np.load(path, allow_pickle=False))
-    except (ValueError, OSError) as exc:
+    except _NUMPY_READ_ERRORS as exc:
         raise InputError(f"{path}: not a readable .npy array ({exc}); write it with numpy.save(path, scores)") from exc
 
 
@@ -81,7 +86,7 @@ def _read_npz(path: Path) -> Scores:
                           archive["names"] if "names" in keys else None)
     except InputError:
         raise
-    except (ValueError, OSError) as exc:
+    except _NUMPY_READ_ERRORS as exc:
         raise InputError(f"{path}: not a readable .npz archive ({exc}); write it with numpy.savez(path, scores=S)") \
             from exc
 
@@ -171,7 +176,7 @@ def _read_groups(path: Path) -> np.ndarray:
     if path.suffix.lower() == ".npy":
         try:
             return np.load(path, allow_pickle=False)
-        except (ValueError, OSError) as exc:
+        except _NUMPY_READ_ERRORS as exc:
             raise InputError(f"{path}: not a readable .npy array ({exc})") from exc
     values = []
     for number, line in enumerate(path.read_text().splitlines(), 1):
