@@ -430,9 +430,9 @@ def _decision_lines(decision: np.ndarray, k_grid: Any, counts: np.ndarray | None
     counts = None if counts is None else np.atleast_2d(counts)
     pvalue = None if pvalue is None else np.atleast_2d(pvalue)
     for i, (label, row) in enumerate(zip(labels, decision)):
-        chosen = np.flatnonzero(row == 1)
+        chosen, at = np.flatnonzero(row == 1), f" at {label}" if k_grid is not None else ""
         if not chosen.size:
-            lines.append(f"certified in at {label}: none")
+            lines.append(f"certified in{at}: none")
             continue
         if counts is not None:
             chosen = chosen[np.argsort(-counts[i, chosen], kind="stable")]
@@ -441,7 +441,7 @@ def _decision_lines(decision: np.ndarray, k_grid: Any, counts: np.ndarray | None
             how = "by p-value (pair the votes file for vote counts)"
             if pvalue is not None:
                 chosen = chosen[np.argsort(pvalue[i, chosen], kind="stable")]
-        lines.append(f"certified in at {label} (top {min(top, chosen.size)} of {chosen.size}, {how}):")
+        lines.append(f"certified in{at} (top {min(top, chosen.size)} of {chosen.size}, {how}):")
         for u in chosen[:top]:
             where = f" (group {int(groups[u])})" if groups is not None else ""
             value = (f"{int(counts[i, u])} votes" if counts is not None
