@@ -10,8 +10,8 @@ import sys
 
 MLFLOW_ENABLED = config["mlflow"]["enabled"]
 MLFLOW_PARENT = {}
-# What the including Snakefile may define (this file also runs under a two-rule test Snakefile): RESULTS (required),
-# RUN_LOCKS (flocks taken at parse time) and PLAN_TAGS (the parse-time plans as tags).
+# What the including Snakefile may define (tests include this file from a minimal Snakefile too). RESULTS is required;
+# RUN_LOCKS (flocks taken at parse time) and PLAN_TAGS (the parse-time plans as tags) are optional.
 RUN_LOCKS = globals().setdefault("RUN_LOCKS", {})
 PLAN_TAGS = globals().get("PLAN_TAGS", {})
 
