@@ -15,6 +15,26 @@ ROOT = Path(__file__).resolve().parents[1]
 pin_cpu_code_paths()  # before torch runs anything: the CLI's CPU code paths in the test process too
 
 
+#: why a ``gpu`` test is skipped on a machine without CUDA
+NO_CUDA_REASON = "needs a CUDA device (torch.cuda.is_available() is False)"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Skip the tests marked ``gpu`` (pyproject.toml's markers) when this machine has no CUDA device.
+
+    torch is imported only when a collected test carries the marker."""
+    gpu_items = [item for item in items if item.get_closest_marker("gpu") is not None]
+    if not gpu_items:
+        return
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason=NO_CUDA_REASON)
+    for item in gpu_items:
+        item.add_marker(skip)
+
+
 @pytest.fixture
 def rng() -> np.random.Generator:
     return np.random.default_rng(20260521)

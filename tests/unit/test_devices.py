@@ -12,7 +12,6 @@ from certified_circuits.core import devices
 from certified_circuits.core.devices import CPU_BUDGET_BYTES, batch_from_memory, free_device_bytes, resolve_device
 
 CUDA = torch.cuda.is_available()
-needs_cuda = pytest.mark.skipif(not CUDA, reason="needs a CUDA device")
 
 
 # ---------------------------------------------------------------------------------------------- resolve_device
@@ -47,7 +46,65 @@ def test_cuda_index_beyond_the_devices_is_rejected(monkeypatch: pytest.MonkeyPat
         resolve_device("cuda:1")
 
 
-@needs_cuda
+# ---------------------------------------------------------------------------------------------- vote_device
+
+
+@pytest.fixture
+def fake_cuda(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A machine with two CUDA devices, as far as the resolver can tell (no kernel runs)."""
+    monkeypatch.setattr(devices, "NVIDIA_DRIVER_FILE", "/")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+
+
+def test_vote_device_names_on_a_cuda_machine(fake_cuda: None) -> None:
+    """One policy for the votes stage, the library and the runtime table: which backend counts, and where."""
+    scores = np.zeros((2, 3))
+    assert devices.vote_device(scores, "auto") == torch.device("cuda")  # torch on CUDA
+    assert devices.vote_device(scores, "cuda") == torch.device("cuda")
+    assert devices.vote_device(scores, "cuda:1") == torch.device("cuda:1")
+    assert devices.vote_device(scores, "cpu") is None  # numpy, even where CUDA is
+    assert devices.vote_device(scores, torch.device("cpu")) == torch.device("cpu")  # torch on the CPU
+    assert devices.vote_device(scores) is None  # follow the data: numpy scores count with numpy
+    with pytest.raises(ValueError, match="2 CUDA device"):
+        devices.vote_device(scores, "cuda:2")
+    with pytest.raises(ValueError, match="use auto, cpu, cuda or cuda:N"):
+        devices.vote_device(scores, "gpu")
+
+
+def test_vote_device_follows_a_tensor_off_the_cpu() -> None:
+    on_meta = torch.zeros(2, 3, device="meta")  # an accelerator's tensor, without one
+    assert devices.vote_device(on_meta) == torch.device("meta")
+    assert devices.vote_device(on_meta, "cpu") is None
+
+
+def test_vote_device_without_cuda(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert devices.vote_device(np.zeros(2), "auto") is None
+    assert not devices.cuda_available()
+    with pytest.raises(ValueError, match="CUDA is not available on this machine"):
+        devices.vote_device(np.zeros(2), "cuda:0")
+
+
+def test_cpu_and_auto_import_no_torch_without_a_driver(tmp_path) -> None:
+    """The votes stage's --device cpu (and auto on a machine without an NVIDIA driver) decides without torch."""
+    import subprocess
+    import sys
+
+    code = ("import sys, numpy as np\n"
+            "from certified_circuits.core import devices\n"
+            "devices.NVIDIA_DRIVER_FILE = sys.argv[1]\n"
+            "assert devices.vote_device(np.zeros(2), 'cpu') is None\n"
+            "assert devices.vote_device(np.zeros(2)) is None\n"
+            "assert devices.vote_device(np.zeros(2), 'auto') is None\n"
+            "assert not devices.cuda_available()\n"
+            "print('torch' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "no-driver")], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.strip() == "False"
+
+
+@pytest.mark.gpu
 def test_auto_and_cuda_on_a_cuda_machine() -> None:
     assert resolve_device("auto").type == "cuda"
     assert resolve_device("cuda") == torch.device("cuda")
@@ -87,7 +144,7 @@ def test_cuda_budget_comes_from_mem_get_info(monkeypatch: pytest.MonkeyPatch) ->
     assert asked[0] == torch.device("cuda:0")
 
 
-@needs_cuda
+@pytest.mark.gpu
 def test_real_cuda_memory_gives_a_batch() -> None:
     free, total = torch.cuda.mem_get_info()
     assert free_device_bytes("cuda") == free
@@ -166,7 +223,8 @@ def test_runtime_measurement_counts_votes_on_a_device(tiny_vision_model) -> None
 
     model = tiny_vision_model
     images = torch.randn(6, 3, 32, 32, generator=torch.Generator().manual_seed(2))
-    table = measure_naive_vs_cached(model, images, 1, [10], np.array([0.25, 1.0]), votes_device="cpu")
+    table = measure_naive_vs_cached(model, images, 1, [10], np.array([0.25, 1.0]),
+                                    votes_device=torch.device("cpu"))  # torch's path on the CPU
     assert list(table.paradigm) == ["baseline", "majority", "certified"]
     assert (table.loc[table.n == 10, "votes_equal_numpy"] == 1.0).all()
     assert (table.loc[table.n == 10, "agreement"] >= 0.9).all()
@@ -174,7 +232,7 @@ def test_runtime_measurement_counts_votes_on_a_device(tiny_vision_model) -> None
     assert numpy_path["votes_equal_numpy"].isna().all()  # CPU model: the numpy path itself
 
 
-@needs_cuda
+@pytest.mark.gpu
 def test_runtime_measurement_on_cuda(tiny_vision_model) -> None:
     from certified_circuits.vision.runtime import measure_naive_vs_cached
 

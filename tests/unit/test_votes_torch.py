@@ -23,8 +23,8 @@ from certified_circuits.core.smoothing import (
     vote_device,
 )
 
-CUDA = torch.cuda.is_available()
-needs_cuda = pytest.mark.skipif(not CUDA, reason="needs a CUDA device")
+#: torch's path on the CPU (the string "cpu" selects numpy: core.devices.vote_device)
+TORCH_CPU = torch.device("cpu")
 RESNET_GROUPS = np.repeat(np.arange(4), [256, 512, 1024, 2048]).astype(np.int32)
 
 
@@ -81,7 +81,7 @@ def test_torch_cpu_equals_numpy_on_random_data(rng: np.random.Generator, absolut
         groups = rng.choice([-3, 2, 9], size=int(rng.integers(2, 200)))  # non-contiguous, interleaved labels
         scores, k_grid, masks = _case(rng, int(rng.integers(1, 30)), groups, 80, float(rng.uniform(0.2, 0.9)))
         expected = vote_counts(scores, groups, k_grid, masks, absolute)
-        got = vote_counts(scores, groups, k_grid, masks, absolute, device="cpu")
+        got = vote_counts(scores, groups, k_grid, masks, absolute, device=TORCH_CPU)
         assert_equal_up_to_near_ties(got, expected, scores, groups, k_grid, masks, absolute)
 
 
@@ -90,7 +90,7 @@ def test_torch_cpu_equals_numpy_on_resnet_shaped_groups(rng: np.random.Generator
     k_grid = np.linspace(0.05, 1.0, 20)
     _, masks = selection_and_certification_masks(50, 10, 200, 0.6, seed=4)
     expected = vote_counts(scores, RESNET_GROUPS, k_grid, masks)
-    got = vote_counts(scores, RESNET_GROUPS, k_grid, masks, device="cpu")
+    got = vote_counts(scores, RESNET_GROUPS, k_grid, masks, device=TORCH_CPU)
     # float32 scores summed in float64 are exact here, so every order of summation gives the same means
     np.testing.assert_array_equal(got, expected)
 
@@ -100,7 +100,7 @@ def test_global_top_k_absolute_equals_numpy_and_naive(rng: np.random.Generator) 
     scores = np.round(4 * rng.normal(size=(20, 300))) / 4  # signed, dyadic: exact ties of |mean|
     k_grid = np.array([0.01, 0.1, 0.33, 1.0])
     masks = deletion_masks(20, 60, 0.6, seed=2)
-    got = vote_counts(scores, groups, k_grid, masks, absolute=True, device="cpu")
+    got = vote_counts(scores, groups, k_grid, masks, absolute=True, device=TORCH_CPU)
     np.testing.assert_array_equal(got, vote_counts(scores, groups, k_grid, masks, absolute=True))
     np.testing.assert_array_equal(got, vote_counts_naive(TopKDiscovery(scores, groups, k_grid, True), masks))
 
@@ -109,7 +109,7 @@ def test_float32_differs_only_at_near_ties(rng: np.random.Generator) -> None:
     groups = np.repeat([0, 1], [100, 300])
     scores, k_grid, masks = _case(rng, 40, groups, 200, 0.6)
     expected = vote_counts(scores, groups, k_grid, masks)
-    got = vote_counts(scores, groups, k_grid, masks, device="cpu", dtype=torch.float32)
+    got = vote_counts(scores, groups, k_grid, masks, device=TORCH_CPU, dtype=torch.float32)
     assert_equal_up_to_near_ties(got, expected, scores, groups, k_grid, masks, rtol=1e-5)
 
 
@@ -123,7 +123,7 @@ def test_near_tie_check_explains_a_float32_flip(rng: np.random.Generator) -> Non
     groups = np.zeros(6, dtype=int)
     masks = deletion_masks(10, 50, 0.5, seed=6)
     expected = vote_counts(scores, groups, [1 / 6], masks)
-    got = vote_counts(scores, groups, [1 / 6], masks, device="cpu", dtype=torch.float32)
+    got = vote_counts(scores, groups, [1 / 6], masks, device=TORCH_CPU, dtype=torch.float32)
     assert (got != expected).any()
     assert_equal_up_to_near_ties(got, expected, scores, groups, np.array([1 / 6]), masks, rtol=1e-6)
     with pytest.raises(AssertionError, match="differ beyond near-ties"):
@@ -139,7 +139,7 @@ def test_exact_ties_keep_the_lower_index_rule(rng: np.random.Generator, absolute
         scores[:, : n_components // 3] = 0.0  # dead channels
         k_grid = np.concatenate([rng.uniform(0.01, 1.0, size=4), [1.0]])
         masks = deletion_masks(n_examples, 64, float(rng.uniform(0.2, 0.9)), int(rng.integers(1 << 30)))
-        got = vote_counts(scores, groups, k_grid, masks, absolute, device="cpu", chunk_size=9)
+        got = vote_counts(scores, groups, k_grid, masks, absolute, device=TORCH_CPU, chunk_size=9)
         np.testing.assert_array_equal(got, vote_counts(scores, groups, k_grid, masks, absolute))
         np.testing.assert_array_equal(got, vote_counts_naive(TopKDiscovery(scores, groups, k_grid, absolute), masks))
 
@@ -150,7 +150,7 @@ def test_duplicated_columns_tie_exactly(rng: np.random.Generator) -> None:
     groups = np.repeat([0, 1], [50, 40])
     k_grid = np.linspace(0.05, 1.0, 20)
     masks = deletion_masks(30, 100, 0.6, seed=8)
-    got = vote_counts(scores, groups, k_grid, masks, device="cpu")
+    got = vote_counts(scores, groups, k_grid, masks, device=TORCH_CPU)
     np.testing.assert_array_equal(got, vote_counts(scores, groups, k_grid, masks))
     np.testing.assert_array_equal(got, vote_counts_naive(TopKDiscovery(scores, groups, k_grid), masks))
 
@@ -160,7 +160,7 @@ def test_all_equal_scores_keep_the_lowest_indices() -> None:
     scores = np.full((6, 40), 0.37)
     k_grid = np.array([0.1, 0.5, 1.0])
     masks = deletion_masks(6, 50, 0.5, seed=1)
-    got = vote_counts(scores, groups, k_grid, masks, device="cpu")
+    got = vote_counts(scores, groups, k_grid, masks, device=TORCH_CPU)
     n_nonempty = int(masks.any(axis=1).sum())
     for j, (kept0, kept1) in enumerate([(1, 3), (5, 15), (10, 30)]):
         expected = np.zeros(40, dtype=np.int32)
@@ -174,11 +174,11 @@ def test_empty_sub_datasets_vote_for_nothing(rng: np.random.Generator) -> None:
     groups = np.zeros(12, dtype=int)
     masks = deletion_masks(5, 200, 0.7, seed=3)
     masks[::4] = False  # plenty of all-deleted sub-datasets
-    got = vote_counts(scores, groups, [1.0, 0.5], masks, device="cpu")
+    got = vote_counts(scores, groups, [1.0, 0.5], masks, device=TORCH_CPU)
     np.testing.assert_array_equal(got[0], np.full(12, masks.any(axis=1).sum()))
     np.testing.assert_array_equal(got, vote_counts(scores, groups, [1.0, 0.5], masks))
     nothing = np.zeros((7, 5), dtype=bool)
-    np.testing.assert_array_equal(vote_counts(scores, groups, [0.5], nothing, device="cpu"), np.zeros((1, 12), np.int32))
+    np.testing.assert_array_equal(vote_counts(scores, groups, [0.5], nothing, device=TORCH_CPU), np.zeros((1, 12), np.int32))
 
 
 def test_counts_do_not_depend_on_the_chunk(rng: np.random.Generator) -> None:
@@ -194,14 +194,15 @@ def test_compute_votes_on_a_device_equals_numpy(rng: np.random.Generator) -> Non
     groups = np.repeat([0, 1, 2], 20)
     k_grid = [0.1, 0.5, 0.9]
     reference = compute_votes(scores, groups, k_grid, 0.6, 20, 100, seed=5)
-    for scores_in, device in ((scores, "cpu"), (torch.from_numpy(scores), "cpu"), (torch.from_numpy(scores), None)):
+    for scores_in, device in ((scores, "cpu"), (scores, TORCH_CPU), (torch.from_numpy(scores), "cpu"),
+                               (torch.from_numpy(scores), TORCH_CPU), (torch.from_numpy(scores), None)):
         votes = compute_votes(scores_in, groups, k_grid, 0.6, 20, 100, seed=5, device=device)
         np.testing.assert_array_equal(votes.baseline, reference.baseline)
         np.testing.assert_array_equal(votes.selection_counts, reference.selection_counts)
         np.testing.assert_array_equal(votes.certification_counts, reference.certification_counts)
         np.testing.assert_array_equal(votes.groups, reference.groups)
         assert votes.attrs == reference.attrs
-    np.testing.assert_array_equal(full_dataset_circuits(torch.from_numpy(scores), groups, k_grid, device="cpu"),
+    np.testing.assert_array_equal(full_dataset_circuits(torch.from_numpy(scores), groups, k_grid, device=TORCH_CPU),
                                   reference.baseline)
 
 
@@ -209,32 +210,46 @@ def test_vote_device_follows_the_data_and_the_setting(monkeypatch: pytest.Monkey
     scores = np.zeros((2, 3))
     assert vote_device(scores) is None  # numpy scores: the numpy path
     assert vote_device(torch.zeros(2, 3)) is None  # CPU tensors too
-    assert vote_device(scores, "cpu") == torch.device("cpu")
-    assert vote_device(scores, torch.device("cpu")) == torch.device("cpu")
+    assert vote_device(scores, "cpu") is None  # "cpu" is numpy, as the votes stage's --device cpu
+    assert vote_device(torch.zeros(2, 3), "cpu") is None
+    assert vote_device(scores, TORCH_CPU) == TORCH_CPU  # a torch.device: torch on exactly that device
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert vote_device(scores, "auto") is None  # no CUDA: the exact numpy path
     with pytest.raises(ValueError, match="CUDA is not available"):
         vote_device(scores, "cuda")
 
 
+def test_cpu_counts_a_gpu_tensor_with_numpy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """compute_votes(device="cpu") moves the scores to the host once: a later call never follows them back."""
+    import certified_circuits.core.smoothing as smoothing
+
+    seen = []
+    real = smoothing.vote_device
+    monkeypatch.setattr(smoothing, "vote_device", lambda s, d=None: seen.append((type(s), d)) or real(s, d))
+    compute_votes(torch.zeros(4, 3, dtype=torch.float64), np.zeros(3, dtype=int), [0.5], 0.5, 2, 3, seed=0,
+                  device="cpu")
+    assert seen[0] == (torch.Tensor, "cpu")
+    assert all(kind is np.ndarray and device is None for kind, device in seen[1:])
+
+
 def test_torch_path_rejects_bad_inputs() -> None:
     scores = np.zeros((4, 3))
     masks = np.ones((2, 4), dtype=bool)
     with pytest.raises(ValueError, match="groups"):
-        vote_counts(scores, np.zeros(2, dtype=int), [0.5], masks, device="cpu")
+        vote_counts(scores, np.zeros(2, dtype=int), [0.5], masks, device=TORCH_CPU)
     with pytest.raises(ValueError, match="masks"):
-        vote_counts(scores, np.zeros(3, dtype=int), [0.5], np.ones((2, 5), dtype=bool), device="cpu")
+        vote_counts(scores, np.zeros(3, dtype=int), [0.5], np.ones((2, 5), dtype=bool), device=TORCH_CPU)
     with pytest.raises(ValueError, match="boolean"):
-        vote_counts(scores, np.zeros(3, dtype=int), [0.5], masks.astype(int), device="cpu")
+        vote_counts(scores, np.zeros(3, dtype=int), [0.5], masks.astype(int), device=TORCH_CPU)
     with pytest.raises(ValueError, match="NaN"):
-        vote_counts(np.full((4, 3), np.nan), np.zeros(3, dtype=int), [0.5], masks, device="cpu")
+        vote_counts(np.full((4, 3), np.nan), np.zeros(3, dtype=int), [0.5], masks, device=TORCH_CPU)
     with pytest.raises(ValueError, match="float dtype"):
-        vote_counts(scores, np.zeros(3, dtype=int), [0.5], masks, device="cpu", dtype=torch.int64)
+        vote_counts(scores, np.zeros(3, dtype=int), [0.5], masks, device=TORCH_CPU, dtype=torch.int64)
     with pytest.raises(ValueError, match="k_grid"):
-        vote_counts(scores, np.zeros(3, dtype=int), [1.5], masks, device="cpu")
+        vote_counts(scores, np.zeros(3, dtype=int), [1.5], masks, device=TORCH_CPU)
 
 
-@needs_cuda
+@pytest.mark.gpu
 @pytest.mark.parametrize("absolute", [False, True])
 def test_cuda_equals_numpy(rng: np.random.Generator, absolute: bool) -> None:
     scores = rng.normal(size=(50, RESNET_GROUPS.size)).astype(np.float32)
@@ -249,7 +264,7 @@ def test_cuda_equals_numpy(rng: np.random.Generator, absolute: bool) -> None:
         assert_equal_up_to_near_ties(got32, expected, scores, RESNET_GROUPS, k_grid, masks, absolute, rtol=1e-5)
 
 
-@needs_cuda
+@pytest.mark.gpu
 def test_cuda_exact_ties_and_empty_sub_datasets() -> None:
     groups = np.repeat([0, 1], [10, 30])
     scores = torch.full((6, 40), 0.37, device="cuda")

@@ -52,24 +52,14 @@ STAGES = Stages()
 VOTES_MEMORY_BYTES = 8 * 2**30
 
 
-def _votes_device(name: str) -> str | None:
-    """Where votes are counted. ``cpu`` is numpy (faster than torch on a CPU); ``auto`` is CUDA only
-    when this machine has an NVIDIA driver, decided without importing torch (a votes job on a CPU
-    machine then starts in half a second instead of three: the paper DAG has thousands of them)."""
-    import os
-
-    if name == "cpu" or (name == "auto" and not os.path.exists("/proc/driver/nvidia/version")):
-        return None
-    return name
-
-
 def _votes_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--attributions", type=existing_file, required=True, help="attribution HDF5 (input)")
     p.add_argument("--scorer", required=True, help="score matrix to use, e.g. relevance or eap_ig")
     add_k_grid(p)
     add_votes_setting(p)
     p.add_argument("--device", default="auto",
-                   help="where votes are counted: auto (CUDA when available, else numpy on the CPU), cpu, cuda, cuda:N")
+                   help="where votes are counted: auto (torch on CUDA when available, else numpy), cpu (numpy), "
+                   "cuda or cuda:N (torch on that device); see core.devices.vote_device")
     p.add_argument("--out", type=output_file, required=True, help="votes HDF5 (output)")
 
 
@@ -106,7 +96,7 @@ def _cmd_votes(args: argparse.Namespace) -> int:
         n=args.n,
         seed=mask_seed(args.seed, concept),
         absolute=attributions.absolute(args.scorer),  # the convention the attribution file records
-        device=_votes_device(args.device),
+        device=args.device,  # core.devices.vote_device: auto, cpu (numpy), cuda, cuda:N
         attrs={
             "scorer": args.scorer,
             **{key: str(attributions.attrs.get(key, "")) for key in ("concept", "model", "experiment", "split")},

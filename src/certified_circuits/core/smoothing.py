@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
+from certified_circuits.core.devices import vote_device
 from certified_circuits.core.discovery import GroupIndex, count_table
 from certified_circuits.core.validation import check_count, check_k_grid, check_p_del
 
@@ -240,26 +241,6 @@ def _counts_from_histogram(histogram: np.ndarray, k_grid: np.ndarray) -> np.ndar
     return counts
 
 
-def vote_device(scores: Any, device: "str | torch.device | None" = None) -> "torch.device | None":
-    """Where :func:`vote_counts` runs: a torch device, or ``None`` for the numpy path.
-
-    ``device=None`` follows the data: the scores' device when they are a torch tensor on an
-    accelerator, numpy otherwise (CPU tensors included). ``"auto"``: CUDA when available, else numpy.
-    ``"cpu"``, ``"cuda"``, ``"cuda:N"`` or a ``torch.device``: torch on that device (an error naming
-    the fix when CUDA is absent, see :func:`certified_circuits.core.devices.resolve_device`).
-    """
-    if device is None:
-        if _is_tensor(scores) and scores.device.type != "cpu":
-            return scores.device
-        return None
-    from certified_circuits.core.devices import resolve_device
-
-    if str(device) == "auto":
-        resolved = resolve_device("auto")
-        return resolved if resolved.type != "cpu" else None
-    return resolve_device(device)
-
-
 def vote_counts(
     scores: np.ndarray,
     groups: np.ndarray,
@@ -285,7 +266,8 @@ def vote_counts(
         absolute: rank by ``|mean score|`` (EAP-IG's convention for signed edge scores).
         chunk_size: samples processed at once (memory bound only; results do not depend on it);
             default :func:`default_chunk` (numpy) or as many as fit in device memory (torch).
-        device: where to count, see :func:`vote_device` (default: follow the scores).
+        device: where to count and with which backend, see
+            :func:`certified_circuits.core.devices.vote_device` (default: follow the scores; ``"cpu"``: numpy).
         dtype: torch path only: the dtype of the mask product (default float64, which matches the numpy
             path; float32 is faster on consumer GPUs and differs at near-ties within float32 rounding, or
             within TF32 rounding when ``torch.set_float32_matmul_precision`` allows TF32).
@@ -486,13 +468,15 @@ def compute_votes(
     The selection and certification masks are the two independent streams of
     :func:`selection_and_certification_masks`, drawn by numpy from ``seed`` whatever the device, so
     the votes do not depend on where they are counted. ``device``/``dtype``: see :func:`vote_counts`
-    (default: follow the scores; ``"auto"`` counts on CUDA when available).
+    (default: follow the scores; ``"auto"`` counts on CUDA when available, ``"cpu"`` with numpy).
     """
     from certified_circuits.core.contracts import Votes
 
     k_grid = check_k_grid(k_grid)
     selection_masks, certification_masks = selection_and_certification_masks(scores.shape[0], n0, n, p_del, seed)
     on = vote_device(scores, device)
+    if on is None:  # numpy counts ("cpu" included): on the host, so no later call follows a GPU tensor back
+        scores = _numpy(scores)
     return Votes(
         k_grid=k_grid,
         baseline=full_dataset_circuits(scores, groups, k_grid, absolute, device=on, dtype=dtype),

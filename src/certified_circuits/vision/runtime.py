@@ -42,7 +42,7 @@ def measure_naive_vs_cached(
 
     Both paths run Algorithm 2 (``Sample``) on the same numpy-drawn masks. The relevance pass runs on
     the model's device; the cached path keeps the per-example scores there and counts votes where
-    ``votes_device`` says (:func:`certified_circuits.core.smoothing.vote_device`; default: follow the
+    ``votes_device`` says (:func:`certified_circuits.core.devices.vote_device`; default: follow the
     scores, i.e. torch on a GPU model, numpy on a CPU one).
 
     Returns the columns ``format_runtime_table`` expects: n, paradigm, naive_sample_s, cached_sample_s,
