@@ -10,6 +10,8 @@ rules/common.smk. Regenerate a golden list (after a deliberate change) with
 
 from __future__ import annotations
 
+import copy
+import json
 import os
 import re
 import subprocess
@@ -18,6 +20,12 @@ import tempfile
 from pathlib import Path
 
 import pytest
+import yaml
+from snakemake.utils import validate
+
+from certified_circuits.pipeline import jobs
+from certified_circuits.pipeline.config import check_config
+from certified_circuits.pipeline.layout import Layout
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -30,6 +38,257 @@ VOLATILE = ("jobid", "reason")
 #: a job waiting for a checkpoint (the default config's vision_iou) has an input function that could not run yet;
 #: its params then pair up the characters of the checkpoint's pending path ("--circuits / t --circuits m p ...")
 PENDING_PAIRS = re.compile(r"(?: --(circuits|class) \S \S)+")
+
+
+# ------------------------------------------------------------------------ the functions, on real configs
+
+
+def load(name: str) -> dict:
+    """A config file with the schema's defaults filled in, as the Snakefile validates it."""
+    config = yaml.safe_load((ROOT / name).read_text())
+    validate(config, str(ROOT / "config.schema.yaml"), set_default=True)
+    return config
+
+
+@pytest.fixture
+def default() -> dict:
+    """config.yaml after the Snakefile's checks (check_config: ~ expanded, classes resolved)."""
+    config = load("config.yaml")
+    config["concepts"] = check_config(config).concepts
+    return config
+
+
+@pytest.fixture
+def smoke() -> dict:
+    config = load("configs/smoke.yaml")
+    config["concepts"] = check_config(config).concepts
+    return config
+
+
+@pytest.fixture
+def paper() -> dict:
+    """configs/paper.yaml as validated (its /data folders do not exist here, so check_config is not run: ~ stays)."""
+    return load("configs/paper.yaml")
+
+
+P = Layout("R")
+
+
+def test_shell_words_are_quoted_and_numbers_exact() -> None:
+    assert jobs.q("a b") == "'a b'" and jobs.q(0.5) == "0.5" and jobs.q("x;rm") == "'x;rm'"
+    assert jobs.words([0.25, 1e-05, 3, "a b"]) == "0.25 1e-05 3 'a b'"
+    assert jobs.cli_options({"n_classes": 3, "widths": [8, 16], "flag": True, "off": False, "lr": 0.001, "name": "a b"}) == (
+        "--n-classes 3 --widths 8 16 --flag --lr 0.001 --name 'a b'")
+    assert jobs.item_options("--also", [("a", "b c"), ("d", 0.6000001)]) == "--also a 'b c' --also d 0.6000001"
+    assert jobs.chunked("abcde", 2) == [["a", "b"], ["c", "d"], ["e"]] and jobs.chunked([], 3) == []
+    prefix = jobs.job_env("votes")
+    assert prefix({}) == "CC_RULE=votes CC_WILDCARDS='{}'"
+    assert prefix({"concept": "circle", "split": "concept"}) == (
+        """CC_RULE=votes CC_WILDCARDS='{"concept": "circle", "split": "concept"}'""")
+    assert jobs.log_path(P, "vision_world") == "R/logs/vision_world/job.log"
+    assert jobs.benchmark_path(P, "votes", "{concept}") == "R/benchmarks/votes/{concept}.tsv"
+    assert jobs.local_inputs(P, ["R/vision/world/concept.npz", "/data/imagenet/val", "Rx/a"]) == ["R/vision/world/concept.npz"]
+
+
+def test_the_default_config_plans_the_embedded_world_and_tiny_gpt2(default: dict) -> None:
+    concepts = default["concepts"]
+    assert concepts == ["circle", "square", "triangle", "plus", "star", "ring", "hexagon", "crescent", "bar", "ell"]
+    assert jobs.embedded_vision(default) and jobs.embedded_language(default) and not jobs.hf_language(default)
+    assert jobs.vision_model_args(default, P) == "--model world --checkpoint R/vision/model.pt --device auto"
+    assert jobs.language_model_args(default, P) == "--model embedded --model-path R/language/model --device auto"
+    assert jobs.vision_model_inputs(default, P) == ["R/vision/model.pt"]
+    assert jobs.language_model_inputs(default, P) == ["R/language/model/config.json"]
+    assert jobs.vision_concept_size(default) == 50
+    assert [jobs.vision_eval_data(default, P, s) for s in ("id", "adversarial", "anomaly", "context_shift")] == [
+        "R/vision/world/concept.npz", "R/vision/adversarial.npz", "R/vision/anomaly.npz", "R/vision/world/context_shift.npz"]
+    assert jobs.vision_attribute_invocation(default, P, "circle") == (
+        "vision-attribute --model world --checkpoint R/vision/model.pt --device auto --threads 1 "
+        "--data R/vision/world/concept.npz --n-examples 50 --counterfactual R/vision/world/counterfactual.npz "
+        "--concept circle --split concept --experiment world --out R/attributions/world/concept/circle.h5  "
+        "--also context_shift R/vision/world/context_shift.npz R/attributions/world/context_shift/circle.h5 "
+        "--also corruption R/vision/world/corruption.npz R/attributions/world/corruption/circle.h5 "
+        "--also adversarial R/vision/adversarial.npz R/attributions/world/adversarial/circle.h5 "
+        "--also anomaly R/vision/anomaly.npz R/attributions/world/anomaly/circle.h5")
+    assert jobs.vision_attribute_outputs(default, P, "ell") == [
+        f"R/attributions/world/{s}/ell.h5" for s in ("concept", "context_shift", "corruption", "adversarial", "anomaly")]
+    main = jobs.vision_setting(default)
+    assert jobs.votes_options(main) == "--p-del 0.6 --n0 100 --n 1000 --seed 0"
+    assert jobs.decision_options(main) == "--tau 0.95 --alpha 0.001 --correction bonferroni"
+    assert jobs.vision_scorers(default, "concept", main) == ["relevance", "activation", "rank"]
+    assert jobs.vision_scorers(default, "concept", main.replace(p_del=0.948)) == ["relevance"]
+    assert jobs.vision_scorers(default, "anomaly", main) == ["relevance"]
+    assert jobs.vision_evaluate_sets(default, "concept", main) == ["id", "id_test", "context_shift", "corruption",
+                                                                   "adversarial", "anomaly"]
+    assert jobs.vision_evaluate_sets(default, "concept_n200", main) == ["id"]
+    assert jobs.vision_evaluate_circuits(default, P, "concept", "star", main) == [
+        f"R/{kind}/world/concept/star/{scorer}/p0.6_n0100_n1000_s0{tail}"
+        for scorer in ("relevance", "activation", "rank")
+        for kind, tail in (("votes", ".h5"), ("certificates", "/t0.95_a0.001_bonferroni.h5"))]
+    assert jobs.attack_options(default["vision"]["attack"], main, "relevance") == (
+        "--scorer relevance --k-grid 0.25 0.5 0.75 --p-del 0.6 --n0 100 --n 1000 --seed 0 --tau 0.95 --alpha 0.001 "
+        "--correction bonferroni --multiples 1 2 4 --trials 3 --attack-seed 0")
+    assert jobs.cli_options(default["vision"]["world"]) == "--seed 0 --n-classes 10 --image-size 32 --n-concept-per-class 50"
+    assert jobs.cli_options(default["vision"]["train"]) == "--seed 0 --epochs 10"
+    assert {t: [s.tag for s in jobs.language_settings(default, t)] for t in default["language"]["tasks"]} == {
+        "ioi": ["p0.95_n0100_n1000_s0/t0.9_a0.001_bonferroni", "p0.95_n0100_n1000_s0/t0.85_a0.001_bonferroni"],
+        "ioi_hard": ["p0.99_n0100_n1000_s0/t0.85_a0.001_bonferroni", "p0.95_n0100_n1000_s0/t0.85_a0.001_bonferroni"],
+        "greater_than": ["p0.99_n0100_n1000_s0/t0.9_a0.001_bonferroni", "p0.99_n0100_n1000_s0/t0.95_a0.001_bonferroni",
+                         "p0.95_n0100_n1000_s0/t0.9_a0.001_bonferroni"]}
+    assert jobs.language_eval_sets(default, "ioi") == ["id_test", "ood_test", "validation"]
+    rows = jobs.explorer_circuits(default, P, concepts)
+    assert [(r[0], r[1]) for r in rows] == [("world", c) for c in concepts] + [
+        ("tiny_gpt2", t) for t in ["ioi"] * 2 + ["ioi_hard"] * 2 + ["greater_than"] * 3]
+    assert rows[0] == ("world", "circle", "R/attributions/world/concept/circle.h5",
+                       "R/votes/world/concept/circle/relevance/p0.6_n0100_n1000_s0.h5",
+                       "R/certificates/world/concept/circle/relevance/p0.6_n0100_n1000_s0/t0.95_a0.001_bonferroni.h5")
+    assert rows[-1] == ("tiny_gpt2", "greater_than", "R/attributions/tiny_gpt2/train/greater_than.h5",
+                        "R/votes/tiny_gpt2/train/greater_than/eap_ig/p0.95_n0100_n1000_s0.h5",
+                        "R/certificates/tiny_gpt2/train/greater_than/eap_ig/p0.95_n0100_n1000_s0/t0.9_a0.001_bonferroni.h5")
+    assert jobs.vision_concepts(concepts) == concepts and jobs.vision_concepts(concepts, ["star"]) == ["star"]
+
+
+def test_the_embedded_rediscovery_waits_for_the_filter_metrics_and_keeps_classes_with_enough_images(
+        default: dict, tmp_path: Path) -> None:
+    """vision_iou and vision_attack's inputs: (class, OOD set) pairs with >= rediscovery_min_images images, from the
+    vision_filter_ood checkpoint's per-class counts (a set it did not filter: n_ood_per_class each)."""
+    concepts = default["concepts"]
+    metrics = tmp_path / "calibration.json"
+    adversarial = [0, 12, 10, 19, 1, 2, 0, 17, 3, 16]  # per class of the world, in class order
+    metrics.write_text(json.dumps({"per_class_adversarial": adversarial, "per_class_anomaly": [10] * 10}))
+    assert default["vision"]["rediscovery_min_images"] == 10
+    counts = jobs.vision_images_per_class(default, P, concepts, "adversarial", lambda: str(metrics))
+    assert counts == dict(zip(concepts, adversarial))
+    assert jobs.vision_images_per_class(default, P, concepts, "corruption", lambda: str(metrics)) == dict.fromkeys(concepts, 100)
+    pairs = jobs.vision_rediscovered(default, P, concepts, lambda: str(metrics))
+    assert [c for c, e in pairs if e == "adversarial"] == ["square", "triangle", "plus", "crescent", "ell"]
+    assert [e for _, e in pairs] == ["context_shift"] * 10 + ["corruption"] * 10 + ["adversarial"] * 5 + ["anomaly"] * 10
+    iou = jobs.vision_iou_circuits(default, P, concepts, lambda: str(metrics))
+    assert len(iou) == 4 * len(pairs)
+    assert iou[:4] == ["R/votes/world/concept/circle/relevance/p0.6_n0100_n1000_s0.h5",
+                       "R/certificates/world/concept/circle/relevance/p0.6_n0100_n1000_s0/t0.95_a0.001_bonferroni.h5",
+                       "R/votes/world/context_shift/circle/relevance/p0.6_n0100_n1000_s0.h5",
+                       "R/certificates/world/context_shift/circle/relevance/p0.6_n0100_n1000_s0/t0.95_a0.001_bonferroni.h5"]
+    attack = jobs.vision_attack_inputs(default, P, concepts, lambda: str(metrics))  # pool: context_shift, every class
+    assert attack == [f for c in concepts for f in (f"R/attributions/world/concept/{c}.h5",
+                                                     f"R/attributions/world/context_shift/{c}.h5")]
+
+    def pending() -> str:
+        raise LookupError("the checkpoint has not run")
+
+    with pytest.raises(LookupError):  # Snakemake's IncompleteCheckpointException reaches the rule unchanged
+        jobs.vision_iou_circuits(default, P, concepts, pending)
+
+
+def test_the_smoke_config_plans_two_classes_one_task_and_small_settings(smoke: dict) -> None:
+    assert smoke["concepts"] == ["circle", "square"]
+    assert jobs.vision_concept_size(smoke) == 12
+    assert jobs.vision_attribute_invocation(smoke, P, "square") == (
+        "vision-attribute --model world --checkpoint R/vision/model.pt --device auto --threads 1 "
+        "--data R/vision/world/concept.npz --n-examples 12 --counterfactual R/vision/world/counterfactual.npz "
+        "--concept square --split concept --experiment world --out R/attributions/world/concept/square.h5  "
+        "--also context_shift R/vision/world/context_shift.npz R/attributions/world/context_shift/square.h5")
+    main = jobs.vision_setting(smoke)
+    assert jobs.votes_options(main) == "--p-del 0.6 --n0 20 --n 100 --seed 0"
+    assert jobs.decision_options(main) == "--tau 0.7 --alpha 0.05 --correction bonferroni"
+    assert jobs.vision_scorers(smoke, "concept", main) == ["relevance", "activation"]
+    assert jobs.vision_evaluate_sets(smoke, "concept", main) == ["id", "id_test", "context_shift"]
+    assert jobs.cli_options(smoke["vision"]["world"]) == (
+        "--seed 0 --n-classes 3 --image-size 32 --n-concept-per-class 12 --n-train-per-class 60 --n-test-per-class 10 "
+        "--n-ood-per-class 10 --n-pool-per-class 20 --n-anomaly-pool 60")
+    assert jobs.cli_options(smoke["vision"]["train"]) == "--seed 0 --epochs 1 --widths 8 8 16 16"
+    assert jobs.cli_options(smoke["language"]["train"]) == "--seed 0 --steps 20 --n-layer 1 --n-head 2 --n-embd 16"
+    assert jobs.attack_options(smoke["vision"]["attack"], main, "relevance") == (
+        "--scorer relevance --k-grid 0.5 --p-del 0.6 --n0 20 --n 100 --seed 0 --tau 0.7 --alpha 0.05 "
+        "--correction bonferroni --multiples 1 2 --trials 1 --attack-seed 0")
+    assert [s.tag for s in jobs.language_settings(smoke, "ioi")] == ["p0.6_n020_n100_s0/t0.7_a0.05_bonferroni"]
+    rows = jobs.explorer_circuits(smoke, P, smoke["concepts"])
+    assert [(r[0], r[1]) for r in rows] == [("world", "circle"), ("world", "square"), ("tiny_gpt2", "ioi")]
+    assert rows[2][2:] == ("R/attributions/tiny_gpt2/train/ioi.h5", "R/votes/tiny_gpt2/train/ioi/eap_ig/p0.6_n020_n100_s0.h5",
+                           "R/certificates/tiny_gpt2/train/ioi/eap_ig/p0.6_n020_n100_s0/t0.7_a0.05_bonferroni.h5")
+
+
+def test_the_paper_config_plans_torchvision_and_gpt2_small_with_every_setting(paper: dict) -> None:
+    assert not jobs.embedded_vision(paper) and not jobs.embedded_language(paper) and not jobs.hf_language(paper)
+    model = ("--model resnet101 --class-index /data/imagenet/LOC_synset_mapping.txt "
+             "--weights '~/.cache/torch/hub/checkpoints/resnet101-63fe2227.pth' --device auto")
+    assert jobs.vision_model_args(paper, P) == model  # an unexpanded ~ stays one quoted word
+    assert jobs.language_model_args(paper, P) == "--model gpt2 --model-path /data/hf/gpt2 --device auto"
+    assert jobs.vision_model_inputs(paper, P) == [] and jobs.language_model_inputs(paper, P) == []
+    assert jobs.vision_concept_size(paper) == 50
+    assert jobs.vision_eval_data(paper, P, "id") == "/data/imagenet/val"
+    assert jobs.vision_eval_data(paper, P, "imagenet_c") == "/data/imagenet-c/defocus_blur/2"
+    assert jobs.local_inputs(P, [jobs.vision_eval_data(paper, P, s) for s in ["id", *jobs.rediscovery_sets(paper)]]) == []
+    assert jobs.vision_attribute_invocation(paper, P, "n01440764") == (
+        f"vision-attribute {model} --threads 1 --data /data/imagenet/val --n-examples 50  --concept n01440764 "
+        "--split concept --experiment resnet101_imagenet --out R/attributions/resnet101_imagenet/concept/n01440764.h5  "
+        "--also imagenet_a /data/imagenet-a R/attributions/resnet101_imagenet/imagenet_a/n01440764.h5 "
+        "--also ood_cv /data/ood-cv/wnid R/attributions/resnet101_imagenet/ood_cv/n01440764.h5 "
+        "--also imagenet_c /data/imagenet-c/defocus_blur/2 R/attributions/resnet101_imagenet/imagenet_c/n01440764.h5 "
+        "--also imagenet_o /data/imagenet-o R/attributions/resnet101_imagenet/imagenet_o/n01440764.h5")
+    # 100 classes, 50 per attribution job: two class-group rules, in config order
+    wnids = [f"n{i:08d}" for i in range(100)]
+    groups = jobs.chunked(jobs.vision_concepts(wnids), paper["vision"]["classes_per_job"])
+    assert [len(g) for g in groups] == [50, 50] and groups[1][0] == "n00000050"
+    main = jobs.vision_setting(paper)
+    assert jobs.votes_options(main) + " " + jobs.decision_options(main) == (
+        "--p-del 0.6 --n0 100 --n 1000 --seed 0 --tau 0.95 --alpha 0.001 --correction bonferroni")
+    assert jobs.vision_evaluate_sets(paper, "concept", main) == ["id", "imagenet_a", "ood_cv", "imagenet_c", "imagenet_o"]
+    # the paper's language grid: tau x p_del, 9 settings per task, tau-major
+    expected = [f"p{p}_n0100_n1000_s0/t{t}_a0.001_bonferroni" for t in (0.85, 0.9, 0.95) for p in (0.85, 0.95, 0.99)]
+    for task in ("ioi", "ioi_hard", "greater_than"):
+        assert [s.tag for s in jobs.language_settings(paper, task)] == expected
+    assert jobs.attack_options(paper["language"]["attack"], jobs.language_settings(paper, "ioi")[0], "eap_ig") == (
+        "--scorer eap_ig --k-grid 0.25 0.5 0.75 --p-del 0.85 --n0 100 --n 1000 --seed 0 --tau 0.85 --alpha 0.001 "
+        "--correction bonferroni --multiples 1 2 4 --trials 3 --attack-seed 0")
+    rows = jobs.explorer_circuits(paper, P, wnids[:2])
+    assert len(rows) == 2 + 3 * 9 and rows[0][:2] == ("resnet101_imagenet", "n00000000") and rows[2][:2] == ("gpt2_small", "ioi")
+
+
+def test_a_folders_model_passes_only_what_the_config_sets_and_plugins_by_kind(smoke: dict, tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """vision.source folders (your own model and images) and vision.scorers plugins (docs/examples/my_scorers.py)."""
+    monkeypatch.chdir(ROOT)  # plugins import from the working directory, as in the workflow
+    config = copy.deepcopy(smoke)
+    config["vision"]["source"] = "folders"
+    config["vision"]["folders"] = {"model": "convnext_tiny", "weights": "my model.pth", "class_index": "classes.txt",
+                                   "root": "data/train", "ood_roots": {"blur": "data/blur"}, "concept_size": 7,
+                                   "n_classes": None, "layers": ["features.1", "features.3"], "image_size": 224,
+                                   "mean": [0.5, 0.5, 0.5]}
+    config["vision"]["rediscovery_sets"] = ["blur"]
+    config["vision"]["scorers"] = ["relevance", "docs.examples.my_scorers:taylor", "docs.examples.my_scorers:median_activation"]
+    config["vision"]["main_scorer"] = "docs.examples.my_scorers:taylor"
+    config["device"] = "cpu"
+    model = ("--model convnext_tiny --class-index classes.txt --weights 'my model.pth' --layers features.1 features.3 "
+             "--image-size 224 --mean 0.5 0.5 0.5 --device cpu")
+    assert jobs.vision_model_args(config, P) == model
+    assert jobs.vision_concept_size(config) == 7 and jobs.vision_model_inputs(config, P) == []
+    assert jobs.vision_eval_data(config, P, "id") == "data/train" and jobs.vision_eval_data(config, P, "blur") == "data/blur"
+    assert jobs.vision_scorer_specs(config) == {"relevance": "relevance", "taylor": "docs.examples.my_scorers:taylor",
+                                                "median_activation": "docs.examples.my_scorers:median_activation"}
+    assert jobs.vision_main_scorer(config) == "taylor"
+    assert jobs.vision_additive_plugins(config) == ["docs.examples.my_scorers:taylor"]
+    assert jobs.vision_discovery_scorers(config) == ["median_activation"]
+    assert jobs.vision_attribute_invocation(config, P, "cat") == (
+        f"vision-attribute {model} --threads 1 --data data/train --n-examples 7  --concept cat --split concept "
+        "--experiment world --out R/attributions/world/concept/cat.h5 --scorer docs.examples.my_scorers:taylor "
+        "--also blur data/blur R/attributions/world/blur/cat.h5")
+    assert jobs.vision_circuits(config, P, "blur", "cat")[0] == "R/votes/world/blur/cat/taylor/p0.6_n020_n100_s0.h5"
+
+
+def test_an_hf_task_file_without_ood_rows_is_evaluated_on_id_test_and_validation(smoke: dict, tmp_path: Path) -> None:
+    config = copy.deepcopy(smoke)
+    row = {"clean": "Then, Mary and John went home. John gave a drink to", "answer": " Mary", "distractor": " John",
+           "corrupted": "Then, Anna and Paul went home. Paul gave a drink to"}
+    for name, splits in (("mine", ["train", "validation", "id_test"]), ("shifted", ["train", "validation", "id_test", "ood_test"])):
+        (tmp_path / f"{name}.jsonl").write_text("".join(  # distinct prompts: one prompt in two splits is refused
+            json.dumps({**row, "clean": f"{row['clean']} {i}", "split": s}) + "\n" for i, s in enumerate(splits)))
+    config["language"].update({"source": "hf", "model_path": "/models/my lm", "tasks": ["mine", "shifted"],
+                               "task_files": {t: str(tmp_path / f"{t}.jsonl") for t in ("mine", "shifted")}})
+    assert jobs.hf_language(config) and not jobs.embedded_language(config)
+    assert jobs.language_eval_sets(config, "mine") == ["id_test", "validation"]
+    assert jobs.language_eval_sets(config, "shifted") == ["id_test", "ood_test", "validation"]
+    assert jobs.language_model_args(config, P) == "--model hf --model-path '/models/my lm' --device auto"
+    assert jobs.language_model_inputs(config, P) == []
 
 
 def dry_run(configs: tuple[str, ...], results: Path) -> str:
