@@ -315,7 +315,7 @@ def job_lines(output: str, results: Path) -> list[str]:
             continue
         fields = [f"{head[1]} {head[2]}"]
         for line in block.splitlines()[1:]:
-            if not line.strip():
+            if not line.strip() or line.startswith("Job stats:"):  # the last job is followed by the run's summary
                 break
             key = line.strip().split(":", 1)[0]
             if key in VOLATILE:
@@ -358,7 +358,10 @@ def test_the_dry_run_schedules_the_recorded_jobs_and_commands(name: str) -> None
     jobs = current_jobs(name)
     missing = [j for j in expected if j not in jobs]
     extra = [j for j in jobs if j not in expected]
-    assert not missing and not extra, f"missing: {missing[:3]}\nextra: {extra[:3]}"
+    assert not missing and not extra, (
+        f"the {name} dry run changed ({len(missing)} recorded jobs missing, {len(extra)} new); if deliberate, "
+        f"regenerate with `python tests/unit/test_pipeline_jobs.py {name}` and review the diff\n"
+        f"missing: {missing[:3]}\nextra: {extra[:3]}")
     assert jobs == expected  # the same multiset (a job twice would be a different plan)
 
 
