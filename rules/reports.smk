@@ -231,7 +231,7 @@ if VISION["enabled"]:
                 concept=RUNTIME.get("concept", VCONCEPTS[0]),
                 n=words(RUNTIME["n"]),
                 k_grid=words(VISION["k_grid"]),
-                setting=VSETTING,
+                setting=VSETTING,  # the whole setting: p_del, seed, tau, alpha, correction (n0, n: per --n)
                 stem=lambda w, output: output[0][: -len(".csv")],
             log:
                 log_path("vision_runtime"),
@@ -245,7 +245,8 @@ if VISION["enabled"]:
             shell:
                 "{params.job} certified-circuits vision-runtime {params.model} --threads {threads} --data {params.data:q} "
                 "--concept {params.concept:q} --n {params.n} --k-grid {params.k_grid} --p-del {params.setting.p_del} "
-                "--tau {params.setting.tau} --alpha {params.setting.alpha} --out-stem {params.stem:q} 2> {log:q}"
+                "--seed {params.setting.seed} --tau {params.setting.tau} --alpha {params.setting.alpha} "
+                "--correction {params.setting.correction} --out-stem {params.stem:q} 2> {log:q}"
 
         ALL_TARGETS += rules.vision_runtime.output
 

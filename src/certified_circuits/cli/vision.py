@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from certified_circuits.core.devices import configure_torch
+from certified_circuits.core.setting import Setting
 from certified_circuits.vision.architectures import MODEL_CHOICES, WORLD_BLOCKS, WORLD_WIDTHS
 from certified_circuits.cli.stages import (InputError, Stages, add_device, add_k_grid, add_votes_setting, check_circuit_files,
                                           existing_file, existing_path, named_path, output_file, positive_int)
@@ -503,10 +504,13 @@ def _runtime_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--n-examples", type=positive_int, default=50)
     p.add_argument("--n", type=positive_int, nargs="+", default=[100, 500, 1000], help="certification sample sizes")
     add_k_grid(p, required=False, default=[float(k) for k in np.linspace(0.05, 1.0, 20)])
-    p.add_argument("--p-del", type=float, default=0.6)
-    p.add_argument("--tau", type=float, default=0.95)
-    p.add_argument("--alpha", type=float, default=0.001)
-    p.add_argument("--seed", type=int, default=0)
+    default = Setting()  # the setting's defaults and its checks are the Setting's (core/setting.py)
+    p.add_argument("--p-del", type=float, default=default.p_del, help=f"deletion probability (default {default.p_del})")
+    p.add_argument("--tau", type=float, default=default.tau, help=f"confidence threshold (default {default.tau})")
+    p.add_argument("--alpha", type=float, default=default.alpha, help=f"family-wise failure probability (default {default.alpha})")
+    p.add_argument("--correction", choices=("bonferroni", "holm"), default=default.correction)
+    p.add_argument("--seed", type=int, default=default.seed,
+                   help="config seed; the masks are drawn from (seed, concept), as for votes")
     p.add_argument("--out-stem", type=Path, required=True, help="writes STEM.csv, STEM.md and STEM.tex")
 
 
@@ -516,17 +520,23 @@ def _cmd_runtime(args: argparse.Namespace) -> int:
     (cached).
     """
 
+    from certified_circuits.core.smoothing import mask_seed
     from certified_circuits.reports.tables import format_runtime_table, write_table
     from certified_circuits.vision.attribution import class_indices
     from certified_circuits.vision.data import open_set
     from certified_circuits.vision.runtime import measure_naive_vs_cached
 
+    try:  # refuse an invalid setting before the model loads
+        setting = Setting(p_del=args.p_del, tau=args.tau, alpha=args.alpha, seed=args.seed, correction=args.correction)
+    except ValueError as error:
+        raise InputError(f"vision-runtime: {error}") from error
     model, index = _load(args)
     label = _label(model, args.concept)
     iset = open_set(args.data, index, names=[args.concept] if index is not None else None)
     images = iset.load(class_indices(iset, label, args.n_examples), model).to(model.device)
-    table = format_runtime_table(measure_naive_vs_cached(model, images, label, args.n, np.asarray(args.k_grid),
-                                                         args.p_del, args.tau, args.alpha, args.seed))
+    table = format_runtime_table(measure_naive_vs_cached(
+        model, images, label, args.n, np.asarray(args.k_grid), setting.p_del, setting.tau, setting.alpha,
+        mask_seed(setting.seed, args.concept), correction=setting.correction))
     write_table(table, args.out_stem, caption="Runtime: naive (A re-run per mask) vs cached per-example scores",
                 float_format="{:.4g}")
     log.info("vision-runtime:\n%s", table.to_string(index=False))

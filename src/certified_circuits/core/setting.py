@@ -13,6 +13,7 @@ Numbers appear *exactly*: a float is written as Python's shortest round-trip ``r
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -145,6 +146,42 @@ class Setting:
     def tag(self) -> str:
         """``{setting}/{decision}``: the name of this setting in tables."""
         return f"{self.votes_tag}/{self.decision_tag}"
+
+    @classmethod
+    def from_tag(cls, tag: str) -> "Setting":
+        """The setting a :attr:`tag` names: its exact inverse, for data whose only record of the setting is the
+        tag (a table's ``setting`` column); anything that has the values as columns or attributes reads those.
+
+        Raises:
+            ValueError: ``tag`` is not ``p{p_del}_n0{n0}_n{n}_s{seed}/t{tau}_a{alpha}_{correction}`` as
+                :attr:`tag` writes it (numbers exact), or names an invalid setting.
+        """
+        match = _TAG.fullmatch(str(tag))
+        if match is None:
+            raise ValueError(
+                f"{tag!r} is not a setting tag (p{{p_del}}_n0{{n0}}_n{{n}}_s{{seed}}/t{{tau}}_a{{alpha}}_"
+                f"{{correction}})"
+            )
+        p_del, n0, n, seed, tau, alpha, correction = match.groups()
+        try:
+            setting = cls(
+                p_del=float(p_del),
+                n0=int(n0),
+                n=int(n),
+                seed=int(seed),
+                tau=float(tau),
+                alpha=float(alpha),
+                correction=correction,
+            )
+        except ValueError as error:  # a tag of an invalid setting (or an unparsable number)
+            raise ValueError(f"{tag!r} does not name a valid setting: {error}") from error
+        if setting.tag != tag:  # "p0.60_..." or "s007": not written by this class
+            raise ValueError(f"{tag!r} is not a setting tag as Setting.tag writes it ({setting.tag!r})")
+        return setting
+
+
+#: ``Setting.tag``'s pattern; numbers are validated by parsing them, the form by writing the tag again
+_TAG = re.compile(r"p([^_/]+)_n0([0-9]+)_n([0-9]+)_s([0-9]+)/t([^_/]+)_a([^_/]+)_([a-z]+)")
 
 
 def votes_tag(p_del: float | str, n0: int | str, n: int | str, seed: int | str) -> str:

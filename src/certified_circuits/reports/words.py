@@ -1,14 +1,18 @@
 """A run's settings in words, for people: the explorer, the summary and the figures' legends.
 
-One place turns a certificate's attributes or a setting path tag into "tau 0.95, p_del 0.6 (radius r = 1)"
-and says what Theorem 1 guarantees for it.
+One place turns a certificate's attributes, a table row's setting columns or a setting tag into
+"tau 0.95, p_del 0.6 (radius r = 1)" and says what Theorem 1 guarantees for it. The values come from the
+attributes or columns wherever the data has them; a tag (a table's ``setting`` column, when it is the only record)
+is read back by :meth:`certified_circuits.core.setting.Setting.from_tag`, the inverse of the one function that
+writes it.
 """
 
 from __future__ import annotations
 
-import re
+from typing import Any, Mapping
 
 from certified_circuits.core.certification import certified_radius
+from certified_circuits.core.setting import Setting
 
 
 def setting_words(attrs: dict) -> str:
@@ -47,11 +51,26 @@ def guarantee_words(attrs: dict) -> str:
     )
 
 
-def tag_words(tag: str) -> str:
-    """A setting path tag (``p0.95_n0100_n1000_s0/t0.9_a0.001_bonferroni``) in words:
-    ``tau 0.9, p_del 0.95, r = 9``; the tag itself when it is not one."""
-    match = re.fullmatch(r"p([0-9.e-]+)_n0(\d+)_n(\d+)_s(\d+)/t([0-9.e-]+)_a([0-9.e-]+)_(\w+)", str(tag))
-    if not match:
-        return str(tag)
-    p_del, tau = float(match[1]), float(match[5])
+def short_words(tau: float, p_del: float) -> str:
+    """``tau 0.9, p_del 0.95, r = 9``: a setting's short name in words (legends, headings)."""
+    tau, p_del = float(tau), float(p_del)
     return f"tau {tau:g}, p_del {p_del:g}, r = {certified_radius(tau, p_del)}"
+
+
+def row_words(row: Mapping[str, Any]) -> str:
+    """A table row's or a certificate's setting in short words, read from its ``tau`` and ``p_del`` columns
+    (attributes); a row without them but with a ``setting`` tag falls back to :func:`tag_words`."""
+    if "tau" in row and "p_del" in row:
+        return short_words(row["tau"], row["p_del"])
+    return tag_words(str(row["setting"]))
+
+
+def tag_words(tag: str) -> str:
+    """A setting tag (``p0.95_n0100_n1000_s0/t0.9_a0.001_bonferroni``, :attr:`Setting.tag`) in words:
+    ``tau 0.9, p_del 0.95, r = 9``; the tag itself when it is not one. For data whose only record of its setting
+    is the tag; rows with ``tau`` and ``p_del`` columns go through :func:`row_words`."""
+    try:
+        setting = Setting.from_tag(tag)
+    except ValueError:
+        return str(tag)
+    return short_words(setting.tau, setting.p_del)

@@ -20,10 +20,14 @@ import torch
 
 from certified_circuits.core.certification import certify, majority_vote
 from certified_circuits.core.discovery import TopKDiscovery
+from certified_circuits.core.setting import Setting
 from certified_circuits.core.smoothing import selection_and_certification_masks, vote_counts, vote_counts_naive, vote_device
 from certified_circuits.core.timing import best_of
 from certified_circuits.vision.models import VisionModel
 from certified_circuits.vision.scorers import score_batch
+
+#: the defaults of every setting field this measurement takes: :class:`Setting`'s
+DEFAULT = Setting()
 
 
 def measure_naive_vs_cached(
@@ -32,13 +36,18 @@ def measure_naive_vs_cached(
     label: int,
     n_values: Sequence[int],
     k_grid: np.ndarray,
-    p_del: float = 0.6,
-    tau: float = 0.95,
-    alpha: float = 0.001,
-    seed: int = 0,
+    p_del: float = DEFAULT.p_del,
+    tau: float = DEFAULT.tau,
+    alpha: float = DEFAULT.alpha,
+    seed: int = DEFAULT.seed,
     votes_device: str | torch.device | None = None,
+    correction: str = DEFAULT.correction,
 ) -> pd.DataFrame:
     """Times of the naive and cached paths for each ``n`` (``n0 = n / 10``), majority vote and certified.
+
+    ``p_del``, ``tau``, ``alpha``, ``seed`` (of the masks, used as given) and ``correction``: a
+    :class:`~certified_circuits.core.setting.Setting`'s fields, its defaults and its validation (with
+    ``n0 = max(1, n // 10)`` and ``n`` for each ``n`` of ``n_values``).
 
     Both paths run Algorithm 2 (``Sample``) on the same numpy-drawn masks. The relevance pass runs on
     the model's device; the cached path keeps the per-example scores there and counts votes where
@@ -52,6 +61,8 @@ def measure_naive_vs_cached(
     NaN when the cached path is the numpy path). The n = 1 row is the baseline, A once on the full
     dataset.
     """
+    base = Setting(p_del=p_del, tau=tau, alpha=alpha, seed=seed, correction=correction)  # validated before any work
+    settings = [base.replace(n0=max(1, n // 10), n=n) for n in n_values]
     groups = model.groups().numpy()
     n_examples = images.shape[0]
 
@@ -68,9 +79,10 @@ def measure_naive_vs_cached(
     rows = [dict(n=1, paradigm="baseline", naive_sample_s=np.nan,
                  cached_sample_s=best_of(lambda: naive_algorithm(np.arange(n_examples)), 3), decision_s=0.0,
                  agreement=np.nan, votes_equal_numpy=np.nan)]
-    for n in n_values:
-        n0 = max(1, n // 10)
-        selection_masks, certification_masks = selection_and_certification_masks(n_examples, n0, n, p_del, seed)
+    for setting in settings:
+        n0, n = setting.n0, setting.n
+        selection_masks, certification_masks = selection_and_certification_masks(
+            n_examples, n0, n, setting.p_del, setting.seed)
         start = time.perf_counter()
         naive_certification = vote_counts_naive(naive_algorithm, certification_masks)
         vote_counts_naive(naive_algorithm, selection_masks)
@@ -92,7 +104,8 @@ def measure_naive_vs_cached(
                 (vote_counts(host, groups, k_grid, certification_masks) == certification).ravel()])))
         decisions = {
             "majority": lambda: majority_vote(selection, certification, n0, n),
-            "certified": lambda: certify(selection, certification, n0, n, tau, alpha),
+            "certified": lambda: certify(selection, certification, n0, n, setting.tau, setting.alpha,
+                                         setting.correction),
         }
         for paradigm, decide in decisions.items():
             rows.append(dict(n=n, paradigm=paradigm, naive_sample_s=naive_time, cached_sample_s=cached_time,
