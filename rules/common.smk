@@ -27,10 +27,8 @@ VMAIN_SCORER = jobs.vision_main_scorer(config)
 VDISCOVERY_SCORERS = jobs.vision_discovery_scorers(config)
 # Model jobs of the paper config ask the cluster for a GPU, more memory and time; the embedded default
 # and a paper run with `device: cpu` ask for none (profiles/slurm routes gpu > 0 to the GPU partition).
-VISION_GPU = 0 if EMBEDDED_VISION or DEVICE == "cpu" else 1
-LANGUAGE_GPU = 0 if EMBEDDED_LANGUAGE or DEVICE == "cpu" else 1
-VISION_MEM_MB, VISION_RUNTIME = (4000, 60) if EMBEDDED_VISION else (16000, 120)
-LANGUAGE_MEM_MB, LANGUAGE_RUNTIME = (4000, 60) if EMBEDDED_LANGUAGE else (16000, 120)
+VISION_GPU, VISION_MEM_MB, VISION_RUNTIME = jobs.model_resources(config, "vision")
+LANGUAGE_GPU, LANGUAGE_MEM_MB, LANGUAGE_RUNTIME = jobs.model_resources(config, "language")
 VX = VISION["experiment"]
 LX = LANGUAGE["experiment"]
 VDIR = jobs.vision_dirs(PATHS)["dir"]

@@ -99,6 +99,7 @@ def test_the_default_config_plans_the_embedded_world_and_tiny_gpt2(default: dict
     assert jobs.vision_model_inputs(default, P) == ["R/vision/model.pt"]
     assert jobs.language_model_inputs(default, P) == ["R/language/model/config.json"]
     assert jobs.vision_concept_size(default) == 50
+    assert jobs.model_resources(default, "vision") == jobs.model_resources(default, "language") == (0, 4000, 60)
     assert [jobs.vision_eval_data(default, P, s) for s in ("id", "adversarial", "anomaly", "context_shift")] == [
         "R/vision/world/concept.npz", "R/vision/adversarial.npz", "R/vision/anomaly.npz", "R/vision/world/context_shift.npz"]
     assert jobs.vision_attribute_invocation(default, P, "circle") == (
@@ -215,6 +216,8 @@ def test_the_paper_config_plans_torchvision_and_gpt2_small_with_every_setting(pa
     assert jobs.language_model_args(paper, P) == "--model gpt2 --model-path /data/hf/gpt2 --device auto"
     assert jobs.vision_model_inputs(paper, P) == [] and jobs.language_model_inputs(paper, P) == []
     assert jobs.vision_concept_size(paper) == 50
+    assert jobs.model_resources(paper, "vision") == jobs.model_resources(paper, "language") == (1, 16000, 120)
+    assert jobs.model_resources({**paper, "device": "cpu"}, "vision") == (0, 16000, 120)
     assert jobs.vision_eval_data(paper, P, "id") == "/data/imagenet/val"
     assert jobs.vision_eval_data(paper, P, "imagenet_c") == "/data/imagenet-c/defocus_blur/2"
     assert jobs.local_inputs(P, [jobs.vision_eval_data(paper, P, s) for s in ["id", *jobs.rediscovery_sets(paper)]]) == []

@@ -24,6 +24,7 @@ from certified_circuits.pipeline.tracking.records import encode_wildcards
 
 __all__ = [
     "q", "words", "cli_options", "item_options", "chunked", "job_env", "log_path", "benchmark_path", "local_inputs",
+    "model_resources",
     "embedded_vision", "vision_setting", "rediscovery_sets", "vision_dirs", "world_config", "vision_scorer_specs",
     "vision_scorers_all", "vision_main_scorer", "vision_additive_plugins", "vision_discovery_scorers",
     "vision_concepts", "vision_eval_data", "vision_concept_size", "vision_model_args", "vision_model_inputs",
@@ -161,6 +162,22 @@ def local_inputs(paths: Layout, candidates: Iterable[Any]) -> list[Any]:
         Those under the results folder, in order.
     """
     return [p for p in candidates if str(p).startswith(f"{paths.root}/")]
+
+
+def model_resources(config: Config, half: str) -> tuple[int, int, int]:
+    """What a model job of one half asks the cluster for (profiles/slurm routes gpu > 0 to the GPU partition).
+
+    Args:
+        config: the run's config.
+        half: ``vision`` or ``language``.
+
+    Returns:
+        ``(gpu, mem_mb, runtime)``: the embedded models ask for no GPU, 4000 MB and 60 minutes; a torchvision or
+        Hugging Face model for 16000 MB and 120 minutes, and one GPU unless ``device: cpu``.
+    """
+    embedded = embedded_vision(config) if half == "vision" else embedded_language(config)
+    gpu = 0 if embedded or config["device"] == "cpu" else 1
+    return (gpu, 4000, 60) if embedded else (gpu, 16000, 120)
 
 
 # ------------------------------------------------------------------------ vision: config facts
