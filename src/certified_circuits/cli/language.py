@@ -15,6 +15,7 @@ import re
 from pathlib import Path
 
 from certified_circuits.language.graph import EMBEDDED_N_HEAD, EMBEDDED_N_LAYER
+from certified_circuits.language.methods import LEVELS, METHODS
 from certified_circuits.language.tasks import SPLITS, TASKS
 from certified_circuits.core.devices import configure_torch
 from certified_circuits.cli.stages import (InputError, Stages, add_device, check_circuit_files, existing_file, existing_path,
@@ -23,7 +24,8 @@ from certified_circuits.cli.stages import (InputError, Stages, add_device, check
 log = logging.getLogger(__name__)
 STAGES = Stages()
 MODEL_CHOICES = ("embedded", "gpt2", "hf")
-METHOD_CHOICES = ("EAP", "EAP-IG-inputs", "EAP-IG-activations", "clean-corrupted")
+#: the registered attribution methods (language/methods.py; the schema's language.method enum equals them)
+METHOD_CHOICES = tuple(METHODS)
 
 
 def task_name(text: str) -> str:
@@ -197,8 +199,9 @@ def _attribute_arguments(p: argparse.ArgumentParser) -> None:
                    help="IG points: reference = k/m for k = 0..m-1, as hannamw/EAP-IG (default); endpoint = k = 1..m")
     p.add_argument("--batch-size", type=positive_int, default=16)
     p.add_argument("--method", choices=METHOD_CHOICES, default="EAP-IG-inputs",
-                   help="hannamw/EAP-IG's attribution method (default EAP-IG-inputs)")
-    p.add_argument("--level", choices=("edge", "node"), default="edge",
+                   help="attribution method (default EAP-IG-inputs): "
+                        + "; ".join(f"{name}: {spec.description}" for name, spec in METHODS.items()))
+    p.add_argument("--level", choices=LEVELS, default="edge",
                    help="edge: every EAP edge is a component; node: every head and MLP")
     p.add_argument("--experiment", default="language")
 

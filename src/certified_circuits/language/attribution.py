@@ -1,9 +1,10 @@
 """Attribution of one language task and split: per-example EAP-IG scores of every edge (or every head
 and MLP, ``level="node"``), written as the attribution contract (docs/architecture.md, section 2).
 
-Which implementation runs (:func:`score_examples`): GPT-2 models (the embedded one, GPT-2 Small) with an
-input-interpolation method at edge level take the decomposed fast path (:mod:`.eap_ig`); every other
-model, method and level runs through the TransformerBridge hooks (:mod:`.hooked`). Both compute the same
+Which implementation runs (:func:`score_examples`): GPT-2 models (the embedded one, GPT-2 Small) with a
+method that interpolates the input or nothing (:attr:`~.methods.MethodSpec.decomposed`) at edge level take
+the decomposed fast path (:mod:`.eap_ig`); every other model, method and level runs through the
+TransformerBridge hooks (:mod:`.hooked`). Both compute the same
 scores (tests/unit/language/test_hooked.py checks them against each other on GPT-2).
 
 The ``language-attribute`` stage parses its arguments and calls :func:`attribute_task`; the library
@@ -18,8 +19,9 @@ from typing import Any
 
 import numpy as np
 
-from certified_circuits.language.eap_ig import RANKING, eap_ig_scores
-from certified_circuits.language.hooked import attribution_scores, check_method, method_points
+from certified_circuits.language.eap_ig import eap_ig_scores
+from certified_circuits.language.hooked import attribution_scores
+from certified_circuits.language.methods import check_method, method_spec
 from certified_circuits.language.models import LanguageModel, load_language_model
 from certified_circuits.language.tasks import Example
 from certified_circuits.language.tokenizer import EncodedBatch, encode_examples
@@ -31,7 +33,7 @@ METRIC = "logit(answer) - logit(distractor), last position, per example"
 
 def uses_fast_path(lm: LanguageModel, method: str, level: str) -> bool:
     """True when the GPT-2 decomposed forward computes these scores (module docstring)."""
-    return lm.weights is not None and level == "edge" and method != "EAP-IG-activations"
+    return lm.weights is not None and level == "edge" and method_spec(method).decomposed
 
 
 def score_examples(lm: LanguageModel, batch: EncodedBatch, *, method: str = "EAP-IG-inputs", level: str = "edge",
@@ -48,10 +50,11 @@ def score_examples(lm: LanguageModel, batch: EncodedBatch, *, method: str = "EAP
     Returns:
         The score matrix in the component order of :func:`component_names`.
     """
-    check_method(method, level, ig_steps, integration)
+    spec = check_method(method, level, ig_steps, integration)
     if uses_fast_path(lm, method, level):
         return eap_ig_scores(lm.weights, batch, ig_steps=ig_steps, batch_size=batch_size, device=device,
-                             points=method_points(method, ig_steps, integration), progress=progress, desc=method)
+                             points=spec.points(ig_steps, integration), progress=progress, desc=method,
+                             factor=spec.factor)
     return attribution_scores(lm.bridge, lm.graph, batch, method=method, level=level, ig_steps=ig_steps,
                               integration=integration, batch_size=batch_size, device=device, progress=progress)
 
@@ -64,7 +67,8 @@ def component_names(lm: LanguageModel, level: str) -> list[str]:
 def attribute_task(examples: list[Example], *, task: str, split: str, model: str, model_path: Any, out: Path | str,
                    experiment: str, device: Any, ig_steps: int, integration: str, batch_size: int,
                    method: str = "EAP-IG-inputs", level: str = "edge") -> tuple[int, int]:
-    """Scores of every component for every example, written to ``out`` (scorer ``eap_ig``, ranked ``absolute``).
+    """Scores of every component for every example, written to ``out`` (scorer ``eap_ig``, ranked as the method's
+    registry entry says: :data:`~.methods.METHODS`).
 
     Args:
         examples: the prompts of one task and split (``language-tasks`` JSONL, read).
@@ -73,14 +77,14 @@ def attribute_task(examples: list[Example], *, task: str, split: str, model: str
         out: the attribution HDF5 to write (atomically).
         device: a torch device.
         ig_steps, integration, batch_size: the IG points and batching.
-        method: ``EAP``, ``EAP-IG-inputs`` (default), ``EAP-IG-activations`` or ``clean-corrupted``
-            (hannamw/EAP-IG's names), recorded in the file.
+        method: a registered method (:data:`~.methods.METHODS`: ``EAP``, ``EAP-IG-inputs`` (default),
+            ``EAP-IG-activations``, ``clean-corrupted``, ``grad-x-act``), recorded in the file with its ranking.
         level: ``edge`` (every EAP edge a component) or ``node`` (every head and MLP), recorded in the file.
 
     Returns:
         ``(n_examples, n_components)`` of the score matrix written.
     """
-    check_method(method, level, ig_steps, integration)
+    spec = check_method(method, level, ig_steps, integration)
     lm = load_language_model(model, model_path)
     if lm.weights is not None:
         lm.weights = lm.weights.to(device)
@@ -94,10 +98,11 @@ def attribute_task(examples: list[Example], *, task: str, split: str, model: str
     names = component_names(lm, level)
     attrs = {"model": model, "model_path": str(model_path), "dataset": task, "concept": task, "split": split,
              "experiment": experiment, "scorer": "eap_ig", "method": method, "level": level,
+             "method_interpolates": spec.interpolates, "method_description": spec.description,
              "ig_steps": int(ig_steps), "integration": integration, "metric": METRIC, "n_layers": graph.n_layers,
              "n_heads": graph.n_heads, "parallel_attn_mlp": int(graph.parallel_attn_mlp),
              "d_model": int(lm.graph_cfg()["d_model"]), "seconds": time.time() - start}
     write_attributions(out, {"eap_ig": scores}, np.zeros(len(names), dtype=np.int32), names, batch.ids,
                        attrs, extras={"answer_token": batch.answer, "distractor_token": batch.distractor},
-                       rankings={"eap_ig": RANKING})
+                       rankings={"eap_ig": spec.ranking})
     return int(scores.shape[0]), int(scores.shape[1])

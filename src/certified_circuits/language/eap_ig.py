@@ -44,40 +44,19 @@ vanishes only as m grows (tested in tests/language/test_eap_reference.py).
 from __future__ import annotations
 
 import sys
+from typing import Callable
 
 import numpy as np
 import torch
 from tqdm.auto import tqdm
 
 from certified_circuits.language.forward import GPT2Weights, flat_inputs, run
+from certified_circuits.language.methods import INTEGRATIONS, RANKING, integration_points  # noqa: F401 (re-exported)
 from certified_circuits.language.tokenizer import EncodedBatch
-
-INTEGRATIONS = ("reference", "endpoint")
-
-
-#: EAP-IG's ranking convention (hannamw/EAP-IG top-n): edges by |mean score|, never the mean of |scores|
-RANKING = "absolute"
 
 def metric_per_example(logits_last: torch.Tensor, answer: torch.Tensor, distractor: torch.Tensor) -> torch.Tensor:
     """logit(answer) - logit(distractor) per example, [B]."""
     return logits_last.gather(1, answer[:, None])[:, 0] - logits_last.gather(1, distractor[:, None])[:, 0]
-
-
-def integration_points(ig_steps: int, integration: str = "reference") -> list[float]:
-    """Interpolation coefficients k/m of the IG Riemann sum (0 = corrupted input, 1 = clean input).
-
-    ``"reference"``: k = 0..m-1 (hannamw/EAP-IG ``get_scores_eap_ig``); ``"endpoint"``: k = 1..m.
-    """
-    if isinstance(ig_steps, bool) or not isinstance(ig_steps, (int, np.integer)) or ig_steps < 1:
-        raise ValueError(f"ig_steps must be an integer >= 1, got {ig_steps!r}")
-    if integration == "reference":
-        ks = range(0, ig_steps)
-    elif integration == "endpoint":
-        ks = range(1, ig_steps + 1)
-    else:
-        raise ValueError(f"integration must be one of {INTEGRATIONS} ('reference': k = 0..m-1 as in "
-                         f"hannamw/EAP-IG; 'endpoint': k = 1..m), got {integration!r}")
-    return [k / ig_steps for k in ks]
 
 
 def _to(x: np.ndarray, device: str | torch.device) -> torch.Tensor:
@@ -86,14 +65,16 @@ def _to(x: np.ndarray, device: str | torch.device) -> torch.Tensor:
 
 def eap_ig_batch(w: GPT2Weights, clean_tok: torch.Tensor, corr_tok: torch.Tensor, lengths: torch.Tensor,
                  answer: torch.Tensor, distractor: torch.Tensor, *, ig_steps: int = 5,
-                 integration: str = "reference", points: list[float] | None = None) -> torch.Tensor:
+                 integration: str = "reference", points: list[float] | None = None,
+                 factor: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None) -> torch.Tensor:
     """Signed EAP-IG scores of one batch, [B, n_edges] in the weights' dtype (module docstring).
 
     Token ids [B, P] (right-padded; clean and corrupted prompts of one example have the same length),
     ``lengths`` [B] the real lengths, ``answer``/``distractor`` [B] the metric's token ids. Padding never
     matters: attention is causal and the metric reads position ``lengths - 1``, so gradients at later
     positions are zero. ``points`` overrides the IG points (``EAP``: [1]; ``clean-corrupted``: [1, 0];
-    :func:`~.hooked.method_points`); the gradients are averaged over them.
+    :func:`~.hooked.method_points`); the gradients are averaged over them. ``factor(clean, corrupted)``
+    overrides the activation term corrupted - clean (``grad-x-act``: the clean nodes; :mod:`.methods`).
     """
     alphas = integration_points(ig_steps, integration) if points is None else list(points)
     g = w.graph
@@ -101,7 +82,10 @@ def eap_ig_batch(w: GPT2Weights, clean_tok: torch.Tensor, corr_tok: torch.Tensor
     ed = torch.as_tensor(g.edge_down, device=clean_tok.device)
     x_clean, x_corr = w.embed(clean_tok), w.embed(corr_tok)
     with torch.no_grad():
-        diff = run(w, x_corr, lengths).nodes - run(w, x_clean, lengths).nodes   # [B, n_up, P, d]
+        if factor is None:
+            diff = run(w, x_corr, lengths).nodes - run(w, x_clean, lengths).nodes   # [B, n_up, P, d]
+        else:
+            diff = factor(run(w, x_clean, lengths).nodes, run(w, x_corr, lengths).nodes)
     grad_sum = None
     for alpha in alphas:
         x = (x_corr + alpha * (x_clean - x_corr)).detach().requires_grad_(True)
@@ -118,11 +102,12 @@ def eap_ig_batch(w: GPT2Weights, clean_tok: torch.Tensor, corr_tok: torch.Tensor
 def eap_ig_scores(w: GPT2Weights, batch: EncodedBatch, *, ig_steps: int = 5, batch_size: int = 16,
                   device: str | torch.device = "cpu", progress: bool = True,
                   integration: str = "reference", points: list[float] | None = None,
-                  desc: str = "EAP-IG") -> np.ndarray:
+                  desc: str = "EAP-IG", factor: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None
+                  ) -> np.ndarray:
     """Signed per-example EAP-IG scores, float32 [n_examples, n_edges] in canonical edge order.
 
     ``integration`` picks the IG points (module docstring): ``"reference"`` (default, k = 0..m-1, as the
-    reference code) or ``"endpoint"`` (k = 1..m).
+    reference code) or ``"endpoint"`` (k = 1..m); ``points`` and ``factor`` as :func:`eap_ig_batch`.
     """
     integration_points(ig_steps, integration)   # validate before any work
     n = len(batch.ids)
@@ -134,6 +119,6 @@ def eap_ig_scores(w: GPT2Weights, batch: EncodedBatch, *, ig_steps: int = 5, bat
         p = int(lengths.max())
         scores = eap_ig_batch(w, _to(batch.clean[sl, :p], device), _to(batch.corrupted[sl, :p], device), lengths,
                               _to(batch.answer[sl], device), _to(batch.distractor[sl], device),
-                              ig_steps=ig_steps, integration=integration, points=points)
+                              ig_steps=ig_steps, integration=integration, points=points, factor=factor)
         out[sl] = scores.float().cpu().numpy()
     return out

@@ -37,7 +37,12 @@ last prompt position, summed over the batch so that each row is one example's sc
   turn, only that group's output is interpolated, alpha (clean) + (1 - alpha) (corrupted) for
   k = 1..m, and every pass adds its gradients (``get_scores_ig_activations``: |A| = (2L+1) m). As in the
   reference, the interpolated output replaces the group's output as a constant, so no gradient flows
-  through the group in its own passes.
+  through the group in its own passes;
+* ``grad-x-act`` (not in the reference): A = {clean input} and the clean activation a_u(clean_i) in place of
+  the difference, s_i(u -> v) = a_u(clean_i) . dM_i/d in_v |_clean (no corrupted run).
+
+Each method is one entry of :data:`~.methods.METHODS` (its points, where it interpolates, its activation
+factor, levels and ranking); :func:`scores_batch` dispatches on the entry, never on a name.
 
 Node level (``level="node"``): components are the heads and MLPs, scored with the gradient at their own
 output, s_i(u) = (a_u(corrupted_i) - a_u(clean_i)) . mean_alpha dM_i/d a_u. Because every in_v is a copy of
@@ -62,15 +67,15 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from certified_circuits.language.eap_ig import integration_points, metric_per_example
+from certified_circuits.language.eap_ig import metric_per_example
 from certified_circuits.language.forward import last_positions
 from certified_circuits.language.graph import EAPGraph
+from certified_circuits.language.methods import check_method, method_spec
+from certified_circuits.language.methods import METHODS as METHOD_SPECS
 from certified_circuits.language.tokenizer import EncodedBatch
 
-#: the reference's ``attribute(method=...)`` names this module implements
-METHODS = ("EAP", "EAP-IG-inputs", "EAP-IG-activations", "clean-corrupted")
-#: edge-level (every EAP edge a component) or node-level (every head and MLP) circuits
-LEVELS = ("edge", "node")
+#: the registered method names (:data:`~.methods.METHODS`: hannamw/EAP-IG's and grad-x-act)
+METHODS = tuple(METHOD_SPECS)
 INPUT_HOOK = "blocks.0.hook_resid_pre"
 
 
@@ -78,30 +83,18 @@ def method_points(method: str, ig_steps: int, integration: str = "reference") ->
     """The input-interpolation points alpha of an input method (0 = corrupted, 1 = clean).
 
     Args:
-        method: ``EAP`` ([1]), ``EAP-IG-inputs`` (:func:`~.eap_ig.integration_points`) or ``clean-corrupted``
-            ([1, 0]); ``EAP-IG-activations`` interpolates node outputs instead and raises here.
+        method: a registered method (:mod:`.methods`): ``EAP`` ([1]), ``EAP-IG-inputs``
+            (:func:`~.eap_ig.integration_points`), ``clean-corrupted`` ([1, 0]), ``grad-x-act`` ([1]);
+            ``EAP-IG-activations`` interpolates node outputs instead and raises here.
         ig_steps, integration: the IG points of ``EAP-IG-inputs``.
 
     Returns:
         The list of alphas; the score averages the gradients over them.
     """
-    if method == "EAP":
-        return [1.0]
-    if method == "EAP-IG-inputs":
-        return integration_points(ig_steps, integration)
-    if method == "clean-corrupted":
-        return [1.0, 0.0]
-    raise ValueError(f"method must be one of {', '.join(METHODS)} (hannamw/EAP-IG's names), got {method!r}"
-                     if method not in METHODS else f"{method} does not interpolate the input")
-
-
-def check_method(method: str, level: str, ig_steps: int, integration: str) -> None:
-    """Raise before any work on an unknown method or level or bad IG settings."""
-    if method not in METHODS:
-        raise ValueError(f"method must be one of {', '.join(METHODS)} (hannamw/EAP-IG's names), got {method!r}")
-    if level not in LEVELS:
-        raise ValueError(f"level must be one of {', '.join(LEVELS)}, got {level!r}")
-    integration_points(ig_steps, integration)
+    spec = method_spec(method)
+    if spec.interpolates == "activations":
+        raise ValueError(f"{method} does not interpolate the input")
+    return spec.points(ig_steps, integration)
 
 
 def hook_names(graph: EAPGraph) -> tuple[list[str], list[str]]:
@@ -232,10 +225,10 @@ def scores_batch(bridge, graph: EAPGraph, clean: torch.Tensor, corrupted: torch.
     Returns:
         float tensor [B, n_components] in canonical order.
     """
-    check_method(method, level, ig_steps, integration)
-    corr_nodes = node_outputs(bridge, graph, corrupted)
+    spec = check_method(method, level, ig_steps, integration)
     clean_nodes = node_outputs(bridge, graph, clean)
-    diff = corr_nodes - clean_nodes                                                # [B, n_up, P, d]
+    corr_nodes = node_outputs(bridge, graph, corrupted) if spec.needs_corrupted else None
+    diff = spec.factor(clean_nodes, corr_nodes)                                    # [B, n_up, P, d]
     gp = _GradPass(bridge, graph, level)
     grad_sum, n_points = None, 0
 
@@ -244,8 +237,8 @@ def scores_batch(bridge, graph: EAPGraph, clean: torch.Tensor, corrupted: torch.
         grad_sum = g if grad_sum is None else grad_sum + g
         n_points += 1
 
-    if method == "EAP-IG-activations":
-        alphas = [k / ig_steps for k in range(1, ig_steps + 1)]
+    if spec.interpolates == "activations":
+        alphas = spec.points(ig_steps, integration)
         for i, name in enumerate(gp.out_names):
             sl = _up_slot(graph, i)
             c, k = clean_nodes[:, sl], corr_nodes[:, sl]                           # [B, n, P, d]
@@ -253,9 +246,12 @@ def scores_batch(bridge, graph: EAPGraph, clean: torch.Tensor, corrupted: torch.
                 mixed = a * c + (1 - a) * k
                 act = mixed[:, 0] if i == 0 or (i % 2 == 0) else mixed.permute(0, 2, 1, 3)
                 add(gp.grads(clean, lengths, answer, distractor, {name: act}))
+    elif corr_nodes is None:                   # no corrupted run: the clean input only (grad-x-act)
+        for _ in spec.points(ig_steps, integration):
+            add(gp.grads(clean, lengths, answer, distractor, {}))
     else:
         x_clean, x_corr = clean_nodes[:, 0], corr_nodes[:, 0]
-        for a in method_points(method, ig_steps, integration):
+        for a in spec.points(ig_steps, integration):
             add(gp.grads(clean, lengths, answer, distractor, {INPUT_HOOK: x_corr + a * (x_clean - x_corr)}))
     with torch.no_grad():
         grad_mean = grad_sum / n_points

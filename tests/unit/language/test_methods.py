@@ -1,0 +1,169 @@
+"""The language method registry (language/methods.py) and the method it was extended with, grad-x-act.
+
+* every former list of method names derives from the registry: the CLI choices, the hooked dispatch and
+  config.schema.yaml's ``language.method`` enum (read from the schema file, so a new entry without a
+  schema update fails here);
+* grad-x-act, s_i(u -> v) = a_u(clean_i) . dM_i/d in_v |_clean, equals an independent computation: the
+  clean activations from TransformerBridge's own ``run_with_cache``, and for every downstream input v a
+  separate clean forward that adds a zero perturbation to v alone and differentiates the metric with
+  respect to it (no corrupted prompt anywhere); on GPT-2 the decomposed fast path agrees with the hooks;
+* the attribution file records the method and the entry's ranking.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import yaml
+
+from certified_circuits.core.discovery import RANKINGS
+from certified_circuits.language import hooked, methods
+from certified_circuits.language.tasks import Example
+from certified_circuits.language.tokenizer import encode_examples
+
+from .family_fixtures import ioi_prompt, save_family
+
+pytestmark = pytest.mark.filterwarnings("ignore")
+ATOL, RTOL = 2e-5, 1e-4
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def test_schema_cli_and_hooks_list_exactly_the_registry() -> None:
+    from certified_circuits.cli.language import METHOD_CHOICES
+
+    schema = yaml.safe_load((ROOT / "config.schema.yaml").read_text())
+    enum = schema["properties"]["language"]["properties"]["method"]["enum"]
+    assert enum == list(methods.METHODS) == list(METHOD_CHOICES) == list(hooked.METHODS)
+    assert schema["properties"]["language"]["properties"]["level"]["enum"] == list(methods.LEVELS)
+
+
+@pytest.mark.parametrize("name", list(methods.METHODS))
+def test_every_entry_is_well_formed(name) -> None:
+    spec = methods.METHODS[name]
+    assert spec.name == name and spec.description
+    assert spec.interpolates in methods.INTERPOLATIONS and spec.ranking in RANKINGS
+    assert set(spec.levels) <= set(methods.LEVELS)
+    points = spec.points(4, "reference")
+    assert points and all(0.0 <= a <= 1.0 for a in points)
+    assert (spec.points(3, "reference") != points) == spec.uses_ig_steps
+
+
+def test_registry_values() -> None:
+    m = methods.METHODS
+    assert m["EAP-IG-activations"].points(4, "reference") == [0.25, 0.5, 0.75, 1.0]
+    assert [m[n].needs_corrupted for n in m] == [True, True, True, True, False]
+    assert [m[n].decomposed for n in m] == [True, True, False, True, True]
+    assert {spec.ranking for spec in m.values()} == {"absolute"}
+    with pytest.raises(ValueError, match="grad-x-act"):
+        methods.check_method("gradient", "edge", 5, "reference")
+
+
+def _examples() -> list[Example]:
+    return [
+        Example("e0", "t", "train", ioi_prompt("Mary", "John", "John"), ioi_prompt("Anna", "Tom", "Lucy"), " Mary", " John"),
+        Example("e1", "t", "train", ioi_prompt("Kate", "Paul", "Kate", "store", "book"),
+                ioi_prompt("Mark", "Lucy", "Tom", "store", "book"), " Paul", " Kate"),
+    ]
+
+
+def _independent_grad_x_act(bridge, graph, batch) -> dict[str, np.ndarray]:
+    """a_u(clean) . dM/d in_v at the clean input, edge by edge, from run_with_cache and one perturbed forward
+    per downstream input (module docstring)."""
+    L = graph.n_layers
+    clean = torch.as_tensor(batch.clean)
+    lengths = torch.as_tensor(batch.lengths)
+    ar = torch.arange(len(lengths))
+    with torch.no_grad():
+        _, cache = bridge.run_with_cache(clean)
+
+    def act(node):
+        if node == "input":
+            return cache["blocks.0.hook_resid_pre"]
+        if node.startswith("m"):
+            return cache[f"blocks.{node[1:]}.hook_mlp_out"]
+        layer, head = node[1:].split(".h")
+        return cache[f"blocks.{layer}.attn.hook_result"][:, :, int(head)]
+
+    def grad_at(child, letter):
+        if child == "logits":
+            name, head = f"blocks.{L - 1}.hook_resid_post", None
+        elif child.startswith("m"):
+            name, head = f"blocks.{child[1:]}.ln2.hook_in", None
+        else:
+            layer, h = child[1:].split(".h")
+            name, head = f"blocks.{layer}.hook_{letter}_input", int(h)
+        delta = torch.zeros_like(cache["blocks.0.hook_resid_pre"], requires_grad=True)
+
+        def add(x, hook):
+            x = x.clone()
+            if head is None:
+                return x + delta
+            x[:, :, head] = x[:, :, head] + delta
+            return x
+
+        with bridge.hooks(fwd_hooks=[(name, add)]):
+            logits = bridge(clean)[ar, lengths - 1]
+        metric = (logits[ar, torch.as_tensor(batch.answer)] - logits[ar, torch.as_tensor(batch.distractor)]).sum()
+        return torch.autograd.grad(metric, delta)[0]
+
+    grads, out = {}, {}
+    for name in graph.edge_names():
+        parent, child = name.split("->")
+        child, _, letter = child.partition("<")
+        key = (child, letter[:1] or None)
+        if key not in grads:
+            grads[key] = grad_at(*key)
+        out[name] = (act(parent) * grads[key]).sum((1, 2)).numpy()
+    return out
+
+
+@pytest.mark.parametrize("family", ["gpt2", "llama"])
+def test_grad_x_act_equals_an_independent_computation(tmp_path, family) -> None:
+    from certified_circuits.language.models import load_hf_model
+
+    lm = load_hf_model(save_family(family, tmp_path / family))
+    g = lm.graph
+    batch = encode_examples(_examples(), lm.tokenizer, max_len=lm.n_positions)
+    got = hooked.attribution_scores(lm.bridge, g, batch, method="grad-x-act", progress=False)
+    want = _independent_grad_x_act(lm.bridge, g, batch)
+    want_matrix = np.stack([want[name] for name in g.edge_names()], 1)
+    assert np.abs(want_matrix).max() > 1e-3
+    np.testing.assert_allclose(got, want_matrix, atol=ATOL, rtol=RTOL)
+    # no corrupted baseline: another corrupted prompt changes nothing
+    batch.corrupted[:] = 0
+    np.testing.assert_array_equal(hooked.attribution_scores(lm.bridge, g, batch, method="grad-x-act", progress=False),
+                                  got)
+
+
+def test_grad_x_act_fast_path_equals_the_hooks(tiny_lm, ioi_batch) -> None:
+    """On the tiny GPT-2 the decomposed forward (the registry's ``decomposed``) gives the hook path's scores."""
+    from certified_circuits.language.attribution import score_examples, uses_fast_path
+
+    assert uses_fast_path(tiny_lm, "grad-x-act", "edge")
+    fast = score_examples(tiny_lm, ioi_batch, method="grad-x-act", progress=False)
+    hooks = hooked.attribution_scores(tiny_lm.bridge, tiny_lm.graph, ioi_batch, method="grad-x-act", progress=False)
+    assert np.abs(hooks).max() > 1e-3
+    np.testing.assert_allclose(fast, hooks, atol=ATOL, rtol=RTOL)
+
+
+def test_attribution_file_records_the_method_and_its_ranking(tmp_path, word_tok) -> None:
+    from certified_circuits.language.attribution import attribute_task
+    from certified_circuits.language.models import build_model, save_embedded, tiny_config
+    from certified_circuits.language.tasks import generate_examples
+    from certified_circuits.storage.store import read_attributions
+
+    cfg = tiny_config(word_tok.vocab_size, n_layer=1, n_head=2, n_embd=16, n_positions=96)
+    model_dir = save_embedded(build_model(cfg, seed=0), word_tok, tmp_path / "model")
+    examples = generate_examples("ioi", "train", 3, seed=0)
+    out = tmp_path / "a.h5"
+    attribute_task(examples, task="ioi", split="train", model="embedded", model_path=model_dir, out=out,
+                   experiment="x", device="cpu", ig_steps=2, integration="reference", batch_size=2,
+                   method="grad-x-act", level="node")
+    a = read_attributions(out)
+    assert a.attrs["method"] == "grad-x-act" and a.attrs["level"] == "node"
+    assert a.attrs["method_interpolates"] == "none"
+    assert a.rankings == {"eap_ig": methods.METHODS["grad-x-act"].ranking}
+    assert a.scores["eap_ig"].shape == (3, 2 * 1 + 1)
