@@ -277,3 +277,16 @@ def test_report_attack_rejects_mismatched_pools(tmp_path: Path, monkeypatch: pyt
             _main(["report-attack", "--class", *map(str, files), *common], monkeypatch)
         assert exc.value.code == 2
     assert not (tmp_path / "out").exists()
+
+
+def test_report_attack_checks_its_setting_with_the_setting_before_any_work(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+    concept = _attributions(tmp_path / "c.h5", "c0", "concept", np.random.default_rng(2).normal(size=(10, 20)))
+    for flag, value, message in (("--tau", "1.0", "tau=1.0"), ("--tau", "0.4", "tau=0.4")):
+        with pytest.raises(SystemExit) as exc:
+            _main(["report-attack", "--class", str(concept), "--scorer", "relevance", "--k-grid", "0.2", "--p-del",
+                   "0.6", "--tau", "0.9", flag, value, "--out-dir", str(tmp_path / "out")], monkeypatch)
+        assert exc.value.code == 2
+        err = capsys.readouterr().err
+        assert "invalid setting" in err and message in err, err
+    assert not (tmp_path / "out").exists()

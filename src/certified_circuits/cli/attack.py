@@ -103,8 +103,13 @@ def _cmd_attack(args: argparse.Namespace) -> int:
     from certified_circuits.core.smoothing import mask_seed
     from certified_circuits.pipeline.tracking import add_metrics
 
-    if not 0.5 <= args.tau < 1.0:
-        raise InputError(f"--tau {args.tau} is outside [0.5, 1)")
+    from certified_circuits.core.setting import Setting
+
+    try:  # the Setting owns the checks of every field, before any work
+        Setting(p_del=args.p_del, n0=args.n0, n=args.n, seed=args.seed, tau=args.tau, alpha=args.alpha,
+                correction=args.correction)
+    except ValueError as exc:
+        raise InputError(f"invalid setting: {exc}") from None
     if not args.classes:  # the workflow knows the classes with a pool only after filtration
         from certified_circuits.storage.atomic import write_csv, write_text
         from certified_circuits.reports.figures import plot_message
