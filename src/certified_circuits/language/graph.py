@@ -4,8 +4,8 @@ Upstream nodes (forward order): ``input`` (token + position embedding), every he
 (the head's z @ W_O, without the attention output bias) and every MLP output ``m{l}`` (with its bias).
 Downstream inputs: each head's q, k and v input ``a{l}.h{h}<q|k|v>`` (the residual stream before ln_1,
 one copy per head and letter), each MLP input ``m{l}`` (the residual before ln_2) and ``logits`` (the
-residual before ln_f). An edge u -> v exists when u is computed before v is read; an MLP reads the heads
-of its own layer, except in parallel-attention blocks (``parallel_attn_mlp``: GPT-NeoX/Pythia, GPT-J),
+residual before ln_f); their grammar is :mod:`.names`. An edge u -> v exists when u is computed before
+v is read; an MLP reads the heads of its own layer, except in parallel-attention blocks (``parallel_attn_mlp``: GPT-NeoX/Pythia, GPT-J),
 whose MLP reads the block's input as its heads do (hannamw/EAP-IG's ``Graph.from_model``). For L layers
 and H heads (docs/architecture.md, section 3):
 
@@ -25,7 +25,8 @@ from functools import lru_cache
 
 import numpy as np
 
-QKV = ("q", "k", "v")
+from certified_circuits.language import names
+from certified_circuits.language.names import QKV
 
 #: the embedded tiny GPT-2's shape (``language-train``'s defaults; the plan check reads it at parse time)
 EMBEDDED_N_LAYER = 3
@@ -70,7 +71,7 @@ class EAPGraph:
         return int(self.edge_up.size)
 
     def edge_names(self) -> list[str]:
-        return [f"{self.upstream[u]}->{self.downstream[d]}" for u, d in zip(self.edge_up, self.edge_down)]
+        return [names.edge(self.upstream[u], self.downstream[d]) for u, d in zip(self.edge_up, self.edge_down)]
 
     def node_names(self) -> list[str]:
         """Components of a node-level circuit: every head and MLP, forward order (``input`` excluded: it is
@@ -114,28 +115,28 @@ def build_graph(n_layers: int, n_heads: int, parallel_attn_mlp: bool = False) ->
     if n_layers < 1 or n_heads < 1:
         raise ValueError(f"need n_layers >= 1 and n_heads >= 1, got {n_layers}, {n_heads}")
     L, H = n_layers, n_heads
-    up = ["input"]
+    up = [names.INPUT]
     up_layer = [-1]   # last layer index whose *attention* cannot read it (input: none)
     up_is_mlp = [False]
     for l in range(L):
         for h in range(H):
-            up.append(f"a{l}.h{h}")
+            up.append(names.head(l, h))
             up_layer.append(l)
             up_is_mlp.append(False)
-        up.append(f"m{l}")
+        up.append(names.mlp(l))
         up_layer.append(l)
         up_is_mlp.append(True)
     down, down_layer, down_is_mlp = [], [], []
     for l in range(L):
         for h in range(H):
             for q in QKV:
-                down.append(f"a{l}.h{h}<{q}>")
+                down.append(names.head_input(l, h, q))
                 down_layer.append(l)
                 down_is_mlp.append(False)
-        down.append(f"m{l}")
+        down.append(names.mlp(l))
         down_layer.append(l)
         down_is_mlp.append(True)
-    down.append("logits")
+    down.append(names.LOGITS)
     down_layer.append(L)
     down_is_mlp.append(False)
     ul = np.array(up_layer)[:, None]

@@ -7,8 +7,9 @@ Layout (``src/eap/graph.py``, ``Graph.to_json``)::
      "nodes": {"input": {"in_graph": bool[, "score": float]}, "a0.h0": {...}, "m0": {...}, ..., "logits": {...}},
      "edges": {"input->a0.h0<q>": {"score": float, "in_graph": bool}, "a0.h0->m0": {...}, ...}}
 
-Names: nodes ``input``, ``a{l}.h{h}``, ``m{l}``, ``logits``; an edge is ``{parent}->{child}``, with the
-input it feeds appended (``<q>``, ``<k>`` or ``<v>``) when the child is a head. The reference's graph
+Names (their grammar: :mod:`certified_circuits.language.names`, which this module parses them with): nodes
+``input``, ``a{l}.h{h}``, ``m{l}``, ``logits``; an edge is ``{parent}->{child}``, with the input it feeds
+appended (``<q>``, ``<k>`` or ``<v>``) when the child is a head. The reference's graph
 (``Graph.from_model``) has an edge from ``input`` and every node of an earlier layer into every head's q, k
 and v input, every MLP and ``logits``; a head also feeds the MLP of its own layer unless
 ``parallel_attn_mlp`` (GPT-NeoX/Pythia, GPT-J).
@@ -48,21 +49,18 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from certified_circuits.language import names as grammar
 from certified_circuits.storage.atomic import write_text
 
 #: the keys ``Graph.from_model`` reads from ``cfg``
 CFG_KEYS = ("n_layers", "n_heads", "parallel_attn_mlp", "d_model")
 GRAPH_KEYS = ("cfg", "nodes", "edges")
 
-_NODE = r"input|logits|a(?:0|[1-9]\d*)\.h(?:0|[1-9]\d*)|m(?:0|[1-9]\d*)"
-_EDGE = re.compile(rf"^({_NODE})->({_NODE})(?:<([qkv])>)?$")
-_HEAD_OR_MLP = re.compile(r"^(?:a(0|[1-9]\d*)\.h(0|[1-9]\d*)|m(0|[1-9]\d*))$")
 
 
 def _plain(value: Any) -> Any:
@@ -106,47 +104,26 @@ def graph_cfg(n_layers: int, n_heads: int, d_model: int, parallel_attn_mlp: bool
             "d_model": d_model, **{key: _plain(value) for key, value in extra.items()}}
 
 
-def _node_layer(name: str, n_layers: int) -> int:
-    """Layer of a node (``input``: -1, ``logits``: ``n_layers``)."""
-    if name == "input":
-        return -1
-    if name == "logits":
-        return n_layers
-    return int(name[1:].split(".")[0])
-
-
-def _node_order(name: str, n_layers: int) -> tuple[int, int]:
-    """Sort key of the reference's node order: input, a{l}.h0.., m{l} per layer, logits."""
-    layer = _node_layer(name, n_layers)
-    if name.startswith("a"):
-        return layer, int(name.split(".h")[1])
-    return layer, 1 << 62
-
-
 def _check_node(name: str, n_layers: int, n_heads: int, where: str) -> None:
-    if name in ("input", "logits"):
-        return
-    layer = _node_layer(name, n_layers)
-    head = int(name.split(".h")[1]) if name.startswith("a") else 0
-    if layer >= n_layers or head >= n_heads:
+    node = grammar.parse_node(name)
+    if node.kind in ("head", "mlp") and (node.depth(n_layers) >= n_layers or (node.head or 0) >= n_heads):
         raise ValueError(f"{where}: node {name!r} is not in a graph of {n_layers} layers and {n_heads} heads")
 
 
 def _endpoints(name: str, cfg: Mapping[str, Any]) -> tuple[str, str]:
     """Parent and child of an edge of the graph ``cfg`` describes; ValueError naming the edge otherwise."""
-    match = _EDGE.match(name) if isinstance(name, str) else None
-    if match is None:
-        raise ValueError(f"{name!r} is not an EAP edge name (parent->child, e.g. 'a0.h1->m2' or 'input->a1.h0<q>')")
-    parent, child, qkv = match.groups()
+    parent, child, qkv = grammar.parse_edge(name)
     n_layers, n_heads = int(cfg["n_layers"]), int(cfg["n_heads"])
-    if parent == "logits" or child == "input":
+    if parent == grammar.LOGITS or child == grammar.INPUT:
         raise ValueError(f"{name!r}: 'logits' has no outgoing and 'input' no incoming edges")
-    if child.startswith("a") != (qkv is not None):
+    up_node, down_node = grammar.parse_node(parent), grammar.parse_node(child)
+    if (down_node.kind == "head") != (qkv is not None):
         raise ValueError(f"{name!r}: an edge into a head names its input (<q>, <k> or <v>), and only such an edge")
     _check_node(parent, n_layers, n_heads, f"edge {name!r}")
     _check_node(child, n_layers, n_heads, f"edge {name!r}")
-    up, down = _node_layer(parent, n_layers), _node_layer(child, n_layers)
-    same_layer_ok = up == down and parent.startswith("a") and child.startswith("m") and not cfg["parallel_attn_mlp"]
+    up, down = up_node.depth(n_layers), down_node.depth(n_layers)
+    same_layer_ok = (up == down and up_node.kind == "head" and down_node.kind == "mlp"
+                     and not cfg["parallel_attn_mlp"])
     if not (up < down or same_layer_ok):
         raise ValueError(f"{name!r} is not an edge of the graph (parallel_attn_mlp={bool(cfg['parallel_attn_mlp'])}): "
                          f"a node feeds only later layers, and a head its own layer's MLP in sequential blocks")
@@ -218,7 +195,7 @@ def circuit_graph_json(cfg: Mapping[str, Any], edge_names: Sequence[str], scores
         repeated = next(n for n in edge_names if n in seen or seen.add(n))
         raise ValueError(f"edge {repeated!r} is named more than once")
     ends = [_endpoints(name, cfg) for name in edge_names]
-    names = sorted({n for pair in ends for n in pair} | {"logits"}, key=lambda n: _node_order(n, n_layers))
+    names = sorted({n for pair in ends for n in pair} | {"logits"}, key=lambda n: grammar.node_order(n, n_layers))
     nodes: dict[str, dict[str, Any]] = {n: {"in_graph": False} for n in names}
 
     if not node_level:
@@ -239,7 +216,7 @@ def circuit_graph_json(cfg: Mapping[str, Any], edge_names: Sequence[str], scores
         values = _finite(node_scores, node_names, "node")
         keep_nodes = _mask(node_in_graph, "node_in_graph")
         for name, score, keep in zip(node_names, values, keep_nodes):
-            if not (isinstance(name, str) and _HEAD_OR_MLP.match(name)):
+            if not grammar.is_head_or_mlp(name):
                 raise ValueError(f"node {name!r}: the components of a node-level circuit are heads a{{l}}.h{{h}} "
                                  f"and MLPs m{{l}}")
             _check_node(name, n_layers, n_heads, "node_names")
@@ -325,7 +302,7 @@ def _check_read_edge(name: str, info: Any, cfg: Mapping[str, Any]) -> None:
 
 def _check_read_node(name: str, info: Any, cfg: Mapping[str, Any]) -> None:
     """One entry of ``nodes``: a node of the graph, a bool in_graph and, if given, a finite score."""
-    if not (isinstance(name, str) and re.fullmatch(_NODE, name)):
+    if not grammar.is_node(name):
         raise ValueError(f"node {name!r} is not an EAP node name (input, a{{l}}.h{{h}}, m{{l}}, logits)")
     _check_node(name, int(cfg["n_layers"]), int(cfg["n_heads"]), "nodes")
     if not isinstance(info, dict) or not isinstance(info.get("in_graph"), bool):

@@ -47,6 +47,7 @@ import pandas as pd
 from certified_circuits.analysis.evaluation import channel_categories
 from certified_circuits.core.certification import certified_radius
 from certified_circuits.core.contracts import setting_columns
+from certified_circuits.language import names as grammar
 from certified_circuits.reports.flags import Flag, certificate_flags, curve_flags, merge_flags, sorted_flags
 from certified_circuits.reports.words import guarantee_words, setting_words, tag_words
 from certified_circuits.storage.atomic import atomic_dir
@@ -343,8 +344,8 @@ def vision_circuit_data(names: Sequence[str], groups: np.ndarray, votes, certifi
 
 
 def node_of(endpoint: str) -> str:
-    """``a1.h2<q>`` -> ``a1.h2``; ``m0`` and ``logits`` unchanged."""
-    return endpoint.split("<", 1)[0]
+    """``a1.h2<q>`` -> ``a1.h2``; ``m0`` and ``logits`` unchanged (the grammar of language/names.py)."""
+    return grammar.node_of(endpoint)
 
 
 def node_position(node: str, n_layers: int, n_heads: int, width: float, height: float) -> tuple[float, float]:
@@ -352,16 +353,14 @@ def node_position(node: str, n_layers: int, n_heads: int, width: float, height: 
     on row l + 1 (heads left to right, the MLP last)."""
     rows = n_layers + 2
     y = lambda row: height - 20 - (height - 40) * row / (rows - 1)  # noqa: E731
-    if node == "input":
-        return width / 2, y(0)
-    if node == "logits":
-        return width / 2, y(rows - 1)
-    match = re.fullmatch(r"a(\d+)\.h(\d+)|m(\d+)", node)
-    if not match:
-        raise ValueError(f"not an EAP graph node: {node!r}")
-    layer = int(match[1] if match[1] is not None else match[3])
-    column = int(match[2]) if match[2] is not None else n_heads
-    return 30 + (width - 60) * (column + 0.5) / (n_heads + 1), y(layer + 1)
+    try:
+        parsed = grammar.parse_node(node)
+    except ValueError:
+        raise ValueError(f"not an EAP graph node: {node!r}") from None
+    if parsed.kind in ("input", "logits"):
+        return width / 2, y(parsed.depth(n_layers) + 1)
+    column = parsed.head if parsed.kind == "head" else n_heads
+    return 30 + (width - 60) * (column + 0.5) / (n_heads + 1), y(parsed.depth(n_layers) + 1)
 
 
 #: edge category -> (CSS class, label) in the language graph
@@ -416,18 +415,18 @@ def language_graph_svg(
     for category in ("abstained", "baseline_only", "certified_in"):  # the circuit drawn last, on top
         css, label = EDGE_STYLES[category]
         for index in groups[category]:
-            up, down = names[index].split("->", 1)
+            up, down = grammar.edge_nodes(names[index])
             x1, y1 = node_position(up, n_layers, n_heads, width, height)
-            x2, y2 = node_position(node_of(down), n_layers, n_heads, width, height)
-            used.update({up, node_of(down)})
+            x2, y2 = node_position(down, n_layers, n_heads, width, height)
+            used.update({up, down})
             parts.append(
                 f'<line x1="{x1:.1f}" y1="{y1:.1f}" x2="{x2:.1f}" y2="{y2:.1f}" class="edge {css}">'
                 f"<title>{esc(names[index])}: {esc(label)}, {int(votes[index])} certification votes</title></line>"
             )
     nodes = (
-        ["input", "logits"]
-        + [f"a{l}.h{h}" for l in range(n_layers) for h in range(n_heads)]
-        + [f"m{l}" for l in range(n_layers)]
+        [grammar.INPUT, grammar.LOGITS]
+        + [grammar.head(l, h) for l in range(n_layers) for h in range(n_heads)]
+        + [grammar.mlp(l) for l in range(n_layers)]
     )
     for node in nodes:
         x, y = node_position(node, n_layers, n_heads, width, height)
@@ -460,7 +459,7 @@ def circuit_json(names: Sequence[str], scores: np.ndarray, decision: np.ndarray,
         radius=certified_radius(float(attrs["tau"]), float(attrs["p_del"])),
     )
     graph = graph_dict(cfg, list(names), scores, np.asarray(decision) == 1)
-    if names and "->" in names[0]:
+    if names and grammar.is_edge(names[0]):
         for name, d in zip(names, decision):
             graph["edges"][name]["decision"] = int(d)
     else:
@@ -608,7 +607,7 @@ def language_page(
         **{key: attributions.attrs.get(key) for key in ("n_layers", "n_heads", "d_model", "parallel_attn_mlp")},
     }
     drawn = (attributions.names, certificates.decision[i], votes.baseline[i], votes.certification_counts[i])
-    if attributions.names and "->" not in attributions.names[0]:  # node level: each node's edges drawn
+    if attributions.names and not grammar.is_edge(attributions.names[0]):  # node level: each node's edges drawn
         from certified_circuits.reports.eap_graph import graph_cfg
         from certified_circuits.reports.language_graphs import node_to_edge_view
 

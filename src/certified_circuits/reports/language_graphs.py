@@ -29,6 +29,7 @@ import pandas as pd
 
 from certified_circuits.core.certification import method_masks
 from certified_circuits.core.contracts import setting_columns
+from certified_circuits.language import names as grammar
 from certified_circuits.reports.eap_graph import circuit_graph_json, decisions_sidecar, graph_cfg, write_graph_json
 from certified_circuits.storage.store import read_attributions, read_certificates, read_votes
 from certified_circuits.storage.atomic import write_json
@@ -42,17 +43,17 @@ def _k_label(k: float) -> str:
 
 def _node_edges(edge_names: Sequence[str], node_names: Sequence[str], node_in: np.ndarray) -> np.ndarray:
     """Edges whose parent and child are both in a node circuit (``input`` and ``logits`` always are)."""
-    keep = {"input", "logits"} | {n for n, k in zip(node_names, node_in) if k}
+    keep = {grammar.INPUT, grammar.LOGITS} | {n for n, k in zip(node_names, node_in) if k}
     out = np.zeros(len(edge_names), dtype=bool)
     for i, name in enumerate(edge_names):
-        parent, child = name.split("->")
-        out[i] = parent in keep and child.split("<")[0] in keep
+        parent, child = grammar.edge_nodes(name)
+        out[i] = parent in keep and child in keep
     return out
 
 
 def graph_dict(cfg: Mapping, names: Sequence[str], scores: np.ndarray, in_circuit: np.ndarray) -> dict:
     """Graph JSON of a circuit over edges, or over heads and MLPs (node level: names without ``->``)."""
-    if names and "->" in names[0]:
+    if names and grammar.is_edge(names[0]):
         return circuit_graph_json(cfg, names, scores, in_circuit)
     edges = _edge_names_of(cfg)
     return circuit_graph_json(cfg, edges, np.zeros(len(edges)), _node_edges(edges, names, in_circuit),
@@ -66,8 +67,8 @@ def node_to_edge_view(cfg: Mapping, names: Sequence[str], *per_node: np.ndarray)
     index = {n: i for i, n in enumerate(names)}
     pick = []
     for e in edges:
-        parent, child = e.split("->")
-        node = parent if parent != "input" else child.split("<")[0]
+        parent, child = grammar.edge_nodes(e)
+        node = parent if parent != grammar.INPUT else child
         pick.append(index.get(node, -1))
     pick = np.asarray(pick)
     out = []
