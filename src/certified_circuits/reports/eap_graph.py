@@ -195,7 +195,7 @@ def circuit_graph_json(cfg: Mapping[str, Any], edge_names: Sequence[str], scores
         repeated = next(n for n in edge_names if n in seen or seen.add(n))
         raise ValueError(f"edge {repeated!r} is named more than once")
     ends = [_endpoints(name, cfg) for name in edge_names]
-    names = sorted({n for pair in ends for n in pair} | {"logits"}, key=lambda n: grammar.node_order(n, n_layers))
+    names = sorted({n for pair in ends for n in pair} | {grammar.LOGITS}, key=lambda n: grammar.node_order(n, n_layers))
     nodes: dict[str, dict[str, Any]] = {n: {"in_graph": False} for n in names}
 
     if not node_level:
@@ -223,7 +223,7 @@ def circuit_graph_json(cfg: Mapping[str, Any], edge_names: Sequence[str], scores
             if name not in nodes:
                 raise ValueError(f"node {name!r} is in no edge of edge_names")
             nodes[name] = {"in_graph": bool(keep), "score": float(score)}
-        for always in ("input", "logits"):
+        for always in (grammar.INPUT, grammar.LOGITS):
             if always in nodes:
                 nodes[always]["in_graph"] = True
         edge_in = np.array([nodes[p]["in_graph"] and nodes[c]["in_graph"] for p, c in ends], dtype=bool)

@@ -434,7 +434,7 @@ def language_graph_svg(
             f'<circle cx="{x:.1f}" cy="{y:.1f}" r="{6 if node in used else 3}" class="node{" used" if node in used else ""}">'
             f"<title>{esc(node)}</title></circle>"
         )
-        if node in used or node in ("input", "logits"):
+        if node in used or node in (grammar.INPUT, grammar.LOGITS):
             parts.append(f'<text x="{x + 8:.1f}" y="{y + 4:.1f}" class="nl">{esc(node)}</text>')
     parts.append("</svg>")
     return "".join(parts), counts
