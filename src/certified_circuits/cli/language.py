@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 
 from certified_circuits.language.graph import EMBEDDED_N_HEAD, EMBEDDED_N_LAYER
-from certified_circuits.language.methods import LEVELS, METHODS
+from certified_circuits.language.methods import INTEGRATIONS, LEVELS, METHODS
 from certified_circuits.language.tasks import SPLITS, TASKS
 from certified_circuits.core.devices import configure_torch
 from certified_circuits.cli.stages import (InputError, Stages, add_device, check_circuit_files, existing_file, existing_path,
@@ -195,7 +195,7 @@ def _attribute_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--examples", type=existing_file, required=True, help="JSONL from language-tasks for this task and split")
     p.add_argument("--out", type=output_file, required=True, help="attributions .h5 to write")
     p.add_argument("--ig-steps", type=positive_int, default=5)
-    p.add_argument("--integration", choices=("reference", "endpoint"), default="reference",
+    p.add_argument("--integration", choices=INTEGRATIONS, default="reference",
                    help="IG points: reference = k/m for k = 0..m-1, as hannamw/EAP-IG (default); endpoint = k = 1..m")
     p.add_argument("--batch-size", type=positive_int, default=16)
     p.add_argument("--method", choices=METHOD_CHOICES, default="EAP-IG-inputs",
