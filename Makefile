@@ -30,7 +30,8 @@ test-fast: $(STAMP)
 # hand-wrapped style (dense argument lists) and are linted like everything else.
 FORMATTED := src/certified_circuits/core src/certified_circuits/api.py src/certified_circuits/__init__.py \
              src/certified_circuits/pipeline/tracking tests/unit/test_api.py tests/unit/test_architecture.py \
-             src/certified_circuits/reports/explorer.py src/certified_circuits/reports/words.py \
+             src/certified_circuits/reports/explorer.py src/certified_circuits/reports/explorer_data.py \
+             src/certified_circuits/reports/html.py src/certified_circuits/reports/words.py \
              src/certified_circuits/vision/families.py src/certified_circuits/vision/plugins.py src/certified_circuits/vision/folders.py
 
 lint: $(STAMP)

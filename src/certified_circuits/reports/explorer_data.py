@@ -1,0 +1,166 @@
+"""The explorer's data: the circuits it shows, read from their files, and what is chosen for each page.
+
+:class:`Experiment` and :class:`Circuit` name the files; :func:`read_circuit` reads them; the page data of a
+vision circuit (:func:`vision_circuit_data`), a language circuit as EAP-IG Graph JSON (:func:`circuit_json`),
+the flags of a circuit (:func:`circuit_flags`), the page's default K (:func:`operating_k`) and a task's
+held-out setting (:func:`select_setting`). Nothing here writes HTML (:mod:`.html`, :mod:`.explorer`).
+
+Categories are :func:`certified_circuits.analysis.evaluation.channel_categories` (one definition for the
+feature figure, the spurious index and this explorer).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+
+from certified_circuits.analysis.evaluation import channel_categories
+from certified_circuits.core.certification import certified_radius
+from certified_circuits.language import names as grammar
+from certified_circuits.reports.flags import Flag, certificate_flags, curve_flags
+
+#: category of a component -> (one-letter code in the page data, CSS class, label)
+CATEGORIES = {
+    "certified_in": ("I", "in", "certified in"),
+    "abstained": ("A", "abs", "abstained (in the baseline only)"),
+    "other": ("X", "oth", "abstained (outside the baseline)"),
+    "certified_out": ("O", "out", "certified out"),
+}
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """One experiment's tables folder. ``kind``: ``vision`` or ``language``."""
+
+    kind: str
+    name: str
+    tables: Path
+
+
+@dataclass(frozen=True)
+class Circuit:
+    """The files of one concept's circuit (vision: the main scorer at the main setting; language: one setting)."""
+
+    experiment: str
+    concept: str
+    attributions: Path
+    votes: Path
+    certificates: Path
+    features: Path | None = None
+
+
+def circuit_flags(where: str, certificates, curves: pd.DataFrame, setting: str) -> list[Flag]:
+    """The flags of one circuit (:mod:`certified_circuits.reports.flags`): its certificate's (the planner
+    warnings the certify stage recorded, nothing certified in) and those of its curves (``curves``: the
+    concept's sufficiency rows, kept to ``setting`` and the full model when they name settings)."""
+    flags = certificate_flags(certificates.decision, certificates.attrs, where)
+    if not len(curves) or not {"method", "k_target"} <= set(curves.columns):
+        return flags
+    if "setting" in curves and (curves.setting.astype(str) == setting).any():
+        curves = curves[(curves.setting.astype(str) == setting) | (curves.method == "full")]
+    return flags + curve_flags(curves, where)
+
+
+def read_circuit(circuit: Circuit):
+    """(attributions, votes, certificates) of a :class:`Circuit`."""
+    from certified_circuits.storage.store import read_attributions, read_certificates, read_votes
+
+    return read_attributions(circuit.attributions), read_votes(circuit.votes), read_certificates(circuit.certificates)
+
+
+def vision_circuit_data(names: Sequence[str], groups: np.ndarray, votes, certificates) -> dict:
+    """The page data of a vision circuit: per K a category string (one letter per channel), the baseline as
+    0/1 string, and the certification votes (uint16, base64) for the hover text."""
+    categories = {name: code for name, (code, _, _) in CATEGORIES.items()}
+    per_k = []
+    for i, k in enumerate(votes.k_grid):
+        labels = channel_categories(certificates.decision[i], votes.baseline[i])
+        per_k.append(
+            {
+                "k": float(k),
+                "cat": "".join(categories[label] for label in labels),
+                "base": "".join("1" if b else "0" for b in votes.baseline[i]),
+                "votes": base64.b64encode(votes.certification_counts[i].astype("<u2").tobytes()).decode(),
+            }
+        )
+    layers = []
+    for g in np.unique(groups):
+        members = np.flatnonzero(groups == g)
+        layers.append(
+            {"name": str(names[members[0]]).rsplit(".", 1)[0], "start": int(members[0]), "size": int(len(members))}
+        )
+    return {
+        "names": [str(n).rsplit(".", 1)[-1] for n in names],
+        "layers": layers,
+        "k": per_k,
+        "n": int(votes.attrs["n"]),
+    }
+
+
+def circuit_json(names: Sequence[str], scores: np.ndarray, decision: np.ndarray, k: float, attrs: dict) -> str:
+    """The certified circuit of a task as hannamw/EAP-IG Graph JSON (:mod:`.eap_graph`): ``cfg`` (with K and the
+    setting), ``nodes`` and ``edges``, each edge with its ``score`` (the mean per-example score), ``in_graph``
+    (certified in) and, beside them, its ``decision``: 1 in, 0 out, -1 abstain (edge level)."""
+    from certified_circuits.reports.eap_graph import graph_cfg
+    from certified_circuits.reports.language_graphs import graph_dict
+
+    cfg = graph_cfg(
+        int(attrs.get("n_layers", 0)),
+        int(attrs.get("n_heads", 0)),
+        int(attrs.get("d_model") or 0),
+        bool(int(attrs.get("parallel_attn_mlp") or 0)),
+        k=k,
+        tau=float(attrs["tau"]),
+        p_del=float(attrs["p_del"]),
+        alpha=float(attrs["alpha"]),
+        radius=certified_radius(float(attrs["tau"]), float(attrs["p_del"])),
+    )
+    graph = graph_dict(cfg, list(names), scores, np.asarray(decision) == 1)
+    if names and grammar.is_edge(names[0]):
+        for name, d in zip(names, decision):
+            graph["edges"][name]["decision"] = int(d)
+    else:
+        for name, d in zip(names, decision):
+            graph["nodes"][name]["decision"] = int(d)
+    return json.dumps(graph)
+
+
+def operating_k(tables: Path, concept: str | None, scorer: str | None, k_grid: np.ndarray) -> float:
+    """The page's default K: the certified circuit's K chosen on held-out data (``selected_cacc_raw.csv``, the
+    same choice as the fair-comparison table) when the run made one, else the K of the certified curve's
+    peak cACC (``operating_points.csv``) on ID data, else the middle of the grid."""
+    for name, column in (("selected_cacc_raw.csv", "certified_k_target"), ("operating_points.csv", "k_target")):
+        path = tables / name
+        if not path.is_file():
+            continue
+        rows = pd.read_csv(path)
+        if scorer is not None and "scorer" in rows:
+            rows = rows[rows.scorer == scorer]
+        if concept is not None and "concept" in rows:
+            rows = rows[rows.concept.astype(str) == concept]
+        if "criterion" in rows:
+            rows = rows[rows.criterion == "certified_peak"]
+            rows = rows.sort_values("eval_set", key=lambda e: ~e.isin(["id", "id_test"]), kind="stable")
+        if len(rows) and column in rows:
+            return float(rows.iloc[0][column])
+    return float(k_grid[len(k_grid) // 2])
+
+
+def nearest_index(k_grid: np.ndarray, k: float) -> int:
+    return int(np.argmin(np.abs(np.asarray(k_grid, float) - k)))
+
+
+def select_setting(tables: Path, task: str) -> str | None:
+    """The certified setting chosen on held-out prompts (selected_cacc_raw.csv), or None."""
+    path = tables / "selected_cacc_raw.csv"
+    if not path.is_file():
+        return None
+    rows = pd.read_csv(path)
+    rows = rows[rows.concept.astype(str) == task]
+    return str(rows.iloc[0]["certified_setting"]) if len(rows) and "certified_setting" in rows else None
