@@ -39,7 +39,9 @@ from certified_circuits.pipeline.tracking import add_metrics  # noqa: E402
 log = logging.getLogger("certified_circuits")
 
 PLUGIN_MODULES = (
-    "certified_circuits.cli.vision",
+    "certified_circuits.cli.vision_data",
+    "certified_circuits.cli.vision_circuits",
+    "certified_circuits.cli.vision_imagenet",
     "certified_circuits.cli.language",
     "certified_circuits.cli.report",
     "certified_circuits.cli.attack",

@@ -1,7 +1,8 @@
 """How a ``certified-circuits`` subcommand is declared: one convention for every half of the product.
 
 Each CLI module (engine stages in :mod:`certified_circuits.cli.main`, ``vision-*`` in
-:mod:`certified_circuits.cli.vision`, ``language-*`` in :mod:`certified_circuits.cli.language`,
+:mod:`certified_circuits.cli.vision_data`, :mod:`~certified_circuits.cli.vision_circuits` and
+:mod:`~certified_circuits.cli.vision_imagenet`, ``language-*`` in :mod:`certified_circuits.cli.language`,
 ``report-*`` in :mod:`certified_circuits.cli.report`) holds a :class:`Stages` list and declares each
 stage as an *arguments* function followed directly by its handler::
 
