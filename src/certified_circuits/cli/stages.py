@@ -179,10 +179,6 @@ def add_votes_setting(parser: argparse.ArgumentParser) -> None:
 
 # ------------------------------------------------------------------------------ input checks shared by stages
 
-#: the attributes a certificates file copies from its votes file (core.certification.VOTES_SETTING_KEYS)
-_SAME_CIRCUIT_KEYS = ("concept", "scorer", "model", "experiment", "split", "p_del", "n0", "n", "seed", "n_examples")
-
-
 def check_circuit_files(pairs, concept: str | None = None, what: str = "--concept") -> None:
     """Refuse votes and certificates that are not of one circuit, before any work.
 
@@ -194,24 +190,14 @@ def check_circuit_files(pairs, concept: str | None = None, what: str = "--concep
     Raises:
         InputError: naming both files, the attribute, both values and the fix.
     """
-    import numpy as np
-
-    def value(attrs, key):
-        item = attrs.get(key)
-        return item.item() if hasattr(item, "item") else item
+    from certified_circuits.core.certification import attr_value as value, check_certified_from
 
     settings: dict[tuple, Path] = {}
     for votes, votes_path, certificates, certificates_path in pairs:
-        for key in _SAME_CIRCUIT_KEYS:
-            v, c = value(votes.attrs, key), value(certificates.attrs, key)
-            if v is not None and c is not None and str(v) != str(c):
-                raise InputError(f"{certificates_path} was not certified from {votes_path}: {key} is {c!r} in the "
-                                 f"certificates but {v!r} in the votes; pass the certificates made from these votes "
-                                 f"(certified-circuits certify --votes {votes_path})")
-        if not np.array_equal(np.asarray(votes.k_grid, float), np.asarray(certificates.k_grid, float)) or \
-                votes.selection_counts.shape[-1] != certificates.decision.shape[-1]:
-            raise InputError(f"{certificates_path} was not certified from {votes_path}: their K grids or component "
-                             f"counts differ; pass the certificates made from these votes")
+        try:
+            check_certified_from(votes, certificates, str(votes_path), str(certificates_path))
+        except ValueError as error:
+            raise InputError(str(error)) from None
         found = value(votes.attrs, "concept")
         if concept is not None and found is not None and str(found) != concept:
             raise InputError(f"{what} {concept!r} but {votes_path} holds the circuits of {found!r}: pass that "

@@ -25,6 +25,7 @@ decision is certifiable iff ``tau^n <= alpha / N`` with ``N`` the number of corr
 from __future__ import annotations
 
 import math
+from typing import Any
 import numpy as np
 from scipy.special import bdtrc
 
@@ -33,6 +34,47 @@ from certified_circuits.core.validation import check_alpha, check_correction, ch
 
 #: votes attributes copied into certificates (the settings that produced them)
 VOTES_SETTING_KEYS = ("p_del", "n0", "n", "seed", "n_examples", "scorer", "concept", "model", "experiment", "split")
+
+
+def attr_value(attrs: dict, key: str) -> Any:
+    """An HDF5 attribute as a plain Python value (numpy scalars unwrapped; None when absent)."""
+    item = attrs.get(key)
+    return item.item() if isinstance(item, np.generic) else item
+
+
+def check_certified_from(votes: Votes, certificates: Certificates, votes_name: str, certificates_name: str) -> None:
+    """Refuse certificates that were not certified from these votes: the one check of a (votes, certificates)
+    pair, used by every stage and report that reads one.
+
+    ``certify_votes`` copies the votes' :data:`VOTES_SETTING_KEYS` into the certificates, so every one of them
+    the certificates hold must equal the votes' (a key the votes lack counts as different); the K grid and the
+    number of components must match too.
+
+    Args:
+        votes, certificates: the two files' contents.
+        votes_name, certificates_name: how the message names them (their paths).
+
+    Raises:
+        ValueError: naming both files, the attribute and both values, and the fix.
+    """
+    for key in VOTES_SETTING_KEYS:
+        if key not in certificates.attrs:
+            continue
+        v, c = attr_value(votes.attrs, key), attr_value(certificates.attrs, key)
+        if str(v) != str(c):
+            raise ValueError(
+                f"{certificates_name} was not certified from {votes_name}: {key} is {c!r} in the "
+                f"certificates but {v!r} in the votes; pass the certificates made from these votes "
+                f"(certified-circuits certify --votes {votes_name})"
+            )
+    if (
+        not np.array_equal(np.asarray(votes.k_grid, float), np.asarray(certificates.k_grid, float))
+        or votes.selection_counts.shape[-1] != certificates.decision.shape[-1]
+    ):
+        raise ValueError(
+            f"{certificates_name} was not certified from {votes_name}: their K grids or component "
+            f"counts differ; pass the certificates made from these votes"
+        )
 
 
 def _check_counts(counts: np.ndarray, total: int, name: str) -> np.ndarray:

@@ -30,7 +30,7 @@ import pandas as pd
 from certified_circuits.analysis import evaluation
 from certified_circuits.reports import figures, flags, tables
 from certified_circuits.storage.atomic import write_csv, write_text
-from certified_circuits.core.certification import method_masks
+from certified_circuits.core.certification import check_certified_from, method_masks
 from certified_circuits.core.discovery import k_index
 from certified_circuits.core.contracts import Certificates, Votes
 from certified_circuits.storage.store import read_certificates, read_votes
@@ -162,12 +162,7 @@ def read_circuits(pairs: Sequence[tuple[Path, Path]], scorer: str | None = None)
         if scorer is not None and held is not None and str(held) != scorer:
             raise ValueError(f"{votes_path} holds the circuits of scorer {str(held)!r}, not {scorer!r} as asked: pass "
                              f"--scorer {str(held)} or the votes and certificates of {scorer!r}")
-        for key in ("concept", "split", "scorer", "seed", "p_del"):
-            if key in certificates.attrs and str(certificates.attrs[key]) != str(votes.attrs.get(key)):
-                raise ValueError(f"{certificates_path} was certified from other votes than {votes_path} "
-                                 f"({key} {certificates.attrs[key]!r} vs {votes.attrs.get(key)!r}); rerun certify")
-        if not np.array_equal(votes.k_grid, certificates.k_grid):
-            raise ValueError(f"{votes_path} and {certificates_path} have different K grids; rerun certify")
+        check_certified_from(votes, certificates, str(votes_path), str(certificates_path))
         circuits.append((votes, certificates))
     return circuits
 
