@@ -139,8 +139,7 @@ def _cmd_certify(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     certificates = certify_votes(votes, args.tau, args.alpha, args.correction)
     certificates.attrs["seconds"] = time.perf_counter() - start
-    certificates.attrs["plan_verdict"] = checked.verdict
-    certificates.attrs["plan_warnings"] = "\n".join(checked.problems())
+    certificates.attrs.update(checked.record())
     write_certificates(args.out, certificates)
     decided = (certificates.decision >= 0).mean()
     add_metrics({"radius": certificates.attrs["radius"], "decided_fraction": decided,
@@ -159,8 +158,7 @@ def _checked_plan(votes, tau: float, alpha: float, correction: str, allow_vacuou
     from certified_circuits.pipeline.tracking import add_tags
 
     attrs = votes.attrs
-    setting = Setting(p_del=float(attrs["p_del"]), n0=int(attrs["n0"]), n=int(attrs["n"]), seed=int(attrs.get("seed", 0)),
-                      tau=float(tau), alpha=float(alpha), correction=correction)
+    setting = Setting.from_config({"seed": 0, **attrs}, tau=tau, alpha=alpha, correction=correction)
     checked = plan(int(attrs["n_examples"]), int(votes.selection_counts.shape[-1]), setting)
     if checked.vacuous and not allow_vacuous:
         raise InputError(f"this setting can certify nothing (every component would abstain):\n{checked}\n"

@@ -312,8 +312,7 @@ def _cmd_certify_scores(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise InputError(f"invalid setting: {exc}") from exc
     checked = cc.plan(n_examples, n_components, setting)
-    attrs = {**source.attrs, "source": str(args.scores), "plan_verdict": checked.verdict,
-             "plan_warnings": "\n".join(checked.problems())}
+    attrs = {**source.attrs, "source": str(args.scores), **checked.record()}
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", cc.PlanWarning)
         try:
@@ -405,9 +404,7 @@ def _plan_lines(attrs: dict[str, Any], n_components: int) -> list[str]:
                 + " to recompute it"]
     import certified_circuits as cc
 
-    setting = cc.Setting(p_del=float(attrs["p_del"]), n0=int(attrs["n0"]), n=int(attrs["n"]),
-                         seed=int(attrs.get("seed", 0)), tau=float(attrs["tau"]), alpha=float(attrs["alpha"]),
-                         correction=_text(attrs["correction"]))
+    setting = cc.Setting.from_config({"seed": 0, **attrs}, correction=_text(attrs["correction"]))
     checked = cc.plan(int(attrs["n_examples"]), n_components, setting)
     return [f"plan: {checked.verdict} (recomputed from the file's setting, |D| = {int(attrs['n_examples'])}, "
             f"U = {n_components})", *(f"  - {problem}" for problem in checked.problems())]

@@ -180,6 +180,11 @@ class Plan:
         """``"vacuous"``, ``"marginal"`` or ``"ok"``."""
         return "vacuous" if self.vacuous else "marginal" if self.warnings else "ok"
 
+    def record(self) -> dict[str, str]:
+        """What a certificate file records of its plan (read back by the reports' flags and ``inspect``):
+        ``plan_verdict`` (:attr:`verdict`) and ``plan_warnings`` (:meth:`problems`, one per line)."""
+        return {"plan_verdict": self.verdict, "plan_warnings": "\n".join(self.problems())}
+
     def problems(self) -> list[str]:
         """One sentence per problem, each with its numbers and its fix ([] for an ``ok`` plan)."""
         s = self.setting
