@@ -27,6 +27,7 @@ from certified_circuits.language.tasks import Example
 from certified_circuits.language.tokenizer import encode_examples
 
 from .family_fixtures import FAMILIES, ioi_prompt, save_family
+from .independent_scores import straightforward_scores
 
 pytestmark = pytest.mark.filterwarnings("ignore")
 #: float32 scores of order 0.1-1: agreement to 2e-5 absolute (or 1e-4 relative)
@@ -50,80 +51,6 @@ def _examples() -> list[Example]:
     ]
 
 
-def _reference_edges(n_layers: int, n_heads: int, parallel: bool) -> list[tuple[str, str, str | None]]:
-    """(parent, child, letter) of every edge, built with the residual-stream loop of the reference's
-    ``Graph.from_model`` (independent of certified_circuits.language.graph)."""
-    edges, stream = [], ["input"]
-    for l in range(n_layers):
-        heads = [f"a{l}.h{h}" for h in range(n_heads)]
-        for node in stream:
-            edges += [(node, a, x) for a in heads for x in "qkv"]
-        if parallel:
-            edges += [(node, f"m{l}", None) for node in stream]
-            stream = stream + heads + [f"m{l}"]
-        else:
-            stream = stream + heads
-            edges += [(node, f"m{l}", None) for node in stream]
-            stream = stream + [f"m{l}"]
-    return edges + [(node, "logits", None) for node in stream]
-
-
-def _straightforward_scores(lm, batch, alphas: list[float]) -> dict[str, np.ndarray]:
-    """Per-example EAP-IG-inputs scores of every edge by the definition, edge by edge (module docstring)."""
-    br, g = lm.bridge, lm.graph
-    L, H = g.n_layers, g.n_heads
-    clean, corr = torch.as_tensor(batch.clean), torch.as_tensor(batch.corrupted)
-    lengths = torch.as_tensor(batch.lengths)
-    ar = torch.arange(len(lengths))
-    with torch.no_grad():
-        _, c_clean = br.run_with_cache(clean)
-        _, c_corr = br.run_with_cache(corr)
-
-    def act(cache, node):
-        if node == "input":
-            return cache["blocks.0.hook_resid_pre"]
-        if node.startswith("m"):
-            return cache[f"blocks.{node[1:]}.hook_mlp_out"]
-        l, h = node[1:].split(".h")
-        return cache[f"blocks.{l}.attn.hook_result"][:, :, int(h)]
-
-    def grad_at(child, letter, alpha):
-        """dM_i/d in_child for every example i, averaged later over alpha: a zero perturbation added at v only."""
-        x0, x1 = c_corr["blocks.0.hook_resid_pre"], c_clean["blocks.0.hook_resid_pre"]
-        if child == "logits":
-            name, head = f"blocks.{L - 1}.hook_resid_post", None
-        elif child.startswith("m"):
-            name, head = f"blocks.{child[1:]}.ln2.hook_in", None
-        else:
-            l, h = child[1:].split(".h")
-            name, head = f"blocks.{l}.hook_{letter}_input", int(h)
-        delta = torch.zeros_like(x1, requires_grad=True)
-
-        def add(x, hook):
-            if head is None:
-                return x.clone() + delta
-            x = x.clone()
-            x[:, :, head] = x[:, :, head] + delta
-            return x
-
-        hooks = [("blocks.0.hook_resid_pre", lambda x, hook: x0 + alpha * (x1 - x0)), (name, add)]
-        with br.hooks(fwd_hooks=hooks):
-            logits = br(clean)[ar, lengths - 1]
-        metric = (logits[ar, torch.as_tensor(batch.answer)] - logits[ar, torch.as_tensor(batch.distractor)]).sum()
-        return torch.autograd.grad(metric, delta)[0]
-
-    grads = {}
-    out = {}
-    for parent, child, letter in _reference_edges(L, H, g.parallel_attn_mlp):
-        key = (child, letter)
-        if key not in grads:
-            grads[key] = sum(grad_at(child, letter, a) for a in alphas) / len(alphas)
-        diff = act(c_corr, parent) - act(c_clean, parent)
-        name = f"{parent}->{child}" + (f"<{letter}>" if letter else "")
-        out[name] = (diff * grads[key]).sum((1, 2)).numpy()
-    return out
-
-
 @pytest.mark.parametrize("family", FAMILIES)
 def test_edge_scores_equal_a_straightforward_implementation(family_models, family) -> None:
     lm = family_models[family]
@@ -132,7 +59,7 @@ def test_edge_scores_equal_a_straightforward_implementation(family_models, famil
     batch = encode_examples(_examples(), lm.tokenizer, max_len=lm.n_positions)
     got = hooked.attribution_scores(lm.bridge, g, batch, method="EAP-IG-inputs", ig_steps=3, batch_size=2,
                                     progress=False)
-    want = _straightforward_scores(lm, batch, [0.0, 1 / 3, 2 / 3])
+    want = straightforward_scores(lm, batch, [0.0, 1 / 3, 2 / 3])
     assert sorted(want) == sorted(g.edge_names())           # the reference's edge set, GQA and parallel included
     want_matrix = np.stack([want[name] for name in g.edge_names()], 1)
     assert np.abs(want_matrix).max() > 1e-3                  # the scores are not trivially zero

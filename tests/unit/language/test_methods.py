@@ -16,7 +16,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 import yaml
 
 from certified_circuits.core.discovery import RANKINGS
@@ -25,6 +24,7 @@ from certified_circuits.language.tasks import Example
 from certified_circuits.language.tokenizer import encode_examples
 
 from .family_fixtures import ioi_prompt, save_family
+from .independent_scores import straightforward_scores
 
 pytestmark = pytest.mark.filterwarnings("ignore")
 ATOL, RTOL = 2e-5, 1e-4
@@ -69,57 +69,6 @@ def _examples() -> list[Example]:
     ]
 
 
-def _independent_grad_x_act(bridge, graph, batch) -> dict[str, np.ndarray]:
-    """a_u(clean) . dM/d in_v at the clean input, edge by edge, from run_with_cache and one perturbed forward
-    per downstream input (module docstring)."""
-    L = graph.n_layers
-    clean = torch.as_tensor(batch.clean)
-    lengths = torch.as_tensor(batch.lengths)
-    ar = torch.arange(len(lengths))
-    with torch.no_grad():
-        _, cache = bridge.run_with_cache(clean)
-
-    def act(node):
-        if node == "input":
-            return cache["blocks.0.hook_resid_pre"]
-        if node.startswith("m"):
-            return cache[f"blocks.{node[1:]}.hook_mlp_out"]
-        layer, head = node[1:].split(".h")
-        return cache[f"blocks.{layer}.attn.hook_result"][:, :, int(head)]
-
-    def grad_at(child, letter):
-        if child == "logits":
-            name, head = f"blocks.{L - 1}.hook_resid_post", None
-        elif child.startswith("m"):
-            name, head = f"blocks.{child[1:]}.ln2.hook_in", None
-        else:
-            layer, h = child[1:].split(".h")
-            name, head = f"blocks.{layer}.hook_{letter}_input", int(h)
-        delta = torch.zeros_like(cache["blocks.0.hook_resid_pre"], requires_grad=True)
-
-        def add(x, hook):
-            x = x.clone()
-            if head is None:
-                return x + delta
-            x[:, :, head] = x[:, :, head] + delta
-            return x
-
-        with bridge.hooks(fwd_hooks=[(name, add)]):
-            logits = bridge(clean)[ar, lengths - 1]
-        metric = (logits[ar, torch.as_tensor(batch.answer)] - logits[ar, torch.as_tensor(batch.distractor)]).sum()
-        return torch.autograd.grad(metric, delta)[0]
-
-    grads, out = {}, {}
-    for name in graph.edge_names():
-        parent, child = name.split("->")
-        child, _, letter = child.partition("<")
-        key = (child, letter[:1] or None)
-        if key not in grads:
-            grads[key] = grad_at(*key)
-        out[name] = (act(parent) * grads[key]).sum((1, 2)).numpy()
-    return out
-
-
 @pytest.mark.parametrize("family", ["gpt2", "llama"])
 def test_grad_x_act_equals_an_independent_computation(tmp_path, family) -> None:
     from certified_circuits.language.models import load_hf_model
@@ -128,7 +77,8 @@ def test_grad_x_act_equals_an_independent_computation(tmp_path, family) -> None:
     g = lm.graph
     batch = encode_examples(_examples(), lm.tokenizer, max_len=lm.n_positions)
     got = hooked.attribution_scores(lm.bridge, g, batch, method="grad-x-act", progress=False)
-    want = _independent_grad_x_act(lm.bridge, g, batch)
+    want = straightforward_scores(lm, batch, [1.0], factor="clean")  # the clean input, no corrupted term
+    assert sorted(want) == sorted(g.edge_names())
     want_matrix = np.stack([want[name] for name in g.edge_names()], 1)
     assert np.abs(want_matrix).max() > 1e-3
     np.testing.assert_allclose(got, want_matrix, atol=ATOL, rtol=RTOL)
