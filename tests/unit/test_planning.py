@@ -222,3 +222,16 @@ def test_a_planned_ok_setting_certifies_in_and_out_and_a_marginal_one_warns():
     with pytest.warns(cc.PlanWarning, match="IN cannot be certified"):
         marginal = cc.certify_scores(scores[:3], np.zeros(u, dtype=int), [0.25], setting.replace(p_del=0.9))
     assert not marginal.certified_in.any()  # as planned: 1 - 0.9^3 = 0.271 < tau
+
+
+@pytest.mark.parametrize(("tau", "n_examples"), [(0.9, 38), (0.95, 100), (0.85, 12)])
+def test_in_becomes_impossible_exactly_from_the_boundary_p_del(tau, n_examples) -> None:
+    """IN is possible iff p_del^|D| < 1 - tau: the plan's can_certify_in flips at (1 - tau)^(1/|D|)."""
+    from certified_circuits.core.planning import in_impossible_from
+
+    boundary = in_impossible_from(tau, n_examples)
+    assert boundary ** n_examples == pytest.approx(1 - tau, rel=1e-12)
+    below, above = boundary * (1 - 1e-6), min(boundary * (1 + 1e-6), 0.999999)
+    setting = cc.Setting(p_del=below, n0=100, n=100_000, tau=tau, alpha=0.001)
+    assert cc.plan(n_examples, 10, setting).can_certify_in
+    assert not cc.plan(n_examples, 10, setting.replace(p_del=above)).can_certify_in

@@ -68,6 +68,19 @@ class PlanWarning(UserWarning):
     """A marginal setting: one side cannot be certified, or sub-datasets are often empty."""
 
 
+def in_impossible_from(tau: float, n_examples: int) -> float:
+    """The deletion probability from which no component can be certified IN at ``|D| = n_examples``.
+
+    A component is in at most ``1 - p_empty = 1 - p_del^|D|`` of the circuits (an empty sub-dataset gives the
+    empty circuit), so IN needs ``p_del^|D| < 1 - tau``, i.e. ``p_del < (1 - tau)^(1/|D|)`` (DESIGN section 10;
+    :attr:`Plan.can_certify_in` is False from here on, whatever n).
+
+    Returns:
+        ``(1 - tau)^(1 / n_examples)``.
+    """
+    return (1.0 - tau) ** (1.0 / n_examples)
+
+
 def critical_counts(n: np.ndarray | int, tau: float, level: float) -> np.ndarray:
     """``k*(n)``: the smallest agreeing count with ``P[Bin(n, tau) >= k*] <= level``, per ``n``.
 

@@ -26,6 +26,7 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import ScalarFormatter
 
 from certified_circuits.core.certification import certified_radius, max_certifiable_tau, min_samples
+from certified_circuits.core.planning import in_impossible_from
 from certified_circuits.storage.atomic import atomic_path
 from certified_circuits.reports.flags import CONSTANT_RANGE
 from certified_circuits.reports.tables import require_rows, stem_path
@@ -304,7 +305,7 @@ def plot_radius_curves(
         if n_examples is None:
             ax.step(p_del, radius, where="post", color=color, lw=1.6, label=rf"$\tau$ = {tau:g}")
             continue
-        boundary = (1.0 - tau) ** (1.0 / n_examples)  # p_del^|D| >= 1 - tau  <=>  p_del >= (1 - tau)^(1/|D|)
+        boundary = in_impossible_from(tau, n_examples)
         possible = p_del < boundary
         ax.step(p_del[possible], radius[possible], where="post", color=color, lw=1.6, label=rf"$\tau$ = {tau:g}")
         ax.step(p_del[~possible], radius[~possible], where="post", color=color, lw=1.0, ls=":", alpha=0.6)

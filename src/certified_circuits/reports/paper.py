@@ -394,7 +394,7 @@ def peak_sentences(table: pd.DataFrame) -> list[str]:
 
 #: The Warnings section of a summary without flags (one line, naming what was checked).
 NO_WARNINGS = ("None: no degenerate result found (checked: model at chance, empty circuits, certified IN nothing, "
-               "identical or constant curves, false-positive rate >= 0.95, plan warnings).")
+               f"identical or constant curves, false-positive rate >= {flags.HIGH_FPR:g}, plan warnings).")
 
 
 def summary_flags(curves: Sequence[Path] = (), certificates: Sequence[Path] = ()) -> list[flags.Flag]:
