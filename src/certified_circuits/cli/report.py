@@ -192,14 +192,12 @@ def _summary_arguments(p: argparse.ArgumentParser) -> None:
 def _cmd_summary(args: argparse.Namespace) -> int:
     """Write summary.md: a Warnings section with every degenerate result of the curves and certificates given, then
     per experiment its settings in words, a sentence per peak-table row and the formatted tables (also printed on
-    stderr); each flag is also logged as a warning, and the flags become the job's ``cc.flag.<code>`` tags."""
+    stderr, Warnings included); the flags become the job's ``cc.flag.<code>`` tags."""
     from certified_circuits.reports.flags import flag_tags
     from certified_circuits.reports.paper import summary_report
 
     found = summary_report(args.peaks, args.out, curves=args.curves, certificates=args.certificates)
-    for flag in found:
-        log.warning("report-summary: %s: %s", flag.code, flag.line())
-    add_tags(flag_tags(found))
+    add_tags(flag_tags(found))  # the flags reach stderr once, in the summary's Warnings section
     log.info("report-summary: %d peak tables, %d curves tables, %d certificates, %d flags -> %s", len(args.peaks),
              len(args.curves), len(args.certificates), len(found), args.out)
     return 0
