@@ -13,6 +13,7 @@ The public API (this namespace; numpy and scipy only, no torch, pandas or mlflow
     print(cc.plan(n_examples, n_components, setting))           # will it certify anything? (exact)
     cert = cc.certify_algorithm(algorithm, n_examples, setting)   # algorithm(kept_indices) -> bool [U] or [nK, U]
     cert = cc.certify_scores(scores, groups, k_grid, setting)     # per-example scores [N, U], top-K per group
+    cert = cc.certify_votes(votes, tau, alpha)                    # counted votes (a workflow votes file)
     cert.decision, cert.radius; cert.save(path); cc.Certificate.load(path)
 
 The layers below it (``core``, ``storage``, ``analysis``, ``reports``, ``vision``, ``language``,
@@ -35,6 +36,7 @@ _PUBLIC = {
     "Certificate": "certified_circuits.api",
     "certify_algorithm": "certified_circuits.api",
     "certify_scores": "certified_circuits.api",
+    "certify_votes": "certified_circuits.api",
     "certified_radius": "certified_circuits.core.certification",
     "max_certifiable_tau": "certified_circuits.core.certification",
     "min_samples": "certified_circuits.core.certification",
@@ -83,6 +85,7 @@ __all__ = [
     "certified_radius",
     "certify_algorithm",
     "certify_scores",
+    "certify_votes",
     "max_certifiable_tau",
     "min_samples",
     "plan",

@@ -10,7 +10,11 @@ Two entry points, one result type:
   components by the mean of per-example scores and keeps the top-K per group. It computes exactly
   the same votes as ``certify_algorithm(TopKDiscovery(...))`` in one matrix product per chunk of masks.
 
-Both return a :class:`Certificate`. Every certified label (1 in, 0 out) is invariant to any
+- :func:`certify_votes` certifies vote counts already made (a workflow votes file, or any
+  :class:`~certified_circuits.core.contracts.Votes`); the workflow's ``certify`` stage calls it.
+
+All three return a :class:`Certificate`, the package's one certificate type, and reach their decisions
+through one function, :func:`certified_circuits.core.certification.decide`. Every certified label (1 in, 0 out) is invariant to any
 ``r = floor(log(1.5 - tau) / log(p_del))`` insertions, deletions or substitutions of examples
 (Theorem 1), with probability at least ``1 - alpha`` over the masks for all components jointly.
 
@@ -21,26 +25,48 @@ See docs/architecture.md for where this sits among the package's layers.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+import warnings
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from certified_circuits.core.certification import certified_radius, certify_with_pvalues, majority_vote
-from certified_circuits.core.contracts import ABSTAIN, IN, OUT
-from certified_circuits.core.planning import check_plan, plan
+from certified_circuits.core.certification import certified_radius, decide
+from certified_circuits.core.certification import certify_votes as decide_votes
+from certified_circuits.core.contracts import ABSTAIN, IN, OUT, Certificates, Votes
+from certified_circuits.core.planning import PlanWarning, check_plan, plan
 from certified_circuits.core.sampling import Algorithm, circuit_output, run_algorithm, sample_votes
 from certified_circuits.core.setting import Setting
 from certified_circuits.core.smoothing import compute_votes, selection_and_certification_masks
 from certified_circuits.core.validation import check_count
 
-__all__ = ["Algorithm", "Certificate", "certify_algorithm", "certify_scores", "sample_votes"]
+__all__ = ["Algorithm", "Certificate", "certify_algorithm", "certify_scores", "certify_votes", "sample_votes"]
+
+#: attributes of a votes record that the certificate's own fields own (its setting, n_examples, radius)
+_OWNED_ATTRS = (
+    "p_del",
+    "n0",
+    "n",
+    "seed",
+    "tau",
+    "alpha",
+    "correction",
+    "radius",
+    "n_examples",
+    "kind",
+    "n_components_tested",
+)
 
 
 @dataclass(frozen=True)
 class Certificate:
     """Certified decisions of one concept's circuit (Algorithm 1), with the votes they came from.
+
+    The package's one certificate type: the API returns it, and the workflow's ``certify`` stage writes
+    it (``save``), so a workflow certificates file loads with :meth:`load`. A certificates file written
+    before the stage wrote whole certificates (decisions only) loads with its votes file through
+    :meth:`from_files`.
 
     Attributes:
         decision: int8, the algorithm's output shape (``[U]`` or ``[nK, U]``): 1 certified in,
@@ -107,11 +133,64 @@ class Certificate:
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "Certificate":
-        """Read a certificate written by :meth:`save`; its setting comes from the file's attributes."""
+        """Read a certificate written by :meth:`save` (or by the workflow's ``certify`` stage); its setting
+        comes from the file's attributes."""
         from certified_circuits.storage.store import read_certificate
 
         fields = read_certificate(path)
         return cls(**{**fields, "setting": Setting(**fields["setting"])})
+
+    @classmethod
+    def from_votes(cls, votes: Votes, decisions: Certificates) -> "Certificate":
+        """Join a votes record and the decisions certified from it into one certificate.
+
+        Args:
+            votes: the vote counts (``attrs`` hold ``p_del, n0, n, seed, n_examples``).
+            decisions: their decisions (``attrs`` hold ``tau, alpha, correction``), e.g. from
+                :func:`certified_circuits.core.certification.certify_votes`.
+
+        Returns:
+            The certificate; its ``attrs`` are both records' labels except the facts its own fields own
+            (the setting, ``n_examples``, the radius).
+
+        Raises:
+            ValueError: the two do not belong together (another K grid, component count or setting).
+        """
+        from certified_circuits.core.certification import check_certified_from
+
+        check_certified_from(votes, decisions, "the votes", "the decisions")
+        setting = Setting.from_config(
+            votes.attrs,
+            tau=decisions.attrs["tau"],
+            alpha=decisions.attrs["alpha"],
+            correction=decisions.attrs["correction"],
+        )
+        labels = {**votes.attrs, **decisions.attrs}
+        groups = getattr(votes, "groups", None)
+        return cls(
+            decision=np.asarray(decisions.decision, dtype=np.int8),
+            pvalue=np.asarray(decisions.pvalue, dtype=np.float64),
+            selection_counts=np.asarray(votes.selection_counts, dtype=np.int32),
+            certification_counts=np.asarray(votes.certification_counts, dtype=np.int32),
+            majority=np.asarray(decisions.majority, dtype=bool),
+            baseline=np.asarray(votes.baseline, dtype=bool),
+            setting=setting,
+            n_examples=int(votes.attrs["n_examples"]),
+            k_grid=None if votes.k_grid is None else np.asarray(votes.k_grid, dtype=np.float64),
+            groups=None if groups is None else np.asarray(groups),
+            attrs={key: value for key, value in labels.items() if key not in _OWNED_ATTRS},
+        )
+
+    @classmethod
+    def from_files(cls, votes_path: str | os.PathLike, certificates_path: str | os.PathLike) -> "Certificate":
+        """Load a workflow's votes file and its certificates file as one certificate.
+
+        Reads either kind of certificates file: one written by the ``certify`` stage of today (a whole
+        certificate) or one of earlier runs (decisions only); the counts always come from the votes.
+        """
+        from certified_circuits.storage.store import read_certificates, read_votes
+
+        return cls.from_votes(read_votes(votes_path), read_certificates(certificates_path))
 
 
 def _check_setting(setting: Setting) -> Setting:
@@ -175,7 +254,7 @@ def certify_algorithm(
     baseline = circuit_output(
         run_algorithm(algorithm, np.arange(n_examples), "the full dataset", n_examples), None, "the full dataset"
     )
-    check_plan(plan(n_examples, baseline.shape[-1], setting), allow_vacuous=allow_vacuous)
+    checked = check_plan(plan(n_examples, baseline.shape[-1], setting), allow_vacuous=allow_vacuous)
     selection_masks, certification_masks = selection_and_certification_masks(
         n_examples, setting.n0, setting.n, setting.p_del, setting.seed
     )
@@ -192,7 +271,54 @@ def certify_algorithm(
     certification = sample_votes(
         algorithm, certification_masks, baseline.shape, workers=workers, progress=progress, desc="certification (n)"
     )
-    return _certificate(selection, certification, baseline, setting, n_examples, k_grid, None, attrs)
+    labels = {**checked.record(), **(attrs or {})}
+    return _certificate(selection, certification, baseline, setting, n_examples, k_grid, None, labels)
+
+
+def certify_votes(
+    votes: Votes,
+    tau: float,
+    alpha: float,
+    correction: str = "bonferroni",
+    *,
+    allow_vacuous: bool = False,
+    attrs: dict[str, Any] | None = None,
+) -> Certificate:
+    """Certify counted votes (Algorithm 1): the last step of :func:`certify_scores` and of the workflow.
+
+    For each component the selection votes pick the guess (in iff ``c0_u > n0 / 2``) and the one-sided
+    binomial test ``P(Bin(n, tau) >= c_u) <= alpha`` (after the correction, separately for each K)
+    certifies it (:func:`certified_circuits.core.certification.decide`).
+
+    Args:
+        votes: a :class:`~certified_circuits.core.contracts.Votes` record (e.g.
+            :func:`certified_circuits.storage.store.read_votes` of a workflow votes file); its ``attrs`` give
+            ``p_del, n0, n, seed, n_examples``.
+        tau, alpha, correction: the test.
+        allow_vacuous: certify even when the plan says no component can be certified.
+        attrs: labels added to the certificate's.
+
+    The exact plan of ``(n_examples, U, setting)`` is checked first, as in :func:`certify_scores`; the
+    certificate records it (``attrs["plan_verdict"]``, ``attrs["plan_warnings"]``).
+
+    Returns:
+        The :class:`Certificate` of the votes' shape ``[nK, U]``.
+
+    Raises:
+        ValueError: a votes attribute is missing; VacuousSettingError (a ``ValueError``) as in
+            :func:`certify_scores`.
+    """
+    missing = [key for key in ("p_del", "n0", "n", "seed", "n_examples") if key not in votes.attrs]
+    if missing:
+        raise ValueError(f"votes.attrs lacks {missing}: count votes with certify_scores or the votes stage")
+    setting = _check_setting(Setting.from_config(votes.attrs, tau=tau, alpha=alpha, correction=correction))
+    checked = check_plan(
+        plan(int(votes.attrs["n_examples"]), int(votes.selection_counts.shape[-1]), setting),
+        allow_vacuous=allow_vacuous,
+    )
+    decisions = decide_votes(votes, setting.tau, setting.alpha, setting.correction)
+    certificate = Certificate.from_votes(votes, decisions)
+    return replace(certificate, attrs={**certificate.attrs, **checked.record(), **(attrs or {})})
 
 
 def certify_scores(
@@ -242,16 +368,12 @@ def certify_scores(
     votes = compute_votes(
         scores, groups, k_grid, setting.p_del, setting.n0, setting.n, setting.seed, absolute=absolute, device=device
     )
-    return _certificate(
-        votes.selection_counts,
-        votes.certification_counts,
-        votes.baseline,
-        setting,
-        int(votes.attrs["n_examples"]),
-        votes.k_grid,
-        votes.groups,
-        {"absolute": bool(absolute), **(attrs or {})},
-    )
+    with warnings.catch_warnings():  # the plan above has warned already
+        warnings.simplefilter("ignore", PlanWarning)
+        return certify_votes(
+            votes, setting.tau, setting.alpha, setting.correction, allow_vacuous=True,
+            attrs={"absolute": bool(absolute), **(attrs or {})},
+        )  # fmt: skip
 
 
 def _array_like(name: str, value: Any, dtype: Any, expected: str) -> Any:
@@ -279,8 +401,8 @@ def _certificate(
     groups: np.ndarray | None,
     attrs: dict[str, Any] | None,
 ) -> Certificate:
-    """Algorithm 1 on the counts, plus the majority vote at identical compute."""
-    decision, pvalue = certify_with_pvalues(
+    """Algorithm 1 on the counts of any shape (:func:`~certified_circuits.core.certification.decide`)."""
+    decision, pvalue, majority = decide(
         selection, certification, setting.n0, setting.n, setting.tau, setting.alpha, setting.correction
     )
     return Certificate(
@@ -288,7 +410,7 @@ def _certificate(
         pvalue=pvalue,
         selection_counts=selection.astype(np.int32),
         certification_counts=certification.astype(np.int32),
-        majority=majority_vote(selection, certification, setting.n0, setting.n),
+        majority=majority,
         baseline=baseline.astype(bool),
         setting=setting,
         n_examples=int(n_examples),

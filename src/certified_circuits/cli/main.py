@@ -19,6 +19,8 @@ import importlib  # noqa: E402
 import logging  # noqa: E402
 import re  # noqa: E402
 import sys  # noqa: E402
+import warnings  # noqa: E402
+from dataclasses import replace  # noqa: E402
 from typing import Sequence  # noqa: E402
 
 from certified_circuits import __version__  # noqa: E402
@@ -131,43 +133,34 @@ def _cmd_certify(args: argparse.Namespace) -> int:
     components, plus the majority vote at identical compute.
     """
 
-    from certified_circuits.core.certification import certify_votes
-    from certified_circuits.storage.store import read_votes, write_certificates
+    from certified_circuits.api import certify_votes
+    from certified_circuits.core.planning import PlanWarning, VacuousSettingError
+    from certified_circuits.pipeline.tracking import add_tags
+    from certified_circuits.storage.store import read_votes
 
     votes = read_votes(args.votes)
-    checked = _checked_plan(votes, args.tau, args.alpha, args.correction, args.allow_vacuous)
     start = time.perf_counter()
-    certificates = certify_votes(votes, args.tau, args.alpha, args.correction)
-    certificates.attrs["seconds"] = time.perf_counter() - start
-    certificates.attrs.update(checked.record())
-    write_certificates(args.out, certificates)
-    decided = (certificates.decision >= 0).mean()
-    add_metrics({"radius": certificates.attrs["radius"], "decided_fraction": decided,
-                 "abstain_fraction": 1.0 - decided, "certify_seconds": certificates.attrs["seconds"]})
+    try:
+        with warnings.catch_warnings():  # logged and tagged below, from what the certificate records
+            warnings.simplefilter("ignore", PlanWarning)
+            certificate = certify_votes(votes, args.tau, args.alpha, args.correction,
+                                        allow_vacuous=args.allow_vacuous)
+    except VacuousSettingError as exc:
+        raise InputError(f"{exc}\nChange the setting as suggested, or pass --allow-vacuous to certify anyway.") from exc
+    seconds = time.perf_counter() - start
+    problems = [line for line in certificate.attrs["plan_warnings"].split("\n") if line]
+    for problem in problems:
+        log.warning("plan (%s, tau %g): %s", votes.attrs.get("concept", ""), args.tau, problem)
+    add_tags({"cc.plan.verdict": certificate.attrs["plan_verdict"],
+              **({"cc.plan.warning": " | ".join(problems)} if problems else {})})
+    # the whole certificate (votes, decisions, setting): a workflow certificates file and a Certificate.load file
+    replace(certificate, attrs={**certificate.attrs, "seconds": seconds}).save(args.out)
+    decided = (certificate.decision >= 0).mean()
+    add_metrics({"radius": certificate.radius, "decided_fraction": decided,
+                 "abstain_fraction": 1.0 - decided, "certify_seconds": seconds})
     log.info("certify: tau=%.3f alpha=%g (%s), radius %d, %.1f%% decided -> %s", args.tau, args.alpha,
-             args.correction, certificates.attrs["radius"], 100 * decided, args.out)
+             args.correction, certificate.radius, 100 * decided, args.out)
     return 0
-
-
-def _checked_plan(votes, tau: float, alpha: float, correction: str, allow_vacuous: bool):
-    """The exact plan of a votes file at (tau, alpha, correction): |D| and U are the file's own, so a setting
-    whose components were unknown when the workflow was parsed (a model folder) is checked here at the latest.
-    A vacuous plan is refused (unless allowed); a marginal one is logged and tagged for MLflow."""
-    from certified_circuits.core.planning import plan
-    from certified_circuits.core.setting import Setting
-    from certified_circuits.pipeline.tracking import add_tags
-
-    attrs = votes.attrs
-    setting = Setting.from_config({"seed": 0, **attrs}, tau=tau, alpha=alpha, correction=correction)
-    checked = plan(int(attrs["n_examples"]), int(votes.selection_counts.shape[-1]), setting)
-    if checked.vacuous and not allow_vacuous:
-        raise InputError(f"this setting can certify nothing (every component would abstain):\n{checked}\n"
-                         "Change the setting as suggested, or pass --allow-vacuous to certify anyway.")
-    for problem in checked.problems():
-        log.warning("plan (%s, tau %g): %s", attrs.get("concept", ""), tau, problem)
-    add_tags({"cc.plan.verdict": checked.verdict, **({"cc.plan.warning": " | ".join(checked.problems())}
-                                                      if checked.problems() else {})})
-    return checked
 
 
 def _plan_arguments(p: argparse.ArgumentParser) -> None:

@@ -311,8 +311,7 @@ def _cmd_certify_scores(args: argparse.Namespace) -> int:
                              correction=args.correction)
     except ValueError as exc:
         raise InputError(f"invalid setting: {exc}") from exc
-    checked = cc.plan(n_examples, n_components, setting)
-    attrs = {**source.attrs, "source": str(args.scores), **checked.record()}
+    attrs = {**source.attrs, "source": str(args.scores)}  # the API adds the plan's record
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", cc.PlanWarning)
         try:
@@ -323,7 +322,7 @@ def _cmd_certify_scores(args: argparse.Namespace) -> int:
                                               "(pass --allow-vacuous to certify anyway)")) from exc
     for warning in caught:
         if issubclass(warning.category, cc.PlanWarning):
-            log.warning("plan (%s): %s", checked.verdict, warning.message)
+            log.warning("plan (%s): %s", certificate.attrs["plan_verdict"], warning.message)
         else:
             warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
     if names is not None:
@@ -336,7 +335,7 @@ def _cmd_certify_scores(args: argparse.Namespace) -> int:
     print(f"certify-scores: {n_examples} examples x {n_components} components ({len(np.unique(groups))} group(s), "
           f"{'|mean|' if absolute else 'mean'} ranking) from {args.scores}; p_del {setting.p_del:g}, n0 {setting.n0}, "
           f"n {setting.n}, seed {setting.seed}, tau {setting.tau:g}, alpha {setting.alpha:g}, {setting.correction}: "
-          f"radius {certificate.radius}, plan {checked.verdict}. {counts}. Written to {args.out}.", file=sys.stderr)
+          f"radius {certificate.radius}, plan {certificate.attrs['plan_verdict']}. {counts}. Written to {args.out}.", file=sys.stderr)
     return 0
 
 

@@ -256,21 +256,52 @@ def method_masks(votes: Votes, certificates: Certificates) -> dict[str, np.ndarr
     }
 
 
-def certify_votes(votes: Votes, tau: float, alpha: float, correction: str = "bonferroni") -> Certificates:
-    """The certification stage: Algorithm 1 for every K of a votes file, plus the majority vote.
+def decide(
+    selection_counts: np.ndarray,
+    certification_counts: np.ndarray,
+    n0: int,
+    n: int,
+    tau: float,
+    alpha: float,
+    correction: str = "bonferroni",
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The one path from vote counts to decisions: Algorithm 1 plus the majority vote at identical compute.
 
-    The certificates carry their votes' settings (p_del, n0, n, seed, scorer, concept, ...) beside
-    their own (tau, alpha, correction, radius), so every downstream table is labelled from the file.
+    Every certificate of the package comes from here: the public API (:func:`certified_circuits.certify_scores`,
+    :func:`certified_circuits.certify_algorithm`, :func:`certified_circuits.certify_votes`), the workflow's
+    ``certify`` stage (through ``certify_votes``) and the attack (:func:`certify_votes` below).
+
+    Args:
+        selection_counts: int ``[..., U]`` votes of the ``n0`` selection sub-datasets.
+        certification_counts: int ``[..., U]`` votes of the ``n`` certification sub-datasets.
+        n0, n: the numbers of selection and certification sub-datasets.
+        tau, alpha, correction: the test (see :func:`certify`).
+
+    Returns:
+        ``(decision, pvalue, majority)``: int8 in {1, 0, -1}, float64 p-values before correction, and
+        bool majority circuits, each of the counts' shape.
+    """
+    decision, pvalue = certify_with_pvalues(selection_counts, certification_counts, n0, n, tau, alpha, correction)
+    return decision, pvalue, majority_vote(selection_counts, certification_counts, n0, n)
+
+
+def certify_votes(votes: Votes, tau: float, alpha: float, correction: str = "bonferroni") -> Certificates:
+    """Algorithm 1 for every K of a votes record (:func:`decide`), as the decisions record of the workflow.
+
+    The decisions carry their votes' settings (p_del, n0, n, seed, scorer, concept, ...) beside their own
+    (tau, alpha, correction, radius), so every downstream table is labelled from the file. The public
+    :func:`certified_circuits.certify_votes` wraps this with the plan check and returns a
+    :class:`~certified_circuits.api.Certificate`.
     """
     n0, n = int(votes.attrs["n0"]), int(votes.attrs["n"])
-    decision, pvalue = certify_with_pvalues(
+    decision, pvalue, majority = decide(
         votes.selection_counts, votes.certification_counts, n0, n, tau, alpha, correction
     )
     radius = certified_radius(tau, float(votes.attrs["p_del"]))
     return Certificates(
         k_grid=np.asarray(votes.k_grid, dtype=np.float64),
         decision=decision,
-        majority=majority_vote(votes.selection_counts, votes.certification_counts, n0, n),
+        majority=majority,
         pvalue=pvalue,
         attrs={
             **{k: v for k, v in votes.attrs.items() if k in VOTES_SETTING_KEYS},
