@@ -211,3 +211,144 @@ def test_the_overview_lists_a_warning_of_many_places_once():
     assert "and 2 more" in text and text.count("use more examples.") == 1
     assert text.index("plan marginal") < text.index("false-positive rate")  # most severe first
     assert ("code", []) in page.tags  # a Markdown code span of a fix shown as <code>
+
+
+# ---------------------------------------------------------------------------------------------- scorer switch (issue 29)
+
+
+def _build_two_scorers(tmp_path):
+    """The escaping test's tiny explorer with a second scorer for its class (``activation``: another circuit,
+    which certifies nothing in, and its own curves), given after the main scorer (``relevance``)."""
+    import pandas as pd
+
+    from certified_circuits.reports.explorer import Circuit, Experiment, build_explorer
+    from certified_circuits.storage.store import write_certificates, write_votes
+
+    from .test_explorer_escaping import K_GRID, SETTING, TEST, _write_circuit
+
+    build(tmp_path)  # writes the h5 files and tables of the one-scorer run
+    tables = tmp_path / "tables" / "v"
+    main = _write_circuit(tmp_path / "h5" / "v", "vision", "circle",
+                          ["layer1.0", "layer1.1", "layer1.2", "layer2.0", "layer2.1", "layer2.2"],
+                          np.array([0, 0, 0, 1, 1, 1]), np.array([[1, -1, -1, 0, 1, 0], [1, 1, -1, -1, 0, 0]]))
+    folder = tmp_path / "h5" / "activation"
+    folder.mkdir()
+    baseline = np.array([[0, 0, 0, 1, 1, 1]] * 2, bool)
+    counts = np.tile(np.linspace(0, 20, 6).astype(np.int32), (2, 1))
+    votes = write_votes(folder / "votes.h5", Votes(k_grid=K_GRID, baseline=baseline, selection_counts=counts,
+                                                   certification_counts=counts, groups=np.array([0, 0, 0, 1, 1, 1]),
+                                                   attrs={**SETTING, "scorer": "activation", "model": "m"}))
+    certificates = write_certificates(folder / "certificates.h5", Certificates(
+        k_grid=K_GRID, decision=np.array([[0, 0, -1, -1, -1, -1], [0, 0, 0, -1, -1, -1]], np.int8), majority=baseline,
+        pvalue=np.zeros((2, 6)), attrs={**SETTING, **TEST, "scorer": "activation", "model": "m"}))
+    curves = pd.read_csv(tables / "sufficiency.csv")
+    other = curves.assign(scorer="activation", accuracy=curves.accuracy / 4)
+    pd.concat([curves, other]).to_csv(tables / "sufficiency.csv", index=False)
+    circuits = [Circuit("world", "circle", main.attributions, main.votes, main.certificates),
+                Circuit("world", "circle", main.attributions, votes, certificates),
+                Circuit("tiny_gpt2", "ioi", *(tmp_path / "h5" / "l" / f for f in
+                                               ("attributions.h5", "votes.h5", "certificates.h5")))]
+    out = tmp_path / "explorer2"
+    build_explorer(out, [Experiment("vision", "world", tables), Experiment("language", "tiny_gpt2", tmp_path / "tables" / "l")],
+                   circuits)
+    return out
+
+
+def test_a_class_with_two_scorers_has_a_switch_between_their_circuits(tmp_path):
+    """Each scorer's circuit (its page data), its certified counts, curves and flags are on the class page, with a
+    switch between them; the main scorer's panel is shown first. A one-scorer run has no switch."""
+    out = _build_two_scorers(tmp_path)
+    text = (out / "world" / "circle.html").read_text()
+    page = Page(text)
+    buttons = [dict(attrs) for tag, attrs in page.tags if tag == "button"]
+    assert [b["data-name"] for b in buttons] == ["relevance", "activation"]
+    assert [b["aria-pressed"] for b in buttons] == ["true", "false"]
+    panels = [dict(attrs) for tag, attrs in page.tags if tag == "div" and "panel" in (dict(attrs).get("class") or "")]
+    assert [("hidden" in p) for p in panels] == [False, True]
+    main, other = json.loads(page.scripts["circuit-data"]), json.loads(page.scripts["circuit-data-1"])
+    assert [k["cat"] for k in main["k"]] == ["IAAOIO", "IIAXOO"]
+    assert [k["cat"] for k in other["k"]] == ["OOXAAA", "OOOAAA"]
+    # the scorer table: certified in, abstained and out of each scorer at its K (the middle of the grid: 50%)
+    assert "<td>relevance</td><td>50</td><td class=num>2</td><td class=num>2</td><td class=num>2</td>" in text
+    assert "<td>activation</td><td>50</td><td class=num>0</td><td class=num>3</td><td class=num>3</td>" in text
+    # curves of each scorer (its own sufficiency rows), flags of each: activation certifies nothing in
+    assert text.count('<svg class="chart"') == 2
+    assert "world / circle / activation / tau 0.6" in page.all_text and "certified-nothing" in page.all_text
+    assert text.index('data-panel="1" hidden') < text.index('class="warning"')  # in the activation panel
+    assert "scorers relevance, activation (main: relevance)" in page.all_text
+    index = (out / "index.html").read_text()
+    assert "world / circle / activation" in index  # the overview lists the second scorer's flag
+    single = build(tmp_path / "single")
+    for path in single.rglob("*.html"):
+        assert "<button" not in path.read_text() and 'class="switched"' not in path.read_text()
+
+
+CHROMIUM = __import__("shutil").which("chromium") or __import__("shutil").which("chromium-browser")
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="needs chromium to run the page's script")
+def test_the_switch_shows_the_other_scorers_circuit_in_a_browser(tmp_path):
+    """In headless Chromium: the page draws the main scorer's circuit; ``#scorer=activation`` presses the
+    activation button (the click handler), which hides the main panel and draws the activation circuit."""
+    import re
+    import subprocess
+
+    out = _build_two_scorers(tmp_path)
+    url = (out / "world" / "circle.html").resolve().as_uri()
+
+    def dom(address):
+        done = subprocess.run([CHROMIUM, "--headless=new", "--no-sandbox", "--disable-gpu", "--enable-logging=stderr",
+                               "--v=0", "--virtual-time-budget=3000", "--dump-dom", address],
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0 and "Uncaught" not in done.stderr, done.stderr[-2000:]
+        assert '<div id="errors" hidden="">' in done.stdout
+        return done.stdout
+
+    def drawn(text, panel):
+        part = text.split(f'data-panel="{panel}"', 2)[-1].split('class="panel"')[0]
+        return re.findall(r'class="c (\w+)"', part)
+
+    first = dom(url)
+    # K = 50% (the middle of the grid): relevance IIAXOO, activation OOOAAA
+    assert drawn(first, 0) == ["in", "in", "abs", "oth", "out", "out"] and drawn(first, 1) == []
+    switched = dom(url + "#scorer=activation")
+    assert 'data-panel="0" hidden=""' in switched and 'data-name="activation" aria-pressed="true"' in switched
+    assert drawn(switched, 1) == ["out", "out", "out", "abs", "abs", "abs"] and drawn(switched, 0) == []
+
+
+def test_a_task_with_two_methods_has_a_switch_and_a_circuit_json_for_each(tmp_path):
+    """A language task whose circuits come from two attribution methods (two score matrices of one attribution
+    file): one panel each, with its own graph, settings table and circuit JSON; the first is shown."""
+    from certified_circuits.reports.explorer import Circuit, Experiment, build_explorer
+    from certified_circuits.storage.store import write_attributions, write_certificates, write_votes
+
+    from .test_explorer_escaping import EDGES, K_GRID, SETTING, TEST
+
+    tables = tmp_path / "tables"
+    tables.mkdir()
+    rng = np.random.default_rng(0)
+    attributions = write_attributions(
+        tmp_path / "attributions.h5", {m: rng.normal(size=(4, 6)) for m in ("eap_ig", "grad_x_act")}, np.zeros(6, int),
+        EDGES, [f"e{i}" for i in range(4)], {"model": "m", "concept": "ioi", "n_layers": 1, "n_heads": 2, "d_model": 8},
+        rankings={"eap_ig": "absolute", "grad_x_act": "absolute"})
+    circuits = []
+    for method, decision in (("eap_ig", [1, 1, -1, 0, -1, -1]), ("grad_x_act", [0, 0, 1, -1, -1, 0])):
+        counts = np.tile(np.arange(6, dtype=np.int32), (2, 1))
+        baseline = np.zeros((2, 6), bool)
+        votes = write_votes(tmp_path / f"{method}_votes.h5", Votes(
+            k_grid=K_GRID, baseline=baseline, selection_counts=counts, certification_counts=counts,
+            groups=np.zeros(6, np.int32), attrs={**SETTING, "scorer": method, "model": "m"}))
+        certificates = write_certificates(tmp_path / f"{method}_certificates.h5", Certificates(
+            k_grid=K_GRID, decision=np.array([decision] * 2, np.int8), majority=baseline, pvalue=np.zeros((2, 6)),
+            attrs={**SETTING, **TEST, "scorer": method, "model": "m"}))
+        circuits.append(Circuit("tiny_gpt2", "ioi", attributions, votes, certificates))
+    out = tmp_path / "explorer"
+    build_explorer(out, [Experiment("language", "tiny_gpt2", tables)], circuits)
+    page = Page((out / "tiny_gpt2" / "ioi.html").read_text())
+    assert [dict(a)["data-name"] for t, a in page.tags if t == "button"] == ["eap_ig", "grad_x_act"]
+    assert page.names.count("svg") == 2 and "methods eap_ig, grad_x_act (main: eap_ig)" in page.all_text
+    links = [dict(a)["href"] for t, a in page.tags if t == "a" and "download" in dict(a)]
+    assert links == ["ioi_circuit.json", "ioi_grad_x_act_circuit.json"]
+    main, other = (json.loads((out / "tiny_gpt2" / link).read_text()) for link in links)
+    assert main["edges"]["input->a0.h0<q>"]["in_graph"] and not other["edges"]["input->a0.h0<q>"]["in_graph"]
+    assert other["edges"]["a0.h0->m0"]["in_graph"]

@@ -8,7 +8,10 @@ from the folder, every figure is copied into it, and the circuit data is embedde
   identical curves...), each with its fix; the settings of each experiment in words and what the guarantee
   says (Theorem 1), the headline tables (peaks and held-out selections, with Δ and significance markers), the
   key figures with one-line captions, and links to every class and task;
-- ``<experiment>/<class>.html`` (vision): under the setting, the circuit's flags (its certificate's and its
+- ``<experiment>/<class>.html`` (vision): where the class has circuits of several scorers, a table of each
+  scorer's certified counts and a switch between them (:func:`~.html.switch_html`; ``#scorer=NAME`` in the
+  address opens one), each panel holding what follows for its scorer (the feature grid and the attack are the
+  main scorer's); under the setting, the circuit's flags (its certificate's and its
   curves'); the circuit per layer at a K chosen with a selector (default: the operating K), every channel
   coloured certified in, abstained within the baseline, abstained outside it, or certified out, with its
   certification votes on hover; the feature grid (top-activating images of channels of each category); the
@@ -17,7 +20,8 @@ from the folder, every figure is copied into it, and the circuit data is embedde
   the selected setting and K (nodes by layer; certified-in edges solid, edges of the baseline that are not
   certified in dashed, the most-voted abstained edges outside the baseline dotted; the drawing keeps only
   those edges), the edge counts, every setting with its flag codes, the curves, the attack result and the
-  circuit as a JSON download (every edge with its score, decision and ``in_graph``: certified in).
+  circuit as a JSON download (every edge with its score, decision and ``in_graph``: certified in); a switch
+  between methods where the task has circuits of several.
 
 The folder is assembled here (:func:`build_explorer`, the pages); the data it shows is gathered by
 :mod:`.explorer_data` (circuits, the operating K, flags per circuit) and its HTML and SVG pieces, with the
@@ -67,6 +71,7 @@ from certified_circuits.reports.html import (
     node_position,
     page,
     svg_chart,
+    switch_html,
     url,
 )
 from certified_circuits.reports.words import guarantee_words, setting_words, tag_words
@@ -112,6 +117,7 @@ __all__ = [
     "read_circuit",
     "select_setting",
     "svg_chart",
+    "switch_html",
     "url",
     "vision_circuit_data",
     "vision_page",
@@ -182,14 +188,36 @@ def attack_html(tables: Path, concept: str) -> str:
 NO_FEATURES = "<p>No feature grid for this class (vision.feature_concepts).</p>"
 
 
-def vision_page(
-    circuit: Circuit, experiment: Experiment, sufficiency: pd.DataFrame, features: str | None
-) -> tuple[str, list[Flag]]:
-    """The class page: the circuit per layer with a K selector, the feature grid, the curves, the attack; the
-    circuit's flags in a warning box under its setting. Returns the page's body and its flags."""
-    attributions, votes, certificates = read_circuit(circuit)
+def scorer_of(votes) -> str:
+    """The scorer (vision) or method (language) a circuit's votes were counted for."""
+    return str(votes.attrs.get("scorer", ""))
+
+
+def by_scorer(circuits: Sequence[Circuit]) -> dict[str, list[tuple[Circuit, object, object, object]]]:
+    """A concept's circuits read and grouped by scorer, in the order given (the first is the main scorer)."""
+    groups: dict[str, list[tuple[Circuit, object, object, object]]] = {}
+    for circuit in circuits:
+        attributions, votes, certificates = read_circuit(circuit)
+        groups.setdefault(scorer_of(votes), []).append((circuit, attributions, votes, certificates))
+    return groups
+
+
+def vision_panel(
+    read: tuple[Circuit, object, object, object],
+    experiment: Experiment,
+    sufficiency: pd.DataFrame,
+    features: str | None,
+    index: int,
+    where: str,
+) -> tuple[str, list[Flag], dict]:
+    """One scorer's part of a class page: its flags, its circuit per layer with a K selector, the feature grid
+    (the main scorer's, ``index`` 0; the others say whose it is) and its curves. Returns the HTML, the flags and
+    the row of the page's scorer table (the certified in, abstained and out counts at the page's K)."""
+    circuit, attributions, votes, certificates = read
+    suffix = "" if index == 0 else f"-{index}"
+    scorer = scorer_of(votes)
     data = vision_circuit_data(attributions.names, attributions.groups, votes, certificates)
-    k0 = nearest_index(votes.k_grid, operating_k(experiment.tables, None, str(votes.attrs.get("scorer")), votes.k_grid))
+    k0 = nearest_index(votes.k_grid, operating_k(experiment.tables, None, scorer, votes.k_grid))
     options = "".join(
         f'<option value="{i}"{" selected" if i == k0 else ""}>K = {100 * k:g}%</option>'
         for i, k in enumerate(votes.k_grid)
@@ -202,38 +230,93 @@ def vision_page(
         rows.rename(columns={"accuracy": "cacc"}),
         [("cacc", "cACC", True), ("false_positive_rate", "false-positive rate", True)],
     )
-    attrs = dict(certificates.attrs)
     tag = setting_columns(votes, certificates)["setting"]
-    flags = circuit_flags(f"{experiment.name} / {circuit.concept} / {tag_words(tag)}", certificates, rows, tag)
+    flags = circuit_flags(f"{where} / {tag_words(tag)}", certificates, rows, tag)
+    title = "Warnings about this circuit and its setting" + (f" ({scorer})" if index else "")
+    if index == 0:
+        grid = figure_html(features, "features") if features else NO_FEATURES
+    else:
+        grid = "<p>The feature grid is the main scorer's (the first of the switch).</p>"
+    decision = certificates.decision[k0]
+    row = {
+        "scorer": scorer,
+        "K (%)": f"{100 * votes.k_grid[k0]:g}",
+        "certified in": int((decision == 1).sum()),
+        "abstained": int((decision == -1).sum()),
+        "certified out": int((decision == 0).sum()),
+        "warnings": ", ".join(dict.fromkeys(f.code for f in sorted_flags(flags))) or "none",
+    }
+    return (
+        (
+            f"{flags_html(flags, title)}"
+            f'<h2>Circuit per layer</h2><div class="circuit-view"><p><label>K <select id=kselect{suffix}>{options}'
+            f"</select></label> <span class=legend>{legend}</span></p><p class=note>Each square is a channel; hover for "
+            f"its certification votes (how many of the n = {data['n']} sub-datasets put it in the circuit).</p>"
+            f'<div class="circuit" id="circuit{suffix}"></div>{json_script(data, "circuit-data" + suffix)}</div>'
+            f"<h2>Features</h2>{grid}<h2>Curves</h2>{charts}"
+        ),
+        flags,
+        row,
+    )
+
+
+def vision_page(
+    circuits: Circuit | Sequence[Circuit], experiment: Experiment, sufficiency: pd.DataFrame, features: str | None
+) -> tuple[str, list[Flag]]:
+    """The class page: per scorer (a switch between them where the class has several circuits, one per
+    scorer; the first given is the main scorer) the circuit's flags in a warning box under its setting, the
+    circuit per layer with a K selector, the feature grid and the curves; then the attack (the main scorer's).
+    Returns the page's body and the flags of every scorer."""
+    circuits = [circuits] if isinstance(circuits, Circuit) else list(circuits)
+    groups = by_scorer(circuits)
+    scorers = list(groups)
+    concept = circuits[0].concept
+    _, _, votes, certificates = groups[scorers[0]][0]
+    attrs = dict(certificates.attrs)
+    several = len(scorers) > 1
+    panels, flags, rows = [], [], []
+    for index, scorer in enumerate(scorers):
+        where = f"{experiment.name} / {concept}" + (f" / {scorer}" if several else "")
+        panel, found, row = vision_panel(groups[scorer][0], experiment, sufficiency, features, index, where)
+        panels.append(panel)
+        flags += found
+        rows.append(row)
+    table = (
+        frame_html(pd.DataFrame(rows), "Every scorer's certified circuit at its operating K (switch to see each)")
+        if several
+        else ""
+    )
+    who = f"scorers {', '.join(scorers)} (main: {scorers[0]})" if several else f"scorer {attrs.get('scorer', '')}"
+    attack = "<p class=note>The attack edits the main scorer's circuits.</p>" if several else ""
     body = (
-        f"<h1>{esc(circuit.concept)}</h1><p class=meta>{esc(experiment.name)} · model {esc(attrs.get('model', ''))} · "
-        f"scorer {esc(attrs.get('scorer', ''))} · |D| = {int(votes.attrs['n_examples'])} · {esc(setting_words(attrs))}</p>"
-        f"{flags_html(flags, 'Warnings about this circuit and its setting')}"
-        f"<h2>Circuit per layer</h2><p><label>K <select id=kselect>{options}</select></label> "
-        f"<span class=legend>{legend}</span></p><p class=note>Each square is a channel; hover for its "
-        f"certification votes (how many of the n = {data['n']} sub-datasets put it in the circuit).</p>"
-        f'<div id="circuit"></div>{json_script(data, "circuit-data")}'
-        f"<h2>Features</h2>{figure_html(features, 'features') if features else NO_FEATURES}"
-        f"<h2>Curves</h2>{charts}<h2>Attack</h2>{attack_html(experiment.tables, circuit.concept)}"
+        f"<h1>{esc(concept)}</h1><p class=meta>{esc(experiment.name)} · model {esc(attrs.get('model', ''))} · "
+        f"{esc(who)} · |D| = {int(votes.attrs['n_examples'])} · {esc(setting_words(attrs))}</p>"
+        f"{table}{switch_html(scorers, panels, 'Scorer')}"
+        f"<h2>Attack</h2>{attack}{attack_html(experiment.tables, concept)}"
     )
     return body, flags
 
 
-def language_page(
-    circuits: Sequence[Circuit], experiment: Experiment, sufficiency: pd.DataFrame, out_dir: Path
-) -> tuple[str, list[Flag]]:
-    """The task page at the selected setting (held-out selection when there is one, else the best peak); the
-    shown setting's flags in a warning box under it, every setting's flag codes in the settings table. Returns
-    the page's body and the flags of every setting."""
-    task = circuits[0].concept
-    chosen = select_setting(experiment.tables, task)
-    read = [(c, *read_circuit(c)) for c in circuits]
+def language_panel(
+    read: Sequence[tuple[Circuit, object, object, object]],
+    experiment: Experiment,
+    sufficiency: pd.DataFrame,
+    out_dir: Path,
+    index: int,
+    several: bool,
+) -> tuple[str, list[Flag], dict]:
+    """One method's part of a task page, at the selected setting: its flags, the circuit on the model graph,
+    the edge counts, every setting with its flag codes, the curves and the circuit JSON (a file beside the
+    page). Returns the HTML, the flags of every setting and the shown circuit's attributes."""
     from certified_circuits.reports.paper import setting_tag
 
+    task = read[0][0].concept
+    scorer = scorer_of(read[0][2])
+    chosen = select_setting(experiment.tables, task)
     by_tag = {setting_tag(v, cert): (c, a, v, cert) for c, a, v, cert in read}
     tag = chosen if chosen in by_tag else next(iter(by_tag))
     circuit, attributions, votes, certificates = by_tag[tag]
-    k = operating_k(experiment.tables, task, None, votes.k_grid)
+    k = operating_k(experiment.tables, task, scorer if several else None, votes.k_grid)
     i = nearest_index(votes.k_grid, k)
     attrs = {
         **dict(votes.attrs),
@@ -250,21 +333,22 @@ def language_page(
         )
         drawn = node_to_edge_view(cfg, *drawn)
     svg, counts = language_graph_svg(*drawn, int(attributions.attrs["n_layers"]), int(attributions.attrs["n_heads"]))
-    scorer = str(votes.attrs.get("scorer", "eap_ig"))
+    score_name = scorer or "eap_ig"
     scores = (
-        attributions.scores[scorer].mean(axis=0)
-        if len(attributions.scores[scorer])
+        attributions.scores[score_name].mean(axis=0)
+        if len(attributions.scores[score_name])
         else np.zeros(len(attributions.names))
     )
-    download = out_dir / f"{file_stem(task)}_circuit.json"
+    stem = file_stem(task) if index == 0 else f"{file_stem(task)}_{file_stem(scorer)}"
+    download = out_dir / f"{stem}_circuit.json"
     download.write_text(
         circuit_json(attributions.names, scores, certificates.decision[i], float(votes.k_grid[i]), attrs)
     )
     task_rows = sufficiency[(sufficiency.concept.astype(str) == task)]
-    flags = {
-        t: circuit_flags(f"{experiment.name} / {task} / {tag_words(t)}", cert, task_rows, t)
-        for t, (_, _, _, cert) in by_tag.items()
-    }
+    if several and "scorer" in task_rows:
+        task_rows = task_rows[task_rows.scorer.astype(str) == scorer]
+    where = f"{experiment.name} / {task}" + (f" / {scorer}" if several else "")
+    flags = {t: circuit_flags(f"{where} / {tag_words(t)}", cert, task_rows, t) for t, (_, _, _, cert) in by_tag.items()}
     settings = frame_html(
         pd.DataFrame(
             [
@@ -286,17 +370,46 @@ def language_page(
         rows.rename(columns={"accuracy": "cacc"}), [("cacc", "cACC", True), ("logit_diff", "logit difference", False)]
     )
     count_table = frame_html(pd.DataFrame([counts]), f"Edges at K = {100 * votes.k_grid[i]:g}%")
+    title = f"Warnings about this circuit and its setting ({tag_words(tag)}{f', {scorer}' if several else ''})"
     return (
-        f"<h1>{esc(task)}</h1><p class=meta>{esc(experiment.name)} · model {esc(votes.attrs.get('model', ''))} · "
+        (
+            f"{flags_html(flags[tag], title)}"
+            f"<h2>Circuit on the model graph (K = {100 * votes.k_grid[i]:g}%, {esc(tag_words(tag))})</h2>"
+            f'<p><span class=legend><span class="ln ln-in"></span>certified in <span class="ln ln-base"></span>in the baseline, '
+            f'not certified in <span class="ln ln-abs"></span>abstained outside the baseline (the 300 most voted)</span> · '
+            f'<a href="{url(download.name)}" download>circuit JSON (EAP-IG graph layout)</a></p>'
+            f'<div class="graphbox">{svg}</div>{count_table}{settings}<h2>Curves</h2>{charts}'
+        ),
+        [flag for t in by_tag for flag in flags[t]],
+        attrs,
+    )
+
+
+def language_page(
+    circuits: Sequence[Circuit], experiment: Experiment, sufficiency: pd.DataFrame, out_dir: Path
+) -> tuple[str, list[Flag]]:
+    """The task page at the selected setting (held-out selection when there is one, else the best peak); per
+    method (a switch between them where the task has circuits of several; the first given is the main one) the
+    shown setting's flags in a warning box under it, every setting's flag codes in the settings table; then the
+    attack. Returns the page's body and the flags of every method and setting."""
+    task = circuits[0].concept
+    groups = by_scorer(circuits)
+    methods = list(groups)
+    several = len(methods) > 1
+    panels, flags, attrs = [], [], {}
+    for index, method in enumerate(methods):
+        panel, found, shown = language_panel(groups[method], experiment, sufficiency, out_dir, index, several)
+        panels.append(panel)
+        flags += found
+        attrs = attrs or shown
+    votes = groups[methods[0]][0][2]
+    who = f" · methods {', '.join(methods)} (main: {methods[0]})" if several else ""
+    return (
+        f"<h1>{esc(task)}</h1><p class=meta>{esc(experiment.name)} · model {esc(votes.attrs.get('model', ''))}{esc(who)} · "
         f"|D| = {int(votes.attrs['n_examples'])} prompts · {esc(setting_words(attrs))}</p>"
-        f"{flags_html(flags[tag], f'Warnings about this circuit and its setting ({tag_words(tag)})')}"
-        f"<h2>Circuit on the model graph (K = {100 * votes.k_grid[i]:g}%, {esc(tag_words(tag))})</h2>"
-        f'<p><span class=legend><span class="ln ln-in"></span>certified in <span class="ln ln-base"></span>in the baseline, '
-        f'not certified in <span class="ln ln-abs"></span>abstained outside the baseline (the 300 most voted)</span> · '
-        f'<a href="{url(download.name)}" download>circuit JSON (EAP-IG graph layout)</a></p>'
-        f'<div class="graphbox">{svg}</div>{count_table}{settings}<h2>Curves</h2>{charts}'
+        f"{switch_html(methods, panels, 'Method')}"
         f"<h2>Attack</h2>{attack_html(experiment.tables, task)}"
-    ), [flag for t in by_tag for flag in flags[t]]
+    ), flags
 
 
 def overview(
@@ -406,7 +519,7 @@ def build_explorer(
                     if group[0].features is not None and Path(group[0].features).is_file():
                         features = f"figures/features_{file_stem(concept)}.png"
                         shutil.copyfile(group[0].features, folder / features)
-                    body, found = vision_page(group[0], experiment, sufficiency, features)
+                    body, found = vision_page(group, experiment, sufficiency, features)
                 else:
                     body, found = language_page(group, experiment, sufficiency, folder)
                 flags += found
@@ -456,6 +569,10 @@ figure img{max-width:100%;height:auto}figcaption{font-size:12.5px;color:#444}
 .ln-base{border-top:2px dashed #d35400}.ln-abs{border-top:2px dotted #999}#errors{background:#fdd;padding:8px}
 .warning{background:#fff4e5;border:1px solid #f0b46b;border-left:6px solid #d35400;padding:6px 14px;margin:10px 0}
 .warning ul{margin:4px 0;padding-left:20px}.warning li{margin:4px 0}
+.switch{margin:14px 0 4px;padding:6px 10px;background:#fff;border:1px solid #e3e3e3;position:sticky;top:0;z-index:1}
+.switch button{font:inherit;margin:0 4px;padding:3px 12px;border:1px solid #1b3a57;border-radius:3px;background:#fff;
+color:#1b3a57;cursor:pointer}
+.switch button[aria-pressed=true]{background:#1b3a57;color:#fff}
 """
 
 JS = """
@@ -472,18 +589,16 @@ JS = """
       }
     });
   });
-  var node = document.getElementById('circuit-data');
-  if (!node) return;
-  var data = JSON.parse(node.textContent);
   var labels = {I: ['in', 'certified in'], A: ['abs', 'abstained (in the baseline only)'],
                 X: ['oth', 'abstained (outside the baseline)'], O: ['out', 'certified out']};
+  function each(list, f) { Array.prototype.forEach.call(list, f); }
   function votes(b64) {
     var raw = atob(b64), out = new Uint16Array(raw.length / 2);
     for (var i = 0; i < out.length; i++) out[i] = raw.charCodeAt(2 * i) | (raw.charCodeAt(2 * i + 1) << 8);
     return out;
   }
-  function render(index) {
-    var k = data.k[index], v = votes(k.votes), box = document.getElementById('circuit');
+  function render(data, box, index) {
+    var k = data.k[index], v = votes(k.votes);
     box.textContent = '';
     data.layers.forEach(function (layer) {
       var row = document.createElement('div'), counts = {I: 0, A: 0, X: 0, O: 0};
@@ -507,8 +622,39 @@ JS = """
       box.appendChild(row);
     });
   }
-  var select = document.getElementById('kselect');
-  select.addEventListener('change', function () { render(+select.value); });
-  render(+select.value);
+  // a circuit view (its K selector, its box, its data) is drawn when it is first shown
+  function visible(element) {
+    for (; element; element = element.parentElement) if (element.hidden) return false;
+    return true;
+  }
+  function draw() {
+    each(document.querySelectorAll('.circuit-view'), function (view) {
+      if (view.getAttribute('data-drawn') || !visible(view)) return;
+      view.setAttribute('data-drawn', '1');
+      var data = JSON.parse(view.querySelector('script[type="application/json"]').textContent);
+      var select = view.querySelector('select'), box = view.querySelector('.circuit');
+      select.addEventListener('change', function () { render(data, box, +select.value); });
+      render(data, box, +select.value);
+    });
+  }
+  // a switch between scorers (or methods): its buttons show one panel each; #scorer=NAME opens NAME's
+  var wanted = null;
+  try { wanted = decodeURIComponent(location.hash).replace(/^#scorer=/, ''); } catch (e) { wanted = null; }
+  each(document.querySelectorAll('.switched'), function (switched) {
+    var buttons = switched.querySelectorAll(':scope > .switch > button');
+    var panels = switched.querySelectorAll(':scope > .panel');
+    function show(index) {
+      each(panels, function (panel) { panel.hidden = +panel.getAttribute('data-panel') !== index; });
+      each(buttons, function (button) {
+        button.setAttribute('aria-pressed', String(+button.getAttribute('data-panel') === index));
+      });
+      draw();
+    }
+    each(buttons, function (button) {
+      button.addEventListener('click', function () { show(+button.getAttribute('data-panel')); });
+    });
+    each(buttons, function (button) { if (button.getAttribute('data-name') === wanted) button.click(); });
+  });
+  draw();
 })();
 """

@@ -45,7 +45,9 @@ class Experiment:
 
 @dataclass(frozen=True)
 class Circuit:
-    """The files of one concept's circuit (vision: the main scorer at the main setting; language: one setting)."""
+    """The files of one concept's circuit (vision: one scorer at the main setting; language: one method and
+    setting). A concept given circuits of several scorers (methods) gets a switch between them on its page; the
+    first given is the main scorer."""
 
     experiment: str
     concept: str

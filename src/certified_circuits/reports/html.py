@@ -119,6 +119,24 @@ def flags_html(flags: Sequence[Flag], title: str) -> str:
     return f'<div class="warning" role="alert"><p><b>{esc(title)}</b></p><ul>{items}</ul></div>'
 
 
+def switch_html(labels: Sequence[str], panels: Sequence[str], title: str) -> str:
+    """Panels of already built HTML with a switch between them: one button per label (escaped), the first panel
+    shown, the others ``hidden`` until their button is pressed (the explorer's script; ``#scorer=<label>`` in the
+    page's address opens that panel). One panel: the panel itself, no switch."""
+    if len(panels) == 1:
+        return panels[0]
+    buttons = "".join(
+        f'<button type="button" data-panel="{i}" data-name="{esc(label)}" aria-pressed="{"true" if i == 0 else "false"}">'
+        f"{esc(label)}</button>"
+        for i, label in enumerate(labels)
+    )
+    body = "".join(
+        f'<div class="panel" data-panel="{i}"{"" if i == 0 else " hidden"}>{panel}</div>'
+        for i, panel in enumerate(panels)
+    )
+    return f'<div class="switched"><div class="switch" role="group"><b>{esc(title)}:</b> {buttons}</div>{body}</div>'
+
+
 LINE_STYLES = {"certified": "", "baseline": "6 4", "majority": "2 3"}
 LINE_COLORS = {"certified": "#1b6ca8", "baseline": "#c0392b", "majority": "#7d7d7d"}
 
