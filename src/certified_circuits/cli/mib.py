@@ -1,0 +1,162 @@
+"""MIB's circuit-track conventions (Mueller et al. 2025; docs/mib.md): ``report-mib`` (certified circuits as
+submission files), ``language-faithfulness-mib`` (faithfulness on MIB's edge-fraction grid) and
+``report-mib-faithfulness`` (its CPR/CMD table). The logic lives in :mod:`certified_circuits.reports.mib`,
+:mod:`certified_circuits.language.evaluate` and :mod:`certified_circuits.analysis.faithfulness`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+
+from certified_circuits.cli.language import MODEL_CHOICES, task_name
+from certified_circuits.cli.stages import (InputError, Stages, add_device, check_circuit_files, existing_file,
+                                           existing_path, named_path, output_file)
+from certified_circuits.pipeline.tracking import add_metrics
+
+log = logging.getLogger("certified_circuits")
+
+STAGES = Stages()
+
+
+# ---------------------------------------------------------------------------------------------- export
+
+
+def _export_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--circuit", nargs=4, action="append", required=True,
+                   metavar=("TASK", "ATTRIBUTIONS", "VOTES", "CERTIFICATES"),
+                   help="one task's train attribution file and one setting's votes and certificates (repeatable)")
+    p.add_argument("--model-name", required=True,
+                   help="MIB's short model name in the folder <task>_<model> (gpt2, qwen2.5, gemma2, llama3; no '_')")
+    p.add_argument("--method", default="certified-EAP-IG-inputs",
+                   help="the method's name in the method folder <method>_patching_<level> (no '_')")
+    p.add_argument("--out-dir", required=True, type=Path, help="submission root (holds the method folder)")
+
+
+@STAGES.stage("report-mib", _export_arguments,
+              help="certified language circuits as MIB circuit-track submission files (one Graph JSON per fraction)")
+def _cmd_export(args: argparse.Namespace) -> int:
+    """Write OUT/<method>_patching_<level>/<task>_<model>/circuit_<p>pct.json for p in 0.1, 0.2, 0.5, 1, 2, 5, 10,
+    20, 50, 100 (% of the edges): the certified-in edges at the largest K <= p, at most floor(p E) of them, with
+    the certificate's abstentions under the extra key "certificate" (MIB ignores it). The folder is checked
+    against MIB's layout after writing.
+
+    Example:
+
+        certified-circuits report-mib --model-name gpt2 --circuit ioi ATTR.h5 VOTES.h5 CERTS.h5
+        --out-dir results/mib/language
+    """
+    from certified_circuits.reports.mib import check_submission, method_folder, write_submission
+    from certified_circuits.storage.store import read_attributions, read_certificates, read_votes
+
+    if "_" in args.method:
+        raise InputError(f"--method {args.method!r}: MIB's method folder is <method>_<ablation>_<level>; use '-'")
+    n = 0
+    levels = set()
+    for task, attr, votes, certs in args.circuit:
+        task_name(task)
+        for path in (attr, votes, certs):
+            if not Path(path).is_file():
+                raise InputError(f"--circuit {task}: {path} does not exist")
+        v, c = read_votes(votes), read_certificates(certs)
+        check_circuit_files([(v, votes, c, certs)], concept=task, what="--circuit TASK")
+        levels.add(str(read_attributions(attr).attrs.get("level", "edge")))
+        n += len(write_submission(args.out_dir, task, args.model_name, args.method, attr, votes, certs))
+    found = {}
+    for level in levels:
+        found.update(check_submission(args.out_dir / method_folder(args.method, level)))
+    add_metrics({"mib_files": float(n), "mib_folders": float(len(found))})
+    log.info("report-mib: %d files in %d task folders -> %s", n, len(found), args.out_dir)
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------- MIB's grid
+
+
+def _faithfulness_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", choices=MODEL_CHOICES, default="embedded",
+                   help="'embedded', 'gpt2' or 'hf' (as language-evaluate)")
+    p.add_argument("--model-path", type=existing_path, required=True, help="the model folder (as language-evaluate)")
+    add_device(p)
+    p.add_argument("--task", required=True, type=task_name)
+    p.add_argument("--attributions", type=existing_file, required=True, help="the task's train attribution file")
+    p.add_argument("--votes", type=existing_file, required=True, help="votes .h5 of this task")
+    p.add_argument("--certificates", type=existing_file, required=True, help="certificates .h5 of this task")
+    p.add_argument("--eval-set", action="append", required=True, type=named_path, metavar="NAME=PATH",
+                   help="evaluation prompts, repeatable: id_test=DIR/id_test.jsonl")
+    p.add_argument("--experiment", default="language")
+    p.add_argument("--max-floats", type=float, default=None, help="activation buffer per patched batch in floats")
+    p.add_argument("--out", type=output_file, required=True, help="CSV to write")
+
+
+@STAGES.stage("language-faithfulness-mib", _faithfulness_arguments,
+              help="faithfulness of baseline and certified circuits at MIB's edge fractions (CSV)")
+def _cmd_faithfulness(args: argparse.Namespace) -> int:
+    """At each of MIB's fractions p (0.1% .. 100% of the edges): the baseline's top floor(p E) edges by signed
+    score (CPR's circuits) and by |score| (CMD's), and the certified circuit (certified-in edges at the largest
+    K <= p), each pruned as MIB's Graph.prune; every circuit interchange-patched on every eval set. Rows carry
+    f's m, m_empty and m_full and the effective size (edges left after pruning).
+
+    Example:
+
+        certified-circuits language-faithfulness-mib --model embedded --model-path results/language/model
+        --task ioi --attributions ATTR.h5 --votes VOTES.h5 --certificates CERTS.h5
+        --eval-set id_test=results/language/tasks/ioi/id_test.jsonl --out mib_ioi.csv
+    """
+    import numpy as np
+
+    from certified_circuits.core.contracts import setting_columns
+    from certified_circuits.core.devices import configure_torch, resolve_device
+    from certified_circuits.language.evaluate import mib_circuit_masks, mib_table
+    from certified_circuits.language.models import load_language_model
+    from certified_circuits.storage.atomic import write_csv
+    from certified_circuits.storage.store import read_attributions, read_certificates, read_votes
+
+    votes, certs = read_votes(args.votes), read_certificates(args.certificates)
+    check_circuit_files([(votes, args.votes, certs, args.certificates)], concept=args.task, what="--task")
+    attr = read_attributions(args.attributions)
+    scorer = str(votes.attrs.get("scorer", "eap_ig"))
+    if scorer not in attr.scores:
+        raise InputError(f"{args.attributions} has no {scorer!r} scores (the votes' scorer)")
+    scores = attr.scores[scorer].mean(0).astype(np.float64)
+    device = resolve_device(args.device)
+    configure_torch(args.threads)
+    lm = load_language_model(args.model, args.model_path)
+    if lm.weights is not None:
+        lm.weights = lm.weights.to(str(device))
+    if lm.bridge is not None:
+        lm.bridge.to(str(device))
+    if scores.size != lm.graph.n_edges:
+        raise InputError(f"{args.attributions} scores {scores.size} components, the model's graph has "
+                         f"{lm.graph.n_edges} edges: MIB's grid needs an edge-level run (language.level: edge)")
+    rank = np.abs(scores) if attr.absolute(scorer) else scores
+    circuits = mib_circuit_masks(lm.graph, scores, certs.decision, votes.k_grid, rank_scores=rank)
+    table = mib_table(lm, args.task, circuits, dict(args.eval_set), experiment=args.experiment, device=str(device),
+                      budget_floats=args.max_floats)
+    table = table.assign(**setting_columns(votes, certs))
+    write_csv(args.out, table)
+    log.info("language-faithfulness-mib: %d rows -> %s", len(table), args.out)
+    return 0
+
+
+def _table_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--inputs", nargs="+", required=True, type=existing_file,
+                   help="CSVs of language-faithfulness-mib")
+    p.add_argument("--out-dir", required=True, type=Path, help="the tables folder")
+
+
+@STAGES.stage("report-mib-faithfulness", _table_arguments,
+              help="CPR (signed ranking) and CMD (|score| ranking) on MIB's grid: faithfulness_mib tables")
+def _cmd_table(args: argparse.Namespace) -> int:
+    """Write faithfulness_mib.csv and faithfulness_mib_mean.{csv,md,tex}: CPR and CMD per task, eval set and
+    circuit family, integrated over MIB's nominal fractions; the caption states which ranking each area used.
+
+    Example:
+
+        certified-circuits report-mib-faithfulness --inputs results/faithfulness_mib/language/*.csv --out-dir results/tables/language
+    """
+    from certified_circuits.reports.mib import mib_faithfulness_report
+
+    add_metrics(mib_faithfulness_report(args.inputs, args.out_dir))
+    return 0
