@@ -48,6 +48,7 @@ PLUGIN_MODULES = (
     "certified_circuits.cli.report",
     "certified_circuits.cli.attack",
     "certified_circuits.cli.scores",
+    "certified_circuits.cli.mib",
 )
 
 STAGES = Stages()
