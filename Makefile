@@ -32,7 +32,7 @@ FORMATTED := src/certified_circuits/core src/certified_circuits/api.py src/certi
              src/certified_circuits/pipeline/tracking tests/unit/test_api.py tests/unit/test_architecture.py \
              src/certified_circuits/reports/explorer.py src/certified_circuits/reports/explorer_data.py \
              src/certified_circuits/reports/html.py src/certified_circuits/reports/words.py \
-             src/certified_circuits/vision/families.py src/certified_circuits/vision/plugins.py src/certified_circuits/vision/folders.py \
+             src/certified_circuits/vision/networks/families.py src/certified_circuits/vision/scoring/plugins.py src/certified_circuits/vision/data/folders.py \
              src/certified_circuits/cli/vision.py src/certified_circuits/cli/vision_common.py src/certified_circuits/cli/vision_data.py \
              src/certified_circuits/cli/vision_circuits.py src/certified_circuits/cli/vision_imagenet.py
 

@@ -55,9 +55,9 @@ def vision(arch: str, device: torch.device, sizes: dict) -> dict:
     from certified_circuits.core.smoothing import selection_and_certification_masks, vote_counts
     from certified_circuits.reports.tables import format_runtime_table
     from certified_circuits.core.timing import best_of
-    from certified_circuits.vision.models import build_paper_model
+    from certified_circuits.vision.networks.models import build_paper_model
     from certified_circuits.vision.runtime import measure_naive_vs_cached
-    from certified_circuits.vision.scorers import score_batch
+    from certified_circuits.vision.scoring.scorers import score_batch
 
     torch.manual_seed(0)
     model = build_paper_model(arch, pretrained=False)

@@ -36,7 +36,7 @@ K_GRID = np.round(np.arange(1, 21) * 0.05, 2)
 
 
 def image_set(split: dict, name: str):
-    from certified_circuits.vision.data import ImageSet
+    from certified_circuits.vision.data.image_sets import ImageSet
 
     images = split["images"]
 
@@ -49,10 +49,10 @@ def image_set(split: dict, name: str):
 def run(world: str, seed: int, n_negatives: int = 200) -> pd.DataFrame:
     from certified_circuits.analysis.faithfulness import faithfulness_table
     from certified_circuits.core.discovery import top_k_circuit
-    from certified_circuits.vision.attribution import extract_scores
+    from certified_circuits.vision.scoring.attribution import extract_scores
     from certified_circuits.vision.evaluate import evaluate_class
     from certified_circuits.vision.train import accuracy, train_world_model
-    from certified_circuits.vision.world import WorldConfig, make_split
+    from certified_circuits.vision.data.world import WorldConfig, make_split
 
     knobs = WORLDS[world]
     per_class_train = int(round(600 * 10 / knobs["n_classes"]))

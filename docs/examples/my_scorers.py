@@ -8,7 +8,7 @@ import numpy as np
 import torch
 
 import certified_circuits as cc
-from certified_circuits.vision.scorers import mean_activations
+from certified_circuits.vision.scoring.scorers import mean_activations
 
 
 def taylor(activations, gradients, channel_dim):

@@ -106,13 +106,13 @@ def _section_4_paths() -> list[str]:
 
 def test_section_4_names_paths() -> None:
     paths = _section_4_paths()
-    assert "vision/families.py" in paths and "pipeline/layout.py" in paths and "config.schema.yaml" in paths
+    assert "vision/networks/families.py" in paths and "pipeline/layout.py" in paths and "config.schema.yaml" in paths
 
 
 @pytest.mark.parametrize("path", _section_4_paths())
 def test_every_path_of_section_4_exists(path: str) -> None:
     """A path is of the checkout (``tests/...``, ``rules/...``, ``config.schema.yaml``) or of the package
-    (``vision/families.py``, ``reports/``)."""
+    (``vision/networks/families.py``, ``reports/``)."""
     assert (ROOT / path).exists() or (PACKAGE / path).exists(), f"section 4 names {path}, which does not exist"
 
 

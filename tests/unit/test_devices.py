@@ -174,14 +174,14 @@ def test_unknown_device_type_for_memory() -> None:
 
 @pytest.fixture()
 def tiny_vision_model():
-    from certified_circuits.vision.models import world_model_from_net, world_resnet
+    from certified_circuits.vision.networks.models import world_model_from_net, world_resnet
 
     torch.manual_seed(0)
     return world_model_from_net(world_resnet(4, widths=(4, 8, 8, 8)).eval(), ["a", "b", "c", "d"], 32)
 
 
 def _image_set(n: int):
-    from certified_circuits.vision.data import ImageSet
+    from certified_circuits.vision.data.image_sets import ImageSet
 
     x = torch.randn(n, 3, 32, 32, generator=torch.Generator().manual_seed(1))
     return ImageSet(labels=np.arange(n) % 4, ids=np.array([f"i{i}" for i in range(n)]),
@@ -210,7 +210,7 @@ def test_masked_eval_batch_from_memory(tiny_vision_model, monkeypatch: pytest.Mo
 
 
 def test_block_rank_runs_on_the_data_device() -> None:
-    from certified_circuits.vision.scorers import block_rank
+    from certified_circuits.vision.scoring.scorers import block_rank
 
     x = torch.tensor([[0.5, -1.0, 0.5, 2.0]])
     np.testing.assert_allclose(block_rank(x).numpy(), [[1 / 3, 0.0, 2 / 3, 1.0]])  # stable: lower index ranks lower

@@ -53,8 +53,8 @@ def tiny_vision_model():
     """A random-weight world ResNet (4 classes, widths 4/8/8/8) and 12 noise images of classes 0-3."""
     import torch
 
-    from certified_circuits.vision.data import ImageSet
-    from certified_circuits.vision.models import world_model_from_net, world_resnet
+    from certified_circuits.vision.data.image_sets import ImageSet
+    from certified_circuits.vision.networks.models import world_model_from_net, world_resnet
 
     torch.manual_seed(0)
     net = world_resnet(4, widths=(4, 8, 8, 8)).eval()
@@ -114,9 +114,9 @@ def test_a_hand_made_vision_model_gives_the_values_worked_out_by_hand() -> None:
     import torch
     from torch import nn
 
-    from certified_circuits.vision.data import ImageSet
+    from certified_circuits.vision.data.image_sets import ImageSet
     from certified_circuits.vision.evaluate import evaluate_class
-    from certified_circuits.vision.models import VisionModel
+    from certified_circuits.vision.networks.models import VisionModel
 
     conv, fc = nn.Conv2d(3, 3, 1, bias=False), nn.Linear(3, 3, bias=False)
     with torch.no_grad():

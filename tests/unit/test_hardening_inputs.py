@@ -177,7 +177,7 @@ def test_votes_and_certificates_of_different_circuits_are_refused() -> None:
 
 
 def test_a_class_index_of_one_class_is_refused(tmp_path: Path) -> None:
-    from certified_circuits.vision.loading import load_cached
+    from certified_circuits.vision.networks.loading import load_cached
 
     index = tmp_path / "classes.txt"
     index.write_text("cat\n")
@@ -223,7 +223,7 @@ def test_a_whole_pickled_model_is_named_as_such(tmp_path: Path) -> None:
     import torch
     import torchvision
 
-    from certified_circuits.vision.loading import load_cached
+    from certified_circuits.vision.networks.loading import load_cached
 
     weights, index = tmp_path / "model.pt", tmp_path / "classes.txt"
     torch.save(torchvision.models.resnet18(num_classes=3), weights)
@@ -234,7 +234,7 @@ def test_a_whole_pickled_model_is_named_as_such(tmp_path: Path) -> None:
                                  f"(a whole model saved with torch.save(model)), not a state dict; the loader reads "
                                  f"weights only: save them with torch.save(model.state_dict(), PATH) and pass that file")
     assert "truncated" not in str(caught.value) and caught.value.__cause__ is not None  # torch's error kept
-    from certified_circuits.vision.models import load_weights
+    from certified_circuits.vision.networks.models import load_weights
 
     with pytest.raises(ValueError) as direct:  # the one loader every path goes through says the same
         load_weights(weights)
@@ -342,7 +342,7 @@ def plugin_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
 
 
 def test_a_discovery_plugin_that_raises_names_plugin_concept_and_sub_dataset(plugin_module: str) -> None:
-    from certified_circuits.vision.plugins import ImageDiscovery
+    from certified_circuits.vision.scoring.plugins import ImageDiscovery
 
     algorithm = ImageDiscovery(f"{plugin_module}:broken_discovery", SimpleNamespace(n_vertices=4), np.zeros((6, 1)),
                                0, np.array([0.5]), concept="n01440764")
@@ -356,7 +356,7 @@ def test_a_discovery_plugin_that_raises_names_plugin_concept_and_sub_dataset(plu
 def test_an_additive_plugin_that_raises_names_plugin_and_batch(plugin_module: str) -> None:
     import torch
 
-    from certified_circuits.vision.plugins import additive_scores, load_plugin
+    from certified_circuits.vision.scoring.plugins import additive_scores, load_plugin
 
     plugin = load_plugin(f"{plugin_module}:broken_scorer")
     with pytest.raises(AlgorithmError) as caught:

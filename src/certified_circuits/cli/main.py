@@ -346,7 +346,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run one stage, or with ``batch`` several stages in one process.
 
     A batch pays the start-up (imports of torch and torchvision, the model build and its weights, which
-    the vision stages keep for the process: :func:`certified_circuits.vision.loading.load_cached`) once for
+    the vision stages keep for the process: :func:`certified_circuits.vision.networks.loading.load_cached`) once for
     every invocation, e.g. the attributions of 25 ImageNet classes in one GPU job. Every invocation is
     parsed before the first runs, so a typo in the last stops the batch before any work; they then
     run in order and the batch stops at the first failure (exit 2, naming the invocation). A batch

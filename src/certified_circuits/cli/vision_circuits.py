@@ -76,7 +76,7 @@ def _attribute_arguments(p: argparse.ArgumentParser) -> None:
         type=additive_plugin,
         metavar="MODULE:FUNCTION",
         help="an additive scorer plugin f(activations, gradients, channel_dim) -> [B, U], scored beside "
-        "the built-in scorers as scores/FUNCTION (repeatable; certified_circuits/vision/plugins.py)",
+        "the built-in scorers as scores/FUNCTION (repeatable; certified_circuits/vision/scoring/plugins.py)",
     )
 
 
@@ -84,7 +84,7 @@ def plugin_of_kind(kind: str):
     """An argparse type: a ``module:function`` plugin of ``kind`` (imported and checked when parsed)."""
 
     def parse(text: str):
-        from certified_circuits.vision.plugins import load_plugin
+        from certified_circuits.vision.scoring.plugins import load_plugin
 
         try:
             plugin = load_plugin(text)
@@ -111,9 +111,9 @@ def _cmd_attribute(args: argparse.Namespace) -> int:
     """
 
     from certified_circuits.core.sampling import AlgorithmError
-    from certified_circuits.vision.attribution import run_attribution, write_empty_attribution
-    from certified_circuits.vision.data import open_set
-    from certified_circuits.vision.world import load_split
+    from certified_circuits.vision.scoring.attribution import run_attribution, write_empty_attribution
+    from certified_circuits.vision.data.image_sets import open_set
+    from certified_circuits.vision.data.world import load_split
 
     for split, data, _ in args.also:
         if not Path(data).exists():
@@ -194,9 +194,9 @@ def _cmd_discover(args: argparse.Namespace) -> int:
     from certified_circuits.core.smoothing import mask_seed
     from certified_circuits.pipeline.tracking import add_metrics
     from certified_circuits.storage.store import write_votes
-    from certified_circuits.vision.attribution import class_indices
-    from certified_circuits.vision.data import open_set
-    from certified_circuits.vision.plugins import discovery_votes
+    from certified_circuits.vision.scoring.attribution import class_indices
+    from certified_circuits.vision.data.image_sets import open_set
+    from certified_circuits.vision.scoring.plugins import discovery_votes
 
     model, index = load_model(args)
     label = class_label(model, args.concept)
@@ -308,7 +308,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     from certified_circuits.pipeline.tracking import add_metrics
     from certified_circuits.storage.atomic import write_csv
     from certified_circuits.storage.store import read_certificates, read_votes
-    from certified_circuits.vision.data import open_set
+    from certified_circuits.vision.data.image_sets import open_set
     from certified_circuits.vision.evaluate import evaluate_circuits, mean_ablation_fill
 
     sets = dict(args.eval_set)
@@ -385,8 +385,8 @@ def _cmd_runtime(args: argparse.Namespace) -> int:
 
     from certified_circuits.core.smoothing import mask_seed
     from certified_circuits.reports.tables import format_runtime_table, write_table
-    from certified_circuits.vision.attribution import class_indices
-    from certified_circuits.vision.data import open_set
+    from certified_circuits.vision.scoring.attribution import class_indices
+    from certified_circuits.vision.data.image_sets import open_set
     from certified_circuits.vision.runtime import measure_naive_vs_cached
 
     try:  # refuse an invalid setting before the model loads

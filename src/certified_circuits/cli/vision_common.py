@@ -14,7 +14,7 @@ import time
 
 
 from certified_circuits.core.devices import configure_torch
-from certified_circuits.vision.architectures import MODEL_CHOICES
+from certified_circuits.vision.networks.architectures import MODEL_CHOICES
 from certified_circuits.cli.stages import InputError, add_device, existing_file, positive_int
 
 log = logging.getLogger(__name__)
@@ -24,7 +24,7 @@ def model_name(text: str) -> str:
     """``--model``: ``world``, or a torchvision classification model name (checked when given)."""
     if text == "world" or text in MODEL_CHOICES:
         return text
-    from certified_circuits.vision.models import check_model_name
+    from certified_circuits.vision.networks.models import check_model_name
 
     try:
         return check_model_name(text)
@@ -60,7 +60,7 @@ def model_arguments(p: argparse.ArgumentParser) -> None:
         default=["auto"],
         metavar="MODULE",
         help="modules whose outputs hold the components: auto (the family's block outputs, "
-        "certified_circuits/vision/families.py) or names of net.named_modules() (default: auto)",
+        "certified_circuits/vision/networks/families.py) or names of net.named_modules() (default: auto)",
     )
     g.add_argument("--image-size", type=positive_int, help="crop size (default: the torchvision weights' transforms)")
     g.add_argument("--resize-size", type=positive_int, help="short side before the crop (default: the weights' ratio)")
@@ -75,16 +75,16 @@ def model_arguments(p: argparse.ArgumentParser) -> None:
 
 def load_model(args: argparse.Namespace):
     """The model on its device and the class index of image folders (None for the world), cached for the
-    process (:func:`certified_circuits.vision.loading.load_cached`)."""
+    process (:func:`certified_circuits.vision.networks.loading.load_cached`)."""
     from certified_circuits.core.devices import resolve_device
-    from certified_circuits.vision.loading import load_cached
+    from certified_circuits.vision.networks.loading import load_cached
 
     device = resolve_device(args.device)
     configure_torch(args.threads)
     layers = "auto" if args.layers == ["auto"] else list(args.layers)
     preprocessing = None
     if any(v is not None for v in (args.image_size, args.resize_size, args.mean, args.std)):
-        from certified_circuits.vision.models import preprocessing_of
+        from certified_circuits.vision.networks.models import preprocessing_of
 
         preprocessing = preprocessing_of(
             args.model, image_size=args.image_size, resize_size=args.resize_size, mean=args.mean, std=args.std

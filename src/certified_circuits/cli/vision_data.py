@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from certified_circuits.core.devices import configure_torch
-from certified_circuits.vision.architectures import WORLD_BLOCKS, WORLD_WIDTHS
+from certified_circuits.vision.networks.architectures import WORLD_BLOCKS, WORLD_WIDTHS
 from certified_circuits.cli.stages import InputError, Stages, existing_file, positive_int
 
 log = logging.getLogger(__name__)
@@ -29,7 +29,7 @@ STAGES = Stages()
 
 
 def _world_arguments(p: argparse.ArgumentParser) -> None:
-    from certified_circuits.vision.world import SPLITS, WorldConfig
+    from certified_circuits.vision.data.world import SPLITS, WorldConfig
 
     d = WorldConfig()
     p.add_argument("--out", type=Path, required=True, help="output folder")
@@ -65,7 +65,7 @@ def _cmd_world(args: argparse.Namespace) -> int:
     Deterministic in --seed.
     """
 
-    from certified_circuits.vision.world import SPLITS, WorldConfig, build_world
+    from certified_circuits.vision.data.world import SPLITS, WorldConfig, build_world
 
     cfg = WorldConfig(
         seed=args.seed,
@@ -143,9 +143,9 @@ def _cmd_train(args: argparse.Namespace) -> int:
     context_shift / corruption (JSON).
     """
 
-    from certified_circuits.vision.models import save_world_model
+    from certified_circuits.vision.networks.models import save_world_model
     from certified_circuits.vision.train import accuracy, train_world_model
-    from certified_circuits.vision.world import load_split, write_json_atomic
+    from certified_circuits.vision.data.world import load_split, write_json_atomic
 
     configure_torch(args.threads)
     tr = load_split(args.world / "train.npz")
@@ -214,9 +214,9 @@ def _cmd_filter(args: argparse.Namespace) -> int:
     confidently labelled as a known class, labelled with it); also writes the model's accuracy per split.
     """
 
-    from certified_circuits.vision.models import load_world_model
+    from certified_circuits.vision.networks.models import load_world_model
     from certified_circuits.vision.train import accuracy, filter_adversarial, filter_anomaly
-    from certified_circuits.vision.world import load_split, save_split, write_json_atomic
+    from certified_circuits.vision.data.world import load_split, save_split, write_json_atomic
 
     configure_torch(args.threads)
     model = load_world_model(args.checkpoint)

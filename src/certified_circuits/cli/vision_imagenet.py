@@ -34,7 +34,7 @@ def _cmd_select_classes(args: argparse.Namespace) -> int:
     """Draw N wnid folders of an ImageFolder tree by seed; write one wnid per line."""
 
     from certified_circuits.storage.atomic import write_text
-    from certified_circuits.vision.imagenet import list_classes, select_classes
+    from certified_circuits.vision.data.imagenet import list_classes, select_classes
 
     chosen = select_classes(list_classes(args.data), args.n, args.seed)
     write_text(args.out, "\n".join(chosen) + "\n")
@@ -55,7 +55,7 @@ def _cmd_imagenet_c(args: argparse.Namespace) -> int:
     ImageNet-C defocus blur). Use when the official ImageNet-C files are absent.
     """
 
-    from certified_circuits.vision.imagenet import generate_imagenet_c
+    from certified_circuits.vision.data.imagenet import generate_imagenet_c
 
     classes = [line.strip() for line in args.classes.read_text().splitlines() if line.strip()]
     out = generate_imagenet_c(args.val, args.out, classes, severity=args.severity)
@@ -75,7 +75,7 @@ def _cmd_prepare_oodcv(args: argparse.Namespace) -> int:
     categories shared with ImageNet-1k).
     """
 
-    from certified_circuits.vision.imagenet import prepare_oodcv
+    from certified_circuits.vision.data.imagenet import prepare_oodcv
 
     try:
         mapping = json.loads(args.mapping.read_text())

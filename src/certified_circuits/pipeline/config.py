@@ -63,13 +63,13 @@ def resolve_vision_concepts(vision):
     """The classes to certify: checked against the world's classes or the class folders now, so an
     unknown class stops the run before world generation and training."""
     if vision["source"] == "embedded":
-        from certified_circuits.vision.world import WorldConfig
+        from certified_circuits.vision.data.world import WorldConfig
 
         known = WorldConfig(**vision["world"]).class_names()
         where = f"the embedded world's classes (vision.world.n_classes = {len(known)})"
     else:
-        from certified_circuits.vision.folders import list_class_folders
-        from certified_circuits.vision.imagenet import list_classes, select_classes
+        from certified_circuits.vision.data.folders import list_class_folders
+        from certified_circuits.vision.data.imagenet import list_classes, select_classes
 
         source = vision_source(vision)
         known = list_classes(source["root"]) if vision["source"] == "imagenet" else list_class_folders(source["root"])
@@ -101,7 +101,7 @@ def check_scorers(vision) -> None:
     """Every plugin of ``vision.scorers`` imports and has one of the two signatures; names are unique
     result-path names; the main scorer is one of them and can be re-run from cached scores."""
     from certified_circuits.pipeline.layout import WILDCARD_CONSTRAINTS
-    from certified_circuits.vision.plugins import is_plugin, load_plugin, plugin_name
+    from certified_circuits.vision.scoring.plugins import is_plugin, load_plugin, plugin_name
 
     names = [plugin_name(s) if is_plugin(s) else s for s in vision["scorers"]]
     for entry, name in zip(vision["scorers"], names):
@@ -134,7 +134,7 @@ def check_folders(vision) -> int | None:
     source_name = vision["source"]
     source = vision_source(vision)
     key = f"vision.{source_name}"
-    from certified_circuits.vision.folders import DatasetLayoutError, check_folders_in_index, load_class_names
+    from certified_circuits.vision.data.folders import DatasetLayoutError, check_folders_in_index, load_class_names
 
     require_path(f"{key}.class_index", source["class_index"], "the class index",
                  "Give the class names in logit order, one a line (ImageNet: LOC_synset_mapping.txt).")
@@ -163,7 +163,7 @@ def check_folders(vision) -> int | None:
                 config_error(f"{key}.{root_key}", root, f"it holds {len(folders)} class folder ({folders}); {ONE_CLASS}")
     except DatasetLayoutError as exc:
         raise ConfigError(f"config key {key}: {exc}") from None
-    from certified_circuits.vision.models import check_folders_model
+    from certified_circuits.vision.networks.models import check_folders_model
 
     try:
         components = check_folders_model(source["model"], source["weights"], names, source["layers"],
@@ -182,7 +182,7 @@ ONE_CLASS = ("a classifier and its data sets need at least 2 classes (a concept 
 def check_concept_sizes(vision, concepts) -> None:
     """Every certified class folder of the folders source holds at least ``concept_size`` images."""
     from certified_circuits.pipeline.layout import WILDCARD_CONSTRAINTS
-    from certified_circuits.vision.folders import count_class_images
+    from certified_circuits.vision.data.folders import count_class_images
 
     source = vision["folders"]
     counts = count_class_images(source["root"], concepts)
@@ -205,7 +205,7 @@ def check_vision(vision) -> int | None:
     if unknown:
         config_error("vision.rediscovery_sets", sorted(unknown), f"each must also be in vision.eval_sets {vision['eval_sets']}")
     if vision["source"] == "embedded":
-        from certified_circuits.vision.world import WorldConfig
+        from certified_circuits.vision.data.world import WorldConfig
 
         try:
             WorldConfig(**vision["world"]).validate()
@@ -217,11 +217,11 @@ def check_vision(vision) -> int | None:
             config_error("vision.eval_sets", unknown, f"the embedded world has eval sets {sorted(known)}")
         return None
     if vision["source"] == "imagenet":
-        from certified_circuits.vision.architectures import ARCHITECTURE_NAMES
+        from certified_circuits.vision.networks.architectures import ARCHITECTURE_NAMES
 
         if vision["imagenet"]["model"] not in ARCHITECTURE_NAMES:
             config_error("vision.imagenet.model", vision["imagenet"]["model"],
-                         f"one of {list(ARCHITECTURE_NAMES)} (add an architecture in certified_circuits/vision/architectures.py, "
+                         f"one of {list(ARCHITECTURE_NAMES)} (add an architecture in certified_circuits/vision/networks/architectures.py, "
                          "or use source: folders for any torchvision classifier)")
     return check_folders(vision)
 

@@ -206,11 +206,11 @@ def vision_dirs(paths: Layout) -> dict[str, str]:
 
 
 def world_config(config: Config):
-    """The embedded world's :class:`~certified_circuits.vision.world.WorldConfig` (its defaults are the
+    """The embedded world's :class:`~certified_circuits.vision.data.world.WorldConfig` (its defaults are the
     vision-world command's, never repeated here); ``None`` for a torchvision source."""
     if not embedded_vision(config):
         return None
-    from certified_circuits.vision.world import WorldConfig
+    from certified_circuits.vision.data.world import WorldConfig
 
     return WorldConfig(**config["vision"]["world"])
 
@@ -222,7 +222,7 @@ def _source(config: Config) -> dict[str, Any]:
 def vision_scorer_specs(config: Config) -> dict[str, str]:
     """Scorers by their name in result paths: a built-in name, or a plugin's function name (``module:function``
     -> ``function``), mapped to the configured spec; empty when vision is off."""
-    from certified_circuits.vision.plugins import is_plugin, plugin_name
+    from certified_circuits.vision.scoring.plugins import is_plugin, plugin_name
 
     if not config["vision"]["enabled"]:
         return {}
@@ -236,7 +236,7 @@ def vision_scorers_all(config: Config) -> list[str]:
 
 def vision_main_scorer(config: Config) -> str | None:
     """The main scorer's name in result paths (a plugin by its function name)."""
-    from certified_circuits.vision.plugins import is_plugin, plugin_name
+    from certified_circuits.vision.scoring.plugins import is_plugin, plugin_name
 
     vision = config["vision"]
     if vision["enabled"] and is_plugin(vision["main_scorer"]):
@@ -245,7 +245,7 @@ def vision_main_scorer(config: Config) -> str | None:
 
 
 def _plugin_kinds(config: Config) -> dict[str, str]:
-    from certified_circuits.vision.plugins import is_plugin, load_plugin
+    from certified_circuits.vision.scoring.plugins import is_plugin, load_plugin
 
     return {name: load_plugin(spec).kind for name, spec in vision_scorer_specs(config).items() if is_plugin(spec)}
 
@@ -415,7 +415,7 @@ def vision_images_per_class(config: Config, paths: Layout, concepts: Sequence[st
         if counts is None:
             return {c: world.n_ood_per_class for c in concepts}
         return dict(zip(world.class_names(), counts))
-    from certified_circuits.vision.folders import count_class_images
+    from certified_circuits.vision.data.folders import count_class_images
 
     return count_class_images(vision_eval_data(config, paths, eval_set), concepts)
 

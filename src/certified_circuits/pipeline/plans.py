@@ -5,7 +5,7 @@ When the workflow is parsed, each setting that will be certified gets the exact 
 
 - vision: ``|D|`` is the concept-set size (``world.n_concept_per_class``, or ``concept_size`` of the
   folders and imagenet sources); ``U`` is the model's channels: the world ResNet's widths, the paper
-  architecture's table entry (:data:`~certified_circuits.vision.architectures.ARCHITECTURES`), or your
+  architecture's table entry (:data:`~certified_circuits.vision.networks.architectures.ARCHITECTURES`), or your
   folders model's, counted on the meta device by the config check. The settings are
   ``vision.certification`` and every ``radius_sweep`` (size, p_del) pair.
 - language: ``|D|`` is the train split (``n_per_split``, or the task file's train rows); ``U`` is the EAP
@@ -56,11 +56,11 @@ class ConfigPlan:
 
 
 def _vision_plans(vision: Mapping[str, Any], folders_components: int | None) -> list[ConfigPlan]:
-    from certified_circuits.vision.architectures import ARCHITECTURES, WORLD_WIDTHS
+    from certified_circuits.vision.networks.architectures import ARCHITECTURES, WORLD_WIDTHS
 
     source = vision["source"]
     if source == "embedded":
-        from certified_circuits.vision.world import WorldConfig
+        from certified_circuits.vision.data.world import WorldConfig
 
         n_examples = WorldConfig(**vision["world"]).n_concept_per_class
         n_components = sum(vision.get("train", {}).get("widths") or WORLD_WIDTHS)

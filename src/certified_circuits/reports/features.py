@@ -58,7 +58,7 @@ def example_images(data: str | Path, ids: list[str], size: int = 64) -> np.ndarr
     """uint8 [len(ids), H, W, 3] for example ids of a world .npz split or an ImageNet-style folder."""
     path = Path(data)
     if path.suffix == ".npz":
-        from certified_circuits.vision.world import load_split
+        from certified_circuits.vision.data.world import load_split
 
         split = load_split(path)
         position = {str(i): n for n, i in enumerate(split["ids"].astype(str))}
@@ -66,7 +66,7 @@ def example_images(data: str | Path, ids: list[str], size: int = 64) -> np.ndarr
         if missing:
             raise ValueError(f"{path} lacks example ids {missing[:3]}: were the attributions made from it?")
         return split["images"][[position[i] for i in ids]]
-    from certified_circuits.vision.images import read_rgb
+    from certified_circuits.vision.data.images import read_rgb
 
     return np.stack([np.asarray(read_rgb(path / i).resize((size, size))) for i in ids])
 

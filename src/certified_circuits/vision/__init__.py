@@ -1,11 +1,12 @@
-"""Vision half of Certified Circuits (paper Sec. 4-5, App. A.1, D).
+"""Vision half of Certified Circuits (paper Sec. 4-5, App. A.1, D), grouped by what it holds.
 
-Modules: ``world`` (embedded concept world), ``corruption`` (ImageNet-C defocus blur), ``models``
-(world ResNet, any torchvision classifier with its components; ``families``: where ``layers: auto``
-puts them; ``architectures``: the paper's ImageNet presets), ``folders`` (class index and class
-folders of any names), ``plugins`` (a user's additive or black-box base algorithm), ``hooks``
-(capture and batched channel masking), ``scorers`` (relevance / activation / rank, spurious index),
-``imagenet`` and ``data`` (paper-scale ImageFolder loaders, uniform image sets), ``train``
-(world model training, OOD filtration), ``attribution`` (HDF5 attributions), ``evaluate``
-(sufficiency with a specificity control), ``cli`` (``vision-*`` subcommands).
+- ``networks``: any torchvision classifier and its components (``models``, ``families``, ``architectures``,
+  ``loading``, ``hooks``);
+- ``data``: images and concept datasets (``folders``, ``image_sets``, ``images``, ``imagenet``,
+  ``corruption``, ``world``);
+- ``scoring``: the base algorithms' scores (``scorers``, ``plugins``, ``attribution``);
+- here: world-model training and OOD filtration (``train``), sufficiency with a specificity control
+  (``evaluate``), the naive vs cached runtime table (``runtime``).
+
+The ``vision-*`` stages live in ``certified_circuits.cli``.
 """

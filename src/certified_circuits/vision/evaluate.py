@@ -33,9 +33,9 @@ from tqdm import tqdm
 
 from certified_circuits.core.devices import batch_from_memory
 from certified_circuits.analysis.paired_tests import OUTCOME_COLUMN, encode_outcomes
-from certified_circuits.vision.data import ImageSet
-from certified_circuits.vision.hooks import masked_logits
-from certified_circuits.vision.models import VisionModel
+from certified_circuits.vision.data.image_sets import ImageSet
+from certified_circuits.vision.networks.hooks import masked_logits
+from certified_circuits.vision.networks.models import VisionModel
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -224,7 +224,7 @@ def evaluate_class(model: VisionModel, sets: Mapping[str, ImageSet], label: int,
 def mean_ablation_fill(model: VisionModel, reference: ImageSet, size: int, seed: int) -> list[torch.Tensor]:
     """Per-channel mean activations over a seeded sample of ``size`` reference images: what removed
     channels carry under ``--ablation mean`` (zero ablation, the paper's test, needs none)."""
-    from certified_circuits.vision.hooks import reference_activations
+    from certified_circuits.vision.networks.hooks import reference_activations
 
     rng = np.random.default_rng(seed)
     pick = np.sort(rng.choice(len(reference), size=min(len(reference), size), replace=False))

@@ -23,8 +23,8 @@ from certified_circuits.core.discovery import TopKDiscovery
 from certified_circuits.core.setting import Setting
 from certified_circuits.core.smoothing import selection_and_certification_masks, vote_counts, vote_counts_naive, vote_device
 from certified_circuits.core.timing import best_of
-from certified_circuits.vision.models import VisionModel
-from certified_circuits.vision.scorers import score_batch
+from certified_circuits.vision.networks.models import VisionModel
+from certified_circuits.vision.scoring.scorers import score_batch
 
 #: the defaults of every setting field this measurement takes: :class:`Setting`'s
 DEFAULT = Setting()

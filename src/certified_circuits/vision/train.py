@@ -20,8 +20,8 @@ from torch import nn
 from tqdm import tqdm
 
 from certified_circuits.core.devices import training_kernels
-from certified_circuits.vision.architectures import WORLD_BLOCKS, WORLD_WIDTHS
-from certified_circuits.vision.models import VisionModel, world_model_from_net, world_resnet
+from certified_circuits.vision.networks.architectures import WORLD_BLOCKS, WORLD_WIDTHS
+from certified_circuits.vision.networks.models import VisionModel, world_model_from_net, world_resnet
 
 
 def _batches(n: int, bs: int):

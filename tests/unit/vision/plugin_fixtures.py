@@ -3,7 +3,7 @@
 import numpy as np
 
 import certified_circuits as cc
-from certified_circuits.vision.scorers import mean_activations
+from certified_circuits.vision.scoring.scorers import mean_activations
 
 
 def mean_activation_topk(model, images, label, k_grid):

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import ndimage
 
-from certified_circuits.vision.corruption import DEFOCUS_PARAMS, defocus_blur, disk_kernel, scale_for_size
+from certified_circuits.vision.data.corruption import DEFOCUS_PARAMS, defocus_blur, disk_kernel, scale_for_size
 
 
 @pytest.mark.parametrize("scale", ["cifar", "tin", "imagenet"])

@@ -11,9 +11,9 @@ import pytest
 import torch
 from torchvision import models as tvm
 
-from certified_circuits.vision.families import FAMILIES
-from certified_circuits.vision.hooks import masked_logits
-from certified_circuits.vision.models import (build_classifier, build_network, channel_axis, check_folders_model,
+from certified_circuits.vision.networks.families import FAMILIES
+from certified_circuits.vision.networks.hooks import masked_logits
+from certified_circuits.vision.networks.models import (build_classifier, build_network, channel_axis, check_folders_model,
                                               check_state_dict, describe_components, preprocessing_of)
 
 # model -> (component modules, widths, channel axis); EfficientNet/MobileNet: every block between stem and head conv

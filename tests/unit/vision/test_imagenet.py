@@ -7,11 +7,11 @@ import pytest
 import torch
 from PIL import Image
 
-from certified_circuits.vision.data import open_set
-from certified_circuits.vision.folders import DatasetLayoutError, list_class_images
-from certified_circuits.vision.imagenet import (generate_imagenet_c, imagenet_c_dir,
+from certified_circuits.vision.data.image_sets import open_set
+from certified_circuits.vision.data.folders import DatasetLayoutError, list_class_images
+from certified_circuits.vision.data.imagenet import (generate_imagenet_c, imagenet_c_dir,
                                                 list_classes, load_wnid_index, prepare_oodcv, select_classes)
-from certified_circuits.vision.models import VisionModel
+from certified_circuits.vision.networks.models import VisionModel
 
 WNIDS = ["n01440764", "n01443537", "n01484850", "n01491361", "n01494475"]
 

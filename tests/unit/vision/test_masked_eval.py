@@ -9,7 +9,7 @@ import torch
 
 from certified_circuits.analysis.evaluation import read_sufficiency
 from certified_circuits.analysis.paired_tests import OUTCOME_COLUMN, decode_outcomes
-from certified_circuits.vision.data import ImageSet
+from certified_circuits.vision.data.image_sets import ImageSet
 from certified_circuits.vision.evaluate import (COLUMNS, evaluate_class, negative_sample, predictions_under_masks,
                                                 )
 
@@ -102,7 +102,7 @@ def test_mask_width_mismatch_is_explained(tiny_model):
 
 
 def test_mean_ablation_keeps_kept_channels_and_fills_removed_ones(tiny_model, rng):
-    from certified_circuits.vision.hooks import masked_logits, reference_activations
+    from certified_circuits.vision.networks.hooks import masked_logits, reference_activations
 
     x = tiny_model.normalize(torch.from_numpy(rng.integers(0, 256, (6, 32, 32, 3), dtype=np.uint8)))
     reference = tiny_model.normalize(torch.from_numpy(rng.integers(0, 256, (10, 32, 32, 3), dtype=np.uint8)))

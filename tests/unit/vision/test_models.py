@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from certified_circuits.vision.hooks import captured, masked, masked_logits
-from certified_circuits.vision.models import build_paper_model, expected_weights_path, load_model
+from certified_circuits.vision.networks.hooks import captured, masked, masked_logits
+from certified_circuits.vision.networks.models import build_paper_model, expected_weights_path, load_model
 
 
 @pytest.fixture(scope="module")
@@ -114,8 +114,8 @@ def test_weights_roundtrip_from_file(tmp_path):
 
 @pytest.mark.slow
 def test_vit_scores_reduce_over_tokens(vit):
-    from certified_circuits.vision.hooks import captured
-    from certified_circuits.vision.scorers import score_batch
+    from certified_circuits.vision.networks.hooks import captured
+    from certified_circuits.vision.scoring.scorers import score_batch
 
     x = torch.randn(1, 3, 224, 224)
     s, logits = score_batch(vit, x, target=7)

@@ -12,8 +12,8 @@ import pytest
 import torch
 
 from certified_circuits.core.smoothing import compute_votes
-from certified_circuits.vision.plugins import ImageDiscovery, discovery_votes, is_plugin, load_plugin, plugin_name
-from certified_circuits.vision.scorers import mean_activations, score_batch
+from certified_circuits.vision.scoring.plugins import ImageDiscovery, discovery_votes, is_plugin, load_plugin, plugin_name
+from certified_circuits.vision.scoring.scorers import mean_activations, score_batch
 
 HERE = Path(__file__).resolve().parent
 EXAMPLES = HERE.parents[2] / "docs" / "examples"

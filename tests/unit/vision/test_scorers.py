@@ -13,8 +13,8 @@ import pytest
 import torch
 from torch import nn
 
-from certified_circuits.vision.models import VisionModel
-from certified_circuits.vision.scorers import block_rank, mean_activations, score_batch, spurious_index
+from certified_circuits.vision.networks.models import VisionModel
+from certified_circuits.vision.scoring.scorers import block_rank, mean_activations, score_batch, spurious_index
 
 
 class Toy(nn.Module):

@@ -6,7 +6,7 @@ import numpy as np
 import torch
 
 from certified_circuits.vision.train import filter_adversarial, filter_anomaly, predict, train_world_model
-from certified_circuits.vision.world import make_split
+from certified_circuits.vision.data.world import make_split
 
 
 def test_training_is_deterministic(tiny_cfg):

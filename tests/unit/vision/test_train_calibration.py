@@ -11,11 +11,11 @@ import torch
 from torchvision.models.resnet import ResNet
 
 from certified_circuits.cli.vision import STAGES
-from certified_circuits.vision.hooks import captured
-from certified_circuits.vision.models import (load_world_model, save_world_model, world_model_from_net,
+from certified_circuits.vision.networks.hooks import captured
+from certified_circuits.vision.networks.models import (load_world_model, save_world_model, world_model_from_net,
                                               world_resnet)
 from certified_circuits.vision.train import train_world_model
-from certified_circuits.vision.world import make_split
+from certified_circuits.vision.data.world import make_split
 
 WIDTHS = (4, 8, 8, 8)
 

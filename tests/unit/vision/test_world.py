@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from certified_circuits.vision.world import (NOVEL_SHAPES, WorldConfig, build_world, load_split, make_split,
+from certified_circuits.vision.data.world import (NOVEL_SHAPES, WorldConfig, build_world, load_split, make_split,
                                              sample_scenes, render, shape_mask)
 
 
@@ -95,7 +95,7 @@ def test_a_file_that_is_not_a_split_is_named(tmp_path):
     """Issue 21: a random-bytes .npz got numpy's pickle advice and no file name."""
     import os
 
-    from certified_circuits.vision.world import load_split
+    from certified_circuits.vision.data.world import load_split
 
     junk = tmp_path / "junk.npz"
     junk.write_bytes(os.urandom(4096))
@@ -110,7 +110,7 @@ def test_a_file_that_is_not_a_split_is_named(tmp_path):
 
 def test_compositional_world_shares_shapes_and_fills():
     """n_fills = 3, 6 classes: class c is (shape c // 3, fill c % 3); classes of one shape share it."""
-    from certified_circuits.vision.world import FILLS
+    from certified_circuits.vision.data.world import FILLS
 
     cfg = WorldConfig(seed=1, n_classes=6, n_fills=3, n_concept_per_class=4, n_test_per_class=2, n_ood_per_class=2)
     assert cfg.class_names() == ["circle_solid", "circle_hstripes", "circle_vstripes", "square_solid",
@@ -119,7 +119,7 @@ def test_compositional_world_shares_shapes_and_fills():
     d = make_split(cfg, "concept")
     assert d["images"].shape == (24, 32, 32, 3) and sorted(set(d["labels"].tolist())) == list(range(6))
     # the same scene drawn with another fill changes only pixels inside the shape
-    from certified_circuits.vision.world import render, sample_scenes
+    from certified_circuits.vision.data.world import render, sample_scenes
 
     rng = np.random.default_rng(0)
     scenes = sample_scenes(rng, np.zeros(4, int), np.zeros(4, int), cfg).replace(fill=np.zeros(4, int))

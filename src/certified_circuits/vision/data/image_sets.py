@@ -13,10 +13,10 @@ from typing import Callable
 import numpy as np
 import torch
 
-from certified_circuits.vision.images import read_rgb, resize_crop
-from certified_circuits.vision.folders import check_folders_in_index, list_class_images
-from certified_circuits.vision.models import VisionModel
-from certified_circuits.vision.world import load_split
+from certified_circuits.vision.data.images import read_rgb, resize_crop
+from certified_circuits.vision.data.folders import check_folders_in_index, list_class_images
+from certified_circuits.vision.networks.models import VisionModel
+from certified_circuits.vision.data.world import load_split
 
 
 @dataclass
@@ -50,7 +50,7 @@ def npz_set(path: Path | str) -> ImageSet:
 
 def folder_set(root: Path | str, class_index: dict[str, int], names: list[str] | None = None,
                limit_per_class: int | None = None, min_images: int = 1) -> ImageSet:
-    """Image-folder tree ROOT/<class>/<image> (:mod:`certified_circuits.vision.folders`); labels are the
+    """Image-folder tree ROOT/<class>/<image> (:mod:`certified_circuits.vision.data.folders`); labels are the
     logits of the folder names in ``class_index`` (name -> logit; ImageNet: wnid -> 1k index).
 
     Images are resized (short side to the model's ``resize_size``, default ``image_size * 256 / 224``)

@@ -26,8 +26,8 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from certified_circuits.storage.atomic import atomic_dir, write_json
-from certified_circuits.vision.folders import IMAGE_SUFFIXES, DatasetLayoutError, list_class_images
-from certified_circuits.vision.images import read_rgb, resize_crop
+from certified_circuits.vision.data.folders import IMAGE_SUFFIXES, DatasetLayoutError, list_class_images
+from certified_circuits.vision.data.images import read_rgb, resize_crop
 
 SYNSET_FILE = "LOC_synset_mapping.txt"
 
@@ -93,7 +93,7 @@ def generate_imagenet_c(val_root: Path | str, out_root: Path | str, wnids: Seque
     from PIL import Image
     from tqdm import tqdm
 
-    from certified_circuits.vision.corruption import defocus_blur
+    from certified_circuits.vision.data.corruption import defocus_blur
 
     out = imagenet_c_dir(out_root, severity)
     for wnid in tqdm(list(wnids), desc="imagenet-c", disable=not progress):

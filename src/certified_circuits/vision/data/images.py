@@ -1,7 +1,7 @@
 """Image files: reading one as RGB, and the ImageNet evaluation resize-and-crop.
 
-The one place both the image-folder loaders (:mod:`certified_circuits.vision.data`) and the ImageNet
-preparation stages (:mod:`certified_circuits.vision.imagenet`) read images from, so neither imports the other.
+The one place both the image-folder loaders (:mod:`certified_circuits.vision.data.image_sets`) and the ImageNet
+preparation stages (:mod:`certified_circuits.vision.data.imagenet`) read images from, so neither imports the other.
 """
 
 from __future__ import annotations

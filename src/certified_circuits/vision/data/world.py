@@ -353,7 +353,7 @@ def make_split(cfg: WorldConfig, split: str) -> dict[str, np.ndarray]:
         scenes = scenes_of(labels, habitat)
         images = render(scenes, cfg)
         if split == "corruption":
-            from certified_circuits.vision.corruption import defocus_blur
+            from certified_circuits.vision.data.corruption import defocus_blur
 
             images = defocus_blur(images, severity=cfg.corruption_severity)
         shape = labels

@@ -3,8 +3,8 @@ place to add one.
 
 Adding an architecture: one :class:`Architecture` entry in :data:`ARCHITECTURES`. The config check of
 ``vision.imagenet.model``, the ``--model`` help and the preset builder
-(:func:`certified_circuits.vision.models.build_paper_model`) read this table. Where the components are
-is the family's (:mod:`certified_circuits.vision.families`); any other torchvision classifier runs
+(:func:`certified_circuits.vision.networks.models.build_paper_model`) read this table. Where the components are
+is the family's (:mod:`certified_circuits.vision.networks.families`); any other torchvision classifier runs
 through the ``folders`` source.
 
 This module imports neither torch nor torchvision, so the config check can use it at parse time.
@@ -59,5 +59,5 @@ def architecture(name: str) -> Architecture:
     """The table entry of ``name``; ``ValueError`` listing the known names otherwise."""
     if name not in ARCHITECTURES:
         raise ValueError(f"unknown vision architecture {name!r}: choose one of {list(ARCHITECTURE_NAMES)} "
-                         "(add one in certified_circuits/vision/architectures.py)")
+                         "(add one in certified_circuits/vision/networks/architectures.py)")
     return ARCHITECTURES[name]

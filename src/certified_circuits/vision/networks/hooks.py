@@ -14,7 +14,7 @@ from typing import Iterator
 
 import torch
 
-from certified_circuits.vision.models import VisionModel
+from certified_circuits.vision.networks.models import VisionModel
 
 
 def _channel_view(mask_b: torch.Tensor, out_ndim: int, channel_dim: int) -> torch.Tensor:

@@ -20,15 +20,15 @@ def load_cached(model: str, checkpoint: Path | None, weights: Path | None, class
     """The model on ``device`` and its class index (None for the world model), built once per process.
 
     Args:
-        model: ``world``, an ImageNet architecture of :mod:`certified_circuits.vision.architectures`, or
-            any torchvision classifier (:func:`certified_circuits.vision.models.load_model`).
+        model: ``world``, an ImageNet architecture of :mod:`certified_circuits.vision.networks.architectures`, or
+            any torchvision classifier (:func:`certified_circuits.vision.networks.models.load_model`).
         checkpoint: the world model's checkpoint (``vision-train``).
         weights: a state dict (default for an ImageNet architecture: the torch hub cache).
-        class_index: class names in logit order (:func:`certified_circuits.vision.folders.load_class_names`;
+        class_index: class names in logit order (:func:`certified_circuits.vision.data.folders.load_class_names`;
             a ``LOC_synset_mapping.txt`` for ImageNet).
         device: a torch device.
         layers: ``"auto"`` or the module names whose outputs hold the components.
-        preprocessing: a :class:`~certified_circuits.vision.models.Preprocessing`, or None for the model's own.
+        preprocessing: a :class:`~certified_circuits.vision.networks.models.Preprocessing`, or None for the model's own.
 
     Returns:
         ``(VisionModel, {class name: logit} or None, reused)``; ``reused`` says it came from the cache.
@@ -39,8 +39,8 @@ def load_cached(model: str, checkpoint: Path | None, weights: Path | None, class
     key = tuple(str(v) for v in (model, checkpoint, weights, class_index, device, layers, preprocessing))
     if key in LOADED:
         return (*LOADED[key], True)
-    from certified_circuits.vision.folders import load_class_names
-    from certified_circuits.vision.models import load_model
+    from certified_circuits.vision.data.folders import load_class_names
+    from certified_circuits.vision.networks.models import load_model
 
     names = load_class_names(class_index) if class_index else None
     if model != "world" and names is None:

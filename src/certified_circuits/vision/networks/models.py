@@ -24,7 +24,7 @@ from torch import nn
 from torchvision import models as tvm
 from torchvision.models.resnet import BasicBlock, ResNet
 
-from certified_circuits.vision.architectures import ARCHITECTURES, WORLD_BLOCKS, WORLD_WIDTHS, Architecture, architecture
+from certified_circuits.vision.networks.architectures import ARCHITECTURES, WORLD_BLOCKS, WORLD_WIDTHS, Architecture, architecture
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -262,7 +262,7 @@ def expected_weights_path(arch: str) -> Path:
 
 def build_paper_model(arch: str, weights: Path | str | None = None, pretrained: bool = True,
                       class_names: list[str] | None = None) -> VisionModel:
-    """torchvision ``arch`` (an entry of :data:`~certified_circuits.vision.architectures.ARCHITECTURES`)
+    """torchvision ``arch`` (an entry of :data:`~certified_circuits.vision.networks.architectures.ARCHITECTURES`)
     with its circuit vertices: the ImageNet preset of :func:`build_classifier` (1,000 classes, the
     IMAGENET1K_V1 preprocessing, ``layers: auto``).
 
@@ -445,7 +445,7 @@ def _output_shapes(net: nn.Module, names: list[str], image_size: int) -> dict[st
 
 def describe_components(net: nn.Module, model_name: str, layers: str | list[str], image_size: int) -> Components:
     """The components of ``net``: the outputs of ``layers`` (``"auto"``: the family's block outputs,
-    :mod:`certified_circuits.vision.families`), their widths and channel axis read from one forward pass
+    :mod:`certified_circuits.vision.networks.families`), their widths and channel axis read from one forward pass
     of a ``[1, 3, image_size, image_size]`` input (on the net's device; a meta-device net costs nothing).
     A ``[B, a, b, c]`` output is channels-first when ``b == c != a`` and tokens-last when ``a == b != c``;
     when all three are equal, a second pass at twice the size tells (the channel count does not change).
@@ -457,7 +457,7 @@ def describe_components(net: nn.Module, model_name: str, layers: str | list[str]
         ValueError: an unknown module name (the message lists close and top-level names), a family without
             automatic layers, outputs that mix channel axes, or an undecidable channel axis.
     """
-    from certified_circuits.vision.families import auto_layers
+    from certified_circuits.vision.networks.families import auto_layers
 
     modules = dict(net.named_modules())
     if layers == "auto":

@@ -21,10 +21,10 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from certified_circuits.vision.data import ImageSet
-from certified_circuits.vision.models import VisionModel
-from certified_circuits.vision.plugins import ScorerPlugin
-from certified_circuits.vision.scorers import SCORERS, mean_activations, score_batch, spurious_index
+from certified_circuits.vision.data.image_sets import ImageSet
+from certified_circuits.vision.networks.models import VisionModel
+from certified_circuits.vision.scoring.plugins import ScorerPlugin
+from certified_circuits.vision.scoring.scorers import SCORERS, mean_activations, score_batch, spurious_index
 
 
 def class_indices(imageset: ImageSet, label: int, n_examples: int | None = None, min_examples: int = 1) -> np.ndarray:

@@ -11,7 +11,7 @@ Two kinds, told apart by the function's parameter names (checked before any job 
   ``|mean|`` (default ``"signed"``).
 - **black-box discovery function** ``f(model, images, label, k_grid) -> bool [nK, U]``: the circuit
   at every K of the grid found on ``images`` (the examples a sub-dataset keeps, normalised
-  ``[n, 3, H, W]``) of class ``label`` of ``model`` (a :class:`~certified_circuits.vision.models.VisionModel`).
+  ``[n, 3, H, W]``) of class ``label`` of ``model`` (a :class:`~certified_circuits.vision.networks.models.VisionModel`).
   It runs on the full dataset and on every one of the ``n0 + n`` sub-datasets
   (:func:`certified_circuits.api.sample_votes`, in parallel processes); an empty sub-dataset gives the
   empty circuit without calling it (docs/architecture.md, section 3).
@@ -193,7 +193,7 @@ def discovery_votes(
 
     Args:
         spec: the plugin entry (``module:function``, a discovery function).
-        model: the :class:`~certified_circuits.vision.models.VisionModel`.
+        model: the :class:`~certified_circuits.vision.networks.models.VisionModel`.
         images: normalised ``[|D|, 3, H, W]`` concept images.
         label: the class's logit.
         k_grid: the K grid.

@@ -18,9 +18,9 @@ from typing import Sequence
 
 import torch
 
-from certified_circuits.vision.hooks import captured
-from certified_circuits.vision.models import VisionModel
-from certified_circuits.vision.plugins import ScorerPlugin, additive_scores
+from certified_circuits.vision.networks.hooks import captured
+from certified_circuits.vision.networks.models import VisionModel
+from certified_circuits.vision.scoring.plugins import ScorerPlugin, additive_scores
 
 SCORERS: tuple[str, ...] = ("relevance", "activation", "rank")
 
@@ -50,7 +50,7 @@ def score_batch(model: VisionModel, x: torch.Tensor, target: int, plugins: Seque
         model: the model (eval mode).
         x: normalised images ``[B, 3, H, W]`` on the model's device.
         target: the class whose logit is differentiated.
-        plugins: additive scorer plugins (:mod:`certified_circuits.vision.plugins`), given the same
+        plugins: additive scorer plugins (:mod:`certified_circuits.vision.scoring.plugins`), given the same
             activations and gradients as the built-in scorers; their scores are keyed by plugin name.
 
     Parameters get no gradients (only activations do), so the backward pass is as cheap as possible."""
