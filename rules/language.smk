@@ -147,3 +147,39 @@ rule language_evaluate:
         "{params.job} certified-circuits language-evaluate {params.model} --threads {threads} --task {wildcards.concept} "
         "--votes {input.votes:q} --certificates {input.certificates:q} {params.eval_sets} "
         "--experiment {params.experiment:q} --out {output:q} 2> {log:q}"
+
+
+if LANGUAGE["faithfulness"]["grid"] == "mib":
+    MIB_ROWS = {row[0]: row for row in jobs.mib_circuits(config, PATHS)}
+
+    rule language_faithfulness_mib:
+        """Faithfulness at MIB's edge fractions (0.1%..100%): baseline top-n by signed and by |score|, and the
+        certified circuit of the task's first setting, pruned as MIB does (docs/mib.md)."""
+        input:
+            attributions=lambda w: MIB_ROWS[w.concept][1],
+            votes=lambda w: MIB_ROWS[w.concept][2],
+            certificates=lambda w: MIB_ROWS[w.concept][3],
+            eval_sets=lambda w: [f"{LDIR}/tasks/{w.concept}/{name}.jsonl" for name in language_eval_sets(w.concept)],
+            model=language_model_inputs(),
+        output:
+            PATHS.faithfulness_mib(LX),
+        params:
+            job=job_env("language_faithfulness_mib"),
+            model=language_model_args(),
+            eval_sets=lambda w: item_options("--eval-set", [(f"{name}={LDIR}/tasks/{w.concept}/{name}.jsonl",)
+                                                            for name in language_eval_sets(w.concept)]),
+            experiment=LX,
+        log:
+            log_path("language_faithfulness_mib", "{concept}"),
+        conda:
+            ENV
+        threads: 1
+        resources:
+            mem_mb=LANGUAGE_MEM_MB,
+            runtime=LANGUAGE_RUNTIME,
+            gpu=LANGUAGE_GPU,
+        shell:
+            "{params.job} certified-circuits language-faithfulness-mib {params.model} --threads {threads} "
+            "--task {wildcards.concept} --attributions {input.attributions:q} --votes {input.votes:q} "
+            "--certificates {input.certificates:q} {params.eval_sets} --experiment {params.experiment:q} "
+            "--out {output:q} 2> {log:q}"

@@ -337,6 +337,51 @@ if LANGUAGE["enabled"]:
 
         ALL_TARGETS += rules.language_graphs.output
 
+    if LANGUAGE["faithfulness"]["grid"] == "mib":
+
+        rule language_faithfulness_mib_table:
+            """CPR (signed ranking) and CMD (|score| ranking) on MIB's grid, per task and eval set (docs/mib.md)."""
+            input:
+                [PATHS.faithfulness_mib(LX, task) for task in LANGUAGE["tasks"]],
+            output:
+                table=f"{LTABLES}/faithfulness_mib.csv",
+                mean=f"{LTABLES}/faithfulness_mib_mean.md",
+            params:
+                job=job_env("language_faithfulness_mib_table"),
+                out=lambda w, output: os.path.dirname(output.table),
+            log:
+                log_path("language_faithfulness_mib_table"),
+            conda:
+                ENV
+            shell:
+                "{params.job} certified-circuits report-mib-faithfulness --inputs {input:q} --out-dir {params.out:q} 2> {log:q}"
+
+        ALL_TARGETS += rules.language_faithfulness_mib_table.output
+
+    if LANGUAGE["mib"]["export"]:
+        MIB_CIRCUITS = jobs.mib_circuits(config, PATHS)
+
+        rule language_mib:
+            """Certified circuits as MIB circuit-track submission files: one Graph JSON per edge fraction (docs/mib.md)."""
+            input:
+                [path for row in MIB_CIRCUITS for path in row[1:]],
+            output:
+                directory(PATHS.mib(LX)),
+            params:
+                job=job_env("language_mib"),
+                circuits=item_options("--circuit", MIB_CIRCUITS),
+                model=q(jobs.mib_model_name(config)),
+                method=q(LANGUAGE["mib"]["method"]),
+            log:
+                log_path("language_mib"),
+            conda:
+                ENV
+            shell:
+                "{params.job} certified-circuits report-mib {params.circuits} --model-name {params.model} "
+                "--method {params.method} --out-dir {output:q} 2> {log:q}"
+
+        ALL_TARGETS += rules.language_mib.output
+
     LATTACK = LANGUAGE["attack"]
     if LATTACK["enabled"]:
 

@@ -32,7 +32,7 @@ __all__ = [
     "vision_images_per_class", "vision_rediscovered", "vision_iou_circuits", "vision_evaluate_circuits",
     "vision_evaluate_sets", "vision_attack_inputs", "attack_options", "votes_options", "decision_options",
     "embedded_language", "hf_language", "language_dirs", "language_model_args", "language_eval_sets",
-    "language_model_inputs", "language_settings", "explorer_circuits",
+    "language_model_inputs", "language_settings", "explorer_circuits", "mib_model_name", "mib_circuits",
 ]
 
 Config = Mapping[str, Any]
@@ -580,4 +580,44 @@ def explorer_circuits(config: Config, paths: Layout, concepts: Sequence[str]) ->
         rows += [(lx, task, paths.attributions(lx, "train", task), paths.votes(lx, "train", task, "eap_ig", setting),
                   paths.certificates(lx, "train", task, "eap_ig", setting))
                  for task in config["language"]["tasks"] for setting in language_settings(config, task)]
+    return rows
+
+
+# ------------------------------------------------------------------------ MIB (docs/mib.md)
+
+
+def mib_model_name(config: Config) -> str:
+    """MIB's short model name of the language model (the folder ``<task>_<model>``).
+
+    Args:
+        config: the run's config.
+
+    Returns:
+        ``language.mib.model_name``; else ``gpt2`` for source gpt2 (MIB's name of GPT-2 Small); else the
+        experiment name with ``-`` for ``_`` (MIB's folder joins task and model with ``_``).
+    """
+    language = config["language"]
+    if language["mib"].get("model_name"):
+        return str(language["mib"]["model_name"])
+    if language["source"] == "gpt2":
+        return "gpt2"
+    return str(language["experiment"]).replace("_", "-")
+
+
+def mib_circuits(config: Config, paths: Layout) -> list[tuple[str, str, str, str]]:
+    """The certified circuit of every language task that MIB's grid and export use: the task's first setting.
+
+    Args:
+        config: the run's config.
+        paths: the run's layout.
+
+    Returns:
+        ``(task, attributions, votes, certificates)`` rows (``eap_ig``, train split), in task order.
+    """
+    lx = config["language"]["experiment"]
+    rows = []
+    for task in config["language"]["tasks"]:
+        setting = language_settings(config, task)[0]
+        rows.append((task, paths.attributions(lx, "train", task), paths.votes(lx, "train", task, "eap_ig", setting),
+                     paths.certificates(lx, "train", task, "eap_ig", setting)))
     return rows

@@ -12,7 +12,8 @@ Layout (under ``results_dir``)::
     votes/{experiment}/{split}/{concept}/{scorer}/{setting}.h5
     certificates/{experiment}/{split}/{concept}/{scorer}/{setting}/{decision}.h5
     sufficiency/{experiment}/{split}/{concept}/{setting}/{decision}.csv     (all scorers of the job)
-    tables/{experiment}/...   figures/{experiment}/...   logs/  benchmarks/  mlflow.db
+    faithfulness_mib/{experiment}/{concept}.csv                              (language.faithfulness.grid: mib)
+    tables/{experiment}/...   figures/{experiment}/...   mib/{experiment}/...   logs/  benchmarks/  mlflow.db
 
 with ``setting = p{p_del}_n0{n0}_n{n}_s{seed}`` (the votes: Algorithm 2) and
 ``decision = t{tau}_a{alpha}_{correction}`` (the test: Algorithm 1).
@@ -121,7 +122,15 @@ class Layout:
         decision = setting.decision_tag if setting else decision_tag(*_DECISION_WILDCARDS)
         return f"{self.root}/sufficiency/{experiment}/{split}/{concept}/{votes}/{decision}.csv"
 
+    def faithfulness_mib(self, experiment: str = "{experiment}", concept: str = "{concept}") -> str:
+        """A task's faithfulness on MIB's grid (``language-faithfulness-mib``; docs/mib.md)."""
+        return f"{self.root}/faithfulness_mib/{experiment}/{concept}.csv"
+
     # ---- per-stage folders
+    def mib(self, experiment: str) -> str:
+        """The MIB submission root of an experiment (``report-mib``: ``<method>_patching_<level>/<task>_<model>/``)."""
+        return f"{self.root}/mib/{experiment}"
+
     def tables(self, experiment: str) -> str:
         return f"{self.root}/tables/{experiment}"
 
