@@ -16,7 +16,7 @@ from certified_circuits.core.certification import (
     binomial_pvalue,
     certified_radius,
     certify,
-    certify_with_pvalues,
+    decide,
     majority_vote,
     max_certifiable_tau,
     min_samples,
@@ -86,7 +86,7 @@ def test_decision_rule_on_a_hand_checked_case() -> None:
     # n0 = 10, n = 20, tau = 0.75, alpha = 0.05 over 4 components -> reject iff p <= 0.0125
     selection = np.array([10, 0, 9, 5])  # guesses: in, out, in, out (5/10 is a tie -> out)
     certification = np.array([20, 1, 16, 10])  # agreeing: 20, 19, 16, 10
-    decision, pvalue = certify_with_pvalues(selection, certification, 10, 20, 0.75, 0.05)
+    decision, pvalue, _ = decide(selection, certification, 10, 20, 0.75, 0.05)
     expected_p = [float(_exact_tail(k, 20, Fraction(3, 4))) for k in (20, 19, 16, 10)]
     np.testing.assert_allclose(pvalue, expected_p, rtol=1e-12)
     # 0.75^20 = 0.00317 and P[>=19] = 0.0243: only the first is certified at 0.0125

@@ -145,21 +145,6 @@ def reject(pvalue: np.ndarray, alpha: float, correction: str = "bonferroni") -> 
     return rejected
 
 
-def certify_with_pvalues(
-    selection_counts: np.ndarray,
-    certification_counts: np.ndarray,
-    n0: int,
-    n: int,
-    tau: float,
-    alpha: float,
-    correction: str = "bonferroni",
-) -> tuple[np.ndarray, np.ndarray]:
-    """Algorithm 1: decisions (int8 in {1, 0, -1}) and the p-values they were based on."""
-    guess, pvalue = pvalues(selection_counts, certification_counts, n0, n, tau)
-    decision = np.where(reject(pvalue, alpha, correction), guess, np.int8(ABSTAIN)).astype(np.int8)
-    return decision, pvalue
-
-
 def certify(selection_counts: np.ndarray, certification_counts: np.ndarray, n0: int, n: int, tau: float, alpha: float,
             correction: str = "bonferroni") -> np.ndarray:  # fmt: skip
     """Algorithm 1 (``CertifyCircuit``) on vote counts.
@@ -176,7 +161,7 @@ def certify(selection_counts: np.ndarray, certification_counts: np.ndarray, n0: 
     Returns:
         int8 array of the counts' shape: 1 certified in, 0 certified out, -1 abstain.
     """
-    return certify_with_pvalues(selection_counts, certification_counts, n0, n, tau, alpha, correction)[0]
+    return decide(selection_counts, certification_counts, n0, n, tau, alpha, correction)[0]
 
 
 def majority_vote(selection_counts: np.ndarray, certification_counts: np.ndarray, n0: int, n: int) -> np.ndarray:
@@ -281,7 +266,8 @@ def decide(
         ``(decision, pvalue, majority)``: int8 in {1, 0, -1}, float64 p-values before correction, and
         bool majority circuits, each of the counts' shape.
     """
-    decision, pvalue = certify_with_pvalues(selection_counts, certification_counts, n0, n, tau, alpha, correction)
+    guess, pvalue = pvalues(selection_counts, certification_counts, n0, n, tau)
+    decision = np.where(reject(pvalue, alpha, correction), guess, np.int8(ABSTAIN)).astype(np.int8)
     return decision, pvalue, majority_vote(selection_counts, certification_counts, n0, n)
 
 
