@@ -65,6 +65,10 @@ class EAPGraph:
     valid: np.ndarray = field(repr=False)  # bool [n_up, n_down]
     edge_up: np.ndarray = field(repr=False)  # int64 [E]
     edge_down: np.ndarray = field(repr=False)  # int64 [E]
+    #: the hook point (in block l, TransformerLens name) of an MLP's own input: the input of its norm
+    #: ``ln2.hook_in``, or ``ln1.hook_in`` where attention and MLP share one norm (Phi, Falcon-7B: with split
+    #: q/k/v inputs the attention reads its own copies, so that norm feeds only the MLP)
+    mlp_input_hook: str = "ln2.hook_in"
 
     @property
     def n_edges(self) -> int:
@@ -102,12 +106,14 @@ class EAPGraph:
 
 
 @lru_cache(maxsize=16)
-def build_graph(n_layers: int, n_heads: int, parallel_attn_mlp: bool = False) -> EAPGraph:
+def build_graph(n_layers: int, n_heads: int, parallel_attn_mlp: bool = False,
+                mlp_input_hook: str = "ln2.hook_in") -> EAPGraph:
     """Build the EAP graph for ``n_layers`` x ``n_heads`` (cached; treat the result as read-only).
 
     Args:
         n_layers, n_heads: the model's shape (query heads; grouped-query attention is ungrouped).
         parallel_attn_mlp: parallel attention and MLP (the MLP does not read its own layer's heads).
+        mlp_input_hook: where the hook path reads an MLP's input (:attr:`EAPGraph.mlp_input_hook`).
 
     Returns:
         The :class:`EAPGraph`, edges in the canonical order (module docstring).
@@ -147,7 +153,7 @@ def build_graph(n_layers: int, n_heads: int, parallel_attn_mlp: bool = False) ->
     valid = (ul < dl) | ((ul == dl) & u_head & d_mlp & (not parallel_attn_mlp))
     eu, ed = np.nonzero(valid)
     return EAPGraph(L, H, bool(parallel_attn_mlp), tuple(up), tuple(down), valid, eu.astype(np.int64),
-                    ed.astype(np.int64))
+                    ed.astype(np.int64), mlp_input_hook)
 
 
 def edge_names(n_layers: int, n_heads: int, parallel_attn_mlp: bool = False) -> list[str]:

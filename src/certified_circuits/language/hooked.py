@@ -107,7 +107,7 @@ def hook_names(graph: EAPGraph) -> tuple[list[str], list[str]]:
     out, inp = [INPUT_HOOK], []
     for l in range(graph.n_layers):
         out += [f"blocks.{l}.attn.hook_result", f"blocks.{l}.hook_mlp_out"]
-        inp += [f"blocks.{l}.hook_{x}_input" for x in "qkv"] + [f"blocks.{l}.ln2.hook_in"]
+        inp += [f"blocks.{l}.hook_{x}_input" for x in "qkv"] + [f"blocks.{l}.{graph.mlp_input_hook}"]
     inp.append(f"blocks.{graph.n_layers - 1}.hook_resid_post")
     return out, inp
 

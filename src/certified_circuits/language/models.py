@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import torch
 
@@ -78,6 +78,8 @@ class LanguageModel:
     bridge: Any
     weights: GPT2Weights | None
     tokenizer: PromptTokenizer
+    #: where the hook path reads an MLP's input (:attr:`~.graph.EAPGraph.mlp_input_hook`)
+    mlp_input_hook: str = "ln2.hook_in"
 
     @property
     def n_positions(self) -> int:
@@ -90,7 +92,8 @@ class LanguageModel:
         if self.weights is not None:
             return self.weights.graph
         cfg = self.bridge.cfg
-        return build_graph(int(cfg.n_layers), int(cfg.n_heads), bool(getattr(cfg, "parallel_attn_mlp", False)))
+        return build_graph(int(cfg.n_layers), int(cfg.n_heads), bool(getattr(cfg, "parallel_attn_mlp", False)),
+                           self.mlp_input_hook)
 
     def graph_cfg(self) -> dict:
         """The ``cfg`` block of hannamw/EAP-IG's Graph JSON (the keys its ``Graph.from_model`` reads)."""
@@ -173,16 +176,30 @@ def load_gpt2(model_path: str | os.PathLike | None = "gpt2", with_bridge: bool =
 
 
 #: hook points the EAP graph needs, per layer l (hannamw/EAP-IG's node in/out hooks; the input node reads
-#: ``blocks.0.hook_resid_pre``, see :mod:`.hooked`)
+#: ``blocks.0.hook_resid_pre``, see :mod:`.hooked`); the MLP's input is ``ln2.hook_in`` or, where attention
+#: and MLP share one norm, ``ln1.hook_in`` (:func:`mlp_input_hook`)
 LAYER_HOOKS = ("hook_q_input", "hook_k_input", "hook_v_input", "attn.hook_result", "ln2.hook_in", "hook_mlp_out")
 
 
-def check_hook_points(bridge) -> None:
+def mlp_input_hook(bridge) -> str:
+    """Where an MLP reads its own input: the input of its norm, ``ln2.hook_in``; in a parallel block whose
+    attention and MLP share one norm (Phi, Falcon-7B: the bridge has no ``ln2``), ``ln1.hook_in``. With split q/k/v
+    inputs the attention normalises its own per-head copies of the residual, so that norm's output feeds only the
+    MLP and its input is the MLP's copy of the residual (tested: a patch there changes no head's result)."""
+    names = bridge.hook_dict
+    if ("blocks.0.ln2.hook_in" not in names and bool(getattr(bridge.cfg, "parallel_attn_mlp", False))
+            and "blocks.0.ln1.hook_in" in names):
+        return "ln1.hook_in"
+    return "ln2.hook_in"
+
+
+def check_hook_points(bridge, mlp_input: str = "ln2.hook_in") -> None:
     """Raise naming every hook point the EAP graph needs that the bridge does not expose."""
     n_layers = int(bridge.cfg.n_layers)
     names = set(bridge.hook_dict)
     need = ["blocks.0.hook_resid_pre", f"blocks.{n_layers - 1}.hook_resid_post"]
-    need += [f"blocks.{l}.{h}" for l in range(n_layers) for h in LAYER_HOOKS]
+    layer_hooks = [mlp_input if h == "ln2.hook_in" else h for h in LAYER_HOOKS]
+    need += [f"blocks.{l}.{h}" for l in range(n_layers) for h in layer_hooks]
     missing = [n for n in need if n not in names]
     if missing:
         raise ValueError(f"this architecture ({getattr(bridge.cfg, 'architecture', '?')}) lacks the hook points the "
@@ -191,33 +208,81 @@ def check_hook_points(bridge) -> None:
                          f"use_split_qkv_input, use_attn_result, use_hook_mlp_in)")
 
 
+def _kv_heads(cfg) -> int:
+    """Key/value heads of a transformers config: ``num_key_value_heads`` (Llama, Qwen2, Phi-3, ...), Falcon's
+    ``num_kv_heads`` (1 for its multi-query layout), else one per query head."""
+    n_heads = int(getattr(cfg, "num_attention_heads", 0) or 0)
+    if getattr(cfg, "model_type", None) == "falcon":
+        if getattr(cfg, "new_decoder_architecture", False) or not getattr(cfg, "multi_query", True):
+            return int(getattr(cfg, "num_kv_heads", None) or n_heads)
+        return 1
+    return int(getattr(cfg, "num_key_value_heads", None) or n_heads)
+
+
+def _repeat_heads(t: torch.Tensor, n_kv: int, head_dim: int, rep: int) -> torch.Tensor:
+    """Rows of ``n_kv`` heads (``[n_kv * head_dim, ...]``), each head repeated ``rep`` times in place."""
+    return t.reshape(n_kv, head_dim, *t.shape[1:]).repeat_interleave(rep, 0).reshape(n_kv * rep * head_dim,
+                                                                                     *t.shape[1:])
+
+
+def _ungroup_fused(state: dict, cfg, n_heads: int, n_kv: int, head_dim: int) -> list[str]:
+    """Ungroup a fused q/k/v projection in ``state`` (in place); returns the keys it rewrote.
+
+    Phi-3 ``qkv_proj``: rows ``[q (H) | k (H_kv) | v (H_kv)]``; k and v heads are repeated as in
+    :func:`_ungroup_gqa`. Falcon-7B ``query_key_value`` (multi-query): rows ``[q (H) | k | v]``, rewritten to
+    the per-head ``[q_h | k | v]`` layout Falcon reads without ``multi_query`` (``view(H, 3, head_dim)``).
+    """
+    rep = n_heads // n_kv
+    keys = [k for k in state if k.endswith(("qkv_proj.weight", "qkv_proj.bias", "query_key_value.weight",
+                                            "query_key_value.bias"))]
+    for k in keys:
+        t = state[k]
+        q, kk, v = torch.split(t, [n_heads * head_dim, n_kv * head_dim, n_kv * head_dim], 0)
+        kk, v = _repeat_heads(kk, n_kv, head_dim, rep), _repeat_heads(v, n_kv, head_dim, rep)
+        if "query_key_value" in k:   # Falcon without multi_query: [q_0, k_0, v_0, q_1, ...]
+            parts = [x.reshape(n_heads, head_dim, *t.shape[1:]) for x in (q, kk, v)]
+            state[k] = torch.stack(parts, 1).reshape(3 * n_heads * head_dim, *t.shape[1:])
+        else:
+            state[k] = torch.cat([q, kk, v], 0)
+    return keys
+
+
 def _ungroup_gqa(hf_model):
     """The same function with one key/value head per query head (hannamw/EAP-IG's ungrouped GQA).
 
     HF's ``repeat_kv`` gives query head h the key/value head ``h // (H / H_kv)``; repeating each k/v
     projection's rows ``H / H_kv`` times (``repeat_interleave`` along the head axis) and setting
-    ``num_key_value_heads = H`` computes exactly the same logits. Returns the model unchanged without GQA.
+    ``num_key_value_heads = H`` computes exactly the same logits. Fused projections are ungrouped too: Phi-3's
+    ``qkv_proj`` and Falcon-7B's multi-query ``query_key_value`` (:func:`_ungroup_fused`; Falcon's key/value
+    head count is ``num_kv_heads``, or 1 with ``multi_query``). Returns the model unchanged without GQA.
     """
     cfg = hf_model.config
     n_heads = int(getattr(cfg, "num_attention_heads", 0) or 0)
-    n_kv = int(getattr(cfg, "num_key_value_heads", None) or n_heads)
+    n_kv = _kv_heads(cfg)
     if not n_heads or n_kv == n_heads:
         return hf_model
     head_dim = int(getattr(cfg, "head_dim", None) or cfg.hidden_size // n_heads)
     rep = n_heads // n_kv
     state = hf_model.state_dict()
-    keys = [k for k in state if k.endswith(("k_proj.weight", "v_proj.weight", "k_proj.bias", "v_proj.bias"))]
-    if not keys or any(state[k].shape[0] != n_kv * head_dim for k in keys):
-        raise ValueError(f"{type(hf_model).__name__} has grouped-query attention ({n_heads} query heads, {n_kv} key/value "
-                         f"heads) without separate k_proj/v_proj projections; EAP-IG needs one key/value input per "
-                         f"query head (ungrouped GQA), which this loader can only build from k_proj/v_proj")
-    for k in keys:
-        t = state[k]
-        state[k] = t.reshape(n_kv, head_dim, *t.shape[1:]).repeat_interleave(rep, 0).reshape(n_heads * head_dim,
-                                                                                            *t.shape[1:])
     new_cfg = type(cfg).from_dict(cfg.to_dict())
-    new_cfg.num_key_value_heads = n_heads
     new_cfg._attn_implementation = "eager"
+    keys = [k for k in state if k.endswith(("k_proj.weight", "v_proj.weight", "k_proj.bias", "v_proj.bias"))]
+    model_type = getattr(cfg, "model_type", None)
+    fused_known = model_type == "phi3" or (model_type == "falcon" and not getattr(cfg, "new_decoder_architecture", False))
+    if keys and all(state[k].shape[0] == n_kv * head_dim for k in keys):
+        for k in keys:
+            state[k] = _repeat_heads(state[k], n_kv, head_dim, rep)
+        new_cfg.num_key_value_heads = n_heads
+    elif fused_known and _ungroup_fused(state, cfg, n_heads, n_kv, head_dim):
+        if model_type == "falcon":
+            new_cfg.multi_query, new_cfg.num_kv_heads = False, n_heads
+        else:
+            new_cfg.num_key_value_heads = n_heads
+    else:
+        raise ValueError(f"{type(hf_model).__name__} has grouped-query attention ({n_heads} query heads, {n_kv} key/value "
+                         f"heads) without separate k_proj/v_proj projections or a fused q/k/v projection of a known "
+                         f"layout; EAP-IG needs one key/value input per query head (ungrouped GQA), which this loader "
+                         f"builds from k_proj/v_proj, Phi-3's qkv_proj and Falcon-7B's multi-query query_key_value only")
     ungrouped = type(hf_model)(new_cfg)
     ungrouped.load_state_dict(state, strict=True)
     return ungrouped.eval()
@@ -249,16 +314,108 @@ def check_residual_sum(lm: "LanguageModel", n_tokens: int = 6, atol: float = 1e-
     return err
 
 
-def load_hf_model(model_path: str | os.PathLike, with_bridge: bool = True) -> LanguageModel:
+#: the bridge's logits must equal the Hugging Face model's to this tolerance, relative to the logits' scale:
+#: ``max |bridge - hf| <= LOGITS_RTOL * max(1, max |hf|)`` in float32 (the families that agree measure 1e-7 to 1e-6
+#: on the test fixtures, the falcon-40b layout 0.39)
+LOGITS_RTOL = 1e-4
+#: prompts are checked in batches of this many (memory: every position's logits of one batch)
+LOGITS_BATCH = 8
+#: every position of the first this-many sequences is compared, the last position (the one the metric reads) of
+#: the others (the reference is kept in memory while the bridge is built: V floats a position)
+LOGITS_FULL_SEQUENCES = 16
+
+
+def _kept(index: int, n: int) -> slice:
+    return slice(0, n) if index < LOGITS_FULL_SEQUENCES else slice(n - 1, n)
+
+
+def logit_check_tokens(tokenizer: PromptTokenizer, prompts: Sequence[str] | None, vocab_size: int
+                       ) -> list[list[int]]:
+    """Token ids the logits check runs: the prompts (as the pipeline encodes them), or, without prompts, two
+    seeded random sequences of 12 tokens (ids below ``vocab_size``)."""
+    if prompts:
+        return [tokenizer.encode(text) for text in dict.fromkeys(prompts)]
+    gen = torch.Generator().manual_seed(0)
+    return torch.randint(0, vocab_size, (2, 12), generator=gen).tolist()
+
+
+def _batches(tokens: list[list[int]], pad_id: int):
+    for start in range(0, len(tokens), LOGITS_BATCH):
+        chunk = tokens[start:start + LOGITS_BATCH]
+        width = max(len(t) for t in chunk)
+        ids = torch.full((len(chunk), width), int(pad_id), dtype=torch.long)
+        for i, t in enumerate(chunk):
+            ids[i, : len(t)] = torch.tensor(t, dtype=torch.long)
+        yield ids, [len(t) for t in chunk]
+
+
+def reference_logits(hf_model, tokens: list[list[int]], pad_id: int) -> list[torch.Tensor]:
+    """The Hugging Face model's float32 logits of every token sequence (right padding never reaches a sequence's
+    own positions under causal attention): every position of the first :data:`LOGITS_FULL_SEQUENCES`, the last of
+    the others. Run before the bridge rewires the model."""
+    out: list[torch.Tensor] = []
+    with torch.no_grad():
+        for ids, lengths in _batches(tokens, pad_id):
+            logits = hf_model(ids).logits.float()
+            out += [logits[i, _kept(len(out), n)].clone() for i, n in enumerate(lengths)]
+    return out
+
+
+def check_bridge_logits(bridge, reference: list[torch.Tensor], tokens: list[list[int]], pad_id: int, *,
+                        family: str = "this model", rtol: float = LOGITS_RTOL) -> float:
+    """Raise unless the bridge computes the reference logits (:func:`reference_logits`) on the same tokens.
+
+    EAP-IG certifies a circuit of the function the bridge computes; when the bridge is wrong for a family, the
+    circuits would be of a function the model does not compute. Tolerance: ``max |bridge - hf| <= rtol *
+    max(1, max |hf|)`` over the positions :func:`reference_logits` kept (float32; :data:`LOGITS_RTOL`).
+
+    Returns:
+        The largest absolute difference.
+
+    Raises:
+        ValueError: naming the family, the difference, the tolerance, the sequence and what to do.
+    """
+    worst, where, scale = 0.0, 0, 1.0
+    agree = total = 0
+    with torch.no_grad():
+        index = 0
+        for ids, lengths in _batches(tokens, pad_id):
+            logits = bridge(ids).float()
+            for i, n in enumerate(lengths):
+                ref = reference[index]
+                got = logits[i, _kept(index, n)].to(ref.device)
+                diff = float((got - ref).abs().max())
+                scale = max(scale, float(ref.abs().max()))
+                agree += int((got.argmax(-1) == ref.argmax(-1)).sum())
+                total += got.shape[0]
+                if diff > worst:
+                    worst, where = diff, index
+                index += 1
+    if not worst <= rtol * scale:
+        raise ValueError(f"TransformerBridge computes other logits than the Hugging Face model for {family}: max |diff| "
+                         f"{worst:.3g} (sequence {where} of {len(tokens)}; the logits reach {scale:.3g}; tolerance "
+                         f"{rtol:g} x max(1, max |logit|) = {rtol * scale:.3g}, float32), the argmax agrees on "
+                         f"{agree} of {total} positions. Circuits found through the bridge would be of a function the "
+                         f"model does not compute: this family is not supported by TransformerLens' bridge as "
+                         f"installed (docs/language_families.md); use a supported family")
+    return worst
+
+
+def load_hf_model(model_path: str | os.PathLike, with_bridge: bool = True, prompts: Sequence[str] | None = None
+                  ) -> LanguageModel:
     """Any causal LM that TransformerBridge boots, from a local Hugging Face folder (never downloads).
 
-    The folder holds ``config.json``, the weights and the tokenizer files. The model runs in float32
-    with eager attention; grouped-query attention is ungrouped (module docstring); the bridge gets the
-    EAP hook points, whose presence and the residual-sum property are checked before any work.
+    The folder holds ``config.json``, the weights and the tokenizer files. Before any weights are loaded the
+    family is checked (:func:`~.families.check_family`: a refused family raises naming why). The model runs in
+    float32 with eager attention; grouped-query attention is ungrouped (module docstring); the bridge gets the
+    EAP hook points, whose presence, the residual-sum property and the bridge's logits (equal to the Hugging
+    Face model's on ``prompts``, :func:`check_bridge_logits`) are checked before any work.
 
     Args:
         model_path: the local folder.
         with_bridge: build the TransformerBridge (always needed for scores and evaluation).
+        prompts: the task's own prompts (clean and corrupted) for the logits check; None checks two seeded
+            random token sequences.
 
     Returns:
         A :class:`LanguageModel` with ``weights=None`` (the hook path, :mod:`.hooked`), named after the
@@ -266,10 +423,13 @@ def load_hf_model(model_path: str | os.PathLike, with_bridge: bool = True) -> La
     """
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
+    from certified_circuits.language.families import check_family, read_config
+
     src = Path(model_path)
     if not (src / "config.json").is_file():
         raise FileNotFoundError(f"{src} is not a Hugging Face model folder (no config.json); save one with "
                                 f"`model.save_pretrained(DIR)` and `tokenizer.save_pretrained(DIR)`")
+    family = check_family(read_config(src), where=str(src))
     try:
         config = AutoConfig.from_pretrained(src, local_files_only=True)
         hf_tok = AutoTokenizer.from_pretrained(src, local_files_only=True)
@@ -280,12 +440,17 @@ def load_hf_model(model_path: str | os.PathLike, with_bridge: bool = True) -> La
                          f"{str(err)[:300]}); the folder needs config.json, the weights and the tokenizer files "
                          f"(`tokenizer.save_pretrained(DIR)`)") from err
     arch = (config.architectures or [type(hf).__name__])[0]
-    hf = _ungroup_gqa(hf.eval())
+    tok = HFPromptTokenizer(hf_tok)
+    hf = hf.eval()
     for p in hf.parameters():
         p.requires_grad_(False)
-    tok = HFPromptTokenizer(hf_tok)
     if not with_bridge:
-        return LanguageModel(src.name, hf, None, None, tok)
+        return LanguageModel(src.name, _ungroup_gqa(hf), None, None, tok)
+    tokens = logit_check_tokens(tok, prompts, int(config.vocab_size))
+    reference = reference_logits(hf, tokens, tok.pad_id)   # the model as saved, before ungrouping and the bridge
+    hf = _ungroup_gqa(hf)
+    for p in hf.parameters():
+        p.requires_grad_(False)
     from transformer_lens.model_bridge.sources._bridge_builder import build_bridge_from_module
 
     try:
@@ -296,8 +461,11 @@ def load_hf_model(model_path: str | os.PathLike, with_bridge: bool = True) -> La
     except Exception as err:
         raise ValueError(f"TransformerBridge cannot wrap {arch} from {src} with the EAP hook points "
                          f"({type(err).__name__}: {str(err)[:300]})") from err
-    check_hook_points(bridge)
-    lm = LanguageModel(src.name, hf, bridge, None, tok)
+    where = f"{family.name} (model_type {family.model_type!r}, {arch}, attention {family.attention}) from {src}"
+    check_bridge_logits(bridge, reference, tokens, tok.pad_id, family=where)
+    mlp_input = mlp_input_hook(bridge)
+    check_hook_points(bridge, mlp_input)
+    lm = LanguageModel(src.name, hf, bridge, None, tok, mlp_input)
     check_residual_sum(lm)
     return lm
 
@@ -306,14 +474,15 @@ def load_hf_model(model_path: str | os.PathLike, with_bridge: bool = True) -> La
 MODEL_KINDS = ("embedded", "gpt2", "hf")
 
 
-def load_language_model(model: str, model_path: str | os.PathLike | None, with_bridge: bool = True
-                        ) -> LanguageModel:
+def load_language_model(model: str, model_path: str | os.PathLike | None, with_bridge: bool = True,
+                        prompts: Sequence[str] | None = None) -> LanguageModel:
     """``'embedded'``: the trained tiny model at ``model_path``; ``'gpt2'``: GPT-2 Small; ``'hf'``: any
-    causal LM folder (:func:`load_hf_model`)."""
+    causal LM folder (:func:`load_hf_model`, whose bridge logits are checked on ``prompts``: give the task's
+    clean and corrupted prompts). The embedded model and GPT-2 are checked against the decomposed forward."""
     if model == "hf":
         if model_path is None:
             raise ValueError("--model hf needs --model-path pointing at a local Hugging Face model folder")
-        return load_hf_model(model_path, with_bridge)
+        return load_hf_model(model_path, with_bridge, prompts)
     if model == "embedded":
         if model_path is None:
             raise ValueError("--model embedded needs --model-path pointing at the trained model directory")

@@ -55,10 +55,38 @@ def family_config(family: str, vocab: int | None = None):
         return tf.Qwen2Config(**common, num_key_value_heads=2), tf.Qwen2ForCausalLM
     if family == "gemma":
         return tf.GemmaConfig(**common, num_key_value_heads=1, head_dim=8), tf.GemmaForCausalLM
+    if family == "mistral":
+        return tf.MistralConfig(**common, num_key_value_heads=2), tf.MistralForCausalLM
+    if family == "stablelm":
+        return tf.StableLmConfig(**common, num_key_value_heads=4), tf.StableLmForCausalLM
+    if family == "phi":
+        return tf.PhiConfig(**common), tf.PhiForCausalLM
+    if family in ("phi3", "phi3-gqa"):   # Phi-3-mini layout (MHA); Phi-3-medium / Phi-4-mini layout (GQA)
+        return tf.Phi3Config(**common, num_key_value_heads=4 if family == "phi3" else 2, pad_token_id=0), \
+            tf.Phi3ForCausalLM
+    falcon = dict(vocab_size=vocab, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, bias=False,
+                  max_position_embeddings=64)
+    if family == "falcon-7b":    # multi-query, one norm shared by parallel attention and MLP
+        return tf.FalconConfig(**falcon, multi_query=True, parallel_attn=True, new_decoder_architecture=False), \
+            tf.FalconForCausalLM
+    if family == "falcon-40b":   # new decoder architecture: two norms, q/k/v packed per key/value group
+        return tf.FalconConfig(**{**falcon, "hidden_size": 64, "num_attention_heads": 8}, num_kv_heads=4,
+                               multi_query=False, new_decoder_architecture=True), tf.FalconForCausalLM
+    if family == "opt":
+        return tf.OPTConfig(vocab_size=vocab, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, ffn_dim=64,
+                            max_position_embeddings=64, word_embed_proj_dim=32), tf.OPTForCausalLM
+    if family == "gpt-neo":
+        return tf.GPTNeoConfig(vocab_size=vocab, hidden_size=32, num_layers=2, num_heads=4, window_size=8,
+                               attention_types=[[["global", "local"], 1]], max_position_embeddings=64), \
+            tf.GPTNeoForCausalLM
     raise ValueError(family)
 
 
+#: the families test_hooked checks against the straightforward implementation (MLP input at ``ln2.hook_in``)
 FAMILIES = ("gpt2", "pythia", "llama", "qwen2", "gemma")
+#: every family of docs/language_families.md (test_families checks the table against them)
+TABLE_FAMILIES = FAMILIES + ("mistral", "stablelm", "phi", "phi3", "phi3-gqa", "falcon-7b", "falcon-40b", "opt",
+                             "gpt-neo")
 
 
 def save_family(family: str, folder: Path, seed: int = 0) -> Path:
