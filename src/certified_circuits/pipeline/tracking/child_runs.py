@@ -25,14 +25,8 @@ from certified_circuits.pipeline.tracking.common import (
     results_id,
     short_digest,
 )
-from certified_circuits.pipeline.tracking.store import (
-    find_experiment,
-    log_batches,
-    mlflow_client,
-    retry,
-    search_all_runs,
-    tracking_uri,
-)
+from certified_circuits.pipeline.tracking.store import find_experiment, log_batches, mlflow_client, retry
+from certified_circuits.pipeline.tracking.store import search_all_runs, tracking_uri
 from certified_circuits.pipeline.tracking import records  # sha256_of via the module: tests patch it there
 from certified_circuits.pipeline.tracking.records import mlflow_key, mlflow_value, output_files, read_record
 
