@@ -30,7 +30,7 @@ def by_key(plans):
 
 def test_the_embedded_default_plans_from_its_own_sizes_and_warns_on_p_del_099():
     config = load("config.yaml")
-    plans = by_key(check_config_plans(config))
+    plans = by_key(check_config_plans(config_plans(config)))
     vision = plans["vision.certification"].plan
     assert (vision.n_examples, vision.n_components) == (50, 16 + 32 + 64 + 128)  # world ResNet channels
     assert vision.verdict == "ok" and vision.radius == 1
@@ -68,13 +68,13 @@ def test_a_config_that_certifies_nothing_is_refused_with_the_key_the_numbers_and
     bad = copy.deepcopy(config)
     bad["vision"]["certification"]["n"] = 5  # tau 0.7 needs n >= min_samples over 48 channels
     with pytest.raises(PlanConfigError) as error:
-        check_config_plans(bad)
+        check_config_plans(config_plans(bad))
     text = str(error.value)
     p = cc.plan(12, 48, cc.Setting.from_config(bad["vision"]["certification"]))
     assert p.vacuous
     assert f"min_samples = {p.min_samples}" in text and "vision.certification" in text
     assert plan_command(p) in text
-    check_config_plans(config)  # the smoke config itself certifies
+    check_config_plans(config_plans(config))  # the smoke config itself certifies
 
 
 def test_plan_command_prints_the_same_plan(capsys):

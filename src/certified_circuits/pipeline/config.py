@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from certified_circuits.pipeline.plans import ConfigPlan, PlanConfigError, check_config_plans
+from certified_circuits.pipeline.plans import ConfigPlan, PlanConfigError, check_config_plans, config_plans
 
 
 class ConfigError(ValueError):
@@ -370,7 +370,7 @@ def check_config(config: dict[str, Any]) -> CheckedConfig:
     if config["language"]["enabled"]:
         train_sizes = check_language(config["language"])
     try:
-        plans = check_config_plans(config, folders_components, train_sizes)
+        plans = check_config_plans(config_plans(config, folders_components, train_sizes))
     except PlanConfigError as exc:
         raise ConfigError(str(exc)) from None
     return CheckedConfig(concepts, plans)

@@ -155,20 +155,18 @@ def config_plans(
     return plans
 
 
-def check_config_plans(
-    config: Mapping[str, Any],
-    folders_components: int | None = None,
-    train_sizes: Mapping[str, int] | None = None,
-) -> list[ConfigPlan]:
-    """:func:`config_plans`, refusing a config in which any setting can certify nothing.
+def check_config_plans(plans: list[ConfigPlan]) -> list[ConfigPlan]:
+    """Refuse a config in which any setting can certify nothing.
+
+    Args:
+        plans: :func:`config_plans` of the config.
 
     Returns:
-        Every plan; the marginal ones carry their warnings (:meth:`ConfigPlan.lines`).
+        The plans, unchanged; the marginal ones carry their warnings (:meth:`ConfigPlan.lines`).
 
     Raises:
         PlanConfigError: naming each vacuous setting's config key, its plan and the fix.
     """
-    plans = config_plans(config, folders_components, train_sizes)
     vacuous = [p for p in plans if p.plan.vacuous]
     if vacuous:
         lines = "\n".join(f"  - {line}" for p in vacuous for line in p.lines())
