@@ -175,7 +175,7 @@ def _theory_arguments(p: argparse.ArgumentParser) -> None:
 def _cmd_theory(args: argparse.Namespace) -> int:
     from certified_circuits.reports.paper import theory_report
 
-    add_metrics(theory_report(args.out_dir, args.n_components, args.n_examples, args.label))
+    add_metrics(theory_report(args.out_dir, n_components=args.n_components, n_examples=args.n_examples, label=args.label))
     return 0
 
 
