@@ -24,14 +24,18 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 #: TransformerBridge's attention bridge for these families has no hook before the q/k/v projections
-_NO_SPLIT_QKV = ("TransformerLens 4.3's TransformerBridge has no per-head q/k/v input hooks for {name} (its "
-                 "attention bridge does not split the q/k/v inputs: use_split_qkv_input raises "
-                 "NotImplementedError), and EAP-IG needs one input per head and letter; use a family the bridge "
-                 "splits (GPT-2, Pythia, Llama, Qwen2, Mistral, Gemma, Phi, Phi-3, StableLM) or add split-qkv "
-                 "support for {name} to TransformerLens")
-_SANDWICH = ("{name} renormalises every block's output (sandwich norm), so its residual stream is not the sum of "
-             "its heads' and MLPs' outputs: the EAP graph (hannamw/EAP-IG) is defined for pre-norm residual "
-             "transformers only; use a pre-norm family")
+_NO_SPLIT_QKV = (
+    "TransformerLens 4.3's TransformerBridge has no per-head q/k/v input hooks for {name} (its "
+    "attention bridge does not split the q/k/v inputs: use_split_qkv_input raises "
+    "NotImplementedError), and EAP-IG needs one input per head and letter; use a family the bridge "
+    "splits (GPT-2, Pythia, Llama, Qwen2, Mistral, Gemma, Phi, Phi-3, StableLM) or add split-qkv "
+    "support for {name} to TransformerLens"
+)
+_SANDWICH = (
+    "{name} renormalises every block's output (sandwich norm), so its residual stream is not the sum of "
+    "its heads' and MLPs' outputs: the EAP graph (hannamw/EAP-IG) is defined for pre-norm residual "
+    "transformers only; use a pre-norm family"
+)
 
 
 def _n_heads(cfg: Mapping[str, Any]) -> int:
@@ -57,17 +61,29 @@ def _grouping(cfg: Mapping[str, Any]) -> str:
 
 def _falcon_refusal(cfg: Mapping[str, Any]) -> str | None:
     if cfg.get("alibi"):
-        return ("a Falcon with ALiBi positions (alibi: true) is not tested here; its bridge reimplements "
-                "attention with ALiBi and has not been checked against Hugging Face's logits")
+        return (
+            "a Falcon with ALiBi positions (alibi: true) is not tested here; its bridge reimplements "
+            "attention with ALiBi and has not been checked against Hugging Face's logits"
+        )
     if cfg.get("new_decoder_architecture"):
-        return ("Falcon's new decoder architecture (falcon-40b/180b layout: new_decoder_architecture, "
-                f"{_n_kv(cfg)} key/value heads) packs query_key_value per key/value group, but TransformerLens 4.3 "
-                "splits it as [all q | all k | all v], so the bridge computes other logits than Hugging Face "
-                "(measured max |diff| 0.39 on the test fixture) or fails to boot; use a Falcon-7B-layout model "
-                "(multi_query, parallel_attn) or another family")
+        return (
+            "Falcon's new decoder architecture (falcon-40b/180b layout: new_decoder_architecture, "
+            f"{_n_kv(cfg)} key/value heads) packs query_key_value per key/value group, but TransformerLens 4.3 "
+            "splits it as [all q | all k | all v], so the bridge computes other logits than Hugging Face "
+            "(docs/language_families.md gives the measured difference) or fails to boot; use a Falcon-7B-layout model "
+            "(multi_query, parallel_attn) or another family"
+        )
     if not cfg.get("parallel_attn", True):
         return "a sequential Falcon (parallel_attn: false) is not tested here"
     return None
+
+
+def _falcon_norm(cfg: Mapping[str, Any]) -> str:
+    if cfg.get("new_decoder_architecture"):
+        return "LayerNorm, one norm each for attention and MLP (ln_attn, ln_mlp)"
+    if cfg.get("parallel_attn", True):
+        return "LayerNorm, one norm shared by attention and MLP"
+    return "LayerNorm, pre-norm"
 
 
 @dataclass(frozen=True)
@@ -77,7 +93,7 @@ class Family:
     Attributes:
         name: the family's name in messages and the docs' table.
         normalisation: the norm and where it sits (``LayerNorm``, ``RMSNorm``; ``parallel`` blocks read one
-            residual with their attention and MLP).
+            residual with their attention and MLP); a callable reads it from the config.
         fused_qkv: q, k and v come out of one projection (ungrouped GQA/MQA must rewrite it).
         parallel: attention and MLP read the same block input (``parallel_attn_mlp``); a callable reads it
             from the config.
@@ -86,7 +102,7 @@ class Family:
     """
 
     name: str
-    normalisation: str
+    normalisation: str | Callable[[Mapping[str, Any]], str]
     fused_qkv: bool = False
     parallel: bool | Callable[[Mapping[str, Any]], bool] = False
     refusal: str | Callable[[Mapping[str, Any]], str | None] | None = None
@@ -95,8 +111,12 @@ class Family:
 #: every family tried (docs/language_families.md), keyed by config.json's ``model_type``
 FAMILIES: dict[str, Family] = {
     "gpt2": Family("GPT-2", "LayerNorm, pre-norm"),
-    "gpt_neox": Family("GPT-NeoX / Pythia", "LayerNorm, pre-norm (two norms when parallel)", fused_qkv=True,
-                       parallel=lambda c: bool(c.get("use_parallel_residual", True))),
+    "gpt_neox": Family(
+        "GPT-NeoX / Pythia",
+        "LayerNorm, pre-norm (two norms when parallel)",
+        fused_qkv=True,
+        parallel=lambda c: bool(c.get("use_parallel_residual", True)),
+    ),
     "llama": Family("Llama", "RMSNorm, pre-norm"),
     "mistral": Family("Mistral", "RMSNorm, pre-norm"),
     "qwen2": Family("Qwen2", "RMSNorm, pre-norm"),
@@ -104,8 +124,13 @@ FAMILIES: dict[str, Family] = {
     "stablelm": Family("StableLM", "LayerNorm, pre-norm"),
     "phi": Family("Phi", "LayerNorm, one norm shared by attention and MLP", parallel=True),
     "phi3": Family("Phi-3", "RMSNorm, pre-norm", fused_qkv=True),
-    "falcon": Family("Falcon", "LayerNorm, one norm shared by attention and MLP (7B layout)", fused_qkv=True,
-                     parallel=lambda c: bool(c.get("parallel_attn", True)), refusal=_falcon_refusal),
+    "falcon": Family(
+        "Falcon",
+        _falcon_norm,
+        fused_qkv=True,
+        parallel=lambda c: bool(c.get("parallel_attn", True)),
+        refusal=_falcon_refusal,
+    ),
     "opt": Family("OPT", "LayerNorm, pre-norm", refusal=_NO_SPLIT_QKV),
     "gpt_neo": Family("GPT-Neo", "LayerNorm, pre-norm", refusal=_NO_SPLIT_QKV),
     "gemma2": Family("Gemma-2", "RMSNorm, sandwich (pre- and post-norm)", refusal=_SANDWICH),
@@ -149,7 +174,8 @@ def describe(config: Mapping[str, Any]) -> FamilyReport:
     refusal = fam.refusal(config) if callable(fam.refusal) else fam.refusal
     if isinstance(refusal, str):
         refusal = refusal.format(name=fam.name)
-    return FamilyReport(model_type, fam.name, ", ".join(kinds), fam.normalisation, refusal, True)
+    norm = fam.normalisation(config) if callable(fam.normalisation) else fam.normalisation
+    return FamilyReport(model_type, fam.name, ", ".join(kinds), norm, refusal, True)
 
 
 class UnsupportedFamilyError(ValueError):
@@ -169,6 +195,8 @@ def check_family(config: Mapping[str, Any], where: str = "the model") -> FamilyR
     """Raise :class:`UnsupportedFamilyError` when the family is refused; else return its facts."""
     report = describe(config)
     if report.refusal is not None:
-        raise UnsupportedFamilyError(f"{where} is a {report.name} model (model_type {report.model_type!r}, "
-                                     f"attention {report.attention}), which cannot be attributed: {report.refusal}")
+        raise UnsupportedFamilyError(
+            f"{where} is a {report.name} model (model_type {report.model_type!r}, "
+            f"attention {report.attention}), which cannot be attributed: {report.refusal}"
+        )
     return report

@@ -387,6 +387,14 @@ def check_tokens(examples: Sequence[Example], tokenizer: PromptTokenizer, path: 
     clean and corrupted prompts must have the same number of tokens (``len(tokenizer.encode(...))``) and,
     with ``max_len``, at most ``max_len`` tokens.
 
+    **Unknown words are an error.** A word that the tokenizer maps to its unknown token (``[UNK]``, ``<unk>``;
+    a tokenizer with ``unknown_words``, as :class:`~.tokenizer.HFPromptTokenizer`) is reported with its row and
+    column: every such word becomes the same token, so the model cannot read it, the clean and corrupted prompts
+    may no longer differ where the task says they do, and an ``[UNK]`` answer scores the unknown token. A
+    researcher would rather fix the file than certify a circuit of such prompts, so the check refuses it (like
+    every other check here) instead of warning. Byte-level BPE tokenizers (GPT-2, Llama-3, Qwen2) have no
+    unknown token and never trigger it.
+
     Args:
         examples: the examples (of any splits).
         tokenizer: the model's prompt tokenizer.
@@ -413,6 +421,13 @@ def check_tokens(examples: Sequence[Example], tokenizer: PromptTokenizer, path: 
             except ValueError as err:
                 kinds.add("token")
                 problems.append(f"{col} {word!r} is not one token{_space_hint(tokenizer, word)} ({err})")
+        unknown_words = getattr(tokenizer, "unknown_words", None)
+        for col in (("clean", "corrupted", "answer", "distractor") if unknown_words is not None else ()):
+            words = unknown_words(getattr(ex, col))
+            if words:
+                kinds.add("unknown")
+                problems.append(f"the {col} has word(s) the tokenizer maps to its unknown token "
+                                f"{getattr(tokenizer, 'unknown_token', None)!r}: {', '.join(map(repr, words))}")
         if len(ids) == 2 and ids["answer"] == ids["distractor"]:
             kinds.add("same")
             problems.append(f"answer {ex.answer!r} and distractor {ex.distractor!r} are the same token")
@@ -445,6 +460,8 @@ def check_tokens(examples: Sequence[Example], tokenizer: PromptTokenizer, path: 
         "same": "the metric is the answer-distractor logit difference: give each row a distractor that differs "
                 "from its answer",
         "encode": "use words the model's tokenizer knows",
+        "unknown": "replace the words the tokenizer does not know (its unknown token stands for every one of them, "
+                   "so the model cannot read them) with words in its vocabulary",
         "length": "EAP-IG patches activations position by position, so the corrupted prompt must tokenise to "
                   "as many tokens as the clean one: change the corrupted words to ones of the same token count",
         "max_len": f"shorten the prompts to at most {max_len} tokens",

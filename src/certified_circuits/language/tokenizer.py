@@ -152,6 +152,24 @@ class HFPromptTokenizer:
         ids = list(self.hf.encode(text, add_special_tokens=False))
         return ([int(self.bos_id)] if self.bos_id is not None else []) + ids
 
+    @property
+    def unknown_token(self) -> str | None:
+        """The tokenizer's unknown token (``[UNK]``, ``<unk>``), or None when it has none (byte-level BPE)."""
+        return self.hf.unk_token if self.hf.unk_token_id is not None else None
+
+    def unknown_words(self, text: str) -> list[str]:
+        """The words of ``text`` (as written, in order, without repeats) that the tokenizer maps to its unknown
+        token; always empty for a tokenizer without one (byte-level BPE reads any text)."""
+        unk = self.hf.unk_token_id
+        if unk is None:
+            return []
+        try:
+            enc = self.hf(text, add_special_tokens=False, return_offsets_mapping=True)
+            spans = [text[a:b] for i, (a, b) in zip(enc["input_ids"], enc["offset_mapping"]) if i == unk]
+        except NotImplementedError:   # slow tokenizers have no offsets: look word by word
+            spans = [w for w in text.split() if unk in self.hf.encode(w, add_special_tokens=False)]
+        return list(dict.fromkeys(w.strip() or w for w in spans))
+
     def answer_id(self, word: str) -> int:
         ids = self.hf.encode(word, add_special_tokens=False)
         if len(ids) != 1:

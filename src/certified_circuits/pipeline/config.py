@@ -295,6 +295,7 @@ def check_hf_language(language) -> dict[str, int]:
     if not (Path(folder) / "config.json").is_file():
         config_error("language.model_path", folder, "a Hugging Face model folder with config.json "
                                                     "(model.save_pretrained(DIR) and tokenizer.save_pretrained(DIR))")
+    check_language_family(folder)
     tokenizer, max_len = hf_prompt_tokenizer(folder)
     train_sizes: dict[str, int] = {}
     for task in language["tasks"]:
@@ -307,6 +308,19 @@ def check_hf_language(language) -> dict[str, int]:
             raise ConfigError(f"config key language.task_files.{task}: {exc}") from None
         train_sizes[task] = len(splits["train"])
     return train_sizes
+
+
+def check_language_family(folder) -> None:
+    """Refuse a model family that cannot be attributed, from config.json's ``model_type`` and shape alone
+    (``language.families``: OPT, GPT-Neo, the falcon-40b layout, sandwich-norm Gemma-2/3, ...), before any job;
+    the message names the family, the reason and the fix."""
+    from certified_circuits.language.families import UnsupportedFamilyError, check_family, read_config
+
+    try:
+        check_family(read_config(folder), where=f"the model at {folder}")
+    except (UnsupportedFamilyError, ValueError) as exc:
+        raise ConfigError(f"config key language.model_path = {folder!r}: {exc} (docs/language_families.md lists "
+                          f"the families that can be attributed)") from None
 
 
 def hf_prompt_tokenizer(folder):

@@ -72,6 +72,8 @@ def family_config(family: str, vocab: int | None = None):
     if family == "falcon-40b":   # new decoder architecture: two norms, q/k/v packed per key/value group
         return tf.FalconConfig(**{**falcon, "hidden_size": 64, "num_attention_heads": 8}, num_kv_heads=4,
                                multi_query=False, new_decoder_architecture=True), tf.FalconForCausalLM
+    if family == "gemma2":       # sandwich norms: refused
+        return tf.Gemma2Config(**common, num_key_value_heads=2, head_dim=8), tf.Gemma2ForCausalLM
     if family == "opt":
         return tf.OPTConfig(vocab_size=vocab, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, ffn_dim=64,
                             max_position_embeddings=64, word_embed_proj_dim=32), tf.OPTForCausalLM
@@ -86,7 +88,7 @@ def family_config(family: str, vocab: int | None = None):
 FAMILIES = ("gpt2", "pythia", "llama", "qwen2", "gemma")
 #: every family of docs/language_families.md (test_families checks the table against them)
 TABLE_FAMILIES = FAMILIES + ("mistral", "stablelm", "phi", "phi3", "phi3-gqa", "falcon-7b", "falcon-40b", "opt",
-                             "gpt-neo")
+                             "gpt-neo", "gemma2")
 
 
 def save_family(family: str, folder: Path, seed: int = 0) -> Path:
