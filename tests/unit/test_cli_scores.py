@@ -346,13 +346,13 @@ def test_help_has_an_example(stage: str, capsys) -> None:
     assert f"Example: certified-circuits {stage} " in capsys.readouterr().out
 
 
-def test_the_readme_example_prints_what_it_shows(tmp_path: Path, monkeypatch, capsys) -> None:
-    """README's "Certify any score file": its python block, then each `$ certified-circuits` line of the shell
+def test_the_library_page_example_prints_what_it_shows(tmp_path: Path, monkeypatch, capsys) -> None:
+    """docs/library.md's "Certify any score file": its python block, then each `$ certified-circuits` line of the shell
     block prints exactly the lines below it (stderr and stdout together; the shell block is not run by
     tests/unit/test_docs_examples.py, which runs only `plan` commands)."""
     import shlex
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[2] / "docs" / "library.md").read_text()
     section = readme[readme.index("## Certify any score file"):]
     section = section[:section.index("\n## ")]
     python = section[section.index("```python\n") + 10:]
@@ -360,12 +360,12 @@ def test_the_readme_example_prints_what_it_shows(tmp_path: Path, monkeypatch, ca
     shell = section[section.index("```\n$ ") + 4:]
     shell = shell[:shell.index("```")]
     monkeypatch.chdir(tmp_path)
-    exec(compile(python, "README.md", "exec"), {"__name__": "__main__"})
+    exec(compile(python, "docs/library.md", "exec"), {"__name__": "__main__"})
     commands = re.split(r"^\$ certified-circuits ", shell, flags=re.M)[1:]
     assert len(commands) == 2
     for command in commands:
         line, _, expected = command.partition("\n")
-        assert expected.strip(), f"README shows no output for {line}"
+        assert expected.strip(), f"docs/library.md shows no output for {line}"
         assert main(shlex.split(line)) == 0
         printed = capsys.readouterr()
         assert (printed.err + printed.out).strip() == expected.strip(), line

@@ -305,3 +305,20 @@ def test_cli_block(block: Block, tmp_path: Path):
     )
     assert done.returncode == 0, done.stderr
     assert _same_text(done.stdout, expected), f"{block.name}: the command prints\n{done.stdout}"
+
+
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def test_every_doc_page_is_in_the_index_and_every_link_resolves():
+    """docs/index.md lists every page of docs/ (one line each), and every relative Markdown link of README.md
+    and docs/ names a file that exists (moving text between pages must not leave a dead link)."""
+    index = (ROOT / "docs" / "index.md").read_text(encoding="utf-8")
+    listed = set(LINK.findall(index))
+    pages = {p.relative_to(ROOT / "docs").as_posix() for p in (ROOT / "docs").rglob("*.md")} - {"index.md"}
+    assert not pages - listed, f"docs/index.md does not list {sorted(pages - listed)}"
+    for path in [ROOT / "README.md", *(ROOT / "docs").rglob("*.md")]:
+        for target in LINK.findall(path.read_text(encoding="utf-8")):
+            if re.match(r"[a-z]+:", target) or target.startswith("#"):
+                continue
+            assert (path.parent / target.split("#")[0]).exists(), f"{path.relative_to(ROOT)}: dead link {target}"
