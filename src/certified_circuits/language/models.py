@@ -5,11 +5,15 @@ TransformerBridge boots from a local Hugging Face folder; all wrapped by Transfo
   word-level vocabulary, trained by :mod:`.train`; saved as an HF model directory plus ``vocab.json``.
 * Paper scale (Appendix "Language Setup"): GPT-2 Small from a local HF directory or cache, offline.
 * Your own model (``language.source: hf``, :func:`load_hf_model`): GPT-2, GPT-NeoX/Pythia, Llama, Qwen2,
-  Gemma, ... from a local folder with its tokenizer. Grouped-query attention is *ungrouped* (each query
-  head gets its own copy of its group's key/value projection, an exact rewrite of the same function), as
-  hannamw/EAP-IG requires (``ungroup_grouped_query_attention``): the EAP graph has one k and one v input
-  per query head. :func:`check_hook_points` and :func:`check_residual_sum` refuse a model whose hooks or
-  residual stream do not support the EAP graph, naming what is missing.
+  Gemma, Mistral, StableLM, Phi, Phi-3, Falcon-7B, ... from a local folder with its tokenizer
+  (docs/language_families.md is the support table; :mod:`.families` refuses the others from config.json,
+  before any weights load). Grouped-query and multi-query attention are *ungrouped* (each query head gets its
+  own copy of its group's key/value projection, an exact rewrite of the same function; fused ``qkv_proj`` and
+  Falcon's ``query_key_value`` included), as hannamw/EAP-IG requires: the EAP graph has one k and one v input
+  per query head. :func:`check_bridge_logits` refuses a model whose bridge computes other logits than the
+  Hugging Face model on the task's prompts (:data:`LOGITS_RTOL`); :func:`check_hook_points` and
+  :func:`check_residual_sum` refuse a model whose hooks or residual stream do not support the EAP graph,
+  naming what is missing.
 
 :func:`wrap_bridge` wraps GPT-2 in TransformerLens 4's ``TransformerBridge`` with split q/k/v inputs,
 per-head results and MLP-input hooks (the hook points EAP-IG uses); :class:`LanguageModel` bundles the
