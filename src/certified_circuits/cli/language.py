@@ -196,7 +196,9 @@ def _attribute_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", type=output_file, required=True, help="attributions .h5 to write")
     p.add_argument("--ig-steps", type=positive_int, default=5)
     p.add_argument("--integration", choices=INTEGRATIONS, default="reference",
-                   help="IG points: reference = k/m for k = 0..m-1, as hannamw/EAP-IG (default); endpoint = k = 1..m")
+                   help="EAP-IG convention (docs/reference_parity.md): reference = k/m for k = 0..m-1 at every level, "
+                        "as hannamw/EAP-IG's edge code (default); endpoint = k = 1..m at every level; hannamw = the "
+                        "reference's code per method and level, to reproduce a published number")
     p.add_argument("--batch-size", type=positive_int, default=16)
     p.add_argument("--method", choices=METHOD_CHOICES, default="EAP-IG-inputs",
                    help="attribution method (default EAP-IG-inputs): "

@@ -52,9 +52,12 @@ def score_examples(lm: LanguageModel, batch: EncodedBatch, *, method: str = "EAP
     """
     spec = check_method(method, level, ig_steps, integration)
     if uses_fast_path(lm, method, level):
+        conv = spec.convention(level, ig_steps, integration)
+        # an input or no interpolation at edge level: no rule of the reference's beyond its points applies
+        if conv.input_gradient != "always" or conv.mlp_node_gradient != "output":
+            raise RuntimeError(f"the decomposed forward does not compute {conv}")
         return eap_ig_scores(lm.weights, batch, ig_steps=ig_steps, batch_size=batch_size, device=device,
-                             points=spec.points(ig_steps, integration), progress=progress, desc=method,
-                             factor=spec.factor)
+                             points=list(conv.points), progress=progress, desc=method, factor=spec.factor)
     return attribution_scores(lm.bridge, lm.graph, batch, method=method, level=level, ig_steps=ig_steps,
                               integration=integration, batch_size=batch_size, device=device, progress=progress)
 
@@ -76,7 +79,10 @@ def attribute_task(examples: list[Example], *, task: str, split: str, model: str
         model, model_path: the language model (``load_language_model``: embedded, gpt2 or hf).
         out: the attribution HDF5 to write (atomically).
         device: a torch device.
-        ig_steps, integration, batch_size: the IG points and batching.
+        ig_steps, integration, batch_size: the IG points, the convention (:class:`~.methods.Convention`:
+            ``reference`` (default), ``endpoint`` or ``hannamw``, the reference's code) and batching. The file
+            records ``integration`` and what it resolved to for this method and level: ``ig_points`` (the
+            alphas), ``input_gradient`` and ``mlp_node_gradient`` (docs/reference_parity.md).
         method: a registered method (:data:`~.methods.METHODS`: ``EAP``, ``EAP-IG-inputs`` (default),
             ``EAP-IG-activations``, ``clean-corrupted``, ``grad-x-act``), recorded in the file with its ranking.
         level: ``edge`` (every EAP edge a component) or ``node`` (every head and MLP), recorded in the file.
@@ -99,7 +105,8 @@ def attribute_task(examples: list[Example], *, task: str, split: str, model: str
     attrs = {"model": model, "model_path": str(model_path), "dataset": task, "concept": task, "split": split,
              "experiment": experiment, "scorer": "eap_ig", "method": method, "level": level,
              "method_interpolates": spec.interpolates, "method_description": spec.description,
-             "ig_steps": int(ig_steps), "integration": integration, "metric": METRIC, "n_layers": graph.n_layers,
+             "ig_steps": int(ig_steps), "integration": integration,
+             **spec.convention(level, ig_steps, integration).attrs(), "metric": METRIC, "n_layers": graph.n_layers,
              "n_heads": graph.n_heads, "parallel_attn_mlp": int(graph.parallel_attn_mlp),
              "d_model": int(lm.graph_cfg()["d_model"]), "seconds": time.time() - start}
     write_attributions(out, {"eap_ig": scores}, np.zeros(len(names), dtype=np.int32), names, batch.ids,

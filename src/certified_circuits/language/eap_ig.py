@@ -13,6 +13,8 @@ with m = ``ig_steps`` and
   were computed with, so it is the default here.
 * ``integration="endpoint"``: K = {1, ..., m}, the right Riemann sum written in the EAP-IG paper (and
   this module's behaviour before issue 9): the clean end is included, the corrupted end is not.
+* ``integration="hannamw"`` (the reference's code per level, :func:`~.methods.integration_points`): at edge
+  level, the only level this module computes, K = {0, ..., m-1}, the same as ``"reference"``.
 
 Both are m-point Riemann sums of the same path integral; "endpoint" minus "reference" is
 (a_u(corrupted) - a_u(clean)) . (dM/d in_v at x_clean - dM/d in_v at x_corr) / m for every edge, which

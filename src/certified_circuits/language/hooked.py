@@ -31,13 +31,22 @@ last prompt position, summed over the batch so that each row is one example's sc
 
 * ``EAP``: A = {clean input} (``get_scores_eap``);
 * ``EAP-IG-inputs``: the input node interpolated, x = x_corr + alpha (x_clean - x_corr),
-  alpha = k/m for k = 0..m-1 (``integration="reference"``, ``get_scores_eap_ig``) or 1..m (``"endpoint"``);
+  alpha = k/m for k = 0..m-1 (``integration="reference"``, ``get_scores_eap_ig``) or 1..m (``"endpoint"``)
+  at both levels; ``"hannamw"``: 0..m-1 for edges, 1..m for nodes, as the reference's two files
+  (:func:`~.methods.integration_points`);
 * ``clean-corrupted``: A = {clean, corrupted} (``get_scores_clean_corrupted``);
 * ``EAP-IG-activations``: for each of the 2L+1 node groups (input, each layer's heads, each MLP) in
   turn, only that group's output is interpolated, alpha (clean) + (1 - alpha) (corrupted) for
   k = 1..m, and every pass adds its gradients (``get_scores_ig_activations``: |A| = (2L+1) m). As in the
-  reference, the interpolated output replaces the group's output as a constant, so no gradient flows
-  through the group in its own passes;
+  reference, the interpolated output replaces the group's output, so no gradient flows *into* the group
+  (to its own inputs) in its own passes; the gradient flows *from* it to every later input. That includes
+  the input group: its interpolated embedding is a point of the path like any other group's, so the
+  inputs it feeds directly (the layer-0 heads', and with parallel blocks the layer-0 MLP's) get
+  dM/d in_v in its passes too. The reference's edge code returns that interpolation as a constant tensor,
+  so autograd reaches those inputs only through a trainable position embedding (GPT-2's ``W_pos``), and on
+  rotary families (Llama, Qwen2, Gemma, Pythia) the input group's m passes add zero to them: its own node
+  code adds ``activations * 0`` precisely "to cause a backwards pass". ``integration="hannamw"`` reproduces
+  the reference (:class:`~.methods.Convention`, docs/reference_parity.md);
 * ``grad-x-act`` (not in the reference): A = {clean input} and the clean activation a_u(clean_i) in place of
   the difference, s_i(u -> v) = a_u(clean_i) . dM_i/d in_v |_clean (no corrupted run).
 
@@ -47,8 +56,12 @@ factor, levels and ranking); :func:`scores_batch` dispatches on the entry, never
 Node level (``level="node"``): components are the heads and MLPs, scored with the gradient at their own
 output, s_i(u) = (a_u(corrupted_i) - a_u(clean_i)) . mean_alpha dM_i/d a_u. Because every in_v is a copy of
 the residual stream, dM/d a_u is the sum of dM/d in_v over u's children: a node's score is the sum of its
-outgoing edges' scores (tested). (The reference's node-level code differentiates an MLP at its *input*
-hook while taking the difference at its output; this module uses the output for every node.)
+outgoing edges' scores (tested; it needs the same points at both levels, which ``reference`` and
+``endpoint`` give). The reference's node-level code differentiates an MLP at its *input* hook while taking
+the difference at its output, s_i(m_l) = (a_{m_l}(corrupted_i) - a_{m_l}(clean_i)) . mean_alpha dM_i/d in_{m_l}:
+a product of a change at one tensor with the sensitivity of another, which is not the first-order effect
+of that change. This module uses the output for every node; ``integration="hannamw"`` uses the MLP's input
+(``blocks.{l}.ln2.hook_in``, the copy read only by the MLP), as the reference.
 
 Evaluation (:func:`evaluate_edge_masks`): every downstream input is interchange-patched edge by edge,
 
@@ -79,14 +92,14 @@ METHODS = tuple(METHOD_SPECS)
 INPUT_HOOK = "blocks.0.hook_resid_pre"
 
 
-def method_points(method: str, ig_steps: int, integration: str = "reference") -> list[float]:
+def method_points(method: str, ig_steps: int, integration: str = "reference", level: str = "edge") -> list[float]:
     """The input-interpolation points alpha of an input method (0 = corrupted, 1 = clean).
 
     Args:
         method: a registered method (:mod:`.methods`): ``EAP`` ([1]), ``EAP-IG-inputs``
-            (:func:`~.eap_ig.integration_points`), ``clean-corrupted`` ([1, 0]), ``grad-x-act`` ([1]);
+            (:func:`~.methods.integration_points`), ``clean-corrupted`` ([1, 0]), ``grad-x-act`` ([1]);
             ``EAP-IG-activations`` interpolates node outputs instead and raises here.
-        ig_steps, integration: the IG points of ``EAP-IG-inputs``.
+        ig_steps, integration, level: the IG points of ``EAP-IG-inputs`` (``"hannamw"`` reads the level).
 
     Returns:
         The list of alphas; the score averages the gradients over them.
@@ -94,7 +107,21 @@ def method_points(method: str, ig_steps: int, integration: str = "reference") ->
     spec = method_spec(method)
     if spec.interpolates == "activations":
         raise ValueError(f"{method} does not interpolate the input")
-    return spec.points(ig_steps, integration)
+    return spec.points(ig_steps, integration, level)
+
+
+def trainable_position_embedding(bridge) -> bool:
+    """Whether the model adds a learned absolute position embedding to the token embedding before layer 0
+    (TransformerLens ``positional_embedding_type == "standard"``: GPT-2; rotary families: False). In the
+    reference's ``EAP-IG-activations`` this parameter is the only way autograd reaches the inputs fed by the
+    constant interpolated embedding (module docstring)."""
+    return getattr(bridge.cfg, "positional_embedding_type", None) == "standard"
+
+
+def input_only_inputs(graph: EAPGraph) -> np.ndarray:
+    """bool [n_down]: the downstream inputs whose only parent is the ``input`` node (every layer-0 head's
+    q/k/v input; with parallel attention and MLP also the layer-0 MLP's)."""
+    return graph.valid[0] & (graph.valid.sum(0) == 1)
 
 
 def hook_names(graph: EAPGraph) -> tuple[list[str], list[str]]:
@@ -177,15 +204,18 @@ def edge_scores(diff: torch.Tensor, grad: torch.Tensor, graph: EAPGraph) -> torc
 class _GradPass:
     """One forward with hooks that (optionally) replace some outputs and keep the tensors to differentiate."""
 
-    def __init__(self, bridge, graph: EAPGraph, level: str):
+    def __init__(self, bridge, graph: EAPGraph, level: str, mlp_node_gradient: str = "output"):
         self.bridge, self.graph, self.level = bridge, graph, level
         self.out_names, self.in_names = hook_names(graph)
+        # node level, the reference's MLP rule: the gradient at the MLP's input copy (module docstring)
+        self.mlp_in = ({2 + 2 * l: f"blocks.{l}.ln2.hook_in" for l in range(graph.n_layers)}
+                       if level == "node" and mlp_node_gradient == "input" else {})
 
     def grads(self, tokens: torch.Tensor, lengths: torch.Tensor, answer: torch.Tensor, distractor: torch.Tensor,
               replace: dict[str, torch.Tensor]) -> torch.Tensor:
         """dM/d(in hooks) [B, n_down, P, d] (edge level) or dM/d(out hooks) [B, n_up, P, d] (node level)."""
         kept: dict[str, torch.Tensor] = {}
-        names = self.in_names if self.level == "edge" else self.out_names
+        names = self.in_names if self.level == "edge" else self.out_names + list(self.mlp_in.values())
 
         def hook(name):
             def fn(x, hook):
@@ -206,7 +236,8 @@ class _GradPass:
         grads = [torch.zeros_like(kept[n]) if g is None else g for n, g in zip(names, grads)]
         if self.level == "edge":
             return _downstream(grads, self.graph)
-        return torch.cat([_as_nodes(g) for g in grads], 1)
+        by_name = dict(zip(names, grads))
+        return torch.cat([_as_nodes(by_name[self.mlp_in.get(i, n)]) for i, n in enumerate(self.out_names)], 1)
 
 
 def scores_batch(bridge, graph: EAPGraph, clean: torch.Tensor, corrupted: torch.Tensor, lengths: torch.Tensor,
@@ -220,16 +251,19 @@ def scores_batch(bridge, graph: EAPGraph, clean: torch.Tensor, corrupted: torch.
         clean, corrupted: token ids [B, P], right-padded, the two prompts of an example of equal length.
         lengths: real lengths [B]; the metric reads position ``lengths - 1``.
         answer, distractor: the metric's token ids [B].
-        method, level, ig_steps, integration: module docstring.
+        method, level, ig_steps: module docstring.
+        integration: the convention (:class:`~.methods.Convention`): ``"reference"`` (default) or
+            ``"endpoint"``, or ``"hannamw"`` for the reference's code (module docstring).
 
     Returns:
         float tensor [B, n_components] in canonical order.
     """
     spec = check_method(method, level, ig_steps, integration)
+    conv = spec.convention(level, ig_steps, integration)
     clean_nodes = node_outputs(bridge, graph, clean)
     corr_nodes = node_outputs(bridge, graph, corrupted) if spec.needs_corrupted else None
     diff = spec.factor(clean_nodes, corr_nodes)                                    # [B, n_up, P, d]
-    gp = _GradPass(bridge, graph, level)
+    gp = _GradPass(bridge, graph, level, conv.mlp_node_gradient)
     grad_sum, n_points = None, 0
 
     def add(g):
@@ -238,20 +272,26 @@ def scores_batch(bridge, graph: EAPGraph, clean: torch.Tensor, corrupted: torch.
         n_points += 1
 
     if spec.interpolates == "activations":
-        alphas = spec.points(ig_steps, integration)
+        # the reference's constant input interpolation: no gradient at inputs fed only by it (module docstring)
+        cut = (torch.as_tensor(input_only_inputs(graph), device=clean.device)
+               if level == "edge" and conv.input_gradient == "trainable-position"
+               and not trainable_position_embedding(bridge) else None)
         for i, name in enumerate(gp.out_names):
             sl = _up_slot(graph, i)
             c, k = clean_nodes[:, sl], corr_nodes[:, sl]                           # [B, n, P, d]
-            for a in alphas:
+            for a in conv.points:
                 mixed = a * c + (1 - a) * k
                 act = mixed[:, 0] if i == 0 or (i % 2 == 0) else mixed.permute(0, 2, 1, 3)
-                add(gp.grads(clean, lengths, answer, distractor, {name: act}))
+                g = gp.grads(clean, lengths, answer, distractor, {name: act})
+                if i == 0 and cut is not None:
+                    g[:, cut] = 0
+                add(g)
     elif corr_nodes is None:                   # no corrupted run: the clean input only (grad-x-act)
-        for _ in spec.points(ig_steps, integration):
+        for _ in conv.points:
             add(gp.grads(clean, lengths, answer, distractor, {}))
     else:
         x_clean, x_corr = clean_nodes[:, 0], corr_nodes[:, 0]
-        for a in spec.points(ig_steps, integration):
+        for a in conv.points:
             add(gp.grads(clean, lengths, answer, distractor, {INPUT_HOOK: x_corr + a * (x_clean - x_corr)}))
     with torch.no_grad():
         grad_mean = grad_sum / n_points
@@ -268,7 +308,7 @@ def attribution_scores(bridge, graph: EAPGraph, batch: EncodedBatch, *, method: 
     Args:
         bridge, graph: the model and its EAP graph.
         batch: encoded prompts (:func:`~.tokenizer.encode_examples`).
-        method, level, ig_steps, integration: module docstring.
+        method, level, ig_steps, integration: :func:`scores_batch`.
         batch_size: examples per forward pass.
         device: where the bridge lives.
         progress: a tqdm bar on stderr.
