@@ -139,7 +139,7 @@ def check_folders(vision) -> int | None:
     require_path(f"{key}.class_index", source["class_index"], "the class index",
                  "Give the class names in logit order, one a line (ImageNet: LOC_synset_mapping.txt).")
     require_path(f"{key}.{'val_root' if source_name == 'imagenet' else 'root'}", source["root"], "the image folder",
-                 "Expected layout ROOT/<class>/* (README: 'Certify your own vision model').")
+                 "Expected layout ROOT/<class>/* (docs/own_models.md: 'Certify your own vision model').")
     if source.get("weights"):
         require_path(f"{key}.weights", source["weights"], "the weights file",
                      "Give the model's state dict, saved with torch.save(model.state_dict(), PATH).")
@@ -278,7 +278,7 @@ def check_language(language) -> dict[str, int] | None:
             seen.add(pair)
     if source == "gpt2":
         require_path("language.model_path", language["model_path"], "the GPT-2 Small directory",
-                     "Save it once on a connected machine with transformers' save_pretrained (README: 'Paper scale on a GPU').")
+                     "Save it once on a connected machine with transformers' save_pretrained (docs/paper_scale.md).")
     if source == "hf":
         return check_hf_language(language)
     return None
@@ -291,7 +291,7 @@ def check_hf_language(language) -> dict[str, int]:
 
     folder = language["model_path"]
     require_path("language.model_path", folder, "the model folder",
-                 "Save your model and tokenizer with save_pretrained(DIR) (README: 'Certify your own language model').")
+                 "Save your model and tokenizer with save_pretrained(DIR) (docs/own_models.md: 'Certify your own language model').")
     if not (Path(folder) / "config.json").is_file():
         config_error("language.model_path", folder, "a Hugging Face model folder with config.json "
                                                     "(model.save_pretrained(DIR) and tokenizer.save_pretrained(DIR))")
@@ -301,7 +301,7 @@ def check_hf_language(language) -> dict[str, int]:
     for task in language["tasks"]:
         path = language["task_files"][task]
         require_path(f"language.task_files.{task}", path, "the task file", "Give a CSV or JSONL with columns clean, "
-                     "corrupted, answer, distractor (README: 'Certify your own language model').")
+                     "corrupted, answer, distractor (docs/own_models.md: 'Certify your own language model').")
         try:
             splits = load_task_file(path, task, seed=language["task_seed"], tokenizer=tokenizer, max_len=max_len)
         except (ValueError, OSError) as exc:  # FileNotFoundError, IsADirectoryError
@@ -445,7 +445,7 @@ def check_before_schema(config: dict[str, Any], schema_keys) -> None:
     unknown = sorted(set(config) - set(schema_keys))
     if unknown:
         raise ConfigError(f"unknown top-level config key(s) {unknown}: the keys are {sorted(schema_keys)} "
-                          "(README: Configuration)")
+                          "(docs/configuration.md)")
     settings = (config.get("language") or {}).get("settings") or {}
     if isinstance(settings, dict):
         for task, items in settings.items():
