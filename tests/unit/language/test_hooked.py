@@ -108,6 +108,9 @@ def test_method_points_follow_the_reference() -> None:
     assert hooked.method_points("clean-corrupted", 5) == [1.0, 0.0]
     assert hooked.method_points("EAP-IG-inputs", 4) == [0.0, 0.25, 0.5, 0.75]
     assert hooked.method_points("EAP-IG-inputs", 4, "endpoint") == [0.25, 0.5, 0.75, 1.0]
+    # hannamw/EAP-IG's node code (attribute_node.py) integrates at k = 1..m, its edge code at 0..m-1
+    assert hooked.method_points("EAP-IG-inputs", 4, "hannamw", "node") == [0.25, 0.5, 0.75, 1.0]
+    assert hooked.method_points("EAP-IG-inputs", 4, "hannamw", "edge") == [0.0, 0.25, 0.5, 0.75]
     with pytest.raises(ValueError, match="EAP-IG-inputs"):
         hooked.check_method("EAP-IG", "edge", 5, "reference")
     with pytest.raises(ValueError, match="level"):
@@ -115,10 +118,11 @@ def test_method_points_follow_the_reference() -> None:
 
 
 def test_activations_method_freezes_each_group_as_the_reference(family_models) -> None:
-    """EAP-IG-activations with m = 1 sets each node group to its clean value (alpha = 1) in turn, as a
-    constant: the reference's hook returns ``alpha clean + (1 - alpha) corrupted``, so no gradient flows
-    through the frozen group. The logits' input lies after every group, so edges into the logits score
-    exactly as EAP; an edge into a layer-0 head loses the paths through the frozen groups."""
+    """EAP-IG-activations with m = 1 sets each node group to its clean value (alpha = 1) in turn: the
+    reference's hook returns ``alpha clean + (1 - alpha) corrupted``, so no gradient flows into the frozen
+    group (it still flows from it: test_reference_parity.py). The logits' input lies after every group, so
+    edges into the logits score exactly as EAP; an edge into a layer-0 head loses the paths through the
+    frozen groups."""
     lm = family_models["llama"]
     g = lm.graph
     batch = encode_examples(_examples(), lm.tokenizer, max_len=lm.n_positions)

@@ -38,6 +38,11 @@ def test_schema_cli_and_hooks_list_exactly_the_registry() -> None:
     enum = schema["properties"]["language"]["properties"]["method"]["enum"]
     assert enum == list(methods.METHODS) == list(METHOD_CHOICES) == list(hooked.METHODS)
     assert schema["properties"]["language"]["properties"]["level"]["enum"] == list(methods.LEVELS)
+    # the conventions (docs/reference_parity.md): the schema's ig_integration, the CLI's --integration
+    from certified_circuits.cli.language import INTEGRATIONS as CLI_INTEGRATIONS
+
+    assert schema["properties"]["language"]["properties"]["ig_integration"]["enum"] == list(methods.INTEGRATIONS)
+    assert list(CLI_INTEGRATIONS) == list(methods.INTEGRATIONS) == ["reference", "endpoint", "hannamw"]
 
 
 @pytest.mark.parametrize("name", list(methods.METHODS))
@@ -49,6 +54,10 @@ def test_every_entry_is_well_formed(name) -> None:
     points = spec.points(4, "reference")
     assert points and all(0.0 <= a <= 1.0 for a in points)
     assert (spec.points(3, "reference") != points) == spec.uses_ig_steps
+    for level in spec.levels:
+        for integration in methods.INTEGRATIONS:
+            conv = spec.convention(level, 4, integration)
+            assert list(conv.points) == spec.points(4, integration, level)
 
 
 def test_registry_values() -> None:
