@@ -91,11 +91,9 @@ def attribute_task(examples: list[Example], *, task: str, split: str, model: str
         ``(n_examples, n_components)`` of the score matrix written.
     """
     spec = check_method(method, level, ig_steps, integration)
-    lm = load_language_model(model, model_path)
-    if lm.weights is not None:
-        lm.weights = lm.weights.to(device)
-    if lm.bridge is not None:
-        lm.bridge.to(device)
+    # an hf model's bridge is checked against the HF model on these very prompts before any score
+    lm = load_language_model(model, model_path, prompts=[t for e in examples for t in (e.clean, e.corrupted)],
+                             device=device)
     batch = encode_examples(examples, lm.tokenizer, max_len=lm.n_positions)
     start = time.time()
     scores = score_examples(lm, batch, method=method, level=level, ig_steps=ig_steps, integration=integration,

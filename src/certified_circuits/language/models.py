@@ -479,18 +479,37 @@ MODEL_KINDS = ("embedded", "gpt2", "hf")
 
 
 def load_language_model(model: str, model_path: str | os.PathLike | None, with_bridge: bool = True,
-                        prompts: Sequence[str] | None = None) -> LanguageModel:
-    """``'embedded'``: the trained tiny model at ``model_path``; ``'gpt2'``: GPT-2 Small; ``'hf'``: any
-    causal LM folder (:func:`load_hf_model`, whose bridge logits are checked on ``prompts``: give the task's
-    clean and corrupted prompts). The embedded model and GPT-2 are checked against the decomposed forward."""
+                        prompts: Sequence[str] | None = None, device: Any = None) -> LanguageModel:
+    """Load a language model, checked, for attribution or evaluation.
+
+    Args:
+        model: ``'embedded'`` (the trained tiny model at ``model_path``), ``'gpt2'`` (GPT-2 Small) or ``'hf'``
+            (any causal LM folder, :func:`load_hf_model`).
+        model_path: the folder (None: GPT-2 from the hub cache).
+        with_bridge: also build the TransformerBridge (the hook path).
+        prompts: the prompts an ``hf`` model's bridge logits are checked on against the HF model's; give the
+            task's own clean and corrupted prompts. The embedded model and GPT-2 are checked against the
+            decomposed forward.
+        device: where to move the weights and the bridge (None: leave them on the CPU).
+
+    Returns:
+        The :class:`LanguageModel`.
+    """
     if model == "hf":
         if model_path is None:
             raise ValueError("--model hf needs --model-path pointing at a local Hugging Face model folder")
-        return load_hf_model(model_path, with_bridge, prompts)
-    if model == "embedded":
+        lm = load_hf_model(model_path, with_bridge, prompts)
+    elif model == "embedded":
         if model_path is None:
             raise ValueError("--model embedded needs --model-path pointing at the trained model directory")
-        return load_embedded(model_path, with_bridge)
-    if model == "gpt2":
-        return load_gpt2(model_path, with_bridge)
-    raise ValueError(f"unknown model {model!r}; choose one of {', '.join(MODEL_KINDS)}")
+        lm = load_embedded(model_path, with_bridge)
+    elif model == "gpt2":
+        lm = load_gpt2(model_path, with_bridge)
+    else:
+        raise ValueError(f"unknown model {model!r}; choose one of {', '.join(MODEL_KINDS)}")
+    if device is not None:
+        if lm.weights is not None:
+            lm.weights = lm.weights.to(device)
+        if lm.bridge is not None:
+            lm.bridge.to(device)
+    return lm

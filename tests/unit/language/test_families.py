@@ -322,3 +322,28 @@ def test_the_config_check_lets_supported_and_unknown_families_through(tmp_path) 
     tmp_path.joinpath("config.json").write_text(json.dumps({"model_type": "some_new_lm", "num_attention_heads": 4}))
     check_language_family(tmp_path)  # not refused here: the load-time checks decide
     assert not describe({"model_type": "some_new_lm"}).known
+
+
+def test_attribution_checks_the_bridge_on_the_tasks_own_prompts_before_any_score(tmp_path, monkeypatch) -> None:
+    """``attribute_task`` hands its examples' clean and corrupted prompts to the logits check, and a model whose
+    bridge computes other logits is refused there: no score is computed and no file is written."""
+    from certified_circuits.language import attribution, models
+
+    folder = _save_falcon_new_mha(tmp_path / "falcon")
+    monkeypatch.setitem(families.FAMILIES, "falcon", families.Family("Falcon", "LayerNorm", fused_qkv=True))
+    checked: list[list[str]] = []
+    real_check = models.load_hf_model
+
+    def recording(path, with_bridge=True, prompts=None):
+        checked.append(list(prompts))
+        return real_check(path, with_bridge, prompts)
+
+    monkeypatch.setattr(models, "load_hf_model", recording)
+    monkeypatch.setattr(attribution, "score_examples", lambda *a, **k: pytest.fail("scored a refused model"))
+    out = tmp_path / "attr.h5"
+    with pytest.raises(ValueError, match=r"other logits .*Falcon"):
+        attribution.attribute_task(_examples(), task="t", split="train", model="hf", model_path=folder, out=out,
+                                   experiment="x", device="cpu", ig_steps=2, integration="reference", batch_size=2)
+    examples = _examples()
+    assert checked == [[examples[0].clean, examples[0].corrupted, examples[1].clean, examples[1].corrupted]]
+    assert not out.exists()
