@@ -150,15 +150,19 @@ rule language_evaluate:
 
 
 if LANGUAGE["faithfulness"]["grid"] == "mib":
-    MIB_ROWS = {row[0]: row for row in jobs.mib_circuits(config, PATHS)}
+    # every setting of each task and the held-out selection table: the job uses the selected setting (jobs.mib_circuits)
+    MIB_SELECTED = jobs.language_selected_table(config, PATHS)
+    MIB_TASK_CIRCUITS = {}
+    for _task, _attributions, _votes, _certificates in jobs.mib_circuits(config, PATHS):
+        MIB_TASK_CIRCUITS.setdefault(_task, (_attributions, []))[1].append((_votes, _certificates))
 
     rule language_faithfulness_mib:
         """Faithfulness at MIB's edge fractions (0.1%..100%): baseline top-n by signed and by |score|, and the
-        certified circuit of the task's first setting, pruned as MIB does (docs/mib.md)."""
+        certified circuit of the setting selected on held-out prompts, pruned as MIB does (docs/mib.md)."""
         input:
-            attributions=lambda w: MIB_ROWS[w.concept][1],
-            votes=lambda w: MIB_ROWS[w.concept][2],
-            certificates=lambda w: MIB_ROWS[w.concept][3],
+            attributions=lambda w: MIB_TASK_CIRCUITS[w.concept][0],
+            circuits=lambda w: [f for pair in MIB_TASK_CIRCUITS[w.concept][1] for f in pair],
+            selected=[MIB_SELECTED] if MIB_SELECTED else [],
             eval_sets=lambda w: [f"{LDIR}/tasks/{w.concept}/{name}.jsonl" for name in language_eval_sets(w.concept)],
             model=language_model_inputs(),
         output:
@@ -166,6 +170,8 @@ if LANGUAGE["faithfulness"]["grid"] == "mib":
         params:
             job=job_env("language_faithfulness_mib"),
             model=language_model_args(),
+            circuits=lambda w: item_options("--circuits", MIB_TASK_CIRCUITS[w.concept][1]),
+            selected=f"--selected {q(MIB_SELECTED)}" if MIB_SELECTED else "",
             eval_sets=lambda w: item_options("--eval-set", [(f"{name}={LDIR}/tasks/{w.concept}/{name}.jsonl",)
                                                             for name in language_eval_sets(w.concept)]),
             experiment=LX,
@@ -180,6 +186,5 @@ if LANGUAGE["faithfulness"]["grid"] == "mib":
             gpu=LANGUAGE_GPU,
         shell:
             "{params.job} certified-circuits language-faithfulness-mib {params.model} --threads {threads} "
-            "--task {wildcards.concept} --attributions {input.attributions:q} --votes {input.votes:q} "
-            "--certificates {input.certificates:q} {params.eval_sets} --experiment {params.experiment:q} "
-            "--out {output:q} 2> {log:q}"
+            "--task {wildcards.concept} --attributions {input.attributions:q} {params.circuits} {params.selected} "
+            "{params.eval_sets} --experiment {params.experiment:q} --out {output:q} 2> {log:q}"

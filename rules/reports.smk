@@ -359,17 +359,22 @@ if LANGUAGE["enabled"]:
         ALL_TARGETS += rules.language_faithfulness_mib_table.output
 
     if LANGUAGE["mib"]["export"]:
+        # every setting of each task and the held-out selection table: the job exports the selected setting
         MIB_CIRCUITS = jobs.mib_circuits(config, PATHS)
+        MIB_SELECTED_TABLE = jobs.language_selected_table(config, PATHS)
 
         rule language_mib:
-            """Certified circuits as MIB circuit-track submission files: one Graph JSON per edge fraction (docs/mib.md)."""
+            """Certified circuits as MIB circuit-track submission files: one Graph JSON per edge fraction, of each
+            task's setting selected on held-out prompts (docs/mib.md)."""
             input:
-                [path for row in MIB_CIRCUITS for path in row[1:]],
+                circuits=list(dict.fromkeys(path for row in MIB_CIRCUITS for path in row[1:])),
+                selected=[MIB_SELECTED_TABLE] if MIB_SELECTED_TABLE else [],
             output:
                 directory(PATHS.mib(LX)),
             params:
                 job=job_env("language_mib"),
                 circuits=item_options("--circuit", MIB_CIRCUITS),
+                selected=f"--selected {q(MIB_SELECTED_TABLE)}" if MIB_SELECTED_TABLE else "",
                 model=q(jobs.mib_model_name(config)),
                 method=q(LANGUAGE["mib"]["method"]),
             log:
@@ -377,7 +382,7 @@ if LANGUAGE["enabled"]:
             conda:
                 ENV
             shell:
-                "{params.job} certified-circuits report-mib {params.circuits} --model-name {params.model} "
+                "{params.job} certified-circuits report-mib {params.circuits} {params.selected} --model-name {params.model} "
                 "--method {params.method} --out-dir {output:q} 2> {log:q}"
 
         ALL_TARGETS += rules.language_mib.output

@@ -122,6 +122,41 @@ def test_smoke_run_produces_every_table_and_figure(smoke_run: Path) -> None:
     assert not list(smoke_run.rglob(f"*{TEMP_MARK}*")), "no temporary files may be left behind"
 
 
+def test_smoke_run_writes_mib_files_and_the_mib_grid_of_the_selected_setting(smoke_run: Path) -> None:
+    """language.mib.export and language.faithfulness.grid: mib on real result files: MIB's layout (checked by
+    reports.mib's own checker and, independently, on one file's JSON), the selected setting, and CPR/CMD."""
+    import json
+    import math
+
+    import pandas as pd
+
+    from certified_circuits.reports.mib import check_submission
+
+    method = smoke_run / "mib" / "tiny_gpt2" / "certified-EAP-IG-inputs_patching_edge"
+    assert check_submission(method) == {"ioi_tiny-gpt2": 10}
+    selected = pd.read_csv(smoke_run / "tables" / "tiny_gpt2" / "selected_cacc_raw.csv")
+    setting = selected[selected.concept == "ioi"].certified_setting.iloc[0]
+    for name, p in (("circuit_50pct.json", 0.5), ("circuit_10pct.json", 0.1)):
+        graph = json.loads((method / "ioi_tiny-gpt2" / name).read_text())
+        assert {"cfg", "nodes", "edges"} <= set(graph) and graph["cfg"]["n_layers"] == 1
+        edges = graph["edges"]
+        assert edges and all(isinstance(e["score"], float) and isinstance(e["in_graph"], bool) for e in edges.values())
+        assert sum(e["in_graph"] for e in edges.values()) <= math.floor(p * len(edges))
+        certificate = graph["certificate"]
+        assert certificate["setting"]["setting"] == setting and isinstance(certificate["abstain"], list)
+        assert set(certificate["abstain"]) <= set(edges)
+    rows = pd.read_csv(smoke_run / "faithfulness_mib" / "tiny_gpt2" / "ioi.csv")
+    assert set(rows.setting) == {setting}
+    f = (rows.m - rows.m_empty) / (rows.m_full - rows.m_empty)
+    assert (f[(rows.method == "baseline") & (rows.k_target == 1.0)] == 1.0).all()  # the full model at 100%
+    assert (rows.n_edges_effective <= rows.n_edges_budget).all()
+    table = pd.read_csv(smoke_run / "tables" / "tiny_gpt2" / "faithfulness_mib.csv")
+    assert set(zip(table.method, table.cpr_ranking, table.cmd_ranking)) == {
+        ("baseline", "signed", "absolute"), ("certified", "binary", "binary")}
+    assert len(table) == 2 * 3 and table[["cpr", "cmd"]].notna().all().all() and (table.cmd >= 0).all()
+    assert "abs = False" in (smoke_run / "tables" / "tiny_gpt2" / "faithfulness_mib_mean.md").read_text()
+
+
 #: Golden tolerance for float columns. Integers (counts, decisions, K, sizes), strings and per-example
 #: outcome strings compare exactly; floats compare with ``|actual - expected| <= FLOAT_ATOL + FLOAT_RTOL *
 #: |expected|``. Floats are machine-specific: torch's CPU kernels (BLAS gemm, reductions) round by the

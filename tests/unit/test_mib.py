@@ -227,3 +227,30 @@ def test_cli_help(stage, capsys) -> None:
         main([stage, "--help"])
     assert done.value.code == 0
     assert "Example" in capsys.readouterr().out
+
+
+def test_the_selected_setting_is_the_circuit_exported(tmp_path) -> None:
+    """MIB's files and grid use each task's certified setting chosen on held-out prompts (selected_cacc_raw.csv's
+    certified_setting), whichever order the settings come in; without the table, one circuit per task."""
+    import certified_circuits as cc
+    from certified_circuits.core.setting import Setting
+
+    scores = np.random.default_rng(0).normal(size=(20, 6))
+    paths = {}
+    for tau in (0.7, 0.8):
+        setting = Setting(p_del=0.8, n0=20, n=100, tau=tau, alpha=0.05)
+        path = cc.certify_scores(scores, np.zeros(6, int), [0.5, 1.0], setting).save(tmp_path / f"t{tau}.h5")
+        paths[setting.tag] = (path, path)
+    tags = list(paths)
+    selected = pd.DataFrame({"concept": ["ioi", "ioi", "other"], "eval_set": ["id_test", "ood_test", "id_test"],
+                             "certified_setting": [tags[1], tags[1], tags[0]]})
+    for order in (tags, tags[::-1]):
+        votes, certs, votes_path, _ = mib.select_circuit("ioi", [paths[t] for t in order], selected)
+        assert votes_path == paths[tags[1]][0] and certs.attrs["tau"] == 0.8
+    assert mib.select_circuit("ioi", [paths[tags[0]]], None)[1].attrs["tau"] == 0.7
+    with pytest.raises(ValueError, match="no selected table to choose one"):
+        mib.select_circuit("ioi", list(paths.values()), None)
+    with pytest.raises(ValueError, match="not among the circuits given"):
+        mib.select_circuit("ioi", [paths[tags[0]]], selected)
+    with pytest.raises(ValueError, match="no certified setting for task 'mine'"):
+        mib.select_circuit("mine", list(paths.values()), selected)

@@ -146,6 +146,15 @@ def test_the_default_config_plans_the_embedded_world_and_tiny_gpt2(default: dict
                         "R/votes/tiny_gpt2/train/greater_than/eap_ig/p0.95_n0100_n1000_s0.h5",
                         "R/certificates/tiny_gpt2/train/greater_than/eap_ig/p0.95_n0100_n1000_s0/t0.9_a0.001_bonferroni.h5")
     assert jobs.vision_concepts(concepts) == concepts and jobs.vision_concepts(concepts, ["star"]) == ["star"]
+    # MIB's grid and export choose among every setting of a task (the held-out selection picks one at run time);
+    # without a selection set, a task's first setting alone
+    mib_rows = jobs.mib_circuits(default, P)
+    assert [r[1:] for r in mib_rows] == [r[2:] for r in rows if r[0] == "tiny_gpt2"]
+    assert [r[0] for r in mib_rows] == ["ioi"] * 2 + ["ioi_hard"] * 2 + ["greater_than"] * 3
+    unselected = copy.deepcopy(default)
+    unselected["language"]["selection_set"] = None
+    assert jobs.language_selected_table(unselected, P) is None
+    assert jobs.mib_circuits(unselected, P) == [mib_rows[0], mib_rows[2], mib_rows[4]]
 
 
 def test_the_embedded_rediscovery_waits_for_the_filter_metrics_and_keeps_classes_with_enough_images(
@@ -206,6 +215,11 @@ def test_the_smoke_config_plans_two_classes_one_task_and_small_settings(smoke: d
     assert [(r[0], r[1]) for r in rows] == [("world", "circle"), ("world", "square"), ("tiny_gpt2", "ioi")]
     assert rows[2][2:] == ("R/attributions/tiny_gpt2/train/ioi.h5", "R/votes/tiny_gpt2/train/ioi/eap_ig/p0.6_n020_n100_s0.h5",
                            "R/certificates/tiny_gpt2/train/ioi/eap_ig/p0.6_n020_n100_s0/t0.7_a0.05_bonferroni.h5")
+    # the smoke run exercises MIB's grid and export, on the setting selected on the validation prompts
+    assert smoke["language"]["faithfulness"]["grid"] == "mib" and smoke["language"]["mib"]["export"]
+    assert jobs.language_selected_table(smoke, P) == "R/tables/tiny_gpt2/selected_cacc_raw.csv"
+    assert jobs.mib_circuits(smoke, P) == [("ioi", *rows[2][2:])]
+    assert jobs.mib_model_name(smoke) == "tiny-gpt2"
 
 
 def test_the_paper_config_plans_torchvision_and_gpt2_small_with_every_setting(paper: dict) -> None:

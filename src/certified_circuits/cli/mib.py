@@ -10,9 +10,9 @@ import argparse
 import logging
 from pathlib import Path
 
-from certified_circuits.cli.language import MODEL_CHOICES, task_name
-from certified_circuits.cli.stages import (InputError, Stages, add_device, check_circuit_files, existing_file,
-                                           existing_path, named_path, output_file)
+from certified_circuits.cli.language import _model_arguments as model_arguments, task_name
+from certified_circuits.cli.stages import (InputError, Stages, check_circuit_files, existing_file, named_path,
+                                           output_file)
 from certified_circuits.pipeline.tracking import add_metrics
 
 log = logging.getLogger("certified_circuits")
@@ -23,10 +23,18 @@ STAGES = Stages()
 # ---------------------------------------------------------------------------------------------- export
 
 
+def _add_selected(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--selected", type=existing_file, default=None,
+                   help="selected_cacc_raw.csv of report-sufficiency --select-on: each task's circuit is the one of the "
+                        "certified setting chosen on held-out prompts (without it: one circuit per task)")
+
+
 def _export_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--circuit", nargs=4, action="append", required=True,
                    metavar=("TASK", "ATTRIBUTIONS", "VOTES", "CERTIFICATES"),
-                   help="one task's train attribution file and one setting's votes and certificates (repeatable)")
+                   help="one task's train attribution file and one setting's votes and certificates (repeatable: "
+                        "every setting of every task, one chosen per task by --selected)")
+    _add_selected(p)
     p.add_argument("--model-name", required=True,
                    help="MIB's short model name in the folder <task>_<model> (gpt2, qwen2.5, gemma2, llama3; no '_')")
     p.add_argument("--method", default="certified-EAP-IG-inputs",
@@ -34,35 +42,64 @@ def _export_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out-dir", required=True, type=Path, help="submission root (holds the method folder)")
 
 
+def _read_selected(path: Path | None):
+    import pandas as pd
+
+    return None if path is None else pd.read_csv(path)
+
+
+def _selected_circuit(task: str, circuits: list[tuple[str, str]], selected, what: str):
+    """:func:`~certified_circuits.reports.mib.select_circuit`, its refusals as input errors, and the files
+    checked to be one circuit of ``task``."""
+    from certified_circuits.reports.mib import select_circuit
+
+    for pair in circuits:
+        for path in pair:
+            if not Path(path).is_file():
+                raise InputError(f"{what} {task}: {path} does not exist")
+    try:
+        votes, certs, votes_path, certs_path = select_circuit(task, circuits, selected)
+    except ValueError as error:
+        raise InputError(str(error)) from None
+    check_circuit_files([(votes, votes_path, certs, certs_path)], concept=task, what=what)
+    return votes, certs, votes_path, certs_path
+
+
 @STAGES.stage("report-mib", _export_arguments,
               help="certified language circuits as MIB circuit-track submission files (one Graph JSON per fraction)")
 def _cmd_export(args: argparse.Namespace) -> int:
     """Write OUT/<method>_patching_<level>/<task>_<model>/circuit_<p>pct.json for p in 0.1, 0.2, 0.5, 1, 2, 5, 10,
     20, 50, 100 (% of the edges): the certified-in edges at the largest K <= p, at most floor(p E) of them, with
-    the certificate's abstentions under the extra key "certificate" (MIB ignores it). The folder is checked
+    the certificate's abstentions under the extra key "certificate" (MIB ignores it). Each task's circuit is the
+    certified setting selected on held-out prompts (--selected; reports.mib.select_circuit). The folder is checked
     against MIB's layout after writing.
 
     Example:
 
         certified-circuits report-mib --model-name gpt2 --circuit ioi ATTR.h5 VOTES.h5 CERTS.h5
-        --out-dir results/mib/language
+        --selected results/tables/language/selected_cacc_raw.csv --out-dir results/mib/language
     """
     from certified_circuits.reports.mib import check_submission, method_folder, write_submission
-    from certified_circuits.storage.store import read_attributions, read_certificates, read_votes
+    from certified_circuits.storage.store import read_attributions
 
     if "_" in args.method:
         raise InputError(f"--method {args.method!r}: MIB's method folder is <method>_<ablation>_<level>; use '-'")
-    n = 0
-    levels = set()
+    by_task: dict[str, tuple[str, list[tuple[str, str]]]] = {}
     for task, attr, votes, certs in args.circuit:
         task_name(task)
-        for path in (attr, votes, certs):
-            if not Path(path).is_file():
-                raise InputError(f"--circuit {task}: {path} does not exist")
-        v, c = read_votes(votes), read_certificates(certs)
-        check_circuit_files([(v, votes, c, certs)], concept=task, what="--circuit TASK")
+        first, pairs = by_task.setdefault(task, (attr, []))
+        if Path(attr) != Path(first):
+            raise InputError(f"--circuit {task}: two attribution files ({first}, {attr}); a task has one")
+        pairs.append((votes, certs))
+    selected = _read_selected(args.selected)
+    n = 0
+    levels = set()
+    for task, (attr, pairs) in by_task.items():
+        if not Path(attr).is_file():
+            raise InputError(f"--circuit {task}: {attr} does not exist")
+        _, _, votes_path, certs_path = _selected_circuit(task, pairs, selected, "--circuit")
         levels.add(str(read_attributions(attr).attrs.get("level", "edge")))
-        n += len(write_submission(args.out_dir, task, args.model_name, args.method, attr, votes, certs))
+        n += len(write_submission(args.out_dir, task, args.model_name, args.method, attr, votes_path, certs_path))
     found = {}
     for level in levels:
         found.update(check_submission(args.out_dir / method_folder(args.method, level)))
@@ -75,14 +112,13 @@ def _cmd_export(args: argparse.Namespace) -> int:
 
 
 def _faithfulness_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", choices=MODEL_CHOICES, default="embedded",
-                   help="'embedded', 'gpt2' or 'hf' (as language-evaluate)")
-    p.add_argument("--model-path", type=existing_path, required=True, help="the model folder (as language-evaluate)")
-    add_device(p)
+    model_arguments(p)
     p.add_argument("--task", required=True, type=task_name)
     p.add_argument("--attributions", type=existing_file, required=True, help="the task's train attribution file")
-    p.add_argument("--votes", type=existing_file, required=True, help="votes .h5 of this task")
-    p.add_argument("--certificates", type=existing_file, required=True, help="certificates .h5 of this task")
+    p.add_argument("--circuits", nargs=2, action="append", required=True, metavar=("VOTES", "CERTIFICATES"),
+                   help="votes and certificates .h5 of one setting of this task (repeatable: every setting, one "
+                        "chosen by --selected)")
+    _add_selected(p)
     p.add_argument("--eval-set", action="append", required=True, type=named_path, metavar="NAME=PATH",
                    help="evaluation prompts, repeatable: id_test=DIR/id_test.jsonl")
     p.add_argument("--experiment", default="language")
@@ -108,13 +144,12 @@ def _cmd_faithfulness(args: argparse.Namespace) -> int:
 
     from certified_circuits.core.contracts import setting_columns
     from certified_circuits.core.devices import configure_torch, resolve_device
-    from certified_circuits.language.evaluate import mib_circuit_masks, mib_table
-    from certified_circuits.language.models import load_language_model
+    from certified_circuits.language.evaluate import load_evaluation_model, mib_circuit_masks, mib_table
     from certified_circuits.storage.atomic import write_csv
-    from certified_circuits.storage.store import read_attributions, read_certificates, read_votes
+    from certified_circuits.storage.store import read_attributions
 
-    votes, certs = read_votes(args.votes), read_certificates(args.certificates)
-    check_circuit_files([(votes, args.votes, certs, args.certificates)], concept=args.task, what="--task")
+    votes, certs, _, _ = _selected_circuit(args.task, [tuple(c) for c in args.circuits],
+                                           _read_selected(args.selected), "--task")
     attr = read_attributions(args.attributions)
     scorer = str(votes.attrs.get("scorer", "eap_ig"))
     if scorer not in attr.scores:
@@ -122,17 +157,14 @@ def _cmd_faithfulness(args: argparse.Namespace) -> int:
     scores = attr.scores[scorer].mean(0).astype(np.float64)
     device = resolve_device(args.device)
     configure_torch(args.threads)
-    lm = load_language_model(args.model, args.model_path)
-    if lm.weights is not None:
-        lm.weights = lm.weights.to(str(device))
-    if lm.bridge is not None:
-        lm.bridge.to(str(device))
+    eval_sets = dict(args.eval_set)
+    lm = load_evaluation_model(args.model, args.model_path, args.task, eval_sets, str(device))
     if scores.size != lm.graph.n_edges:
         raise InputError(f"{args.attributions} scores {scores.size} components, the model's graph has "
                          f"{lm.graph.n_edges} edges: MIB's grid needs an edge-level run (language.level: edge)")
     rank = np.abs(scores) if attr.absolute(scorer) else scores
     circuits = mib_circuit_masks(lm.graph, scores, certs.decision, votes.k_grid, rank_scores=rank)
-    table = mib_table(lm, args.task, circuits, dict(args.eval_set), experiment=args.experiment, device=str(device),
+    table = mib_table(lm, args.task, circuits, eval_sets, experiment=args.experiment, device=str(device),
                       budget_floats=args.max_floats)
     table = table.assign(**setting_columns(votes, certs))
     write_csv(args.out, table)

@@ -56,7 +56,6 @@ def circuit_table(lm, task: str, masks: Mapping[str, np.ndarray], k_grid: np.nda
     """Evaluate bool [nK, U] masks per method (U edges, or heads and MLPs at node level) on every eval set
     (JSONL paths); returns the tidy table. ``k_effective`` is the kept fraction of the components."""
     from certified_circuits.core.discovery import effective_k
-    from certified_circuits.language.hooked import BridgeGraphModel
 
     g = lm.graph
     names = list(masks)
@@ -68,17 +67,9 @@ def circuit_table(lm, task: str, masks: Mapping[str, np.ndarray], k_grid: np.nda
     stacked = edge_masks_of(g, stacked_units)
     every = stacked.all(1)                                            # the full model itself (f = 1 exactly)
     stacked = np.vstack([stacked, np.zeros((1, stacked.shape[1]), bool)])   # the empty circuit: m_empty
-    model = lm.weights if lm.weights is not None else BridgeGraphModel(lm.bridge, g)
     rows = []
-    for eval_set, path in eval_sets.items():
-        examples = read_jsonl(path)
-        bad = [e.id for e in examples if e.task != task]
-        if bad:
-            raise ValueError(f"{path} holds examples of another task than {task!r} ({bad[:3]})")
-        batch = encode_examples(examples, lm.tokenizer, max_len=lm.n_positions)
-        full = full_model_metrics(model, batch, device=device)
-        res = evaluate_edge_masks(model, batch, stacked, device=device, progress=progress,
-                                  budget_floats=budget_floats)
+    for eval_set, (full, res) in _patched(lm, task, stacked, eval_sets, device=device, progress=progress,
+                                          budget_floats=budget_floats):
         m_full, m_empty = float(full.logit_diff[0]), float(res.logit_diff[-1])
         faith = dict(m_empty=m_empty, m_full=m_full)
         rows.append(dict(experiment=experiment, concept=task, eval_set=eval_set, method="full", k_target=1.0,
@@ -96,18 +87,64 @@ def circuit_table(lm, task: str, masks: Mapping[str, np.ndarray], k_grid: np.nda
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
-def evaluate_task(model: str, model_path: str | None, task: str, votes, certificates,
-                  eval_sets: Mapping[str, str | os.PathLike], *, experiment: str = "language",
-                  device: str = "cpu", budget_floats: float | None = None) -> pd.DataFrame:
-    """Load the model and evaluate the baseline / majority / certified circuits of ``votes``+``certificates``."""
-    from certified_circuits.core.certification import method_masks
+def task_examples(path: str | os.PathLike, task: str) -> list:
+    """The prompts of one eval set (JSONL), refused when any is of another task than ``task``."""
+    examples = read_jsonl(path)
+    bad = [e.id for e in examples if e.task != task]
+    if bad:
+        raise ValueError(f"{path} holds examples of another task than {task!r} ({bad[:3]})")
+    return examples
+
+
+def _patched(lm, task: str, stacked: np.ndarray, eval_sets: Mapping[str, str | os.PathLike], *, device: str,
+             progress: bool, budget_floats: float | None):
+    """Per eval set: ``(name, (full model metrics, metrics of every edge mask in stacked [M, E]))``, the one
+    interchange-patched pass that :func:`circuit_table` and :func:`mib_table` share."""
+    from certified_circuits.language.hooked import BridgeGraphModel
+
+    model = lm.weights if lm.weights is not None else BridgeGraphModel(lm.bridge, lm.graph)
+    for eval_set, path in eval_sets.items():
+        batch = encode_examples(task_examples(path, task), lm.tokenizer, max_len=lm.n_positions)
+        full = full_model_metrics(model, batch, device=device)
+        yield eval_set, (full, evaluate_edge_masks(model, batch, stacked, device=device, progress=progress,
+                                                   budget_floats=budget_floats))
+
+
+def load_evaluation_model(model: str, model_path: str | os.PathLike | None, task: str,
+                          eval_sets: Mapping[str, str | os.PathLike], device: str = "cpu"):
+    """Load the language model for evaluating one task, on ``device``.
+
+    The bridge-vs-Hugging-Face logits check of an ``hf`` model (:func:`~.models.load_language_model`'s
+    ``prompts``) runs on the task's own eval prompts, clean and corrupted, of every eval set.
+
+    Args:
+        model, model_path: as :func:`~.models.load_language_model`.
+        task: the task; every eval set must hold only its prompts.
+        eval_sets: eval set name -> JSONL path.
+        device: a torch device name.
+
+    Returns:
+        The :class:`~.models.LanguageModel`, its weights and bridge moved to ``device``.
+    """
     from certified_circuits.language.models import load_language_model
 
-    lm = load_language_model(model, model_path)
+    prompts = [t for path in eval_sets.values() for e in task_examples(path, task) for t in (e.clean, e.corrupted)]
+    lm = load_language_model(model, model_path, prompts=prompts)
     if lm.weights is not None:
         lm.weights = lm.weights.to(device)
     if lm.bridge is not None:
         lm.bridge.to(device)
+    return lm
+
+
+def evaluate_task(model: str, model_path: str | None, task: str, votes, certificates,
+                  eval_sets: Mapping[str, str | os.PathLike], *, experiment: str = "language",
+                  device: str = "cpu", budget_floats: float | None = None) -> pd.DataFrame:
+    """Load the model (:func:`load_evaluation_model`: its logits check on the task's eval prompts) and evaluate
+    the baseline / majority / certified circuits of ``votes``+``certificates``."""
+    from certified_circuits.core.certification import method_masks
+
+    lm = load_evaluation_model(model, model_path, task, eval_sets, device)
     masks = method_masks(votes, certificates)
     return circuit_table(lm, task, masks, np.asarray(votes.k_grid), eval_sets, experiment=experiment, device=device,
                          budget_floats=budget_floats)
@@ -192,22 +229,12 @@ def mib_table(lm, task: str, circuits: Sequence[dict], eval_sets: Mapping[str, s
         Tidy rows (:data:`MIB_COLUMNS`): faithfulness' ``m``, ``m_empty`` (every edge patched) and ``m_full``;
         a circuit of every edge is the full model (``m = m_full``).
     """
-    from certified_circuits.language.hooked import BridgeGraphModel
-
     g = lm.graph
     stacked = np.vstack([c["mask"] for c in circuits] + [np.zeros((1, g.n_edges), bool)])
     every = stacked.all(1)
-    model = lm.weights if lm.weights is not None else BridgeGraphModel(lm.bridge, g)
     rows = []
-    for eval_set, path in eval_sets.items():
-        examples = read_jsonl(path)
-        bad = [e.id for e in examples if e.task != task]
-        if bad:
-            raise ValueError(f"{path} holds examples of another task than {task!r} ({bad[:3]})")
-        batch = encode_examples(examples, lm.tokenizer, max_len=lm.n_positions)
-        full = full_model_metrics(model, batch, device=device)
-        res = evaluate_edge_masks(model, batch, stacked, device=device, progress=progress,
-                                  budget_floats=budget_floats)
+    for eval_set, (full, res) in _patched(lm, task, stacked, eval_sets, device=device, progress=progress,
+                                          budget_floats=budget_floats):
         m_full, m_empty = float(full.logit_diff[0]), float(res.logit_diff[-1])
         for i, c in enumerate(circuits):
             n_eff = int(c["mask"].sum())

@@ -32,7 +32,8 @@ __all__ = [
     "vision_images_per_class", "vision_rediscovered", "vision_iou_circuits", "vision_evaluate_circuits",
     "vision_evaluate_sets", "vision_attack_inputs", "attack_options", "votes_options", "decision_options",
     "embedded_language", "hf_language", "language_dirs", "language_model_args", "language_eval_sets",
-    "language_model_inputs", "language_settings", "explorer_circuits", "mib_model_name", "mib_circuits",
+    "language_model_inputs", "language_settings", "explorer_circuits", "language_selected_table",
+    "mib_model_name", "mib_circuits",
 ]
 
 Config = Mapping[str, Any]
@@ -604,20 +605,37 @@ def mib_model_name(config: Config) -> str:
     return str(language["experiment"]).replace("_", "-")
 
 
+def language_selected_table(config: Config, paths: Layout) -> str | None:
+    """The table of the language settings and K chosen on held-out prompts (``report-sufficiency --select-on``,
+    written by the language_tables rule), or None without ``language.selection_set``."""
+    if not config["language"]["selection_set"]:
+        return None
+    return f"{paths.tables(config['language']['experiment'])}/selected_cacc_raw.csv"
+
+
 def mib_circuits(config: Config, paths: Layout) -> list[tuple[str, str, str, str]]:
-    """The certified circuit of every language task that MIB's grid and export use: the task's first setting.
+    """The certified circuits MIB's grid and export choose from: one per task, chosen at run time.
+
+    Which one: the task's certified setting selected on held-out prompts, the ``certified_setting`` of
+    :func:`language_selected_table` (``reports.mib.select_circuit``; the same table, and the same procedure for
+    every method, as the language_graphs rule and the explorer). The task's first setting is not taken as such: in
+    the embedded config it can certify nothing in (a vacuous or marginal plan). The choice is made by the jobs,
+    which get every setting's files and the table; without ``language.selection_set`` there is no held-out
+    choice and each task's first setting is the one (alone in the rows).
 
     Args:
         config: the run's config.
         paths: the run's layout.
 
     Returns:
-        ``(task, attributions, votes, certificates)`` rows (``eap_ig``, train split), in task order.
+        ``(task, attributions, votes, certificates)`` rows (``eap_ig``, train split), by task (config order), then
+        setting (config order): every setting with a selection set, else the first only.
     """
     lx = config["language"]["experiment"]
     rows = []
     for task in config["language"]["tasks"]:
-        setting = language_settings(config, task)[0]
-        rows.append((task, paths.attributions(lx, "train", task), paths.votes(lx, "train", task, "eap_ig", setting),
-                     paths.certificates(lx, "train", task, "eap_ig", setting)))
+        settings = language_settings(config, task)
+        for setting in settings if language_selected_table(config, paths) else settings[:1]:
+            rows.append((task, paths.attributions(lx, "train", task), paths.votes(lx, "train", task, "eap_ig", setting),
+                         paths.certificates(lx, "train", task, "eap_ig", setting)))
     return rows

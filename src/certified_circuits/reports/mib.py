@@ -121,6 +121,56 @@ def submission_graphs(cfg: Mapping[str, Any], edge_names: Sequence[str], scores:
     return out
 
 
+def select_circuit(task: str, circuits: Sequence[tuple[str | os.PathLike, str | os.PathLike]],
+                   selected: pd.DataFrame | None) -> tuple[Any, Any, Path, Path]:
+    """The one certified circuit of a task that MIB's files and MIB's grid use: the setting selected on held-out
+    prompts.
+
+    Which setting: the certified method's setting in the ``selected_cacc_raw.csv`` table of ``report-sufficiency
+    --select-on`` (column ``certified_setting``), chosen on the selection set (the language half's ``validation``
+    prompts) by the one procedure that chooses every method's setting and K there (highest mean cACC; ties: the
+    smaller K, then the first setting in sorted order); the same choice as ``report-graphs --selected`` and the explorer. Not the
+    task's first setting: that one can certify nothing in (a vacuous or marginal plan), and a file of empty
+    circuits says nothing. MIB's baselines need no choice: they rank the train attributions' mean score, which no
+    setting changes. Without a selection table (``language.selection_set: null``) the task must come with exactly
+    one circuit (the workflow then passes its first setting).
+
+    Args:
+        task: the task (concept) name.
+        circuits: ``(votes, certificates)`` paths of the task's settings (one with ``selected`` None).
+        selected: the ``selected_cacc_raw.csv`` table, or None.
+
+    Returns:
+        ``(votes, certificates, votes path, certificates path)`` of the chosen setting, read.
+
+    Raises:
+        ValueError: no circuit, several without a table, a task or setting the table does not name.
+    """
+    from certified_circuits.core.contracts import setting_columns
+    from certified_circuits.storage.store import read_certificates, read_votes
+
+    if not circuits:
+        raise ValueError(f"{task}: no circuit given")
+    if selected is None:
+        if len(circuits) != 1:
+            raise ValueError(f"{task}: {len(circuits)} circuits (settings) and no selected table to choose one: "
+                             "give the selected_cacc_raw.csv of report-sufficiency --select-on, or one circuit")
+        votes_path, cert_path = map(Path, circuits[0])
+        return read_votes(votes_path), read_certificates(cert_path), votes_path, cert_path
+    rows = selected[selected.concept.astype(str) == task] if "concept" in selected else selected.iloc[:0]
+    if rows.empty or "certified_setting" not in rows:
+        raise ValueError(f"the selected table has no certified setting for task {task!r}: was it made with --select-on?")
+    wanted = str(rows.iloc[0]["certified_setting"])
+    found = []
+    for votes_path, cert_path in circuits:
+        votes, certs = read_votes(votes_path), read_certificates(cert_path)
+        setting = setting_columns(votes, certs)["setting"]
+        if setting == wanted:
+            return votes, certs, Path(votes_path), Path(cert_path)
+        found.append(setting)
+    raise ValueError(f"{task}: the selected certified setting {wanted} is not among the circuits given ({found})")
+
+
 def write_submission(out_dir: str | os.PathLike, task: str, model: str, method: str, attributions: str | os.PathLike,
                      votes: str | os.PathLike, certificates: str | os.PathLike, *,
                      fractions: Sequence[float] = fa.MIB_FRACTIONS) -> list[Path]:
