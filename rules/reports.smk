@@ -451,7 +451,7 @@ rule explorer:
     and figure, which it shows)."""
     input:
         targets=list(ALL_TARGETS),
-        circuits=[path for row in explorer_circuits() for path in row[2:]],
+        circuits=list(dict.fromkeys(path for row in explorer_circuits() for path in row[2:])),
     output:
         # the folder's other files (pages, figures, CSS, JS) are written beside index.html, atomically with it
         report(f"{RESULTS}/explorer/index.html", caption="../report/explorer.rst", category="Explorer"),

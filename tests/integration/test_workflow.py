@@ -122,6 +122,19 @@ def test_smoke_run_produces_every_table_and_figure(smoke_run: Path) -> None:
     assert not list(smoke_run.rglob(f"*{TEMP_MARK}*")), "no temporary files may be left behind"
 
 
+def test_class_pages_switch_between_every_scorer(smoke_run: Path) -> None:
+    """The workflow gives the explorer every vision.scorers circuit of a class, the main scorer first: each class
+    page has the scorer switch, the main scorer's panel shown and pressed."""
+    scorers = yaml.safe_load(SMOKE.read_text())["vision"]["scorers"]
+    assert scorers == ["relevance", "activation"]
+    for concept in ("circle", "square"):
+        page = (smoke_run / "explorer" / "world" / f"{concept}.html").read_text()
+        assert page.count('class="switch"') == 1, concept
+        assert re.findall(r'data-panel="\d" data-name="(\w+)" aria-pressed="(\w+)"', page) == [
+            ("relevance", "true"), ("activation", "false")], concept
+    assert 'class="switch"' not in (smoke_run / "explorer" / "tiny_gpt2" / "ioi.html").read_text()
+
+
 def test_smoke_run_writes_mib_files_and_the_mib_grid_of_the_selected_setting(smoke_run: Path) -> None:
     """language.mib.export and language.faithfulness.grid: mib on real result files: MIB's layout (checked by
     reports.mib's own checker and, independently, on one file's JSON), the selected setting, and CPR/CMD."""

@@ -137,11 +137,20 @@ def test_the_default_config_plans_the_embedded_world_and_tiny_gpt2(default: dict
                          "p0.95_n0100_n1000_s0/t0.9_a0.001_bonferroni"]}
     assert jobs.language_eval_sets(default, "ioi") == ["id_test", "ood_test", "validation"]
     rows = jobs.explorer_circuits(default, P, concepts)
-    assert [(r[0], r[1]) for r in rows] == [("world", c) for c in concepts] + [
+    # one row per scorer of each class (the explorer's scorer switch), the main scorer first
+    assert [(r[0], r[1]) for r in rows] == [("world", c) for c in concepts for _ in range(3)] + [
         ("tiny_gpt2", t) for t in ["ioi"] * 2 + ["ioi_hard"] * 2 + ["greater_than"] * 3]
     assert rows[0] == ("world", "circle", "R/attributions/world/concept/circle.h5",
                        "R/votes/world/concept/circle/relevance/p0.6_n0100_n1000_s0.h5",
                        "R/certificates/world/concept/circle/relevance/p0.6_n0100_n1000_s0/t0.95_a0.001_bonferroni.h5")
+    assert [r[3] for r in rows[:3]] == [f"R/votes/world/concept/circle/{s}/p0.6_n0100_n1000_s0.h5"
+                                        for s in ("relevance", "activation", "rank")]
+    assert [r[3:] for r in rows[:3]] == [jobs.vision_circuits(default, P, "concept", "circle", scorer=s)
+                                         for s in jobs.vision_scorers(default, "concept", main)]
+    rank_first = copy.deepcopy(default)
+    rank_first["vision"]["main_scorer"] = "rank"
+    assert [r[3].split("/")[-2] for r in jobs.explorer_circuits(rank_first, P, ["circle"])[:3]] == [
+        "rank", "relevance", "activation"]
     assert rows[-1] == ("tiny_gpt2", "greater_than", "R/attributions/tiny_gpt2/train/greater_than.h5",
                         "R/votes/tiny_gpt2/train/greater_than/eap_ig/p0.95_n0100_n1000_s0.h5",
                         "R/certificates/tiny_gpt2/train/greater_than/eap_ig/p0.95_n0100_n1000_s0/t0.9_a0.001_bonferroni.h5")
@@ -212,13 +221,15 @@ def test_the_smoke_config_plans_two_classes_one_task_and_small_settings(smoke: d
         "--correction bonferroni --multiples 1 2 --trials 1 --attack-seed 0")
     assert [s.tag for s in jobs.language_settings(smoke, "ioi")] == ["p0.6_n020_n100_s0/t0.7_a0.05_bonferroni"]
     rows = jobs.explorer_circuits(smoke, P, smoke["concepts"])
-    assert [(r[0], r[1]) for r in rows] == [("world", "circle"), ("world", "square"), ("tiny_gpt2", "ioi")]
-    assert rows[2][2:] == ("R/attributions/tiny_gpt2/train/ioi.h5", "R/votes/tiny_gpt2/train/ioi/eap_ig/p0.6_n020_n100_s0.h5",
+    assert [(r[0], r[1], r[3].split("/")[-2]) for r in rows] == [
+        ("world", "circle", "relevance"), ("world", "circle", "activation"), ("world", "square", "relevance"),
+        ("world", "square", "activation"), ("tiny_gpt2", "ioi", "eap_ig")]
+    assert rows[4][2:] == ("R/attributions/tiny_gpt2/train/ioi.h5", "R/votes/tiny_gpt2/train/ioi/eap_ig/p0.6_n020_n100_s0.h5",
                            "R/certificates/tiny_gpt2/train/ioi/eap_ig/p0.6_n020_n100_s0/t0.7_a0.05_bonferroni.h5")
     # the smoke run exercises MIB's grid and export, on the setting selected on the validation prompts
     assert smoke["language"]["faithfulness"]["grid"] == "mib" and smoke["language"]["mib"]["export"]
     assert jobs.language_selected_table(smoke, P) == "R/tables/tiny_gpt2/selected_cacc_raw.csv"
-    assert jobs.mib_circuits(smoke, P) == [("ioi", *rows[2][2:])]
+    assert jobs.mib_circuits(smoke, P) == [("ioi", *rows[4][2:])]
     assert jobs.mib_model_name(smoke) == "tiny-gpt2"
 
 
@@ -258,7 +269,9 @@ def test_the_paper_config_plans_torchvision_and_gpt2_small_with_every_setting(pa
         "--scorer eap_ig --k-grid 0.25 0.5 0.75 --p-del 0.85 --n0 100 --n 1000 --seed 0 --tau 0.85 --alpha 0.001 "
         "--correction bonferroni --multiples 1 2 4 --trials 3 --attack-seed 0")
     rows = jobs.explorer_circuits(paper, P, wnids[:2])
-    assert len(rows) == 2 + 3 * 9 and rows[0][:2] == ("resnet101_imagenet", "n00000000") and rows[2][:2] == ("gpt2_small", "ioi")
+    n_vision = 2 * len(jobs.vision_scorers_all(paper))
+    assert len(rows) == n_vision + 3 * 9 and rows[0][:2] == ("resnet101_imagenet", "n00000000")
+    assert rows[n_vision][:2] == ("gpt2_small", "ioi")
 
 
 def test_a_folders_model_passes_only_what_the_config_sets_and_plugins_by_kind(smoke: dict, tmp_path: Path,

@@ -569,13 +569,18 @@ def explorer_circuits(config: Config, paths: Layout, concepts: Sequence[str]) ->
         concepts: the vision classes the config certifies.
 
     Returns:
-        ``(experiment, concept, attributions, votes, certificates)`` rows: each vision class at the main scorer and
-        setting, then each language task at every setting (``eap_ig``, train split).
+        ``(experiment, concept, attributions, votes, certificates)`` rows (``report-explorer --circuit``): each
+        vision class at the main setting once per scorer of ``vision.scorers``, the main scorer first (the explorer
+        groups a class's rows by scorer and shows a switch between them; the first is the main scorer), then the
+        others in config order; then each language task at every setting (``eap_ig``, train split).
     """
     rows: list[tuple[str, ...]] = []
     if config["vision"]["enabled"]:
         vx = config["vision"]["experiment"]
-        rows += [(vx, c, paths.attributions(vx, "concept", c), *vision_circuits(config, paths, "concept", c)) for c in concepts]
+        main = vision_main_scorer(config)
+        scorers = [main] + [s for s in vision_scorers_all(config) if s != main]
+        rows += [(vx, c, paths.attributions(vx, "concept", c), *vision_circuits(config, paths, "concept", c, scorer=s))
+                 for c in concepts for s in scorers]
     if config["language"]["enabled"]:
         lx = config["language"]["experiment"]
         rows += [(lx, task, paths.attributions(lx, "train", task), paths.votes(lx, "train", task, "eap_ig", setting),
