@@ -105,7 +105,11 @@ def test_save_and_load_round_trip(tmp_path):
     back = cc.Certificate.load(path)
     assert back.setting == SETTING and back.n_examples == 5 and back.k_grid is None
     # the caller's labels and the plan it ran under (radius 0 at tau 0.75, p_del 0.5: marginal)
-    assert back.attrs == cert.attrs == {"concept": "toy", "plan_verdict": "marginal", "plan_warnings": back.attrs["plan_warnings"]}
+    assert (
+        back.attrs
+        == cert.attrs
+        == {"concept": "toy", "plan_verdict": "marginal", "plan_warnings": back.attrs["plan_warnings"]}
+    )
     assert back.attrs["plan_warnings"].startswith("radius 0:")
     for name in ("decision", "pvalue", "selection_counts", "certification_counts", "baseline", "majority"):
         np.testing.assert_array_equal(getattr(back, name), getattr(cert, name), err_msg=name)
