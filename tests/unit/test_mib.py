@@ -254,3 +254,30 @@ def test_the_selected_setting_is_the_circuit_exported(tmp_path) -> None:
         mib.select_circuit("ioi", [paths[tags[0]]], selected)
     with pytest.raises(ValueError, match="no certified setting for task 'mine'"):
         mib.select_circuit("mine", list(paths.values()), selected)
+
+
+def test_the_evaluation_model_is_checked_on_the_task_s_own_prompts(tmp_path, monkeypatch) -> None:
+    """language-evaluate and language-faithfulness-mib load the model with every eval set's clean and corrupted
+    prompts (load_language_model's prompts=: the hf bridge-vs-HF logits check runs on them)."""
+    from types import SimpleNamespace
+
+    from certified_circuits.language import evaluate, models
+
+    sets = {}
+    for name in ("id_test", "validation"):
+        rows = [dict(id=f"{name}{i}", task="ioi", split=name, clean=f"c {name} {i}", corrupted=f"x {name} {i}",
+                     answer=" A", distractor=" B") for i in range(2)]
+        sets[name] = tmp_path / f"{name}.jsonl"
+        sets[name].write_text("".join(json.dumps(r) + "\n" for r in rows))
+    seen = {}
+
+    def fake(model, model_path, with_bridge=True, prompts=None):
+        seen.update(model=model, prompts=prompts)
+        return SimpleNamespace(weights=None, bridge=None)
+
+    monkeypatch.setattr(models, "load_language_model", fake)
+    evaluate.load_evaluation_model("hf", tmp_path, "ioi", sets, "cpu")
+    assert seen == {"model": "hf", "prompts": ["c id_test 0", "x id_test 0", "c id_test 1", "x id_test 1",
+                                               "c validation 0", "x validation 0", "c validation 1", "x validation 1"]}
+    with pytest.raises(ValueError, match="another task"):
+        evaluate.load_evaluation_model("hf", tmp_path, "greater_than", sets, "cpu")
