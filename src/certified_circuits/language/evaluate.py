@@ -129,12 +129,7 @@ def load_evaluation_model(model: str, model_path: str | os.PathLike | None, task
     from certified_circuits.language.models import load_language_model
 
     prompts = [t for path in eval_sets.values() for e in task_examples(path, task) for t in (e.clean, e.corrupted)]
-    lm = load_language_model(model, model_path, prompts=prompts)
-    if lm.weights is not None:
-        lm.weights = lm.weights.to(device)
-    if lm.bridge is not None:
-        lm.bridge.to(device)
-    return lm
+    return load_language_model(model, model_path, prompts=prompts, device=device)
 
 
 def evaluate_task(model: str, model_path: str | None, task: str, votes, certificates,
