@@ -271,13 +271,14 @@ def test_the_evaluation_model_is_checked_on_the_task_s_own_prompts(tmp_path, mon
         sets[name].write_text("".join(json.dumps(r) + "\n" for r in rows))
     seen = {}
 
-    def fake(model, model_path, with_bridge=True, prompts=None):
-        seen.update(model=model, prompts=prompts)
+    def fake(model, model_path, with_bridge=True, prompts=None, device=None):
+        seen.update(model=model, prompts=prompts, device=device)
         return SimpleNamespace(weights=None, bridge=None)
 
     monkeypatch.setattr(models, "load_language_model", fake)
     evaluate.load_evaluation_model("hf", tmp_path, "ioi", sets, "cpu")
-    assert seen == {"model": "hf", "prompts": ["c id_test 0", "x id_test 0", "c id_test 1", "x id_test 1",
-                                               "c validation 0", "x validation 0", "c validation 1", "x validation 1"]}
+    assert seen == {"model": "hf", "device": "cpu",
+                    "prompts": ["c id_test 0", "x id_test 0", "c id_test 1", "x id_test 1",
+                                "c validation 0", "x validation 0", "c validation 1", "x validation 1"]}
     with pytest.raises(ValueError, match="another task"):
         evaluate.load_evaluation_model("hf", tmp_path, "greater_than", sets, "cpu")
