@@ -36,7 +36,7 @@ def task_name(text: str) -> str:
     return text
 
 
-def _model_arguments(p: argparse.ArgumentParser) -> None:
+def model_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", choices=MODEL_CHOICES, default="embedded",
                    help="'embedded' (tiny GPT-2 from language-train), 'gpt2' (GPT-2 Small, paper scale) or 'hf' "
                         "(any causal LM folder TransformerBridge boots: Pythia, Llama, Qwen2, Gemma, ...)")
@@ -189,7 +189,7 @@ def _cmd_task_file(args: argparse.Namespace) -> int:
 
 
 def _attribute_arguments(p: argparse.ArgumentParser) -> None:
-    _model_arguments(p)
+    model_arguments(p)
     p.add_argument("--task", required=True, type=task_name)
     p.add_argument("--split", required=True, choices=SPLITS)
     p.add_argument("--examples", type=existing_file, required=True, help="JSONL from language-tasks for this task and split")
@@ -242,7 +242,7 @@ def _cmd_attribute(args: argparse.Namespace) -> int:
 
 
 def _evaluate_arguments(p: argparse.ArgumentParser) -> None:
-    _model_arguments(p)
+    model_arguments(p)
     p.add_argument("--task", required=True, type=task_name)
     p.add_argument("--votes", type=existing_file, required=True, help="votes .h5 of this task (engine's votes stage)")
     p.add_argument("--certificates", type=existing_file, required=True, help="certificates .h5 of this task")

@@ -10,7 +10,7 @@ import argparse
 import logging
 from pathlib import Path
 
-from certified_circuits.cli.language import _model_arguments as model_arguments, task_name
+from certified_circuits.cli.language import model_arguments, task_name
 from certified_circuits.cli.stages import (InputError, Stages, check_circuit_files, existing_file, named_path,
                                            output_file)
 from certified_circuits.pipeline.tracking import add_metrics
