@@ -1,8 +1,9 @@
 """The language attribution methods: one frozen :class:`MethodSpec` per method, in :data:`METHODS`.
 
 Every other place that names a method derives from this registry: the ``language-attribute`` stage's
-``--method`` choices (:mod:`certified_circuits.cli.language`), ``config.schema.yaml``'s
-``language.method`` enum (a test checks it equals the registry's keys), the dispatch of
+``--method`` choices (:mod:`certified_circuits.cli.language`), the workflow's check of ``language.method``
+(:func:`certified_circuits.pipeline.config.check_language_method`; ``config.schema.yaml`` does not repeat the
+names), the dispatch of
 :func:`~.hooked.scores_batch` and :func:`~.attribution.score_examples` (which points, which activation
 factor, hook path or the GPT-2 decomposed path) and the method and ranking recorded in the attribution
 file (:func:`~.attribution.attribute_task`).

@@ -256,6 +256,7 @@ def check_language(language) -> dict[str, int] | None:
         if unknown:
             config_error("language.tasks", language["tasks"], f"source {source} generates only {list(BUILTIN_TASKS)}; "
                                                               f"for your own tasks use source: hf and task_files")
+    check_language_method(language)
     cert = language["certification"]
     known = set(language["task_files"]) if source == "hf" else set(BUILTIN_TASKS)
     stray = [t for t in language["settings"] if t not in known]
@@ -282,6 +283,18 @@ def check_language(language) -> dict[str, int] | None:
     if source == "hf":
         return check_hf_language(language)
     return None
+
+
+def check_language_method(language) -> None:
+    """``language.method`` names an entry of the method registry (``language/methods.py`` ``METHODS``, its one
+    list: the schema does not repeat it, so a method is added with one entry) that has ``language.level``, and
+    ``ig_steps`` and ``ig_integration`` are valid for it, before any job."""
+    from certified_circuits.language.methods import check_method
+
+    try:
+        check_method(language["method"], language["level"], language["ig_steps"], language["ig_integration"])
+    except ValueError as exc:
+        config_error("language.method", language["method"], str(exc))
 
 
 def check_hf_language(language) -> dict[str, int]:

@@ -1,8 +1,8 @@
 """The language method registry (language/methods.py) and the method it was extended with, grad-x-act.
 
 * every former list of method names derives from the registry: the CLI choices, the hooked dispatch and
-  config.schema.yaml's ``language.method`` enum (read from the schema file, so a new entry without a
-  schema update fails here);
+  the workflow's config check (``pipeline/config.check_language_method``; config.schema.yaml does not repeat
+  the names, so a new entry is a valid ``language.method`` with no other edit);
 * grad-x-act, s_i(u -> v) = a_u(clean_i) . dM_i/d in_v |_clean, equals an independent computation: the
   clean activations from TransformerBridge's own ``run_with_cache``, and for every downstream input v a
   separate clean forward that adds a zero perturbation to v alone and differentiates the metric with
@@ -31,18 +31,55 @@ ATOL, RTOL = 2e-5, 1e-4
 ROOT = Path(__file__).resolve().parents[3]
 
 
-def test_schema_cli_and_hooks_list_exactly_the_registry() -> None:
+def test_cli_and_hooks_list_exactly_the_registry_and_the_schema_does_not_repeat_it() -> None:
     from certified_circuits.cli.language import METHOD_CHOICES
 
     schema = yaml.safe_load((ROOT / "config.schema.yaml").read_text())
-    enum = schema["properties"]["language"]["properties"]["method"]["enum"]
-    assert enum == list(methods.METHODS) == list(METHOD_CHOICES) == list(hooked.METHODS)
-    assert schema["properties"]["language"]["properties"]["level"]["enum"] == list(methods.LEVELS)
+    language = schema["properties"]["language"]["properties"]
+    assert list(methods.METHODS) == list(METHOD_CHOICES) == list(hooked.METHODS)
+    assert "enum" not in language["method"]  # the registry is the one list (checked by pipeline/config.py)
+    assert language["method"]["default"] in methods.METHODS
+    assert language["level"]["enum"] == list(methods.LEVELS)
     # the conventions (docs/reference_parity.md): the schema's ig_integration, the CLI's --integration
     from certified_circuits.cli.language import INTEGRATIONS as CLI_INTEGRATIONS
 
-    assert schema["properties"]["language"]["properties"]["ig_integration"]["enum"] == list(methods.INTEGRATIONS)
+    assert language["ig_integration"]["enum"] == list(methods.INTEGRATIONS)
     assert list(CLI_INTEGRATIONS) == list(methods.INTEGRATIONS) == ["reference", "endpoint", "hannamw"]
+
+
+def _language(method: str, level: str = "edge", ig_steps: int = 5) -> dict:
+    return {"method": method, "level": level, "ig_steps": ig_steps, "ig_integration": "reference"}
+
+
+@pytest.mark.parametrize("name", list(methods.METHODS))
+def test_the_config_check_accepts_every_registered_method(name) -> None:
+    from certified_circuits.pipeline.config import check_language_method
+
+    check_language_method(_language(name))
+
+
+def test_the_config_check_refuses_an_unknown_method_naming_the_registry() -> None:
+    from certified_circuits.pipeline.config import ConfigError, check_language_method
+
+    with pytest.raises(ConfigError, match=r"language\.method = 'EAP-IG'.*EAP, EAP-IG-inputs, EAP-IG-activations, "
+                                          r"clean-corrupted, grad-x-act"):
+        check_language_method(_language("EAP-IG"))
+    with pytest.raises(ConfigError, match="level must be one of"):
+        check_language_method(_language("EAP", level="head"))
+    with pytest.raises(ConfigError, match="ig_steps must be an integer >= 1"):
+        check_language_method(_language("EAP-IG-inputs", ig_steps=0))
+
+
+def test_a_new_registry_entry_is_a_valid_config_method_with_no_other_edit(monkeypatch) -> None:
+    """What 'one entry' means for the workflow: the config check reads the registry itself."""
+    from certified_circuits.pipeline.config import ConfigError, check_language_method
+
+    with pytest.raises(ConfigError):
+        check_language_method(_language("input-x-grad"))
+    entry = methods.MethodSpec("input-x-grad", "test entry", "none", methods.METHODS["grad-x-act"].points,
+                               factor=methods.clean_activation)
+    monkeypatch.setitem(methods.METHODS, entry.name, entry)
+    check_language_method(_language("input-x-grad"))
 
 
 @pytest.mark.parametrize("name", list(methods.METHODS))
