@@ -52,3 +52,20 @@ def test_readme_opens_with_the_two_commands_and_ci_runs_the_test_one() -> None:
     first_code = next(i for i, line in enumerate(readme) if line.startswith("```"))
     assert all(not line.startswith("#") or i == 0 for i, line in enumerate(readme[:first_code]))
     assert "make test" in (ROOT / ".ci" / "run").read_text()
+
+
+def test_every_non_python_file_of_the_package_is_package_data() -> None:
+    """A wheel (not only an editable install) carries the explorer's style sheet and script: every file of the
+    package that is not Python matches a pattern of pyproject.toml's ``tool.setuptools.package-data``."""
+    data = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
+    package = ROOT / "src" / "certified_circuits"
+    files = [p for p in package.rglob("*") if p.is_file() and p.suffix not in (".py", ".pyc", ".md")
+             and "__pycache__" not in p.parts]
+    assert {p.name for p in files} >= {"explorer.css", "explorer.js"}
+    for path in files:
+        owner = ".".join(("certified_circuits",) + path.parent.relative_to(package).parts)
+        matched = [
+            (name, pattern) for name, patterns in data.items() for pattern in patterns
+            if owner.startswith(name) and path.relative_to(ROOT / "src" / Path(*name.split("."))).match(pattern)
+        ]
+        assert matched, f"{path.relative_to(ROOT)} is not package data: add it to pyproject.toml"

@@ -25,12 +25,14 @@ from the folder, every figure is copied into it, and the circuit data is embedde
 
 The folder is assembled here (:func:`build_explorer`, the pages); the data it shows is gathered by
 :mod:`.explorer_data` (circuits, the operating K, flags per circuit) and its HTML and SVG pieces, with the
-escaping every string from a file goes through, are :mod:`.html`.
+escaping every string from a file goes through, are :mod:`.html`; the page style and script are static files
+of the package (``explorer_static/explorer.css`` and ``explorer.js``).
 """
 
 from __future__ import annotations
 
 import shutil
+from importlib import resources
 from pathlib import Path
 from typing import Iterable, Sequence
 
@@ -76,6 +78,12 @@ from certified_circuits.reports.html import (
 )
 from certified_circuits.reports.words import guarantee_words, setting_words, tag_words
 from certified_circuits.storage.atomic import atomic_dir
+
+#: the page style and script, static files of the package (``explorer_static/``; pyproject.toml's package data),
+#: written next to the pages by :func:`build_explorer`
+STATIC = resources.files("certified_circuits.reports") / "explorer_static"
+CSS = (STATIC / "explorer.css").read_text(encoding="utf-8")
+JS = (STATIC / "explorer.js").read_text(encoding="utf-8")
 
 #: the names importable from here: the entry (:func:`build_explorer`), the page pieces of this module, and those
 #: of :mod:`.explorer_data` and :mod:`.html` that callers and tests import from the explorer
@@ -544,117 +552,3 @@ def build_explorer(
         "explorer_largest_page_bytes": float(max(sizes + [len(index)])),
         "explorer_flags": float(len(flags)),
     }
-
-
-CSS = """
-body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0;color:#1d1d1f;background:#fafafa}
-header{background:#1b3a57;padding:8px 18px}header a{color:#fff;text-decoration:none;font-weight:600}
-main{max-width:1180px;margin:0 auto;padding:8px 18px 40px}h1{font-size:24px}h2{font-size:18px;margin-top:28px}
-.meta,.note{color:#555}.num{text-align:right;font-variant-numeric:tabular-nums}
-table{border-collapse:collapse;margin:10px 0;background:#fff}th,td{border:1px solid #ddd;padding:3px 8px}
-caption{caption-side:top;text-align:left;color:#444;padding:4px 0;max-width:1100px}
-.figures{display:flex;flex-wrap:wrap;gap:14px}figure{margin:0;max-width:560px;background:#fff;border:1px solid #e3e3e3;padding:6px}
-figure img{max-width:100%;height:auto}figcaption{font-size:12.5px;color:#444}
-.layer{margin:6px 0}.layer b{display:inline-block;min-width:140px;font-weight:600}
-.cells{display:flex;flex-wrap:wrap;gap:1px;max-width:1140px}.c{width:9px;height:9px;display:inline-block}
-.in{background:#1a7f37}.abs{background:#e3a008}.oth{background:#f3e6b0}.out{background:#d0d7de}
-.sw{display:inline-block;width:11px;height:11px;margin:0 4px 0 10px;vertical-align:-1px}
-.charts{display:flex;flex-wrap:wrap;gap:10px}.chart{background:#fff;border:1px solid #e3e3e3}
-.chart .grid{stroke:#eee}.chart .full{stroke:#999;stroke-width:1.5}.chart text{font-size:10px;fill:#444}
-.chart .ct{text-anchor:middle;font-size:11px;font-weight:600}.chart .yt{text-anchor:end}.chart .xt,.chart .xl{text-anchor:middle}
-.chart .yl{text-anchor:middle}.graphbox{overflow-x:auto;background:#fff;border:1px solid #e3e3e3}
-.graph .edge{stroke-width:1.4}.graph .in{stroke:#1b6ca8;stroke-width:2.2}.graph .base{stroke:#d35400;stroke-dasharray:6 4}
-.graph .abs{stroke:#aaa;stroke-dasharray:2 3;stroke-width:1}.graph .node{fill:#bbb}.graph .node.used{fill:#1b3a57}.graph .nl{font-size:10px}
-.ln{display:inline-block;width:26px;height:0;margin:0 4px 3px 10px}.ln-in{border-top:2px solid #1b6ca8}
-.ln-base{border-top:2px dashed #d35400}.ln-abs{border-top:2px dotted #999}#errors{background:#fdd;padding:8px}
-.warning{background:#fff4e5;border:1px solid #f0b46b;border-left:6px solid #d35400;padding:6px 14px;margin:10px 0}
-.warning ul{margin:4px 0;padding-left:20px}.warning li{margin:4px 0}
-.switch{margin:14px 0 4px;padding:6px 10px;background:#fff;border:1px solid #e3e3e3;position:sticky;top:0;z-index:1}
-.switch button{font:inherit;margin:0 4px;padding:3px 12px;border:1px solid #1b3a57;border-radius:3px;background:#fff;
-color:#1b3a57;cursor:pointer}
-.switch button[aria-pressed=true]{background:#1b3a57;color:#fff}
-"""
-
-JS = """
-(function () {
-  var errors = document.getElementById('errors');
-  window.addEventListener('error', function (e) {
-    if (errors) { errors.hidden = false; errors.textContent += 'JavaScript error: ' + e.message + '\\n'; }
-  });
-  window.addEventListener('load', function () {
-    Array.prototype.forEach.call(document.images, function (img) {
-      if (!img.complete || img.naturalWidth === 0) {
-        errors.hidden = false;
-        errors.textContent += 'Missing image: ' + img.getAttribute('src') + '\\n';
-      }
-    });
-  });
-  var labels = {I: ['in', 'certified in'], A: ['abs', 'abstained (in the baseline only)'],
-                X: ['oth', 'abstained (outside the baseline)'], O: ['out', 'certified out']};
-  function each(list, f) { Array.prototype.forEach.call(list, f); }
-  function votes(b64) {
-    var raw = atob(b64), out = new Uint16Array(raw.length / 2);
-    for (var i = 0; i < out.length; i++) out[i] = raw.charCodeAt(2 * i) | (raw.charCodeAt(2 * i + 1) << 8);
-    return out;
-  }
-  function render(data, box, index) {
-    var k = data.k[index], v = votes(k.votes);
-    box.textContent = '';
-    data.layers.forEach(function (layer) {
-      var row = document.createElement('div'), counts = {I: 0, A: 0, X: 0, O: 0};
-      row.className = 'layer';
-      var cells = document.createElement('div');
-      cells.className = 'cells';
-      for (var u = layer.start; u < layer.start + layer.size; u++) {
-        var c = k.cat.charAt(u), cell = document.createElement('span');
-        counts[c] += 1;
-        cell.className = 'c ' + labels[c][0];
-        cell.title = layer.name + '.' + data.names[u] + ': ' + labels[c][1] + '; ' + v[u] + ' of ' + data.n +
-          ' certification votes (' + Math.round(100 * v[u] / data.n) + '%); baseline: ' + (k.base.charAt(u) === '1' ? 'in' : 'out');
-        cells.appendChild(cell);
-      }
-      var title = document.createElement('b');
-      title.textContent = layer.name;
-      row.appendChild(title);
-      var text = ' ' + counts.I + ' in, ' + (counts.A + counts.X) + ' abstained, ' + counts.O + ' out of ' + layer.size;
-      row.appendChild(document.createTextNode(text));
-      row.appendChild(cells);
-      box.appendChild(row);
-    });
-  }
-  // a circuit view (its K selector, its box, its data) is drawn when it is first shown
-  function visible(element) {
-    for (; element; element = element.parentElement) if (element.hidden) return false;
-    return true;
-  }
-  function draw() {
-    each(document.querySelectorAll('.circuit-view'), function (view) {
-      if (view.getAttribute('data-drawn') || !visible(view)) return;
-      view.setAttribute('data-drawn', '1');
-      var data = JSON.parse(view.querySelector('script[type="application/json"]').textContent);
-      var select = view.querySelector('select'), box = view.querySelector('.circuit');
-      select.addEventListener('change', function () { render(data, box, +select.value); });
-      render(data, box, +select.value);
-    });
-  }
-  // a switch between scorers (or methods): its buttons show one panel each; #scorer=NAME opens NAME's
-  var wanted = null;
-  try { wanted = decodeURIComponent(location.hash).replace(/^#scorer=/, ''); } catch (e) { wanted = null; }
-  each(document.querySelectorAll('.switched'), function (switched) {
-    var buttons = switched.querySelectorAll(':scope > .switch > button');
-    var panels = switched.querySelectorAll(':scope > .panel');
-    function show(index) {
-      each(panels, function (panel) { panel.hidden = +panel.getAttribute('data-panel') !== index; });
-      each(buttons, function (button) {
-        button.setAttribute('aria-pressed', String(+button.getAttribute('data-panel') === index));
-      });
-      draw();
-    }
-    each(buttons, function (button) {
-      button.addEventListener('click', function () { show(+button.getAttribute('data-panel')); });
-    });
-    each(buttons, function (button) { if (button.getAttribute('data-name') === wanted) button.click(); });
-  });
-  draw();
-})();
-"""
