@@ -1,8 +1,7 @@
 # Language half: task prompts, the embedded tiny GPT-2 (or GPT-2 Small), EAP-IG attributions on the
 # train split, interchange-patched sufficiency per (task, certification setting).
 
-LANGUAGE_SPLITS = ["train", "id_test", "ood_test", "validation"]
-ALL_TASKS = ["ioi", "ioi_hard", "greater_than"]
+from certified_circuits.language.tasks import SPLITS as LANGUAGE_SPLITS, TASKS as ALL_TASKS
 
 
 if HF_LANGUAGE:

@@ -1,8 +1,7 @@
 # Vision half: concept world and model (embedded) or ImageNet folders and torchvision models (paper),
 # attributions per class, sufficiency evaluation per (split, class, setting).
 
-WORLD_SPLITS = ["train", "concept", "id_test", "context_shift", "corruption", "adversarial_pool",
-                "anomaly_pool", "counterfactual"]
+from certified_circuits.vision.data.world import SPLITS as WORLD_SPLITS
 VSETTING = Setting.from_config(VISION["certification"])
 REDISCOVERY = list(VISION["rediscovery_sets"])
 CLASS_SPLITS = ["concept"] + REDISCOVERY

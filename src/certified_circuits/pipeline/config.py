@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from certified_circuits.language.tasks import TASKS
 from certified_circuits.pipeline.plans import ConfigPlan, PlanConfigError, check_config_plans, config_plans
 
 
@@ -226,8 +227,8 @@ def check_vision(vision) -> int | None:
     return check_folders(vision)
 
 
-#: the prompt generators of the embedded and gpt2 sources
-BUILTIN_TASKS = ("ioi", "ioi_hard", "greater_than")
+#: the prompt generators of the embedded and gpt2 sources (language/tasks.py owns the list)
+BUILTIN_TASKS = TASKS
 
 
 def check_language(language) -> dict[str, int] | None:
