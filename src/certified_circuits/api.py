@@ -167,6 +167,7 @@ class Certificate:
         )
         labels = {**votes.attrs, **decisions.attrs}
         groups = getattr(votes, "groups", None)
+        names = getattr(votes, "names", None)
         return cls(
             decision=np.asarray(decisions.decision, dtype=np.int8),
             pvalue=np.asarray(decisions.pvalue, dtype=np.float64),
@@ -179,6 +180,7 @@ class Certificate:
             k_grid=None if votes.k_grid is None else np.asarray(votes.k_grid, dtype=np.float64),
             groups=None if groups is None else np.asarray(groups),
             attrs={key: value for key, value in labels.items() if key not in _OWNED_ATTRS},
+            names=None if names is None else tuple(str(name) for name in names),
         )
 
     @classmethod

@@ -39,6 +39,42 @@ def test_votes_then_certify(tmp_path: Path, attribution_file: Path) -> None:
     assert certificates.decision[0, 0] == 1 and certificates.decision[0, 9] == 1
 
 
+def test_the_votes_and_the_certificate_name_the_attribution_files_components(
+    tmp_path: Path, attribution_file: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """The votes stage copies the attribution file's component names; the certify stage's certificate carries
+    them, so Certificate.load and inspect name the certified components (c0 and c9 here), not their indices."""
+    import certified_circuits as cc
+
+    votes_path, cert_path = tmp_path / "votes.h5", tmp_path / "cert.h5"
+    main(["votes", "--attributions", str(attribution_file), "--scorer", "relevance", "--k-grid", "0.125",
+          "--p-del", "0.6", "--n0", "50", "--n", "300", "--seed", "4", "--out", str(votes_path)])
+    assert read_votes(votes_path).names == tuple(f"c{i}" for i in range(16))
+    main(["certify", "--votes", str(votes_path), "--tau", "0.95", "--alpha", "0.001", "--out", str(cert_path)])
+    certificate = cc.Certificate.load(cert_path)
+    assert certificate.names == tuple(f"c{i}" for i in range(16))
+    assert [certificate.names[u] for u in np.flatnonzero(certificate.certified_in[0])] == ["c0", "c9"]
+    capsys.readouterr()
+    assert main(["inspect", str(cert_path), "--top", "2"]) == 0
+    text = capsys.readouterr().out
+    assert "certified in at K 0.125 (top 2 of 2" in text
+    assert "  c0 (group 0): " in text and "  c9 (group 1): " in text and "  #" not in text
+
+
+def test_votes_written_before_names_were_recorded_still_certify(tmp_path: Path, attribution_file: Path) -> None:
+    import h5py
+
+    votes_path, cert_path = tmp_path / "votes.h5", tmp_path / "cert.h5"
+    main(["votes", "--attributions", str(attribution_file), "--scorer", "relevance", "--k-grid", "0.125",
+          "--p-del", "0.6", "--n0", "50", "--n", "300", "--seed", "4", "--out", str(votes_path)])
+    with h5py.File(votes_path, "a") as handle:
+        del handle["names"]  # as the votes stage wrote it before
+    assert read_votes(votes_path).names is None
+    assert main(["certify", "--votes", str(votes_path), "--tau", "0.95", "--alpha", "0.001", "--out", str(cert_path)]) == 0
+    certificates = read_certificates(cert_path)
+    assert certificates.decision[0, 0] == 1 and certificates.decision[0, 9] == 1
+
+
 def test_bad_tau_stops_before_writing(tmp_path: Path, attribution_file: Path, capsys: pytest.CaptureFixture) -> None:
     votes_path = tmp_path / "votes.h5"
     main(["votes", "--attributions", str(attribution_file), "--scorer", "relevance", "--k-grid", "0.5",

@@ -8,6 +8,8 @@ counts computed here from the arrays, not by the code under test.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import re
 import warnings
 from pathlib import Path
@@ -311,6 +313,12 @@ def test_inspect_workflow_votes_and_certificates(tmp_path: Path, capsys) -> None
     chosen = np.flatnonzero(certificates.decision[i] == 1)
     best = chosen[np.argsort(-votes.certification_counts[i, chosen], kind="stable")][0]
     assert f"  #{best} (group {GROUPS[best]}): {votes.certification_counts[i, best]} votes" in both
+    # votes that record their components' names (the votes stage copies the attribution file's) name them
+    named = write_votes(tmp_path / "named.h5", replace(votes, names=tuple(NAMES)))
+    assert main(["inspect", str(named), str(certs_path), "--top", "2"]) == 0
+    text = capsys.readouterr().out
+    assert f"  {NAMES[best]} (group {GROUPS[best]}): {votes.certification_counts[i, best]} votes" in text
+    assert "  #" not in text
 
 
 def test_inspect_an_attribution_file(tmp_path: Path, capsys) -> None:

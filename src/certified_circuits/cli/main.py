@@ -111,6 +111,7 @@ def _cmd_votes(args: argparse.Namespace) -> int:
         },
     )
     votes.attrs["seconds"] = time.perf_counter() - start
+    votes.names = tuple(attributions.names)  # the certificate certified from these votes names its components
     write_votes(args.out, votes)
     add_metrics({"votes_seconds": votes.attrs["seconds"], "n_components": n_components, "n_examples": n_examples})
     log.info("votes: %d x %d components, n0=%d n=%d in %.2fs -> %s", len(args.k_grid), n_components,

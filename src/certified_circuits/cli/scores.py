@@ -425,10 +425,12 @@ def _decision_lines(decision: np.ndarray, k_grid: Any, counts: np.ndarray | None
         return lines
     counts = None if counts is None else np.atleast_2d(counts)
     pvalue = None if pvalue is None else np.atleast_2d(pvalue)
+    empty = [label for label, row in zip(labels, decision) if not (row == 1).any()]
+    if empty:  # one line for every K that certifies nothing in
+        lines.append("certified in: none" + (f" at {', '.join(empty)}" if k_grid is not None else ""))
     for i, (label, row) in enumerate(zip(labels, decision)):
         chosen, at = np.flatnonzero(row == 1), f" at {label}" if k_grid is not None else ""
         if not chosen.size:
-            lines.append(f"certified in{at}: none")
             continue
         if counts is not None:
             chosen = chosen[np.argsort(-counts[i, chosen], kind="stable")]
@@ -486,8 +488,9 @@ def _inspect_certificates(path: Path, votes: Any, top: int) -> list[str]:
             *_labels_line(attrs, _SETTING_ATTRS), *_plan_lines(attrs, n_components)]
     counts = votes[0].certification_counts if votes is not None else None
     groups = votes[0].groups if votes is not None else None
+    names = votes[0].names if votes is not None else None
     n = int(votes[0].attrs["n"]) if votes is not None else None
-    return head + _decision_lines(certificates.decision, certificates.k_grid, counts, n, certificates.pvalue, None,
+    return head + _decision_lines(certificates.decision, certificates.k_grid, counts, n, certificates.pvalue, names,
                                   groups, top)
 
 
@@ -511,7 +514,8 @@ def _inspect_votes(path: Path, top: int) -> list[str]:
         for k, row in zip(votes.k_grid, votes.certification_counts):
             order = np.argsort(-row, kind="stable")[:top]
             lines.append(f"most certification votes at K {float(k):g} (of n = {n}):")
-            lines += [f"  #{int(u)} (group {int(votes.groups[u])}): {int(row[u])} votes" for u in order]
+            lines += [f"  {_name(votes.names, int(u))} (group {int(votes.groups[u])}): {int(row[u])} votes"
+                      for u in order]
     return lines
 
 

@@ -48,7 +48,12 @@ class Attributions:
 
 @dataclass
 class Votes:
-    """Vote counts of Algorithm 2 for a K grid, plus the baseline circuits (A on the full dataset)."""
+    """Vote counts of Algorithm 2 for a K grid, plus the baseline circuits (A on the full dataset).
+
+    ``names`` are the ``[U]`` component names of the scores the votes were counted from (the attribution
+    file's ``components/name``), or None when unknown (votes files written before they were recorded); the
+    certificate certified from the votes carries them, so ``inspect`` and the reports name each component.
+    """
 
     k_grid: np.ndarray
     baseline: np.ndarray
@@ -56,6 +61,7 @@ class Votes:
     certification_counts: np.ndarray
     groups: np.ndarray
     attrs: dict[str, Any] = field(default_factory=dict)
+    names: tuple[str, ...] | None = None
 
 
 @dataclass

@@ -239,11 +239,16 @@ def write_votes(path: str | os.PathLike, votes: Votes) -> Path:
     for name in ("baseline", "certification_counts"):
         if getattr(votes, name).shape != (n_k, n_components):
             raise ValueError(f"votes.{name} has shape {getattr(votes, name).shape}, expected {(n_k, n_components)}")
-    return _write_file(path, {
+    datasets = {
         "k_grid": np.asarray(votes.k_grid, dtype=np.float64), "baseline": votes.baseline.astype(bool),
         "selection_counts": votes.selection_counts.astype(np.int32),
         "certification_counts": votes.certification_counts.astype(np.int32),
-        "groups": np.asarray(votes.groups, dtype=np.int32)}, votes.attrs)
+        "groups": np.asarray(votes.groups, dtype=np.int32)}
+    if votes.names is not None:
+        if len(votes.names) != n_components:
+            raise ValueError(f"votes.names has {len(votes.names)} names for {n_components} components")
+        datasets["names"] = np.asarray([str(name) for name in votes.names], dtype=STR_DTYPE)
+    return _write_file(path, datasets, votes.attrs)
 
 
 def read_votes(path: str | os.PathLike) -> Votes:
@@ -260,6 +265,7 @@ def read_votes(path: str | os.PathLike) -> Votes:
             certification_counts=_dataset(handle, "certification_counts", "iu", shape, producer),
             groups=_dataset(handle, "groups", "iu", (shape[1],), producer),
             attrs=_read_attrs(handle),
+            names=tuple(_dataset(handle, "names", "str", (shape[1],), producer)) if "names" in handle else None,
         )
         for key in ("p_del", "n0", "n", "seed", "n_examples"):
             if key not in votes.attrs:

@@ -228,6 +228,7 @@ def discovery_votes(
         selection_counts=selection,
         certification_counts=certification,
         groups=model.groups().numpy().astype(np.int32),
+        names=tuple(model.vertex_names()),
         attrs={
             "p_del": float(p_del),
             "n0": int(n0),
