@@ -87,3 +87,19 @@ def test_spurious_index():
     shp = torch.tensor([[0.0, 2.0]] * 3)
     np.testing.assert_allclose(spurious_index(base, hab, shp).numpy(), [1.0, 0.0])
     np.testing.assert_allclose(spurious_index(base, hab, hab).numpy(), [0.5, 0.0])
+
+
+def test_the_schema_offers_exactly_the_built_in_scorers() -> None:
+    """config.schema.yaml's built-in scorer names are vision/scoring/scorers.SCORERS (the schema's enum keeps the
+    config check free of torch; this keeps the two from disagreeing), and its default runs every built-in."""
+    from pathlib import Path
+
+    import yaml
+
+    from certified_circuits.vision.scoring.scorers import SCORERS
+
+    schema = yaml.safe_load((Path(__file__).resolve().parents[3] / "config.schema.yaml").read_text())
+    scorers = schema["properties"]["vision"]["properties"]["scorers"]
+    enums = [option["enum"] for option in scorers["items"]["anyOf"] if "enum" in option]
+    assert enums == [list(SCORERS)] and scorers["default"] == list(SCORERS)
+    assert schema["properties"]["vision"]["properties"]["main_scorer"]["default"] in SCORERS
