@@ -316,6 +316,25 @@ def test_the_switch_shows_the_other_scorers_circuit_in_a_browser(tmp_path):
     assert drawn(switched, 1) == ["out", "out", "out", "abs", "abs", "abs"] and drawn(switched, 0) == []
 
 
+@pytest.mark.skipif(CHROMIUM is None, reason="needs chromium to run the page's script")
+def test_the_error_box_lists_each_missing_image_on_its_own_line(tmp_path):
+    """The explorer's script (explorer_static/explorer.js, as build_explorer writes it) reports every image that
+    failed to load in the page's error box, one per line: a newline in the script, not a backslash and an n."""
+    import subprocess
+
+    from certified_circuits.reports.explorer import JS
+
+    (tmp_path / "explorer.js").write_text(JS)
+    (tmp_path / "page.html").write_text('<!doctype html><html><body><div id="errors" hidden></div>'
+                                        '<img src="first.png"><img src="second.png">'
+                                        '<script src="explorer.js"></script></body></html>')
+    done = subprocess.run([CHROMIUM, "--headless=new", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=3000",
+                           "--dump-dom", (tmp_path / "page.html").resolve().as_uri()],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "Missing image: first.png\nMissing image: second.png\n</div>" in done.stdout
+
+
 def test_a_task_with_two_methods_has_a_switch_and_a_circuit_json_for_each(tmp_path):
     """A language task whose circuits come from two attribution methods (two score matrices of one attribution
     file): one panel each, with its own graph, settings table and circuit JSON; the first is shown."""

@@ -3,13 +3,13 @@
 (function () {
   var errors = document.getElementById('errors');
   window.addEventListener('error', function (e) {
-    if (errors) { errors.hidden = false; errors.textContent += 'JavaScript error: ' + e.message + '\\n'; }
+    if (errors) { errors.hidden = false; errors.textContent += 'JavaScript error: ' + e.message + '\n'; }
   });
   window.addEventListener('load', function () {
     Array.prototype.forEach.call(document.images, function (img) {
       if (!img.complete || img.naturalWidth === 0) {
         errors.hidden = false;
-        errors.textContent += 'Missing image: ' + img.getAttribute('src') + '\\n';
+        errors.textContent += 'Missing image: ' + img.getAttribute('src') + '\n';
       }
     });
   });
