@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from certified_circuits.language.tasks import TASKS
+from certified_circuits.language.tasks import TASKS  # the built-in prompt generators (embedded, gpt2)
 from certified_circuits.pipeline.plans import ConfigPlan, PlanConfigError, check_config_plans, config_plans
 
 
@@ -227,10 +227,6 @@ def check_vision(vision) -> int | None:
     return check_folders(vision)
 
 
-#: the prompt generators of the embedded and gpt2 sources (language/tasks.py owns the list)
-BUILTIN_TASKS = TASKS
-
-
 def check_language(language) -> dict[str, int] | None:
     """Tasks, settings and (source hf) the model folder and every task file, before any job.
 
@@ -248,18 +244,18 @@ def check_language(language) -> dict[str, int] | None:
             config_error("language.tasks", language["tasks"], f"tasks {unknown} have no entry in language.task_files "
                                                               f"{sorted(language['task_files'])}")
     else:
-        language.setdefault("tasks", list(BUILTIN_TASKS))
+        language.setdefault("tasks", list(TASKS))
         if language.get("task_files"):
             config_error("language.task_files", sorted(language["task_files"]),
                          "task files need source: hf (any causal LM folder with its tokenizer; answers are tokenised "
                          "as written); the embedded and gpt2 sources generate the built-in tasks")
-        unknown = [t for t in language["tasks"] if t not in BUILTIN_TASKS]
+        unknown = [t for t in language["tasks"] if t not in TASKS]
         if unknown:
-            config_error("language.tasks", language["tasks"], f"source {source} generates only {list(BUILTIN_TASKS)}; "
+            config_error("language.tasks", language["tasks"], f"source {source} generates only {list(TASKS)}; "
                                                               f"for your own tasks use source: hf and task_files")
     check_language_method(language)
     cert = language["certification"]
-    known = set(language["task_files"]) if source == "hf" else set(BUILTIN_TASKS)
+    known = set(language["task_files"]) if source == "hf" else set(TASKS)
     stray = [t for t in language["settings"] if t not in known]
     if stray:
         config_error("language.settings", sorted(language["settings"]),
