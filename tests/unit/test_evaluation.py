@@ -116,3 +116,20 @@ def test_peak_table_by_extra_keys_and_best_setting() -> None:
     assert peaks.set_index("setting").loc["s2", "certified"] == pytest.approx(0.99)
     best = best_setting(peaks, by=["experiment", "eval_set"])
     assert len(best) == 1 and best.iloc[0]["setting"] == "s2" and best.iloc[0]["certified_k"] == pytest.approx(0.1)
+
+
+def test_read_sufficiency_keeps_the_rows_of_one_ablation(tmp_path: Path) -> None:
+    rows = [dict(experiment="w", concept="c", eval_set="id", method="baseline", k_target=0.5, k_effective=0.5,
+                 accuracy=acc, ablation=ablation) for ablation, acc in (("zero", 1.0), ("mean", 0.25))]
+    path = tmp_path / "both.csv"
+    pd.DataFrame(rows).to_csv(path, index=False)
+    zero, mean = read_sufficiency([path]), read_sufficiency([path], "mean")
+    assert list(zero["accuracy"]) == [1.0] and list(mean["accuracy"]) == [0.25]
+    assert "ablation" not in zero.columns  # every later key is unchanged
+    pd.DataFrame(rows[:1]).to_csv(path, index=False)
+    with pytest.raises(ValueError, match=r"no rows of ablation 'mean' \(it has zero\).*--ablation mean"):
+        read_sufficiency([path], "mean")
+    pd.DataFrame(rows[:1]).drop(columns="ablation").to_csv(path, index=False)
+    assert list(read_sufficiency([path])["accuracy"]) == [1.0]  # no column: the paper's zero ablation
+    with pytest.raises(ValueError, match="no 'ablation' column"):
+        read_sufficiency([path], "mean")

@@ -56,8 +56,26 @@ def require_columns(table: pd.DataFrame, columns: Iterable[str], what: str) -> N
         )
 
 
-def read_sufficiency(paths: Sequence[str | Path]) -> pd.DataFrame:
-    """Concatenate per-concept sufficiency CSVs, checking the contract."""
+#: the ablation a sufficiency table is read at when none is asked for: the paper's (zero ablation)
+DEFAULT_ABLATION = "zero"
+
+
+def read_sufficiency(paths: Sequence[str | Path], ablation: str = DEFAULT_ABLATION) -> pd.DataFrame:
+    """Concatenate per-concept sufficiency CSVs, checking the contract.
+
+    Args:
+        paths: per-concept CSVs of an evaluate stage.
+        ablation: the rows to keep when a CSV carries an ``ablation`` column (vision-evaluate writes one row
+            set per ablation it was asked for: ``zero``, the paper's test, and ``mean``, non-circuit channels
+            at their mean over the train split). A CSV without the column (language, older runs) is zero
+            ablation or interchange patching, and is kept whole when ``ablation`` is the default.
+
+    Returns:
+        One table, the rows of ``ablation`` only (the column dropped, so every later key is unchanged).
+
+    Raises:
+        ValueError: a CSV has no row of ``ablation`` (name the ablations it has and the option that adds it).
+    """
     if not paths:
         raise ValueError("no sufficiency tables given")
     frames = []
@@ -67,6 +85,15 @@ def read_sufficiency(paths: Sequence[str | Path]) -> pd.DataFrame:
             raise FileNotFoundError(f"{path}: sufficiency table not found; run the evaluate stage for it")
         frame = pd.read_csv(path, dtype={OUTCOME_COLUMN: str})  # keep leading zeros of the 0/1 strings
         require_columns(frame, KEYS + ["k_effective", "accuracy"], str(path))
+        if "ablation" in frame.columns:
+            present = sorted(set(frame["ablation"].astype(str)))
+            frame = frame[frame["ablation"].astype(str) == ablation].drop(columns="ablation")
+            if frame.empty:
+                raise ValueError(f"{path}: no rows of ablation {ablation!r} (it has {', '.join(present)}); evaluate with "
+                                 f"`vision-evaluate --ablation {ablation}` (workflow: vision.ablations)")
+        elif ablation != DEFAULT_ABLATION:
+            raise ValueError(f"{path}: no 'ablation' column, so only {DEFAULT_ABLATION!r} rows; evaluate with "
+                             f"`vision-evaluate --ablation {ablation}` (workflow: vision.ablations)")
         frames.append(frame)
     table = pd.concat(frames, ignore_index=True)
     table["concept"] = table["concept"].astype(str)

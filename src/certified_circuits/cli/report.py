@@ -41,6 +41,8 @@ def _sufficiency_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--bootstrap-seed", type=int, default=0,
                    help="seed of the per-example paired bootstrap (balanced accuracy)")
     p.add_argument("--title", default="")
+    p.add_argument("--ablation", choices=("zero", "mean"), default="zero",
+                   help="which rows of the tables: zero (the paper's test, default) or mean ablation (vision-evaluate --ablation)")
     p.add_argument("--out-dir", required=True, type=Path)
 
 
@@ -50,7 +52,7 @@ def _cmd_sufficiency(args: argparse.Namespace) -> int:
     from certified_circuits.reports.paper import sufficiency_report
 
     add_metrics(sufficiency_report(args.inputs, args.by, args.test, args.best_setting, args.title, args.out_dir,
-                                   select_on=args.select_on, bootstrap_seed=args.bootstrap_seed))
+                                   select_on=args.select_on, bootstrap_seed=args.bootstrap_seed, ablation=args.ablation))
     return 0
 
 

@@ -74,8 +74,12 @@ def _faithfulness_tables(table: pd.DataFrame, keys: Sequence[str], out_dir: Path
 
 
 def sufficiency_report(inputs: Sequence[Path], by: Sequence[str], test: str, best_setting: bool, title: str,
-                       out_dir: Path, select_on: str | None = None, bootstrap_seed: int = 0) -> dict[str, float]:
+                       out_dir: Path, select_on: str | None = None, bootstrap_seed: int = 0,
+                       ablation: str = evaluation.DEFAULT_ABLATION) -> dict[str, float]:
     """Table 1 / Table 3, curves and the operating points from per-concept sufficiency CSVs.
+
+    ``ablation``: which rows of the CSVs (``zero``, the paper's; ``mean``: the class-bias-free evaluation,
+    docs/embedded_default.md) the tables are made of (:func:`certified_circuits.analysis.evaluation.read_sufficiency`).
 
     ``peaks_*``: each method at its peak on each eval set (the paper's protocol: K, and the setting with
     ``best_setting``, are chosen on the split they are reported on). With ``select_on``, also
@@ -85,7 +89,7 @@ def sufficiency_report(inputs: Sequence[Path], by: Sequence[str], test: str, bes
     (:mod:`certified_circuits.analysis.paired_tests`; the bootstrap is seeded with ``bootstrap_seed``); the
     markers of the display tables come from the per-example test.
     """
-    table = evaluation.read_sufficiency(inputs)
+    table = evaluation.read_sufficiency(inputs, ablation)
     evaluation.require_columns(table, ["scorer", "setting", "p_del", "tau", "radius"], "sufficiency tables "
                                "(rerun the evaluation stage: its CSVs carry their settings)")
     keys = ["experiment", *by, "eval_set"]
