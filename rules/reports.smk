@@ -71,6 +71,40 @@ if VISION["enabled"]:
 
     ALL_TARGETS += rules.vision_tables.output
     SUMMARY_PEAKS += [rules.vision_tables.output.peaks, rules.vision_tables.output.balanced]
+
+    if "mean" in VISION["ablations"]:
+        VMEAN_TABLES = f"{VTABLES}/mean_ablation"
+
+        rule vision_tables_mean:
+            """The same tables under mean ablation (non-circuit channels at their train-split mean): the evaluation
+            a class-biased circuit cannot win, since every other class keeps its average logit."""
+            input:
+                [PATHS.sufficiency(VX, "concept", c, VSETTING) for c in VCONCEPTS],
+            output:
+                peaks=f"{VMEAN_TABLES}/peaks_cacc_raw.csv",
+                balanced=f"{VMEAN_TABLES}/peaks_balanced_raw.csv",
+                curves=f"{VMEAN_TABLES}/curves.csv",
+                operating_points=f"{VMEAN_TABLES}/operating_points.csv",
+                curves_figure=report(f"{VMEAN_TABLES}/curves_cacc.png", caption="../report/curves.rst", category="Vision"),
+                balanced_figure=report(f"{VMEAN_TABLES}/curves_balanced_accuracy.png", caption="../report/balanced.rst", category="Vision"),
+            params:
+                job=job_env("vision_tables_mean"),
+                select=f"--select-on {q(VISION['selection_set'])}" if VISION["selection_set"] else "",
+                test=config["tables"]["test"],
+                bootstrap_seed=config["tables"]["bootstrap_seed"],
+                title=f"{VX} (mean ablation)",
+                out=lambda w, output: os.path.dirname(output[0]),
+            log:
+                log_path("vision_tables_mean"),
+            conda:
+                ENV
+            shell:
+                "{params.job} certified-circuits report-sufficiency --inputs {input:q} --by scorer --ablation mean --test {params.test} "
+                "--bootstrap-seed {params.bootstrap_seed} {params.select} --title {params.title:q} --out-dir {params.out:q} 2> {log:q}"
+
+        ALL_TARGETS += rules.vision_tables_mean.output
+        SUMMARY_PEAKS += [rules.vision_tables_mean.output.peaks, rules.vision_tables_mean.output.balanced]
+        SUMMARY_CURVES += [rules.vision_tables_mean.output.curves]
     SUMMARY_CURVES += [rules.vision_tables.output.curves]
     SUMMARY_CERTIFICATES += [PATHS.certificates(VX, "concept", c, s, VSETTING) for c in VCONCEPTS
                              for s in vision_scorers("concept", VSETTING)]

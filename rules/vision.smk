@@ -212,6 +212,7 @@ rule vision_evaluate:
         circuits=vision_evaluate_circuits,
         model=vision_model_inputs(),
         data=lambda w: local_inputs(vision_eval_data(name) for name in vision_evaluate_sets(w)),
+        reference=jobs.vision_ablation_inputs(config, PATHS),
     output:
         PATHS.sufficiency(VX),
     params:
@@ -219,6 +220,7 @@ rule vision_evaluate:
         model=vision_model_args(),
         circuits=lambda w, input: item_options("--circuits", zip(input.circuits[::2], input.circuits[1::2])),
         eval_sets=lambda w: item_options("--eval-set", [(f"{name}={vision_eval_data(name)}",) for name in vision_evaluate_sets(w)]),
+        ablation=jobs.vision_ablation_options(config, PATHS),
         experiment=VX,
     log:
         log_path("vision_evaluate", f"{{split}}/{{concept}}/{SETTING_PATTERN}"),
@@ -233,7 +235,7 @@ rule vision_evaluate:
         gpu=VISION_GPU,
     shell:
         "{params.job} certified-circuits vision-evaluate {params.model} --threads {threads} {params.circuits} "
-        "--concept {wildcards.concept:q} {params.eval_sets} --experiment {params.experiment:q} --out {output:q} 2> {log:q}"
+        "--concept {wildcards.concept:q} {params.eval_sets} {params.ablation} --experiment {params.experiment:q} --out {output:q} 2> {log:q}"
 
 
 if VDISCOVERY_SCORERS:

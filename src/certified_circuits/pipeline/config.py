@@ -63,6 +63,11 @@ def vision_source(vision: dict[str, Any]) -> dict[str, Any]:
 def resolve_vision_concepts(vision):
     """The classes to certify: checked against the world's classes or the class folders now, so an
     unknown class stops the run before world generation and training."""
+    if "mean" in vision.get("ablations", ["zero"]) and vision["source"] != "embedded":
+        config_error("vision.ablations", vision["ablations"],
+                     "mean ablation in the workflow takes its reference images from the embedded world's train split; for "
+                     "your own data run `certified-circuits vision-evaluate --ablation zero mean --reference ROOT` by hand, "
+                     "or set vision.ablations: [zero]")
     if vision["source"] == "embedded":
         from certified_circuits.vision.data.world import WorldConfig
 
@@ -205,6 +210,11 @@ def check_vision(vision) -> int | None:
     unknown = set(vision["rediscovery_sets"]) - set(vision["eval_sets"])
     if unknown:
         config_error("vision.rediscovery_sets", sorted(unknown), f"each must also be in vision.eval_sets {vision['eval_sets']}")
+    if "mean" in vision.get("ablations", ["zero"]) and vision["source"] != "embedded":
+        config_error("vision.ablations", vision["ablations"],
+                     "mean ablation in the workflow takes its reference images from the embedded world's train split; for "
+                     "your own data run `certified-circuits vision-evaluate --ablation zero mean --reference ROOT` by hand, "
+                     "or set vision.ablations: [zero]")
     if vision["source"] == "embedded":
         from certified_circuits.vision.data.world import WorldConfig
 

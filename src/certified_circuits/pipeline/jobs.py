@@ -30,7 +30,7 @@ __all__ = [
     "vision_concepts", "vision_eval_data", "vision_concept_size", "vision_model_args", "vision_model_inputs",
     "vision_attribute_invocation", "vision_attribute_outputs", "vision_scorers", "vision_circuits",
     "vision_images_per_class", "vision_rediscovered", "vision_iou_circuits", "vision_evaluate_circuits",
-    "vision_evaluate_sets", "vision_attack_inputs", "attack_options", "votes_options", "decision_options",
+    "vision_evaluate_sets", "vision_ablation_options", "vision_ablation_inputs", "vision_attack_inputs", "attack_options", "votes_options", "decision_options",
     "embedded_language", "hf_language", "language_dirs", "language_model_args", "language_eval_sets",
     "language_model_inputs", "language_settings", "explorer_circuits", "language_selected_table",
     "mib_model_name", "mib_circuits",
@@ -456,6 +456,33 @@ def vision_evaluate_sets(config: Config, split: str, setting: Setting) -> list[s
     ID only for the radius sweep (other |D| or p_del: App. D reports ID cACC and sizes)."""
     main = split == "concept" and setting == vision_setting(config)
     return config["vision"]["eval_sets"] if main else ["id"]
+
+
+def vision_ablation_options(config: Config, paths: Layout) -> str:
+    """vision-evaluate's ablation options: every ablation of ``vision.ablations`` in one process.
+
+    Args:
+        config: the run's config.
+        paths: the run's layout.
+
+    Returns:
+        ``--ablation zero`` alone (the paper's test) or, with ``mean``, the ablations and the reference images
+        whose mean activations fill removed channels (the embedded world's train split, ``mean_reference_size``
+        of them, sampled with the certification seed): ``--ablation zero mean --reference R/vision/world/train.npz
+        --reference-size 1000 --seed 0``.
+    """
+    vision = config["vision"]
+    ablations = list(vision.get("ablations", ["zero"]))
+    options = f"--ablation {words(ablations)}"
+    if "mean" in ablations:
+        options += (f" --reference {q(vision_dirs(paths)['world'] + '/train.npz')} "
+                    f"--reference-size {int(vision['mean_reference_size'])} --seed {int(vision_setting(config).seed)}")
+    return options
+
+
+def vision_ablation_inputs(config: Config, paths: Layout) -> list[str]:
+    """The reference images a vision_evaluate job reads for mean ablation (none for zero ablation alone)."""
+    return [vision_dirs(paths)["world"] + "/train.npz"] if "mean" in config["vision"].get("ablations", ["zero"]) else []
 
 
 def vision_attack_inputs(config: Config, paths: Layout, concepts: Sequence[str],

@@ -13,6 +13,8 @@ Layout (under ``results_dir``)::
     certificates/{experiment}/{split}/{concept}/{scorer}/{setting}/{decision}.h5
     sufficiency/{experiment}/{split}/{concept}/{setting}/{decision}.csv     (all scorers of the job)
     faithfulness_mib/{experiment}/{concept}.csv                              (language.faithfulness.grid: mib)
+    stability/{experiment}/{split}/{concept}/{scorer}/{setting}/{decision}.csv  (bootstrap resamples: testbed)
+    ground_truth/{experiment}.json          (the planted or verified circuits of a testbed model)
     tables/{experiment}/...   figures/{experiment}/...   mib/{experiment}/...   logs/  benchmarks/  mlflow.db
 
 with ``setting = p{p_del}_n0{n0}_n{n}_s{seed}`` (the votes: Algorithm 2) and
@@ -125,6 +127,18 @@ class Layout:
     def faithfulness_mib(self, experiment: str = "{experiment}", concept: str = "{concept}") -> str:
         """A task's faithfulness on MIB's grid (``language-faithfulness-mib``; docs/mib.md)."""
         return f"{self.root}/faithfulness_mib/{experiment}/{concept}.csv"
+
+    def stability(self, experiment: str = "{experiment}", split: str = "{split}", concept: str = "{concept}",
+                  scorer: str = "{scorer}", setting: Setting | None = None) -> str:
+        """One concept's circuits over bootstrap resamples of its dataset (``stability``; docs/embedded_default.md)."""
+        votes = self._named(setting).votes_tag if setting else votes_tag(*_VOTES_WILDCARDS)
+        decision = setting.decision_tag if setting else decision_tag(*_DECISION_WILDCARDS)
+        return f"{self.root}/stability/{experiment}/{split}/{concept}/{scorer}/{votes}/{decision}.csv"
+
+    def ground_truth(self, experiment: str = "{experiment}") -> str:
+        """The true circuits of an experiment's model, causally verified (``vision-ground-truth``,
+        ``language-ground-truth``): the testbed's answer key."""
+        return f"{self.root}/ground_truth/{experiment}.json"
 
     # ---- per-stage folders
     def mib(self, experiment: str) -> str:
