@@ -1,0 +1,323 @@
+"""Recovery of a known circuit: confusion counts, precision, recall, FPR and AUROC per method (DESIGN.md section 11).
+
+The embedded testbed plants circuits whose true components are known (a ground-truth JSON file, format
+:data:`GROUND_TRUTH_FORMAT`). Every circuit the workflow produces is scored against that truth, per K of the
+grid, for four methods read from a votes file and its certificates file:
+
+``baseline``
+    ``votes.baseline``: the base algorithm A on the full dataset.
+``majority``
+    ``certificates.majority``: the majority vote of the smoothed votes at identical compute.
+``certified_in``
+    ``decision == 1``: the certified-in components (abstentions dropped: the paper's certified circuit).
+``certified_in_abstain``
+    ``decision != 0``: certified in or abstained (everything not certified out): how much of the truth the
+    certificate leaves open, rather than excludes.
+
+Definitions, with ``C`` a circuit and ``T`` the true set over ``U`` components (``P = |T|``, ``N = U - P``):
+
+- ``TP = |C ∩ T|``, ``FP = |C \\ T|``, ``FN = |T \\ C|``, ``TN = U - TP - FP - FN``;
+- ``recall = TPR = TP / P``; ``FPR = FP / N``;
+- ``precision = TP / (TP + FP)``; for an **empty circuit** (``TP + FP = 0``) it is undefined: NaN, and the
+  ``empty_circuit`` flag is True, so a table shows it as missing and says why (MIB's ``compare_graphs`` writes 0
+  there, which would read as "all wrong" for a method that abstained on everything).
+
+AUROC, as InterpBench (``circuits_benchmark/utils/circuit/circuit_eval.py``) and MIB
+(``MIB_circuit_track/evaluation.py``, ``evaluate_area_under_roc``) compute it over a sweep of circuit sizes:
+the points ``(FPR_k, TPR_k)`` over the K grid, plus ``(0, 0)`` (the empty circuit) and ``(1, 1)`` (every
+component), sorted by FPR (ties by TPR, ascending: at one FPR the curve climbs to its best TPR before moving
+right), integrated with the trapezoid rule. The end points make the area comparable across grids that stop
+short of K = 1 (MIB's last fraction is 1, which reaches (1, 1) itself; its normalisation by the last FPR is then
+a division by 1). A perfect ranking (the truth first) gives 1; circuits with ``TPR = FPR`` at every K (no better
+than chance) give 0.5. Certified-in circuits are not nested in K the way top-K circuits are, so their points need
+not be monotone; the sort makes the curve a function of FPR all the same.
+
+Everything is vectorized over K (and any leading axes) and components: one boolean reduction per count.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from certified_circuits.core.contracts import IN, OUT, Certificates, Votes
+
+#: the ``format`` string every ground-truth file carries (the integrator's contract, version 1)
+GROUND_TRUTH_FORMAT = "certified-circuits/ground-truth/1"
+#: circuit methods scored against the truth, in table order (module docstring)
+RECOVERY_METHODS: tuple[str, ...] = ("baseline", "majority", "certified_in", "certified_in_abstain")
+#: the ``selected_*`` table's ``<method>_k_target`` column each recovery method takes its K from
+SELECTED_METHOD: dict[str, str] = {
+    "baseline": "baseline",
+    "majority": "majority",
+    "certified_in": "certified",
+    "certified_in_abstain": "certified",
+}
+
+
+@dataclass(frozen=True)
+class GroundTruth:
+    """A validated ground-truth file (``/tmp/gt_contract.md``: format, experiment, kind, concepts).
+
+    Attributes:
+        experiment, kind, model, how: the file's labels.
+        n_components: ``U`` of the experiment's attribution files (None when the file omits it).
+        concepts: concept name -> its true component names (file order, no duplicates).
+        verification: concept name -> the causal check's numbers (``passed`` among them).
+        path: where it was read from (for messages).
+    """
+
+    experiment: str
+    kind: str
+    model: str
+    how: str
+    n_components: int | None
+    concepts: dict[str, tuple[str, ...]]
+    verification: dict[str, dict[str, Any]] = field(default_factory=dict)
+    path: str = ""
+
+    def verified(self, concept: str) -> bool:
+        """Whether the concept's planted circuit passed its causal check (``verification.passed``)."""
+        return bool(self.verification.get(concept, {}).get("passed", False))
+
+
+def _fail(path: str, problem: str) -> ValueError:
+    return ValueError(
+        f"{path}: {problem}; a ground-truth file is JSON with format {GROUND_TRUTH_FORMAT!r}, 'experiment', 'kind', "
+        "'concepts': {concept: {'components': [names], 'verification': {...}}} (rerun the stage that writes it)"
+    )
+
+
+def parse_ground_truth(data: Mapping[str, Any], path: str = "<ground truth>") -> GroundTruth:
+    """Validate a ground-truth mapping (the parsed JSON) and return it as a :class:`GroundTruth`.
+
+    Raises:
+        ValueError: naming the file, the field and the fix (wrong format string, missing or mistyped field,
+            a concept with no or duplicated components).
+    """
+    if not isinstance(data, Mapping):
+        raise _fail(path, f"the top level is a {type(data).__name__}, not a JSON object")
+    found = data.get("format")
+    if found != GROUND_TRUTH_FORMAT:
+        raise _fail(path, f"format is {found!r}, expected {GROUND_TRUTH_FORMAT!r}")
+    for key in ("experiment", "kind", "concepts"):
+        if key not in data:
+            raise _fail(path, f"field {key!r} is missing")
+    if data["kind"] not in ("vision", "language"):
+        raise _fail(path, f"kind is {data['kind']!r}, expected 'vision' or 'language'")
+    n_components = data.get("n_components")
+    if n_components is not None and (
+        isinstance(n_components, bool) or not isinstance(n_components, int) or n_components < 1
+    ):
+        raise _fail(path, f"n_components is {n_components!r}, expected a positive integer")
+    concepts_in = data["concepts"]
+    if not isinstance(concepts_in, Mapping) or not concepts_in:
+        raise _fail(path, "'concepts' must be a non-empty object {concept: {...}}")
+    concepts: dict[str, tuple[str, ...]] = {}
+    verification: dict[str, dict[str, Any]] = {}
+    for concept, entry in concepts_in.items():
+        components = entry.get("components") if isinstance(entry, Mapping) else None
+        if not isinstance(components, list) or not components or not all(isinstance(c, str) for c in components):
+            raise _fail(path, f"concept {concept!r} needs 'components', a non-empty list of component names")
+        duplicated = sorted({c for c in components if components.count(c) > 1})
+        if duplicated:
+            raise _fail(path, f"concept {concept!r} lists {duplicated} more than once")
+        concepts[str(concept)] = tuple(components)
+        checks = entry.get("verification", {})
+        if not isinstance(checks, Mapping):
+            raise _fail(path, f"concept {concept!r}: 'verification' must be an object")
+        verification[str(concept)] = dict(checks)
+    return GroundTruth(
+        experiment=str(data["experiment"]), kind=str(data["kind"]), model=str(data.get("model", "")),
+        how=str(data.get("how", "")), n_components=n_components, concepts=concepts, verification=verification,
+        path=path,
+    )  # fmt: skip
+
+
+def read_ground_truth(path: str | os.PathLike) -> GroundTruth:
+    """Read and validate a ground-truth JSON file (:func:`parse_ground_truth`).
+
+    Raises:
+        ValueError: the file is not JSON, or not a valid ground truth (the message names the fix).
+    """
+    text = Path(path).read_text(encoding="utf-8")
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise _fail(str(path), f"not valid JSON ({exc})") from None
+    return parse_ground_truth(data, str(path))
+
+
+def truth_mask(
+    truth: GroundTruth, concept: str, names: Sequence[str] | None, where: str = "the circuits"
+) -> np.ndarray:
+    """The concept's true components as a bool ``[U]`` mask over ``names`` (the votes' or attributions' names).
+
+    Args:
+        truth: the ground truth.
+        concept: a concept of ``truth.concepts``.
+        names: the ``[U]`` component names the circuits are indexed by.
+        where: what ``names`` come from, for messages (a file path).
+
+    Returns:
+        bool ``[U]``: True for the true components.
+
+    Raises:
+        ValueError: the concept is not in the truth; ``names`` are missing (older votes files), have another
+            length than the truth's ``n_components``, or lack some true component names (each is named, with the
+            fix); the truth covers every component (no negatives: FPR undefined).
+    """
+    if concept not in truth.concepts:
+        raise ValueError(
+            f"{truth.path}: no ground truth for concept {concept!r} (it has {sorted(truth.concepts)}): "
+            "pass the ground-truth file of this experiment, or drop this concept's circuits"
+        )
+    if names is None:
+        raise ValueError(
+            f"{where} record no component names, so the ground truth cannot be matched: rerun the votes "
+            "stage (votes files record the attribution file's components/name)"
+        )
+    names = [str(n) for n in names]
+    if truth.n_components is not None and truth.n_components != len(names):
+        raise ValueError(
+            f"{truth.path} is of {truth.n_components} components but {where} have {len(names)}: the "
+            "ground truth and the circuits are of different models or graphs; pass matching files"
+        )
+    position = {name: i for i, name in enumerate(names)}
+    missing = [name for name in truth.concepts[concept] if name not in position]
+    if missing:
+        shown = ", ".join(repr(m) for m in missing[:10]) + (
+            f" and {len(missing) - 10} more" if len(missing) > 10 else ""
+        )
+        raise ValueError(
+            f"{truth.path}: concept {concept!r} names {len(missing)} component(s) that {where} do not "
+            f"have: {shown} (names there look like {names[:3]}); write the ground truth with the "
+            "attribution file's components/name, or pass the circuits of the same model"
+        )
+    mask = np.zeros(len(names), dtype=bool)
+    mask[[position[name] for name in truth.concepts[concept]]] = True
+    if mask.all():
+        raise ValueError(
+            f"{truth.path}: concept {concept!r} marks all {mask.size} components true, so no false "
+            "positive is possible and FPR is undefined; a ground truth must leave components out"
+        )
+    return mask
+
+
+def method_circuits(votes: Votes, certificates: Certificates) -> dict[str, np.ndarray]:
+    """The circuits of :data:`RECOVERY_METHODS`, bool ``[nK, U]`` each (module docstring).
+
+    Raises:
+        ValueError: the votes and certificates are of different shapes.
+    """
+    if votes.baseline.shape != certificates.decision.shape:
+        raise ValueError(
+            f"votes ({votes.baseline.shape}) and certificates ({certificates.decision.shape}) do not "
+            "match: pass the certificates certified from these votes"
+        )
+    decision = np.asarray(certificates.decision)
+    return {
+        "baseline": np.asarray(votes.baseline, dtype=bool),
+        "majority": np.asarray(certificates.majority, dtype=bool),
+        "certified_in": decision == IN,
+        "certified_in_abstain": decision != OUT,
+    }
+
+
+def confusion(circuits: np.ndarray, truth: np.ndarray) -> dict[str, np.ndarray]:
+    """Confusion counts of circuits against the truth, over the last axis.
+
+    Args:
+        circuits: bool ``[..., U]``.
+        truth: bool ``[U]``.
+
+    Returns:
+        int64 ``[...]`` each: ``tp = sum(C & T)``, ``fp = sum(C & ~T)``, ``fn = sum(~C & T)``, ``tn = sum(~C & ~T)``.
+    """
+    circuits = np.asarray(circuits, dtype=bool)
+    truth = np.asarray(truth, dtype=bool)
+    if circuits.shape[-1] != truth.shape[0]:
+        raise ValueError(f"circuits have {circuits.shape[-1]} components but the truth has {truth.shape[0]}")
+    tp = (circuits & truth).sum(axis=-1, dtype=np.int64)
+    fp = circuits.sum(axis=-1, dtype=np.int64) - tp
+    positives, negatives = int(truth.sum()), int((~truth).sum())
+    return {"tp": tp, "fp": fp, "fn": positives - tp, "tn": negatives - fp}
+
+
+def rates(counts: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Precision, recall (TPR), FPR and the empty-circuit flag from :func:`confusion` counts.
+
+    Returns:
+        float64 ``precision = tp / (tp + fp)`` (NaN for an empty circuit), ``recall = tp / (tp + fn)``,
+        ``fpr = fp / (fp + tn)`` (NaN when there are no positives, resp. negatives), and bool ``empty_circuit``
+        (``tp + fp == 0``).
+    """
+    tp, fp, fn, tn = (np.asarray(counts[key], dtype=np.float64) for key in ("tp", "fp", "fn", "tn"))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return {
+            "precision": np.where(tp + fp > 0, tp / (tp + fp), np.nan),
+            "recall": np.where(tp + fn > 0, tp / (tp + fn), np.nan),
+            "fpr": np.where(fp + tn > 0, fp / (fp + tn), np.nan),
+            "empty_circuit": (tp + fp) == 0,
+        }
+
+
+def roc_auc(fpr: np.ndarray, tpr: np.ndarray) -> np.ndarray:
+    """AUROC over a sweep of circuit sizes (module docstring): trapezoid of TPR over FPR along the last axis.
+
+    Args:
+        fpr, tpr: float ``[..., nK]``, one point per K.
+
+    Returns:
+        float64 ``[...]``: the area under the points plus ``(0, 0)`` and ``(1, 1)``, sorted by FPR (ties by TPR);
+        NaN where a point is NaN.
+    """
+    fpr = np.asarray(fpr, dtype=np.float64)
+    tpr = np.asarray(tpr, dtype=np.float64)
+    if fpr.shape != tpr.shape:
+        raise ValueError(f"fpr {fpr.shape} and tpr {tpr.shape} must have one shape")
+    lead = fpr.shape[:-1]
+    x = np.concatenate([np.zeros(lead + (1,)), fpr, np.ones(lead + (1,))], axis=-1)
+    y = np.concatenate([np.zeros(lead + (1,)), tpr, np.ones(lead + (1,))], axis=-1)
+    order = np.lexsort((y, x), axis=-1)
+    x, y = np.take_along_axis(x, order, axis=-1), np.take_along_axis(y, order, axis=-1)
+    area = np.sum(np.diff(x, axis=-1) * (y[..., 1:] + y[..., :-1]) / 2.0, axis=-1)
+    return np.where(np.isnan(fpr).any(axis=-1) | np.isnan(tpr).any(axis=-1), np.nan, area)
+
+
+def recovery_rows(votes: Votes, certificates: Certificates, truth: np.ndarray,
+                  labels: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:  # fmt: skip
+    """Tidy rows of one circuit pair: one per (method, K) with the counts and rates, plus ``labels``.
+
+    Columns: ``**labels, method, k_target, tp, fp, fn, tn, precision, recall, fpr, empty_circuit, size``
+    (``size``: the circuit's number of components).
+    """
+    circuits = method_circuits(votes, certificates)
+    stacked = np.stack([circuits[m] for m in RECOVERY_METHODS])  # [M, nK, U]
+    counts = confusion(stacked, truth)
+    measured = rates(counts)
+    k_grid = np.asarray(votes.k_grid, dtype=np.float64)
+    rows = []
+    for m, method in enumerate(RECOVERY_METHODS):
+        for k, k_target in enumerate(k_grid):
+            row = {**(labels or {}), "method": method, "k_target": float(k_target)}
+            row.update({key: int(counts[key][m, k]) for key in ("tp", "fp", "fn", "tn")})
+            row.update({key: float(measured[key][m, k]) for key in ("precision", "recall", "fpr")})
+            row["empty_circuit"] = bool(measured["empty_circuit"][m, k])
+            row["size"] = int(counts["tp"][m, k] + counts["fp"][m, k])
+            rows.append(row)
+    return rows
+
+
+def auroc_by_method(votes: Votes, certificates: Certificates, truth: np.ndarray) -> dict[str, float]:
+    """AUROC of each of :data:`RECOVERY_METHODS` over the votes' K grid (:func:`roc_auc`)."""
+    circuits = method_circuits(votes, certificates)
+    stacked = np.stack([circuits[m] for m in RECOVERY_METHODS])
+    measured = rates(confusion(stacked, truth))
+    area = roc_auc(measured["fpr"], measured["recall"])
+    return {method: float(area[m]) for m, method in enumerate(RECOVERY_METHODS)}
