@@ -45,7 +45,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from certified_circuits.core.certification import certified_radius, certify_votes
+from certified_circuits.core.certification import certify_votes
 from certified_circuits.core.contracts import ABSTAIN, IN, OUT
 from certified_circuits.core.planning import check_plan, plan
 from certified_circuits.core.setting import Setting
@@ -73,25 +73,28 @@ def bootstrap_indices(n_examples: int, n_resamples: int, seed: int) -> np.ndarra
 
 
 def resample_circuits(scores: np.ndarray, groups: np.ndarray, k_grid: np.ndarray, setting: Setting,
-                      indices: np.ndarray, absolute: bool = False, device: Any = "cpu") -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+                      indices: np.ndarray, absolute: bool = False, device: Any = "cpu",
+                      mask_seed: int | None = None) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
     """Baseline circuits and certified labels of every resample (module docstring).
 
     Args:
         scores: float ``[|D|, U]`` per-example scores.
         groups: int ``[U]`` top-K groups.
         k_grid: top-K fractions.
-        setting: the certification setting (its seed is the mask seed of every resample).
+        setting: the certification setting.
         indices: int ``[B, |D|]`` resamples (:func:`bootstrap_indices`).
         absolute: rank by ``|mean|`` (the attribution file's ranking).
         device: where votes are counted (:func:`certified_circuits.core.smoothing.vote_counts`).
+        mask_seed: the seed of every resample's masks (default ``setting.seed``).
 
     Returns:
         bool ``baseline [B, nK, U]`` and int8 ``decision [B, nK, U]`` (1 in, 0 out, -1 abstain).
     """
     scores = np.asarray(scores)
+    seed = setting.seed if mask_seed is None else int(mask_seed)
     baselines, decisions = [], []
     for rows in np.asarray(indices):
-        votes = compute_votes(scores[rows], groups, k_grid, setting.p_del, setting.n0, setting.n, setting.seed,
+        votes = compute_votes(scores[rows], groups, k_grid, setting.p_del, setting.n0, setting.n, seed,
                               absolute=absolute, device=device)  # fmt: skip
         baselines.append(votes.baseline)
         decisions.append(certify_votes(votes, setting.tau, setting.alpha, setting.correction).decision)
@@ -211,7 +214,7 @@ class Stability:
 
 def stability(scores: np.ndarray, groups: np.ndarray, k_grid: Any, setting: Setting, n_resamples: int = 20,
               seed: int = 0, *, absolute: bool = False, truth: np.ndarray | None = None, device: Any = "cpu",
-              allow_vacuous: bool = False) -> Stability:  # fmt: skip
+              allow_vacuous: bool = False, mask_seed: int | None = None) -> Stability:  # fmt: skip
     """Stability of the baseline circuit and the certified labels under bootstrap resampling (module docstring).
 
     Args:
@@ -225,6 +228,8 @@ def stability(scores: np.ndarray, groups: np.ndarray, k_grid: Any, setting: Sett
         truth: optional bool ``[U]`` true components: adds per-resample precision and recall.
         device: where votes are counted (default numpy on the CPU).
         allow_vacuous: run even when the plan says the setting certifies nothing.
+        mask_seed: the seed of the deletion masks of every resample (default ``setting.seed``; the workflow's votes
+            stage draws them from ``mask_seed(config seed, concept)``, which may exceed a Setting's seed range).
 
     Returns:
         A :class:`Stability` with the per-K columns.
@@ -241,7 +246,8 @@ def stability(scores: np.ndarray, groups: np.ndarray, k_grid: Any, setting: Sett
     check_plan(plan(n_examples, n_components, setting), allow_vacuous=allow_vacuous)
     indices = bootstrap_indices(n_examples, n_resamples, seed)
     reference = full_dataset_circuits(scores, groups, k_grid, absolute, device=device)
-    baseline, decision = resample_circuits(scores, groups, k_grid, setting, indices, absolute, device)
+    masks_from = setting.seed if mask_seed is None else int(mask_seed)
+    baseline, decision = resample_circuits(scores, groups, k_grid, setting, indices, absolute, device, masks_from)
     certified_in = decision == IN
 
     to_full = jaccard_to(baseline, reference)  # [B, nK]
@@ -260,7 +266,6 @@ def stability(scores: np.ndarray, groups: np.ndarray, k_grid: Any, setting: Sett
         "certified_in_share": (decision == IN).mean(axis=(0, 2)),
         "certified_out_share": (decision == OUT).mean(axis=(0, 2)),
         "abstain_share": (decision == ABSTAIN).mean(axis=(0, 2)),
-        "radius": np.full(k_grid.size, float(certified_radius(setting.tau, setting.p_del))),
     })  # fmt: skip
     if truth is not None:
         columns.update(_recovery_columns(baseline, certified_in, np.asarray(truth, dtype=bool)))

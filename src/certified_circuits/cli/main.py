@@ -49,6 +49,7 @@ PLUGIN_MODULES = (
     "certified_circuits.cli.attack",
     "certified_circuits.cli.scores",
     "certified_circuits.cli.mib",
+    "certified_circuits.cli.testbed",
 )
 
 STAGES = Stages()

@@ -1,0 +1,216 @@
+"""``certified-circuits report-recovery``, ``stability`` and ``report-stability``: the testbed's stages (issue 34).
+
+``report-recovery`` scores every circuit of an experiment against its ground truth (the planted circuits),
+``stability`` measures one concept's circuits under bootstrap resampling of its dataset (one job per concept and
+setting), ``report-stability`` combines those tables. Implementations: :mod:`certified_circuits.reports.testbed`
+(imports pandas and matplotlib, so only when a stage runs), :mod:`certified_circuits.analysis.recovery` and
+:mod:`certified_circuits.analysis.stability`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import warnings
+from pathlib import Path
+
+from certified_circuits.cli.stages import (
+    InputError,
+    Stages,
+    add_k_grid,
+    add_votes_setting,
+    existing_file,
+    k_fraction,
+    output_file,
+    positive_int,
+    probability,
+)
+from certified_circuits.pipeline.tracking import add_metrics
+
+log = logging.getLogger(__name__)
+STAGES = Stages()
+
+#: resamples of Wu, Tonin and Cevher's protocol; fewer run, with a warning
+PROTOCOL_RESAMPLES = 20
+
+
+def _recovery_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--ground-truth",
+        type=existing_file,
+        required=True,
+        help="the experiment's ground-truth JSON (format certified-circuits/ground-truth/1)",
+    )
+    p.add_argument(
+        "--circuits",
+        nargs=2,
+        action="append",
+        required=True,
+        type=existing_file,
+        metavar=("VOTES", "CERTS"),
+        help="votes and certificates of one circuit (repeatable: every concept "
+        "and setting); the concept is the votes' attribute",
+    )
+    p.add_argument("--experiment", required=True, help="the experiment's name (must be the ground truth's)")
+    p.add_argument(
+        "--selected",
+        type=existing_file,
+        default=None,
+        help="selected_cacc_raw.csv of report-sufficiency --select-on: each method's K chosen on held-out "
+        "data (else --k)",
+    )
+    p.add_argument(
+        "--k",
+        type=k_fraction,
+        default=None,
+        help="K of the grid at which precision and recall are reported when no --selected is given",
+    )
+    p.add_argument("--out-dir", required=True, type=Path)
+
+
+@STAGES.stage(
+    "report-recovery",
+    _recovery_arguments,
+    help="recovery of the planted circuits: precision, recall, FPR per K and AUROC per method",
+)
+def _cmd_recovery(args: argparse.Namespace) -> int:
+    """Score the baseline, majority, certified-in and certified-in-or-abstain circuits of every concept against the
+    ground truth: recovery.csv (TP, FP, FN, TN, precision, recall, FPR per method and K), recovery_auroc.csv (AUROC
+    over the K grid, and the point at each method's selected K), recovery_summary.{csv,md,tex} and recovery.png.
+    """
+    from certified_circuits.reports.testbed import recovery_report
+
+    if args.selected is not None and args.k is not None:
+        raise InputError("give --selected (each method's held-out K) or --k (one K for all), not both")
+    add_metrics(
+        recovery_report(
+            args.ground_truth,
+            [tuple(pair) for pair in args.circuits],
+            args.experiment,
+            args.out_dir,
+            selected=args.selected,
+            k=args.k,
+        )
+    )
+    return 0
+
+
+def _stability_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--attributions", type=existing_file, required=True, help="one concept's attribution HDF5")
+    p.add_argument("--scorer", required=True, help="score matrix to use, e.g. relevance or eap_ig")
+    add_k_grid(p)
+    add_votes_setting(p)
+    p.add_argument("--tau", type=float, required=True, help="confidence threshold in [0.5, 1)")
+    p.add_argument("--alpha", type=probability, default=0.001, help="family-wise failure probability")
+    p.add_argument("--correction", choices=("bonferroni", "holm"), default="bonferroni")
+    p.add_argument("--allow-vacuous", action="store_true", help="run even when the setting can certify nothing")
+    p.add_argument(
+        "--resamples",
+        type=positive_int,
+        default=PROTOCOL_RESAMPLES,
+        help=f"bootstrap resamples B (default {PROTOCOL_RESAMPLES}; at least 2)",
+    )
+    p.add_argument("--bootstrap-seed", type=int, default=0, help="seed of the resampling (numpy default_rng)")
+    p.add_argument(
+        "--ground-truth",
+        type=existing_file,
+        default=None,
+        help="ground-truth JSON: adds each resample's precision and recall",
+    )
+    p.add_argument("--device", default="cpu", help="where votes are counted: cpu (numpy, default), auto, cuda[:N]")
+    p.add_argument("--out", type=output_file, required=True, help="stability CSV (output)")
+
+
+@STAGES.stage(
+    "stability",
+    _stability_arguments,
+    help="one concept's circuits under bootstrap resampling of its dataset (Jaccard, label changes, flips)",
+)
+def _cmd_stability(args: argparse.Namespace) -> int:
+    """Draw B bootstrap resamples of the concept's examples; for each, the baseline circuit and the certified labels
+    with the votes/certify stages' algorithm, setting and mask seed; write per K the Jaccard of the resampled
+    baseline with the full-data one, the pairwise change shares of baseline memberships and certified labels, the
+    in<->out flip share and the certified-in Jaccard between resamples.
+    """
+    from certified_circuits.core.planning import PlanWarning, VacuousSettingError
+    from certified_circuits.core.setting import Setting
+    from certified_circuits.core.smoothing import mask_seed
+    from certified_circuits.reports.testbed import concept_stability
+    from certified_circuits.storage.atomic import write_csv
+    from certified_circuits.storage.store import read_attributions
+
+    if args.resamples < 2:
+        raise InputError(
+            f"--resamples {args.resamples}: the pairwise shares need at least 2 resamples "
+            f"(the protocol uses {PROTOCOL_RESAMPLES})"
+        )
+    if args.resamples < PROTOCOL_RESAMPLES:
+        log.warning("stability: %d resamples, fewer than the protocol's %d", args.resamples, PROTOCOL_RESAMPLES)
+    setting = Setting(
+        p_del=args.p_del,
+        n0=args.n0,
+        n=args.n,
+        seed=args.seed,
+        tau=args.tau,
+        alpha=args.alpha,
+        correction=args.correction,
+    )
+    concept = str(read_attributions(args.attributions).attrs.get("concept", ""))
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", PlanWarning)
+            table = concept_stability(
+                args.attributions,
+                args.scorer,
+                args.k_grid,
+                setting,
+                mask_seed(args.seed, concept),
+                args.resamples,
+                args.bootstrap_seed,
+                ground_truth=args.ground_truth,
+                device=args.device,
+                allow_vacuous=args.allow_vacuous,
+            )
+    except VacuousSettingError as exc:
+        raise InputError(f"{exc}\nChange the setting as suggested, or pass --allow-vacuous to run anyway.") from exc
+    for warning in caught:
+        log.warning("plan (%s, tau %g): %s", concept, args.tau, warning.message)
+    write_csv(args.out, table)
+    seconds = float(table["seconds"].iloc[0])
+    add_metrics(
+        {
+            "stability_seconds": seconds,
+            "stability_baseline_jaccard": float(table["baseline_jaccard_mean"].mean()),
+            "stability_certified_change": float(table["certified_change_share"].mean()),
+            "stability_certified_flips": float(table["certified_flip_share"].mean()),
+        }
+    )
+    log.info(
+        "stability: %s, %d resamples x %d K in %.2fs -> %s",
+        concept,
+        args.resamples,
+        len(args.k_grid),
+        seconds,
+        args.out,
+    )
+    return 0
+
+
+def _report_stability_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--inputs", nargs="+", required=True, type=existing_file, help="per-concept stability CSVs")
+    p.add_argument("--k", type=k_fraction, default=None, help="also list every concept at this K of the grid")
+    p.add_argument("--out-dir", required=True, type=Path)
+
+
+@STAGES.stage(
+    "report-stability",
+    _report_stability_arguments,
+    help="combine per-concept stability tables: stability.csv and stability_summary.{csv,md,tex}",
+)
+def _cmd_report_stability(args: argparse.Namespace) -> int:
+    """Concatenate the stability CSVs (stability.csv) and write the mean over concepts per K (stability_summary),
+    with every concept at --k when given."""
+    from certified_circuits.reports.testbed import stability_report
+
+    add_metrics(stability_report(args.inputs, args.out_dir, k=args.k))
+    return 0

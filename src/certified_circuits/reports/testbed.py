@@ -1,0 +1,352 @@
+"""Tables and the figure of the testbed: recovery of known circuits and stability under resampling (issue 34).
+
+``recovery_report``   every (concept, setting) circuit pair scored against the ground truth
+                      (:mod:`certified_circuits.analysis.recovery`): ``recovery.csv`` (tidy, one row per method and
+                      K), ``recovery_auroc.csv`` (one row per concept, setting and method: AUROC over the K grid,
+                      and precision, recall and FPR at the method's K: the K chosen on held-out data in a
+                      ``selected_*`` table of ``report-sufficiency --select-on``, else a fixed ``k``),
+                      ``recovery_summary.{csv,md,tex}`` (the same, for people, with a mean over concepts) and
+                      ``recovery.{png,pdf}`` (TPR against FPR per method, mean over concepts, one panel per
+                      scorer and setting).
+``concept_stability`` one concept's bootstrap stability (:mod:`certified_circuits.analysis.stability`) as a tidy
+                      table, labelled with its experiment, concept, scorer and setting (the ``stability`` stage).
+``stability_report``  the per-concept stability tables combined: ``stability.csv`` and
+                      ``stability_summary.{csv,md,tex}`` (mean over concepts per K; with ``k``, also per concept at
+                      that K).
+
+Undefined numbers are shown, not hidden: an empty circuit's precision is NaN (``--`` in Markdown) and its row
+says ``empty circuit`` in ``note``; a ground truth whose causal check did not pass is marked ``truth not
+verified``. Every function returns its metrics (a flat dict of floats) for MLflow.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import pandas as pd
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from certified_circuits.analysis.evaluation import require_columns
+from certified_circuits.analysis.recovery import (
+    RECOVERY_METHODS,
+    SELECTED_METHOD,
+    GroundTruth,
+    auroc_by_method,
+    read_ground_truth,
+    recovery_rows,
+    truth_mask,
+)
+from certified_circuits.analysis.stability import stability
+from certified_circuits.core.certification import certified_radius
+from certified_circuits.core.contracts import setting_columns
+from certified_circuits.core.discovery import k_index
+from certified_circuits.core.setting import Setting
+from certified_circuits.reports import tables
+from certified_circuits.reports.figures import METHOD_COLOR, save_figure
+from certified_circuits.reports.paper import read_circuits
+from certified_circuits.storage.atomic import write_csv
+from certified_circuits.storage.store import read_attributions
+
+log = logging.getLogger(__name__)
+
+#: colour and line style of each recovery method in recovery.png (the paper's colours where a method is the same)
+RECOVERY_STYLE = {
+    "baseline": (METHOD_COLOR["baseline"], "--"),
+    "majority": (METHOD_COLOR["majority"], ":"),
+    "certified_in": (METHOD_COLOR["certified"], "-"),
+    "certified_in_abstain": ("#5aa0d8", "-."),
+}
+RECOVERY_LABEL = {
+    "baseline": "Baseline",
+    "majority": "Majority vote",
+    "certified_in": "Certified in",
+    "certified_in_abstain": "Certified in + abstain",
+}
+#: the columns that name one circuit's setting in every table here (core.contracts.setting_columns)
+SETTING_COLUMNS = ("scorer", "split", "setting", "p_del", "n0", "n", "seed", "tau", "alpha", "correction", "radius")
+EMPTY_NOTE = "empty circuit: precision undefined"
+UNVERIFIED_NOTE = "truth not verified"
+
+
+# ------------------------------------------------------------------------------------------------ recovery
+
+
+def selected_k(selected: pd.DataFrame, experiment: str, concept: str) -> dict[str, tuple[float, str | None, str]]:
+    """Each recovery method's K (and setting, when chosen) from a ``selected_*`` table of ``report-sufficiency``.
+
+    The table has one row per row key and test eval set; the K of a method was chosen on ``selected_on`` and is
+    the same on every test eval set, so the first row of the experiment (and of the concept, when the table has a
+    ``concept`` column: language tasks) is taken.
+
+    Returns:
+        ``{method: (k_target, setting or None, source)}`` with ``source`` like ``"selected on val"``.
+
+    Raises:
+        ValueError: a column is missing, or no row is of this experiment (and concept).
+    """
+    require_columns(selected, [f"{m}_k_target" for m in set(SELECTED_METHOD.values())], "the selected table")
+    rows = selected
+    if "experiment" in rows.columns:
+        rows = rows[rows["experiment"].astype(str) == experiment]
+    if "concept" in rows.columns:
+        rows = rows[rows["concept"].astype(str) == concept]
+    if rows.empty:
+        raise ValueError(f"the selected table has no row of experiment {experiment!r}"
+                         + (f" and concept {concept!r}" if "concept" in selected.columns else "")
+                         + ": pass the selected_*_raw.csv of this experiment's report-sufficiency --select-on")  # fmt: skip
+    row = rows.iloc[0]
+    source = f"selected on {row['selected_on']}" if "selected_on" in rows.columns else "selected"
+    return {
+        method: (float(row[f"{column}_k_target"]),
+                 str(row[f"{column}_setting"]) if f"{column}_setting" in rows.columns else None, source)
+        for method, column in SELECTED_METHOD.items()
+    }  # fmt: skip
+
+
+def recovery_tables(truth: GroundTruth, circuits: Sequence[tuple[Path, Path]], experiment: str,
+                    selected: pd.DataFrame | None = None, k: float | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:  # fmt: skip
+    """``recovery`` (one row per circuit pair, method and K) and ``auroc`` (one per circuit pair and method).
+
+    Args:
+        truth: the experiment's ground truth.
+        circuits: ``(votes, certificates)`` paths; the concept is the votes' ``concept`` attribute.
+        experiment: the experiment's name (checked against the truth's).
+        selected: a ``selected_*`` table: each method is read at its selected K (:func:`selected_k`).
+        k: otherwise a fixed K of the grid for every method (None: AUROC only).
+
+    Returns:
+        The two tidy tables (module docstring of :mod:`certified_circuits.analysis.recovery` for the columns).
+
+    Raises:
+        ValueError: the truth is of another experiment, a concept is unknown to it, names do not match, K is not
+            in a grid.
+    """
+    if truth.experiment != experiment:
+        raise ValueError(f"{truth.path} is the ground truth of experiment {truth.experiment!r}, not {experiment!r}: "
+                         "pass this experiment's ground truth, or --experiment " + truth.experiment)  # fmt: skip
+    recovery, auroc = [], []
+    for (votes_path, _), (votes, certificates) in zip(circuits, read_circuits(circuits)):
+        concept = str(votes.attrs.get("concept", ""))
+        if not concept:
+            raise ValueError(f"{votes_path} records no concept: rerun the votes stage (it records the attribution "
+                             "file's concept)")  # fmt: skip
+        mask = truth_mask(truth, concept, votes.names, where=f"the votes {votes_path}")
+        labels = {"experiment": experiment, "concept": concept, **setting_columns(votes, certificates),
+                  "n_true": int(mask.sum()), "n_components": int(mask.size), "truth_verified": truth.verified(concept)}  # fmt: skip
+        rows = recovery_rows(votes, certificates, mask, labels)
+        recovery.extend(rows)
+        picks = selected_k(selected, experiment, concept) if selected is not None else None
+        areas = auroc_by_method(votes, certificates, mask)
+        for method in RECOVERY_METHODS:
+            row = {**labels, "method": method, "auroc": areas[method], "n_k": int(len(votes.k_grid))}
+            at, pick_setting, source = picks[method] if picks else (k, None, "--k" if k is not None else "")
+            row["k_source"], row["at_selected_setting"] = source, pick_setting in (None, labels["setting"])
+            point = {}
+            if at is not None:
+                index = k_index(votes.k_grid, at, f"{votes_path} ({method}, {source})")
+                point = next(r for r in rows if r["method"] == method and r["k_target"] == float(votes.k_grid[index]))
+            for column in ("k_target", "tp", "fp", "fn", "tn", "precision", "recall", "fpr", "size"):
+                row[column] = point.get(column, np.nan)
+            row["empty_circuit"] = bool(point.get("empty_circuit", False))
+            auroc.append(row)
+    return pd.DataFrame(recovery), pd.DataFrame(auroc)
+
+
+def _note(row: pd.Series) -> str:
+    notes = [EMPTY_NOTE] if row.get("empty_circuit", False) else []
+    if not row.get("truth_verified", True):
+        notes.append(UNVERIFIED_NOTE)
+    return "; ".join(notes)
+
+
+def recovery_summary(auroc: pd.DataFrame) -> pd.DataFrame:
+    """The people's table: per concept (and setting, when several) and method, AUROC and the point at the chosen
+    K, then a ``mean`` row per method (precision over the non-empty circuits; ``note`` counts the empty ones).
+    Rows of a setting that was not the selected one for that method are left out."""
+    shown = auroc[auroc["at_selected_setting"]].copy()
+    shown["note"] = shown.apply(_note, axis=1)
+    several = shown.groupby(["concept", "method"])["setting"].nunique().max() > 1 if len(shown) else False
+    keys = ["concept", "scorer"] + (["setting"] if several else [])
+    columns = [*keys, "method", "auroc", "k_target", "precision", "recall", "fpr", "size", "note"]
+    table = shown[columns]
+    means = []
+    for (scorer, method), part in shown.groupby(["scorer", "method"], sort=False):
+        empty = int(part["empty_circuit"].sum())
+        means.append({"concept": "mean", "scorer": scorer, **({"setting": ""} if several else {}), "method": method,
+                      "auroc": part["auroc"].mean(), "k_target": part["k_target"].mean(),
+                      "precision": part["precision"].mean(), "recall": part["recall"].mean(),
+                      "fpr": part["fpr"].mean(), "size": part["size"].mean(),
+                      "note": f"{empty} empty circuit(s) left out of precision" if empty else ""})  # fmt: skip
+    return pd.concat([table, pd.DataFrame(means, columns=columns)], ignore_index=True)
+
+
+def plot_recovery(recovery: pd.DataFrame, auroc: pd.DataFrame, stem: Path, title: str = "") -> list[Path]:
+    """TPR against FPR per method, mean over concepts at each K, with (0, 0) and (1, 1); one panel per scorer and
+    setting; the legend gives each method's mean AUROC (over concepts). Writes ``stem.png`` and ``stem.pdf``."""
+    require_columns(recovery, ["scorer", "setting", "method", "k_target", "fpr", "recall"], "recovery table")
+    panels = list(recovery.groupby(["scorer", "setting"], sort=False).groups)
+    fig = Figure(figsize=(4.2 * len(panels), 3.8), layout="constrained")
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(1, len(panels), squeeze=False)[0]
+    for ax, (scorer, setting) in zip(axes, panels):
+        part = recovery[(recovery.scorer == scorer) & (recovery.setting == setting)]
+        areas = auroc[(auroc.scorer == scorer) & (auroc.setting == setting)].groupby("method")["auroc"].mean()
+        mean = part.groupby(["method", "k_target"], sort=False)[["fpr", "recall"]].mean().reset_index()
+        for method in RECOVERY_METHODS:
+            points = mean[mean.method == method].sort_values(["fpr", "recall"])
+            if points.empty:
+                continue
+            x = np.concatenate([[0.0], points["fpr"].to_numpy(), [1.0]])
+            y = np.concatenate([[0.0], points["recall"].to_numpy(), [1.0]])
+            color, style = RECOVERY_STYLE[method]
+            ax.plot(x, y, style, color=color, marker="o", markersize=3,
+                    label=f"{RECOVERY_LABEL[method]} (AUROC {areas.get(method, np.nan):.3f})")  # fmt: skip
+        ax.plot([0, 1], [0, 1], color="#bbbbbb", linewidth=0.8, zorder=0)
+        ax.set_xlim(-0.02, 1.02)
+        ax.set_ylim(-0.02, 1.02)
+        ax.set_xlabel("false positive rate")
+        ax.set_title(f"{scorer}\n{setting}", fontsize=8)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, loc="lower right")
+    axes[0].set_ylabel("true positive rate (recall)")
+    fig.suptitle(title or "Recovery of the planted circuit (mean over concepts)", fontsize=10)
+    return save_figure(fig, stem)
+
+
+def recovery_report(ground_truth: Path, circuits: Sequence[tuple[Path, Path]], experiment: str, out_dir: Path,
+                    selected: Path | None = None, k: float | None = None) -> dict[str, float]:  # fmt: skip
+    """Write the recovery tables and figure of one experiment (module docstring) and return its metrics.
+
+    Returns:
+        ``recovery_auroc_<method>`` (mean over concepts and settings), ``recovery_precision_<method>`` and
+        ``recovery_recall_<method>`` at the chosen K (mean over the circuits where defined),
+        ``recovery_empty_<method>`` (empty circuits at the chosen K) and ``recovery_unverified`` (concepts whose
+        truth did not pass its check).
+    """
+    truth = read_ground_truth(ground_truth)
+    table = pd.read_csv(selected) if selected is not None else None
+    recovery, auroc = recovery_tables(truth, circuits, experiment, table, k)
+    out_dir = Path(out_dir)
+    write_csv(out_dir / "recovery.csv", recovery)
+    write_csv(out_dir / "recovery_auroc.csv", auroc)
+    summary = recovery_summary(auroc)
+    source = ", ".join(sorted(set(auroc["k_source"]) - {""})) or "no K given: AUROC only"
+    tables.write_table(summary, out_dir / "recovery_summary", caption=(
+        f"Recovery of the planted circuits of {experiment} ({truth.how or 'ground truth'}): AUROC over the K grid "
+        f"(points (FPR, TPR) per K plus (0,0) and (1,1), trapezoid, as InterpBench and MIB), and precision, recall "
+        f"and FPR at each method's K ({source}). Precision of an empty circuit is undefined (--)."))  # fmt: skip
+    plot_recovery(recovery, auroc, out_dir / "recovery", title=f"{experiment}: recovery of the planted circuit")
+    chosen = auroc[auroc["at_selected_setting"]]
+    metrics: dict[str, float] = {
+        "recovery_unverified": float((~auroc.drop_duplicates("concept")["truth_verified"]).sum())
+    }
+    for method, part in chosen.groupby("method"):
+        metrics[f"recovery_auroc_{method}"] = float(part["auroc"].mean())
+        if part["k_target"].notna().any():
+            metrics[f"recovery_precision_{method}"] = float(part["precision"].mean())
+            metrics[f"recovery_recall_{method}"] = float(part["recall"].mean())
+            metrics[f"recovery_empty_{method}"] = float(part["empty_circuit"].sum())
+    log.info("report-recovery: %d circuits of %d concepts -> %s", len(circuits), auroc["concept"].nunique(), out_dir)
+    return metrics
+
+
+# ------------------------------------------------------------------------------------------------ stability
+
+
+def concept_stability(attributions: Path, scorer: str, k_grid: Sequence[float], setting: Setting, mask_seed: int,
+                      n_resamples: int = 20, bootstrap_seed: int = 0, ground_truth: Path | None = None,
+                      device: Any = "cpu", allow_vacuous: bool = False) -> pd.DataFrame:  # fmt: skip
+    """One concept's stability table (:func:`certified_circuits.analysis.stability.stability`), labelled.
+
+    Args:
+        attributions: the concept's attribution file.
+        scorer: its score matrix.
+        k_grid, setting: as the votes and certify stages (``setting.seed`` is the config seed, as in their files).
+        mask_seed: the seed the masks are drawn from (the votes stage's ``mask_seed(seed, concept)``).
+        n_resamples, bootstrap_seed: the bootstrap.
+        ground_truth: optional ground-truth file: adds the per-resample precision and recall columns.
+        device: where votes are counted.
+        allow_vacuous: run a setting that can certify nothing.
+
+    Returns:
+        One row per K: experiment, concept, the setting columns, ``mask_seed``, then the stability columns.
+
+    Raises:
+        ValueError: unknown scorer, or a ground truth that does not match the attribution file's names.
+    """
+    attr = read_attributions(attributions)
+    if scorer not in attr.scores:
+        raise ValueError(f"{attributions} has no scorer {scorer!r}; it has {sorted(attr.scores)}")
+    concept = str(attr.attrs.get("concept", ""))
+    truth = None
+    if ground_truth is not None:
+        truth = truth_mask(
+            read_ground_truth(ground_truth), concept, attr.names, where=f"the attributions {attributions}"
+        )
+    result = stability(attr.scores[scorer], attr.groups, k_grid, setting, n_resamples, bootstrap_seed,
+                       absolute=attr.absolute(scorer), truth=truth, device=device, allow_vacuous=allow_vacuous,
+                       mask_seed=mask_seed)  # fmt: skip
+    labels = {"experiment": str(attr.attrs.get("experiment", "")), "concept": concept, "scorer": scorer,
+              "split": str(attr.attrs.get("split", "")), "setting": setting.tag, "p_del": setting.p_del,
+              "n0": setting.n0, "n": setting.n, "seed": setting.seed, "tau": setting.tau, "alpha": setting.alpha,
+              "correction": setting.correction, "radius": certified_radius(setting.tau, setting.p_del),
+              "mask_seed": int(mask_seed)}  # fmt: skip
+    return pd.DataFrame(result.rows(labels))
+
+
+#: the stability columns of the summary table, with their display names
+STABILITY_SHOWN = {
+    "baseline_jaccard_mean": "J(baseline_b, baseline)",
+    "baseline_jaccard_std": "sd",
+    "baseline_pairwise_jaccard": "J baseline pairs",
+    "certified_in_jaccard": "J certified-in pairs",
+    "certified_in_both_empty_share": "both empty",
+    "baseline_change_share": "baseline changed",
+    "certified_change_share": "label changed",
+    "certified_flip_share": "in<->out flips",
+    "abstain_share": "abstain",
+}
+
+
+def stability_report(inputs: Sequence[Path], out_dir: Path, k: float | None = None) -> dict[str, float]:
+    """Combine per-concept stability tables: ``stability.csv`` and ``stability_summary.{csv,md,tex}``.
+
+    The summary holds the mean over concepts per experiment, scorer, setting and K; with ``k`` (a K of the grid)
+    the per-concept rows at that K follow.
+
+    Returns:
+        ``stability_<column>`` for the shown columns: the mean over concepts and K (and ``stability_concepts``).
+    """
+    frames = [pd.read_csv(path) for path in inputs]
+    for path, frame in zip(inputs, frames):
+        require_columns(frame, ["experiment", "concept", "setting", "k_target", *STABILITY_SHOWN], f"{path}")
+    table = pd.concat(frames, ignore_index=True)
+    out_dir = Path(out_dir)
+    write_csv(out_dir / "stability.csv", table)
+    keys = ["experiment", "scorer", "setting", "k_target"]
+    extra = [c for c in table.columns if c.endswith(("_precision_mean", "_recall_mean"))]
+    columns = [*STABILITY_SHOWN, *extra]
+    mean = table.groupby(keys, sort=False)[columns].mean().reset_index()
+    mean.insert(1, "concept", "mean of " + table.groupby(keys, sort=False)["concept"].nunique().astype(str).to_numpy())
+    parts = [mean]
+    if k is not None:
+        at = table[np.isclose(table["k_target"], k)]
+        if at.empty:
+            raise ValueError(f"K = {k} is in no stability table (their K: {sorted(set(table['k_target']))}): "
+                             "pass a K of the grid")  # fmt: skip
+        parts.append(at[["experiment", "concept", "scorer", "setting", "k_target", *columns]])
+    summary = pd.concat(parts, ignore_index=True).rename(columns=STABILITY_SHOWN)
+    resamples = ", ".join(str(v) for v in sorted(set(table["resamples"]))) if "resamples" in table else "?"
+    tables.write_table(summary, out_dir / "stability_summary", caption=(
+        f"Stability under {resamples} bootstrap resamples of each concept's dataset (Wu, Tonin and Cevher 2026). "
+        "J: Jaccard; 'baseline changed', 'label changed' (in/out/abstain) and 'in<->out flips': mean over resample "
+        "pairs of the share of components that differ. Certified-in Jaccard is over pairs not both empty "
+        "('both empty': their share)."))  # fmt: skip
+    metrics = {f"stability_{c}": float(table[c].mean()) for c in STABILITY_SHOWN}
+    metrics["stability_concepts"] = float(table["concept"].nunique())
+    log.info("report-stability: %d tables -> %s", len(frames), out_dir)
+    return metrics
