@@ -188,7 +188,8 @@ def _circuit_files(root: Path, concept: str, true: list[int], seed: int) -> tupl
         setting.n0,
         setting.n,
         setting.seed,
-        attrs={"concept": concept, "split": "concept", "experiment": "world", "scorer": "relevance"},
+        # masks of their own per concept, one config seed recorded (as the votes stage does)
+        attrs={"concept": concept, "split": "concept", "experiment": "world", "scorer": "relevance", "seed": 0},
     )
     votes.names = tuple(NAMES)
     certificates = certify_votes(votes, setting.tau, setting.alpha)

@@ -167,16 +167,16 @@ def recovery_summary(auroc: pd.DataFrame) -> pd.DataFrame:
     """The people's table: per concept (and setting, when several) and method, AUROC and the point at the chosen
     K, then a ``mean`` row per method (precision over the non-empty circuits; ``note`` counts the empty ones).
     Rows of a setting that was not the selected one for that method are left out."""
-    shown = auroc[auroc["at_selected_setting"]].copy()
-    shown["note"] = shown.apply(_note, axis=1)
-    several = shown.groupby(["concept", "method"])["setting"].nunique().max() > 1 if len(shown) else False
+    shown = auroc[auroc["at_selected_setting"].astype(bool)].copy()
+    shown["note"] = [_note(row) for _, row in shown.iterrows()]
+    several = bool(shown["setting"].nunique() > 1)
     keys = ["concept", "scorer"] + (["setting"] if several else [])
     columns = [*keys, "method", "auroc", "k_target", "precision", "recall", "fpr", "size", "note"]
     table = shown[columns]
     means = []
-    for (scorer, method), part in shown.groupby(["scorer", "method"], sort=False):
+    for key, part in shown.groupby([*keys[1:], "method"], sort=False):
         empty = int(part["empty_circuit"].sum())
-        means.append({"concept": "mean", "scorer": scorer, **({"setting": ""} if several else {}), "method": method,
+        means.append({"concept": "mean", **dict(zip([*keys[1:], "method"], key)),
                       "auroc": part["auroc"].mean(), "k_target": part["k_target"].mean(),
                       "precision": part["precision"].mean(), "recall": part["recall"].mean(),
                       "fpr": part["fpr"].mean(), "size": part["size"].mean(),
