@@ -273,9 +273,11 @@ def _evaluate_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--ablation",
         choices=("zero", "mean"),
-        default="zero",
+        nargs="+",
+        default=["zero"],
         help="what removed channels carry: zero (the paper's sufficiency test) or their mean "
-        "activation over --reference images (mean ablation)",
+        "activation over --reference images (mean ablation); several (--ablation zero mean) write rows "
+        "for each, in that order, with the mean fill computed once",
     )
     p.add_argument(
         "--reference",
@@ -300,9 +302,9 @@ def _evaluate_arguments(p: argparse.ArgumentParser) -> None:
 
 @STAGES.stage("vision-evaluate", _evaluate_arguments, help="sufficiency of one class's circuits -> tidy CSV")
 def _cmd_evaluate(args: argparse.Namespace) -> int:
-    """Zero non-circuit channels at every block output and measure class accuracy, false-positive rate on other classes
-    and balanced accuracy for all K x methods (batched), plus the unmasked model ('full'). Rows carry the scorer
-    and setting of their circuits.
+    """Ablate non-circuit channels at every block output (zero and/or mean ablation: rows for each) and measure class
+    accuracy, false-positive rate on other classes and balanced accuracy for all K x methods (batched), plus the
+    unmasked model ('full'). Rows carry the scorer, the ablation and the setting of their circuits.
     """
 
     from certified_circuits.pipeline.tracking import add_metrics
@@ -315,7 +317,8 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     for name, path in sets.items():
         if not path.exists():
             raise InputError(f"eval set {name!r}: {path} does not exist")
-    if args.ablation == "mean" and args.reference is None:
+    ablations = list(dict.fromkeys(args.ablation))  # in the given order, each once
+    if "mean" in ablations and args.reference is None:
         raise InputError("--ablation mean needs --reference (images whose mean activations fill removed channels)")
     circuits = [(read_votes(v), read_certificates(c)) for v, c in args.circuits]
     check_circuit_files(
@@ -325,26 +328,32 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     model, index = load_model(args)
     label = class_label(model, args.concept)
     isets = {name: open_set(p, index, limit_per_class=args.limit_per_class) for name, p in sets.items()}
-    fill = None
-    if args.ablation == "mean":
+    fills = {"zero": None}
+    if "mean" in ablations:
         reference = open_set(args.reference, index, limit_per_class=args.reference_per_class)
-        fill = mean_ablation_fill(model, reference, args.reference_size, args.seed)
+        fills["mean"] = mean_ablation_fill(model, reference, args.reference_size, args.seed)
     log_startup("vision-evaluate")
-    table = evaluate_circuits(
-        model,
-        isets,
-        label,
-        args.concept,
-        circuits,
-        experiment=args.experiment,
-        methods=args.methods,
-        ablation=args.ablation,
-        fill=fill,
-        n_negatives=args.n_negatives,
-        seed=args.seed,
-        max_batch=args.max_batch,
-        progress_log=lambda message: log.info("vision-evaluate: %s", message),
-    )
+    tables = [
+        evaluate_circuits(
+            model,
+            isets,
+            label,
+            args.concept,
+            circuits,
+            experiment=args.experiment,
+            methods=args.methods,
+            ablation=ablation,
+            fill=fills[ablation],
+            n_negatives=args.n_negatives,
+            seed=args.seed,
+            max_batch=args.max_batch,
+            progress_log=lambda message, ablation=ablation: log.info("vision-evaluate (%s): %s", ablation, message),
+        )
+        for ablation in ablations
+    ]
+    import pandas as pd
+
+    table = pd.concat(tables, ignore_index=True)
     write_csv(args.out, table)
     full = table[table.method == "full"].drop_duplicates("eval_set")
     add_metrics({f"full_accuracy_{r.eval_set}": r.accuracy for r in full.itertuples()})

@@ -3,7 +3,9 @@
 - ``vision-world``: build the embedded concept world (one ``.npz`` per split + ``world.json``);
 - ``vision-train``: train the world ResNet, write the checkpoint and ID/OOD accuracies (JSON);
 - ``vision-filter-ood``: build the adversarial and anomaly sets by filtration against a model, and
-  write the full model's accuracy on every split (the calibration numbers).
+  write the full model's accuracy on every split (the calibration numbers);
+- ``vision-ground-truth``: the class circuits of a planted world model (``vision-train --planted-own ...``),
+  causally verified, as a ground-truth JSON.
 
 Every path is explicit so that a Snakemake rule can declare inputs and outputs.
 """
@@ -19,7 +21,7 @@ import numpy as np
 
 from certified_circuits.core.devices import configure_torch
 from certified_circuits.vision.networks.architectures import WORLD_BLOCKS, WORLD_WIDTHS
-from certified_circuits.cli.stages import InputError, Stages, existing_file, positive_int
+from certified_circuits.cli.stages import InputError, Stages, existing_file, output_file, positive_int
 
 log = logging.getLogger(__name__)
 STAGES = Stages()
@@ -114,7 +116,8 @@ def _train_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--epochs", type=positive_int, default=10)
     p.add_argument("--batch-size", type=positive_int, default=128)
     p.add_argument("--lr", type=float, default=3e-3)
-    p.add_argument("--widths", type=positive_int, nargs=4, default=list(WORLD_WIDTHS))
+    p.add_argument("--widths", type=positive_int, nargs=4, default=None,
+                   help=f"stage widths (default {' '.join(map(str, WORLD_WIDTHS))}; with --planted-own: derived)")
     p.add_argument("--blocks", type=positive_int, nargs=4, default=list(WORLD_BLOCKS))
     p.add_argument("--stem-stride", type=int, default=2, choices=[1, 2], help="stride of the 3x3 stem convolution")
     p.add_argument(
@@ -134,7 +137,47 @@ def _train_arguments(p: argparse.ArgumentParser) -> None:
         "no rescaling (as zero ablation does); dropout2d: torch Dropout2d(P), kept channels "
         "scaled by 1/(1-P) (default: mask)",
     )
+    p.add_argument(
+        "--planted-own",
+        type=positive_int,
+        nargs=4,
+        default=None,
+        metavar="N",
+        help="planted world ResNet (class circuits known by construction): channels of each class in layer1..layer4; "
+        "needs --planted-shared; widths become n_classes * own + shared",
+    )
+    p.add_argument(
+        "--planted-shared",
+        type=int,
+        nargs=4,
+        default=None,
+        metavar="N",
+        help="planted world ResNet: channels shared by every class in layer1..layer4 (the last must be 0)",
+    )
     p.add_argument("--threads", type=positive_int, default=1, help="torch CPU threads (default 1)")
+
+
+def planted_spec_of(args: argparse.Namespace, n_classes: int):
+    """The planted spec of ``--planted-own/--planted-shared`` (None without them) and the stage widths.
+
+    Raises:
+        InputError: one flag without the other, an invalid spec, or ``--widths`` that contradict it.
+    """
+    from certified_circuits.vision.networks.planted import PlantedSpec, planted_widths
+
+    if (args.planted_own is None) != (args.planted_shared is None):
+        raise InputError("--planted-own and --planted-shared go together: pass both (4 values each) or neither")
+    if args.planted_own is None:
+        return None, tuple(args.widths or WORLD_WIDTHS)
+    try:
+        spec = PlantedSpec(n_classes, tuple(args.planted_own), tuple(args.planted_shared))
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
+    widths = planted_widths(spec)
+    if args.widths is not None and tuple(args.widths) != widths:
+        raise InputError(f"--widths {' '.join(map(str, args.widths))} contradict the planted spec, which needs "
+                         f"{' '.join(map(str, widths))} ({n_classes} classes x own + shared): drop --widths")
+    return spec, widths
 
 
 @STAGES.stage("vision-train", _train_arguments, help="train the embedded world ResNet")
@@ -150,6 +193,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
     configure_torch(args.threads)
     tr = load_split(args.world / "train.npz")
     class_names = [str(c) for c in tr["class_names"]]
+    planted, widths = planted_spec_of(args, len(class_names))
     model, train_log = train_world_model(
         tr["images"],
         tr["labels"],
@@ -158,11 +202,12 @@ def _cmd_train(args: argparse.Namespace) -> int:
         epochs=args.epochs,
         batch_size=args.batch_size,
         lr=args.lr,
-        widths=tuple(args.widths),
+        widths=widths,
         blocks=tuple(args.blocks),
         stem_stride=args.stem_stride,
         channel_dropout=args.channel_dropout,
         channel_dropout_mode=args.channel_dropout_mode,
+        planted=planted,
     )
     metrics = {"train_log": train_log}
     for split in ("id_test", "context_shift", "corruption"):
@@ -174,7 +219,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
         args.out_model,
         model.net,
         class_names,
-        args.widths,
+        widths,
         args.blocks,
         int(tr["images"].shape[1]),
         meta={
@@ -182,6 +227,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
             "world": str(args.world),
             "channel_dropout": args.channel_dropout,
             "channel_dropout_mode": args.channel_dropout_mode,
+            **({"planted": planted.to_dict()} if planted is not None else {}),
         },
     )
     write_json_atomic(args.out_metrics, metrics)
@@ -245,4 +291,60 @@ def _cmd_filter(args: argparse.Namespace) -> int:
         ).tolist()
     write_json_atomic(args.out_metrics, metrics)
     _report_accuracies("vision-filter-ood", metrics)
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------- ground truth
+
+
+def _ground_truth_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--checkpoint", type=existing_file, required=True, help="planted world model (vision-train "
+                   "--planted-own ... --planted-shared ...)")
+    p.add_argument("--world", type=Path, required=True, help="folder written by vision-world (train, id_test; "
+                   "concept too when present)")
+    p.add_argument("--out", type=output_file, required=True, help="ground-truth JSON")
+    p.add_argument("--experiment", default="world")
+    p.add_argument("--reference-size", type=positive_int, default=500,
+                   help="train images sampled (seeded) for the mean-ablation fill")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=positive_int, default=1, help="torch CPU threads (default 1)")
+
+
+@STAGES.stage("vision-ground-truth", _ground_truth_arguments,
+              help="the planted world model's class circuits, causally verified -> ground-truth JSON")
+def _cmd_ground_truth(args: argparse.Namespace) -> int:
+    """Write every class's true components (its own channels + the shared channels of the planted model) with the
+    causal checks of :mod:`certified_circuits.vision.ground_truth` (mean and zero ablation on id_test and the
+    concept split); 'passed' per class. Exit 2 when the checkpoint is not a planted model.
+    """
+
+    from certified_circuits.pipeline.tracking import add_metrics
+    from certified_circuits.storage.atomic import write_json
+    from certified_circuits.vision.data.image_sets import npz_set
+    from certified_circuits.vision.evaluate import mean_ablation_fill
+    from certified_circuits.vision.ground_truth import ground_truth_document, log_line, verify_planted
+    from certified_circuits.vision.networks.models import load_world_model
+    from certified_circuits.vision.networks.planted import spec_of_meta
+
+    configure_torch(args.threads)
+    for split in ("train", "id_test"):
+        if not (args.world / f"{split}.npz").is_file():
+            raise InputError(f"{args.world / (split + '.npz')} does not exist: build the world with "
+                             f"`certified-circuits vision-world --out {args.world}`")
+    model = load_world_model(args.checkpoint)
+    spec = spec_of_meta(model.meta)
+    if spec is None:
+        raise InputError(f"{args.checkpoint} is not a planted world model (its meta has no 'planted' spec), so its "
+                         f"class circuits are unknown: train one with `certified-circuits vision-train "
+                         f"--planted-own 2 3 4 4 --planted-shared 6 6 8 0 ...`")
+    sets = {name: npz_set(args.world / f"{name}.npz") for name in ("id_test", "concept")
+            if (args.world / f"{name}.npz").is_file()}
+    start = time.perf_counter()
+    fill = mean_ablation_fill(model, npz_set(args.world / "train.npz"), args.reference_size, args.seed)
+    verification = verify_planted(model, spec, sets, {"mean": fill, "zero": None}, seed=args.seed, log=log_line)
+    write_json(args.out, ground_truth_document(model, spec, verification, args.experiment))
+    passed = sum(v["passed"] for v in verification.values())
+    add_metrics({"ground_truth_classes_passed": passed, "ground_truth_classes": len(verification)})
+    log.info("vision-ground-truth: %d/%d classes passed in %.1fs; wrote %s", passed, len(verification),
+             time.perf_counter() - start, args.out)
     return 0

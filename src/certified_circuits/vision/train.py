@@ -22,6 +22,7 @@ from tqdm import tqdm
 from certified_circuits.core.devices import training_kernels
 from certified_circuits.vision.networks.architectures import WORLD_BLOCKS, WORLD_WIDTHS
 from certified_circuits.vision.networks.models import VisionModel, world_model_from_net, world_resnet
+from certified_circuits.vision.networks.planted import PlantedSpec, apply_masks, planted_widths
 
 
 def _batches(n: int, bs: int):
@@ -49,7 +50,7 @@ def train_world_model(
     batch_size: int = 128, lr: float = 3e-3, weight_decay: float = 5e-4,
     widths: tuple[int, ...] = WORLD_WIDTHS, blocks: tuple[int, ...] = WORLD_BLOCKS,
     stem_stride: int = 2, flip: bool = True, channel_dropout: float = 0.0, channel_dropout_mode: str = "mask",
-    nonneg_classifier: bool = False, progress: bool = True,
+    nonneg_classifier: bool = False, planted: PlantedSpec | None = None, progress: bool = True,
 ) -> tuple[VisionModel, dict]:
     """Train the world ResNet; returns the model (eval mode) and a small training log.
 
@@ -65,17 +66,30 @@ def train_world_model(
     *for* classes only, so zero-ablating a layer4 channel can never raise a logit: the layer4 channels
     cannot inhibit a class, and a circuit that removes them cannot disinhibit it (docs/calibration.md,
     third round). The bias ``b`` and all other parameters are unconstrained; the architecture, the
-    state dict and the eval-mode forward pass are unchanged."""
+    state dict and the eval-mode forward pass are unchanged.
+
+    ``planted``: train the planted world ResNet (:mod:`~.networks.planted`): ``widths`` must be
+    ``planted_widths(planted)`` and the block masks are enforced by projection, ``W <- W * mask`` at
+    initialisation and after every optimiser step, so every masked weight of the result is exactly 0 and
+    class c's logit depends only on its own and the shared channels."""
     if images.ndim != 4 or images.dtype != np.uint8:
         raise ValueError(f"training images must be uint8 [N, H, W, 3], got {images.dtype} {images.shape}")
     if len(images) != len(labels) or len(images) == 0:
         raise ValueError(f"need as many labels as images (> 0), got {len(images)} images and {len(labels)} labels")
+    if planted is not None:
+        if planted.n_classes != len(class_names):
+            raise ValueError(f"planted spec has {planted.n_classes} classes but the training data has {len(class_names)}")
+        if tuple(widths) != planted_widths(planted):
+            raise ValueError(f"widths {tuple(widths)} contradict the planted spec, which needs {planted_widths(planted)} "
+                             f"(n_classes * own + shared per stage): leave the widths to the spec")
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed)
     net = world_resnet(len(class_names), widths, blocks, stem_stride, channel_dropout, channel_dropout_mode)
     if nonneg_classifier:
         with torch.no_grad():
             net.fc.weight.abs_()
+    if planted is not None:
+        apply_masks(net, planted, tuple(blocks))
     model = world_model_from_net(net, class_names, images.shape[1])
     x_all = model.normalize(torch.from_numpy(images))
     y_all = torch.from_numpy(labels.astype(np.int64))
@@ -87,6 +101,8 @@ def train_world_model(
     t0 = time.perf_counter()
     log = {"epochs": epochs, "seed": seed, "channel_dropout": float(channel_dropout),
            "channel_dropout_mode": channel_dropout_mode, "nonneg_classifier": bool(nonneg_classifier), "loss": []}
+    if planted is not None:
+        log["planted"] = planted.to_dict()
     bar = tqdm(total=steps, desc="vision-train", disable=not progress)
     for _ in range(epochs):
         net.train()
@@ -106,6 +122,8 @@ def train_world_model(
             if nonneg_classifier:  # projection onto W >= 0
                 with torch.no_grad():
                     net.fc.weight.clamp_(min=0.0)
+            if planted is not None:  # projection onto the planted block structure
+                apply_masks(net, planted, tuple(blocks))
             sched.step()
             tot += float(loss.detach()) * len(idx)
             cnt += len(idx)

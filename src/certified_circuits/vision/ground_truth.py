@@ -1,0 +1,242 @@
+"""Causal verification of the planted world ResNet's class circuits, and the ground-truth file (DESIGN.md 11).
+
+The truth of class c (:func:`~certified_circuits.vision.networks.planted.truth_components`) is known by
+construction; "verify before you score" measures that it is the circuit:
+
+- **exactness** (structural): the gradient of logit c with respect to every non-truth vertex is exactly 0, and
+  logit c is bit-identical when every non-truth vertex is replaced by random values;
+- **sufficiency** (keep only the truth; every other vertex ablated at every block output): the class accuracy
+  and the mean class margin stay close to the full model's, and the balanced accuracy
+  ``(class accuracy + 1 - false-positive rate on the other classes' images) / 2`` stays high, so the kept
+  circuit does not win by labelling everything c;
+- **necessity** (ablate the truth, keep everything else): the class accuracy falls to chance and the mean
+  class margin below 0.
+
+Ablation is **mean** ablation (a removed channel carries its mean activation over a seeded sample of the train
+split, :func:`~certified_circuits.vision.evaluate.mean_ablation_fill`), which keeps the other classes' logits
+at their average; zero ablation is reported beside it. Margins: ``margin = z_c - max_{k != c} z_k`` (> 0 iff
+the image is labelled c) and ``m`` = z_c minus the mean of the other logits
+(:func:`~certified_circuits.vision.evaluate.class_margin`, faithfulness' margin). Only mean ablation decides
+``passed``: zero ablation removes the other classes' evidence, so a zero-ablated class circuit labels other
+classes' images c too (DESIGN.md 11, "Why cACC is degenerate").
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Mapping
+
+import numpy as np
+import torch
+
+from certified_circuits.vision.data.image_sets import ImageSet
+from certified_circuits.vision.evaluate import class_margin
+from certified_circuits.vision.networks.hooks import captured, masked_logits
+from certified_circuits.vision.networks.models import VisionModel
+from certified_circuits.vision.networks.planted import (
+    PlantedSpec,
+    gradient_outside_truth,
+    truth_components,
+    truth_names,
+)
+
+FORMAT = "certified-circuits/ground-truth/1"
+
+#: sufficiency: the truth alone keeps at least this share of the full model's class accuracy (the other logits
+#: sit at their train mean instead of their per-image values, which may cost a few borderline images)
+KEEP_ACCURACY_RATIO = 0.9
+#: sufficiency without class bias: balanced accuracy of the truth alone; 0.5 is a circuit that labels every image
+#: c (or none), 1 a perfect one-vs-rest detector
+KEEP_MIN_BALANCED_ACCURACY = 0.8
+#: necessity: with the truth ablated the class accuracy is at most chance (1 / n_classes) plus this tolerance
+CHANCE_TOLERANCE = 0.05
+#: necessity: with the truth ablated the mean margin z_c - max_{k != c} z_k is at most this (the class loses)
+ABLATED_MAX_MARGIN = 0.0
+#: exactness: a planted model's gradient outside the truth and its logit change are exactly this
+EXACT = 0.0
+
+ABLATIONS = ("mean", "zero")
+
+
+def thresholds(n_classes: int) -> dict[str, float]:
+    """The thresholds of :func:`verify_class`, as recorded in the ground-truth file."""
+    return {
+        "keep_accuracy_ratio": KEEP_ACCURACY_RATIO,
+        "keep_min_balanced_accuracy": KEEP_MIN_BALANCED_ACCURACY,
+        "ablated_max_accuracy": 1.0 / n_classes + CHANCE_TOLERANCE,
+        "ablated_max_margin": ABLATED_MAX_MARGIN,
+        "max_gradient_outside": EXACT,
+        "max_logit_change": EXACT,
+    }
+
+
+def max_margin(logits: torch.Tensor, label: int) -> torch.Tensor:
+    """``z_c - max_{k != c} z_k`` [...] from logits [..., C]: positive iff the argmax is c (ties aside)."""
+    others = logits.clone()
+    others[..., label] = -torch.inf
+    return logits[..., label] - others.amax(-1)
+
+
+@torch.no_grad()
+def circuit_logits(
+    model: VisionModel, imageset: ImageSet, masks: np.ndarray, fill: list[torch.Tensor] | None, batch_size: int = 256
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Logits of the full model [N, C] and under each mask [M, N, C] on every image of ``imageset``.
+
+    Args:
+        masks: bool [M, U] (1 keeps a vertex, 0 ablates it at its block output).
+        fill: per-block fill of removed vertices (mean ablation) or None (zero ablation).
+    """
+    masks_t = torch.as_tensor(np.asarray(masks), dtype=torch.float32, device=model.device)
+    full, kept = [], []
+    for s0 in range(0, len(imageset), batch_size):
+        x = imageset.load(np.arange(s0, min(len(imageset), s0 + batch_size)), model).to(model.device)
+        full.append(model.net(x).cpu())
+        kept.append(masked_logits(model, x, masks_t, fill).cpu())
+    return torch.cat(full), torch.cat(kept, dim=1)
+
+
+def logit_change_outside_truth(model: VisionModel, x: torch.Tensor, spec: PlantedSpec, label: int, seed: int) -> float:
+    """max |logit_c(replaced) - logit_c(x)| when every non-truth vertex carries random values (N(0, 1) * 3 + 1,
+    a seeded draw per image and channel map): 0.0 exactly for a planted model."""
+    keep = torch.as_tensor(truth_components(spec, label), dtype=torch.float32, device=model.device)
+    with torch.no_grad(), captured(model) as acts:
+        model.net(x)
+    gen = torch.Generator().manual_seed(seed)
+    fill = [(torch.randn(a.shape[1:], generator=gen) * 3 + 1).to(model.device) for a in acts]
+    with torch.no_grad():
+        base = model.net(x)[:, label]
+        replaced = masked_logits(model, x, keep[None], fill)[0, :, label]
+    return float((replaced - base).abs().max())
+
+
+def summarize(logits: torch.Tensor, labels: np.ndarray, label: int) -> dict[str, float]:
+    """Class accuracy, false-positive rate, balanced accuracy and mean margins of logits [N, C] on a labelled set.
+
+    Returns:
+        {accuracy, false_positive_rate, balanced_accuracy, margin (mean z_c - max_{k != c} z_k over class c's
+        images), m (mean :func:`class_margin` over them)}; NaN where a side has no images."""
+    pos = torch.as_tensor(labels == label)
+    hit = logits.argmax(-1) == label
+    acc = float(hit[pos].float().mean()) if pos.any() else float("nan")
+    fpr = float(hit[~pos].float().mean()) if (~pos).any() else float("nan")
+    return {
+        "accuracy": acc,
+        "false_positive_rate": fpr,
+        "balanced_accuracy": (acc + 1.0 - fpr) / 2.0,
+        "margin": float(max_margin(logits[pos], label).mean()) if pos.any() else float("nan"),
+        "m": float(class_margin(logits[pos], label).mean()) if pos.any() else float("nan"),
+    }
+
+
+def verify_class(
+    model: VisionModel,
+    spec: PlantedSpec,
+    sets: Mapping[str, ImageSet],
+    label: int,
+    fills: Mapping[str, list[torch.Tensor] | None],
+    primary: str = "id_test",
+    seed: int = 0,
+) -> dict:
+    """Causal checks of class ``label``'s planted truth (module docstring).
+
+    Args:
+        sets: eval sets by name (every class's images: the false-positive rate needs the others); ``primary``
+            among them decides ``passed``.
+        fills: {ablation name: fill}; ``"mean"`` (required) and optionally ``"zero"`` (None).
+        seed: the random replacement of the logit-invariance check.
+
+    Returns:
+        a flat dict: ``n_truth``, ``max_gradient_outside``, ``max_logit_change`` and for every set S, ablation A
+        and circuit X in (full, keep, ablated) ``S.A.X.{accuracy,false_positive_rate,balanced_accuracy,margin,m}``
+        (full is independent of A: ``S.full.*``), ``n_images.S``, the thresholds and ``passed`` (bool).
+    """
+    if primary not in sets or "mean" not in fills:
+        raise ValueError(f"verification needs the {primary!r} set and the mean-ablation fill")
+    truth = truth_components(spec, label)
+    masks = np.stack([truth, ~truth])  # keep only the truth; ablate the truth
+    out: dict = {"n_truth": int(truth.sum())}
+    first = sets[primary]
+    pos = np.flatnonzero(first.labels == label)[:64]
+    x = first.load(pos, model).to(model.device)
+    out["max_gradient_outside"] = gradient_outside_truth(model.net, model.hook_names, x, spec, label)
+    out["max_logit_change"] = logit_change_outside_truth(model, x, spec, label, seed)
+    for name, iset in sets.items():
+        out[f"n_images.{name}"] = int((iset.labels == label).sum())
+        for abl, fill in fills.items():
+            full, kept = circuit_logits(model, iset, masks, fill)
+            for key, logits in (("full", full), ("keep", kept[0]), ("ablated", kept[1])):
+                prefix = f"{name}.full" if key == "full" else f"{name}.{abl}.{key}"
+                out.update({f"{prefix}.{q}": v for q, v in summarize(logits, iset.labels, label).items()})
+    lim = thresholds(spec.n_classes)
+    p = f"{primary}.mean"
+    checks = {
+        "exact_gradient": out["max_gradient_outside"] <= lim["max_gradient_outside"],
+        "exact_logit": out["max_logit_change"] <= lim["max_logit_change"],
+        "keep_accuracy": out[f"{p}.keep.accuracy"] >= lim["keep_accuracy_ratio"] * out[f"{primary}.full.accuracy"],
+        "keep_balanced_accuracy": out[f"{p}.keep.balanced_accuracy"] >= lim["keep_min_balanced_accuracy"],
+        "ablated_accuracy": out[f"{p}.ablated.accuracy"] <= lim["ablated_max_accuracy"],
+        "ablated_margin": out[f"{p}.ablated.margin"] <= lim["ablated_max_margin"],
+    }
+    out.update({f"threshold.{k}": v for k, v in lim.items()})
+    out.update({f"check.{k}": bool(v) for k, v in checks.items()})
+    out["passed"] = bool(all(checks.values()))
+    return out
+
+
+def verify_planted(
+    model: VisionModel,
+    spec: PlantedSpec,
+    sets: Mapping[str, ImageSet],
+    fills: Mapping[str, list[torch.Tensor] | None],
+    primary: str = "id_test",
+    seed: int = 0,
+    log=None,
+) -> dict[str, dict]:
+    """:func:`verify_class` for every class: {class name: verification}; ``log(message)`` gets one line a class."""
+    if spec.n_classes != len(model.class_names) or tuple(model.widths) != tuple(
+        spec.n_classes * o + s for o, s in zip(spec.own, spec.shared)
+    ):
+        raise ValueError(
+            f"the model ({len(model.class_names)} classes, widths {model.widths}) does not match its "
+            f"planted spec {spec.to_dict()}"
+        )
+    result = {}
+    for label, name in enumerate(model.class_names):
+        v = verify_class(model, spec, sets, label, fills, primary, seed)
+        result[name] = v
+        if log is not None:
+            p = f"{primary}.mean"
+            log(
+                f"{name}: {'PASS' if v['passed'] else 'FAIL'} full acc {v[f'{primary}.full.accuracy']:.3f} "
+                f"margin {v[f'{primary}.full.margin']:.2f} | keep acc {v[f'{p}.keep.accuracy']:.3f} "
+                f"margin {v[f'{p}.keep.margin']:.2f} bal {v[f'{p}.keep.balanced_accuracy']:.3f} | ablated acc "
+                f"{v[f'{p}.ablated.accuracy']:.3f} margin {v[f'{p}.ablated.margin']:.2f} | grad outside "
+                f"{v['max_gradient_outside']:.1e}"
+            )
+    return result
+
+
+def ground_truth_document(
+    model: VisionModel, spec: PlantedSpec, verification: Mapping[str, dict], experiment: str
+) -> dict:
+    """The ground-truth JSON (format ``certified-circuits/ground-truth/1``) of a planted world model."""
+    return {
+        "format": FORMAT,
+        "experiment": experiment,
+        "kind": "vision",
+        "model": f"planted_world_resnet own={list(spec.own)} shared={list(spec.shared)}",
+        "how": "by construction: block-masked convolutions let logit c read only class c's own channels and the "
+        "shared channels (its ancestors), verified by exact-zero gradients and mean/zero ablation",
+        "n_components": int(model.n_vertices),
+        "planted": spec.to_dict(),
+        "concepts": {
+            name: {"components": truth_names(spec, label), "verification": dict(verification[name])}
+            for label, name in enumerate(model.class_names)
+        },
+    }
+
+
+def log_line(message: str) -> None:
+    """Default per-class log: one line on stderr."""
+    print(f"vision-ground-truth: {message}", file=sys.stderr)
