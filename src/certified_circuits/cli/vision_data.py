@@ -305,7 +305,7 @@ def _ground_truth_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", type=output_file, required=True, help="ground-truth JSON")
     p.add_argument("--experiment", default="world")
     p.add_argument("--reference-size", type=positive_int, default=500,
-                   help="train images sampled (seeded) for the mean-ablation fill")
+                   help="train images sampled (seeded) for each mean-ablation fill")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=positive_int, default=1, help="torch CPU threads (default 1)")
 
@@ -314,14 +314,13 @@ def _ground_truth_arguments(p: argparse.ArgumentParser) -> None:
               help="the planted world model's class circuits, causally verified -> ground-truth JSON")
 def _cmd_ground_truth(args: argparse.Namespace) -> int:
     """Write every class's true components (its own channels + the shared channels of the planted model) with the
-    causal checks of :mod:`certified_circuits.vision.ground_truth` (mean and zero ablation on id_test and the
-    concept split); 'passed' per class. Exit 2 when the checkpoint is not a planted model.
+    causal checks of :mod:`certified_circuits.vision.ground_truth` (class-absent mean, train mean and zero
+    ablation on id_test and the concept split); 'passed' per class. Exit 2 when the checkpoint is not a planted model.
     """
 
     from certified_circuits.pipeline.tracking import add_metrics
     from certified_circuits.storage.atomic import write_json
     from certified_circuits.vision.data.image_sets import npz_set
-    from certified_circuits.vision.evaluate import mean_ablation_fill
     from certified_circuits.vision.ground_truth import ground_truth_document, log_line, verify_planted
     from certified_circuits.vision.networks.models import load_world_model
     from certified_circuits.vision.networks.planted import spec_of_meta
@@ -340,8 +339,8 @@ def _cmd_ground_truth(args: argparse.Namespace) -> int:
     sets = {name: npz_set(args.world / f"{name}.npz") for name in ("id_test", "concept")
             if (args.world / f"{name}.npz").is_file()}
     start = time.perf_counter()
-    fill = mean_ablation_fill(model, npz_set(args.world / "train.npz"), args.reference_size, args.seed)
-    verification = verify_planted(model, spec, sets, {"mean": fill, "zero": None}, seed=args.seed, log=log_line)
+    verification = verify_planted(model, spec, sets, npz_set(args.world / "train.npz"), args.reference_size,
+                                  seed=args.seed, log=log_line)
     write_json(args.out, ground_truth_document(model, spec, verification, args.experiment))
     passed = sum(v["passed"] for v in verification.values())
     add_metrics({"ground_truth_classes_passed": passed, "ground_truth_classes": len(verification)})

@@ -247,7 +247,6 @@ def test_trained_checkpoint_is_planted(trained):
 
 def test_verification_passes_on_a_trained_planted_model(trained):
     from certified_circuits.vision.data.image_sets import npz_set
-    from certified_circuits.vision.evaluate import mean_ablation_fill
     from certified_circuits.vision.ground_truth import (
         CHANCE_TOLERANCE,
         KEEP_ACCURACY_RATIO,
@@ -258,19 +257,19 @@ def test_verification_passes_on_a_trained_planted_model(trained):
     w, ckpt = trained
     model = load_world_model(ckpt)
     spec = PlantedSpec(6, TINY_OWN, TINY_SHARED)
-    fill = mean_ablation_fill(model, npz_set(w / "train.npz"), 200, 0)
-    result = verify_planted(model, spec, {"id_test": npz_set(w / "id_test.npz")}, {"mean": fill, "zero": None})
+    result = verify_planted(model, spec, {"id_test": npz_set(w / "id_test.npz")}, npz_set(w / "train.npz"), 200)
     assert list(result) == ["circle", "square", "triangle", "plus", "star", "ring"]
     for v in result.values():
         assert v["passed"] and v["n_truth"] == (1 + 2) + (1 + 2) + (2 + 2) + 2 and v["n_images.id_test"] == 40
         assert v["max_gradient_outside"] == 0.0 and v["max_logit_change"] == 0.0
         assert v["id_test.full.accuracy"] >= 0.8  # the tiny model learned the task
-        assert v["id_test.mean.keep.accuracy"] >= KEEP_ACCURACY_RATIO * v["id_test.full.accuracy"]
-        assert v["id_test.mean.keep.balanced_accuracy"] >= KEEP_MIN_BALANCED_ACCURACY
-        assert v["id_test.mean.ablated.accuracy"] <= 1 / 6 + CHANCE_TOLERANCE and v["id_test.mean.ablated.margin"] <= 0
-        assert v["id_test.mean.keep.margin"] > 0.5  # the truth alone carries the class's margin
-        # zero ablation is reported too; its balanced accuracy is a number in [0, 1]
-        assert 0.0 <= v["id_test.zero.keep.balanced_accuracy"] <= 1.0
+        assert v["id_test.mean_absent.keep.accuracy"] >= KEEP_ACCURACY_RATIO * v["id_test.full.accuracy"]
+        assert v["id_test.mean_absent.keep.balanced_accuracy"] >= KEEP_MIN_BALANCED_ACCURACY
+        assert v["id_test.mean_absent.ablated.accuracy"] <= 1 / 6 + CHANCE_TOLERANCE
+        assert v["id_test.mean_absent.ablated.margin"] <= 0
+        assert v["id_test.mean_absent.keep.margin"] > 0.5  # the truth alone carries the class's margin
+        # train-mean and zero ablation are reported too; logit c is the full model's under every keep-only circuit
+        assert 0.0 <= v["id_test.zero.keep.balanced_accuracy"] <= 1.0 and "id_test.mean.ablated.margin" in v
 
 
 def test_ground_truth_stage(trained, tmp_path):
@@ -298,7 +297,7 @@ def test_ground_truth_stage(trained, tmp_path):
     ]
     ver = square["verification"]
     assert ver["passed"] is True and ver["threshold.ablated_max_accuracy"] == pytest.approx(1 / 6 + 0.05, abs=1e-12)
-    assert {"id_test.mean.keep.accuracy", "concept.mean.ablated.margin", "id_test.zero.keep.m"} <= set(ver)
+    assert {"id_test.mean_absent.keep.accuracy", "concept.mean.ablated.margin", "id_test.zero.keep.m"} <= set(ver)
 
     # an ordinary world model has no known circuits: refused with the fix
     assert (
@@ -394,3 +393,9 @@ def test_evaluate_with_two_ablations(trained, tmp_path):
     pd.testing.assert_frame_equal(both[both.ablation == "mean"][cols].reset_index(drop=True), mean[cols])
     with pytest.raises(InputError, match="--ablation mean needs --reference"):
         run(*common[:-4], "--ablation", "zero", "mean", "--out", tmp_path / "x.csv")
+
+
+def test_ground_truth_help(capsys):
+    with pytest.raises(SystemExit) as e:
+        parser().parse_args(["vision-ground-truth", "--help"])
+    assert e.value.code == 0 and "--checkpoint" in capsys.readouterr().out
