@@ -96,6 +96,7 @@ if LANGUAGE["enabled"]:
 
 
 include: "rules/certification.smk"
+include: "rules/testbed.smk"
 include: "rules/reports.smk"
 
 

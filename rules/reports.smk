@@ -450,6 +450,9 @@ if LANGUAGE["enabled"]:
         ALL_TARGETS += rules.language_attack.output
 
 
+ALL_TARGETS += TESTBED_TARGETS
+
+
 rule summary:
     """Headline numbers of the run (printed at the end and written to summary.md), after a Warnings section that
     flags every degenerate result of the curves tables and certificates (model at chance, empty circuits, plan

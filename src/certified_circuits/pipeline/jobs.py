@@ -33,7 +33,7 @@ __all__ = [
     "vision_evaluate_sets", "vision_ablation_options", "vision_ablation_inputs", "vision_attack_inputs", "attack_options", "votes_options", "decision_options",
     "embedded_language", "hf_language", "language_dirs", "language_model_args", "language_eval_sets",
     "language_model_inputs", "language_settings", "explorer_circuits", "language_selected_table",
-    "mib_model_name", "mib_circuits",
+    "mib_model_name", "mib_circuits", "ground_truth_experiments", "stability_jobs", "stability_options",
 ]
 
 Config = Mapping[str, Any]
@@ -671,3 +671,75 @@ def mib_circuits(config: Config, paths: Layout) -> list[tuple[str, str, str, str
             rows.append((task, paths.attributions(lx, "train", task), paths.votes(lx, "train", task, "eap_ig", setting),
                          paths.certificates(lx, "train", task, "eap_ig", setting)))
     return rows
+
+
+# ------------------------------------------------------------------------ testbed (circuits with a known answer)
+
+#: the language task whose circuit the embedded model's ground truth names (language/ground_truth.py)
+GROUND_TRUTH_TASK = "induction"
+
+
+def ground_truth_experiments(config: Config) -> dict[str, str]:
+    """The experiments whose model has a ground truth, and the stage that writes it.
+
+    Args:
+        config: the run's config.
+
+    Returns:
+        experiment name -> ``vision`` (the embedded world model trained with ``vision.train.planted_own``: its class
+        circuits are planted by construction) or ``language`` (the embedded model, when ``induction`` is among its
+        tasks: the circuit is found by diagnostics and verified by patching). Empty for every other source.
+    """
+    found = {}
+    vision, language = config["vision"], config["language"]
+    if vision["enabled"] and embedded_vision(config) and vision["train"].get("planted_own"):
+        found[vision["experiment"]] = "vision"
+    if language["enabled"] and embedded_language(config) and GROUND_TRUTH_TASK in language["tasks"]:
+        found[language["experiment"]] = "language"
+    return found
+
+
+def stability_jobs(config: Config, paths: Layout, concepts: Sequence[str]) -> list[dict[str, Any]]:
+    """One stability job per concept and setting of each experiment with a ground truth (``testbed.resamples`` > 0).
+
+    Args:
+        config: the run's config.
+        paths: the run's layout.
+        concepts: the vision classes the config certifies.
+
+    Returns:
+        Dicts with ``experiment``, ``concept``, ``scorer``, ``setting``, ``attributions``, ``out`` and
+        ``k_grid``: vision, every class at the main scorer and setting; language, the ground-truth task at every
+        setting of it (the held-out selection picks among them).
+    """
+    if not int(config["testbed"]["resamples"]):
+        return []
+    rows = []
+    for experiment, kind in ground_truth_experiments(config).items():
+        if kind == "vision":
+            setting, scorer, split = vision_setting(config), vision_main_scorer(config), "concept"
+            pairs = [(c, setting) for c in concepts]
+            grid = config["vision"]["k_grid"]
+        else:
+            scorer, split, grid = "eap_ig", "train", config["language"]["k_grid"]
+            pairs = [(GROUND_TRUTH_TASK, s) for s in language_settings(config, GROUND_TRUTH_TASK)]
+        for concept, setting in pairs:
+            rows.append({"experiment": experiment, "concept": concept, "scorer": scorer, "setting": setting,
+                         "k_grid": grid, "attributions": paths.attributions(experiment, split, concept),
+                         "out": paths.stability(experiment, split, concept, scorer, setting)})
+    return rows
+
+
+def stability_options(job: Mapping[str, Any], testbed: Mapping[str, Any]) -> str:
+    """The ``stability`` stage's options of one job of :func:`stability_jobs`.
+
+    Args:
+        job: a row of :func:`stability_jobs`.
+        testbed: the config's ``testbed`` block (``resamples``, ``seed``).
+
+    Returns:
+        ``--scorer S --k-grid ... --p-del --n0 --n --seed --tau --alpha --correction --resamples B --bootstrap-seed s``.
+    """
+    setting = job["setting"]
+    return (f"--scorer {q(job['scorer'])} --k-grid {words(job['k_grid'])} {votes_options(setting)} "
+            f"{decision_options(setting)} --resamples {int(testbed['resamples'])} --bootstrap-seed {int(testbed['seed'])}")

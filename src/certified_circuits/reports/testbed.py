@@ -75,7 +75,8 @@ UNVERIFIED_NOTE = "truth not verified"
 # ------------------------------------------------------------------------------------------------ recovery
 
 
-def selected_k(selected: pd.DataFrame, experiment: str, concept: str) -> dict[str, tuple[float, str | None, str]]:
+def selected_k(selected: pd.DataFrame, experiment: str, concept: str,
+               scorer: str | None = None) -> dict[str, tuple[float, str | None, str]]:
     """Each recovery method's K (and setting, when chosen) from a ``selected_*`` table of ``report-sufficiency``.
 
     The table has one row per row key and test eval set; the K of a method was chosen on ``selected_on`` and is
@@ -94,6 +95,8 @@ def selected_k(selected: pd.DataFrame, experiment: str, concept: str) -> dict[st
         rows = rows[rows["experiment"].astype(str) == experiment]
     if "concept" in rows.columns:
         rows = rows[rows["concept"].astype(str) == concept]
+    if scorer is not None and "scorer" in rows.columns:  # vision: one K per scorer (report-sufficiency --by scorer)
+        rows = rows[rows["scorer"].astype(str) == scorer]
     if rows.empty:
         raise ValueError(f"the selected table has no row of experiment {experiment!r}"
                          + (f" and concept {concept!r}" if "concept" in selected.columns else "")
@@ -139,7 +142,7 @@ def recovery_tables(truth: GroundTruth, circuits: Sequence[tuple[Path, Path]], e
                   "n_true": int(mask.sum()), "n_components": int(mask.size), "truth_verified": truth.verified(concept)}  # fmt: skip
         rows = recovery_rows(votes, certificates, mask, labels)
         recovery.extend(rows)
-        picks = selected_k(selected, experiment, concept) if selected is not None else None
+        picks = selected_k(selected, experiment, concept, labels.get("scorer")) if selected is not None else None
         areas = auroc_by_method(votes, certificates, mask)
         for method in RECOVERY_METHODS:
             row = {**labels, "method": method, "auroc": areas[method], "n_k": int(len(votes.k_grid))}
