@@ -4,6 +4,7 @@
 
 ALL_TARGETS = []
 SUMMARY_PEAKS = []
+SUMMARY_MEAN_ABLATION = []  # the testbed's mean-ablation selection table (the summary's findings)
 # what the summary checks for degenerate results (reports/flags.py): every curves table and every certificate
 SUMMARY_CURVES = []
 SUMMARY_CERTIFICATES = []
@@ -87,6 +88,7 @@ if VISION["enabled"]:
                 operating_points=f"{VMEAN_TABLES}/operating_points.csv",
                 curves_figure=report(f"{VMEAN_TABLES}/curves_cacc.png", caption="../report/curves.rst", category="Vision"),
                 balanced_figure=report(f"{VMEAN_TABLES}/curves_balanced_accuracy.png", caption="../report/balanced.rst", category="Vision"),
+                selected=[f"{VMEAN_TABLES}/selected_{m}_raw.csv" for m in ("cacc", "balanced")] if VISION["selection_set"] else [],
             params:
                 job=job_env("vision_tables_mean"),
                 select=f"--select-on {q(VISION['selection_set'])}" if VISION["selection_set"] else "",
@@ -105,6 +107,8 @@ if VISION["enabled"]:
         ALL_TARGETS += rules.vision_tables_mean.output
         SUMMARY_PEAKS += [rules.vision_tables_mean.output.peaks, rules.vision_tables_mean.output.balanced]
         SUMMARY_CURVES += [rules.vision_tables_mean.output.curves]
+        if VISION["selection_set"] and GROUND_TRUTHS.get(VX) == "vision":
+            SUMMARY_MEAN_ABLATION += [f"{VMEAN_TABLES}/selected_balanced_raw.csv"]
     SUMMARY_CURVES += [rules.vision_tables.output.curves]
     SUMMARY_CERTIFICATES += [PATHS.certificates(VX, "concept", c, s, VSETTING) for c in VCONCEPTS
                              for s in vision_scorers("concept", VSETTING)]
@@ -461,17 +465,25 @@ rule summary:
         peaks=SUMMARY_PEAKS,
         curves=SUMMARY_CURVES,
         certificates=SUMMARY_CERTIFICATES,
+        ground_truths=[PATHS.ground_truth(x) for x in GROUND_TRUTHS],
+        recovery=[p for p in TESTBED_TABLES if p.endswith("recovery_auroc.csv")],
+        stability=[p for p in TESTBED_TABLES if p.endswith("stability.csv")],
+        mean_ablation=SUMMARY_MEAN_ABLATION,
     output:
         f"{RESULTS}/summary.md",
     params:
         job=job_env("summary"),
+        testbed=lambda w, input: " ".join(
+            f"--{flag} {words(paths)}" for flag, paths in (("ground-truth", input.ground_truths), ("recovery", input.recovery),
+                                                           ("stability", input.stability), ("mean-ablation", input.mean_ablation))
+            if paths) + (f" --main-scorer {q(VMAIN_SCORER)}" if VISION["enabled"] else ""),
     log:
         log_path("summary"),
     conda:
         ENV
     shell:
         "{params.job} certified-circuits report-summary --peaks {input.peaks:q} --curves {input.curves:q} "
-        "--certificates {input.certificates:q} --out {output:q} 2> {log:q}"
+        "--certificates {input.certificates:q} {params.testbed} --out {output:q} 2> {log:q}"
 
 
 ALL_TARGETS += rules.summary.output

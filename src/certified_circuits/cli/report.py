@@ -187,6 +187,13 @@ def _summary_arguments(p: argparse.ArgumentParser) -> None:
                    help="curves tables (curves.csv of report-sufficiency) checked for degenerate results")
     p.add_argument("--certificates", nargs="*", default=[], type=existing_file,
                    help="certificates files checked for degenerate results (plan warnings, certified IN nothing)")
+    p.add_argument("--ground-truth", nargs="*", default=[], type=existing_file,
+                   help="testbed: ground-truth JSONs (vision-ground-truth, language-ground-truth)")
+    p.add_argument("--recovery", nargs="*", default=[], type=existing_file, help="testbed: recovery_auroc.csv per experiment")
+    p.add_argument("--stability", nargs="*", default=[], type=existing_file, help="testbed: stability.csv per experiment")
+    p.add_argument("--mean-ablation", nargs="*", default=[], type=existing_file,
+                   help="testbed: mean_ablation/selected_balanced_raw.csv per vision experiment")
+    p.add_argument("--main-scorer", default=None, help="the vision scorer the findings report (vision.main_scorer)")
     p.add_argument("--out", required=True, type=Path)
 
 
@@ -198,7 +205,10 @@ def _cmd_summary(args: argparse.Namespace) -> int:
     from certified_circuits.reports.flags import flag_tags
     from certified_circuits.reports.paper import summary_report
 
-    found = summary_report(args.peaks, args.out, curves=args.curves, certificates=args.certificates)
+    testbed = {"ground_truths": args.ground_truth, "recovery": args.recovery, "stability": args.stability,
+               "mean_ablation": args.mean_ablation}
+    found = summary_report(args.peaks, args.out, curves=args.curves, certificates=args.certificates, testbed=testbed,
+                           main_scorer=args.main_scorer)
     add_tags(flag_tags(found))  # the flags reach stderr once, in the summary's Warnings section
     log.info("report-summary: %d peak tables, %d curves tables, %d certificates, %d flags -> %s", len(args.peaks),
              len(args.curves), len(args.certificates), len(found), args.out)

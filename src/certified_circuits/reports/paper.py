@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 import sys
 from pathlib import Path
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -414,8 +414,12 @@ def summary_flags(curves: Sequence[Path] = (), certificates: Sequence[Path] = ()
 
 
 def summary_report(peaks: Sequence[Path], out: Path, curves: Sequence[Path] = (),
-                   certificates: Sequence[Path] = ()) -> list[flags.Flag]:
-    """The run summary for people (``summary.md``): a ``## Warnings`` section near the top with every
+                   certificates: Sequence[Path] = (), testbed: Mapping[str, Sequence[Path]] | None = None,
+                   main_scorer: str | None = None) -> list[flags.Flag]:
+    """The run summary for people (``summary.md``): with a testbed (``testbed``: ``ground_truths``, ``recovery``,
+    ``stability``, ``mean_ablation`` paths), it opens with "What this run shows", the findings of
+    :func:`certified_circuits.reports.findings.findings` (``main_scorer``: the vision scorer they report); then a
+    ``## Warnings`` section with every
     degenerate-result flag of the curves tables and certificates given (:func:`summary_flags`; identical flags of
     several places merged; one line saying so when there is none), then per experiment its settings in words, one
     sentence per (scorer or task, eval set) with the numbers a reader needs, and the formatted tables; the raw CSV
@@ -427,8 +431,13 @@ def summary_report(peaks: Sequence[Path], out: Path, curves: Sequence[Path] = ()
     from certified_circuits.reports.words import tag_words
 
     found = summary_flags(curves, certificates)
+    from certified_circuits.reports.findings import findings, findings_section
+
     lines = ["# certified-circuits run summary", "",
              "Open `explorer/index.html` (beside this file) for the circuits, class by class and task by task.", ""]
+    testbed = testbed or {}
+    lines += findings_section(findings(testbed.get("ground_truths", ()), testbed.get("recovery", ()),
+                                       testbed.get("stability", ()), testbed.get("mean_ablation", ()), main_scorer))
     lines += flags.flags_markdown(flags.merge_flags(found)) or ["## Warnings", "", NO_WARNINGS, ""]
     by_experiment: dict[Path, list[Path]] = {}
     for path in map(Path, peaks):  # each peak table, then its held-out selection when the run made one

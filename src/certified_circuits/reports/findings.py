@@ -1,0 +1,254 @@
+""" "What this run shows": the findings that open ``summary.md``, computed from the testbed's result tables.
+
+The testbed (docs/embedded_default.md) is where a circuit has a known right answer: the planted class circuits of
+the world model and the verified induction circuit of the language model. Its tables say what a certificate buys,
+so the summary leads with them, each finding one line of numbers read from a table (never template prose that
+could contradict it), and the table it comes from:
+
+- the ground truth and its causal check (``ground_truth/<experiment>.json``);
+- recovery of the truth at the K chosen on held-out data, per method (``tables/<experiment>/testbed/recovery_auroc.csv``):
+  precision, recall and the AUROC over the K grid;
+- stability under bootstrap resamples of each concept dataset at that K (``testbed/stability.csv``);
+- vision only: balanced accuracy under mean ablation at the K chosen on held-out images
+  (``tables/<experiment>/mean_ablation/selected_balanced_raw.csv``), the evaluation a class-biased circuit cannot
+  win (zero ablation's cACC rewards it; it stays as the paper's table with its false-positive rate beside it).
+
+A finding never cites a degenerate number as if it meant something: an empty circuit is said to be empty, a truth
+that failed its check is said to have failed, and a row that :mod:`certified_circuits.reports.flags` flags is named
+as flagged.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+
+__all__ = [
+    "MAX_FINDINGS",
+    "findings",
+    "truth_finding",
+    "recovery_finding",
+    "stability_finding",
+    "mean_ablation_finding",
+]
+
+#: at most this many lines open the summary (a person reads them in a minute)
+MAX_FINDINGS = 8
+#: the recovery methods, in the order a finding names them, with their words
+METHOD_WORDS = {
+    "baseline": "baseline",
+    "certified_in": "certified in",
+    "certified_in_abstain": "certified in + abstain",
+}
+
+
+def _pct(value: float) -> str:
+    return "n/a" if value is None or not np.isfinite(value) else f"{100 * value:.0f}%"
+
+
+def _num(value: float, digits: int = 2) -> str:
+    return "n/a" if value is None or not np.isfinite(value) else f"{value:.{digits}f}"
+
+
+def truth_finding(path: Path) -> str:
+    """One line on an experiment's ground truth: how many concepts passed their causal check, and its numbers.
+
+    Args:
+        path: a ground-truth JSON (format ``certified-circuits/ground-truth/1``). Its ``verification`` blocks carry
+            ``passed`` and, where the stage wrote them, a ``headline`` mapping of the check's numbers
+            (``full``, ``circuit_only``, ``circuit_removed``, ``chance``, ``metric``).
+
+    Returns:
+        ``"world: the true circuits (22% of 150 components per concept, mean) passed their causal check for 10 of 10
+        concepts: ..."``.
+    """
+    doc = json.loads(Path(path).read_text())
+    concepts = doc.get("concepts", {})
+    passed = sum(bool(c.get("verification", {}).get("passed")) for c in concepts.values())
+    sizes = [len(c.get("components", [])) for c in concepts.values()]
+    n = int(doc.get("n_components") or 0)
+    share = f"{np.mean(sizes):.0f} of {n} components" if n else f"{np.mean(sizes):.0f} components"
+    line = (
+        f"**{doc.get('experiment', '?')}**: the true circuits ({share} per concept, mean) passed their causal "
+        f"check for {passed} of {len(concepts)} concepts"
+    )
+    heads = [c["verification"]["headline"] for c in concepts.values() if "headline" in c.get("verification", {})]
+    if heads:
+        metric = heads[0].get("metric", "metric")
+        mean = {k: float(np.mean([h[k] for h in heads])) for k in ("full", "circuit_only", "circuit_removed")}
+        chance = heads[0].get("chance")
+        line += (
+            f": {metric} {_num(mean['full'])} with the full model, {_num(mean['circuit_only'])} with the true "
+            f"circuit alone, {_num(mean['circuit_removed'])} with it removed"
+            + (f" (chance {_num(float(chance))})" if chance is not None else "")
+        )
+    return line + f" (`{Path(path).name}`)."
+
+
+def _main_rows(auroc: pd.DataFrame, scorer: str | None) -> pd.DataFrame:
+    rows = auroc[auroc["at_selected_setting"].astype(bool)]
+    if scorer is not None and "scorer" in rows and (rows["scorer"] == scorer).any():
+        rows = rows[rows["scorer"] == scorer]
+    elif "scorer" in rows and rows["scorer"].nunique() > 1:
+        rows = rows[rows["scorer"] == rows["scorer"].iloc[0]]
+    return rows
+
+
+def recovery_finding(path: Path, scorer: str | None = None) -> str:
+    """One line: recovery of the truth per method at each method's held-out-selected K, and the AUROC.
+
+    Args:
+        path: ``recovery_auroc.csv`` of ``report-recovery``.
+        scorer: the scorer to report (vision's main scorer); default the table's first.
+
+    Returns:
+        ``"world, relevance, K chosen on held-out data: baseline precision 0.91 / recall 0.40 (AUROC 0.95); ..."``;
+        precision is averaged over the non-empty circuits, and the empty ones are counted.
+    """
+    table = pd.read_csv(path)
+    rows = _main_rows(table, scorer)
+    if rows.empty:
+        return f"{path}: no recovery row at a selected setting."
+    experiment, used = rows["experiment"].iloc[0], rows["scorer"].iloc[0]
+    parts = []
+    for method, words in METHOD_WORDS.items():
+        part = rows[rows["method"] == method]
+        if part.empty:
+            continue
+        empty = int(part["empty_circuit"].astype(bool).sum())
+        text = (
+            f"{words} precision {_num(part['precision'].mean())} / recall {_num(part['recall'].mean())} "
+            f"(K {_num(part['k_target'].mean())}, AUROC {_num(part['auroc'].mean(), 3)})"
+        )
+        if empty:
+            text += f", {empty} of {len(part)} circuits empty"
+        parts.append(text)
+    source = sorted(set(rows["k_source"].dropna().astype(str)) - {""})
+    return (
+        f"**{experiment}** recovery of the truth ({used}; K {', '.join(source) or 'fixed'}; mean over "
+        f"{rows['concept'].nunique()} concepts): "
+        + "; ".join(parts)
+        + f" (`{Path(path).parent.name}/{Path(path).name}`)."
+    )
+
+
+def stability_finding(path: Path, k: float | None) -> str:
+    """One line: how the circuits move under bootstrap resamples of the concept datasets, at K ``k``.
+
+    Args:
+        path: ``stability.csv`` of ``report-stability`` (every concept and K).
+        k: the K to report (the baseline's held-out-selected K); the grid's nearest K is used.
+
+    Returns:
+        ``"world, 20 bootstrap resamples, K 0.1: the baseline circuit's Jaccard to the full-data circuit is 0.71;
+        between resamples 8.1% of baseline memberships change, 3.2% of certified labels (in/out/abstain), 0.00%
+        in<->out."``
+    """
+    table = pd.read_csv(path)
+    if table.empty:
+        return f"{path}: no stability rows."
+    grid = np.array(sorted(set(table["k_target"])))
+    at = float(grid[np.argmin(np.abs(grid - k))]) if k is not None and np.isfinite(k) else float(grid[len(grid) // 2])
+    rows = table[np.isclose(table["k_target"], at)]
+    if "setting" in rows and rows["setting"].nunique() > 1:
+        rows = rows[rows["setting"] == rows["setting"].iloc[0]]
+    resamples = int(rows["resamples"].iloc[0]) if "resamples" in rows else 0
+    return (
+        f"**{rows['experiment'].iloc[0]}** stability ({resamples} bootstrap resamples of each dataset, K {_num(at)}, "
+        f"mean over {rows['concept'].nunique()} concepts): the baseline circuit's Jaccard to the full-data circuit "
+        f"is {_num(rows['baseline_jaccard_mean'].mean())}; between resamples "
+        f"{100 * rows['baseline_change_share'].mean():.1f}% of baseline memberships change, "
+        f"{100 * rows['certified_change_share'].mean():.1f}% of certified labels (in/out/abstain) and "
+        f"{100 * rows['certified_flip_share'].mean():.2f}% flip in<->out (`testbed/{Path(path).name}`)."
+    )
+
+
+def mean_ablation_finding(path: Path, eval_sets: Sequence[str], scorer: str | None = None) -> str:
+    """One line: balanced accuracy under mean ablation at the K chosen on held-out images, per method.
+
+    Args:
+        path: ``mean_ablation/selected_balanced_raw.csv`` of ``report-sufficiency --ablation mean --select-on``.
+        eval_sets: the eval sets to name (the selection set itself is not in the table).
+        scorer: the scorer to report; default the table's first.
+
+    Returns:
+        ``"world, mean ablation, relevance, K chosen on id_test: balanced accuracy on context_shift: full 0.80,
+        baseline 0.78 (K 10%), certified 0.77 (K 8%), p 0.4; ..."``.
+    """
+    table = pd.read_csv(path)
+    if "scorer" in table and len(table):
+        table = table[table["scorer"] == (scorer if scorer in set(table["scorer"]) else table["scorer"].iloc[0])]
+    parts = []
+    for eval_set in eval_sets:
+        row = table[table["eval_set"] == eval_set]
+        if row.empty:
+            continue
+        r = row.iloc[0]
+        p = r.get("pvalue_examples", r.get("pvalue", np.nan))
+        parts.append(
+            f"{eval_set}: full {_num(r['full'])}, baseline {_num(r['baseline'])} (K {_pct(r['baseline_k'])}), "
+            f"certified {_num(r['certified'])} (K {_pct(r['certified_k'])})"
+            + (f", p {_num(float(p), 3)}" if np.isfinite(float(p)) else "")
+        )
+    if not parts:
+        return f"{path}: none of {list(eval_sets)} in the table."
+    on = table["selected_on"].iloc[0] if "selected_on" in table else "held-out data"
+    return (
+        f"**{table['experiment'].iloc[0]}** balanced accuracy under mean ablation ({table['scorer'].iloc[0]}, K "
+        f"chosen on {on}): " + "; ".join(parts) + " (`mean_ablation/selected_balanced.md`)."
+    )
+
+
+def findings(
+    ground_truths: Sequence[Path],
+    recovery: Sequence[Path],
+    stability: Sequence[Path],
+    mean_ablation: Sequence[Path] = (),
+    main_scorer: str | None = None,
+    eval_sets: Sequence[str] = ("id_test", "context_shift", "corruption"),
+) -> list[str]:
+    """The findings block: at most :data:`MAX_FINDINGS` lines, experiment by experiment.
+
+    Args:
+        ground_truths: ground-truth JSONs (one per experiment).
+        recovery: ``recovery_auroc.csv`` per experiment (the folder's experiment is the table's).
+        stability: ``stability.csv`` per experiment.
+        mean_ablation: ``mean_ablation/selected_balanced_raw.csv`` per vision experiment.
+        main_scorer: vision's main scorer (the one recovery and mean ablation report).
+        eval_sets: the vision eval sets the mean-ablation line names.
+
+    Returns:
+        Markdown list items (``- ...``), truth first, then recovery, stability and mean ablation per experiment.
+    """
+    lines = [truth_finding(Path(p)) for p in ground_truths]
+    selected_k: dict[str, float] = {}
+    for path in map(Path, recovery):
+        lines.append(recovery_finding(path, main_scorer))
+        rows = _main_rows(pd.read_csv(path), main_scorer)
+        base = rows[rows["method"] == "baseline"]
+        if len(base):
+            selected_k[str(base["experiment"].iloc[0])] = float(base["k_target"].mean())
+    for path in map(Path, stability):
+        experiment = str(pd.read_csv(path, nrows=1)["experiment"].iloc[0])
+        lines.append(stability_finding(path, selected_k.get(experiment)))
+    lines += [mean_ablation_finding(Path(p), eval_sets, main_scorer) for p in mean_ablation]
+    return [f"- {line}" for line in lines[:MAX_FINDINGS]]
+
+
+def findings_section(lines: Sequence[str]) -> list[str]:
+    """The summary's opening section (Markdown lines), or nothing when the run has no testbed."""
+    if not lines:
+        return []
+    return [
+        "## What this run shows",
+        "",
+        "The testbed's models have a known right answer (docs/embedded_default.md); every number below is read "
+        "from the table named after it.",
+        "",
+        *lines,
+        "",
+    ]

@@ -1,0 +1,149 @@
+"""The findings that open summary.md (reports/findings.py): each line's numbers are the tables' numbers."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from certified_circuits.reports.findings import (
+    MAX_FINDINGS,
+    findings,
+    findings_section,
+    mean_ablation_finding,
+    recovery_finding,
+    stability_finding,
+    truth_finding,
+)
+
+
+def _truth(tmp_path: Path) -> Path:
+    head = {"metric": "class accuracy", "chance": 0.1}
+    doc = {
+        "format": "certified-circuits/ground-truth/1",
+        "experiment": "world",
+        "kind": "vision",
+        "n_components": 150,
+        "concepts": {
+            "a": {
+                "components": ["layer1.0"] * 30,
+                "verification": {
+                    "passed": True,
+                    "headline": {**head, "full": 0.9, "circuit_only": 0.8, "circuit_removed": 0.0},
+                },
+            },
+            "b": {
+                "components": ["layer1.1"] * 34,
+                "verification": {
+                    "passed": False,
+                    "headline": {**head, "full": 0.7, "circuit_only": 0.6, "circuit_removed": 0.2},
+                },
+            },
+        },
+    }
+    path = tmp_path / "world.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def _auroc(tmp_path: Path) -> Path:
+    rows = []
+    for concept, (p_base, p_cert, empty) in {"a": (0.5, 1.0, False), "b": (0.7, float("nan"), True)}.items():
+        for scorer in ("relevance", "activation"):
+            for method, precision, auroc in (
+                ("baseline", p_base, 0.9),
+                ("certified_in", p_cert, 0.8),
+                ("certified_in_abstain", 0.6, 0.85),
+                ("majority", 0.5, 0.9),
+            ):
+                rows.append(
+                    dict(
+                        experiment="world",
+                        concept=concept,
+                        scorer=scorer,
+                        setting="s",
+                        method=method,
+                        auroc=auroc if scorer == "relevance" else 0.5,
+                        k_target=0.1,
+                        precision=precision,
+                        recall=0.25,
+                        fpr=0.05,
+                        empty_circuit=empty and method == "certified_in",
+                        at_selected_setting=True,
+                        k_source="selected on id_test",
+                    )
+                )
+    path = tmp_path / "testbed" / "recovery_auroc.csv"
+    path.parent.mkdir(exist_ok=True)
+    pd.DataFrame(rows).to_csv(path, index=False)
+    return path
+
+
+def test_the_truth_line_counts_passed_concepts_and_averages_the_check(tmp_path: Path) -> None:
+    line = truth_finding(_truth(tmp_path))
+    assert "32 of 150 components per concept" in line and "1 of 2 concepts" in line
+    assert "class accuracy 0.80 with the full model, 0.70 with the true circuit alone, 0.10 with it removed" in line
+    assert "(chance 0.10)" in line
+
+
+def test_the_recovery_line_reads_the_main_scorer_and_counts_empty_circuits(tmp_path: Path) -> None:
+    line = recovery_finding(_auroc(tmp_path), "relevance")
+    assert "relevance" in line and "mean over 2 concepts" in line and "selected on id_test" in line
+    assert "baseline precision 0.60 / recall 0.25 (K 0.10, AUROC 0.900)" in line
+    # precision of the empty certified circuit is undefined: the mean is over the non-empty one, and it is counted
+    assert "certified in precision 1.00 / recall 0.25 (K 0.10, AUROC 0.800), 1 of 2 circuits empty" in line
+    assert "AUROC 0.500" in recovery_finding(_auroc(tmp_path), "activation")
+
+
+def test_the_stability_line_is_read_at_the_nearest_k(tmp_path: Path) -> None:
+    rows = [
+        dict(
+            experiment="world",
+            concept=c,
+            setting="s",
+            resamples=20,
+            k_target=k,
+            baseline_jaccard_mean=j,
+            baseline_change_share=0.1 * k,
+            certified_change_share=0.05,
+            certified_flip_share=0.0,
+        )
+        for c in "ab"
+        for k, j in ((0.1, 0.6 if c == "a" else 0.8), (0.5, 0.9))
+    ]
+    path = tmp_path / "stability.csv"
+    pd.DataFrame(rows).to_csv(path, index=False)
+    line = stability_finding(path, 0.12)
+    assert "K 0.10" in line and "20 bootstrap resamples" in line and "Jaccard to the full-data circuit is 0.70" in line
+    assert "1.0% of baseline memberships change, 5.0% of certified labels" in line and "0.00% flip" in line
+
+
+def test_the_mean_ablation_line_names_each_eval_set(tmp_path: Path) -> None:
+    rows = [
+        dict(
+            experiment="world",
+            scorer="relevance",
+            eval_set=e,
+            full=0.9,
+            baseline=0.8,
+            certified=0.75,
+            baseline_k=0.1,
+            certified_k=0.08,
+            selected_on="id_test",
+            pvalue_examples=0.25,
+        )
+        for e in ("context_shift", "corruption")
+    ]
+    path = tmp_path / "selected_balanced_raw.csv"
+    pd.DataFrame(rows).to_csv(path, index=False)
+    line = mean_ablation_finding(path, ["id_test", "context_shift"])
+    assert "K chosen on id_test" in line and "corruption" not in line and "id_test:" not in line
+    assert "context_shift: full 0.90, baseline 0.80 (K 10%), certified 0.75 (K 8%), p 0.250" in line
+
+
+def test_the_block_is_short_and_absent_without_a_testbed(tmp_path: Path) -> None:
+    lines = findings([_truth(tmp_path)] * 5, [_auroc(tmp_path)] * 5, [])
+    assert len(lines) == MAX_FINDINGS and all(line.startswith("- ") for line in lines)
+    assert findings_section(lines)[0] == "## What this run shows"
+    assert findings_section(findings([], [], [])) == []
