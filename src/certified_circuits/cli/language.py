@@ -5,6 +5,7 @@
 * ``language-train``     train the embedded tiny GPT-2 -> HF model dir + per-task/split accuracy JSON
 * ``language-attribute`` per-example EAP / EAP-IG scores (edges or nodes) for one task and split -> attributions .h5
 * ``language-evaluate``  circuit-restricted accuracy of baseline / majority / certified circuits -> tidy CSV
+* ``language-ground-truth`` the induction circuit of an attention-only model, found and verified -> ground-truth JSON
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from pathlib import Path
 
 from certified_circuits.language.graph import EMBEDDED_N_HEAD, EMBEDDED_N_LAYER
 from certified_circuits.language.methods import INTEGRATIONS, LEVELS, METHODS
-from certified_circuits.language.tasks import SPLITS, TASKS
+from certified_circuits.language.train import LOSSES
+from certified_circuits.language.tasks import GENERATED_TASKS, INDUCTION, SPLITS, TASKS
 from certified_circuits.core.devices import configure_torch
 from certified_circuits.cli.stages import (InputError, Stages, add_device, check_circuit_files, existing_file, existing_path,
                                           named_path, output_file, positive_int)
@@ -50,7 +52,7 @@ def model_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _tasks_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--task", required=True, choices=TASKS)
+    p.add_argument("--task", required=True, choices=GENERATED_TASKS)
     p.add_argument("--out-dir", required=True, help="folder for train.jsonl, id_test.jsonl, ood_test.jsonl")
     p.add_argument("--n-per-split", type=positive_int, default=100)
     p.add_argument("--seed", type=int, default=0)
@@ -109,6 +111,16 @@ def _train_arguments(p: argparse.ArgumentParser) -> None:
                    help="optional wall-clock cap in seconds; off by default because it makes the model depend on "
                         "machine speed (every result must follow from the seeds)")
     p.add_argument("--threads", type=positive_int, default=1, help="torch CPU threads (default 1)")
+    p.add_argument("--tasks", nargs="+", choices=GENERATED_TASKS, default=list(TASKS),
+                   help=f"train on these tasks only (default: {' '.join(TASKS)}); their prompts must be in --tasks-dir")
+    p.add_argument("--attn-only", action="store_true",
+                   help="attention-only model: every MLP's output projection is set to 0 and frozen, so MLP nodes "
+                        "output exactly 0 (the architecture stays GPT-2)")
+    p.add_argument("--loss", choices=LOSSES, default="last",
+                   help="last: cross-entropy of the answer at the last position (default); all: next-token "
+                        "cross-entropy at every position of prompt + answer (learns induction from every repeated word)")
+    p.add_argument("--shift-prob", type=float, default=0.3,
+                   help="share of training prompts whose position ids are offset at random (default 0.3)")
 
 
 @STAGES.stage(
@@ -116,9 +128,9 @@ def _train_arguments(p: argparse.ArgumentParser) -> None:
     help="train the embedded tiny GPT-2 on the three tasks' ID training distributions",
 )
 def _cmd_train(args: argparse.Namespace) -> int:
-    """Train an HF GPT2LMHeadModel with a tiny config on fresh ID prompts of IOI, IOI-Hard and Greater-Than (never the
-    held-out prompts in --tasks-dir), then write the model dir and the full model's accuracy per task and split
-    as JSON.
+    """Train an HF GPT2LMHeadModel with a tiny config on fresh ID prompts of IOI, IOI-Hard and Greater-Than (or the
+    tasks named by --tasks; never the held-out prompts in --tasks-dir), attention-only with --attn-only, then write
+    the model dir and the full model's accuracy per task and split as JSON.
     """
 
     from certified_circuits.language.models import save_embedded
@@ -127,7 +139,10 @@ def _cmd_train(args: argparse.Namespace) -> int:
     from certified_circuits.storage.atomic import atomic_dir, write_json
 
     tasks_dir = Path(args.tasks_dir)
-    files = {t: {s: tasks_dir / t / f"{s}.jsonl" for s in SPLITS} for t in TASKS}
+    tasks = tuple(dict.fromkeys(args.tasks))
+    if not 0.0 <= args.shift_prob <= 1.0:
+        raise InputError(f"--shift-prob is {args.shift_prob}; it is a probability in [0, 1]")
+    files = {t: {s: tasks_dir / t / f"{s}.jsonl" for s in SPLITS} for t in tasks}
     missing = [str(f) for d in files.values() for f in d.values() if not f.is_file()]
     if missing:
         raise InputError(f"task prompts not found: {', '.join(missing)}; run language-tasks for every task first")
@@ -136,7 +151,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
     configure_torch(args.threads)
     cfg = TrainConfig(n_layer=args.n_layer, n_head=args.n_head, n_embd=args.n_embd, n_positions=args.n_positions,
                       steps=args.steps, batch_per_task=args.batch_per_task, lr=args.lr, seed=args.seed,
-                      time_limit_s=args.time_limit)
+                      time_limit_s=args.time_limit, tasks=tasks, attn_only=args.attn_only, loss=args.loss,
+                      shift_prob=args.shift_prob)
     model, tok, train_log = train_embedded(cfg, exclude)
     accuracy = held_out_accuracy(model, tok, held_out, cfg.n_positions)
     for task, splits in accuracy.items():
@@ -283,4 +299,73 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     full = table[table.method == "full"].drop_duplicates("eval_set")
     add_metrics({f"full_accuracy_{r.eval_set}": r.accuracy for r in full.itertuples()})
     log.info("language-evaluate: %d rows -> %s", len(table), args.out)
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------- ground truth
+
+
+def _ground_truth_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model-path", type=existing_path, required=True,
+                   help="the attention-only embedded model dir written by language-train --tasks induction --attn-only")
+    p.add_argument("--task", type=task_name, default=INDUCTION, help="the concept key (default induction)")
+    p.add_argument("--examples", type=existing_file, required=True,
+                   help="held-out prompts of the induction task to verify on (language-tasks' id_test.jsonl)")
+    p.add_argument("--experiment", default="language")
+    p.add_argument("--out", type=output_file, required=True, help="ground-truth JSON to write")
+    p.add_argument("--seed", type=int, default=0, help="seed of the diagnostic repeated random sequences")
+    add_device(p)
+
+
+@STAGES.stage(
+    "language-ground-truth", _ground_truth_arguments,
+    help="find the induction circuit's heads by their attention and verify its edges by patching (ground-truth JSON)",
+)
+def _cmd_ground_truth(args: argparse.Namespace) -> int:
+    """Score every head of the model on repeated random sequences (previous-token and induction scores), pick the
+    heads above the thresholds of language/ground_truth.py, build the circuit's EAP edges (input -> P<v>,
+    P -> I<k>, I -> logits) and check them by interchange patching on --examples: the circuit alone must recover
+    the clean-minus-corrupted logit difference and the model without it must fall to the corrupted level.
+    Writes the ground-truth JSON (with 'passed' false when the check fails) and exits 2 when no head passes a
+    diagnostic threshold.
+    """
+    from certified_circuits.core.devices import resolve_device
+    from certified_circuits.language import ground_truth as gt
+    from certified_circuits.language.models import load_embedded
+    from certified_circuits.language.tasks import INDUCTION_SYMBOLS, read_jsonl
+    from certified_circuits.language.tokenizer import encode_examples
+    from certified_circuits.storage.atomic import write_json
+
+    examples = read_jsonl(args.examples)
+    bad = [e.id for e in examples if e.task != INDUCTION]
+    if bad or not examples:
+        raise InputError(f"{args.examples} must hold induction prompts (language-tasks --task induction); "
+                         f"found {len(examples)} examples, other tasks: {bad[:3]}")
+    configure_torch(args.threads)
+    device = resolve_device(args.device)
+    try:
+        lm = load_embedded(args.model_path, with_bridge=False)
+    except (FileNotFoundError, ValueError) as exc:
+        raise InputError(str(exc)) from None
+    tok = lm.tokenizer
+    try:
+        diag = gt.diagnose(lm.hf, [tok.answer_id(w) for w in INDUCTION_SYMBOLS], seed=args.seed)
+        gt.check_heads(diag)
+    except gt.NoHeadsError as exc:
+        raise InputError(f"{args.model_path}: {exc}") from None
+    edges = gt.circuit_edges(diag.previous_token_heads, diag.induction_heads)
+    batch = encode_examples(examples, tok, max_len=lm.n_positions)
+    verification = gt.verify_circuit(lm.weights.to(device), batch, edges, device=device)
+    cfg = lm.hf.config
+    mlp_zero = all(float(b.mlp.c_proj.weight.abs().max()) == 0 and float(b.mlp.c_proj.bias.abs().max()) == 0
+                   for b in lm.hf.transformer.h)
+    model = f"{'attn_only_' if mlp_zero else ''}gpt2_{cfg.n_layer}x{cfg.n_head}_d{cfg.n_embd}"
+    doc = gt.ground_truth_document(experiment=args.experiment, task=args.task, model=model,
+                                   n_components=lm.graph.n_edges, edges=edges, verification=verification, diag=diag)
+    write_json(args.out, doc)
+    v = verification
+    log.info("language-ground-truth: %s: heads prev %s induction %s, %d edges; circuit alone recovers %.1f%% of the "
+             "logit difference, without it %.1f%% remains (binary acc %.2f): %s -> %s", args.task,
+             ",".join(diag.previous_token_heads), ",".join(diag.induction_heads), len(edges), 100 * v["recovery"],
+             100 * v["remaining"], v["binary_accuracy_removed"], "passed" if v["passed"] else "FAILED", args.out)
     return 0

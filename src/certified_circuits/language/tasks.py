@@ -10,6 +10,11 @@ Every example has a clean prompt, a corrupted prompt, an answer word and a distr
 * ``greater_than`` (Hanna et al. 2023, EAP form): "... The war lasted from the year Y to the year" ->
   (Y+1 / Y+1+shift). Corruption starts the span at Y+shift so that the distractor becomes the natural
   continuation. OOD inserts a distracting clause right before the answer position.
+* ``induction`` (a task whose circuit is known, Olsson et al. 2022): a random word sequence repeated,
+  ``s_0 .. s_{T-1} s_0 .. s_k`` -> (s_{k+1} / s_{j+1}); see :func:`sample_induction` for the corruption, which
+  routes the whole clean-vs-corrupted difference through previous-token head -> induction head
+  K-composition. It is not one of :data:`TASKS` (the embedded model's default training mixture): it is in
+  :data:`GENERATED_TASKS` and is trained on alone (``language-train --tasks induction --attn-only``).
 
 Splits ``train`` / ``id_test`` / ``ood_test`` (100 each by default) are drawn from independent seeded
 streams; ``train`` and ``id_test`` share the ID templates, ``ood_test`` uses the OOD ones. Model training
@@ -34,6 +39,10 @@ import numpy as np
 from certified_circuits.storage.atomic import write_text
 
 TASKS: tuple[str, ...] = ("ioi", "ioi_hard", "greater_than")
+#: the task whose circuit is known (previous-token head -> induction head; :mod:`.ground_truth`)
+INDUCTION = "induction"
+#: every task this module generates; a task's seeded stream uses its index here (TASKS' indices unchanged)
+GENERATED_TASKS: tuple[str, ...] = TASKS + (INDUCTION,)
 #: train = the concept dataset D; validation = held-out ID prompts on which K and the setting are chosen;
 #: id_test / ood_test = where results are reported. Each split has its own seeded stream (its index).
 SPLITS: tuple[str, ...] = ("train", "id_test", "ood_test", "validation")
@@ -59,6 +68,11 @@ EVENTS: tuple[str, ...] = ("war", "expedition", "famine", "reign", "journey", "d
 YEAR_START_MIN = 1700
 YEAR_START_MAX = 1899
 GT_SHIFT = 40
+#: Induction (:func:`sample_induction`): the words of the random sequences (single words of the default vocabulary,
+#: so that the word-level tokenizer is unchanged) and the first half's length T in ID splits and in ood_test.
+INDUCTION_SYMBOLS: tuple[str, ...] = NAMES + OBJECTS + PLACES
+INDUCTION_HALF: tuple[int, int] = (6, 14)
+INDUCTION_OOD_HALF: tuple[int, int] = (18, 22)
 
 
 @dataclass(frozen=True)
@@ -197,6 +211,57 @@ def _sample_greater_than(rng: np.random.Generator, ood: bool, year_range: tuple[
     return clean, corr, str(start + 1), str(start + 1 + GT_SHIFT)
 
 
+def sample_induction(rng: np.random.Generator, ood: bool, symbols: Sequence[str] = INDUCTION_SYMBOLS
+                     ) -> tuple[str, str, str, str]:
+    """One induction prompt pair (clean, corrupted, answer, distractor).
+
+    Clean: a first half ``s_0 .. s_{T-1}`` of words drawn uniformly *with replacement* from ``symbols``, then the
+    repeat ``s_m .. s_k``, which ends on the query ``s_k``; answer ``s_{k+1}``, k uniform in ``[1, T-2]``. ID splits
+    (train, validation, id_test): T uniform in :data:`INDUCTION_HALF` and the repeat starts anywhere before the
+    query (m uniform in ``[0, k-1]``), so the distance ``T - m`` between the query's two occurrences varies widely
+    and no fixed-offset (positional) rule predicts the answer. ood_test: longer first halves (T in
+    :data:`INDUCTION_OOD_HALF`) repeated from the start (m = 0): every distance is longer than any ID one.
+    Repeats inside the first half make some prompts genuinely ambiguous (the query ``s_k`` also occurs at another
+    position r, followed by ``s_{r+1}``), so accuracy stays below the ceiling.
+
+    Corrupted: the first half with ``s_k`` and ``s_j`` swapped, j uniform in ``[0, T-2]`` minus ``{k-1, k, k+1}``;
+    the second half is unchanged. So the query ``s_k`` now stands before ``d = s_{j+1}`` (the distractor) and no
+    longer before the answer. Only positions k and j change; the tokens at k+1 and j+1 (the answer and the
+    distractor, the values an induction head copies) and the query are the same in both runs. The
+    clean-vs-corrupted difference therefore reaches the logits only through *which* position the induction head
+    attends to, i.e. through its keys at k+1 and j+1, which hold "the previous token was s_k" only via a
+    previous-token head reading position k / j: input -> previous-token head <v> -> induction head <k> ->
+    logits (K-composition). j is redrawn (then the sequence) until ``s_j != s_k`` and ``d`` differs from
+    the answer and the query.
+
+    Args:
+        rng: the seeded generator.
+        ood: draw the ood_test shift (longer first half, repeated from its start).
+        symbols: the word pool.
+
+    Returns:
+        (clean, corrupted, answer, distractor) as space-separated words.
+    """
+    lo, hi = INDUCTION_OOD_HALF if ood else INDUCTION_HALF
+    while True:
+        t = int(rng.integers(lo, hi + 1))
+        seq = rng.integers(len(symbols), size=t)
+        k = int(rng.integers(1, t - 1))
+        m = 0 if ood else int(rng.integers(0, k))
+        cand = np.array([j for j in range(t - 1) if abs(j - k) > 1])
+        for j in rng.permutation(cand):
+            if seq[j] != seq[k] and seq[j + 1] != seq[k + 1] and seq[j + 1] != seq[k]:
+                break
+        else:
+            continue
+        corr = seq.copy()
+        corr[[j, k]] = seq[[k, j]]
+        words = [symbols[i] for i in seq]
+        clean = " ".join(words + words[m: k + 1])
+        corrupted = " ".join([symbols[i] for i in corr] + words[m: k + 1])
+        return clean, corrupted, symbols[seq[k + 1]], symbols[seq[j + 1]]
+
+
 def generate_examples(task: str, split: str, n: int, seed: int, *, stream: int | None = None,
                       names: Sequence[str] = NAMES,
                       year_range: tuple[int, int] = (YEAR_START_MIN, YEAR_START_MAX),
@@ -208,14 +273,14 @@ def generate_examples(task: str, split: str, n: int, seed: int, *, stream: int |
     GPT-2 equal-length test) rejects and redraws an example; after ``max_tries`` failures in a row it
     raises, naming the example.
     """
-    if task not in TASKS:
-        raise ValueError(f"unknown task {task!r}; choose one of {', '.join(TASKS)}")
+    if task not in GENERATED_TASKS:
+        raise ValueError(f"unknown task {task!r}; choose one of {', '.join(GENERATED_TASKS)}")
     if split not in SPLITS and split != "model_train":
         raise ValueError(f"unknown split {split!r}; choose one of {', '.join(SPLITS)}")
     if n < 0:
         raise ValueError(f"n must be >= 0, got {n}")
     s_idx = stream if stream is not None else (SPLITS.index(split) if split in SPLITS else TRAIN_MODEL_STREAM)
-    rng = np.random.default_rng([int(seed), TASKS.index(task), int(s_idx)])
+    rng = np.random.default_rng([int(seed), GENERATED_TASKS.index(task), int(s_idx)])
     ood = split == "ood_test"
     out: list[Example] = []
     while len(out) < n:
@@ -224,6 +289,8 @@ def generate_examples(task: str, split: str, n: int, seed: int, *, stream: int |
                 clean, corr, ans, dis = _sample_ioi(rng, ood, names)
             elif task == "ioi_hard":
                 clean, corr, ans, dis = _sample_ioi_hard(rng, ood, names)
+            elif task == INDUCTION:
+                clean, corr, ans, dis = sample_induction(rng, ood)
             else:
                 clean, corr, ans, dis = _sample_greater_than(rng, ood, year_range)
             ex = Example(f"{task}-{split}-{len(out):05d}", task, split, clean, corr, ans, dis)

@@ -1,0 +1,316 @@
+"""The known circuit of an attention-only model trained on the induction task, found and verified.
+
+The truth is known *by diagnostic + patching* (Olsson et al. 2022; Elhage et al. 2021):
+
+1. **Diagnostics** on repeated random sequences ``x_0 .. x_{T-1} x_0 .. x_{T-1}`` (T distinct words of the
+   task's word pool, :func:`repeated_random_tokens`):
+
+   * previous-token score of head h: ``mean_{b, i >= 1} A_h[b, i, i-1]`` (attention to the preceding position);
+   * induction score of head h: ``mean_{b, T <= i < 2T} A_h[b, i, i-T+1]`` (attention from the second
+     occurrence of a word to the word that followed its first occurrence).
+
+   Previous-token heads are the heads of layers 0 .. L-2 with previous-token score >= :data:`PREV_TOKEN_THRESHOLD`;
+   induction heads are the heads of layers 1 .. L-1 with induction score >= :data:`INDUCTION_THRESHOLD`.
+
+2. **Edges** (:func:`circuit_edges`), for previous-token heads P and induction heads I:
+   ``input->P<v>`` (P copies the preceding word), ``P->I<k>`` for layer(P) < layer(I) (K-composition: the key of
+   position k+1 says "after s_k"), ``I->logits`` (I writes the word it attends to). The induction task's
+   corruption (:func:`~.tasks.sample_induction`) changes only *where* the query word stood in the first half,
+   so query (``input->I<q>``) and value (``input->I<v>``) inputs are the same in both runs at the positions
+   that matter and are not part of the path the difference takes.
+
+3. **Verification** by edge-level interchange patching (:func:`~.patching.evaluate_edge_masks`) on held-out
+   prompts, with the logit difference ``LD = logit(answer) - logit(distractor)`` at the last position:
+
+   * circuit alone (every other edge carries the corrupted run's activation):
+     ``recovery = (LD_circuit - LD_corrupted) / (LD_clean - LD_corrupted) >= MIN_RECOVERY``;
+   * circuit removed (its edges carry the corrupted activation, every other edge the clean one):
+     ``remaining = (LD_removed - LD_corrupted) / (LD_clean - LD_corrupted) <= MAX_REMAINING`` and binary accuracy
+     (answer above distractor) ``<= MAX_REMOVED_BINARY_ACCURACY``.
+
+:func:`ground_truth_document` writes both into the ground-truth file contract (``certified-circuits/ground-truth/1``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from certified_circuits.language import names
+from certified_circuits.language.forward import GPT2Weights
+from certified_circuits.language.patching import evaluate_edge_masks
+from certified_circuits.language.tokenizer import EncodedBatch
+
+GROUND_TRUTH_FORMAT = "certified-circuits/ground-truth/1"
+#: A previous-token head puts at least this much attention on the preceding position, on average. Uniform causal
+#: attention over the 2T = 20 diagnostic positions gives ~0.18 (the mean of 1/(i+1)); a head that does the job
+#: puts most of its attention there. 0.4 separates the two with margin on both sides.
+PREV_TOKEN_THRESHOLD = 0.4
+#: An induction head puts at least this much attention on the token after the first occurrence. Uniform attention
+#: gives 1/(i+1) <= 0.1 in the second half; 0.4 asks for a head that picks that one position out of 10-20.
+INDUCTION_THRESHOLD = 0.4
+#: The circuit alone must keep 90% of the clean-minus-corrupted logit difference (the faithfulness level at which
+#: a circuit is commonly called sufficient, e.g. Wang et al. 2023 report ~87% for IOI; a circuit known by
+#: construction should do better).
+MIN_RECOVERY = 0.9
+#: With the circuit removed, at most 10% of that difference may remain: the mirror image of MIN_RECOVERY
+#: (the circuit is necessary, not one of several routes).
+MAX_REMAINING = 0.1
+#: ... and the answer may beat the distractor on at most half the prompts (chance for a two-way choice).
+MAX_REMOVED_BINARY_ACCURACY = 0.5
+#: Diagnostic sequences: half-length T and number of sequences (T = 10 lies inside the task's first-half range).
+DIAGNOSTIC_HALF = 10
+DIAGNOSTIC_N = 200
+
+
+class NoHeadsError(ValueError):
+    """No head passes a diagnostic threshold: the model has not formed the circuit."""
+
+
+@dataclass
+class HeadDiagnostics:
+    """Per-head scores (float64 [L, H]) and the heads that pass the thresholds (names ``a{l}.h{h}``)."""
+
+    previous_token: np.ndarray
+    induction: np.ndarray
+    previous_token_heads: list[str]
+    induction_heads: list[str]
+
+
+def repeated_random_tokens(token_ids: Sequence[int], n: int, half: int, seed: int) -> torch.Tensor:
+    """``n`` sequences of ``half`` distinct tokens drawn from ``token_ids``, each followed by itself.
+
+    Args:
+        token_ids: the pool (e.g. the induction task's words' ids).
+        n: number of sequences.
+        half: T, the length of one copy (at most ``len(token_ids)``).
+        seed: the draw's seed.
+
+    Returns:
+        int64 [n, 2T]: row b is ``x_b x_b``.
+    """
+    pool = np.asarray(token_ids, dtype=np.int64)
+    if half > pool.size:
+        raise ValueError(f"half={half} distinct tokens asked from a pool of {pool.size}")
+    rng = np.random.default_rng([int(seed), 2022])
+    keys = rng.random((n, pool.size))
+    first = pool[np.argsort(keys, axis=1)[:, :half]]  # a random permutation prefix per row: distinct tokens
+    return torch.as_tensor(np.concatenate([first, first], axis=1))
+
+
+def attention_patterns(hf_model, tokens: torch.Tensor) -> torch.Tensor:
+    """Attention probabilities of every layer and head of an HF GPT-2 (eager attention) on ``tokens``.
+
+    Args:
+        hf_model: the HF ``GPT2LMHeadModel``.
+        tokens: int64 [B, P] (no padding).
+
+    Returns:
+        float [L, B, H, P, P]: ``A[l, b, h, i, j]`` = attention of position i to position j.
+    """
+    with torch.no_grad():
+        out = hf_model(input_ids=tokens, output_attentions=True)
+    return torch.stack(out.attentions)
+
+
+def previous_token_scores(att: torch.Tensor) -> np.ndarray:
+    """``mean_{b, i >= 1} A[b, h, i, i-1]`` per head of attention ``att`` float [..., B, H, P, P] -> [..., H]."""
+    p = att.shape[-1]
+    i = torch.arange(1, p)
+    return att[..., i, i - 1].mean(dim=(-3, -1)).double().numpy()
+
+
+def induction_scores(att: torch.Tensor, half: int) -> np.ndarray:
+    """``mean_{b, T <= i < 2T} A[b, h, i, i-T+1]`` per head of ``att`` float [..., B, H, 2T, 2T] -> [..., H].
+
+    Position i of the second copy holds the token of position i - T; the token after that first occurrence sits at
+    i - T + 1.
+    """
+    if att.shape[-1] != 2 * half:
+        raise ValueError(f"induction scores need sequences of length 2T = {2 * half}, got {att.shape[-1]}")
+    i = torch.arange(half, 2 * half)
+    return att[..., i, i - half + 1].mean(dim=(-3, -1)).double().numpy()
+
+
+def select_heads(scores: np.ndarray, layers: range, threshold: float) -> list[str]:
+    """Names of the heads in ``layers`` whose score (float [L, H]) is >= ``threshold``, forward order."""
+    return [names.head(l, h) for l in layers for h in range(scores.shape[1]) if scores[l, h] >= threshold]
+
+
+def diagnose(
+    hf_model, token_ids: Sequence[int], *, seed: int = 0, half: int = DIAGNOSTIC_HALF, n: int = DIAGNOSTIC_N
+) -> HeadDiagnostics:
+    """Previous-token and induction scores of every head, and the heads passing the thresholds.
+
+    Args:
+        hf_model: the HF GPT-2 (eager attention).
+        token_ids: the word pool of the diagnostic sequences.
+        seed: seed of the sequences.
+        half: T.
+        n: number of sequences.
+
+    Returns:
+        :class:`HeadDiagnostics`: previous-token heads among layers 0 .. L-2, induction heads among 1 .. L-1.
+    """
+    att = attention_patterns(hf_model, repeated_random_tokens(token_ids, n, half, seed))
+    prev, ind = previous_token_scores(att), induction_scores(att, half)
+    n_layers = prev.shape[0]
+    if n_layers < 2:
+        raise NoHeadsError(f"an induction circuit needs at least 2 layers; the model has {n_layers}")
+    return HeadDiagnostics(
+        prev,
+        ind,
+        select_heads(prev, range(n_layers - 1), PREV_TOKEN_THRESHOLD),
+        select_heads(ind, range(1, n_layers), INDUCTION_THRESHOLD),
+    )
+
+
+def check_heads(diag: HeadDiagnostics) -> None:
+    """Raise :class:`NoHeadsError` naming the scores found when no previous-token or no induction head passes."""
+    missing = []
+    if not diag.previous_token_heads:
+        missing.append(
+            f"no previous-token head (score >= {PREV_TOKEN_THRESHOLD}) in layers 0..L-2; scores by "
+            f"layer {np.round(diag.previous_token, 3).tolist()}"
+        )
+    if not diag.induction_heads:
+        missing.append(
+            f"no induction head (score >= {INDUCTION_THRESHOLD}) in layers 1..L-1; scores by layer "
+            f"{np.round(diag.induction, 3).tolist()}"
+        )
+    if missing:
+        raise NoHeadsError(
+            "; ".join(missing) + ". The model has not formed an induction circuit: train it "
+            "longer (language-train --steps) or with more width (--n-embd), attention-only on "
+            "the induction task (--tasks induction --attn-only --loss all)"
+        )
+
+
+def circuit_edges(previous_token_heads: Sequence[str], induction_heads: Sequence[str]) -> list[str]:
+    """The induction circuit's EAP edges (module docstring, 2.), in the order listed there.
+
+    Args:
+        previous_token_heads: names ``a{l}.h{h}`` of previous-token heads.
+        induction_heads: names of induction heads.
+
+    Returns:
+        ``input->P<v>`` per P, ``P->I<k>`` per pair with layer(P) < layer(I), ``I->logits`` per I.
+    """
+    layer = {h: names.parse_node(h).layer for h in (*previous_token_heads, *induction_heads)}
+    edges = [names.edge(names.INPUT, f"{p}<v>") for p in previous_token_heads]
+    edges += [names.edge(p, f"{i}<k>") for p in previous_token_heads for i in induction_heads if layer[p] < layer[i]]
+    edges += [names.edge(i, names.LOGITS) for i in induction_heads]
+    return edges
+
+
+def verify_circuit(
+    weights: GPT2Weights, batch: EncodedBatch, edges: Sequence[str], *, device: str | torch.device = "cpu"
+) -> dict:
+    """Interchange-patching check of a circuit (module docstring, 3.).
+
+    Args:
+        weights: the model's GPT-2 weights.
+        batch: clean and corrupted prompts with answers and distractors.
+        edges: the circuit's edge names (each must be an edge of the model's EAP graph).
+        device: where to run.
+
+    Returns:
+        Logit differences, binary and exact accuracies of the clean run, the corrupted run, the circuit alone and
+        the model without the circuit; ``recovery`` and ``remaining`` (fractions of ``LD_clean - LD_corrupted``);
+        the thresholds; ``passed``.
+    """
+    all_edges = weights.graph.edge_names()
+    index = {e: i for i, e in enumerate(all_edges)}
+    unknown = [e for e in edges if e not in index]
+    if unknown:
+        raise ValueError(f"edges {unknown} are not in the model's EAP graph ({len(all_edges)} edges)")
+    circuit = np.zeros(len(all_edges), dtype=bool)
+    circuit[[index[e] for e in edges]] = True
+    masks = np.stack([np.ones_like(circuit), np.zeros_like(circuit), circuit, ~circuit])
+    r = evaluate_edge_masks(weights, batch, masks, device=device, progress=False)
+    ld_clean, ld_corr, ld_circ, ld_removed = (float(x) for x in r.logit_diff)
+    effect = ld_clean - ld_corr
+    if not effect > 0:
+        raise ValueError(
+            f"the corruption does not lower the logit difference (clean {ld_clean:.3f}, corrupted "
+            f"{ld_corr:.3f}): the model does not do the task; nothing to verify"
+        )
+    recovery, remaining = (ld_circ - ld_corr) / effect, (ld_removed - ld_corr) / effect
+    out = {
+        "n_examples": int(r.n_examples),
+        "n_edges": int(circuit.sum()),
+        "logit_diff_clean": ld_clean,
+        "logit_diff_corrupted": ld_corr,
+        "logit_diff_circuit": ld_circ,
+        "logit_diff_removed": ld_removed,
+        "recovery": recovery,
+        "remaining": remaining,
+    }
+    for name, i in (("clean", 0), ("corrupted", 1), ("circuit", 2), ("removed", 3)):
+        out[f"binary_accuracy_{name}"] = float(r.binary_accuracy[i])
+        out[f"accuracy_{name}"] = float(r.accuracy[i])
+    out.update(
+        min_recovery=MIN_RECOVERY, max_remaining=MAX_REMAINING, max_removed_binary_accuracy=MAX_REMOVED_BINARY_ACCURACY
+    )
+    out["passed"] = bool(
+        recovery >= MIN_RECOVERY
+        and remaining <= MAX_REMAINING
+        and out["binary_accuracy_removed"] <= MAX_REMOVED_BINARY_ACCURACY
+    )
+    return out
+
+
+def ground_truth_document(
+    *,
+    experiment: str,
+    task: str,
+    model: str,
+    n_components: int,
+    edges: Sequence[str],
+    verification: dict,
+    diag: HeadDiagnostics,
+) -> dict:
+    """The ground-truth file (contract ``certified-circuits/ground-truth/1``) of one task's induction circuit.
+
+    Args:
+        experiment: the language experiment's name.
+        task: the concept key (the task name, as in the attribution files).
+        model: a short description of the model.
+        n_components: U, the number of edges of the model's EAP graph.
+        edges: the true edges.
+        verification: :func:`verify_circuit`'s result.
+        diag: the head diagnostics (recorded beside the verification).
+
+    Returns:
+        The JSON-ready dict.
+    """
+    return {
+        "format": GROUND_TRUTH_FORMAT,
+        "experiment": experiment,
+        "kind": "language",
+        "model": model,
+        "how": (
+            "by diagnostic + patching: previous-token and induction heads found by their attention on repeated "
+            "random sequences, their K-composition edges verified by edge interchange patching"
+        ),
+        "n_components": int(n_components),
+        "concepts": {
+            task: {
+                "components": list(edges),
+                "verification": verification,
+                "heads": {
+                    "previous_token": diag.previous_token_heads,
+                    "induction": diag.induction_heads,
+                    "previous_token_scores": np.round(diag.previous_token, 6).tolist(),
+                    "induction_scores": np.round(diag.induction, 6).tolist(),
+                    "previous_token_threshold": PREV_TOKEN_THRESHOLD,
+                    "induction_threshold": INDUCTION_THRESHOLD,
+                    "diagnostic_half": DIAGNOSTIC_HALF,
+                    "diagnostic_n": DIAGNOSTIC_N,
+                },
+            }
+        },
+    }
