@@ -1,0 +1,244 @@
+"""An induction circuit planted by construction: compiled (hand-set) weights of an attention-only GPT-2.
+
+Training a tiny GPT-2 on the induction task does not form induction heads within a CPU budget, so this module
+*compiles* one (issue 34 allows a circuit "planted by construction"). The result is an ordinary HF
+``GPT2LMHeadModel`` over the embedded default's word vocabulary (:meth:`~.tokenizer.WordTokenizer.default`), 2
+layers x 4 heads, MLPs switched off exactly as :func:`~.train.switch_off_mlps` does, untied ``lm_head``; every
+language stage, the TransformerBridge and the decomposed GPT-2 forward run on it unchanged.
+
+**Residual stream.** ``d_model`` splits into orthogonal blocks of coordinates (one-hot directions):
+
+* ``TOK`` (68 dims): one per induction word (:data:`~.tasks.INDUCTION_SYMBOLS`); ``OTHER`` (:data:`OTHER_DIMS` dims):
+  every other vocabulary word is a seeded random unit vector there (they share it; the circuit never reads it);
+* ``POS`` (``n_positions`` dims): one per position;
+* ``PREV`` (68 dims): the previous token's identity, written by the previous-token head;
+* ``OUT`` (68 dims): the copied answer, written by the induction head and read by ``lm_head``.
+
+Write ``C = I - 11^T / d`` (centring). Every embedding row and every head output is multiplied by ``C``, so the
+residual stream is **exactly zero-mean across its d dims** and GPT-2's LayerNorm (weight 1, bias 0, kept exact)
+only rescales: ``LN(x) = x sqrt(d) / ||x||`` (up to eps). A residual made of n unit blocks (token, position, ...)
+is read with scale ``s_n = sqrt(d / n)`` on each of its one-hot coordinates. Centring leaves an inner product of
+two different one-hots at ``-1/d``, the same for every key, which softmax ignores.
+
+* ``wte[w] = C e_TOK(w)``, ``wpe[p] = C e_POS(p)``.
+* **Layer 0, previous-token head P**: ``q_i = w_P e_{i-1}``, ``k_j = w_P e_j`` in head coordinates (POS read),
+  so the score of key j is ``s_2^2 w_P^2 / sqrt(d_head) [j = i-1]``; ``w_P`` makes that margin
+  :data:`PREV_MARGIN` (softmax over <= 64 keys puts > 0.99 on i-1). ``v_j = e_TOK(j)``; ``c_proj`` writes
+  ``C e_PREV(tok_{j}) / s_2`` (a unit block).
+* **Layer 1, induction head I**: ``q_i = w_I e_TOK(i)``, ``k_j = w_I e_PREV(j)`` so that the key after an earlier
+  occurrence of the query word scores ``s_3^2 w_I^2 / sqrt(d_head) =`` :data:`INDUCTION_MARGIN` above the others.
+  Position 0 (whose "previous token" P can only take from itself) is pushed down by a sink term: a constant query
+  bias 1 on a spare head coordinate times ``-w_0 e_POS(0)`` in the key, worth ``-2`` margins. ``v_j = e_TOK(j)``,
+  ``c_proj`` writes ``C e_OUT(tok_j) / s_3``.
+* ``lm_head[w] = lambda e_OUT(w)`` for induction words, 0 otherwise; ``ln_f`` weight 1, bias 0; ``lambda`` makes the
+  copied word's logit :data:`OUT_MARGIN` above the rest (final residual: 4 unit blocks, ``s_4``).
+
+**Distractors and noise.** The other 3 heads of each layer get seeded Gaussian weights: attention scores of std
+:data:`DISTRACTOR_SCORE_STD` (non-trivial patterns) and outputs of norm ~ :data:`DISTRACTOR_OUT` (a fraction of one
+unit block, spread over all coordinates, OUT included, centred). Which head of layer 0 is P and which head of layer 1
+is I is a seeded permutation. Finally seeded Gaussian noise is added to every embedding, attention and
+unembedding weight and bias, of std :data:`NOISE_REL` times the matrix's root-mean-square entry (then embedding
+rows and ``c_proj`` are re-centred, so zero-mean stays exact).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from certified_circuits.language import names
+from certified_circuits.language.models import build_model, tiny_config
+from certified_circuits.language.tasks import INDUCTION_SYMBOLS
+from certified_circuits.language.tokenizer import WordTokenizer
+
+#: the only compiled model so far (language-train --compiled)
+COMPILED_TASKS = ("induction",)
+N_LAYER = 2
+N_HEAD = 4
+#: positions: OOD prompts are at most 22 + 21 = 43 words; 64 leaves room
+N_POSITIONS = 64
+#: dims of the shared random subspace of the non-induction words
+OTHER_DIMS = 8
+#: attention-score margins (logit units) of the matching key over the others, for P and I
+PREV_MARGIN = 10.0
+INDUCTION_MARGIN = 10.0
+#: logit margin of the copied word over the other words
+OUT_MARGIN = 8.0
+#: distractor heads: std of their attention scores and norm of their output (unit block = 1)
+DISTRACTOR_SCORE_STD = 2.0
+DISTRACTOR_OUT = 0.5
+#: Gaussian noise added to every constructed weight matrix and bias: std NOISE_REL times the matrix's root mean
+#: square entry (a unit row of an embedding gets noise of norm ~NOISE_REL)
+NOISE_REL = 0.05
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where the circuit sits: the previous-token head of layer 0, the induction head of layer 1, the blocks."""
+
+    previous_token_head: int
+    induction_head: int
+    d_model: int
+    tok: int  # first coordinate of each block
+    other: int
+    pos: int
+    prev: int
+    out: int
+
+    @property
+    def heads(self) -> tuple[str, str]:
+        """Names ``(a0.h<P>, a1.h<I>)``."""
+        return names.head(0, self.previous_token_head), names.head(1, self.induction_head)
+
+
+def layout(seed: int, n_positions: int = N_POSITIONS) -> Layout:
+    """The block layout and the seeded choice of P's and I's head indices.
+
+    Args:
+        seed: the model's seed (heads: ``rng([seed, 34]).permutation(4)[0]`` per layer).
+        n_positions: context length (size of POS).
+
+    Returns:
+        :class:`Layout`; ``d_model = 3 * 68 + OTHER_DIMS + n_positions`` rounded up to a multiple of 4.
+    """
+    n_sym = len(INDUCTION_SYMBOLS)
+    rng = np.random.default_rng([int(seed), 34])
+    p_head, i_head = int(rng.permutation(N_HEAD)[0]), int(rng.permutation(N_HEAD)[0])
+    used = 3 * n_sym + OTHER_DIMS + n_positions
+    d = -(-used // N_HEAD) * N_HEAD
+    if d // N_HEAD < max(n_positions, n_sym + 1):
+        raise ValueError(f"head dim {d // N_HEAD} cannot hold {n_positions} positions and {n_sym} + 1 token dims")
+    return Layout(
+        p_head,
+        i_head,
+        d,
+        0,
+        n_sym,
+        n_sym + OTHER_DIMS,
+        n_sym + OTHER_DIMS + n_positions,
+        2 * n_sym + OTHER_DIMS + n_positions,
+    )
+
+
+def _centre_rows(w: torch.Tensor) -> torch.Tensor:
+    """``w C``: every row minus its mean (a row written into the residual becomes zero-mean)."""
+    return w - w.mean(dim=-1, keepdim=True)
+
+
+def compile_induction(seed: int, n_positions: int = N_POSITIONS):
+    """The compiled induction model (module docstring), seeded.
+
+    Args:
+        seed: seed of the head layout, the distractor heads, the OTHER subspace and the noise.
+        n_positions: context length.
+
+    Returns:
+        ``(model, tokenizer, layout)``: an eval-mode HF ``GPT2LMHeadModel`` (eager attention, MLPs off), the
+        default :class:`~.tokenizer.WordTokenizer`, the :class:`Layout`.
+    """
+    from certified_circuits.language.train import ATTN_ONLY_D_MLP, switch_off_mlps
+
+    tok = WordTokenizer.default()
+    lay = layout(seed, n_positions)
+    d, n_sym = lay.d_model, len(INDUCTION_SYMBOLS)
+    dh = d // N_HEAD
+    config = tiny_config(tok.vocab_size, N_LAYER, N_HEAD, d, n_positions)
+    config.n_inner = ATTN_ONLY_D_MLP
+    config.tie_word_embeddings = False
+    model = build_model(config, seed)
+    switch_off_mlps(model)
+    gen = torch.Generator().manual_seed(int(seed) * 1000 + 34)
+    sym_ids = torch.tensor([tok.answer_id(w) for w in INDUCTION_SYMBOLS])
+    s2, s3, s4 = (np.sqrt(d / n) for n in (2, 3, 4))
+    w_p = float(np.sqrt(PREV_MARGIN * np.sqrt(dh)) / s2)
+    w_i = float(np.sqrt(INDUCTION_MARGIN * np.sqrt(dh)) / s3)
+    w_0 = float(2 * INDUCTION_MARGIN * np.sqrt(dh) / s3)
+    lam = OUT_MARGIN / s4
+    t = torch.arange(n_sym)
+
+    wte = torch.zeros(tok.vocab_size, d)
+    other = torch.randn(tok.vocab_size, OTHER_DIMS, generator=gen)
+    wte[:, lay.other : lay.other + OTHER_DIMS] = other / other.norm(dim=1, keepdim=True)
+    wte[sym_ids] = 0.0
+    wte[sym_ids, lay.tok + t] = 1.0
+    wpe = torch.zeros(n_positions, d)
+    wpe[torch.arange(n_positions), lay.pos + torch.arange(n_positions)] = 1.0
+    lm = torch.zeros(tok.vocab_size, d)
+    lm[sym_ids, lay.out + t] = lam
+
+    attn = []  # per layer: W_qkv [d, 3d], b_qkv [3d], W_O [d, d]
+    for layer, (head, w) in enumerate(((lay.previous_token_head, w_p), (lay.induction_head, w_i))):
+        wq, wk, wv, wo = (torch.zeros(d, d) for _ in range(4))
+        bq = torch.zeros(d)
+        c = head * dh
+        if layer == 0:  # P: q_i -> coordinate i-1, k_j -> coordinate j; v = TOK; out -> PREV
+            p = torch.arange(1, n_positions)
+            wq[lay.pos + p, c + p - 1] = w
+            wk[lay.pos + torch.arange(n_positions), c + torch.arange(n_positions)] = w
+            wo[c + t, lay.prev + t] = 1.0 / s2
+        else:  # I: q = TOK, k = PREV, sink at position 0; v = TOK; out -> OUT
+            wq[lay.tok + t, c + t] = w
+            wk[lay.prev + t, c + t] = w
+            bq[c + n_sym] = 1.0
+            wk[lay.pos, c + n_sym] = -w_0
+            wo[c + t, lay.out + t] = 1.0 / s3
+        wv[lay.tok + t, c + t] = 1.0
+        for h in range(N_HEAD):  # distractors: seeded random reads, small centred writes
+            if h == head:
+                continue
+            cols = slice(h * dh, (h + 1) * dh)
+            sigma_qk = np.sqrt(DISTRACTOR_SCORE_STD / d)
+            wq[:, cols] = sigma_qk * torch.randn(d, dh, generator=gen)
+            wk[:, cols] = sigma_qk * torch.randn(d, dh, generator=gen)
+            wv[:, cols] = torch.randn(d, dh, generator=gen) / np.sqrt(d)
+            wo[cols, :] = DISTRACTOR_OUT / np.sqrt(d * dh) * torch.randn(dh, d, generator=gen)
+        attn.append((torch.cat([wq, wk, wv], 1), torch.cat([bq, torch.zeros(2 * d)]), wo))
+
+    def noisy(x: torch.Tensor, like: torch.Tensor | None = None) -> torch.Tensor:
+        rms = float((x if like is None else like).square().mean().sqrt())
+        return x + NOISE_REL * rms * torch.randn(x.shape, generator=gen)
+
+    with torch.no_grad():
+        tr = model.transformer
+        tr.wte.weight.copy_(_centre_rows(noisy(wte)))
+        tr.wpe.weight.copy_(_centre_rows(noisy(wpe)))
+        model.lm_head.weight.copy_(noisy(lm))
+        for block, (w_qkv, b_qkv, wo) in zip(tr.h, attn):
+            block.attn.c_attn.weight.copy_(noisy(w_qkv))
+            block.attn.c_attn.bias.copy_(noisy(b_qkv, w_qkv))
+            block.attn.c_proj.weight.copy_(_centre_rows(noisy(wo)))
+            block.attn.c_proj.bias.copy_(_centre_rows(noisy(torch.zeros(d), wo)))
+            for ln in (block.ln_1, block.ln_2):
+                ln.weight.fill_(1.0)
+                ln.bias.zero_()
+        tr.ln_f.weight.fill_(1.0)
+        tr.ln_f.bias.zero_()
+    model.eval()
+    for p in model.parameters():
+        p.requires_grad_(False)
+    return model, tok, lay
+
+
+def compiled_config(seed: int, lay: Layout, n_positions: int = N_POSITIONS) -> dict:
+    """What the metrics JSON records about a compiled model (its ``config`` block: weights compiled, not trained)."""
+    return {
+        "compiled": "induction",
+        "trained": False,
+        "seed": int(seed),
+        "n_layer": N_LAYER,
+        "n_head": N_HEAD,
+        "n_embd": lay.d_model,
+        "n_positions": n_positions,
+        "attn_only": True,
+        "tasks": ["induction"],
+        "previous_token_head": lay.heads[0],
+        "induction_head": lay.heads[1],
+        "prev_margin": PREV_MARGIN,
+        "induction_margin": INDUCTION_MARGIN,
+        "out_margin": OUT_MARGIN,
+        "distractor_score_std": DISTRACTOR_SCORE_STD,
+        "distractor_out": DISTRACTOR_OUT,
+        "noise_rel": NOISE_REL,
+    }
