@@ -17,6 +17,7 @@ from pathlib import Path
 
 from certified_circuits.language.graph import EMBEDDED_N_HEAD, EMBEDDED_N_LAYER
 from certified_circuits.language.methods import INTEGRATIONS, LEVELS, METHODS
+from certified_circuits.language.compiled import COMPILED_TASKS
 from certified_circuits.language.train import LOSSES
 from certified_circuits.language.tasks import GENERATED_TASKS, INDUCTION, SPLITS, TASKS
 from certified_circuits.core.devices import configure_torch
@@ -121,6 +122,11 @@ def _train_arguments(p: argparse.ArgumentParser) -> None:
                         "cross-entropy at every position of prompt + answer (learns induction from every repeated word)")
     p.add_argument("--shift-prob", type=float, default=0.3,
                    help="share of training prompts whose position ids are offset at random (default 0.3)")
+    p.add_argument("--compiled", choices=COMPILED_TASKS, default=None,
+                   help="write a model whose circuit is planted by construction instead of training one "
+                        "(language/compiled.py, seeded by --seed): 'induction' = attention-only 2x4 GPT-2 with a "
+                        "previous-token and an induction head; fixes the architecture and ignores --tasks and every "
+                        "training option; held-out accuracy is measured on TASKS-DIR/induction")
 
 
 @STAGES.stage(
@@ -130,7 +136,8 @@ def _train_arguments(p: argparse.ArgumentParser) -> None:
 def _cmd_train(args: argparse.Namespace) -> int:
     """Train an HF GPT2LMHeadModel with a tiny config on fresh ID prompts of IOI, IOI-Hard and Greater-Than (or the
     tasks named by --tasks; never the held-out prompts in --tasks-dir), attention-only with --attn-only, then write
-    the model dir and the full model's accuracy per task and split as JSON.
+    the model dir and the full model's accuracy per task and split as JSON. With --compiled induction the weights
+    are set by construction instead (language/compiled.py; the metrics' config says compiled, not trained).
     """
 
     from certified_circuits.language.models import save_embedded
@@ -139,7 +146,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
     from certified_circuits.storage.atomic import atomic_dir, write_json
 
     tasks_dir = Path(args.tasks_dir)
-    tasks = tuple(dict.fromkeys(args.tasks))
+    tasks = (args.compiled,) if args.compiled else tuple(dict.fromkeys(args.tasks))
     if not 0.0 <= args.shift_prob <= 1.0:
         raise InputError(f"--shift-prob is {args.shift_prob}; it is a probability in [0, 1]")
     files = {t: {s: tasks_dir / t / f"{s}.jsonl" for s in SPLITS} for t in tasks}
@@ -149,18 +156,31 @@ def _cmd_train(args: argparse.Namespace) -> int:
     held_out = {t: {s: read_jsonl(f) for s, f in d.items()} for t, d in files.items()}
     exclude = [e.clean for d in held_out.values() for ex in d.values() for e in ex]
     configure_torch(args.threads)
-    cfg = TrainConfig(n_layer=args.n_layer, n_head=args.n_head, n_embd=args.n_embd, n_positions=args.n_positions,
-                      steps=args.steps, batch_per_task=args.batch_per_task, lr=args.lr, seed=args.seed,
-                      time_limit_s=args.time_limit, tasks=tasks, attn_only=args.attn_only, loss=args.loss,
-                      shift_prob=args.shift_prob)
-    model, tok, train_log = train_embedded(cfg, exclude)
-    accuracy = held_out_accuracy(model, tok, held_out, cfg.n_positions)
+    if args.compiled:
+        import time
+
+        from certified_circuits.language.compiled import compile_induction, compiled_config
+
+        t0 = time.time()
+        model, tok, lay = compile_induction(args.seed)
+        config = compiled_config(args.seed, lay)
+        train_log = {"compiled": True, "trained": False, "steps_run": 0, "train_seconds": time.time() - t0}
+        log.info("language-train: compiled %s model (weights set by construction, not trained): previous-token head "
+                 "%s, induction head %s", args.compiled, *lay.heads)
+    else:
+        cfg = TrainConfig(n_layer=args.n_layer, n_head=args.n_head, n_embd=args.n_embd, n_positions=args.n_positions,
+                          steps=args.steps, batch_per_task=args.batch_per_task, lr=args.lr, seed=args.seed,
+                          time_limit_s=args.time_limit, tasks=tasks, attn_only=args.attn_only, loss=args.loss,
+                          shift_prob=args.shift_prob)
+        model, tok, train_log = train_embedded(cfg, exclude)
+        config = cfg.__dict__
+    accuracy = held_out_accuracy(model, tok, held_out, int(model.config.n_positions))
     for task, splits in accuracy.items():
         for split, r in splits.items():
             log.info("language-train: %s/%s: accuracy %.3f, binary %.3f", task, split, r["accuracy"], r["binary_accuracy"])
     with atomic_dir(args.out_dir) as tmp:
         save_embedded(model, tok, tmp)
-    write_json(args.metrics, {"config": cfg.__dict__, "training": train_log, "accuracy": accuracy})
+    write_json(args.metrics, {"config": config, "training": train_log, "accuracy": accuracy})
     log.info("language-train: model -> %s, metrics -> %s", args.out_dir, args.metrics)
     return 0
 
@@ -359,7 +379,9 @@ def _cmd_ground_truth(args: argparse.Namespace) -> int:
     cfg = lm.hf.config
     mlp_zero = all(float(b.mlp.c_proj.weight.abs().max()) == 0 and float(b.mlp.c_proj.bias.abs().max()) == 0
                    for b in lm.hf.transformer.h)
-    model = f"{'attn_only_' if mlp_zero else ''}gpt2_{cfg.n_layer}x{cfg.n_head}_d{cfg.n_embd}"
+    compiled = (getattr(cfg, "certified_circuits", None) or {}).get("compiled")
+    model = (f"{f'compiled_{compiled}_' if compiled else ''}{'attn_only_' if mlp_zero else ''}"
+             f"gpt2_{cfg.n_layer}x{cfg.n_head}_d{cfg.n_embd}")
     doc = gt.ground_truth_document(experiment=args.experiment, task=args.task, model=model,
                                    n_components=lm.graph.n_edges, edges=edges, verification=verification, diag=diag)
     write_json(args.out, doc)

@@ -147,6 +147,7 @@ def compile_induction(seed: int, n_positions: int = N_POSITIONS):
     config = tiny_config(tok.vocab_size, N_LAYER, N_HEAD, d, n_positions)
     config.n_inner = ATTN_ONLY_D_MLP
     config.tie_word_embeddings = False
+    config.certified_circuits = {"compiled": "induction", "seed": int(seed)}  # saved in config.json
     model = build_model(config, seed)
     switch_off_mlps(model)
     gen = torch.Generator().manual_seed(int(seed) * 1000 + 34)

@@ -220,7 +220,8 @@ def verify_circuit(
     Returns:
         Logit differences, binary and exact accuracies of the clean run, the corrupted run, the circuit alone and
         the model without the circuit; ``recovery`` and ``remaining`` (fractions of ``LD_clean - LD_corrupted``);
-        the thresholds; ``passed``.
+        the thresholds; ``headline`` (the summary's mapping: metric "logit difference recovered", full model 1.0,
+        ``circuit_only`` = recovery, ``circuit_removed`` = remaining, chance 0.0: the corrupted run); ``passed``.
     """
     all_edges = weights.graph.edge_names()
     index = {e: i for i, e in enumerate(all_edges)}
@@ -255,6 +256,8 @@ def verify_circuit(
     out.update(
         min_recovery=MIN_RECOVERY, max_remaining=MAX_REMAINING, max_removed_binary_accuracy=MAX_REMOVED_BINARY_ACCURACY
     )
+    out["headline"] = {"metric": "logit difference recovered", "full": 1.0, "circuit_only": recovery,
+                       "circuit_removed": remaining, "chance": 0.0}
     out["passed"] = bool(
         recovery >= MIN_RECOVERY
         and remaining <= MAX_REMAINING
