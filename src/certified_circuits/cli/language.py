@@ -327,7 +327,8 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
 
 def _ground_truth_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model-path", type=existing_path, required=True,
-                   help="the attention-only embedded model dir written by language-train --tasks induction --attn-only")
+                   help="the attention-only embedded model dir written by language-train --compiled induction "
+                        "(circuit planted by construction) or --tasks induction --attn-only")
     p.add_argument("--task", type=task_name, default=INDUCTION, help="the concept key (default induction)")
     p.add_argument("--examples", type=existing_file, required=True,
                    help="held-out prompts of the induction task to verify on (language-tasks' id_test.jsonl)")

@@ -185,7 +185,8 @@ def check_heads(diag: HeadDiagnostics) -> None:
         raise NoHeadsError(
             "; ".join(missing) + ". The model has not formed an induction circuit: train it "
             "longer (language-train --steps) or with more width (--n-embd), attention-only on "
-            "the induction task (--tasks induction --attn-only --loss all)"
+            "the induction task (--tasks induction --attn-only --loss all), or write the model whose circuit is planted "
+            "by construction (language-train --compiled induction)"
         )
 
 
