@@ -1,7 +1,11 @@
 # Language half: task prompts, the embedded tiny GPT-2 (or GPT-2 Small), EAP-IG attributions on the
 # train split, interchange-patched sufficiency per (task, certification setting).
 
-from certified_circuits.language.tasks import SPLITS as LANGUAGE_SPLITS, TASKS as ALL_TASKS
+from certified_circuits.language.tasks import GENERATED_TASKS as ALL_TASKS, SPLITS as LANGUAGE_SPLITS, TASKS as MIXTURE_TASKS
+
+# the tasks whose prompts the embedded model's training sees (and excludes from its training stream): the configured
+# train.tasks, the compiled model's task, or the default mixture
+TRAIN_TASKS = list(LANGUAGE["train"].get("tasks") or ([LANGUAGE["train"]["compiled"]] if LANGUAGE["train"].get("compiled") else MIXTURE_TASKS))
 
 
 if HF_LANGUAGE:
@@ -53,12 +57,11 @@ else:
 if EMBEDDED_LANGUAGE:
 
     rule language_train:
-        """Train the tiny GPT-2 on fresh prompts of the three tasks' training distributions.
-
-        The model always learns all three tasks (whatever `tasks` certifies); every task's evaluation
-        prompts are inputs so that training can exclude them."""
+        """Train the tiny GPT-2 on fresh prompts of its training tasks (default: the three-task mixture, whatever
+        `tasks` certifies), or compile the induction model (`train.compiled`: weights set by construction). The
+        training tasks' evaluation prompts are inputs so that training can exclude them."""
         input:
-            expand(f"{LDIR}/tasks/{{task}}/{{split}}.jsonl", task=ALL_TASKS, split=LANGUAGE_SPLITS),
+            expand(f"{LDIR}/tasks/{{task}}/{{split}}.jsonl", task=TRAIN_TASKS, split=LANGUAGE_SPLITS),
         output:
             model=f"{LDIR}/model/config.json",
             metrics=f"{LDIR}/train_metrics.json",

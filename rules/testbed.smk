@@ -50,15 +50,16 @@ if GROUND_TRUTHS.get(LX) == "language":
         leaves chance)."""
         input:
             model=language_model_inputs(),
-            tasks=expand(f"{LDIR}/tasks/{jobs.GROUND_TRUTH_TASK}/{{split}}.jsonl", split=LANGUAGE_SPLITS),
+            examples=f"{LDIR}/tasks/{jobs.GROUND_TRUTH_TASK}/id_test.jsonl",
         output:
             PATHS.ground_truth(LX),
         params:
             job=job_env("language_ground_truth"),
-            model=language_model_args(),
-            tasks=lambda w, input: os.path.dirname(input.tasks[0]),
+            model=lambda w, input: os.path.dirname(input.model[0]),
             task=jobs.GROUND_TRUTH_TASK,
             experiment=LX,
+            seed=LANGUAGE["task_seed"],
+            device=q(DEVICE),
         log:
             log_path("language_ground_truth"),
         conda:
@@ -69,8 +70,9 @@ if GROUND_TRUTHS.get(LX) == "language":
             mem_mb=LANGUAGE_MEM_MB,
             runtime=LANGUAGE_RUNTIME,
         shell:
-            "{params.job} certified-circuits language-ground-truth {params.model} --task-dir {params.tasks:q} "
-            "--task {params.task} --experiment {params.experiment:q} --threads {threads} --out {output:q} 2> {log:q}"
+            "{params.job} certified-circuits language-ground-truth --model-path {params.model:q} --examples {input.examples:q} "
+            "--task {params.task} --experiment {params.experiment:q} --seed {params.seed} --device {params.device} "
+            "--out {output:q} 2> {log:q}"
 
 
 if STABILITY_JOBS:

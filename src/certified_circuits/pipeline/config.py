@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from certified_circuits.language.tasks import TASKS  # the built-in prompt generators (embedded, gpt2)
+from certified_circuits.language.tasks import GENERATED_TASKS, TASKS  # the built-in prompt generators (embedded, gpt2)
 from certified_circuits.pipeline.plans import ConfigPlan, PlanConfigError, check_config_plans, config_plans
 
 
@@ -259,13 +259,14 @@ def check_language(language) -> dict[str, int] | None:
             config_error("language.task_files", sorted(language["task_files"]),
                          "task files need source: hf (any causal LM folder with its tokenizer; answers are tokenised "
                          "as written); the embedded and gpt2 sources generate the built-in tasks")
-        unknown = [t for t in language["tasks"] if t not in TASKS]
+        generated = GENERATED_TASKS if source == "embedded" else TASKS  # induction: the embedded testbed's task
+        unknown = [t for t in language["tasks"] if t not in generated]
         if unknown:
-            config_error("language.tasks", language["tasks"], f"source {source} generates only {list(TASKS)}; "
+            config_error("language.tasks", language["tasks"], f"source {source} generates only {list(generated)}; "
                                                               f"for your own tasks use source: hf and task_files")
     check_language_method(language)
     cert = language["certification"]
-    known = set(language["task_files"]) if source == "hf" else set(TASKS)
+    known = set(language["task_files"]) if source == "hf" else set(GENERATED_TASKS if source == "embedded" else TASKS)
     stray = [t for t in language["settings"] if t not in known]
     if stray:
         config_error("language.settings", sorted(language["settings"]),
