@@ -371,3 +371,19 @@ def test_a_task_with_two_methods_has_a_switch_and_a_circuit_json_for_each(tmp_pa
     main, other = (json.loads((out / "tiny_gpt2" / link).read_text()) for link in links)
     assert main["edges"]["input->a0.h0<q>"]["in_graph"] and not other["edges"]["input->a0.h0<q>"]["in_graph"]
     assert other["edges"]["a0.h0->m0"]["in_graph"]
+
+
+def test_the_overview_line_gives_each_methods_recovery_of_the_known_circuit(tmp_path) -> None:
+    import pandas as pd
+
+    from certified_circuits.reports.explorer import recovery_html
+
+    assert recovery_html(tmp_path) == ""  # no ground truth, no line
+    (tmp_path / "testbed").mkdir()
+    rows = [dict(concept=c, scorer=s, method=m, auroc=a, precision=p, recall=0.5, at_selected_setting=True)
+            for c in ("a", "b") for s in ("relevance", "activation")
+            for m, a, p in (("baseline", 0.9 if c == "a" else 0.7, 0.6), ("certified_in", 0.85, 1.0))]
+    pd.DataFrame(rows).to_csv(tmp_path / "testbed" / "recovery_auroc.csv", index=False)
+    line = recovery_html(tmp_path)
+    assert "(relevance)" in line and "baseline AUROC 0.800, precision 0.60 / recall 0.50" in line
+    assert "certified in AUROC 0.850, precision 1.00 / recall 0.50" in line

@@ -105,6 +105,7 @@ __all__ = [
     "build_explorer",
     "circuit_flags",
     "circuit_json",
+    "recovery_html",
     "code_spans",
     "curve_charts",
     "esc",
@@ -144,6 +145,8 @@ CAPTIONS = {
     "seed_stability.png": "IoU between circuits certified with different certification seeds (same data, same model).",
     "radius_sweep_fixed_k.png": "cACC and circuit size at a fixed K as the deletion probability (hence the radius) grows.",
     "radius_sweep_best_k.png": "Peak cACC and its K as the deletion probability (hence the radius) grows.",
+    "recovery.png": "Recovery of the known circuit: true-positive rate against false-positive rate of each method's "
+    "circuit over the K grid (mean over concepts); the area under it is the AUROC of InterpBench and MIB.",
     "spurious.png": "Spurious index (habitat vs shape sensitivity) of certified-in, abstained and certified-out channels.",
     "attack.png": "Dataset-edit attack: share of certified labels flipped by edits of r, 2r, 4r examples (0 within r, "
     "by Theorem 1), against the baseline's flips.",
@@ -420,6 +423,32 @@ def language_page(
     ), flags
 
 
+def recovery_html(tables: Path) -> str:
+    """One line on how each method recovers the experiment's known circuit (``testbed/recovery_auroc.csv`` of
+    report-recovery: mean AUROC over concepts, and precision / recall at each method's held-out-selected K), and the
+    recovery table; nothing for an experiment without a ground truth."""
+    path = tables / "testbed" / "recovery_auroc.csv"
+    if not path.is_file():
+        return ""
+    table = pd.read_csv(path)
+    table = table[table["at_selected_setting"].astype(bool)]
+    if "scorer" in table and table["scorer"].nunique() > 1:
+        table = table[table["scorer"] == table["scorer"].iloc[0]]
+    words = []
+    for method, part in table.groupby("method", sort=False):
+        words.append(
+            f"{method.replace('_', ' ')} AUROC {part['auroc'].mean():.3f}, precision {part['precision'].mean():.2f}"
+            f" / recall {part['recall'].mean():.2f}"
+        )
+    scorer = f" ({table['scorer'].iloc[0]})" if "scorer" in table and len(table) else ""
+    summary = tables / "testbed" / "recovery_summary.md"
+    return (
+        f"<p><b>Recovery of the known circuit{esc(scorer)}.</b> {esc('; '.join(words))} "
+        f"(<code>testbed/recovery_auroc.csv</code>).</p>"
+        + (markdown_table_html(summary.read_text()) if summary.is_file() else "")
+    )
+
+
 def overview(
     experiments: Sequence[Experiment],
     first_attrs: dict[str, dict],
@@ -443,6 +472,7 @@ def overview(
             )
         pages = " ".join(f'<a href="{url(href)}">{esc(label)}</a>' for label, href in links.get(experiment.name, []))
         parts.append(f"<p><b>{'Classes' if experiment.kind == 'vision' else 'Tasks'}:</b> {pages}</p>")
+        parts.append(recovery_html(experiment.tables))
         for name in ("peaks_cacc", "peaks_balanced", "selected_cacc", "selected_balanced", "faithfulness_mean"):
             md = experiment.tables / f"{name}.md"
             if md.is_file():
@@ -473,6 +503,7 @@ KEY_FIGURES = (
     "radius_sweep_best_k.png",
     "spurious.png",
     "attack/attack.png",
+    "testbed/recovery.png",
 )
 
 
