@@ -172,3 +172,13 @@ def test_flags_markdown_sorted_by_severity():
     assert lines[0] == "## Warnings" and lines[1] == "" and lines[-1] == ""
     assert lines[2] == "- **model-at-chance**: v: n. Fix: g."
     assert lines[3].startswith("- **constant-quantity**")
+
+
+def test_a_stress_set_at_chance_is_flagged_as_expected_not_as_a_broken_model():
+    table = curves(full=dict(balanced_accuracy=[0.5] * 3)).assign(eval_set="adversarial")
+    found = curve_flags(table)
+    assert codes(found) == ["model-at-chance"]
+    assert found[0].where == "world / scorer grad / eval_set adversarial (stress set)"
+    assert "as expected" in found[0].message and "filtered to the model's failures" in found[0].message
+    healthy_set = curve_flags(table.assign(eval_set="context_shift"))
+    assert "as expected" not in healthy_set[0].message and "train the model" in healthy_set[0].fix
