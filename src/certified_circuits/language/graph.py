@@ -31,6 +31,9 @@ from certified_circuits.language.names import QKV
 #: the embedded tiny GPT-2's shape (``language-train``'s defaults; the plan check reads it at parse time)
 EMBEDDED_N_LAYER = 3
 EMBEDDED_N_HEAD = 4
+#: shape of the compiled induction model (language/compiled.py), known at parse time without building it
+COMPILED_N_LAYER = 2
+COMPILED_N_HEAD = 4
 
 
 def n_edges_formula(n_layers: int, n_heads: int, parallel_attn_mlp: bool = False) -> int:

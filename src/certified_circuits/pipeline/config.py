@@ -222,6 +222,22 @@ def check_vision(vision) -> int | None:
             WorldConfig(**vision["world"]).validate()
         except ValueError as exc:
             config_error("vision.world", vision["world"], str(exc))
+        train = vision.get("train", {})
+        if ("planted_own" in train) != ("planted_shared" in train):
+            config_error("vision.train", train, "planted_own and planted_shared go together (4 values each: a class's "
+                                                "channels and the shared channels of layer1..layer4), or neither")
+        if "planted_own" in train:
+            from certified_circuits.vision.networks.planted import PlantedSpec
+
+            if "widths" in train:
+                config_error("vision.train.widths", train["widths"], "the planted model's widths are n_classes * "
+                                                                     "planted_own + planted_shared: remove widths")
+            try:
+                PlantedSpec(int(WorldConfig(**vision["world"]).n_classes), tuple(train["planted_own"]),
+                            tuple(train["planted_shared"]))
+            except ValueError as exc:
+                config_error("vision.train.planted_own / planted_shared", [train["planted_own"], train["planted_shared"]],
+                             str(exc))
         known = {"id", "id_test", "context_shift", "corruption", "adversarial", "anomaly"}
         unknown = [e for e in vision["eval_sets"] if e not in known]
         if unknown:

@@ -62,8 +62,16 @@ def _vision_plans(vision: Mapping[str, Any], folders_components: int | None) -> 
     if source == "embedded":
         from certified_circuits.vision.data.world import WorldConfig
 
-        n_examples = WorldConfig(**vision["world"]).n_concept_per_class
-        n_components = sum(vision.get("train", {}).get("widths") or WORLD_WIDTHS)
+        world = WorldConfig(**vision["world"])
+        n_examples = world.n_concept_per_class
+        train = vision.get("train", {})
+        if train.get("planted_own"):  # the planted world ResNet: widths n_classes * own + shared (vision/networks/planted.py)
+            from certified_circuits.vision.networks.planted import PlantedSpec, planted_widths
+
+            own, shared = train["planted_own"], train.get("planted_shared") or [0] * 4
+            n_components = sum(planted_widths(PlantedSpec(world.n_classes, tuple(own), tuple(shared))))
+        else:
+            n_components = sum(train.get("widths") or WORLD_WIDTHS)
     else:
         block = vision["imagenet"] if source == "imagenet" else vision["folders"]
         n_examples = int(block["concept_size"])
@@ -92,10 +100,12 @@ def _vision_plans(vision: Mapping[str, Any], folders_components: int | None) -> 
 
 def language_shape(language: Mapping[str, Any]) -> tuple[int, int] | None:
     """(layers, heads) of the configured language model, read without loading it; None when unknown."""
-    from certified_circuits.language.graph import EMBEDDED_N_HEAD, EMBEDDED_N_LAYER
+    from certified_circuits.language.graph import COMPILED_N_HEAD, COMPILED_N_LAYER, EMBEDDED_N_HEAD, EMBEDDED_N_LAYER
 
     if language["source"] == "embedded":
         train = language.get("train") or {}
+        if train.get("compiled"):  # the compiled induction model has a fixed shape (language/compiled.py)
+            return COMPILED_N_LAYER, COMPILED_N_HEAD
         return int(train.get("n_layer", EMBEDDED_N_LAYER)), int(train.get("n_head", EMBEDDED_N_HEAD))
     path = Path(language.get("model_path") or "") / "config.json"
     try:
