@@ -107,15 +107,13 @@ def test_the_default_config_plans_the_embedded_world_and_tiny_gpt2(default: dict
         "--data R/vision/world/concept.npz --n-examples 50 --counterfactual R/vision/world/counterfactual.npz "
         "--concept circle --split concept --experiment world --out R/attributions/world/concept/circle.h5  "
         "--also context_shift R/vision/world/context_shift.npz R/attributions/world/context_shift/circle.h5 "
-        "--also corruption R/vision/world/corruption.npz R/attributions/world/corruption/circle.h5 "
-        "--also adversarial R/vision/adversarial.npz R/attributions/world/adversarial/circle.h5 "
-        "--also anomaly R/vision/anomaly.npz R/attributions/world/anomaly/circle.h5")
+        "--also corruption R/vision/world/corruption.npz R/attributions/world/corruption/circle.h5")
     assert jobs.vision_attribute_outputs(default, P, "ell") == [
-        f"R/attributions/world/{s}/ell.h5" for s in ("concept", "context_shift", "corruption", "adversarial", "anomaly")]
+        f"R/attributions/world/{s}/ell.h5" for s in ("concept", "context_shift", "corruption")]
     main = jobs.vision_setting(default)
     assert jobs.votes_options(main) == "--p-del 0.6 --n0 100 --n 1000 --seed 0"
     assert jobs.decision_options(main) == "--tau 0.95 --alpha 0.001 --correction bonferroni"
-    assert jobs.vision_scorers(default, "concept", main) == ["relevance", "activation", "rank"]
+    assert jobs.vision_scorers(default, "concept", main) == ["relevance", "activation"]
     assert jobs.vision_scorers(default, "concept", main.replace(p_del=0.948)) == ["relevance"]
     assert jobs.vision_scorers(default, "anomaly", main) == ["relevance"]
     assert jobs.vision_evaluate_sets(default, "concept", main) == ["id", "id_test", "context_shift", "corruption",
@@ -123,53 +121,72 @@ def test_the_default_config_plans_the_embedded_world_and_tiny_gpt2(default: dict
     assert jobs.vision_evaluate_sets(default, "concept_n200", main) == ["id"]
     assert jobs.vision_evaluate_circuits(default, P, "concept", "star", main) == [
         f"R/{kind}/world/concept/star/{scorer}/p0.6_n0100_n1000_s0{tail}"
-        for scorer in ("relevance", "activation", "rank")
+        for scorer in ("relevance", "activation")
         for kind, tail in (("votes", ".h5"), ("certificates", "/t0.95_a0.001_bonferroni.h5"))]
+    # both ablations in one evaluate job: mean ablation reads the world's train split
+    assert jobs.vision_ablation_options(default, P) == (
+        "--ablation zero mean --reference R/vision/world/train.npz --reference-size 1000 --seed 0")
+    assert jobs.vision_ablation_inputs(default, P) == ["R/vision/world/train.npz"]
     assert jobs.attack_options(default["vision"]["attack"], main, "relevance") == (
         "--scorer relevance --k-grid 0.25 0.5 0.75 --p-del 0.6 --n0 100 --n 1000 --seed 0 --tau 0.95 --alpha 0.001 "
         "--correction bonferroni --multiples 1 2 4 --trials 3 --attack-seed 0")
     assert jobs.cli_options(default["vision"]["world"]) == "--seed 0 --n-classes 10 --image-size 32 --n-concept-per-class 50"
-    assert jobs.cli_options(default["vision"]["train"]) == "--seed 0 --epochs 10"
+    assert jobs.cli_options(default["vision"]["train"]) == (
+        "--seed 0 --epochs 10 --lr 0.01 --planted-own 1 3 6 6 --planted-shared 6 6 8 0")
+    assert jobs.cli_options(default["language"]["train"]) == "--seed 0 --compiled induction"
     assert {t: [s.tag for s in jobs.language_settings(default, t)] for t in default["language"]["tasks"]} == {
-        "ioi": ["p0.95_n0100_n1000_s0/t0.9_a0.001_bonferroni", "p0.95_n0100_n1000_s0/t0.85_a0.001_bonferroni"],
-        "ioi_hard": ["p0.99_n0100_n1000_s0/t0.85_a0.001_bonferroni", "p0.95_n0100_n1000_s0/t0.85_a0.001_bonferroni"],
-        "greater_than": ["p0.99_n0100_n1000_s0/t0.9_a0.001_bonferroni", "p0.99_n0100_n1000_s0/t0.95_a0.001_bonferroni",
-                         "p0.95_n0100_n1000_s0/t0.9_a0.001_bonferroni"]}
-    assert jobs.language_eval_sets(default, "ioi") == ["id_test", "ood_test", "validation"]
+        "induction": ["p0.95_n0100_n1000_s0/t0.9_a0.001_bonferroni", "p0.9_n0100_n1000_s0/t0.9_a0.001_bonferroni"]}
+    assert jobs.language_eval_sets(default, "induction") == ["id_test", "ood_test", "validation"]
     rows = jobs.explorer_circuits(default, P, concepts)
     # one row per scorer of each class (the explorer's scorer switch), the main scorer first
-    assert [(r[0], r[1]) for r in rows] == [("world", c) for c in concepts for _ in range(3)] + [
-        ("tiny_gpt2", t) for t in ["ioi"] * 2 + ["ioi_hard"] * 2 + ["greater_than"] * 3]
+    assert [(r[0], r[1]) for r in rows] == [("world", c) for c in concepts for _ in range(2)] + [
+        ("tiny_gpt2", "induction")] * 2
     assert rows[0] == ("world", "circle", "R/attributions/world/concept/circle.h5",
                        "R/votes/world/concept/circle/relevance/p0.6_n0100_n1000_s0.h5",
                        "R/certificates/world/concept/circle/relevance/p0.6_n0100_n1000_s0/t0.95_a0.001_bonferroni.h5")
-    assert [r[3] for r in rows[:3]] == [f"R/votes/world/concept/circle/{s}/p0.6_n0100_n1000_s0.h5"
-                                        for s in ("relevance", "activation", "rank")]
-    assert [r[3:] for r in rows[:3]] == [jobs.vision_circuits(default, P, "concept", "circle", scorer=s)
+    assert [r[3] for r in rows[:2]] == [f"R/votes/world/concept/circle/{s}/p0.6_n0100_n1000_s0.h5"
+                                        for s in ("relevance", "activation")]
+    assert [r[3:] for r in rows[:2]] == [jobs.vision_circuits(default, P, "concept", "circle", scorer=s)
                                          for s in jobs.vision_scorers(default, "concept", main)]
-    rank_first = copy.deepcopy(default)
-    rank_first["vision"]["main_scorer"] = "rank"
-    assert [r[3].split("/")[-2] for r in jobs.explorer_circuits(rank_first, P, ["circle"])[:3]] == [
-        "rank", "relevance", "activation"]
-    assert rows[-1] == ("tiny_gpt2", "greater_than", "R/attributions/tiny_gpt2/train/greater_than.h5",
-                        "R/votes/tiny_gpt2/train/greater_than/eap_ig/p0.95_n0100_n1000_s0.h5",
-                        "R/certificates/tiny_gpt2/train/greater_than/eap_ig/p0.95_n0100_n1000_s0/t0.9_a0.001_bonferroni.h5")
+    activation_first = copy.deepcopy(default)
+    activation_first["vision"]["main_scorer"] = "activation"
+    assert [r[3].split("/")[-2] for r in jobs.explorer_circuits(activation_first, P, ["circle"])[:2]] == [
+        "activation", "relevance"]
+    assert rows[-1] == ("tiny_gpt2", "induction", "R/attributions/tiny_gpt2/train/induction.h5",
+                        "R/votes/tiny_gpt2/train/induction/eap_ig/p0.9_n0100_n1000_s0.h5",
+                        "R/certificates/tiny_gpt2/train/induction/eap_ig/p0.9_n0100_n1000_s0/t0.9_a0.001_bonferroni.h5")
     assert jobs.vision_concepts(concepts) == concepts and jobs.vision_concepts(concepts, ["star"]) == ["star"]
     # MIB's grid and export choose among every setting of a task (the held-out selection picks one at run time);
     # without a selection set, a task's first setting alone
     mib_rows = jobs.mib_circuits(default, P)
     assert [r[1:] for r in mib_rows] == [r[2:] for r in rows if r[0] == "tiny_gpt2"]
-    assert [r[0] for r in mib_rows] == ["ioi"] * 2 + ["ioi_hard"] * 2 + ["greater_than"] * 3
+    assert [r[0] for r in mib_rows] == ["induction"] * 2
     unselected = copy.deepcopy(default)
     unselected["language"]["selection_set"] = None
     assert jobs.language_selected_table(unselected, P) is None
-    assert jobs.mib_circuits(unselected, P) == [mib_rows[0], mib_rows[2], mib_rows[4]]
+    assert jobs.mib_circuits(unselected, P) == [mib_rows[0]]
+    # the testbed: both experiments have a ground truth; one stability job per class (main scorer and setting) and
+    # per language setting, each with the setting's options and the configured resamples
+    assert jobs.ground_truth_experiments(default) == {"world": "vision", "tiny_gpt2": "language"}
+    stability = jobs.stability_jobs(default, P, concepts)
+    assert [(j["experiment"], j["concept"]) for j in stability] == [("world", c) for c in concepts] + [
+        ("tiny_gpt2", "induction")] * 2
+    assert stability[0]["out"] == "R/stability/world/concept/circle/relevance/p0.6_n0100_n1000_s0/t0.95_a0.001_bonferroni.csv"
+    assert stability[0]["attributions"] == "R/attributions/world/concept/circle.h5"
+    assert jobs.stability_options(stability[-1], default["testbed"]) == (
+        "--scorer eap_ig --k-grid " + jobs.words(default["language"]["k_grid"]) + " --p-del 0.9 --n0 100 --n 1000 "
+        "--seed 0 --tau 0.9 --alpha 0.001 --correction bonferroni --resamples 20 --bootstrap-seed 0")
+    no_resamples = copy.deepcopy(default)
+    no_resamples["testbed"]["resamples"] = 0
+    assert jobs.stability_jobs(no_resamples, P, concepts) == []
 
 
 def test_the_embedded_rediscovery_waits_for_the_filter_metrics_and_keeps_classes_with_enough_images(
         default: dict, tmp_path: Path) -> None:
     """vision_iou and vision_attack's inputs: (class, OOD set) pairs with >= rediscovery_min_images images, from the
     vision_filter_ood checkpoint's per-class counts (a set it did not filter: n_ood_per_class each)."""
+    default = copy.deepcopy(default)  # the filtered sets as re-discovery sets too (the default keeps them as stress sets)
+    default["vision"]["rediscovery_sets"] = ["context_shift", "corruption", "adversarial", "anomaly"]
     concepts = default["concepts"]
     metrics = tmp_path / "calibration.json"
     adversarial = [0, 12, 10, 19, 1, 2, 0, 17, 3, 16]  # per class of the world, in class order

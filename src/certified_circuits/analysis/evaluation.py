@@ -71,7 +71,7 @@ def read_sufficiency(paths: Sequence[str | Path], ablation: str = DEFAULT_ABLATI
             ablation or interchange patching, and is kept whole when ``ablation`` is the default.
 
     Returns:
-        One table, the rows of ``ablation`` only (the column dropped, so every later key is unchanged).
+        One table, the rows of ``ablation`` only (the column, now constant, is kept: tables say what they hold).
 
     Raises:
         ValueError: a CSV has no row of ``ablation`` (name the ablations it has and the option that adds it).
@@ -87,7 +87,7 @@ def read_sufficiency(paths: Sequence[str | Path], ablation: str = DEFAULT_ABLATI
         require_columns(frame, KEYS + ["k_effective", "accuracy"], str(path))
         if "ablation" in frame.columns:
             present = sorted(set(frame["ablation"].astype(str)))
-            frame = frame[frame["ablation"].astype(str) == ablation].drop(columns="ablation")
+            frame = frame[frame["ablation"].astype(str) == ablation]
             if frame.empty:
                 raise ValueError(f"{path}: no rows of ablation {ablation!r} (it has {', '.join(present)}); evaluate with "
                                  f"`vision-evaluate --ablation {ablation}` (workflow: vision.ablations)")
