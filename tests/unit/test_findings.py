@@ -15,6 +15,7 @@ from certified_circuits.reports.findings import (
     recovery_finding,
     stability_finding,
     truth_finding,
+    truth_size_k,
 )
 
 
@@ -88,12 +89,22 @@ def test_the_truth_line_counts_passed_concepts_and_averages_the_check(tmp_path: 
 
 
 def test_the_recovery_line_reads_the_main_scorer_and_counts_empty_circuits(tmp_path: Path) -> None:
-    line = recovery_finding(_auroc(tmp_path), "relevance")
-    assert "relevance" in line and "mean over 2 concepts" in line and "selected on id_test" in line
-    assert "baseline precision 0.60 / recall 0.25 (K 0.10, AUROC 0.900)" in line
-    # precision of the empty certified circuit is undefined: the mean is over the non-empty one, and it is counted
-    assert "certified in precision 1.00 / recall 0.25 (K 0.10, AUROC 0.800), 1 of 2 circuits empty" in line
-    assert "AUROC 0.500" in recovery_finding(_auroc(tmp_path), "activation")
+    path = _auroc(tmp_path)
+    line = recovery_finding(path, "relevance")
+    assert "(relevance; mean over 2 concepts): AUROC baseline 0.900, certified in 0.800" in line
+    # at the held-out K: precision of the empty certified circuit is undefined, the mean is over the non-empty one
+    assert "at the K selected on id_test (baseline 0.10, certified in 0.10" in line
+    assert "baseline 0.60 / 0.25, certified in 1.00 / 0.25 (1 of 2 empty)" in line
+    assert "truth's size" not in line  # no recovery.csv beside it
+    assert "AUROC baseline 0.500" in recovery_finding(path, "activation")
+    # with every K: the point where circuits have the truth's size (mean n_true / n_components = 0.2 -> K 0.25)
+    every_k = [dict(concept=c, scorer="relevance", setting="s", method=m, k_target=k, n_true=2, n_components=10,
+                    precision=p, recall=p, empty_circuit=False)
+               for c in "ab" for k in (0.1, 0.25, 0.5) for m, p in (("baseline", 0.5), ("certified_in", 0.75))]
+    pd.DataFrame(every_k).to_csv(path.with_name("recovery.csv"), index=False)
+    assert truth_size_k(pd.DataFrame(every_k)) == 0.25
+    line = recovery_finding(path, "relevance")
+    assert "precision / recall at the truth's size (K 0.25): baseline 0.50 / 0.50, certified in 0.75 / 0.75" in line
 
 
 def test_the_stability_line_is_read_at_the_nearest_k(tmp_path: Path) -> None:

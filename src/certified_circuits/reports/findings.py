@@ -6,9 +6,10 @@ so the summary leads with them, each finding one line of numbers read from a tab
 could contradict it), and the table it comes from:
 
 - the ground truth and its causal check (``ground_truth/<experiment>.json``);
-- recovery of the truth at the K chosen on held-out data, per method (``tables/<experiment>/testbed/recovery_auroc.csv``):
-  precision, recall and the AUROC over the K grid;
-- stability under bootstrap resamples of each concept dataset at that K (``testbed/stability.csv``);
+- recovery of the truth per method (``tables/<experiment>/testbed/recovery_auroc.csv`` and ``recovery.csv``): the
+  AUROC over the K grid, precision and recall at the truth's size (R-precision: no selection involved) and at the K
+  chosen on held-out data;
+- stability under bootstrap resamples of each concept dataset at the truth's size (``testbed/stability.csv``);
 - vision only: balanced accuracy under mean ablation at the K chosen on held-out images
   (``tables/<experiment>/mean_ablation/selected_balanced_raw.csv``), the evaluation a class-biased circuit cannot
   win (zero ablation's cACC rewards it; it stays as the paper's table with its false-positive rate beside it).
@@ -98,42 +99,61 @@ def _main_rows(auroc: pd.DataFrame, scorer: str | None) -> pd.DataFrame:
     return rows
 
 
+def truth_size_k(rows: pd.DataFrame) -> float | None:
+    """The K of the grid nearest the truth's share of the components (mean over concepts of ``n_true / n_components``):
+    where a circuit has the truth's size, so precision equals recall there (R-precision, a selection-free point)."""
+    if rows.empty or "n_true" not in rows or "k_target" not in rows:
+        return None
+    share = float((rows["n_true"] / rows["n_components"]).mean())
+    grid = np.array(sorted(set(rows["k_target"].astype(float))))
+    return float(grid[np.argmin(np.abs(grid - share))])
+
+
+def _point(part: pd.DataFrame) -> str:
+    empty = int(part["empty_circuit"].astype(bool).sum()) if "empty_circuit" in part else 0
+    text = f"{_num(part['precision'].mean())} / {_num(part['recall'].mean())}"
+    return text + (f" ({empty} of {len(part)} empty)" if empty else "")
+
+
 def recovery_finding(path: Path, scorer: str | None = None) -> str:
-    """One line: recovery of the truth per method at each method's held-out-selected K, and the AUROC.
+    """One line: how each method recovers the truth: AUROC over the K grid, precision / recall at the truth's size
+    (:func:`truth_size_k`, read from ``recovery.csv`` beside ``path``) and at each method's held-out-selected K.
 
     Args:
         path: ``recovery_auroc.csv`` of ``report-recovery``.
         scorer: the scorer to report (vision's main scorer); default the table's first.
 
     Returns:
-        ``"world, relevance, K chosen on held-out data: baseline precision 0.91 / recall 0.40 (AUROC 0.95); ..."``;
-        precision is averaged over the non-empty circuits, and the empty ones are counted.
+        ``"world recovery of the truth (relevance; mean over 10 concepts): AUROC baseline 0.53, certified in 0.49,
+        ...; precision / recall at the truth's size (K 0.2): baseline 0.51 / 0.51, ...; at the K chosen on id_test
+        (baseline 1.0, certified in 1.0): ..."``; precision is averaged over the non-empty circuits, the empty ones
+        are counted.
     """
     table = pd.read_csv(path)
     rows = _main_rows(table, scorer)
     if rows.empty:
         return f"{path}: no recovery row at a selected setting."
     experiment, used = rows["experiment"].iloc[0], rows["scorer"].iloc[0]
-    parts = []
-    for method, words in METHOD_WORDS.items():
-        part = rows[rows["method"] == method]
-        if part.empty:
-            continue
-        empty = int(part["empty_circuit"].astype(bool).sum())
-        text = (
-            f"{words} precision {_num(part['precision'].mean())} / recall {_num(part['recall'].mean())} "
-            f"(K {_num(part['k_target'].mean())}, AUROC {_num(part['auroc'].mean(), 3)})"
-        )
-        if empty:
-            text += f", {empty} of {len(part)} circuits empty"
-        parts.append(text)
+    methods = [(m, w) for m, w in METHOD_WORDS.items() if (rows["method"] == m).any()]
+    areas = ", ".join(f"{w} {_num(rows[rows.method == m]['auroc'].mean(), 3)}" for m, w in methods)
+    line = f"**{experiment}** recovery of the truth ({used}; mean over {rows['concept'].nunique()} concepts): AUROC {areas}"
+    every_k = Path(path).with_name("recovery.csv")
+    if every_k.is_file():
+        curve = pd.read_csv(every_k)
+        curve = curve[(curve["scorer"] == used) & curve["setting"].isin(set(rows["setting"]))]
+        k = truth_size_k(curve)
+        if k is not None:
+            at = curve[np.isclose(curve["k_target"], k)]
+            line += f"; precision / recall at the truth's size (K {_num(k)}): " + ", ".join(
+                f"{w} {_point(at[at.method == m])}" for m, w in methods if (at.method == m).any()
+            )
     source = sorted(set(rows["k_source"].dropna().astype(str)) - {""})
-    return (
-        f"**{experiment}** recovery of the truth ({used}; K {', '.join(source) or 'fixed'}; mean over "
-        f"{rows['concept'].nunique()} concepts): "
-        + "; ".join(parts)
-        + f" (`{Path(path).parent.name}/{Path(path).name}`)."
-    )
+    if source:
+        picked = ", ".join(f"{w} {_num(rows[rows.method == m]['k_target'].mean())}" for m, w in methods)
+        line += f"; at the K {', '.join(source)} ({picked}): " + ", ".join(
+            f"{w} {_point(rows[rows.method == m])}" for m, w in methods
+        )
+    return line + f" (`{Path(path).parent.name}/`)."
 
 
 def stability_finding(path: Path, k: float | None) -> str:
@@ -141,7 +161,7 @@ def stability_finding(path: Path, k: float | None) -> str:
 
     Args:
         path: ``stability.csv`` of ``report-stability`` (every concept and K).
-        k: the K to report (the baseline's held-out-selected K); the grid's nearest K is used.
+        k: the K to report (the truth's size: :func:`truth_size_k`); the grid's nearest K is used.
 
     Returns:
         ``"world, 20 bootstrap resamples, K 0.1: the baseline circuit's Jaccard to the full-data circuit is 0.71;
@@ -225,16 +245,17 @@ def findings(
         Markdown list items (``- ...``), truth first, then recovery, stability and mean ablation per experiment.
     """
     lines = [truth_finding(Path(p)) for p in ground_truths]
-    selected_k: dict[str, float] = {}
+    at_k: dict[str, float] = {}  # stability is read where circuits have the truth's size (contested membership)
     for path in map(Path, recovery):
         lines.append(recovery_finding(path, main_scorer))
         rows = _main_rows(pd.read_csv(path), main_scorer)
-        base = rows[rows["method"] == "baseline"]
-        if len(base):
-            selected_k[str(base["experiment"].iloc[0])] = float(base["k_target"].mean())
+        every_k = path.with_name("recovery.csv")
+        k = truth_size_k(pd.read_csv(every_k)) if every_k.is_file() else None
+        if len(rows) and k is not None:
+            at_k[str(rows["experiment"].iloc[0])] = k
     for path in map(Path, stability):
         experiment = str(pd.read_csv(path, nrows=1)["experiment"].iloc[0])
-        lines.append(stability_finding(path, selected_k.get(experiment)))
+        lines.append(stability_finding(path, at_k.get(experiment)))
     lines += [mean_ablation_finding(Path(p), eval_sets, main_scorer) for p in mean_ablation]
     return [f"- {line}" for line in lines[:MAX_FINDINGS]]
 
