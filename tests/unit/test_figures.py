@@ -180,6 +180,27 @@ def test_plot_radius_sweep(tmp_path: Path) -> None:
     assert_figure(figures.plot_radius_sweep(pd.DataFrame(rows), tmp_path / "sweep"), tmp_path / "sweep")
 
 
+def test_the_radius_sweep_figure_marks_settings_whose_plan_is_not_ok(tmp_path: Path, monkeypatch) -> None:
+    """A marginal setting (IN impossible at |D| = 50, p_del 0.948) gets a hollow red marker and a legend entry."""
+    rows = [{"experiment": "world", "n_examples": n, "p_del": p, "tau": 0.95, "radius": certified_radius(0.95, p),
+             "abstain_rate": 0.2, "effective_k": 0.4, "cacc": 0.8 - 0.1 * p,
+             "plan_verdict": "marginal" if (n, p) == (50, 0.948) else "ok"}
+            for n in (50, 200) for p in (0.6, 0.948)]
+    legends = []
+    real_legend = figures.Figure.legend
+
+    def spy(self, *args, **kwargs):
+        legends.append([h.get_label() for h in kwargs.get("handles", [])])
+        return real_legend(self, *args, **kwargs)
+
+    monkeypatch.setattr(figures.Figure, "legend", spy)
+    assert_figure(figures.plot_radius_sweep(pd.DataFrame(rows), tmp_path / "sweep"), tmp_path / "sweep")
+    assert legends[-1][-1] == "plan not ok (|D| = 50, r = 11: marginal; summary.md says why)"
+    legends.clear()
+    figures.plot_radius_sweep(pd.DataFrame(rows).assign(plan_verdict="ok"), tmp_path / "ok")
+    assert legends[-1] == ["|D| = 50", "|D| = 200"]
+
+
 def test_plot_spurious_and_feature_grid(tmp_path: Path) -> None:
     rng = np.random.default_rng(1)
     spurious = pd.DataFrame({

@@ -373,6 +373,9 @@ def plot_radius_sweep(sweep: pd.DataFrame, stem: Path) -> list[Path]:
     Rows of panels: cACC, effective circuit size and abstention rate, each vs certified radius, one
     line per concept-dataset size ``n_examples``; one column per experiment. Rows sharing
     (experiment, n_examples, radius), e.g. several (p_del, tau) giving the same radius, are averaged.
+    A setting whose recorded plan verdict (column ``plan_verdict``, from the certificates) is not ``ok`` is drawn
+    as a hollow red-edged marker and named in the legend: the sweep explores where certification stops being
+    possible, and its figure says where that is (``marginal``: IN impossible or rare; ``vacuous``: nothing).
     """
     require_rows(
         sweep, ["experiment", "n_examples", "p_del", "tau", "radius", "abstain_rate", "effective_k", "cacc"], "sweep"
@@ -382,6 +385,17 @@ def plot_radius_sweep(sweep: pd.DataFrame, stem: Path) -> list[Path]:
         .mean()
         .sort_values(["experiment", "n_examples", "radius"])
     )
+    verdicts = (
+        sweep.assign(plan_verdict=sweep["plan_verdict"].fillna("ok").astype(str))
+        .groupby(["experiment", "n_examples", "radius"])["plan_verdict"]
+        .agg(lambda v: "ok" if set(v) <= {"ok", ""} else sorted(set(v) - {"ok", ""})[0])
+        if "plan_verdict" in sweep
+        else None
+    )
+    if verdicts is not None:
+        data = data.merge(verdicts.reset_index(), on=["experiment", "n_examples", "radius"], how="left")
+    else:
+        data["plan_verdict"] = "ok"
     experiments = list(pd.unique(sweep["experiment"]))
     sizes = sorted(pd.unique(data["n_examples"]))
     colors = dict(zip(sizes, _color_cycle(len(sizes))))
@@ -395,13 +409,21 @@ def plot_radius_sweep(sweep: pd.DataFrame, stem: Path) -> list[Path]:
             mark_constant(ax, panel[column], name=label, over="radius", limits=row_constant[column])
             for size, line in panel.groupby("n_examples"):
                 ax.plot(line["radius"], line[column], marker="o", ms=3, color=colors[size], label=f"|D| = {size}")
+                flagged = line[line["plan_verdict"] != "ok"]
+                ax.plot(flagged["radius"], flagged[column], ls="none", marker="o", ms=8, mfc="none", mec="#d62728",
+                        mew=1.4)
             ax.grid(alpha=0.3)
             if col == 0:
                 ax.set_ylabel(label)
         axes[0, col].set_title(str(experiment))
         axes[-1, col].set_xlabel("certified radius r")
     handles = [Line2D([], [], color=colors[s], marker="o", ms=3, label=f"|D| = {s}") for s in sizes]
-    fig.legend(handles=handles, loc="outside lower center", ncol=len(handles), frameon=False)
+    flagged = data[data["plan_verdict"] != "ok"]
+    if len(flagged):
+        where = "; ".join(f"|D| = {r.n_examples}, r = {r.radius}: {r.plan_verdict}" for r in flagged.itertuples())
+        handles.append(Line2D([], [], ls="none", marker="o", ms=8, mfc="none", mec="#d62728", mew=1.4,
+                              label=f"plan not ok ({where}; summary.md says why)"))
+    fig.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 3), frameon=False)
     return save_figure(fig, stem)
 
 

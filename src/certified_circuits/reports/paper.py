@@ -247,10 +247,11 @@ def radius_report(pairs: Sequence[tuple[Path, Path]], sufficiency: Sequence[Path
             rows.append(dict(experiment=str(votes.attrs.get("experiment", "")), concept=concept,
                              n_examples=int(votes.attrs["n_examples"]), p_del=float(votes.attrs["p_del"]),
                              tau=float(certificates.attrs["tau"]), radius=int(certificates.attrs["radius"]),
+                             plan_verdict=str(certificates.attrs.get("plan_verdict", "ok")),
                              k_target=float(k_value), cacc=float(by_k.get(k_value, np.nan)), split=split,
                              **summary.iloc[index].to_dict()))
     per_k = pd.DataFrame(rows)
-    keys = ["experiment", "n_examples", "p_del", "tau", "radius", "k_target"]
+    keys = ["experiment", "n_examples", "p_del", "tau", "radius", "plan_verdict", "k_target"]
     mean = per_k.groupby(keys, as_index=False)[["cacc", "abstain_rate", "effective_k", "baseline_k"]].mean()
     fixed = mean[np.isclose(mean.k_target, k)].drop(columns="k_target")
     best = mean.sort_values(["cacc", "effective_k"], ascending=[False, True]).groupby(keys[:-1], as_index=False).head(1)
