@@ -364,3 +364,38 @@ def test_ground_truth_json_is_read_as_written(tmp_path: Path) -> None:
     path.write_text("{not json")
     with pytest.raises(ValueError, match="not valid JSON"):
         read_ground_truth(path)
+
+
+def test_recovery_and_stability_across_model_seeds_are_read_at_the_truths_size(tmp_path: Path) -> None:
+    import pandas as pd
+
+    from certified_circuits.reports.testbed import model_seeds_recovery, model_seeds_stability
+
+    runs_r, runs_s = {}, {}
+    for seed, (auroc_base, auroc_cert) in {"0": (0.8, 0.9), "1": (0.7, 0.6)}.items():
+        folder = tmp_path / seed
+        folder.mkdir()
+        every_k = pd.DataFrame([dict(experiment="w", scorer="r", setting="s", concept=c, method=m, k_target=k,
+                                     n_true=2, n_components=10, precision=0.5 if k == 0.25 else 0.1, recall=0.4,
+                                     empty_circuit=False)
+                                for c in "ab" for m in ("baseline", "certified_in") for k in (0.1, 0.25, 0.5)])
+        every_k.to_csv(folder / "recovery.csv", index=False)
+        pd.DataFrame([dict(experiment="w", scorer="r", setting="s", concept=c, method=m, auroc=a)
+                      for c in "ab" for m, a in (("baseline", auroc_base), ("certified_in", auroc_cert))]
+                     ).to_csv(folder / "recovery_auroc.csv", index=False)
+        pd.DataFrame([dict(experiment="w", scorer="r", setting="s", concept=c, k_target=k,
+                           baseline_jaccard_mean=0.5 if k == 0.25 else 1.0, baseline_change_share=0.2,
+                           certified_change_share=0.1, certified_flip_share=0.0, certified_in_jaccard=0.9,
+                           abstain_share=0.3) for c in "ab" for k in (0.1, 0.25, 0.5)]
+                     ).to_csv(folder / "stability.csv", index=False)
+        runs_r[seed], runs_s[seed] = [folder / "recovery.csv"], [folder / "stability.csv"]
+    metrics = model_seeds_recovery(runs_r, tmp_path, "w_recovery")
+    raw = pd.read_csv(tmp_path / "w_recovery_model_seeds_raw.csv").set_index("method")
+    assert raw.loc["baseline", "auroc_mean"] == pytest.approx(0.75) and raw.loc["certified_in", "auroc_min"] == 0.6
+    assert raw.loc["baseline", "precision_mean"] == 0.5  # the truth's share 2/10 -> K 0.25 of the grid
+    assert raw.loc["certified_in", "auroc_above_baseline_seeds"] == 1 and raw.loc["certified_in", "n_seeds"] == 2
+    assert metrics["w_recovery_auroc_certified_in"] == pytest.approx(0.75)
+    model_seeds_stability(runs_s, tmp_path, "w_stability")
+    stab = pd.read_csv(tmp_path / "w_stability_model_seeds_raw.csv").iloc[0]
+    assert stab["k_target"] == 0.25 and stab["baseline_jaccard_mean_mean"] == 0.5 and stab["n_seeds"] == 2
+    assert (tmp_path / "w_stability_model_seeds.md").is_file()

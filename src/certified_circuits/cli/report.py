@@ -142,7 +142,8 @@ def _cmd_features(args: argparse.Namespace) -> int:
 
 def _model_seeds_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--run", nargs=2, action="append", required=True, metavar=("SEED", "TABLE"),
-                   help="model-training seed and one of its runs' peaks_*/selected_* raw tables (repeatable)")
+                   help="model-training seed and one of its runs' peaks_*/selected_*/faithfulness raw tables, or its "
+                   "testbed/recovery.csv or testbed/stability.csv (repeatable)")
     p.add_argument("--name", required=True, help="output stem, e.g. world_selected_cacc")
     p.add_argument("--out-dir", required=True, type=Path)
 
@@ -158,8 +159,17 @@ def _cmd_model_seeds(args: argparse.Namespace) -> int:
         if not path.is_file():
             raise FileNotFoundError(f"{path}: table not found; run the workflow for model seed {seed} first")
         runs.setdefault(seed, []).append(path)
-    faithfulness = all(p.name.startswith("faithfulness") for paths in runs.values() for p in paths)
-    report = model_seeds_faithfulness if faithfulness else model_seeds_report
+    from certified_circuits.reports.testbed import model_seeds_recovery, model_seeds_stability
+
+    names = {p.name for paths in runs.values() for p in paths}
+    if names == {"recovery.csv"}:  # the testbed's tables (tables/<experiment>/testbed/)
+        report = model_seeds_recovery
+    elif names == {"stability.csv"}:
+        report = model_seeds_stability
+    elif all(name.startswith("faithfulness") for name in names):
+        report = model_seeds_faithfulness
+    else:
+        report = model_seeds_report
     add_metrics(report(runs, args.out_dir, args.name))
     return 0
 

@@ -353,3 +353,117 @@ def stability_report(inputs: Sequence[Path], out_dir: Path, k: float | None = No
     metrics["stability_concepts"] = float(table["concept"].nunique())
     log.info("report-stability: %d tables -> %s", len(frames), out_dir)
     return metrics
+
+
+# ------------------------------------------------------------------------------------------------ across model seeds
+
+#: the recovery methods in the across-seeds table, in order
+SEED_METHODS = ("baseline", "majority", "certified_in", "certified_in_abstain")
+#: the stability columns of the across-seeds table (means over concepts at the truth's size)
+SEED_STABILITY = ("baseline_jaccard_mean", "baseline_change_share", "certified_change_share", "certified_flip_share",
+                  "certified_in_jaccard", "abstain_share")  # fmt: skip
+
+
+def _truth_share_k(recovery: pd.DataFrame) -> float:
+    """The grid K nearest the truth's share of the components (reports.findings.truth_size_k's rule)."""
+    share = float((recovery["n_true"] / recovery["n_components"]).mean())
+    grid = np.array(sorted(set(recovery["k_target"].astype(float))))
+    return float(grid[np.argmin(np.abs(grid - share))])
+
+
+def model_seeds_recovery(runs: dict[str, Sequence[Path]], out_dir: Path, name: str) -> dict[str, float]:
+    """Recovery across model-training seeds: per seed and (experiment, scorer, setting, method) the mean over concepts
+    of the AUROC and of precision and recall at the truth's size (from ``recovery.csv`` of each run, the K nearest
+    n_true / n_components), then mean, min and max over seeds, and in how many seeds each method's AUROC is above the
+    baseline's. Written as ``<name>_model_seeds_raw.csv`` and a display table.
+
+    Args:
+        runs: seed label -> that run's ``recovery.csv`` (its ``recovery_auroc.csv`` is read beside it).
+        out_dir: where the tables go.
+        name: output stem, e.g. ``world_recovery``.
+
+    Returns:
+        ``<name>_auroc_<method>``: the mean AUROC over seeds.
+    """
+    rows = []
+    for seed, paths in runs.items():
+        for path in map(Path, paths):
+            every_k = pd.read_csv(path)
+            require_columns(every_k, ["method", "k_target", "precision", "recall", "n_true", "n_components"], str(path))
+            auroc = pd.read_csv(path.with_name("recovery_auroc.csv"))
+            k = _truth_share_k(every_k)
+            at = every_k[np.isclose(every_k["k_target"], k)]
+            keys = [c for c in ("experiment", "scorer", "setting") if c in every_k.columns]
+            for key, part in at.groupby([*keys, "method"]):
+                label = dict(zip([*keys, "method"], key))
+                area = auroc.loc[(auroc[[*keys, "method"]] == pd.Series(label)).all(axis=1), "auroc"]
+                rows.append({**label, "model_seed": seed, "k_truth": k, "auroc": float(area.mean()),
+                             "precision": float(part["precision"].mean()), "recall": float(part["recall"].mean()),
+                             "empty": int(part["empty_circuit"].astype(bool).sum()) if "empty_circuit" in part else 0})  # fmt: skip
+    per_seed = pd.DataFrame(rows)
+    keys = [c for c in ("experiment", "scorer", "setting") if c in per_seed.columns]
+    summary = per_seed.groupby([*keys, "method"], sort=False)[["auroc", "precision", "recall"]].agg(["mean", "min", "max"])
+    summary.columns = [f"{c}_{s}" for c, s in summary.columns]
+    summary = summary.reset_index()
+    base = per_seed[per_seed["method"] == "baseline"].set_index([*keys, "model_seed"])["auroc"]
+    wins = []
+    for _, row in summary.iterrows():
+        mine = per_seed[(per_seed[[*keys, "method"]] == row[[*keys, "method"]]).all(axis=1)].set_index([*keys, "model_seed"])
+        paired = mine["auroc"].align(base, join="inner")
+        wins.append(int((paired[0] > paired[1]).sum()))
+    summary["auroc_above_baseline_seeds"] = wins
+    summary["n_seeds"] = per_seed["model_seed"].nunique()
+    write_csv(out_dir / f"{name}_model_seeds_raw.csv", summary)
+    shown = summary[[*keys, "method"]].copy()
+    for column in ("auroc", "precision", "recall"):
+        shown[column] = [f"{m:.3f} [{lo:.3f}, {hi:.3f}]" for m, lo, hi in
+                         zip(summary[f"{column}_mean"], summary[f"{column}_min"], summary[f"{column}_max"])]  # fmt: skip
+    shown["AUROC > baseline"] = [f"{w}/{n}" for w, n in zip(summary["auroc_above_baseline_seeds"], summary["n_seeds"])]
+    tables.write_table(shown, out_dir / f"{name}_model_seeds", caption=(
+        f"Recovery of the testbed's truth across {summary['n_seeds'].iloc[0]} model seeds: mean [min, max] over seeds "
+        "of the per-seed mean over concepts; precision and recall at the truth's size (the K nearest n_true / U)."))  # fmt: skip
+    return {f"{name}_auroc_{m}": float(summary.loc[summary.method == m, "auroc_mean"].mean()) for m in SEED_METHODS
+            if (summary.method == m).any()}  # fmt: skip
+
+
+def model_seeds_stability(runs: dict[str, Sequence[Path]], out_dir: Path, name: str) -> dict[str, float]:
+    """Stability across model-training seeds: per seed the mean over concepts at the truth's size (the K nearest
+    n_true / U of the run's ``recovery.csv`` beside it), then mean, min and max over seeds.
+
+    Args:
+        runs: seed label -> that run's ``stability.csv`` (report-stability).
+        out_dir: where the tables go.
+        name: output stem, e.g. ``world_stability``.
+
+    Returns:
+        ``<name>_<column>``: the mean over seeds of each shown column.
+    """
+    rows = []
+    for seed, paths in runs.items():
+        for path in map(Path, paths):
+            table = pd.read_csv(path)
+            require_columns(table, ["experiment", "k_target", *SEED_STABILITY], str(path))
+            k = _truth_share_k(pd.read_csv(path.with_name("recovery.csv")))
+            grid = np.array(sorted(set(table["k_target"])))
+            at_k = float(grid[np.argmin(np.abs(grid - k))])
+            at = table[np.isclose(table["k_target"], at_k)]
+            keys = [c for c in ("experiment", "scorer", "setting") if c in table.columns]
+            for key, part in at.groupby(keys):
+                rows.append({**dict(zip(keys, key if isinstance(key, tuple) else (key,))), "model_seed": seed,
+                             "k_target": at_k, **{c: float(part[c].mean()) for c in SEED_STABILITY}})  # fmt: skip
+    per_seed = pd.DataFrame(rows)
+    keys = [c for c in ("experiment", "scorer", "setting") if c in per_seed.columns]
+    summary = per_seed.groupby(keys, sort=False)[list(SEED_STABILITY)].agg(["mean", "min", "max"])
+    summary.columns = [f"{c}_{s}" for c, s in summary.columns]
+    summary = summary.reset_index()
+    summary["k_target"] = per_seed.groupby(keys, sort=False)["k_target"].first().to_numpy()
+    summary["n_seeds"] = per_seed["model_seed"].nunique()
+    write_csv(out_dir / f"{name}_model_seeds_raw.csv", summary)
+    shown = summary[[*keys, "k_target"]].copy()
+    for column in SEED_STABILITY:
+        shown[column] = [f"{m:.3f} [{lo:.3f}, {hi:.3f}]" for m, lo, hi in
+                         zip(summary[f"{column}_mean"], summary[f"{column}_min"], summary[f"{column}_max"])]  # fmt: skip
+    tables.write_table(shown, out_dir / f"{name}_model_seeds", caption=(
+        f"Stability under bootstrap resamples across {summary['n_seeds'].iloc[0]} model seeds, at the truth's size: "
+        "mean [min, max] over seeds of the per-seed mean over concepts."))  # fmt: skip
+    return {f"{name}_{c}": float(summary[f"{c}_mean"].mean()) for c in SEED_STABILITY}
