@@ -63,7 +63,13 @@ docs:
 	cp $(RUN)/tables/tiny_gpt2/attack/attack.png docs/figures/attack_language.png
 	cp $(RUN)/tables/world/curves_cacc.png $(RUN)/tables/world/curves_balanced_accuracy.png docs/figures/
 	cp $(RUN)/tables/world/iou.png $(RUN)/tables/world/seed_stability.png $(RUN)/tables/world/spurious.png docs/figures/
+	cp $(RUN)/tables/world/radius_sweep_best_k.png docs/figures/
 	cp $(RUN)/figures/world/features_circle.png docs/figures/
+	cp $(RUN)/tables/world/mean_ablation/selected_balanced.md docs/vision_mean_ablation_selected_balanced.md
+	cp $(RUN)/tables/world/mean_ablation/curves_balanced_accuracy.png docs/figures/mean_ablation_curves_balanced_accuracy.png
+	for x in world tiny_gpt2; do cp $(RUN)/tables/$$x/testbed/recovery_summary.md docs/$${x}_recovery.md; \
+	  cp $(RUN)/tables/$$x/testbed/stability_summary.md docs/$${x}_stability.md; \
+	  cp $(RUN)/tables/$$x/testbed/recovery.png docs/figures/recovery_$$x.png; done
 	cp $(RUN)/summary.md docs/summary.md
 	if [ -d $(SEEDS)/tables ]; then mkdir -p docs/model_seeds && cp $(SEEDS)/tables/*.md docs/model_seeds/; fi
 

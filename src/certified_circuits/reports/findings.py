@@ -247,8 +247,12 @@ def findings(
     lines = [truth_finding(Path(p)) for p in ground_truths]
     at_k: dict[str, float] = {}  # stability is read where circuits have the truth's size (contested membership)
     for path in map(Path, recovery):
-        lines.append(recovery_finding(path, main_scorer))
-        rows = _main_rows(pd.read_csv(path), main_scorer)
+        table = pd.read_csv(path)
+        scorers = list(dict.fromkeys(table["scorer"].astype(str))) if "scorer" in table else [None]
+        if main_scorer in scorers:  # the main scorer first, then every other scorer of the experiment
+            scorers = [main_scorer] + [s for s in scorers if s != main_scorer]
+        lines += [recovery_finding(path, scorer) for scorer in scorers]
+        rows = _main_rows(table, main_scorer)
         every_k = path.with_name("recovery.csv")
         k = truth_size_k(pd.read_csv(every_k)) if every_k.is_file() else None
         if len(rows) and k is not None:
