@@ -116,8 +116,13 @@ def _train_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--epochs", type=positive_int, default=10)
     p.add_argument("--batch-size", type=positive_int, default=128)
     p.add_argument("--lr", type=float, default=3e-3)
-    p.add_argument("--widths", type=positive_int, nargs=4, default=None,
-                   help=f"stage widths (default {' '.join(map(str, WORLD_WIDTHS))}; with --planted-own: derived)")
+    p.add_argument(
+        "--widths",
+        type=positive_int,
+        nargs=4,
+        default=None,
+        help=f"stage widths (default {' '.join(map(str, WORLD_WIDTHS))}; with --planted-own: derived)",
+    )
     p.add_argument("--blocks", type=positive_int, nargs=4, default=list(WORLD_BLOCKS))
     p.add_argument("--stem-stride", type=int, default=2, choices=[1, 2], help="stride of the 3x3 stem convolution")
     p.add_argument(
@@ -175,8 +180,10 @@ def planted_spec_of(args: argparse.Namespace, n_classes: int):
         raise InputError(str(exc)) from None
     widths = planted_widths(spec)
     if args.widths is not None and tuple(args.widths) != widths:
-        raise InputError(f"--widths {' '.join(map(str, args.widths))} contradict the planted spec, which needs "
-                         f"{' '.join(map(str, widths))} ({n_classes} classes x own + shared): drop --widths")
+        raise InputError(
+            f"--widths {' '.join(map(str, args.widths))} contradict the planted spec, which needs "
+            f"{' '.join(map(str, widths))} ({n_classes} classes x own + shared): drop --widths"
+        )
     return spec, widths
 
 
@@ -298,20 +305,35 @@ def _cmd_filter(args: argparse.Namespace) -> int:
 
 
 def _ground_truth_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--checkpoint", type=existing_file, required=True, help="planted world model (vision-train "
-                   "--planted-own ... --planted-shared ...)")
-    p.add_argument("--world", type=Path, required=True, help="folder written by vision-world (train, id_test; "
-                   "concept too when present)")
+    p.add_argument(
+        "--checkpoint",
+        type=existing_file,
+        required=True,
+        help="planted world model (vision-train --planted-own ... --planted-shared ...)",
+    )
+    p.add_argument(
+        "--world",
+        type=Path,
+        required=True,
+        help="folder written by vision-world (train, id_test; concept too when present)",
+    )
     p.add_argument("--out", type=output_file, required=True, help="ground-truth JSON")
     p.add_argument("--experiment", default="world")
-    p.add_argument("--reference-size", type=positive_int, default=500,
-                   help="train images sampled (seeded) for each mean-ablation fill")
+    p.add_argument(
+        "--reference-size",
+        type=positive_int,
+        default=500,
+        help="train images sampled (seeded) for each mean-ablation fill",
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=positive_int, default=1, help="torch CPU threads (default 1)")
 
 
-@STAGES.stage("vision-ground-truth", _ground_truth_arguments,
-              help="the planted world model's class circuits, causally verified -> ground-truth JSON")
+@STAGES.stage(
+    "vision-ground-truth",
+    _ground_truth_arguments,
+    help="the planted world model's class circuits, causally verified -> ground-truth JSON",
+)
 def _cmd_ground_truth(args: argparse.Namespace) -> int:
     """Write every class's true components (its own channels + the shared channels of the planted model) with the
     causal checks of :mod:`certified_circuits.vision.ground_truth` (class-absent mean, train mean and zero
@@ -328,22 +350,35 @@ def _cmd_ground_truth(args: argparse.Namespace) -> int:
     configure_torch(args.threads)
     for split in ("train", "id_test"):
         if not (args.world / f"{split}.npz").is_file():
-            raise InputError(f"{args.world / (split + '.npz')} does not exist: build the world with "
-                             f"`certified-circuits vision-world --out {args.world}`")
+            raise InputError(
+                f"{args.world / (split + '.npz')} does not exist: build the world with "
+                f"`certified-circuits vision-world --out {args.world}`"
+            )
     model = load_world_model(args.checkpoint)
     spec = spec_of_meta(model.meta)
     if spec is None:
-        raise InputError(f"{args.checkpoint} is not a planted world model (its meta has no 'planted' spec), so its "
-                         f"class circuits are unknown: train one with `certified-circuits vision-train "
-                         f"--planted-own 2 3 4 4 --planted-shared 6 6 8 0 ...`")
-    sets = {name: npz_set(args.world / f"{name}.npz") for name in ("id_test", "concept")
-            if (args.world / f"{name}.npz").is_file()}
+        raise InputError(
+            f"{args.checkpoint} is not a planted world model (its meta has no 'planted' spec), so its "
+            f"class circuits are unknown: train one with `certified-circuits vision-train "
+            f"--planted-own 2 3 4 4 --planted-shared 6 6 8 0 ...`"
+        )
+    sets = {
+        name: npz_set(args.world / f"{name}.npz")
+        for name in ("id_test", "concept")
+        if (args.world / f"{name}.npz").is_file()
+    }
     start = time.perf_counter()
-    verification = verify_planted(model, spec, sets, npz_set(args.world / "train.npz"), args.reference_size,
-                                  seed=args.seed, log=log_line)
+    verification = verify_planted(
+        model, spec, sets, npz_set(args.world / "train.npz"), args.reference_size, seed=args.seed, log=log_line
+    )
     write_json(args.out, ground_truth_document(model, spec, verification, args.experiment))
     passed = sum(v["passed"] for v in verification.values())
     add_metrics({"ground_truth_classes_passed": passed, "ground_truth_classes": len(verification)})
-    log.info("vision-ground-truth: %d/%d classes passed in %.1fs; wrote %s", passed, len(verification),
-             time.perf_counter() - start, args.out)
+    log.info(
+        "vision-ground-truth: %d/%d classes passed in %.1fs; wrote %s",
+        passed,
+        len(verification),
+        time.perf_counter() - start,
+        args.out,
+    )
     return 0
