@@ -17,9 +17,8 @@ from pathlib import Path
 
 from certified_circuits.language.graph import EMBEDDED_N_HEAD, EMBEDDED_N_LAYER
 from certified_circuits.language.methods import INTEGRATIONS, LEVELS, METHODS
-from certified_circuits.language.compiled import COMPILED_TASKS
-from certified_circuits.language.train import LOSSES
-from certified_circuits.language.tasks import GENERATED_TASKS, INDUCTION, SPLITS, TASKS
+from certified_circuits.language.tasks import COMPILED_TASKS, GENERATED_TASKS, INDUCTION, SPLITS, TASKS
+from certified_circuits.language.tasks import TRAINING_LOSSES as LOSSES
 from certified_circuits.core.devices import configure_torch
 from certified_circuits.cli.stages import (InputError, Stages, add_device, check_circuit_files, existing_file, existing_path,
                                           named_path, output_file, positive_int)

@@ -51,11 +51,10 @@ import torch
 from certified_circuits.language import names
 from certified_circuits.language.graph import COMPILED_N_HEAD, COMPILED_N_LAYER
 from certified_circuits.language.models import build_model, tiny_config
-from certified_circuits.language.tasks import INDUCTION_SYMBOLS
+from certified_circuits.language.tasks import COMPILED_TASKS, INDUCTION_SYMBOLS  # noqa: F401 (re-exported)
 from certified_circuits.language.tokenizer import WordTokenizer
 
 #: the only compiled model so far (language-train --compiled)
-COMPILED_TASKS = ("induction",)
 N_LAYER = COMPILED_N_LAYER
 N_HEAD = COMPILED_N_HEAD
 #: positions: OOD prompts are at most 22 + 21 = 43 words; 64 leaves room

@@ -41,6 +41,10 @@ from certified_circuits.storage.atomic import write_text
 TASKS: tuple[str, ...] = ("ioi", "ioi_hard", "greater_than")
 #: the task whose circuit is known (previous-token head -> induction head; :mod:`.ground_truth`)
 INDUCTION = "induction"
+#: tasks whose model can be compiled instead of trained (``language-train --compiled``; language/compiled.py)
+COMPILED_TASKS: tuple[str, ...] = (INDUCTION,)
+#: next-token losses of ``language-train --loss``: at the answer only (``last``) or at every position (``all``)
+TRAINING_LOSSES: tuple[str, ...] = ("last", "all")
 #: every task this module generates; a task's seeded stream uses its index here (TASKS' indices unchanged)
 GENERATED_TASKS: tuple[str, ...] = TASKS + (INDUCTION,)
 #: train = the concept dataset D; validation = held-out ID prompts on which K and the setting are chosen;

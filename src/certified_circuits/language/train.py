@@ -30,7 +30,7 @@ from tqdm.auto import tqdm
 
 from certified_circuits.language.graph import EMBEDDED_N_HEAD, EMBEDDED_N_LAYER
 from certified_circuits.language.models import build_model, tiny_config
-from certified_circuits.language.tasks import TASKS, TRAIN_MODEL_STREAM, Example, generate_examples
+from certified_circuits.language.tasks import TASKS, TRAIN_MODEL_STREAM, TRAINING_LOSSES, Example, generate_examples
 from certified_circuits.language.tokenizer import WordTokenizer
 
 
@@ -62,7 +62,7 @@ class TrainConfig:
 #: hidden width of the switched-off MLPs of an attention-only model (any width gives output 0; 4 costs nothing)
 ATTN_ONLY_D_MLP = 4
 #: TrainConfig.loss values
-LOSSES = ("last", "all")
+LOSSES = TRAINING_LOSSES  # defined beside the tasks, so the CLI reads it without importing torch
 
 
 def switch_off_mlps(model) -> None:
