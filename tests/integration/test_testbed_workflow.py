@@ -80,7 +80,7 @@ def test_the_summary_opens_with_findings_and_the_explorer_shows_recovery(run: Pa
     findings = summary.split("## What this run shows", 1)[1].split("## Warnings", 1)[0]
     bullets = [line for line in findings.splitlines() if line.startswith("- ")]
     assert 4 <= len(bullets) <= 8
-    assert any("recovery of the truth" in b and "certified in precision" in b for b in bullets)
+    assert any("recovery of the truth" in b and "AUROC baseline" in b and "certified in" in b for b in bullets)
     assert any("bootstrap resamples" in b for b in bullets)
     assert any("balanced accuracy under mean ablation" in b for b in bullets)
     index = (run / "explorer" / "index.html").read_text()
