@@ -106,10 +106,9 @@ def test_the_default_config_plans_the_embedded_world_and_tiny_gpt2(default: dict
         "vision-attribute --model world --checkpoint R/vision/model.pt --device auto --threads 1 "
         "--data R/vision/world/concept.npz --n-examples 50 --counterfactual R/vision/world/counterfactual.npz "
         "--concept circle --split concept --experiment world --out R/attributions/world/concept/circle.h5  "
-        "--also context_shift R/vision/world/context_shift.npz R/attributions/world/context_shift/circle.h5 "
-        "--also corruption R/vision/world/corruption.npz R/attributions/world/corruption/circle.h5")
+        "--also context_shift R/vision/world/context_shift.npz R/attributions/world/context_shift/circle.h5")
     assert jobs.vision_attribute_outputs(default, P, "ell") == [
-        f"R/attributions/world/{s}/ell.h5" for s in ("concept", "context_shift", "corruption")]
+        f"R/attributions/world/{s}/ell.h5" for s in ("concept", "context_shift")]
     main = jobs.vision_setting(default)
     assert jobs.votes_options(main) == "--p-del 0.6 --n0 100 --n 1000 --seed 0"
     assert jobs.decision_options(main) == "--tau 0.95 --alpha 0.001 --correction bonferroni"
