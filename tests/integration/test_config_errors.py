@@ -67,5 +67,5 @@ def test_strict_reading_names_file_and_line(tmp_path: Path) -> None:
 
 def test_the_shipped_configs_use_named_settings() -> None:
     for path in [ROOT / "config.yaml", *sorted((ROOT / "configs").glob("*.yaml"))]:
-        check_before_schema(yaml.safe_load(path.read_text()), ["results_dir", "device", "vision", "language", "tables",
+        check_before_schema(yaml.safe_load(path.read_text()), ["results_dir", "device", "vision", "language", "tables", "testbed",
                                                                 "mlflow"])
