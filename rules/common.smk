@@ -98,3 +98,12 @@ def vision_iou_circuits(wildcards):
 def vision_attack_inputs(wildcards):
     """(concept attributions, pool attributions) per class of the attack (waits for the checkpoint)."""
     return jobs.vision_attack_inputs(config, PATHS, VCONCEPTS, filter_metrics)
+
+
+# the testbed's stability jobs (pipeline/jobs.py stability_jobs), by output path; rules/testbed.smk binds them
+STABILITY_JOBS = {job["out"]: job for job in jobs.stability_jobs(config, PATHS, VCONCEPTS)}
+
+
+def stability_job(wildcards):
+    """The planned stability job whose output these wildcards name."""
+    return STABILITY_JOBS[PATHS.stability().format(**dict(wildcards.items()))]

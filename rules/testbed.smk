@@ -5,12 +5,6 @@
 
 GROUND_TRUTHS = jobs.ground_truth_experiments(config)
 TESTBED = config["testbed"]
-STABILITY_JOBS = {job["out"]: job for job in jobs.stability_jobs(config, PATHS, VCONCEPTS)}
-
-
-def stability_job(wildcards):
-    """The planned stability job (pipeline/jobs.py stability_jobs) whose output these wildcards name."""
-    return STABILITY_JOBS[PATHS.stability().format(**dict(wildcards.items()))]
 
 
 if GROUND_TRUTHS.get(VX) == "vision":
@@ -133,7 +127,7 @@ for _experiment, _kind in GROUND_TRUTHS.items():
             circuits=item_options("--circuits", zip(_circuits[::2], _circuits[1::2])),
             selected=f"--selected {q(_selected[0])}" if _selected else "",
             experiment=_experiment,
-            out=_out,
+            out=lambda w, output: os.path.dirname(output.table),
         log:
             log_path(f"recovery_{_kind}"),
         conda:
@@ -158,7 +152,7 @@ for _experiment, _kind in GROUND_TRUTHS.items():
                 summary=f"{_out}/stability_summary.md",
             params:
                 job=job_env(f"stability_{_kind}"),
-                out=_out,
+                out=lambda w, output: os.path.dirname(output.table),
             log:
                 log_path(f"stability_{_kind}"),
             conda:
