@@ -399,3 +399,11 @@ def test_recovery_and_stability_across_model_seeds_are_read_at_the_truths_size(t
     stab = pd.read_csv(tmp_path / "w_stability_model_seeds_raw.csv").iloc[0]
     assert stab["k_target"] == 0.25 and stab["baseline_jaccard_mean_mean"] == 0.5 and stab["n_seeds"] == 2
     assert (tmp_path / "w_stability_model_seeds.md").is_file()
+
+
+def test_the_truths_size_is_the_grid_k_nearest_its_share_of_the_components() -> None:
+    from certified_circuits.analysis.recovery import nearest_k, truth_size_k
+
+    assert nearest_k([0.5, 0.1, 0.25, 0.25], 0.2) == 0.25 and nearest_k([0.25, 0.75], 0.5) == 0.25  # ties: smaller K
+    assert truth_size_k([36, 36], [180, 180], [0.15, 0.2, 0.25]) == 0.2  # 36 / 180 = 0.2
+    assert truth_size_k([3], [110], [0.02, 0.03, 0.05]) == 0.03  # 3 / 110 = 0.027

@@ -267,6 +267,34 @@ def rates(counts: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         }
 
 
+def nearest_k(k_grid: Sequence[float] | np.ndarray, k: float) -> float:
+    """The K of a grid nearest ``k`` (ties to the smaller K).
+
+    Args:
+        k_grid: K targets, in any order, repeats allowed (a table's ``k_target`` column).
+        k: the K wanted.
+
+    Returns:
+        ``argmin_g |g - k|`` over the distinct grid values: ``nearest_k([0.1, 0.25, 0.5], 0.2) == 0.25``.
+    """
+    grid = np.unique(np.asarray(k_grid, dtype=float))
+    return float(grid[np.argmin(np.abs(grid - float(k)))])
+
+
+def truth_size_k(
+    n_true: Sequence[int] | np.ndarray, n_components: Sequence[int] | np.ndarray, k_grid: Sequence[float] | np.ndarray
+) -> float:
+    """The K of the grid where a circuit has the truth's size: nearest the mean of ``n_true / n_components`` over
+    the rows given (one per concept, method or K). There precision equals recall up to rounding (R-precision), a
+    recovery point that involves no selection.
+
+    Returns:
+        :func:`nearest_k` of that share: 36 true of 180 components on the grid (0.15, 0.2, 0.25) -> 0.2.
+    """
+    share = float(np.mean(np.asarray(n_true, dtype=float) / np.asarray(n_components, dtype=float)))
+    return nearest_k(k_grid, share)
+
+
 def roc_auc(fpr: np.ndarray, tpr: np.ndarray) -> np.ndarray:
     """AUROC over a sweep of circuit sizes (module docstring): trapezoid of TPR over FPR along the last axis.
 

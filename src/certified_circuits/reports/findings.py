@@ -28,6 +28,9 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
+from certified_circuits.analysis.recovery import nearest_k
+from certified_circuits.analysis.recovery import truth_size_k as truth_size_k_of
+
 __all__ = [
     "MAX_FINDINGS",
     "findings",
@@ -104,9 +107,7 @@ def truth_size_k(rows: pd.DataFrame) -> float | None:
     where a circuit has the truth's size, so precision equals recall there (R-precision, a selection-free point)."""
     if rows.empty or "n_true" not in rows or "k_target" not in rows:
         return None
-    share = float((rows["n_true"] / rows["n_components"]).mean())
-    grid = np.array(sorted(set(rows["k_target"].astype(float))))
-    return float(grid[np.argmin(np.abs(grid - share))])
+    return truth_size_k_of(rows["n_true"], rows["n_components"], rows["k_target"])
 
 
 def _point(part: pd.DataFrame) -> str:
@@ -171,8 +172,8 @@ def stability_finding(path: Path, k: float | None) -> str:
     table = pd.read_csv(path)
     if table.empty:
         return f"{path}: no stability rows."
-    grid = np.array(sorted(set(table["k_target"])))
-    at = float(grid[np.argmin(np.abs(grid - k))]) if k is not None and np.isfinite(k) else float(grid[len(grid) // 2])
+    grid = np.unique(table["k_target"].astype(float))
+    at = nearest_k(grid, k) if k is not None and np.isfinite(k) else float(grid[len(grid) // 2])
     rows = table[np.isclose(table["k_target"], at)]
     if "setting" in rows and rows["setting"].nunique() > 1:
         rows = rows[rows["setting"] == rows["setting"].iloc[0]]

@@ -36,9 +36,11 @@ from certified_circuits.analysis.recovery import (
     SELECTED_METHOD,
     GroundTruth,
     auroc_by_method,
+    nearest_k,
     read_ground_truth,
     recovery_rows,
     truth_mask,
+    truth_size_k,
 )
 from certified_circuits.analysis.stability import stability
 from certified_circuits.core.certification import certified_radius
@@ -75,8 +77,9 @@ UNVERIFIED_NOTE = "truth not verified"
 # ------------------------------------------------------------------------------------------------ recovery
 
 
-def selected_k(selected: pd.DataFrame, experiment: str, concept: str,
-               scorer: str | None = None) -> dict[str, tuple[float, str | None, str]]:
+def selected_k(
+    selected: pd.DataFrame, experiment: str, concept: str, scorer: str | None = None
+) -> dict[str, tuple[float, str | None, str]]:
     """Each recovery method's K (and setting, when chosen) from a ``selected_*`` table of ``report-sufficiency``.
 
     The table has one row per row key and test eval set; the K of a method was chosen on ``selected_on`` and is
@@ -364,13 +367,6 @@ SEED_STABILITY = ("baseline_jaccard_mean", "baseline_change_share", "certified_c
                   "certified_in_jaccard", "abstain_share")  # fmt: skip
 
 
-def _truth_share_k(recovery: pd.DataFrame) -> float:
-    """The grid K nearest the truth's share of the components (reports.findings.truth_size_k's rule)."""
-    share = float((recovery["n_true"] / recovery["n_components"]).mean())
-    grid = np.array(sorted(set(recovery["k_target"].astype(float))))
-    return float(grid[np.argmin(np.abs(grid - share))])
-
-
 def model_seeds_recovery(runs: dict[str, Sequence[Path]], out_dir: Path, name: str) -> dict[str, float]:
     """Recovery across model-training seeds: per seed and (experiment, scorer, setting, method) the mean over concepts
     of the AUROC and of precision and recall at the truth's size (from ``recovery.csv`` of each run, the K nearest
@@ -391,7 +387,7 @@ def model_seeds_recovery(runs: dict[str, Sequence[Path]], out_dir: Path, name: s
             every_k = pd.read_csv(path)
             require_columns(every_k, ["method", "k_target", "precision", "recall", "n_true", "n_components"], str(path))
             auroc = pd.read_csv(path.with_name("recovery_auroc.csv"))
-            k = _truth_share_k(every_k)
+            k = truth_size_k(every_k["n_true"], every_k["n_components"], every_k["k_target"])
             at = every_k[np.isclose(every_k["k_target"], k)]
             keys = [c for c in ("experiment", "scorer", "setting") if c in every_k.columns]
             for key, part in at.groupby([*keys, "method"]):
@@ -402,13 +398,17 @@ def model_seeds_recovery(runs: dict[str, Sequence[Path]], out_dir: Path, name: s
                              "empty": int(part["empty_circuit"].astype(bool).sum()) if "empty_circuit" in part else 0})  # fmt: skip
     per_seed = pd.DataFrame(rows)
     keys = [c for c in ("experiment", "scorer", "setting") if c in per_seed.columns]
-    summary = per_seed.groupby([*keys, "method"], sort=False)[["auroc", "precision", "recall"]].agg(["mean", "min", "max"])
+    summary = per_seed.groupby([*keys, "method"], sort=False)[["auroc", "precision", "recall"]].agg(
+        ["mean", "min", "max"]
+    )
     summary.columns = [f"{c}_{s}" for c, s in summary.columns]
     summary = summary.reset_index()
     base = per_seed[per_seed["method"] == "baseline"].set_index([*keys, "model_seed"])["auroc"]
     wins = []
     for _, row in summary.iterrows():
-        mine = per_seed[(per_seed[[*keys, "method"]] == row[[*keys, "method"]]).all(axis=1)].set_index([*keys, "model_seed"])
+        mine = per_seed[(per_seed[[*keys, "method"]] == row[[*keys, "method"]]).all(axis=1)].set_index(
+            [*keys, "model_seed"]
+        )
         paired = mine["auroc"].align(base, join="inner")
         wins.append(int((paired[0] > paired[1]).sum()))
     summary["auroc_above_baseline_seeds"] = wins
@@ -443,9 +443,9 @@ def model_seeds_stability(runs: dict[str, Sequence[Path]], out_dir: Path, name: 
         for path in map(Path, paths):
             table = pd.read_csv(path)
             require_columns(table, ["experiment", "k_target", *SEED_STABILITY], str(path))
-            k = _truth_share_k(pd.read_csv(path.with_name("recovery.csv")))
-            grid = np.array(sorted(set(table["k_target"])))
-            at_k = float(grid[np.argmin(np.abs(grid - k))])
+            every_k = pd.read_csv(path.with_name("recovery.csv"))
+            k = truth_size_k(every_k["n_true"], every_k["n_components"], every_k["k_target"])
+            at_k = nearest_k(table["k_target"], k)
             at = table[np.isclose(table["k_target"], at_k)]
             keys = [c for c in ("experiment", "scorer", "setting") if c in table.columns]
             for key, part in at.groupby(keys):
