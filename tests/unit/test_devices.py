@@ -306,3 +306,27 @@ def test_training_kernels_turn_onednn_off_only_inside():
     with training_kernels():
         assert torch.backends.mkldnn.enabled is False
     assert torch.backends.mkldnn.enabled == before
+
+
+# ---------------------------------------------------------------------------------------------- the device in the log
+
+
+def test_the_resolved_device_is_logged_once_per_process(monkeypatch: pytest.MonkeyPatch,
+                                                        caplog: pytest.LogCaptureFixture) -> None:
+    """A job's log says where its model ran (issue 37: 'every model job on CUDA', read off the job logs)."""
+    monkeypatch.setattr(devices, "_ANNOUNCED", set())
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with caplog.at_level("INFO", logger="certified_circuits.core.devices"):
+        resolve_device("auto")
+        resolve_device("cpu")
+    assert [r.getMessage() for r in caplog.records] == ["device: cpu"]
+
+
+def test_a_cuda_device_is_logged_with_its_name(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch.setattr(devices, "_ANNOUNCED", set())
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "NVIDIA H200")
+    with caplog.at_level("INFO", logger="certified_circuits.core.devices"):
+        resolve_device("cuda:0")
+    assert [r.getMessage() for r in caplog.records] == ["device: cuda:0 (NVIDIA H200)"]

@@ -18,6 +18,7 @@ cache) and the CPU is shared by parallel jobs.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import re
 import sys
@@ -25,6 +26,8 @@ from typing import TYPE_CHECKING, Any, Iterator
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
+
+log = logging.getLogger(__name__)
 
 #: Upper bound of the memory a batched CPU stage plans for (bytes). Parallel jobs share the machine's RAM,
 #: and CPU throughput stops growing long before this size (measured: masked evaluation on the 2-core
@@ -97,13 +100,38 @@ def configure_torch(threads: int) -> None:
 def resolve_device(name: "str | torch.device") -> "torch.device":
     """``auto`` | ``cpu`` | ``cuda`` | ``cuda:N`` -> ``torch.device``; a clear error when CUDA is absent.
 
+    The device a process resolves is logged once (``device: cuda:0 (NVIDIA H200)``, ``device: cpu``), so that a
+    job's log file says where its model ran.
+
     Raises:
         ValueError: an unknown name, ``cuda`` on a machine without CUDA, or ``cuda:N`` beyond the
             number of CUDA devices; the message names the fix.
     """
+    return _announced(_resolve(str(name)))
+
+
+_ANNOUNCED: set[str] = set()  # devices this process has logged
+
+
+def _announced(device: "torch.device") -> "torch.device":
+    if str(device) not in _ANNOUNCED:
+        _ANNOUNCED.add(str(device))
+        if device.type == "cuda":
+            import torch
+
+            try:
+                name = torch.cuda.get_device_name(device)
+            except (RuntimeError, AssertionError):  # a driver that answers is_available() but not the name
+                name = "unnamed CUDA device"
+            log.info("device: %s (%s)", device, name)
+        else:
+            log.info("device: %s", device)
+    return device
+
+
+def _resolve(name: str) -> "torch.device":
     import torch
 
-    name = str(name)
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if not re.fullmatch(r"cpu|cuda(:[0-9]+)?", name):
