@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from certified_circuits import COMMAND
 from certified_circuits.cli.stages import (
     InputError,
     Stages,
@@ -500,12 +501,12 @@ def _inspect_votes(path: Path, top: int) -> list[str]:
     votes = read_votes(path)
     attrs = dict(votes.attrs)
     n_components, n = votes.selection_counts.shape[-1], int(attrs["n"])
-    lines = [f"{path}: votes (workflow votes stage; certify it with certified-circuits certify --votes {path} "
+    lines = [f"{path}: votes (workflow votes stage; certify it with {COMMAND} certify --votes {path} "
              "--tau TAU --out CERTS.h5)",
              f"setting: {_setting_line(attrs)}; radius: set by tau at certification",
              f"examples: {attrs['n_examples']}, components: {n_components} ({len(np.unique(votes.groups))} groups)",
              *_labels_line(attrs, _SETTING_ATTRS),
-             f"plan: needs tau: certified-circuits plan --examples {attrs['n_examples']} --components {n_components} "
+             f"plan: needs tau: {COMMAND} plan --examples {attrs['n_examples']} --components {n_components} "
              f"--p-del {attrs['p_del']} --n0 {attrs['n0']} --n {n} --tau TAU",
              "baseline circuit size per K (the algorithm on the full dataset):"]
     for k, row in zip(votes.k_grid, votes.baseline):

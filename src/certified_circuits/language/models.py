@@ -30,6 +30,7 @@ from typing import Any, Sequence
 
 import torch
 
+from certified_circuits import COMMAND
 from certified_circuits.language.forward import GPT2Weights
 from certified_circuits.language.graph import EAPGraph, build_graph
 from certified_circuits.language.tokenizer import GPT2PromptTokenizer, HFPromptTokenizer, PromptTokenizer, WordTokenizer
@@ -151,7 +152,7 @@ def load_embedded(model_dir: str | os.PathLike, with_bridge: bool = True) -> Lan
     model_dir = Path(model_dir)
     if not (model_dir / "config.json").is_file() or not (model_dir / VOCAB_FILE).is_file():
         raise FileNotFoundError(f"{model_dir} is not an embedded language model (needs config.json and "
-                                f"{VOCAB_FILE}); train one with `certified-circuits language-train "
+                                f"{VOCAB_FILE}); train one with `{COMMAND} language-train "
                                 f"--out-dir {model_dir} --metrics METRICS.json`")
     tok = WordTokenizer.load(model_dir / VOCAB_FILE)
     try:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from certified_circuits import COMMAND
 from certified_circuits.language.tasks import GENERATED_TASKS, TASKS  # the built-in prompt generators (embedded, gpt2)
 from certified_circuits.pipeline.plans import ConfigPlan, PlanConfigError, check_config_plans, config_plans
 
@@ -66,7 +67,7 @@ def resolve_vision_concepts(vision):
     if "mean" in vision.get("ablations", ["zero"]) and vision["source"] != "embedded":
         config_error("vision.ablations", vision["ablations"],
                      "mean ablation in the workflow takes its reference images from the embedded world's train split; for "
-                     "your own data run `certified-circuits vision-evaluate --ablation zero mean --reference ROOT` by hand, "
+                     f"your own data run `{COMMAND} vision-evaluate --ablation zero mean --reference ROOT` by hand, "
                      "or set vision.ablations: [zero]")
     if vision["source"] == "embedded":
         from certified_circuits.vision.data.world import WorldConfig
@@ -213,7 +214,7 @@ def check_vision(vision) -> int | None:
     if "mean" in vision.get("ablations", ["zero"]) and vision["source"] != "embedded":
         config_error("vision.ablations", vision["ablations"],
                      "mean ablation in the workflow takes its reference images from the embedded world's train split; for "
-                     "your own data run `certified-circuits vision-evaluate --ablation zero mean --reference ROOT` by hand, "
+                     f"your own data run `{COMMAND} vision-evaluate --ablation zero mean --reference ROOT` by hand, "
                      "or set vision.ablations: [zero]")
     if vision["source"] == "embedded":
         from certified_circuits.vision.data.world import WorldConfig

@@ -34,6 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
+from certified_circuits import COMMAND
 from certified_circuits.storage.atomic import write_npz, write_text
 
 CLASS_SHAPES: tuple[str, ...] = (
@@ -434,9 +435,9 @@ def load_split(path: Path) -> dict[str, np.ndarray]:
     if not path.is_file():
         raise FileNotFoundError(
             f"world split {path} does not exist; build the world first with "
-            f"`certified-circuits vision-world --out {path.parent}`"
+            f"`{COMMAND} vision-world --out {path.parent}`"
         )
-    not_a_split = (f"{path} is not a concept-world split (.npz written by `certified-circuits vision-world`); "
+    not_a_split = (f"{path} is not a concept-world split (.npz written by `{COMMAND} vision-world`); "
                    "rebuild the world with vision-world")
     try:
         loaded = np.load(path, allow_pickle=False)
