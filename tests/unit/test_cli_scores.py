@@ -211,7 +211,7 @@ def _bad(tmp_path: Path, case: str) -> tuple[list[str], str]:
         return ["--scores", str(tmp_path / "a.h5"), "--scorer", "relevance", "--absolute"], "drop --absolute"
     if case == "empty-npy":
         (tmp_path / "s.npy").write_bytes(b"")
-        return ["--scores", str(tmp_path / "s.npy")], "not a readable .npy array"
+        return ["--scores", str(tmp_path / "s.npy")], "s.npy: cannot be read as numeric arrays: it is empty (0 bytes)"
     if case == "not-a-tensor":
         pytest.importorskip("torch")
         (tmp_path / "s.pt").write_bytes(b"garbage")

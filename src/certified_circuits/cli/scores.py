@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +31,7 @@ from certified_circuits.cli.stages import (
     probability,
     seed,
 )
+from certified_circuits.storage.arrays import ArrayFileError, read_npy, read_npz
 
 log = logging.getLogger(__name__)
 STAGES = Stages()
@@ -65,31 +65,28 @@ def _to_numpy(value: Any, what: str, path: Path) -> np.ndarray:
         raise InputError(f"{path}: {what} is not an array ({exc})") from exc
 
 
-#: what numpy raises on a damaged or empty .npy / .npz file
-_NUMPY_READ_ERRORS = (ValueError, OSError, EOFError, zipfile.BadZipFile)
+#: how a score file is written again, for the message of one that cannot be read (storage/arrays.py)
+_NPY_FIX = "Write it again from your scores with numpy.save(PATH, scores) (a float array [N, U])."
+_NPZ_FIX = ("Write it again from your scores with numpy.savez(PATH, scores=S, groups=G, names=N) (groups and names "
+            "optional; numbers and strings, no Python objects).")
 
 
 def _read_npy(path: Path) -> Scores:
     try:
-        return Scores(np.load(path, allow_pickle=False))
-    except _NUMPY_READ_ERRORS as exc:
-        raise InputError(f"{path}: not a readable .npy array ({exc}); write it with numpy.save(path, scores)") from exc
+        return Scores(read_npy(path, _NPY_FIX))
+    except ArrayFileError as exc:
+        raise InputError(str(exc)) from None
 
 
 def _read_npz(path: Path) -> Scores:
     try:
-        with np.load(path, allow_pickle=False) as archive:
-            keys = list(archive.keys())
-            if "scores" not in keys:
-                raise InputError(f"{path} has no array 'scores' (it holds {keys}); write it with "
-                                 "numpy.savez(path, scores=S, groups=G, names=N) (groups and names optional)")
-            return Scores(archive["scores"], archive["groups"] if "groups" in keys else None,
-                          archive["names"] if "names" in keys else None)
-    except InputError:
-        raise
-    except _NUMPY_READ_ERRORS as exc:
-        raise InputError(f"{path}: not a readable .npz archive ({exc}); write it with numpy.savez(path, scores=S)") \
-            from exc
+        arrays = read_npz(path, _NPZ_FIX)
+    except ArrayFileError as exc:
+        raise InputError(str(exc)) from None
+    if "scores" not in arrays:
+        raise InputError(f"{path} has no array 'scores' (it holds {list(arrays)}); write it with "
+                         "numpy.savez(path, scores=S, groups=G, names=N) (groups and names optional)")
+    return Scores(arrays["scores"], arrays.get("groups"), arrays.get("names"))
 
 
 def _read_torch(path: Path) -> Scores:
@@ -176,9 +173,9 @@ def read_scores(path: Path, scorer: str | None = None, dataset: str = "scores") 
 def _read_groups(path: Path) -> np.ndarray:
     if path.suffix.lower() == ".npy":
         try:
-            return np.load(path, allow_pickle=False)
-        except _NUMPY_READ_ERRORS as exc:
-            raise InputError(f"{path}: not a readable .npy array ({exc})") from exc
+            return read_npy(path, "Write it again with numpy.save(PATH, groups) (one integer per component).")
+        except ArrayFileError as exc:
+            raise InputError(str(exc)) from None
     values = []
     for number, line in enumerate(path.read_text().splitlines(), 1):
         for token in line.replace(",", " ").split():
