@@ -495,16 +495,87 @@ def check_before_schema(config: dict[str, Any], schema_keys) -> None:
                                       f"form; write {pair}")
 
 
-def condense_schema_error(text: str) -> str:
-    """Snakemake's schema error without the schema dump: the violation and where it is."""
+def condense_schema_error(text: str, schema_file: str | os.PathLike | None = None) -> str:
+    """Snakemake's schema error without the schema dump: the violation and where it is. A value that fits none
+    of a ``oneOf`` / ``anyOf`` (jsonschema's "is not valid under any of the given schemas") is told the allowed
+    values and forms instead, read from the failing part of the schema (``$ref`` resolved in ``schema_file``,
+    the checkout's config.schema.yaml by default)."""
     lines = [line.strip() for line in text.splitlines()]
     problem = next((line.split("ValidationError:", 1)[1].strip() for line in lines if "ValidationError:" in line), "")
     where = next((line[len("On instance"):].rstrip(":") for line in lines if line.startswith("On instance")), "")
     keys = ".".join(part.strip("'\"") for part in where.replace("][", "|").strip("[]").split("|") if part)
     if not problem:
         return text
+    if problem.endswith(ANY_OF_PROBLEM):
+        allowed = _allowed_forms(text, schema_file)
+        if allowed:
+            problem = f"{problem[: -len(ANY_OF_PROBLEM)]}is not allowed here: use {allowed}"
     return f"config is invalid: {problem}" + (f" (at {keys})" if keys else "")
 
+
+#: jsonschema's message for a value that fits no alternative of a oneOf / anyOf
+ANY_OF_PROBLEM = "is not valid under any of the given schemas"
+
+#: the checkout's schema (the Snakefile's); ``$ref`` of a failing oneOf / anyOf is resolved in it
+SCHEMA_FILE = Path(__file__).resolve().parents[3] / "config.schema.yaml"
+
+
+def _allowed_forms(text: str, schema_file: str | os.PathLike | None) -> str:
+    """The alternatives of the oneOf / anyOf that failed, in words ("" when the error text does not show them)."""
+    import ast
+    import textwrap
+
+    found = re.search(r"Failed validating '(oneOf|anyOf)' in schema[^\n]*:\n((?:[ \t]+[^\n]*\n?)+)", text)
+    if not found:
+        return ""
+    try:
+        node = ast.literal_eval(textwrap.dedent(found.group(2)).strip())
+    except (ValueError, SyntaxError):
+        return ""
+    definitions: dict[str, Any] = {}
+    path = Path(schema_file) if schema_file is not None else SCHEMA_FILE
+    try:
+        import yaml
+
+        definitions = yaml.safe_load(path.read_text()).get("definitions", {})
+    except (OSError, ValueError, AttributeError):
+        pass
+    forms = [_describe(alternative, definitions) for alternative in node.get(found.group(1), [])]
+    return "; or ".join(form for form in forms if form)
+
+
+def _describe(schema: dict[str, Any], definitions: dict[str, Any]) -> str:
+    """One alternative of a schema in words: its enum, type, bounds, pattern or description."""
+    if "$ref" in schema:
+        name = str(schema["$ref"]).rsplit("/", 1)[-1]
+        resolved = definitions.get(name)
+        return _describe({**resolved, **{k: v for k, v in schema.items() if k != "$ref"}}, definitions) if resolved \
+            else f"a {name}"
+    if "enum" in schema:
+        return " or ".join(repr(v) if isinstance(v, str) else str(v) for v in schema["enum"])
+    kind = schema.get("type")
+    if kind == "null":
+        return "null (unset)"
+    if kind == "integer" or kind == "number":
+        bounds = [f">= {schema['minimum']}" if "minimum" in schema else "",
+                  f"> {schema['exclusiveMinimum']}" if "exclusiveMinimum" in schema else "",
+                  f"<= {schema['maximum']}" if "maximum" in schema else "",
+                  f"< {schema['exclusiveMaximum']}" if "exclusiveMaximum" in schema else ""]
+        bounds = [b for b in bounds if b]
+        return f"{'an integer' if kind == 'integer' else 'a number'}" + (f" {' and '.join(bounds)}" if bounds else "")
+    if kind == "array":
+        items = _describe(schema.get("items", {}), definitions) if schema.get("items") else "a value"
+        size = "a non-empty list" if schema.get("minItems") == 1 else "a list"
+        return f"{size}, each {items}" + (", no repeats" if schema.get("uniqueItems") else "")
+    if kind == "string":
+        if schema.get("description"):
+            return str(schema["description"]).strip()
+        if schema.get("pattern"):
+            return f"a string matching {schema['pattern']}"
+        return "a string"
+    if schema.get("description"):
+        return str(schema["description"]).strip()
+    return str(kind or "")
 
 
 #: Snakemake options after which no job runs and no result is written (the results lock is not taken)
