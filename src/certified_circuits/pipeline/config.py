@@ -37,6 +37,85 @@ def require_path(key, value, what, how):
         config_error(key, value, f"{what} not found. {how}")
 
 
+#: where each kind of data is obtained, and in which layout (the docs section of each missing path's message)
+PAPER_DATA = 'docs/paper_scale.md, "Where to get the weights and data"'
+OWN_VISION = 'docs/own_models.md, "Certify your own vision model"'
+OWN_LANGUAGE = 'docs/own_models.md, "Certify your own language model"'
+
+
+@dataclass(frozen=True)
+class ConfiguredPath:
+    """A file or folder a config names and the run needs before any job.
+
+    Attributes:
+        key: the config key (``"vision.imagenet.val_root"``).
+        value: the path as configured (``~`` expanded).
+        what: what it is, with its expected layout.
+        docs: the docs section that says where to obtain it.
+    """
+
+    key: str
+    value: Any
+    what: str
+    docs: str
+
+    def line(self) -> str:
+        return f"{self.key} = {self.value!r}: {self.what}. Where to get it: {self.docs}"
+
+
+def configured_paths(config: dict[str, Any]) -> list[ConfiguredPath]:
+    """Every input path of a (schema-validated) config that must exist before any job: the class index, image
+    folders and weights of a folders or imagenet source, the GPT-2 or Hugging Face model folder and the task files.
+    The one list the dry run's missing-path check reads (:func:`check_paths`)."""
+    paths: list[ConfiguredPath] = []
+    vision = config.get("vision") or {}
+    if vision.get("enabled") and vision.get("source") in ("folders", "imagenet"):
+        name = vision["source"]
+        source, docs = vision_source(vision), (PAPER_DATA if name == "imagenet" else OWN_VISION)
+        root_key = "val_root" if name == "imagenet" else "root"
+        paths.append(ConfiguredPath(f"vision.{name}.class_index", source["class_index"],
+                                    "the class index: the class names in logit order, one a line "
+                                    "(ImageNet: LOC_synset_mapping.txt from the devkit)", docs))
+        paths.append(ConfiguredPath(f"vision.{name}.{root_key}", source["root"],
+                                    "the image folder, layout ROOT/<class>/* (ImageNet val: ROOT/<wnid>/*.JPEG)", docs))
+        if source.get("weights"):
+            paths.append(ConfiguredPath(f"vision.{name}.weights", source["weights"],
+                                        "the weights file: the model's state dict, saved with "
+                                        "torch.save(model.state_dict(), PATH)", docs))
+        for set_name, root in (source.get("ood_roots") or {}).items():
+            paths.append(ConfiguredPath(f"vision.{name}.ood_roots.{set_name}", root,
+                                        f"the {set_name} folder, layout ROOT/<class>/*", docs))
+    language = config.get("language") or {}
+    if language.get("enabled") and language.get("source") == "gpt2":
+        paths.append(ConfiguredPath("language.model_path", language.get("model_path"),
+                                    "the GPT-2 Small folder (model and tokenizer, written by save_pretrained)", PAPER_DATA))
+    if language.get("enabled") and language.get("source") == "hf":
+        paths.append(ConfiguredPath("language.model_path", language.get("model_path"),
+                                    "the model folder (config.json, weights and tokenizer, written by save_pretrained)",
+                                    OWN_LANGUAGE))
+        files = language.get("task_files") or {}
+        for task in language.get("tasks") or list(files):
+            if task in files:
+                paths.append(ConfiguredPath(f"language.task_files.{task}", files[task],
+                                            "the task file: a CSV or JSONL with columns clean, corrupted, answer, "
+                                            "distractor[, split]", OWN_LANGUAGE))
+    return paths
+
+
+def check_paths(config: dict[str, Any]) -> None:
+    """Every missing input path of a config at once (a dry run lists them all, not the first), each with its
+    layout and where to obtain it.
+
+    Raises:
+        ConfigError: listing each missing path (:func:`configured_paths`).
+    """
+    missing = [p for p in configured_paths(config) if not p.value or not Path(os.path.expanduser(str(p.value))).exists()]
+    if missing:
+        lines = "\n".join(f"  - {p.line()}" for p in missing)
+        raise ConfigError(f"{len(missing)} input path(s) of this config do not exist; nothing was run. Put each in "
+                          f"place (or fix the path in your config) and run again:\n{lines}")
+
+
 def require_finite(value, key="config"):
     """JSON Schema's number checks let NaN and infinity through (every comparison with NaN is false)."""
     if isinstance(value, float) and not math.isfinite(value):
@@ -410,6 +489,7 @@ def check_config(config: dict[str, Any]) -> CheckedConfig:
     """
     expand_user_paths(config)
     require_finite(config)
+    check_paths(config)
     concepts: list[str] = []
     folders_components = None
     train_sizes = None
