@@ -31,6 +31,7 @@ from certified_circuits.cli.stages import (
     probability,
     seed,
 )
+from certified_circuits.core.setting import number
 from certified_circuits.storage.arrays import ArrayFileError, read_npy, read_npz
 
 log = logging.getLogger(__name__)
@@ -177,12 +178,12 @@ def _read_groups(path: Path) -> np.ndarray:
         except ArrayFileError as exc:
             raise InputError(str(exc)) from None
     values = []
-    for number, line in enumerate(path.read_text().splitlines(), 1):
+    for line_number, line in enumerate(path.read_text().splitlines(), 1):
         for token in line.replace(",", " ").split():
             try:
                 values.append(int(token))
             except ValueError as exc:
-                raise InputError(f"{path}:{number}: '{token}' is not an integer group id; a groups file holds one "
+                raise InputError(f"{path}:{line_number}: '{token}' is not an integer group id; a groups file holds one "
                                  "integer per component (whitespace, comma or line separated), or is a .npy") from exc
     return np.asarray(values, dtype=np.int64)
 
@@ -331,8 +332,8 @@ def _cmd_certify_scores(args: argparse.Namespace) -> int:
     counts = "; ".join(f"K {k:g}: {int((row == 1).sum())} in, {int((row == 0).sum())} out, "
                        f"{int((row == -1).sum())} abstain" for k, row in zip(args.k_grid, certificate.decision))
     print(f"certify-scores: {n_examples} examples x {n_components} components ({len(np.unique(groups))} group(s), "
-          f"{'|mean|' if absolute else 'mean'} ranking) from {args.scores}; p_del {setting.p_del:g}, n0 {setting.n0}, "
-          f"n {setting.n}, seed {setting.seed}, tau {setting.tau:g}, alpha {setting.alpha:g}, {setting.correction}: "
+          f"{'|mean|' if absolute else 'mean'} ranking) from {args.scores}; p_del {number(setting.p_del)}, n0 {setting.n0}, "
+          f"n {setting.n}, seed {setting.seed}, tau {number(setting.tau)}, alpha {number(setting.alpha)}, {setting.correction}: "
           f"radius {certificate.radius}, plan {certificate.attrs['plan_verdict']}. {counts}. Written to {args.out}.", file=sys.stderr)
     return 0
 
@@ -382,8 +383,15 @@ def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
+def _setting_value(value: Any) -> str:
+    """A setting's value as every message prints it (exactly: tau 0.9999999, never 1)."""
+    if isinstance(value, (float, np.floating)):
+        return number(float(value))
+    return _text(value.item() if isinstance(value, np.generic) else value)
+
+
 def _setting_line(attrs: dict[str, Any]) -> str:
-    parts = [f"{key} {_text(attrs[key])}" for key in ("p_del", "n0", "n", "seed", "tau", "alpha") if key in attrs]
+    parts = [f"{key} {_setting_value(attrs[key])}" for key in ("p_del", "n0", "n", "seed", "tau", "alpha") if key in attrs]
     if "correction" in attrs:
         parts.append(_text(attrs["correction"]))
     return ", ".join(parts)
@@ -504,7 +512,7 @@ def _inspect_votes(path: Path, top: int) -> list[str]:
              f"examples: {attrs['n_examples']}, components: {n_components} ({len(np.unique(votes.groups))} groups)",
              *_labels_line(attrs, _SETTING_ATTRS),
              f"plan: needs tau: {COMMAND} plan --examples {attrs['n_examples']} --components {n_components} "
-             f"--p-del {attrs['p_del']} --n0 {attrs['n0']} --n {n} --tau TAU",
+             f"--p-del {_setting_value(attrs['p_del'])} --n0 {attrs['n0']} --n {n} --tau TAU",
              "baseline circuit size per K (the algorithm on the full dataset):"]
     for k, row in zip(votes.k_grid, votes.baseline):
         lines.append(f"  K {float(k):g}: {int(row.sum())} of {n_components}")

@@ -28,7 +28,7 @@ from typing import Any, Mapping
 
 from certified_circuits.core import planning
 from certified_circuits.core.planning import Plan, plan
-from certified_circuits.core.setting import Setting
+from certified_circuits.core.setting import Setting, number
 
 
 class PlanConfigError(ValueError):
@@ -92,7 +92,7 @@ def _vision_plans(vision: Mapping[str, Any], folders_components: int | None) -> 
                 plans.append(
                     ConfigPlan(
                         f"{where}, radius sweep |D| = {size}",
-                        f"vision.radius_sweep (size {size}, p_del {p_del})",
+                        f"vision.radius_sweep (size {size}, p_del {number(float(p_del))})",
                         plan(int(size), n_components, setting.replace(p_del=float(p_del))),
                     )
                 )
