@@ -137,12 +137,15 @@ def _bundle(name: str, hf_model, tok: PromptTokenizer, with_bridge: bool) -> Lan
 
 
 def save_embedded(model, tok: WordTokenizer, model_dir: str | os.PathLike) -> Path:
-    """Save an embedded model (HF format) and its vocabulary into ``model_dir``."""
+    """Save an embedded model (HF format) and its vocabulary into ``model_dir``; its files get the umask's mode like
+    every other output (save_pretrained's safetensors writes the weights 0600 whatever the umask)."""
+    from certified_circuits.storage.atomic import follow_umask
+
     model_dir = Path(model_dir)
     model_dir.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(model_dir)
     tok.save(model_dir / VOCAB_FILE)
-    return model_dir
+    return follow_umask(model_dir, itself=False)
 
 
 def load_embedded(model_dir: str | os.PathLike, with_bridge: bool = True) -> LanguageModel:
