@@ -450,7 +450,9 @@ def _smallest_on_grid(exact: float, ok: Any, finest: int) -> float | None:
 def _smallest_p_del(tau: float, radius: int, finest: int = 12) -> float | None:
     """The smallest p_del below 1 on a decimal grid with ``certified_radius(tau, p_del) >= radius``
     (``p_del^radius >= 1.5 - tau``), or None when only ``p_del = 1`` would."""
-    return _smallest_on_grid((1.5 - tau) ** (1.0 / radius), lambda p_del: certified_radius(tau, p_del) >= radius, finest)
+    return _smallest_on_grid(
+        (1.5 - tau) ** (1.0 / radius), lambda p_del: certified_radius(tau, p_del) >= radius, finest
+    )
 
 
 def _smallest_tau(p_del: float, radius: int, finest: int = 3) -> float | None:
@@ -536,7 +538,14 @@ def plan(n_examples: int, n_components: int, setting: Setting | None = None) -> 
 
 
 #: the options of ``certified-circuits plan`` that :func:`plan_command` writes, by Setting field
-PLAN_OPTIONS = {"p_del": "--p-del", "tau": "--tau", "alpha": "--alpha", "n": "--n", "n0": "--n0", "correction": "--correction"}
+PLAN_OPTIONS = {
+    "p_del": "--p-del",
+    "tau": "--tau",
+    "alpha": "--alpha",
+    "n": "--n",
+    "n0": "--n0",
+    "correction": "--correction",
+}
 
 
 def plan_command(n_examples: int | None, n_components: int | None, radius: int | None = None, **setting: Any) -> str:
@@ -558,7 +567,9 @@ def plan_command(n_examples: int | None, n_components: int | None, radius: int |
         return f"{COMMAND} plan --help"
     unknown = sorted(set(setting) - set(PLAN_OPTIONS))
     if unknown:
-        raise TypeError(f"plan_command: unknown setting field(s) {unknown}; the plan command takes {sorted(PLAN_OPTIONS)}")
+        raise TypeError(
+            f"plan_command: unknown setting field(s) {unknown}; the plan command takes {sorted(PLAN_OPTIONS)}"
+        )
     words = [COMMAND, "plan", "--examples", str(int(n_examples)), "--components", str(int(n_components))]
     for name, option in PLAN_OPTIONS.items():
         value = setting.get(name)

@@ -174,7 +174,8 @@ def write_npz(path: str | os.PathLike, arrays: dict[str, "np.ndarray"], compress
 
     with atomic_path(path) as tmp:
         with open(tmp, "wb") as handle:
-            (np.savez_compressed if compressed else np.savez)(handle, **arrays)
+            members: dict[str, Any] = dict(arrays)  # numpy's stubs type **kwds as its allow_pickle flag
+            (np.savez_compressed if compressed else np.savez)(handle, **members)
     return Path(path)
 
 
