@@ -245,6 +245,21 @@ def test_bin_workflow_finds_what_it_runs_the_same_way() -> None:
     assert 'venv=${VENV:-.venv}' in text and 'venv=${VENV:-.venv}' in (ROOT / COMMAND).read_text()
 
 
+def test_the_bin_scripts_call_the_cli_through_the_wrapper() -> None:
+    """bin/model-seeds runs from a fresh shell too: its own certified-circuits calls go through the wrapper (a bare
+    one failed with "command not found" after the workflows of every seed had run). bin/workflow puts the
+    environment on PATH for itself and snakemake's jobs."""
+    for script in sorted((ROOT / "bin").iterdir()):
+        if script.name in ("workflow", "certified-circuits"):
+            continue
+        lines = [line for line in script.read_text().splitlines() if not line.lstrip().startswith("#")]
+        bare = [line.strip() for line in lines if (m := BARE.search(line)) and m.group(1) in STAGES]
+        assert not bare, f"bin/{script.name}: {bare}: call {COMMAND} (the script runs from the checkout's root)"
+        for line in lines:
+            for found in re.finditer(re.escape(COMMAND) + r" [a-z]", line):
+                check_stage_command(line[found.start():], f"bin/{script.name}")
+
+
 # ---------------------------------------------------------------------------------- the planner's commands
 
 
@@ -260,6 +275,10 @@ def test_the_plan_commands_of_warnings_and_errors_run_as_printed() -> None:
     assert printed.startswith(f"{COMMAND} plan --examples 12 --components 48 --p-del 0.6000001 --tau 0.9999999 ")
     known = plan_command(40, 4, p_del=0.6, tau=0.95, n=1000, alpha=0.001)
     assert known == f"{COMMAND} plan --examples 40 --components 4 --p-del 0.6 --tau 0.95 --alpha 0.001 --n 1000"
+    import numpy as np
+
+    from_attrs = plan_command(np.int64(40), 4, p_del=np.float64(0.6), tau=np.float64(0.9999999), correction=b"holm")
+    assert from_attrs == f"{COMMAND} plan --examples 40 --components 4 --p-del 0.6 --tau 0.9999999 --correction holm"
     unknown = plan_command(None, 4, tau=0.95)
     assert unknown == f"{COMMAND} plan --help"
     for command in (printed, known, unknown):
