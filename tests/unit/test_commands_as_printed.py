@@ -55,14 +55,17 @@ SYSTEM = {"cat", "ls", "cd", "export", "for", "do", "done", "if", "then", "fi", 
 BARE_TOOLS = {"certified-circuits", "snakemake", "mlflow", "pytest", "python", "ruff", "mypy", "pip"}
 
 
-def stages() -> dict[str, set[str]]:
-    """Stage name -> its option strings, from the CLI's own parser."""
+def stages() -> tuple[dict[str, set[str]], dict[str, set[str]]]:
+    """Stage name -> its option strings, and -> its required options, from the CLI's own parser."""
     parser = build_parser()
     action = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction")
-    return {name: {o for a in sub._actions for o in a.option_strings} for name, sub in action.choices.items()}
+    options = {name: {o for a in sub._actions for o in a.option_strings} for name, sub in action.choices.items()}
+    required = {name: {a.option_strings[0] for a in sub._actions if a.required and a.option_strings}
+                for name, sub in action.choices.items()}
+    return options, required
 
 
-STAGES = stages()
+STAGES, REQUIRED = stages()
 STAGES["batch"] = set()  # `certified-circuits batch STAGE ARGS :: STAGE ARGS`: each invocation is checked below
 BARE = re.compile(r"(?<![\w./-])certified-circuits ([a-z][a-z0-9-]*)")
 PREFIXED = re.compile(re.escape(COMMAND) + r" ([a-z][a-z0-9-]*)((?:[ \t]+[^\s`'\"),;|][^\s`'\",;|]*)*)")
@@ -85,9 +88,14 @@ def check_stage_command(text: str, where: str) -> None:
     for words in invocations:
         if not words or words[0] not in STAGES:
             continue  # a placeholder (ARGS, ...)
-        for option in (w.split("=", 1)[0] for w in words[1:] if re.fullmatch(r"--[a-z][a-z0-9-]*(=.*)?", w)):
+        given = [w.split("=", 1)[0] for w in words[1:] if re.fullmatch(r"--[a-z][a-z0-9-]*(=.*)?", w)]
+        for option in given:
             assert option in STAGES[words[0]] or option == "--help", (
                 f"{where}: {text!r}: {words[0]} has no option {option} (it has {sorted(STAGES[words[0]])})")
+        if given and "--help" not in given and "..." not in words and "ARGS" not in words:
+            # a whole command (options given, nothing elided): it names every required option, so it runs as printed
+            missing = REQUIRED.get(words[0], set()) - set(given)
+            assert not missing, f"{where}: {text!r}: {words[0]} also needs {sorted(missing)}"
 
 
 # ------------------------------------------------------------------------------------------------ the docs
@@ -316,7 +324,9 @@ def test_every_stage_help_example_resolves() -> None:
 
 
 def test_batch_and_placeholders_are_understood() -> None:
-    check_stage_command(f"{COMMAND} batch vision-attribute --model world :: vision-attribute --model world", "t")
+    check_stage_command(f"{COMMAND} batch vision-attribute --model world ... :: vision-attribute --model world ...", "t")
+    with pytest.raises(AssertionError, match="also needs"):
+        check_stage_command(f"{COMMAND} certify --votes v.h5 --out c.h5", "t")
     with pytest.raises(AssertionError, match="no option --bogus"):
         check_stage_command(f"{COMMAND} plan --examples 4 --bogus 1", "t")
     with pytest.raises(AssertionError, match="no stage 'nope'"):

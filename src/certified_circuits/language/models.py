@@ -155,7 +155,7 @@ def load_embedded(model_dir: str | os.PathLike, with_bridge: bool = True) -> Lan
     model_dir = Path(model_dir)
     if not (model_dir / "config.json").is_file() or not (model_dir / VOCAB_FILE).is_file():
         raise FileNotFoundError(f"{model_dir} is not an embedded language model (needs config.json and "
-                                f"{VOCAB_FILE}); train one with `{COMMAND} language-train "
+                                f"{VOCAB_FILE}); train one with `{COMMAND} language-train --tasks-dir TASKS_DIR "
                                 f"--out-dir {model_dir} --metrics METRICS.json`")
     tok = WordTokenizer.load(model_dir / VOCAB_FILE)
     try:

@@ -90,7 +90,7 @@ class WordTokenizer:
         path = Path(path)
         if not path.is_file():
             raise FileNotFoundError(f"word vocabulary {path} is missing; train the embedded model with "
-                                    f"`{COMMAND} language-train --out-dir {path.parent} --metrics METRICS.json`")
+                                    f"`{COMMAND} language-train --tasks-dir TASKS_DIR --out-dir {path.parent} --metrics METRICS.json`")
         return cls(json.loads(path.read_text())["vocab"])
 
 

@@ -146,7 +146,7 @@ def resolve_vision_concepts(vision):
     if "mean" in vision.get("ablations", ["zero"]) and vision["source"] != "embedded":
         config_error("vision.ablations", vision["ablations"],
                      "mean ablation in the workflow takes its reference images from the embedded world's train split; for "
-                     f"your own data run `{COMMAND} vision-evaluate --ablation zero mean --reference ROOT` by hand, "
+                     f"your own data run `{COMMAND} vision-evaluate ... --ablation zero mean --reference ROOT` by hand, "
                      "or set vision.ablations: [zero]")
     if vision["source"] == "embedded":
         from certified_circuits.vision.data.world import WorldConfig
@@ -293,7 +293,7 @@ def check_vision(vision) -> int | None:
     if "mean" in vision.get("ablations", ["zero"]) and vision["source"] != "embedded":
         config_error("vision.ablations", vision["ablations"],
                      "mean ablation in the workflow takes its reference images from the embedded world's train split; for "
-                     f"your own data run `{COMMAND} vision-evaluate --ablation zero mean --reference ROOT` by hand, "
+                     f"your own data run `{COMMAND} vision-evaluate ... --ablation zero mean --reference ROOT` by hand, "
                      "or set vision.ablations: [zero]")
     if vision["source"] == "embedded":
         from certified_circuits.vision.data.world import WorldConfig

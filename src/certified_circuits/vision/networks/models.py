@@ -230,7 +230,7 @@ def load_world_model(path: Path) -> VisionModel:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"world model checkpoint {path} does not exist; train it with "
-                                f"`{COMMAND} vision-train --world WORLD_DIR --out-model {path}`")
+                                f"`{COMMAND} vision-train --world WORLD_DIR --out-model {path} --out-metrics METRICS.json`")
     ck = load_weights(path)
     if not isinstance(ck, dict) or "state_dict" not in ck or "widths" not in ck:
         raise ValueError(f"{path} is not a world model checkpoint written by vision-train")
