@@ -66,7 +66,14 @@ class ConfiguredPath:
 def configured_paths(config: dict[str, Any]) -> list[ConfiguredPath]:
     """Every input path of a (schema-validated) config that must exist before any job: the class index, image
     folders and weights of a folders or imagenet source, the GPT-2 or Hugging Face model folder and the task files.
-    The one list the dry run's missing-path check reads (:func:`check_paths`)."""
+    The one list the dry run's missing-path check reads (:func:`check_paths`).
+
+    Args:
+        config: the workflow config (schema defaults filled, ``~`` expanded).
+
+    Returns:
+        One :class:`ConfiguredPath` per path, vision first, in config order.
+    """
     paths: list[ConfiguredPath] = []
     vision = config.get("vision") or {}
     if vision.get("enabled") and vision.get("source") in ("folders", "imagenet"):
@@ -105,6 +112,9 @@ def configured_paths(config: dict[str, Any]) -> list[ConfiguredPath]:
 def check_paths(config: dict[str, Any]) -> None:
     """Every missing input path of a config at once (a dry run lists them all, not the first), each with its
     layout and where to obtain it.
+
+    Args:
+        config: the workflow config (schema defaults filled, ``~`` expanded).
 
     Raises:
         ConfigError: listing each missing path (:func:`configured_paths`).
@@ -579,7 +589,15 @@ def condense_schema_error(text: str, schema_file: str | os.PathLike | None = Non
     """Snakemake's schema error without the schema dump: the violation and where it is. A value that fits none
     of a ``oneOf`` / ``anyOf`` (jsonschema's "is not valid under any of the given schemas") is told the allowed
     values and forms instead, read from the failing part of the schema (``$ref`` resolved in ``schema_file``,
-    the checkout's config.schema.yaml by default)."""
+    the checkout's config.schema.yaml by default).
+
+    Args:
+        text: Snakemake's WorkflowError text (jsonschema's message, the failing schema part and the instance).
+        schema_file: the schema whose ``definitions`` resolve ``$ref`` (default :data:`SCHEMA_FILE`).
+
+    Returns:
+        ``"config is invalid: <problem> (at <key>)"``, or ``text`` when it holds no ValidationError.
+    """
     lines = [line.strip() for line in text.splitlines()]
     problem = next((line.split("ValidationError:", 1)[1].strip() for line in lines if "ValidationError:" in line), "")
     where = next((line[len("On instance"):].rstrip(":") for line in lines if line.startswith("On instance")), "")
