@@ -131,3 +131,13 @@ def test_every_fix_and_suggestion_on_the_grid_is_in_domain(n_examples, p_del, ta
         if match:
             assert in_domain("p_del", float(match[1])) and in_domain("tau", float(match[2]))
             assert in_domain("n", float(match[3]))
+
+
+def test_lower_tau_is_proposed_only_where_a_tau_above_one_half_makes_in_possible() -> None:
+    # 0.99^100 = 0.366: IN needs tau < 0.634, so "lower tau to <= 0.633"; 0.95^10 = 0.599: no tau above 0.5 works
+    [possible] = [q for q in cc.plan(100, 262, cc.Setting(p_del=0.99, tau=0.9)).problems() if q.startswith("IN cannot")]
+    assert possible.endswith("or lower tau to <= 0.633.")
+    assert cc.plan(100, 262, cc.Setting(p_del=0.99, tau=0.633)).can_certify_in
+    [impossible] = [q for q in cc.plan(10, 262, cc.Setting(p_del=0.95, tau=0.9)).problems() if q.startswith("IN cannot")]
+    assert "no tau above 0.5 makes IN possible at p_del 0.95 and |D| = 10" in impossible and "tau to" not in impossible
+    assert not cc.plan(10, 262, cc.Setting(p_del=0.95, tau=0.5)).can_certify_in

@@ -291,6 +291,8 @@ class Plan:
         return self.setting.n
 
     def _in_fix(self) -> str:
+        """More examples, a lower p_del (each to ``p_empty < min(1 - tau, P_EMPTY_WARNING)``) or, when IN is
+        impossible, a lower tau (below ``1 - p_empty``, above 0.5) where one exists."""
         s = self.setting
         # p_del^|D| < target  <=>  |D| > log(target) / log(p_del)  <=>  p_del < target^(1/|D|)
         target = min(1.0 - s.tau, P_EMPTY_WARNING)
@@ -304,7 +306,15 @@ class Plan:
                 f", or lower p_del to <= {number(below)} "
                 f"(radius {radius} at tau {number(s.tau)}{': no edit is certified' if radius == 0 else ''})"
             )
-        return f"use at least {need_examples} examples at p_del {number(s.p_del)}{lower}, or lower tau"
+        tau = ""
+        if 1.0 - self.p_empty <= s.tau:  # IN impossible: a tau below 1 - p_empty (and above 0.5) makes it possible
+            below_in = _floor_to_grid(1.0 - self.p_empty, strictly_below=True)
+            tau = (
+                f", or lower tau to <= {number(below_in)}"
+                if below_in is not None and below_in > 0.5
+                else f"; no tau above 0.5 makes IN possible at p_del {number(s.p_del)} and |D| = {self.n_examples}"
+            )
+        return f"use at least {need_examples} examples at p_del {number(s.p_del)}{lower}{tau}"
 
     def suggest(self, radius: int | None = None, *, power: float = SUGGEST_POWER, limit: int = 5) -> list[Suggestion]:
         """Settings ``(p_del, tau, n)`` that reach ``radius`` with both IN and OUT certifiable at this ``|D|``, ``U``.
