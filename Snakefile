@@ -78,7 +78,7 @@ if workflow.is_main_process:
 PLAN_WARNINGS = [line for p in CHECKED.plans for line in p.lines()]
 PLAN_TAGS = plan_tags(CHECKED.plans)  # the MLflow parent run's cc.plan.* tags (rules/tracking.smk)
 if PLAN_WARNINGS and workflow.is_main_process:
-    print("Certification plan warnings (certified-circuits plan --help; README 'Will my setting certify anything?'):",
+    print("Certification plan warnings (bin/certified-circuits plan --help; README 'Will my setting certify anything?'):",
           *(f"  - {line}" for line in PLAN_WARNINGS), sep="\n", file=sys.stderr)
 
 

@@ -211,7 +211,7 @@ def _bad(tmp_path: Path, case: str) -> tuple[list[str], str]:
         return ["--scores", str(tmp_path / "a.h5"), "--scorer", "relevance", "--absolute"], "drop --absolute"
     if case == "empty-npy":
         (tmp_path / "s.npy").write_bytes(b"")
-        return ["--scores", str(tmp_path / "s.npy")], "not a readable .npy array"
+        return ["--scores", str(tmp_path / "s.npy")], "s.npy: cannot be read as numeric arrays: it is empty (0 bytes)"
     if case == "not-a-tensor":
         pytest.importorskip("torch")
         (tmp_path / "s.pt").write_bytes(b"garbage")
@@ -351,11 +351,11 @@ def test_inspect_refuses_a_file_of_no_known_kind(tmp_path: Path, capsys) -> None
 def test_help_has_an_example(stage: str, capsys) -> None:
     with pytest.raises(SystemExit):
         main([stage, "--help"])
-    assert f"Example: certified-circuits {stage} " in capsys.readouterr().out
+    assert f"Example: bin/certified-circuits {stage} " in capsys.readouterr().out
 
 
 def test_the_library_page_example_prints_what_it_shows(tmp_path: Path, monkeypatch, capsys) -> None:
-    """docs/library.md's "Certify any score file": its python block, then each `$ certified-circuits` line of the shell
+    """docs/library.md's "Certify any score file": its python block, then each `$ bin/certified-circuits` line of the shell
     block prints exactly the lines below it (stderr and stdout together; the shell block is not run by
     tests/unit/test_docs_examples.py, which runs only `plan` commands)."""
     import shlex
@@ -369,7 +369,7 @@ def test_the_library_page_example_prints_what_it_shows(tmp_path: Path, monkeypat
     shell = shell[:shell.index("```")]
     monkeypatch.chdir(tmp_path)
     exec(compile(python, "docs/library.md", "exec"), {"__name__": "__main__"})
-    commands = re.split(r"^\$ certified-circuits ", shell, flags=re.M)[1:]
+    commands = re.split(r"^\$ bin/certified-circuits ", shell, flags=re.M)[1:]
     assert len(commands) == 2
     for command in commands:
         line, _, expected = command.partition("\n")

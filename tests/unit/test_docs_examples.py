@@ -14,7 +14,7 @@ A comment on the line(s) right before a fence tells the test more (``<!-- docs-t
   ``output (tolerance 10%)``: the words exactly, every number within 10% of the one shown (at least 1
   for integers): for outputs computed in float32 by a model, which another CPU rounds differently (a
   channel whose vote count sits at the critical count can then flip).
-- ``cli``: a fence ``$ certified-circuits ARGS`` followed by exactly what that command prints.
+- ``cli``: a fence ``$ bin/certified-circuits ARGS`` followed by exactly what that command prints.
 
 Whatever the markers, every :class:`~certified_circuits.api.Certificate` a block makes must certify at
 least one component (an example never shows a setting that certifies nothing), and a block's setting
@@ -229,7 +229,7 @@ def test_blocks_are_found():
     names = {block.name for block in PYTHON}
     assert sum(name.startswith("README.md:") for name in names) >= 2
     assert sum(name.startswith("docs/custom_vision.md:") for name in names) >= 3
-    assert CLI, "the README's `certified-circuits plan` example"
+    assert CLI, "the README's `bin/certified-circuits plan` example"
 
 
 def test_markers_are_well_formed():
@@ -253,7 +253,7 @@ def test_markers_are_well_formed():
             previous = [b for b in BLOCKS if b.path == block.path and b.line < block.line]
             assert previous and previous[-1].lang == "python", f"{block.name}: an output block follows a python block"
         if "cli" in markers:
-            assert block.code.startswith("$ certified-circuits "), f"{block.name}: a cli block starts with the command"
+            assert block.code.startswith("$ bin/certified-circuits "), f"{block.name}: a cli block starts with the command"
 
 
 def test_tolerant_output_compares_words_exactly_and_numbers_within_the_tolerance():
@@ -290,9 +290,9 @@ def test_python_block(block: Block, readers):
 
 @pytest.mark.parametrize("block", CLI, ids=[block.name for block in CLI])
 def test_cli_block(block: Block, tmp_path: Path):
-    """A `$ certified-circuits ...` block prints exactly the text below its command."""
+    """A `$ bin/certified-circuits ...` block prints exactly the text below its command."""
     command, _, expected = block.code.partition("\n")
-    args = shlex.split(command.removeprefix("$ certified-circuits "))
+    args = shlex.split(command.removeprefix("$ bin/certified-circuits "))
     assert args[0] == "plan", f"{block.name}: only side-effect-free commands are run from the docs"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])}
     done = subprocess.run(

@@ -138,6 +138,7 @@ def _cmd_certify(args: argparse.Namespace) -> int:
 
     from certified_circuits.api import certify_votes
     from certified_circuits.core.planning import PlanWarning, VacuousSettingError
+    from certified_circuits.core.setting import number
     from certified_circuits.pipeline.tracking import add_tags
     from certified_circuits.storage.store import read_votes
 
@@ -153,7 +154,7 @@ def _cmd_certify(args: argparse.Namespace) -> int:
     seconds = time.perf_counter() - start
     problems = [line for line in certificate.attrs["plan_warnings"].split("\n") if line]
     for problem in problems:
-        log.warning("plan (%s, tau %g): %s", votes.attrs.get("concept", ""), args.tau, problem)
+        log.warning("plan (%s, tau %s): %s", votes.attrs.get("concept", ""), number(args.tau), problem)
     add_tags({"cc.plan.verdict": certificate.attrs["plan_verdict"],
               **({"cc.plan.warning": " | ".join(problems)} if problems else {})})
     # the whole certificate (votes, decisions, setting): a workflow certificates file and a Certificate.load file
@@ -161,7 +162,7 @@ def _cmd_certify(args: argparse.Namespace) -> int:
     decided = (certificate.decision >= 0).mean()
     add_metrics({"radius": certificate.radius, "decided_fraction": decided,
                  "abstain_fraction": 1.0 - decided, "certify_seconds": seconds})
-    log.info("certify: tau=%.3f alpha=%g (%s), radius %d, %.1f%% decided -> %s", args.tau, args.alpha,
+    log.info("certify: tau=%s alpha=%s (%s), radius %d, %.1f%% decided -> %s", number(args.tau), number(args.alpha),
              args.correction, certificate.radius, 100 * decided, args.out)
     return 0
 

@@ -15,12 +15,12 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-import zipfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from certified_circuits import COMMAND
 from certified_circuits.cli.stages import (
     InputError,
     Stages,
@@ -31,6 +31,8 @@ from certified_circuits.cli.stages import (
     probability,
     seed,
 )
+from certified_circuits.core.setting import number
+from certified_circuits.storage.arrays import ArrayFileError, read_npy, read_npz
 
 log = logging.getLogger(__name__)
 STAGES = Stages()
@@ -64,31 +66,28 @@ def _to_numpy(value: Any, what: str, path: Path) -> np.ndarray:
         raise InputError(f"{path}: {what} is not an array ({exc})") from exc
 
 
-#: what numpy raises on a damaged or empty .npy / .npz file
-_NUMPY_READ_ERRORS = (ValueError, OSError, EOFError, zipfile.BadZipFile)
+#: how a score file is written again, for the message of one that cannot be read (storage/arrays.py)
+_NPY_FIX = "Write it again from your scores with numpy.save(PATH, scores) (a float array [N, U])."
+_NPZ_FIX = ("Write it again from your scores with numpy.savez(PATH, scores=S, groups=G, names=N) (groups and names "
+            "optional; numbers and strings, no Python objects).")
 
 
 def _read_npy(path: Path) -> Scores:
     try:
-        return Scores(np.load(path, allow_pickle=False))
-    except _NUMPY_READ_ERRORS as exc:
-        raise InputError(f"{path}: not a readable .npy array ({exc}); write it with numpy.save(path, scores)") from exc
+        return Scores(read_npy(path, _NPY_FIX))
+    except ArrayFileError as exc:
+        raise InputError(str(exc)) from None
 
 
 def _read_npz(path: Path) -> Scores:
     try:
-        with np.load(path, allow_pickle=False) as archive:
-            keys = list(archive.keys())
-            if "scores" not in keys:
-                raise InputError(f"{path} has no array 'scores' (it holds {keys}); write it with "
-                                 "numpy.savez(path, scores=S, groups=G, names=N) (groups and names optional)")
-            return Scores(archive["scores"], archive["groups"] if "groups" in keys else None,
-                          archive["names"] if "names" in keys else None)
-    except InputError:
-        raise
-    except _NUMPY_READ_ERRORS as exc:
-        raise InputError(f"{path}: not a readable .npz archive ({exc}); write it with numpy.savez(path, scores=S)") \
-            from exc
+        arrays = read_npz(path, _NPZ_FIX)
+    except ArrayFileError as exc:
+        raise InputError(str(exc)) from None
+    if "scores" not in arrays:
+        raise InputError(f"{path} has no array 'scores' (it holds {list(arrays)}); write it with "
+                         "numpy.savez(path, scores=S, groups=G, names=N) (groups and names optional)")
+    return Scores(arrays["scores"], arrays.get("groups"), arrays.get("names"))
 
 
 def _read_torch(path: Path) -> Scores:
@@ -175,16 +174,16 @@ def read_scores(path: Path, scorer: str | None = None, dataset: str = "scores") 
 def _read_groups(path: Path) -> np.ndarray:
     if path.suffix.lower() == ".npy":
         try:
-            return np.load(path, allow_pickle=False)
-        except _NUMPY_READ_ERRORS as exc:
-            raise InputError(f"{path}: not a readable .npy array ({exc})") from exc
+            return read_npy(path, "Write it again with numpy.save(PATH, groups) (one integer per component).")
+        except ArrayFileError as exc:
+            raise InputError(str(exc)) from None
     values = []
-    for number, line in enumerate(path.read_text().splitlines(), 1):
+    for line_number, line in enumerate(path.read_text().splitlines(), 1):
         for token in line.replace(",", " ").split():
             try:
                 values.append(int(token))
             except ValueError as exc:
-                raise InputError(f"{path}:{number}: '{token}' is not an integer group id; a groups file holds one "
+                raise InputError(f"{path}:{line_number}: '{token}' is not an integer group id; a groups file holds one "
                                  "integer per component (whitespace, comma or line separated), or is a .npy") from exc
     return np.asarray(values, dtype=np.int64)
 
@@ -333,8 +332,8 @@ def _cmd_certify_scores(args: argparse.Namespace) -> int:
     counts = "; ".join(f"K {k:g}: {int((row == 1).sum())} in, {int((row == 0).sum())} out, "
                        f"{int((row == -1).sum())} abstain" for k, row in zip(args.k_grid, certificate.decision))
     print(f"certify-scores: {n_examples} examples x {n_components} components ({len(np.unique(groups))} group(s), "
-          f"{'|mean|' if absolute else 'mean'} ranking) from {args.scores}; p_del {setting.p_del:g}, n0 {setting.n0}, "
-          f"n {setting.n}, seed {setting.seed}, tau {setting.tau:g}, alpha {setting.alpha:g}, {setting.correction}: "
+          f"{'|mean|' if absolute else 'mean'} ranking) from {args.scores}; p_del {number(setting.p_del)}, n0 {setting.n0}, "
+          f"n {setting.n}, seed {setting.seed}, tau {number(setting.tau)}, alpha {number(setting.alpha)}, {setting.correction}: "
           f"radius {certificate.radius}, plan {certificate.attrs['plan_verdict']}. {counts}. Written to {args.out}.", file=sys.stderr)
     return 0
 
@@ -384,8 +383,15 @@ def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
+def _setting_value(value: Any) -> str:
+    """A setting's value as every message prints it (exactly: tau 0.9999999, never 1)."""
+    if isinstance(value, (float, np.floating)):
+        return number(float(value))
+    return _text(value.item() if isinstance(value, np.generic) else value)
+
+
 def _setting_line(attrs: dict[str, Any]) -> str:
-    parts = [f"{key} {_text(attrs[key])}" for key in ("p_del", "n0", "n", "seed", "tau", "alpha") if key in attrs]
+    parts = [f"{key} {_setting_value(attrs[key])}" for key in ("p_del", "n0", "n", "seed", "tau", "alpha") if key in attrs]
     if "correction" in attrs:
         parts.append(_text(attrs["correction"]))
     return ", ".join(parts)
@@ -500,13 +506,13 @@ def _inspect_votes(path: Path, top: int) -> list[str]:
     votes = read_votes(path)
     attrs = dict(votes.attrs)
     n_components, n = votes.selection_counts.shape[-1], int(attrs["n"])
-    lines = [f"{path}: votes (workflow votes stage; certify it with certified-circuits certify --votes {path} "
+    lines = [f"{path}: votes (workflow votes stage; certify it with {COMMAND} certify --votes {path} "
              "--tau TAU --out CERTS.h5)",
              f"setting: {_setting_line(attrs)}; radius: set by tau at certification",
              f"examples: {attrs['n_examples']}, components: {n_components} ({len(np.unique(votes.groups))} groups)",
              *_labels_line(attrs, _SETTING_ATTRS),
-             f"plan: needs tau: certified-circuits plan --examples {attrs['n_examples']} --components {n_components} "
-             f"--p-del {attrs['p_del']} --n0 {attrs['n0']} --n {n} --tau TAU",
+             f"plan: needs tau: {COMMAND} plan --examples {attrs['n_examples']} --components {n_components} "
+             f"--p-del {_setting_value(attrs['p_del'])} --n0 {attrs['n0']} --n {n} --tau TAU",
              "baseline circuit size per K (the algorithm on the full dataset):"]
     for k, row in zip(votes.k_grid, votes.baseline):
         lines.append(f"  K {float(k):g}: {int(row.sum())} of {n_components}")

@@ -25,9 +25,12 @@ from __future__ import annotations
 import argparse
 import inspect
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
+
+from certified_circuits import COMMAND
 
 
 class InputError(ValueError):
@@ -43,6 +46,10 @@ class Stage:
     description: str | None = None
 
 
+#: a line of a handler's docstring that starts with the bare command (``Example: certified-circuits plan ...``)
+EXAMPLE_COMMAND = re.compile(r"(?m)^(\s*(?:Example:\s*)?)certified-circuits (?=[a-z])")
+
+
 class Stages(list):
     """The stages of one CLI module, registered into ``certified-circuits`` by :meth:`register`."""
 
@@ -53,6 +60,8 @@ class Stages(list):
 
         def decorate(run: Callable[[argparse.Namespace], int | None]) -> Callable:
             text = description or (inspect.cleandoc(run.__doc__) if run.__doc__ else None)
+            if text:  # an example in --help runs as printed from a fresh shell (certified_circuits.COMMAND)
+                text = EXAMPLE_COMMAND.sub(rf"\g<1>{COMMAND} ", text)
             self.append(Stage(name, arguments, run, help, text))
             return run
 

@@ -133,7 +133,7 @@ def _cmd_stability(args: argparse.Namespace) -> int:
     in<->out flip share and the certified-in Jaccard between resamples.
     """
     from certified_circuits.core.planning import PlanWarning, VacuousSettingError
-    from certified_circuits.core.setting import Setting
+    from certified_circuits.core.setting import Setting, number
     from certified_circuits.core.smoothing import mask_seed
     from certified_circuits.reports.testbed import concept_stability
     from certified_circuits.storage.atomic import write_csv
@@ -174,7 +174,7 @@ def _cmd_stability(args: argparse.Namespace) -> int:
     except VacuousSettingError as exc:
         raise InputError(f"{exc}\nChange the setting as suggested, or pass --allow-vacuous to run anyway.") from exc
     for warning in caught:
-        log.warning("plan (%s, tau %g): %s", concept, args.tau, warning.message)
+        log.warning("plan (%s, tau %s): %s", concept, number(args.tau), warning.message)
     write_csv(args.out, table)
     seconds = float(table["seconds"].iloc[0])
     add_metrics(

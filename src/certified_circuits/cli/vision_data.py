@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
+from certified_circuits import COMMAND
 from certified_circuits.core.devices import configure_torch
 from certified_circuits.vision.networks.architectures import WORLD_BLOCKS, WORLD_WIDTHS
 from certified_circuits.cli.stages import InputError, Stages, existing_file, output_file, positive_int
@@ -352,14 +353,14 @@ def _cmd_ground_truth(args: argparse.Namespace) -> int:
         if not (args.world / f"{split}.npz").is_file():
             raise InputError(
                 f"{args.world / (split + '.npz')} does not exist: build the world with "
-                f"`certified-circuits vision-world --out {args.world}`"
+                f"`{COMMAND} vision-world --out {args.world}`"
             )
     model = load_world_model(args.checkpoint)
     spec = spec_of_meta(model.meta)
     if spec is None:
         raise InputError(
             f"{args.checkpoint} is not a planted world model (its meta has no 'planted' spec), so its "
-            f"class circuits are unknown: train one with `certified-circuits vision-train "
+            f"class circuits are unknown: train one with `{COMMAND} vision-train "
             f"--planted-own 2 3 4 4 --planted-shared 6 6 8 0 ...`"
         )
     sets = {

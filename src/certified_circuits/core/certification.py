@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 from scipy.special import bdtrc
 
+from certified_circuits import COMMAND
 from certified_circuits.core.contracts import ABSTAIN, IN, Certificates, Votes
 from certified_circuits.core.validation import check_alpha, check_correction, check_count, check_p_del, check_tau
 
@@ -65,7 +66,7 @@ def check_certified_from(votes: Votes, certificates: Certificates, votes_name: s
             raise ValueError(
                 f"{certificates_name} was not certified from {votes_name}: {key} is {c!r} in the "
                 f"certificates but {v!r} in the votes; pass the certificates made from these votes "
-                f"(certified-circuits certify --votes {votes_name})"
+                f"({COMMAND} certify --votes {votes_name} --tau TAU --out CERTS.h5)"
             )
     if (
         not np.array_equal(np.asarray(votes.k_grid, float), np.asarray(certificates.k_grid, float))

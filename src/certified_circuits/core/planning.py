@@ -38,8 +38,11 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.special import bdtrc
 
+from typing import Any
+
+from certified_circuits import COMMAND
 from certified_circuits.core.certification import binomial_pvalue, certified_radius, min_samples as min_samples_power
-from certified_circuits.core.setting import Setting
+from certified_circuits.core.setting import Setting, number
 from certified_circuits.core.validation import check_count, check_p_del
 
 #: above this chance of an empty sub-dataset a plan is marginal: more than 1 sub-dataset in 20 votes OUT for
@@ -56,8 +59,12 @@ SUGGEST_POWER = 0.9
 #: deletion probabilities that :meth:`Plan.suggest` tries (the paper uses 0.6, 0.85, 0.95 and 0.99)
 SUGGEST_P_DEL = tuple(round(0.5 + 0.01 * i, 2) for i in range(50))
 
+#: the largest ``n`` a setting may have: config.schema.yaml's ``samples`` maximum (the votes stage holds
+#: ``(n0 + n) x (|D| + |U|)`` float64 values). No fix or suggestion proposes more.
+MAX_SAMPLES = 100_000
+
 #: the largest ``n`` that :meth:`Plan.suggest` proposes
-SUGGEST_MAX_N = 100_000
+SUGGEST_MAX_N = MAX_SAMPLES
 
 
 class VacuousSettingError(ValueError):
@@ -135,7 +142,7 @@ class Suggestion:
 
     def __str__(self) -> str:
         return (
-            f"p_del {self.p_del:g}, tau {self.tau:g}, n {self.n}: radius {self.radius}, "
+            f"p_del {number(self.p_del)}, tau {number(self.tau)}, n {self.n}: radius {self.radius}, "
             f"p_empty {self.p_empty:.3g}, IN power {self.power_in:.3f}"
         )
 
@@ -199,30 +206,35 @@ class Plan:
         return {"plan_verdict": self.verdict, "plan_warnings": "\n".join(self.problems())}
 
     def problems(self) -> list[str]:
-        """One sentence per problem, each with its numbers and its fix ([] for an ``ok`` plan)."""
+        """One sentence per problem, each with its numbers and its fix ([] for an ``ok`` plan).
+
+        Every value a fix proposes lies in its domain (``0 < p_del < 1``, ``0.5 < tau < 1``,
+        ``1 <= n <= MAX_SAMPLES``); where no value of one parameter works, the fix says so and names what does.
+        Settings are printed exactly (:func:`~certified_circuits.core.setting.number`): tau 0.9999999 is not "1".
+        """
         s = self.setting
+        tau, p_del = number(s.tau), number(s.p_del)
         out: list[str] = []
         if self.n < self.min_samples:
             out.append(
-                f"nothing can be certified: n = {s.n} is below min_samples = {self.min_samples} (tau {s.tau:g}, alpha "
-                f"{s.alpha:g}, U = {self.n_components:,}); with n = {s.n} tau must be <= max_tau = {self.max_tau:.4f}. "
-                f"Fix: raise n to >= {self.min_samples}, or lower tau to <= {math.floor(self.max_tau * 1000) / 1000:g}"
-                f"{'' if self.max_tau >= 0.5 else ' (below 0.5, so raise n)'}."
+                f"nothing can be certified: n = {s.n} is below min_samples = {self.min_samples} (tau {tau}, alpha "
+                f"{number(s.alpha)}, U = {self.n_components:,}); with n = {s.n} tau must be <= max_tau = "
+                f"{_shown_below(self.max_tau)}. Fix: {self._samples_fix()}."
             )
         if self.radius == 0:
             out.append(
-                f"radius 0: at tau {s.tau:g} and p_del {s.p_del:g} a certificate survives no edit of the dataset "
-                f"(p_del^1 < 1.5 - tau). Fix: raise p_del to >= {1.5 - s.tau:.3g} or tau to >= {1.5 - s.p_del:.3g}."
+                f"radius 0: at tau {tau} and p_del {p_del} a certificate survives no edit of the dataset "
+                f"(p_del^1 < 1.5 - tau). Fix: {self._radius_fix()}."
             )
         if 1.0 - self.p_empty <= s.tau:
             out.append(
-                f"IN cannot be certified: p_empty = p_del^|D| = {s.p_del:g}^{self.n_examples} = {self.p_empty:.3g}, "
-                f"so no component is in more than {1 - self.p_empty:.1%} of the circuits, <= tau {s.tau:g}. "
+                f"IN cannot be certified: p_empty = p_del^|D| = {p_del}^{self.n_examples} = {self.p_empty:.3g}, "
+                f"so no component is in more than {1 - self.p_empty:.1%} of the circuits, <= tau {tau}. "
                 f"Fix: {self._in_fix()}."
             )
         elif self.p_empty > P_EMPTY_WARNING:
             out.append(
-                f"p_empty = {s.p_del:g}^{self.n_examples} = {self.p_empty:.3g} > {P_EMPTY_WARNING:g}: one sub-dataset "
+                f"p_empty = {p_del}^{self.n_examples} = {self.p_empty:.3g} > {P_EMPTY_WARNING:g}: one sub-dataset "
                 f"in {1 / self.p_empty:.0f} is empty and votes OUT for everything. Fix: {self._in_fix()}."
             )
         if self.can_certify_in and self.power_in < POWER_WARNING:
@@ -233,21 +245,76 @@ class Plan:
             )
         return out
 
+    def _samples_fix(self) -> str:
+        """How to make a unanimous component pass: raise n (at most :data:`MAX_SAMPLES`) or lower tau (above 0.5),
+        or both; where neither works, what does (fewer components, a larger alpha)."""
+        s = self.setting
+        fixes = []
+        if self.min_samples <= MAX_SAMPLES:
+            fixes.append(f"raise n to >= {self.min_samples}")
+        lowest = _floor_to_grid(self.max_tau)
+        if lowest is not None and lowest > 0.5:
+            fixes.append(f"lower tau to <= {number(lowest)}")
+        if fixes:
+            return ", or ".join(fixes)
+        at_most = _floor_to_grid(_max_tau(s.alpha / self.n_components, MAX_SAMPLES))
+        both = (
+            f"raise n to >= {MAX_SAMPLES} and lower tau to <= {number(at_most)}, or "
+            if at_most is not None and at_most > 0.5
+            else ""
+        )
+        return (
+            f"no n up to {MAX_SAMPLES:,} (the largest the votes stage takes) reaches tau {number(s.tau)}, and at "
+            f"n = {s.n} no tau above 0.5 passes: {both}test fewer components (U) or raise alpha"
+        )
+
+    def _radius_fix(self) -> str:
+        """Radius 1 by one change: the smallest p_del (< 1) at this tau, or the smallest tau (< 1) at this p_del."""
+        s = self.setting
+        fixes = []
+        p_del = _smallest_p_del(s.tau, 1)
+        if p_del is not None:
+            fixes.append(f"raise p_del to >= {number(p_del)}")
+        tau = _smallest_tau(s.p_del, 1, finest=12)
+        if tau is not None:
+            fixes.append(f"raise tau to >= {number(tau)}")
+        if fixes:
+            return " or ".join(fixes)
+        return (
+            f"no p_del below 1 gives radius 1 at tau {number(s.tau)} (radius 1 needs 1.5 - tau <= p_del), and no "
+            f"tau below 1 gives it at p_del {number(s.p_del)}: change both, e.g. raise p_del to >= 0.6 and tau to "
+            f">= {number(_smallest_tau(0.6, 1) or 0.9)}"
+        )
+
     @property
     def n(self) -> int:
         return self.setting.n
 
     def _in_fix(self) -> str:
+        """More examples, a lower p_del (each to ``p_empty < min(1 - tau, P_EMPTY_WARNING)``) or, when IN is
+        impossible, a lower tau (below ``1 - p_empty``, above 0.5) where one exists."""
         s = self.setting
         # p_del^|D| < target  <=>  |D| > log(target) / log(p_del)  <=>  p_del < target^(1/|D|)
         target = min(1.0 - s.tau, P_EMPTY_WARNING)
         need_examples = math.floor(math.log(target) / math.log(s.p_del)) + 1
         max_p_del = target ** (1.0 / self.n_examples)
-        radius = certified_radius(s.tau, min(max_p_del, 0.999999))
-        return (
-            f"use at least {need_examples} examples at p_del {s.p_del:g}, or lower p_del below {max_p_del:.3f} "
-            f"(radius {radius} at tau {s.tau:g}{': no edit is certified' if radius == 0 else ''}), or lower tau"
-        )
+        below = _floor_to_grid(max_p_del, strictly_below=True)
+        lower = ""
+        if below is not None:
+            radius = certified_radius(s.tau, below)
+            lower = (
+                f", or lower p_del to <= {number(below)} "
+                f"(radius {radius} at tau {number(s.tau)}{': no edit is certified' if radius == 0 else ''})"
+            )
+        tau = ""
+        if 1.0 - self.p_empty <= s.tau:  # IN impossible: a tau below 1 - p_empty (and above 0.5) makes it possible
+            below_in = _floor_to_grid(1.0 - self.p_empty, strictly_below=True)
+            tau = (
+                f", or lower tau to <= {number(below_in)}"
+                if below_in is not None and below_in > 0.5
+                else f"; no tau above 0.5 makes IN possible at p_del {number(s.p_del)} and |D| = {self.n_examples}"
+            )
+        return f"use at least {need_examples} examples at p_del {number(s.p_del)}{lower}{tau}"
 
     def suggest(self, radius: int | None = None, *, power: float = SUGGEST_POWER, limit: int = 5) -> list[Suggestion]:
         """Settings ``(p_del, tau, n)`` that reach ``radius`` with both IN and OUT certifiable at this ``|D|``, ``U``.
@@ -312,11 +379,12 @@ class Plan:
         s = self.setting
         lines = [
             f"Certification plan: |D| = {self.n_examples:,} examples, U = {self.n_components:,} components",
-            f"  setting: p_del {s.p_del:g}, n0 {s.n0}, n {s.n}, tau {s.tau:g}, alpha {s.alpha:g}, {s.correction} "
+            f"  setting: p_del {number(s.p_del)}, n0 {s.n0}, n {s.n}, tau {number(s.tau)}, alpha {number(s.alpha)}, "
+            f"{s.correction} "
             f"-> radius {self.radius}",
             f"  p_empty = p_del^|D| = {self.p_empty:.3g}: a component is in at most {1 - self.p_empty:.1%} of the circuits",
             f"  min_samples = {self.min_samples} (n {'>=' if s.n >= self.min_samples else '<'} it); "
-            f"max_tau at n = {s.n}: {self.max_tau:.5f}; level alpha/U = {self.level:.3g}",
+            f"max_tau at n = {s.n}: {_shown_below(self.max_tau, 5)}; level alpha/U = {self.level:.3g}",
             "  k* = "
             + (
                 f"{self.critical_count} of {s.n} agreeing votes certify"
@@ -348,13 +416,60 @@ class Plan:
         return "\n".join(lines)
 
 
-def _smallest_tau(p_del: float, radius: int) -> float | None:
-    """The smallest multiple of 0.001 in [0.5, 1) with ``certified_radius(tau, p_del) >= radius``, or None."""
-    start = max(0.5, math.ceil((1.5 - p_del**radius) * 1000 - 1e-9) / 1000)
-    for tau in (round(start + 0.001 * i, 3) for i in range(3)):  # guard the float boundary
-        if tau < 1.0 and certified_radius(tau, p_del) >= radius:
-            return tau
+def _floor_to_grid(value: float, *, strictly_below: bool = False) -> float | None:
+    """``value`` rounded down to the first decimal grid (0.001, then 0.0001, ... down to 1e-12) that keeps it
+    positive (and, with ``strictly_below``, below ``value``): a bound a fix can print. None when none does."""
+    for digits in range(3, 13):
+        scale = 10**digits
+        count = math.floor(value * scale)
+        if strictly_below and count / scale >= value:
+            count -= 1
+        shown = round(count / scale, digits)
+        if shown > 0.0 and (shown < value if strictly_below else shown <= value):
+            return shown
     return None
+
+
+def _shown_below(value: float, digits: int = 4) -> str:
+    """A computed upper bound in [0, 1) (max_tau) printed rounded down, so that the printed bound still holds and
+    is never "1": ``digits`` decimals, more where fewer would show 0."""
+    for places in range(digits, 13):
+        shown = math.floor(value * 10**places) / 10**places
+        if shown > 0.0:
+            return f"{shown:.{places}f}"
+    return f"{value:.3g}"
+
+
+def _max_tau(level: float, n: int) -> float:
+    """``level^(1/n)``: the largest tau at which ``n`` unanimous votes pass the per-component level."""
+    return float(level ** (1.0 / n))
+
+
+def _smallest_on_grid(exact: float, ok: Any, finest: int) -> float | None:
+    """The smallest multiple of 0.001 (then 0.0001, ... 10^-finest) in (0, 1) at or above ``exact`` for which
+    ``ok(value)`` holds, the coarsest grid first; None when every such value rounds to 1."""
+    for digits in range(3, finest + 1):
+        scale = 10**digits
+        for step in range(3):  # guard the float boundary
+            value = round((math.ceil(exact * scale - 1e-9) + step) / scale, digits)
+            if 0.0 < value < 1.0 and ok(value):
+                return value
+    return None
+
+
+def _smallest_p_del(tau: float, radius: int, finest: int = 12) -> float | None:
+    """The smallest p_del below 1 on a decimal grid with ``certified_radius(tau, p_del) >= radius``
+    (``p_del^radius >= 1.5 - tau``), or None when only ``p_del = 1`` would."""
+    return _smallest_on_grid(
+        (1.5 - tau) ** (1.0 / radius), lambda p_del: certified_radius(tau, p_del) >= radius, finest
+    )
+
+
+def _smallest_tau(p_del: float, radius: int, finest: int = 3) -> float | None:
+    """The smallest tau in (0.5, 1) on a decimal grid (multiples of 0.001 by default) with
+    ``certified_radius(tau, p_del) >= radius`` (``tau >= 1.5 - p_del^radius``), or None."""
+    exact = max(0.5, 1.5 - p_del**radius)
+    return _smallest_on_grid(exact, lambda tau: tau > 0.5 and certified_radius(tau, p_del) >= radius, finest)
 
 
 def _smallest_n_for_power(n_examples: int, n_components: int, setting: Setting, power: float) -> int | None:
@@ -423,13 +538,61 @@ def plan(n_examples: int, n_components: int, setting: Setting | None = None) -> 
         level=float(level),
         critical_count=k_star,
         min_samples=int(n_min),
-        max_tau=float(level ** (1.0 / setting.n)),
+        max_tau=_max_tau(level, setting.n),
         can_certify_in=bool(can_in),
         can_certify_out=bool(reachable),
         power_in=power_in,
         power_out=1.0 if reachable else 0.0,
     )
     return Plan(**{**partial.__dict__, "warnings": tuple(partial.problems())})
+
+
+#: the options of ``certified-circuits plan`` that :func:`plan_command` writes, by Setting field
+PLAN_OPTIONS = {
+    "p_del": "--p-del",
+    "tau": "--tau",
+    "alpha": "--alpha",
+    "n": "--n",
+    "n0": "--n0",
+    "correction": "--correction",
+}
+
+
+def plan_command(n_examples: int | None, n_components: int | None, radius: int | None = None, **setting: Any) -> str:
+    """The command line that prints the exact plan of a setting, runnable as printed from the checkout's root in a
+    fresh shell (:data:`certified_circuits.COMMAND`): the one place a plan command is written (plan warnings,
+    config errors, the reports' flags).
+
+    Args:
+        n_examples: ``|D|``; None when unknown (the command is then ``plan --help``).
+        n_components: ``U``; None when unknown (likewise).
+        radius: ``--radius`` (list settings that reach it), or None.
+        **setting: any of ``p_del, tau, alpha, n, n0, correction`` (:data:`PLAN_OPTIONS`); a None value is left
+            out (the command's default). Numbers are written exactly (:func:`~certified_circuits.core.setting.number`).
+
+    Returns:
+        ``"bin/certified-circuits plan --examples 100 --components 262 --p-del 0.99 --tau 0.9"``.
+    """
+    if n_examples is None or n_components is None:
+        return f"{COMMAND} plan --help"
+    unknown = sorted(set(setting) - set(PLAN_OPTIONS))
+    if unknown:
+        raise TypeError(
+            f"plan_command: unknown setting field(s) {unknown}; the plan command takes {sorted(PLAN_OPTIONS)}"
+        )
+    words = [COMMAND, "plan", "--examples", str(int(n_examples)), "--components", str(int(n_components))]
+    for name, option in PLAN_OPTIONS.items():
+        value = setting.get(name)
+        if value is None:
+            continue
+        if hasattr(value, "item"):  # a numpy scalar (an HDF5 attribute)
+            value = value.item()
+        if isinstance(value, bytes):
+            value = value.decode()
+        words += [option, value if isinstance(value, str) else number(value)]
+    if radius is not None:
+        words += ["--radius", str(int(radius))]
+    return " ".join(words)
 
 
 def check_plan(the_plan: Plan, *, allow_vacuous: bool = False, stacklevel: int = 3) -> Plan:

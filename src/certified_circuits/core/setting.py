@@ -19,7 +19,17 @@ from typing import Any, Mapping
 
 
 def number(value: float | int) -> str:
-    """A number as it appears in a path: exact (``repr`` of the float, ``str`` of an int)."""
+    """A number as it appears in a path and in every message: exact (``repr`` of the float, ``str`` of an int).
+
+    The one way a setting's value (tau, p_del, alpha) is printed (paths, plans, warnings, logs, commands), so
+    that two settings never print alike: ``number(0.9999999) == "0.9999999"`` where ``f"{0.9999999:g}"`` is ``1``.
+
+    Args:
+        value: a finite float or an int (not a bool).
+
+    Returns:
+        The shortest text that reads back as ``value`` (``"0.95"``, ``"1e-05"``, ``"5"`` for 5.0).
+    """
     if isinstance(value, bool):
         raise TypeError(f"{value!r} is not a number")
     if isinstance(value, int):

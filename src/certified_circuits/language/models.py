@@ -30,6 +30,7 @@ from typing import Any, Sequence
 
 import torch
 
+from certified_circuits import COMMAND
 from certified_circuits.language.forward import GPT2Weights
 from certified_circuits.language.graph import EAPGraph, build_graph
 from certified_circuits.language.tokenizer import GPT2PromptTokenizer, HFPromptTokenizer, PromptTokenizer, WordTokenizer
@@ -136,12 +137,15 @@ def _bundle(name: str, hf_model, tok: PromptTokenizer, with_bridge: bool) -> Lan
 
 
 def save_embedded(model, tok: WordTokenizer, model_dir: str | os.PathLike) -> Path:
-    """Save an embedded model (HF format) and its vocabulary into ``model_dir``."""
+    """Save an embedded model (HF format) and its vocabulary into ``model_dir``; its files get the umask's mode like
+    every other output (save_pretrained's safetensors writes the weights 0600 whatever the umask)."""
+    from certified_circuits.storage.atomic import follow_umask
+
     model_dir = Path(model_dir)
     model_dir.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(model_dir)
     tok.save(model_dir / VOCAB_FILE)
-    return model_dir
+    return follow_umask(model_dir, itself=False)
 
 
 def load_embedded(model_dir: str | os.PathLike, with_bridge: bool = True) -> LanguageModel:
@@ -151,7 +155,7 @@ def load_embedded(model_dir: str | os.PathLike, with_bridge: bool = True) -> Lan
     model_dir = Path(model_dir)
     if not (model_dir / "config.json").is_file() or not (model_dir / VOCAB_FILE).is_file():
         raise FileNotFoundError(f"{model_dir} is not an embedded language model (needs config.json and "
-                                f"{VOCAB_FILE}); train one with `certified-circuits language-train "
+                                f"{VOCAB_FILE}); train one with `{COMMAND} language-train --tasks-dir TASKS_DIR "
                                 f"--out-dir {model_dir} --metrics METRICS.json`")
     tok = WordTokenizer.load(model_dir / VOCAB_FILE)
     try:

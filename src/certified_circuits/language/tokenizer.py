@@ -20,6 +20,7 @@ from typing import Protocol, Sequence
 
 import numpy as np
 
+from certified_circuits import COMMAND
 from certified_circuits.storage.atomic import write_text
 from certified_circuits.language.tasks import EVENTS, NAMES, OBJECTS, PLACES, Example, split_words, year_vocabulary
 
@@ -89,7 +90,7 @@ class WordTokenizer:
         path = Path(path)
         if not path.is_file():
             raise FileNotFoundError(f"word vocabulary {path} is missing; train the embedded model with "
-                                    f"`certified-circuits language-train`")
+                                    f"`{COMMAND} language-train --tasks-dir TASKS_DIR --out-dir {path.parent} --metrics METRICS.json`")
         return cls(json.loads(path.read_text())["vocab"])
 
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from certified_circuits import COMMAND
 from certified_circuits.language.tasks import GENERATED_TASKS, TASKS  # the built-in prompt generators (embedded, gpt2)
 from certified_circuits.pipeline.plans import ConfigPlan, PlanConfigError, check_config_plans, config_plans
 
@@ -34,6 +35,95 @@ def config_error(key, value, expected):
 def require_path(key, value, what, how):
     if not value or not Path(os.path.expanduser(value)).exists():
         config_error(key, value, f"{what} not found. {how}")
+
+
+#: where each kind of data is obtained, and in which layout (the docs section of each missing path's message)
+PAPER_DATA = 'docs/paper_scale.md, "Where to get the weights and data"'
+OWN_VISION = 'docs/own_models.md, "Certify your own vision model"'
+OWN_LANGUAGE = 'docs/own_models.md, "Certify your own language model"'
+
+
+@dataclass(frozen=True)
+class ConfiguredPath:
+    """A file or folder a config names and the run needs before any job.
+
+    Attributes:
+        key: the config key (``"vision.imagenet.val_root"``).
+        value: the path as configured (``~`` expanded).
+        what: what it is, with its expected layout.
+        docs: the docs section that says where to obtain it.
+    """
+
+    key: str
+    value: Any
+    what: str
+    docs: str
+
+    def line(self) -> str:
+        return f"{self.key} = {self.value!r}: {self.what}. Where to get it: {self.docs}"
+
+
+def configured_paths(config: dict[str, Any]) -> list[ConfiguredPath]:
+    """Every input path of a (schema-validated) config that must exist before any job: the class index, image
+    folders and weights of a folders or imagenet source, the GPT-2 or Hugging Face model folder and the task files.
+    The one list the dry run's missing-path check reads (:func:`check_paths`).
+
+    Args:
+        config: the workflow config (schema defaults filled, ``~`` expanded).
+
+    Returns:
+        One :class:`ConfiguredPath` per path, vision first, in config order.
+    """
+    paths: list[ConfiguredPath] = []
+    vision = config.get("vision") or {}
+    if vision.get("enabled") and vision.get("source") in ("folders", "imagenet"):
+        name = vision["source"]
+        source, docs = vision_source(vision), (PAPER_DATA if name == "imagenet" else OWN_VISION)
+        root_key = "val_root" if name == "imagenet" else "root"
+        paths.append(ConfiguredPath(f"vision.{name}.class_index", source["class_index"],
+                                    "the class index: the class names in logit order, one a line "
+                                    "(ImageNet: LOC_synset_mapping.txt from the devkit)", docs))
+        paths.append(ConfiguredPath(f"vision.{name}.{root_key}", source["root"],
+                                    "the image folder, layout ROOT/<class>/* (ImageNet val: ROOT/<wnid>/*.JPEG)", docs))
+        if source.get("weights"):
+            paths.append(ConfiguredPath(f"vision.{name}.weights", source["weights"],
+                                        "the weights file: the model's state dict, saved with "
+                                        "torch.save(model.state_dict(), PATH)", docs))
+        for set_name, root in (source.get("ood_roots") or {}).items():
+            paths.append(ConfiguredPath(f"vision.{name}.ood_roots.{set_name}", root,
+                                        f"the {set_name} folder, layout ROOT/<class>/*", docs))
+    language = config.get("language") or {}
+    if language.get("enabled") and language.get("source") == "gpt2":
+        paths.append(ConfiguredPath("language.model_path", language.get("model_path"),
+                                    "the GPT-2 Small folder (model and tokenizer, written by save_pretrained)", PAPER_DATA))
+    if language.get("enabled") and language.get("source") == "hf":
+        paths.append(ConfiguredPath("language.model_path", language.get("model_path"),
+                                    "the model folder (config.json, weights and tokenizer, written by save_pretrained)",
+                                    OWN_LANGUAGE))
+        files = language.get("task_files") or {}
+        for task in language.get("tasks") or list(files):
+            if task in files:
+                paths.append(ConfiguredPath(f"language.task_files.{task}", files[task],
+                                            "the task file: a CSV or JSONL with columns clean, corrupted, answer, "
+                                            "distractor[, split]", OWN_LANGUAGE))
+    return paths
+
+
+def check_paths(config: dict[str, Any]) -> None:
+    """Every missing input path of a config at once (a dry run lists them all, not the first), each with its
+    layout and where to obtain it.
+
+    Args:
+        config: the workflow config (schema defaults filled, ``~`` expanded).
+
+    Raises:
+        ConfigError: listing each missing path (:func:`configured_paths`).
+    """
+    missing = [p for p in configured_paths(config) if not p.value or not Path(os.path.expanduser(str(p.value))).exists()]
+    if missing:
+        lines = "\n".join(f"  - {p.line()}" for p in missing)
+        raise ConfigError(f"{len(missing)} input path(s) of this config do not exist; nothing was run. Put each in "
+                          f"place (or fix the path in your config) and run again:\n{lines}")
 
 
 def require_finite(value, key="config"):
@@ -66,7 +156,7 @@ def resolve_vision_concepts(vision):
     if "mean" in vision.get("ablations", ["zero"]) and vision["source"] != "embedded":
         config_error("vision.ablations", vision["ablations"],
                      "mean ablation in the workflow takes its reference images from the embedded world's train split; for "
-                     "your own data run `certified-circuits vision-evaluate --ablation zero mean --reference ROOT` by hand, "
+                     f"your own data run `{COMMAND} vision-evaluate ... --ablation zero mean --reference ROOT` by hand, "
                      "or set vision.ablations: [zero]")
     if vision["source"] == "embedded":
         from certified_circuits.vision.data.world import WorldConfig
@@ -213,7 +303,7 @@ def check_vision(vision) -> int | None:
     if "mean" in vision.get("ablations", ["zero"]) and vision["source"] != "embedded":
         config_error("vision.ablations", vision["ablations"],
                      "mean ablation in the workflow takes its reference images from the embedded world's train split; for "
-                     "your own data run `certified-circuits vision-evaluate --ablation zero mean --reference ROOT` by hand, "
+                     f"your own data run `{COMMAND} vision-evaluate ... --ablation zero mean --reference ROOT` by hand, "
                      "or set vision.ablations: [zero]")
     if vision["source"] == "embedded":
         from certified_circuits.vision.data.world import WorldConfig
@@ -409,6 +499,7 @@ def check_config(config: dict[str, Any]) -> CheckedConfig:
     """
     expand_user_paths(config)
     require_finite(config)
+    check_paths(config)
     concepts: list[str] = []
     folders_components = None
     train_sizes = None
@@ -494,16 +585,95 @@ def check_before_schema(config: dict[str, Any], schema_keys) -> None:
                                       f"form; write {pair}")
 
 
-def condense_schema_error(text: str) -> str:
-    """Snakemake's schema error without the schema dump: the violation and where it is."""
+def condense_schema_error(text: str, schema_file: str | os.PathLike | None = None) -> str:
+    """Snakemake's schema error without the schema dump: the violation and where it is. A value that fits none
+    of a ``oneOf`` / ``anyOf`` (jsonschema's "is not valid under any of the given schemas") is told the allowed
+    values and forms instead, read from the failing part of the schema (``$ref`` resolved in ``schema_file``,
+    the checkout's config.schema.yaml by default).
+
+    Args:
+        text: Snakemake's WorkflowError text (jsonschema's message, the failing schema part and the instance).
+        schema_file: the schema whose ``definitions`` resolve ``$ref`` (default :data:`SCHEMA_FILE`).
+
+    Returns:
+        ``"config is invalid: <problem> (at <key>)"``, or ``text`` when it holds no ValidationError.
+    """
     lines = [line.strip() for line in text.splitlines()]
     problem = next((line.split("ValidationError:", 1)[1].strip() for line in lines if "ValidationError:" in line), "")
     where = next((line[len("On instance"):].rstrip(":") for line in lines if line.startswith("On instance")), "")
     keys = ".".join(part.strip("'\"") for part in where.replace("][", "|").strip("[]").split("|") if part)
     if not problem:
         return text
+    if problem.endswith(ANY_OF_PROBLEM):
+        allowed = _allowed_forms(text, schema_file)
+        if allowed:
+            problem = f"{problem[: -len(ANY_OF_PROBLEM)]}is not allowed here: use {allowed}"
     return f"config is invalid: {problem}" + (f" (at {keys})" if keys else "")
 
+
+#: jsonschema's message for a value that fits no alternative of a oneOf / anyOf
+ANY_OF_PROBLEM = "is not valid under any of the given schemas"
+
+#: the checkout's schema (the Snakefile's); ``$ref`` of a failing oneOf / anyOf is resolved in it
+SCHEMA_FILE = Path(__file__).resolve().parents[3] / "config.schema.yaml"
+
+
+def _allowed_forms(text: str, schema_file: str | os.PathLike | None) -> str:
+    """The alternatives of the oneOf / anyOf that failed, in words ("" when the error text does not show them)."""
+    import ast
+    import textwrap
+
+    found = re.search(r"Failed validating '(oneOf|anyOf)' in schema[^\n]*:\n((?:[ \t]+[^\n]*\n?)+)", text)
+    if not found:
+        return ""
+    try:
+        node = ast.literal_eval(textwrap.dedent(found.group(2)).strip())
+    except (ValueError, SyntaxError):
+        return ""
+    definitions: dict[str, Any] = {}
+    path = Path(schema_file) if schema_file is not None else SCHEMA_FILE
+    try:
+        import yaml
+
+        definitions = yaml.safe_load(path.read_text()).get("definitions", {})
+    except (OSError, ValueError, AttributeError):
+        pass
+    forms = [_describe(alternative, definitions) for alternative in node.get(found.group(1), [])]
+    return "; or ".join(form for form in forms if form)
+
+
+def _describe(schema: dict[str, Any], definitions: dict[str, Any]) -> str:
+    """One alternative of a schema in words: its enum, type, bounds, pattern or description."""
+    if "$ref" in schema:
+        name = str(schema["$ref"]).rsplit("/", 1)[-1]
+        resolved = definitions.get(name)
+        return _describe({**resolved, **{k: v for k, v in schema.items() if k != "$ref"}}, definitions) if resolved \
+            else f"a {name}"
+    if "enum" in schema:
+        return " or ".join(repr(v) if isinstance(v, str) else str(v) for v in schema["enum"])
+    kind = schema.get("type")
+    if kind == "null":
+        return "null (unset)"
+    if kind == "integer" or kind == "number":
+        bounds = [f">= {schema['minimum']}" if "minimum" in schema else "",
+                  f"> {schema['exclusiveMinimum']}" if "exclusiveMinimum" in schema else "",
+                  f"<= {schema['maximum']}" if "maximum" in schema else "",
+                  f"< {schema['exclusiveMaximum']}" if "exclusiveMaximum" in schema else ""]
+        bounds = [b for b in bounds if b]
+        return f"{'an integer' if kind == 'integer' else 'a number'}" + (f" {' and '.join(bounds)}" if bounds else "")
+    if kind == "array":
+        items = _describe(schema.get("items", {}), definitions) if schema.get("items") else "a value"
+        size = "a non-empty list" if schema.get("minItems") == 1 else "a list"
+        return f"{size}, each {items}" + (", no repeats" if schema.get("uniqueItems") else "")
+    if kind == "string":
+        if schema.get("description"):
+            return str(schema["description"]).strip()
+        if schema.get("pattern"):
+            return f"a string matching {schema['pattern']}"
+        return "a string"
+    if schema.get("description"):
+        return str(schema["description"]).strip()
+    return str(kind or "")
 
 
 #: Snakemake options after which no job runs and no result is written (the results lock is not taken)

@@ -26,8 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
+from certified_circuits.core import planning
 from certified_circuits.core.planning import Plan, plan
-from certified_circuits.core.setting import Setting
+from certified_circuits.core.setting import Setting, number
 
 
 class PlanConfigError(ValueError):
@@ -91,7 +92,7 @@ def _vision_plans(vision: Mapping[str, Any], folders_components: int | None) -> 
                 plans.append(
                     ConfigPlan(
                         f"{where}, radius sweep |D| = {size}",
-                        f"vision.radius_sweep (size {size}, p_del {p_del})",
+                        f"vision.radius_sweep (size {size}, p_del {number(float(p_del))})",
                         plan(int(size), n_components, setting.replace(p_del=float(p_del))),
                     )
                 )
@@ -189,12 +190,12 @@ def check_config_plans(plans: list[ConfigPlan]) -> list[ConfigPlan]:
 
 
 def plan_command(the_plan: Plan) -> str:
-    """The ``certified-circuits plan`` command line that prints ``the_plan`` with its suggestions."""
+    """The command line that prints ``the_plan`` with its suggestions, runnable as printed in a fresh shell
+    (:func:`certified_circuits.core.planning.plan_command`, which writes every plan command)."""
     s = the_plan.setting
-    return (
-        f"certified-circuits plan --examples {the_plan.n_examples} --components {the_plan.n_components} "
-        f"--p-del {s.p_del!r} --tau {s.tau!r} --alpha {s.alpha!r} --n {s.n} --n0 {s.n0} --correction {s.correction} "
-        f"--radius {max(the_plan.radius, 1)}"
+    return planning.plan_command(
+        the_plan.n_examples, the_plan.n_components, radius=max(the_plan.radius, 1), p_del=s.p_del, tau=s.tau,
+        alpha=s.alpha, n=s.n, n0=s.n0, correction=s.correction,
     )
 
 

@@ -68,6 +68,32 @@ def current_umask() -> int:
     return mask
 
 
+def follow_umask(folder: str | os.PathLike, itself: bool = True) -> Path:
+    """Give every file under ``folder`` the mode a plain ``open()`` gets (``0o666 & ~umask``) and every folder the
+    mode of ``mkdir`` (``0o777 & ~umask``), like every other output: for libraries that write private files
+    whatever the umask (safetensors writes ``model.safetensors`` 0600). Symbolic links are left alone.
+
+    Args:
+        folder: the folder.
+        itself: also set the folder's own mode (False: only what is inside it, e.g. a folder the caller was given).
+
+    Returns:
+        ``folder``.
+    """
+    folder = Path(folder)
+    umask = current_umask()
+    if itself:
+        os.chmod(folder, DIR_MODE & ~umask)
+    for root, dirnames, filenames in os.walk(folder):
+        for name in dirnames:
+            if not os.path.islink(os.path.join(root, name)):
+                os.chmod(os.path.join(root, name), DIR_MODE & ~umask)
+        for name in filenames:
+            if not os.path.islink(os.path.join(root, name)):
+                os.chmod(os.path.join(root, name), FILE_MODE & ~umask)
+    return folder
+
+
 def _refuse_folder(path: Path) -> None:
     if path.is_dir():
         raise IsADirectoryError(f"{path}: the output path is an existing folder; give a file name (e.g. {path}/out"
@@ -109,7 +135,7 @@ def atomic_dir(path: str | os.PathLike) -> Iterator[Path]:
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=TEMP_MARK, dir=path.parent))
     try:
         yield tmp
-        os.chmod(tmp, DIR_MODE & ~current_umask())
+        follow_umask(tmp)  # the folder and what library writers put in it (safetensors: 0600)
         if path.exists():
             old = Path(tempfile.mkdtemp(prefix=f".{path.name}.old.", suffix=TEMP_MARK, dir=path.parent))
             os.replace(path, old / path.name)
@@ -148,7 +174,8 @@ def write_npz(path: str | os.PathLike, arrays: dict[str, "np.ndarray"], compress
 
     with atomic_path(path) as tmp:
         with open(tmp, "wb") as handle:
-            (np.savez_compressed if compressed else np.savez)(handle, **arrays)
+            members: dict[str, Any] = dict(arrays)  # numpy's stubs type **kwds as its allow_pickle flag
+            (np.savez_compressed if compressed else np.savez)(handle, **members)
     return Path(path)
 
 

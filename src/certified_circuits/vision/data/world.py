@@ -27,13 +27,14 @@ Rendering is vectorised over chunks of images (shape edges 2x2 supersampled for 
 from __future__ import annotations
 
 import dataclasses
-import zipfile
 import json
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from certified_circuits import COMMAND
+from certified_circuits.storage.arrays import ArrayFileError, read_npz
 from certified_circuits.storage.atomic import write_npz, write_text
 
 CLASS_SHAPES: tuple[str, ...] = (
@@ -434,19 +435,15 @@ def load_split(path: Path) -> dict[str, np.ndarray]:
     if not path.is_file():
         raise FileNotFoundError(
             f"world split {path} does not exist; build the world first with "
-            f"`certified-circuits vision-world --out {path.parent}`"
+            f"`{COMMAND} vision-world --out {path.parent}`"
         )
-    not_a_split = (f"{path} is not a concept-world split (.npz written by `certified-circuits vision-world`); "
-                   "rebuild the world with vision-world")
+    fix = f"Rebuild the world with `{COMMAND} vision-world --out {path.parent}` (the workflow rebuilds it when it is deleted)."
     try:
-        loaded = np.load(path, allow_pickle=False)
-    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:  # numpy's own advice is about pickles
-        raise ValueError(f"{not_a_split} ({type(exc).__name__})") from None
-    if not isinstance(loaded, np.lib.npyio.NpzFile):  # a bare .npy array under an .npz name
-        raise ValueError(f"{not_a_split} (it holds one array, not a split's arrays)")
-    with loaded as z:
-        data = {k: z[k] for k in z.files}
+        data = read_npz(path, fix)
+    except ArrayFileError as exc:
+        raise ValueError(f"{path} is not a concept-world split (.npz written by vision-world): {exc.problem}. {fix}") \
+            from None
     missing = {"images", "labels", "ids", "class_names"} - set(data)
     if missing:
-        raise ValueError(f"{path} is not a concept-world split: missing arrays {sorted(missing)}")
+        raise ValueError(f"{path} is not a concept-world split: missing arrays {sorted(missing)}. {fix}")
     return data

@@ -24,6 +24,7 @@ from torch import nn
 from torchvision import models as tvm
 from torchvision.models.resnet import BasicBlock, ResNet
 
+from certified_circuits import COMMAND
 from certified_circuits.vision.networks.architectures import ARCHITECTURES, WORLD_BLOCKS, WORLD_WIDTHS, Architecture, architecture
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
@@ -229,7 +230,7 @@ def load_world_model(path: Path) -> VisionModel:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"world model checkpoint {path} does not exist; train it with "
-                                f"`certified-circuits vision-train --world WORLD_DIR --out-model {path}`")
+                                f"`{COMMAND} vision-train --world WORLD_DIR --out-model {path} --out-metrics METRICS.json`")
     ck = load_weights(path)
     if not isinstance(ck, dict) or "state_dict" not in ck or "widths" not in ck:
         raise ValueError(f"{path} is not a world model checkpoint written by vision-train")
