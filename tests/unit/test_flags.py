@@ -243,6 +243,9 @@ def test_one_line_per_kind_names_the_count_the_first_places_and_the_fix():
     assert lines[2] == ("- **plan** (5): class 0; class 1; class 2; and 2 more. plan marginal: p_empty 0. "
                         "Fix: use more examples.")  # most severe kind first
     assert lines[3] == "- **high-fpr** (1): a. fpr 1. Fix: read balanced."
+    twice = fl.kind_line("identical-curves", [Flag("identical-curves", "id", "a and b.", "f."),
+                                              Flag("identical-curves", "id", "a and c.", "f.")])
+    assert twice == "**identical-curves** (2 in 1 place): id. a and b. Fix: f."
     assert lines[-2:] == ["Details: the explorer.", ""]
     assert fl.grouped_markdown([])[2].startswith("None: no degenerate result found")
 

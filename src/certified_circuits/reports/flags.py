@@ -531,12 +531,14 @@ def by_kind(flags: Sequence[Flag]) -> dict[str, list[Flag]]:
 
 
 def kind_line(code: str, group: Sequence[Flag], shown: int = SHOWN_PLACES) -> str:
-    """One line for a kind: its count, its first ``shown`` places, the first one's message and fix
-    (``"**plan** (2): a; b. <message> Fix: <fix>"``; whitespace collapsed)."""
+    """One line for a kind: its count (and its places' when several flags share a place), its first ``shown``
+    places, the first one's message and fix (``"**plan** (2): a; b. <message> Fix: <fix>"``, ``"**identical-curves**
+    (25 in 9 places): ..."``; whitespace collapsed)."""
     places = list(dict.fromkeys(f.where or "(run)" for f in group))
     where = "; ".join(places[:shown]) + (f"; and {len(places) - shown} more" if len(places) > shown else "")
     first = group[0]
-    text = f"**{code}** ({len(group)}): {where}. {first.message} Fix: {first.fix}"
+    count = f"{len(group)}" + (f" in {len(places)} place{'s' if len(places) > 1 else ''}" if len(places) < len(group) else "")
+    text = f"**{code}** ({count}): {where}. {first.message} Fix: {first.fix}"
     return re.sub(r"\s+", " ", text).strip()
 
 
