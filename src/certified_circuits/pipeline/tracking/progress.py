@@ -116,8 +116,9 @@ class Progress:
         self._stop.set()
 
 
-def start_progress(workflow: Any, results: str | os.PathLike, interval: float | None = None,
-                   stream: TextIO | None = None) -> Progress:
+def start_progress(
+    workflow: Any, results: str | os.PathLike, interval: float | None = None, stream: TextIO | None = None
+) -> Progress:
     """Start the progress thread of a workflow run.
 
     Args:
@@ -131,7 +132,8 @@ def start_progress(workflow: Any, results: str | os.PathLike, interval: float | 
     """
     if interval is None:
         interval = float(os.environ.get("CC_PROGRESS_SECONDS", INTERVAL))
-    progress = Progress(lambda since: running_logs(workflow, results, since), min(max(interval, 0.1), INTERVAL),
-                        stream or sys.stderr)
+    progress = Progress(
+        lambda since: running_logs(workflow, results, since), min(max(interval, 0.1), INTERVAL), stream or sys.stderr
+    )
     progress.thread.start()
     return progress
