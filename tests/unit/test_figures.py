@@ -195,7 +195,7 @@ def test_the_radius_sweep_figure_marks_settings_whose_plan_is_not_ok(tmp_path: P
 
     monkeypatch.setattr(figures.Figure, "legend", spy)
     assert_figure(figures.plot_radius_sweep(pd.DataFrame(rows), tmp_path / "sweep"), tmp_path / "sweep")
-    assert legends[-1][-1] == "plan not ok (|D| = 50, r = 11: marginal; see the plan warning)"
+    assert legends[-1][-1] == "plan not ok (|D| = 50, r = 11: marginal)"
     # the parse-time plan warning (plan/warnings.json) is written in the cACC panel, next to the marked point
     texts = []
     from matplotlib.axes import Axes

@@ -15,6 +15,7 @@ no global backend switch, nothing to leak between calls.
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 from typing import Sequence
 
@@ -420,8 +421,6 @@ def plot_radius_sweep(sweep: pd.DataFrame, stem: Path, warnings: Sequence[str] =
         axes[0, col].set_title(str(experiment))
         axes[-1, col].set_xlabel("certified radius r")
     if warnings:  # the plan's words next to the points they concern
-        import textwrap
-
         text = "\n".join(textwrap.fill(f"plan warning: {w}", 70) for w in warnings)
         axes[0, 0].text(0.02, 0.03, text, transform=axes[0, 0].transAxes, fontsize=5, color="#d62728", va="bottom",
                         bbox={"facecolor": "white", "alpha": 0.85, "edgecolor": "#d62728", "linewidth": 0.5})
@@ -430,8 +429,10 @@ def plot_radius_sweep(sweep: pd.DataFrame, stem: Path, warnings: Sequence[str] =
     if len(flagged):
         where = "; ".join(f"|D| = {r.n_examples}, r = {r.radius}: {r.plan_verdict}" for r in flagged.itertuples())
         handles.append(Line2D([], [], ls="none", marker="o", ms=8, mfc="none", mec="#d62728", mew=1.4,
-                              label=f"plan not ok ({where}; see the plan warning)"))
-    fig.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 3), frameon=False)
+                              label=textwrap.fill(f"plan not ok ({where})", 40)))
+    # one column when a plan note is in the legend: a long entry beside the sizes is cut at the figure's edge
+    fig.legend(handles=handles, loc="outside lower center", ncol=1 if len(flagged) else min(len(handles), 3),
+               frameon=False)
     return save_figure(fig, stem)
 
 
