@@ -9,7 +9,7 @@ import pytest
 from certified_circuits.core.planning import plan
 from certified_circuits.core.setting import Setting
 from certified_circuits.reports import flags as fl
-from certified_circuits.reports.flags import Flag, certificate_flags, curve_flags, flag_tags, flags_markdown
+from certified_circuits.reports.flags import Flag, certificate_flags, curve_flags, flag_tags
 
 K = [0.1, 0.2, 0.3]
 
@@ -164,14 +164,6 @@ def test_flag_tags_count_and_limit():
     value = flag_tags(many)["cc.flag.plan"]
     assert len(value) <= fl.TAG_LIMIT and value.startswith("200: ") and value.endswith("more)")
     assert flag_tags([]) == {}
-
-
-def test_flags_markdown_sorted_by_severity():
-    assert flags_markdown([]) == []
-    lines = flags_markdown([Flag("constant-quantity", "w", "m.", "f."), Flag("model-at-chance", "v", "n.", "g.")])
-    assert lines[0] == "## Warnings" and lines[1] == "" and lines[-1] == ""
-    assert lines[2] == "- **model-at-chance**: v: n. Fix: g."
-    assert lines[3].startswith("- **constant-quantity**")
 
 
 def test_a_stress_set_at_chance_is_flagged_as_expected_not_as_a_broken_model():

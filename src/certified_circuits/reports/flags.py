@@ -1,9 +1,13 @@
 """Degenerate results, flagged where people look (issue 26): one implementation of every check.
 
-A reader takes "0 certified" or a flat curve as a finding. Every report that shows a result runs these checks
-and puts what they find where the result is read: the ``## Warnings`` section of ``summary.md``
-(:func:`flags_markdown`), the explorer's pages, stderr, and the MLflow tags of the stage (:func:`flag_tags`,
-``cc.flag.<code>``). A :class:`Flag` says what it concerns, in one line what it means, and what to change.
+A reader takes "0 certified" or a flat curve as a finding. A run's flags are ONE list (issue 35):
+:func:`run_flags` checks every curves table and certificate of the run and adds the parse-time plan warnings
+(``plan/warnings.json``, :func:`plan_records`); the ``report-warnings`` stage writes it to ``warnings.json``
+(:func:`write_flags`) and tags its job with :func:`flag_tags` (MLflow ``cc.flag.<code>``). Everything else reads that
+file: the ``## Warnings`` section of ``summary.md`` (:func:`grouped_markdown`: one line per kind, :func:`kind_line`),
+the explorer (a one-line banner per kind on every page, every flag a click away) and the end of the run
+(:func:`counts_line`), so the counts are the same everywhere. A :class:`Flag` says what it concerns (and its
+experiment and concept, for the explorer's pages), in one line what it means, and what to change.
 
 Codes and their rules (thresholds are the module constants below):
 
@@ -73,7 +77,7 @@ GROUP_KEYS = ("experiment", "scorer", "concept", "setting", "eval_set")
 BINARY_METRICS = ("balanced_accuracy", "binary_accuracy")
 #: Quantities the reports plot against K (checked by ``constant-quantity``).
 PLOTTED = ("cacc", "accuracy", "balanced_accuracy", "false_positive_rate", "binary_accuracy", "logit_diff")
-#: Codes from most to least severe (the order of :func:`flags_markdown`).
+#: Codes from most to least severe (the order of every list: :func:`sorted_flags`).
 CODES = ("model-at-chance", "plan", "certified-nothing", "empty-circuit", "high-fpr", "identical-curves",
          "constant-quantity")
 
@@ -406,19 +410,6 @@ def sorted_flags(flags: Sequence[Flag]) -> list[Flag]:
     return sorted(flags, key=lambda f: rank.get(f.code, len(CODES)))
 
 
-def merge_flags(flags: Sequence[Flag], shown: int = 5) -> list[Flag]:
-    """Flags with the same code, message and fix (a plan warning of every class of one setting) as one flag whose
-    ``where`` lists the first ``shown`` places and counts the rest; first occurrence order."""
-    groups: dict[tuple[str, str, str], list[str]] = {}
-    for flag in flags:
-        groups.setdefault((flag.code, flag.message, flag.fix), []).append(flag.where)
-    merged = []
-    for (code, message, fix), wheres in groups.items():
-        where = "; ".join(wheres[:shown]) + (f"; and {len(wheres) - shown} more" if len(wheres) > shown else "")
-        merged.append(Flag(code, where if len(wheres) == 1 else f"{len(wheres)} places: {where}", message, fix))
-    return merged
-
-
 # ------------------------------------------------------------------------------------- the run's one list
 
 #: format of ``<results>/warnings.json`` (:func:`write_flags`) and of ``<results>/plan/warnings.json``
@@ -555,11 +546,3 @@ def grouped_markdown(flags: Sequence[Flag], details: str = "") -> list[str]:
 #: The Warnings section of a run without flags (one line, naming what was checked).
 NO_WARNINGS = ("None: no degenerate result found (checked: model at chance, empty circuits, certified IN nothing, "
                f"identical or constant curves, false-positive rate >= {HIGH_FPR:g}, plan warnings).")
-
-
-def flags_markdown(flags: Sequence[Flag]) -> list[str]:
-    """Lines of a ``## Warnings`` section: the heading, a blank line, one ``- **code** line`` bullet per flag
-    (most severe first) and a closing blank line; [] when there are no flags (the caller says so)."""
-    if not flags:
-        return []
-    return ["## Warnings", "", *[f"- **{f.code}**: {f.line()}" for f in sorted_flags(flags)], ""]
