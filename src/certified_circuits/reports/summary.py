@@ -82,7 +82,9 @@ def faithfulness_table(tables: Path, experiment: str, main_scorer: str | None) -
     raw = _main(pd.read_csv(path, dtype={"concept": str}), main_scorer)
     if "setting" in raw and raw["setting"].nunique() > 1:
         raw = raw[raw["setting"] == raw["setting"].iloc[0]]
-    cpr = next(c for c in raw.columns if c.startswith("CPR"))
+    cpr = next((c for c in raw.columns if c.startswith("CPR")), None)
+    if cpr is None or "eval_set" not in raw or "method" not in raw:
+        return None
     wide = raw.pivot_table(index="eval_set", columns="method", values=cpr, aggfunc="mean", sort=False)
     out = pd.DataFrame({"experiment": experiment, "eval set": wide.index.astype(str)})
     for method in (m for m in METHODS if m in wide):
