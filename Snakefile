@@ -26,6 +26,7 @@ from certified_circuits.pipeline.config import (
     snakemake_runs_jobs,
 )
 from certified_circuits.pipeline.plans import plan_tags
+from certified_circuits.reports.flags import plan_records
 from certified_circuits.storage.atomic import CHECKOUT_LOCK, RunLocked, hold_lock, lock_results
 
 min_version("9.0")
@@ -73,10 +74,12 @@ if workflow.is_main_process:
             RUN_LOCKS["results"] = lock_results(config["results_dir"].rstrip("/"))
     except RunLocked as held:
         raise WorkflowError(str(held)) from None
-# Marginal settings (one side impossible, frequent empty sub-datasets): said now, before any job, and tagged
-# on the MLflow parent run; summary.md and the explorer repeat them next to each setting.
+# Marginal settings (one side impossible, frequent empty sub-datasets): said now, before any job, tagged on the
+# MLflow parent run, and written into the results (plan/warnings.json), whence the run's warning list, summary.md,
+# the explorer and the radius-sweep figure show them.
 PLAN_WARNINGS = [line for p in CHECKED.plans for line in p.lines()]
 PLAN_TAGS = plan_tags(CHECKED.plans)  # the MLflow parent run's cc.plan.* tags (rules/tracking.smk)
+PLAN_RECORDS = plan_records(CHECKED.plans)  # written into the results: RESULTS/plan/warnings.json (rules/reports.smk)
 if PLAN_WARNINGS and workflow.is_main_process:
     print("Certification plan warnings (bin/certified-circuits plan --help; README 'Will my setting certify anything?'):",
           *(f"  - {line}" for line in PLAN_WARNINGS), sep="\n", file=sys.stderr)

@@ -1,13 +1,33 @@
-# Aggregates: tables and figures of the paper, and the run summary. `rule all` asks for these.
+# Aggregates: tables and figures of the paper, the run's warning list and summary. `rule all` asks for these.
+
+import json
 # The operating K of every figure comes from one table, operating_points.csv, that report-sufficiency
 # writes beside the peak tables; the later reports read it and never recompute it.
 
 ALL_TARGETS = []
-SUMMARY_PEAKS = []
 SUMMARY_MEAN_ABLATION = []  # the testbed's mean-ablation selection table (the summary's findings)
-# what the summary checks for degenerate results (reports/flags.py): every curves table and every certificate
+# what the run's one warning list (warnings.json, reports/flags.py run_flags) checks: every curves table and every
+# certificate of the main settings, and the parse-time plan warnings (plan/warnings.json)
 SUMMARY_CURVES = []
 SUMMARY_CERTIFICATES = []
+PLAN_WARNINGS_FILE = f"{RESULTS}/plan/warnings.json"
+
+
+rule plan_warnings:
+    """The plan warnings the Snakefile printed at parse time (PLAN_RECORDS: every setting the config certifies, the
+    radius sweep's included), written into the results: the warning list, the summary, the explorer and the
+    radius-sweep figure show them. Rerun when they change (params)."""
+    output:
+        PLAN_WARNINGS_FILE,
+    params:
+        job=job_env("plan_warnings"),
+        records=json.dumps(PLAN_RECORDS),
+    log:
+        log_path("plan_warnings"),
+    conda:
+        ENV
+    shell:
+        "{params.job} certified-circuits report-plan-warnings --records {params.records:q} --out {output:q} 2> {log:q}"
 
 
 # The theory figures are drawn for one (U, |D|): the vision experiment's main setting (every class shares its |D| and
@@ -71,7 +91,6 @@ if VISION["enabled"]:
             "{params.select} --title {params.title:q} --out-dir {params.out:q} 2> {log:q}"
 
     ALL_TARGETS += rules.vision_tables.output
-    SUMMARY_PEAKS += [rules.vision_tables.output.peaks, rules.vision_tables.output.balanced]
 
     if "mean" in VISION["ablations"]:
         VMEAN_TABLES = f"{VTABLES}/mean_ablation"
@@ -105,7 +124,6 @@ if VISION["enabled"]:
                 "--bootstrap-seed {params.bootstrap_seed} {params.select} --title {params.title:q} --out-dir {params.out:q} 2> {log:q}"
 
         ALL_TARGETS += rules.vision_tables_mean.output
-        SUMMARY_PEAKS += [rules.vision_tables_mean.output.peaks, rules.vision_tables_mean.output.balanced]
         SUMMARY_CURVES += [rules.vision_tables_mean.output.curves]
         if VISION["selection_set"] and GROUND_TRUTHS.get(VX) == "vision":
             SUMMARY_MEAN_ABLATION += [f"{VMEAN_TABLES}/selected_balanced_raw.csv"]
@@ -209,6 +227,7 @@ if VISION["enabled"]:
             input:
                 circuits=RADIUS_CIRCUITS,
                 sufficiency=RADIUS_SUFFICIENCY,
+                plan=PLAN_WARNINGS_FILE,
             output:
                 fixed=f"{VTABLES}/radius_sweep_fixed_k.csv",
                 best=f"{VTABLES}/radius_sweep_best_k.csv",
@@ -224,7 +243,7 @@ if VISION["enabled"]:
                 ENV
             shell:
                 "{params.job} certified-circuits report-radius --k {params.k} {params.circuits} "
-                "--sufficiency {input.sufficiency:q} --out-dir {params.out:q} 2> {log:q}"
+                "--sufficiency {input.sufficiency:q} --plan-warnings {input.plan:q} --out-dir {params.out:q} 2> {log:q}"
 
         ALL_TARGETS += rules.vision_radius_sweep.output
 
@@ -347,7 +366,6 @@ if LANGUAGE["enabled"]:
             "--test {params.test} --bootstrap-seed {params.bootstrap_seed} {params.select} --title {params.title:q} --out-dir {params.out:q} 2> {log:q}"
 
     ALL_TARGETS += rules.language_tables.output
-    SUMMARY_PEAKS += [rules.language_tables.output.peaks]
     SUMMARY_CURVES += [rules.language_tables.output.curves]
     SUMMARY_CERTIFICATES += [PATHS.certificates(LX, "train", task, "eap_ig", setting) for task in LANGUAGE["tasks"]
                              for setting in language_settings(task)]
@@ -457,14 +475,39 @@ if LANGUAGE["enabled"]:
 ALL_TARGETS += TESTBED_TARGETS
 
 
-rule summary:
-    """Headline numbers of the run (printed at the end and written to summary.md), after a Warnings section that
-    flags every degenerate result of the curves tables and certificates (model at chance, empty circuits, plan
-    warnings, ...)."""
+rule warnings:
+    """The run's one warning list (reports/flags.py run_flags): every degenerate result of the curves tables and
+    certificates (model at chance, empty circuits, certified nothing, ...) and the plan warnings. summary.md, the
+    explorer, the MLflow tags (cc.flag.<kind>) and the end of the run all show this file."""
     input:
-        peaks=SUMMARY_PEAKS,
         curves=SUMMARY_CURVES,
         certificates=SUMMARY_CERTIFICATES,
+        plan=PLAN_WARNINGS_FILE,
+    output:
+        f"{RESULTS}/warnings.json",
+    params:
+        job=job_env("warnings"),
+    log:
+        log_path("warnings"),
+    conda:
+        ENV
+    shell:
+        "{params.job} certified-circuits report-warnings --curves {input.curves:q} --certificates {input.certificates:q} "
+        "--plan-warnings {input.plan:q} --out {output:q} 2> {log:q}"
+
+
+ALL_TARGETS += rules.warnings.output
+SUMMARY_EXPERIMENTS = ([(VX, PATHS.tables(VX))] if VISION["enabled"] else []) + (
+    [(LX, PATHS.tables(LX))] if LANGUAGE["enabled"] else [])
+
+
+rule summary:
+    """summary.md, the run's results in one page (reports/summary.py): the findings, one compact table per result
+    family, the warnings grouped by kind; after every table (the end of the run prints its findings)."""
+    input:
+        targets=list(ALL_TARGETS),
+        warnings=rules.warnings.output[0],
+        plan=PLAN_WARNINGS_FILE,
         ground_truths=[PATHS.ground_truth(x) for x in GROUND_TRUTHS],
         recovery=[p for p in TESTBED_TABLES if p.endswith("recovery_auroc.csv")],
         stability=[p for p in TESTBED_TABLES if p.endswith("stability.csv")],
@@ -473,6 +516,7 @@ rule summary:
         f"{RESULTS}/summary.md",
     params:
         job=job_env("summary"),
+        experiments=item_options("--experiment", SUMMARY_EXPERIMENTS),
         testbed=lambda w, input: " ".join(
             f"--{flag} {words(paths)}" for flag, paths in (("ground-truth", input.ground_truths), ("recovery", input.recovery),
                                                            ("stability", input.stability), ("mean-ablation", input.mean_ablation))
@@ -482,8 +526,8 @@ rule summary:
     conda:
         ENV
     shell:
-        "{params.job} certified-circuits report-summary --peaks {input.peaks:q} --curves {input.curves:q} "
-        "--certificates {input.certificates:q} {params.testbed} --out {output:q} 2> {log:q}"
+        "{params.job} certified-circuits report-summary {params.experiments} --warnings {input.warnings:q} "
+        "--plan-warnings {input.plan:q} {params.testbed} --out {output:q} 2> {log:q}"
 
 
 ALL_TARGETS += rules.summary.output
@@ -500,6 +544,7 @@ rule explorer:
     and figure, which it shows)."""
     input:
         targets=list(ALL_TARGETS),
+        warnings=rules.warnings.output[0],
         circuits=list(dict.fromkeys(path for row in explorer_circuits() for path in row[2:])),
     output:
         # the folder's other files (pages, figures, CSS, JS) are written beside index.html, atomically with it
@@ -517,7 +562,7 @@ rule explorer:
         ENV
     shell:
         "{params.job} certified-circuits report-explorer {params.experiments} {params.circuits} {params.features} "
-        "--theory {params.theory} --out-dir {params.out:q} 2> {log:q}"
+        "--theory {params.theory} --warnings {input.warnings:q} --out-dir {params.out:q} 2> {log:q}"
 
 
 ALL_TARGETS += rules.explorer.output

@@ -2,7 +2,8 @@
 #
 # onstart creates the parent run (tagged with this process's host and pid, holding the resolved config
 # as parameters and config.yaml) after ending parents of killed invocations as KILLED; jobs leave JSON
-# records; onsuccess/onerror log the pending records as child runs and close the parent. Snakemake calls
+# records; onsuccess/onerror log the pending records as child runs and close the parent; onstart also starts the
+# progress lines and onsuccess ends with the end-of-run message (paths, findings, warning counts). Snakemake calls
 # no hook at all when there is nothing to do, so a real (not dry) invocation also logs pending records
 # and closes dead parents when it exits: a few directory listings, MLflow is imported only if needed.
 
@@ -28,7 +29,23 @@ if MLFLOW_ENABLED and workflow.is_main_process:
     _tracking.recover_at_exit(RESULTS, _real_run)
 
 
+PROGRESS = {}  # the progress thread (pipeline/tracking/progress.py): stopped before the end-of-run message
+
+
+def _end_of_run():
+    """Stop the progress lines, then say where the results are (reports/findings.py end_message: at most 25 lines)."""
+    if "thread" in PROGRESS:
+        PROGRESS["thread"].stop()
+    from certified_circuits.reports.findings import end_message
+
+    print(*end_message(RESULTS), sep="\n", file=sys.stderr)
+
+
 onstart:
+    # Every running job's latest log line reaches the terminal at least once a minute (its stderr goes to its log).
+    from certified_circuits.pipeline.tracking.progress import start_progress
+
+    PROGRESS["thread"] = start_progress(workflow, RESULTS)
     # This process holds the results folder's flock now (taken at parse time, or here if that missed a real
     # run): no live writer of another run is there, so temporary files of writers killed earlier are stale.
     from certified_circuits.storage.atomic import RunLocked, lock_results, remove_stale_temporaries
@@ -77,10 +94,10 @@ def _finish(success):
 
 onsuccess:
     _finish(True)
-    summary = f"{RESULTS}/summary.md"
-    if os.path.exists(summary):
-        print(open(summary).read(), file=sys.stderr)
+    _end_of_run()
 
 
 onerror:
+    if "thread" in PROGRESS:
+        PROGRESS["thread"].stop()
     _finish(False)

@@ -27,8 +27,10 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     results = tmp_path_factory.mktemp("testbed") / "results"
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
     command = [str(BIN / "snakemake"), "--cores", "2", "--configfile", str(CONFIG), "--config", f"results_dir={results}"]
-    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=1200)
+    done = subprocess.run(command, cwd=ROOT, env={**env, "CC_PROGRESS_SECONDS": "5"}, capture_output=True, text=True,
+                          timeout=1200)
     assert done.returncode == 0, done.stderr[-6000:]
+    (results.parent / "workflow.stderr").write_text(done.stderr)  # what the terminal showed
     return results
 
 
@@ -86,3 +88,48 @@ def test_the_summary_opens_with_findings_and_the_explorer_shows_recovery(run: Pa
     index = (run / "explorer" / "index.html").read_text()
     assert "Recovery of the known circuit" in index and "recovery.png" in index
     assert (run / "tables" / "world" / "mean_ablation" / "selected_balanced_raw.csv").is_file()
+
+
+def _kinds(pairs) -> dict[str, int]:
+    return {code: int(n) for code, n in pairs}
+
+
+def test_one_warning_list_everywhere_and_a_summary_a_person_reads(run: Path) -> None:
+    """Issue 35: summary.md within 120 lines, findings first, a compact table per family, the warnings grouped; the
+    same counts by kind in warnings.json (the MLflow tags' source), summary.md, the explorer and the terminal; the run
+    ends with both paths, the findings and the counts in at most 25 lines, after progress lines of running jobs."""
+    import re
+
+    from certified_circuits.reports.flags import flag_tags, read_flags
+
+    summary = (run / "summary.md").read_text()
+    lines = summary.splitlines()
+    assert len(lines) <= 120
+    assert summary.index("## What this run shows") < summary.index("## Results") < summary.index("## Warnings")
+    for family in ("### Sufficiency", "### Faithfulness", "### Recovery", "### Stability", "### Spurious index"):
+        assert family in summary, family
+    assert all("`tables/" in line for line in lines if line.startswith("### "))  # each links its full table
+    listed = read_flags(run / "warnings.json")
+    record = json.loads((run / "warnings.json").read_text())["counts"]
+    assert record and record.get("plan", 0) >= 2  # the smoke settings have radius 0: planned at parse time
+    assert (run / "plan" / "warnings.json").is_file()
+    tags = {key.removeprefix("cc.flag."): int(value.split(":")[0]) for key, value in flag_tags(listed).items()}
+    in_summary = _kinds(re.findall(r"^- \*\*([a-z-]+)\*\* \((\d+)[^)]*\):", summary, re.M))
+    index = (run / "explorer" / "index.html").read_text()
+    banners = _kinds(re.findall(r'class="banner" href="index.html#warn-[a-z-]+"><b>([a-z-]+)</b> × (\d+)', index))
+    stderr = (run.parent / "workflow.stderr").read_text()
+    end = stderr[stderr.rindex("certified-circuits: done"):].splitlines()
+    terminal = _kinds((code, n) for n, code in re.findall(r"(\d+) ([a-z-]+)", next(l for l in end if l.startswith("Warnings:"))))
+    assert record == tags == in_summary == banners == terminal
+    for page in (run / "explorer").glob("*/*.html"):  # every page carries one line per kind
+        assert page.read_text().count('class="banner"') == len(record), page
+    # the explorer's first screen is results: the full warning list comes after them
+    assert index.index("<section>") < index.index('id="warnings"')
+    # the end: at most 25 lines, both paths, the findings, the counts
+    assert len(end) <= 25
+    assert any(l.startswith("Summary:  ") and l.endswith("summary.md") for l in end)
+    assert any(l.startswith("Explorer: ") and "explorer/index.html" in l for l in end)
+    assert "What this run shows:" in end and sum(l.startswith("- ") for l in end) >= 4
+    assert "Building DAG" not in "\n".join(end)  # nothing of the summary's body, no job blocks after it
+    # progress: the latest log line of running jobs, while they run (every 5 s here: vision_train alone runs longer)
+    assert re.search(r"^\[\d\d:\d\d:\d\d\] [a-z_]+( \(.*\))?, \d+ min: .+", stderr, re.M)

@@ -93,29 +93,6 @@ def test_charts_scale_fractions_to_the_unit_interval_and_other_metrics_to_their_
     assert ">0.003</text>" in diff and ">0.001</text>" in diff and ">0.75</text>" not in diff
 
 
-def test_the_summary_is_written_for_people(tmp_path):
-    """summary.md: settings in words, one sentence per row with the numbers, the formatted table, no raw CSV."""
-    import pandas as pd
-
-    from certified_circuits.reports.paper import summary_report
-
-    folder = tmp_path / "tables" / "world"
-    folder.mkdir(parents=True)
-    raw = pd.DataFrame([{"experiment": "world", "scorer": "relevance", "eval_set": "id", "metric": "cacc", "full": 0.9,
-                         "baseline": 0.8125, "baseline_k": 0.25, "certified": 0.875, "certified_k": 0.2031,
-                         "pvalue_examples": 0.031, "setting": "p0.6_n0100_n1000_s0/t0.95_a0.001_bonferroni"}])
-    raw.to_csv(folder / "peaks_cacc_raw.csv", index=False)
-    (folder / "peaks_cacc.md").write_text("Table: Peak cACC\n\n| Dataset | Δ cACC |\n|:---|---:|\n| relevance / id | +7.7 * |\n")
-    out = tmp_path / "summary.md"
-    summary_report([folder / "peaks_cacc_raw.csv"], out)
-    text = out.read_text()
-    assert "Certification setting: tau 0.95, p_del 0.6, r = 1." in text
-    assert ("- relevance, id: certified 87.5% at K = 20.3% of the components, baseline 81.2% at K = 25.0%, "
-            "full model 90.0% (cACC; per-example p = 0.031).") in text
-    assert "| relevance / id | +7.7 * |" in text and "`tables/world/peaks_cacc.md`" in text
-    assert "experiment,scorer" not in text and "explorer/index.html" in text
-
-
 def test_a_page_opens_at_the_held_out_k_then_the_id_peak(tmp_path):
     """The default K of a page: the certified K chosen on held-out data (the fair comparison's choice), else the
     certified curve's ID peak, else the middle of the grid."""
@@ -140,7 +117,11 @@ def test_a_page_opens_at_the_held_out_k_then_the_id_peak(tmp_path):
 
 
 def _warning_boxes(page: Page) -> int:
-    return sum(1 for tag, attrs in page.tags if tag == "div" and "warning" in (dict(attrs).get("class") or "").split())
+    return sum(1 for _, attrs in page.tags if "warning" in (dict(attrs).get("class") or "").split())
+
+
+def _banners(page: Page) -> list[str]:
+    return [dict(attrs)["href"] for _, attrs in page.tags if dict(attrs).get("class") == "banner"]
 
 
 def test_a_healthy_run_shows_no_warning(tmp_path):
@@ -166,20 +147,26 @@ def test_a_circuit_that_certifies_nothing_is_flagged_next_to_its_setting_and_on_
     message, _, fix = next(w for w in warnings if "IN cannot be certified" in w).partition(" Fix: ")
     for role in ("index", "vision"):
         page = found[role]
-        assert _warning_boxes(page) == 1, role
+        assert _warning_boxes(page) == (2 if role == "index" else 1), role  # the overview: one block per kind
         text = " ".join(page.all_text.split())
         assert " ".join(message.split()) in text and " ".join(fix.split()) in text, role  # the planner's warning
         assert "certified-nothing" in text and "no component is certified IN" in text and "lower p_del or tau" in text
         assert "certified-circuits plan --examples 4 --components 6" in text  # the fix's command, as <code>
         assert "c" + IMG in text  # where: the class, shown as text, never markup (the fixture has no images)
         assert "img" not in page.names and not [n for _, attrs in page.tags for n, _ in attrs if n.startswith("on")]
-    assert _warning_boxes(found["language"]) == 0
     assert json.loads((tmp_path / "metrics.json").read_text())["explorer_flags"] == len(warnings) + 1
-    # high on the overview: before the first experiment's section; on the class page: right after its setting
+    # every page (the healthy task page too) carries one line per kind, each a link to its details on the overview
+    for role, page in found.items():
+        up = "" if role == "index" else "../"
+        assert _banners(page) == [f"{up}index.html#warn-plan", f"{up}index.html#warn-certified-nothing"], role
+    assert _warning_boxes(found["language"]) == 0  # the task page has no warning of its own
+    # the overview: results first, then the warnings, one collapsed block per kind; the class page: its own
+    # warnings, collapsed, right after its setting
     index = (out / "index.html").read_text()
-    assert index.index('class="warning"') < index.index("<section>")
+    assert index.index("<section>") < index.index('id="warnings"') < index.index('id="warn-plan"')
+    assert "<details" in index[index.index('id="warnings"') - 200:] and " open" not in index
     vision = next(p.read_text() for p in out.glob("*/*.html") if "circuit-data" in p.read_text())
-    assert vision.index("class=meta") < vision.index('class="warning"') < vision.index("<h2>Circuit per layer")
+    assert vision.index("class=meta") < vision.index('<details class="warning">') < vision.index("<h2>Circuit per layer")
     # the task page's settings table says which setting has warnings (here: none)
     language = found["language"]
     assert "warnings" in language.all_text and "none" in language.all_text
@@ -197,7 +184,7 @@ def test_a_language_setting_with_a_plan_warning_is_flagged_on_its_task_page(tmp_
     assert "radius 0: at tau 0.6" in found["index"].all_text
 
 
-def test_the_overview_lists_a_warning_of_many_places_once():
+def test_the_overview_lists_each_kind_once_with_every_place_a_click_away():
     from certified_circuits.reports.explorer import overview
     from certified_circuits.reports.flags import Flag
 
@@ -205,11 +192,13 @@ def test_the_overview_lists_a_warning_of_many_places_once():
             for i in range(7)]
     other = Flag("high-fpr", "world / class 0 / eval_set id", "the false-positive rate reaches 1.", "read `balanced`.")
     page = Page(overview([], {}, {}, {}, [], [*same, other]))
+    blocks = [dict(attrs)["id"] for tag, attrs in page.tags if tag == "details"]
+    assert blocks == ["warn-plan", "warn-high-fpr"]  # most severe first, one block per kind
     items = [tag for tag, _ in page.tags if tag == "li"]
     text = page.all_text
-    assert len(items) == 2 and "Warnings: 8 results" in text and "7 places: world / class 0" in text
-    assert "and 2 more" in text and text.count("use more examples.") == 1
-    assert text.index("plan marginal") < text.index("false-positive rate")  # most severe first
+    assert len(items) == 8 and "Warnings: 7 plan, 1 high-fpr" in text  # every place, in the collapsed blocks
+    assert "plan (7): world / class 0; world / class 1; world / class 2; and 4 more." in text  # the kind's one line
+    assert "world / class 6" in text  # a click away
     assert ("code", []) in page.tags  # a Markdown code span of a fix shown as <code>
 
 
@@ -230,7 +219,8 @@ def _build_two_scorers(tmp_path):
     tables = tmp_path / "tables" / "v"
     main = _write_circuit(tmp_path / "h5" / "v", "vision", "circle",
                           ["layer1.0", "layer1.1", "layer1.2", "layer2.0", "layer2.1", "layer2.2"],
-                          np.array([0, 0, 0, 1, 1, 1]), np.array([[1, -1, -1, 0, 1, 0], [1, 1, -1, -1, 0, 0]]))
+                          np.array([0, 0, 0, 1, 1, 1]), np.array([[1, -1, -1, 0, 1, 0], [1, 1, -1, -1, 0, 0]]),
+                          {"experiment": "world", "concept": "circle"})
     folder = tmp_path / "h5" / "activation"
     folder.mkdir()
     baseline = np.array([[0, 0, 0, 1, 1, 1]] * 2, bool)
@@ -240,7 +230,8 @@ def _build_two_scorers(tmp_path):
                                                    attrs={**SETTING, "scorer": "activation", "model": "m"}))
     certificates = write_certificates(folder / "certificates.h5", Certificates(
         k_grid=K_GRID, decision=np.array([[0, 0, -1, -1, -1, -1], [0, 0, 0, -1, -1, -1]], np.int8), majority=baseline,
-        pvalue=np.zeros((2, 6)), attrs={**SETTING, **TEST, "scorer": "activation", "model": "m"}))
+        pvalue=np.zeros((2, 6)), attrs={**SETTING, **TEST, "scorer": "activation", "model": "m", "experiment": "world",
+                                        "concept": "circle"}))
     curves = pd.read_csv(tables / "sufficiency.csv")
     other = curves.assign(scorer="activation", accuracy=curves.accuracy / 4)
     pd.concat([curves, other]).to_csv(tables / "sufficiency.csv", index=False)
@@ -248,9 +239,11 @@ def _build_two_scorers(tmp_path):
                 Circuit("world", "circle", main.attributions, votes, certificates),
                 Circuit("tiny_gpt2", "ioi", *(tmp_path / "h5" / "l" / f for f in
                                                ("attributions.h5", "votes.h5", "certificates.h5")))]
+    from certified_circuits.reports.flags import run_flags
+
     out = tmp_path / "explorer2"
     build_explorer(out, [Experiment("vision", "world", tables), Experiment("language", "tiny_gpt2", tmp_path / "tables" / "l")],
-                   circuits)
+                   circuits, flags=run_flags(certificates=[main.certificates, certificates]))
     return out
 
 
@@ -271,13 +264,14 @@ def test_a_class_with_two_scorers_has_a_switch_between_their_circuits(tmp_path):
     # the scorer table: certified in, abstained and out of each scorer at its K (the middle of the grid: 50%)
     assert "<td>relevance</td><td>50</td><td class=num>2</td><td class=num>2</td><td class=num>2</td>" in text
     assert "<td>activation</td><td>50</td><td class=num>0</td><td class=num>3</td><td class=num>3</td>" in text
-    # curves of each scorer (its own sufficiency rows), flags of each: activation certifies nothing in
+    # curves of each scorer (its own sufficiency rows); the flags of each: activation certifies nothing in, the
+    # scorer table says whose it is, and the page's warnings (collapsed) say where
     assert text.count('<svg class="chart"') == 2
-    assert "world / circle / activation / tau 0.6" in page.all_text and "certified-nothing" in page.all_text
-    assert text.index('data-panel="1" hidden') < text.index('class="warning"')  # in the activation panel
+    assert "world / concept circle / scorer activation / tau 0.6" in page.all_text and "certified-nothing" in page.all_text
+    assert "<td class=num>3</td><td>certified-nothing</td>" in text and "<td class=num>2</td><td>none</td>" in text
     assert "scorers relevance, activation (main: relevance)" in page.all_text
     index = (out / "index.html").read_text()
-    assert "world / circle / activation" in index  # the overview lists the second scorer's flag
+    assert "world / concept circle / scorer activation" in index  # the overview lists the second scorer's flag
     single = build(tmp_path / "single")
     for path in single.rglob("*.html"):
         assert "<button" not in path.read_text() and 'class="switched"' not in path.read_text()

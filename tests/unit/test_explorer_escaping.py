@@ -18,6 +18,7 @@ import pandas as pd
 import pytest
 
 from certified_circuits.core.contracts import Certificates, Votes
+from certified_circuits.reports.flags import run_flags
 from certified_circuits.reports.explorer import (Circuit, Experiment, build_explorer, file_stem, figure_html,
                                                  frame_html, json_script, language_graph_svg, markdown_table_html,
                                                  svg_chart)
@@ -110,10 +111,11 @@ def build(tmp_path: Path, *, concept="circle", layer="layer1", component="0", ed
     names = [f"{layer}.{component}", f"{layer}.1", f"{layer}.2", "layer2.0", "layer2.1", "layer2.2"]
     decision = np.array([[1, -1, -1, 0, 1, 0], [1, 1, -1, -1, 0, 0]]) if decision is None else decision
     picture = _write_circuit(tmp_path / "h5" / "v", "vision", concept, names, np.array([0, 0, 0, 1, 1, 1]),
-                             decision, cert_attrs)
+                             decision, {"experiment": vision, "concept": concept, **(cert_attrs or {})})
     edges = EDGES if edge is None else [edge, *EDGES[1:]]
     text = _write_circuit(tmp_path / "h5" / "l", "language", task, edges, np.zeros(len(edges), int),
-                          np.array([[1, 1, -1, 0, -1, -1], [1, 1, 1, -1, 0, -1]]), language_cert_attrs)
+                          np.array([[1, 1, -1, 0, -1, -1], [1, 1, 1, -1, 0, -1]]),
+                          {"experiment": language, "concept": task, **(language_cert_attrs or {})})
     rows = []
     for name, kind in ((concept, "vision"), (task, "language")):
         for method in ("full", "certified", "baseline"):
@@ -132,8 +134,9 @@ def build(tmp_path: Path, *, concept="circle", layer="layer1", component="0", ed
     circuits = [Circuit(vision, picture.concept, picture.attributions, picture.votes, picture.certificates),
                 Circuit(language, text.concept, text.attributions, text.votes, text.certificates)]
     out = tmp_path / "explorer"
+    flags = run_flags(certificates=[picture.certificates, text.certificates])  # the run's list, as the workflow makes it
     metrics = build_explorer(out, [Experiment("vision", vision, vision_tables),
-                                   Experiment("language", language, language_tables)], circuits)
+                                   Experiment("language", language, language_tables)], circuits, flags=flags)
     (tmp_path / "metrics.json").write_text(json.dumps(metrics))
     return out
 

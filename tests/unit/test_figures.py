@@ -195,7 +195,21 @@ def test_the_radius_sweep_figure_marks_settings_whose_plan_is_not_ok(tmp_path: P
 
     monkeypatch.setattr(figures.Figure, "legend", spy)
     assert_figure(figures.plot_radius_sweep(pd.DataFrame(rows), tmp_path / "sweep"), tmp_path / "sweep")
-    assert legends[-1][-1] == "plan not ok (|D| = 50, r = 11: marginal; summary.md says why)"
+    assert legends[-1][-1] == "plan not ok (|D| = 50, r = 11: marginal)"
+    # the parse-time plan warning (plan/warnings.json) is written in the cACC panel, next to the marked point
+    texts = []
+    from matplotlib.axes import Axes
+
+    real_text = Axes.text
+
+    def spy_text(self, x, y, s, *args, **kwargs):
+        texts.append(s)
+        return real_text(self, x, y, s, *args, **kwargs)
+
+    monkeypatch.setattr(Axes, "text", spy_text)
+    warning = "|D| = 50, p_del 0.948 (r = 11): IN cannot be certified: p_empty = 0.0692"
+    figures.plot_radius_sweep(pd.DataFrame(rows), tmp_path / "warned", [warning])
+    assert any(t.replace("\n", " ").startswith("plan warning: " + warning) for t in texts)
     legends.clear()
     figures.plot_radius_sweep(pd.DataFrame(rows).assign(plan_verdict="ok"), tmp_path / "ok")
     assert legends[-1] == ["|D| = 50", "|D| = 200"]

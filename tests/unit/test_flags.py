@@ -9,7 +9,7 @@ import pytest
 from certified_circuits.core.planning import plan
 from certified_circuits.core.setting import Setting
 from certified_circuits.reports import flags as fl
-from certified_circuits.reports.flags import Flag, certificate_flags, curve_flags, flag_tags, flags_markdown
+from certified_circuits.reports.flags import Flag, certificate_flags, curve_flags, flag_tags
 
 K = [0.1, 0.2, 0.3]
 
@@ -166,14 +166,6 @@ def test_flag_tags_count_and_limit():
     assert flag_tags([]) == {}
 
 
-def test_flags_markdown_sorted_by_severity():
-    assert flags_markdown([]) == []
-    lines = flags_markdown([Flag("constant-quantity", "w", "m.", "f."), Flag("model-at-chance", "v", "n.", "g.")])
-    assert lines[0] == "## Warnings" and lines[1] == "" and lines[-1] == ""
-    assert lines[2] == "- **model-at-chance**: v: n. Fix: g."
-    assert lines[3].startswith("- **constant-quantity**")
-
-
 def test_a_stress_set_at_chance_is_flagged_as_expected_not_as_a_broken_model():
     table = curves(full=dict(balanced_accuracy=[0.5] * 3)).assign(eval_set="adversarial")
     found = curve_flags(table)
@@ -182,3 +174,76 @@ def test_a_stress_set_at_chance_is_flagged_as_expected_not_as_a_broken_model():
     assert "as expected" in found[0].message and "filtered to the model's failures" in found[0].message
     healthy_set = curve_flags(table.assign(eval_set="context_shift"))
     assert "as expected" not in healthy_set[0].message and "train the model" in healthy_set[0].fix
+
+
+# ------------------------------------------------------------------------------- the run's one list (issue 35)
+
+
+def _config_plan(where: str, key: str, n_examples: int, p_del: float, tau: float):
+    from certified_circuits.pipeline.plans import ConfigPlan
+
+    return ConfigPlan(where, key, plan(n_examples, 180, Setting(p_del=p_del, tau=tau, n0=100, n=1000, alpha=0.001)))
+
+
+def test_plan_records_carry_each_problem_with_its_setting_and_fix():
+    sweep = _config_plan("vision world, radius sweep |D| = 50", "vision.radius_sweep (size 50, p_del 0.948)", 50, 0.948, 0.95)
+    healthy = _config_plan("vision world, every class", "vision.certification", 50, 0.6, 0.95)
+    assert healthy.plan.problems() == [] and sweep.plan.problems()  # the embedded default's sweep setting warns
+    records = fl.plan_records([healthy, sweep])
+    assert len(records) == len(sweep.plan.problems())
+    first = records[0]
+    assert first["experiment"] == "world" and first["n_examples"] == 50 and first["p_del"] == 0.948
+    assert first["radius"] == 11 and first["message"].startswith("IN cannot be certified: p_empty = p_del^|D| = 0.948^50")
+    assert " Fix: " not in first["message"] and first["fix"]  # split at the fix
+
+
+def test_the_run_list_keeps_a_plan_warning_once_and_round_trips(tmp_path):
+    import json
+
+    from certified_circuits.storage.store import write_certificates
+
+    sweep = _config_plan("vision world, radius sweep |D| = 50", "vision.radius_sweep (size 50, p_del 0.948)", 50, 0.948, 0.95)
+    main = _config_plan("vision world, every class", "vision.certification", 40, 0.6, 0.7)  # radius 0
+    plans = tmp_path / "plan.json"
+    plans.write_text(json.dumps({"format": fl.PLAN_FORMAT, "warnings": fl.plan_records([main, sweep])}))
+    # the main setting's certificate recorded its radius-0 warning itself: it is not repeated from the plan file
+    from certified_circuits.core.contracts import Certificates
+
+    attrs = {"experiment": "world", "concept": "circle", "scorer": "relevance", "tau": 0.7, "p_del": 0.6, "alpha": 0.001,
+             "correction": "bonferroni", "radius": 0,
+             "plan_verdict": "marginal", "plan_warnings": "\n".join(main.plan.problems())}
+    cert = write_certificates(tmp_path / "cert.h5", Certificates(
+        k_grid=np.array([0.5]), decision=np.array([[1, 0, -1]], np.int8), majority=np.zeros((1, 3), bool),
+        pvalue=np.zeros((1, 3)), attrs=attrs))
+    found = fl.run_flags(certificates=[cert], plan_warnings=plans)
+    plan_flags = [f for f in found if f.code == "plan"]
+    assert len(plan_flags) == len(main.plan.problems()) + len(sweep.plan.problems())
+    assert [f.experiment for f in plan_flags] == ["world"] * len(plan_flags)
+    assert plan_flags[0].concept == "circle" and "radius sweep |D| = 50" in plan_flags[-1].where
+    fl.write_flags(tmp_path / "warnings.json", found)
+    assert fl.read_flags(tmp_path / "warnings.json") == found
+    doc = json.loads((tmp_path / "warnings.json").read_text())
+    assert doc["counts"] == {"plan": len(plan_flags)}
+    assert fl.counts_line(found) == f"Warnings: {len(plan_flags)} plan" and fl.counts_line([]) == "Warnings: none"
+
+
+def test_one_line_per_kind_names_the_count_the_first_places_and_the_fix():
+    found = [Flag("high-fpr", "a", "fpr 1.", "read balanced."),
+             *[Flag("plan", f"class {i}", f"plan marginal: p_empty {i}.", "use more examples.") for i in range(5)]]
+    lines = fl.grouped_markdown(found, "Details: the explorer.")
+    assert lines[:2] == ["## Warnings", ""]
+    assert lines[2] == ("- **plan** (5): class 0; class 1; class 2; and 2 more. plan marginal: p_empty 0. "
+                        "Fix: use more examples.")  # most severe kind first
+    assert lines[3] == "- **high-fpr** (1): a. fpr 1. Fix: read balanced."
+    twice = fl.kind_line("identical-curves", [Flag("identical-curves", "id", "a and b.", "f."),
+                                              Flag("identical-curves", "id", "a and c.", "f.")])
+    assert twice == "**identical-curves** (2 in 1 place): id. a and b. Fix: f."
+    assert lines[-2:] == ["Details: the explorer.", ""]
+    assert fl.grouped_markdown([])[2].startswith("None: no degenerate result found")
+
+
+def test_curve_flags_name_their_experiment_and_concept():
+    table = curves(certified=dict(cacc=[0.5, 0.6, 0.7])).assign(concept="ioi")
+    found = curve_flags(table)
+    assert [(f.experiment, f.concept) for f in found] == [("world", "ioi")]
+    assert [(f.experiment, f.concept) for f in curve_flags(curves(certified=dict(cacc=[0.5, 0.6, 0.7])))] == [("world", "")]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -234,20 +235,34 @@ def _summary_inputs(tmp_path: Path) -> tuple[Path, Path]:
     return out / "peaks_cacc_raw.csv", out / "curves.csv"
 
 
+def _summary(tmp_path: Path, curves: Path, *certificates: Path, plans: Path | None = None) -> tuple[str, Path]:
+    """report-warnings, then report-summary of the one world experiment (as the workflow calls them)."""
+    warnings = tmp_path / "warnings.json"
+    plan = ["--plan-warnings", str(plans)] if plans else []
+    assert main(["report-warnings", "--curves", str(curves), "--certificates", *map(str, certificates), *plan,
+                 "--out", str(warnings)]) == 0
+    out = tmp_path / "summary.md"
+    assert main(["report-summary", "--experiment", "world", str(curves.parent), "--warnings", str(warnings),
+                 "--out", str(out)]) == 0
+    return out.read_text(), warnings
+
+
 def test_summary_says_when_nothing_is_degenerate(tmp_path: Path) -> None:
     peaks, curves = _summary_inputs(tmp_path)
     _, _, certificates = _votes_and_certificates(tmp_path, "id", 0, 0.0)
-    out = tmp_path / "summary.md"
-    assert main(["report-summary", "--peaks", str(peaks), "--curves", str(curves), "--certificates",
-                 str(certificates), "--out", str(out)]) == 0
-    text = out.read_text()
+    text, warnings = _summary(tmp_path, curves, certificates)
     assert "## Warnings\n\nNone: no degenerate result found" in text
-    assert text.index("## Warnings") < text.index("## world")
+    assert json.loads(warnings.read_text())["flags"] == []
+    # the sufficiency family: the peak table's numbers (no held-out selection in this run), linked to its full table
+    row = pd.read_csv(peaks).iloc[0]
+    assert text.index("## Results") < text.index("### Sufficiency") < text.index("## Warnings")
+    assert "`tables/world/peaks_cacc.md`" in text  # no held-out selection in this run: the peak table
+    assert (f"| world | {row.eval_set} | {100 * row.full:.1f} | {100 * row.baseline:.1f} ({100 * row.baseline_k:.1f}) | "
+            f"{100 * row.certified:.1f} ({100 * row.certified_k:.1f}) |") in text
 
 
-def test_summary_lists_every_flag_and_tags_them(tmp_path: Path, capsys) -> None:
+def test_the_warning_list_names_every_flag_and_tags_them(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     from certified_circuits.pipeline.tracking import collected_tags
-    from certified_circuits.reports.paper import summary_report
     from certified_circuits.storage.store import read_certificates
 
     peaks, curves = _summary_inputs(tmp_path)
@@ -259,23 +274,35 @@ def test_summary_lists_every_flag_and_tags_them(tmp_path: Path, capsys) -> None:
     certificate.decision[:] = -1  # every component abstains at every K
     certificate.attrs.update(plan_verdict="marginal", plan_warnings="radius 0: no edit survives. Fix: raise p_del.")
     nothing = write_certificates(tmp_path / "nothing_cert.h5", certificate)
-    out = tmp_path / "summary.md"
-    assert main(["report-summary", "--peaks", str(peaks), "--curves", str(curves), "--certificates", str(healthy),
-                 str(nothing), "--out", str(out)]) == 0
-    text = out.read_text()
-    warnings = text[text.index("## Warnings"):text.index("## world")]
-    assert "- **plan**: world / concept c0 / split concept / scorer relevance / tau 0.9, p_del 0.6: plan marginal: " \
-           "radius 0: no edit survives. Fix: raise p_del." in warnings
-    assert "**certified-nothing**" in warnings and "every component abstained" in warnings
-    assert "**constant-quantity**" in warnings and "cacc = 0.9412 at every K" in warnings
-    assert "None:" not in warnings
-    assert "certified-nothing" in capsys.readouterr().err  # printed on stderr too
-    tags = collected_tags()
-    assert tags["cc.flag.plan"] == "1: world / concept c0 / split concept / scorer relevance / tau 0.9, p_del 0.6"
-    assert tags["cc.flag.certified-nothing"].startswith("1: ") and tags["cc.flag.constant-quantity"].startswith("1: ")
-    # the report returns its flags (only the CLI logs them)
-    returned = summary_report([peaks], tmp_path / "again.md", curves=[curves], certificates=[nothing])
-    assert sorted(f.code for f in returned) == ["certified-nothing", "constant-quantity", "plan"]
+    plans = tmp_path / "plan_warnings.json"  # the parse-time plans: the same warning once more, and a sweep's own
+    records = [{"where": "vision world, every class", "key": "vision.certification", "experiment": "world", "radius": 0,
+                "message": "radius 0: no edit survives.", "fix": "raise p_del."},
+               {"where": "vision world, radius sweep |D| = 50", "key": "vision.radius_sweep (size 50, p_del 0.948)",
+                "experiment": "world", "radius": 11, "n_examples": 50, "p_del": 0.948,
+                "message": "IN cannot be certified: p_empty = 0.0692.", "fix": "use at least 57 examples."}]
+    assert main(["report-plan-warnings", "--records", json.dumps(records), "--out", str(plans)]) == 0
+    text, warnings = _summary(tmp_path, curves, healthy, nothing, plans=plans)
+    section = text[text.index("## Warnings"):]
+    # one line per kind: its count, its places, the first one's message and fix
+    assert ("- **plan** (2): world / concept c0 / split concept / scorer relevance / tau 0.9, p_del 0.6; vision world, "
+            "radius sweep |D| = 50 (vision.radius_sweep (size 50, p_del 0.948), radius 11). plan marginal: radius 0: "
+            "no edit survives. Fix: raise p_del.") in section
+    assert "- **certified-nothing** (1): " in section and "every component abstained" in section
+    assert "- **constant-quantity** (1): " in section and "cacc = 0.9412 at every K" in section
+    assert len([line for line in section.splitlines() if line.startswith("- ")]) == 3 and "None:" not in section
+    doc = json.loads(warnings.read_text())
+    assert doc["counts"] == {"plan": 2, "certified-nothing": 1, "constant-quantity": 1}
+    assert "**certified-nothing** (1)" in caplog.text  # logged (on the job's stderr) too, one line per kind
+    tags = collected_tags()  # the MLflow tags: the same list
+    assert tags["cc.flag.plan"].startswith("2: world / concept c0") and tags["cc.flag.certified-nothing"].startswith("1: ")
+    assert tags["cc.flag.constant-quantity"].startswith("1: ")
+
+
+def test_report_plan_warnings_refuses_records_it_cannot_read(tmp_path: Path, capsys) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["report-plan-warnings", "--records", '[{"where": "x"}]', "--out", str(tmp_path / "p.json")])
+    assert exit_info.value.code == 2 and "'where' and 'message'" in capsys.readouterr().err
+    assert not (tmp_path / "p.json").exists()
 
 
 def test_theory_figures_use_the_runs_u_and_d(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -91,6 +91,8 @@ def _radius_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sufficiency", nargs="+", required=True, type=existing_file, help="sufficiency CSVs of the circuits")
     p.add_argument("--eval-set", default="id")
     p.add_argument("--k", type=k_fraction, default=0.6, help="fixed K of the fixed-K panel (paper: 0.6)")
+    p.add_argument("--plan-warnings", type=existing_file, default=None,
+                   help="plan/warnings.json: the sweep's settings the plan warned about are named on the figures")
     p.add_argument("--out-dir", required=True, type=Path)
 
 
@@ -98,7 +100,10 @@ def _radius_arguments(p: argparse.ArgumentParser) -> None:
 def _cmd_radius(args: argparse.Namespace) -> int:
     from certified_circuits.reports.paper import radius_report
 
-    radius_report(args.circuits, args.sufficiency, args.k, args.out_dir, eval_set=args.eval_set)
+    import json
+
+    plans = json.loads(args.plan_warnings.read_text())["warnings"] if args.plan_warnings else []
+    radius_report(args.circuits, args.sufficiency, args.k, args.out_dir, eval_set=args.eval_set, plan_warnings=plans)
     return 0
 
 
@@ -191,12 +196,66 @@ def _cmd_theory(args: argparse.Namespace) -> int:
     return 0
 
 
-def _summary_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--peaks", nargs="+", required=True, type=existing_file, help="peak tables (peaks_*_raw.csv)")
+def _plan_warnings_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--records", required=True,
+                   help="the parse-time plan warnings as a JSON list (reports/flags.py plan_records; the Snakefile's)")
+    p.add_argument("--out", required=True, type=Path, help="RESULTS/plan/warnings.json")
+
+
+@STAGES.stage("report-plan-warnings", _plan_warnings_arguments,
+              help="write the workflow's parse-time plan warnings into the results (plan/warnings.json)")
+def _cmd_plan_warnings(args: argparse.Namespace) -> int:
+    """Write the plan warnings the Snakefile printed at parse time, so the warning list, the summary, the explorer
+    and the radius-sweep figure show them."""
+    import json
+
+    from certified_circuits.reports.flags import PLAN_FORMAT
+    from certified_circuits.storage.atomic import write_json
+
+    try:
+        records = json.loads(args.records)
+    except ValueError as error:
+        raise InputError(f"--records is not JSON ({error})") from None
+    if not isinstance(records, list) or not all(isinstance(r, dict) and {"where", "message"} <= set(r) for r in records):
+        raise InputError("--records must be a JSON list of objects with 'where' and 'message' (plan_records)")
+    write_json(args.out, {"format": PLAN_FORMAT, "warnings": records})
+    log.info("report-plan-warnings: %d warnings -> %s", len(records), args.out)
+    return 0
+
+
+def _warnings_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--curves", nargs="*", default=[], type=existing_file,
                    help="curves tables (curves.csv of report-sufficiency) checked for degenerate results")
     p.add_argument("--certificates", nargs="*", default=[], type=existing_file,
                    help="certificates files checked for degenerate results (plan warnings, certified IN nothing)")
+    p.add_argument("--plan-warnings", type=existing_file, default=None,
+                   help="the parse-time plan warnings (plan/warnings.json of report-plan-warnings)")
+    p.add_argument("--out", required=True, type=Path, help="RESULTS/warnings.json")
+
+
+@STAGES.stage("report-warnings", _warnings_arguments,
+              help="the run's one warning list (warnings.json): what the summary, explorer, MLflow and terminal show")
+def _cmd_warnings(args: argparse.Namespace) -> int:
+    """Write warnings.json (reports/flags.py run_flags), tag the job with its ``cc.flag.<code>`` tags and log one
+    line per kind on stderr."""
+    from certified_circuits.reports.flags import by_kind, counts_line, flag_tags, kind_line, run_flags, write_flags
+
+    found = run_flags(args.curves, args.certificates, args.plan_warnings)
+    write_flags(args.out, found)
+    add_tags(flag_tags(found))
+    add_metrics({"warnings": len(found)})
+    log.info("report-warnings: %s -> %s", counts_line(found), args.out)
+    for code, group in by_kind(found).items():
+        log.warning("%s", kind_line(code, group))
+    return 0
+
+
+def _summary_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--experiment", nargs=2, action="append", required=True, metavar=("NAME", "TABLES"),
+                   help="an experiment's name and its tables folder (repeatable)")
+    p.add_argument("--warnings", type=existing_file, default=None, help="the run's warning list (warnings.json)")
+    p.add_argument("--plan-warnings", type=existing_file, default=None,
+                   help="plan/warnings.json: marks the radius sweep's settings the plan warned about")
     p.add_argument("--ground-truth", nargs="*", default=[], type=existing_file,
                    help="testbed: ground-truth JSONs (vision-ground-truth, language-ground-truth)")
     p.add_argument("--recovery", nargs="*", default=[], type=existing_file, help="testbed: recovery_auroc.csv per experiment")
@@ -207,21 +266,25 @@ def _summary_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", required=True, type=Path)
 
 
-@STAGES.stage("report-summary", _summary_arguments, help="headline numbers of a run, for people (summary.md)")
+@STAGES.stage("report-summary", _summary_arguments, help="the run's results for people, in one page (summary.md)")
 def _cmd_summary(args: argparse.Namespace) -> int:
-    """Write summary.md: a Warnings section with every degenerate result of the curves and certificates given, then
-    per experiment its settings in words, a sentence per peak-table row and the formatted tables (also printed on
-    stderr, Warnings included); the flags become the job's ``cc.flag.<code>`` tags."""
-    from certified_circuits.reports.flags import flag_tags
-    from certified_circuits.reports.paper import summary_report
+    """Write summary.md (reports/summary.py): the findings, one compact table per result family, the warnings of
+    warnings.json grouped by kind."""
+    import json
 
+    from certified_circuits.reports.flags import read_flags
+    from certified_circuits.reports.summary import summary_report
+
+    for name, tables in args.experiment:
+        if not Path(tables).is_dir():
+            raise InputError(f"--experiment {name}: tables folder {tables} does not exist; run the tables first")
     testbed = {"ground_truths": args.ground_truth, "recovery": args.recovery, "stability": args.stability,
                "mean_ablation": args.mean_ablation}
-    found = summary_report(args.peaks, args.out, curves=args.curves, certificates=args.certificates, testbed=testbed,
-                           main_scorer=args.main_scorer)
-    add_tags(flag_tags(found))  # the flags reach stderr once, in the summary's Warnings section
-    log.info("report-summary: %d peak tables, %d curves tables, %d certificates, %d flags -> %s", len(args.peaks),
-             len(args.curves), len(args.certificates), len(found), args.out)
+    found = read_flags(args.warnings) if args.warnings else []
+    plans = json.loads(args.plan_warnings.read_text())["warnings"] if args.plan_warnings else []
+    n = summary_report(args.out, [(name, Path(tables)) for name, tables in args.experiment], found, testbed,
+                       args.main_scorer, plans)
+    add_metrics({"summary_lines": n})
     return 0
 
 
@@ -234,6 +297,8 @@ def _explorer_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--features", nargs=3, action="append", default=[], metavar=("EXPERIMENT", "CONCEPT", "PNG"),
                    help="a class's feature grid (repeatable)")
     p.add_argument("--theory", nargs="*", default=[], type=existing_file, help="theory figures (PNG)")
+    p.add_argument("--warnings", type=existing_file, default=None,
+                   help="the run's warning list (warnings.json of report-warnings), shown on every page")
     p.add_argument("--out-dir", required=True, type=Path, help="the explorer folder (RESULTS/explorer)")
 
 
@@ -256,7 +321,10 @@ def _cmd_explorer(args: argparse.Namespace) -> int:
             if not Path(path).is_file():
                 raise InputError(f"--circuit {experiment} {concept}: {path} does not exist")
         circuits.append(Circuit(experiment, concept, *map(Path, paths), features=features.get((experiment, concept))))
-    metrics = build_explorer(args.out_dir, experiments, circuits, args.theory)
+    from certified_circuits.reports.flags import read_flags
+
+    found = read_flags(args.warnings) if args.warnings else []
+    metrics = build_explorer(args.out_dir, experiments, circuits, args.theory, found)
     add_metrics(metrics)
     log.info("report-explorer: %d pages -> %s/index.html", int(metrics["explorer_pages"]), args.out_dir)
     return 0

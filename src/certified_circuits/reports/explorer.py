@@ -3,28 +3,29 @@
 It opens from disk with no server and no network: every page links ``explorer.css`` and ``explorer.js``
 from the folder, every figure is copied into it, and the circuit data is embedded in the pages.
 
-- ``index.html``: a warning box with every flag of the run's circuits and curves
-  (:mod:`certified_circuits.reports.flags`: planner warnings, nothing certified, a model at chance, flat or
-  identical curves...), each with its fix; the settings of each experiment in words and what the guarantee
-  says (Theorem 1), the headline tables (peaks and held-out selections, with Δ and significance markers), the
-  key figures with one-line captions, and links to every class and task;
+- every page: the run's one warning list (``warnings.json``, :func:`certified_circuits.reports.flags.run_flags`,
+  the list ``summary.md``, MLflow and the end of the run show) as one line per kind, each a link to its details;
+- ``index.html``: results first: the settings of each experiment in words and what the guarantee says
+  (Theorem 1), the headline tables (peaks and held-out selections, with Δ and significance markers), the key
+  figures with one-line captions, and links to every class and task; then every warning with its place and fix,
+  one collapsed block per kind;
 - ``<experiment>/<class>.html`` (vision): where the class has circuits of several scorers, a table of each
   scorer's certified counts and a switch between them (:func:`~.html.switch_html`; ``#scorer=NAME`` in the
   address opens one), each panel holding what follows for its scorer (the feature grid and the attack are the
-  main scorer's); under the setting, the circuit's flags (its certificate's and its
-  curves'); the circuit per layer at a K chosen with a selector (default: the operating K), every channel
-  coloured certified in, abstained within the baseline, abstained outside it, or certified out, with its
-  certification votes on hover; the feature grid (top-activating images of channels of each category); the
-  class's cACC-K and false-positive-rate curves; its attack result;
-- ``<experiment>/<task>.html`` (language): under the setting, its flags; the circuit on the model graph at
-  the selected setting and K (nodes by layer; certified-in edges solid, edges of the baseline that are not
+  main scorer's); under the setting, the class's warnings (collapsed); the circuit per layer at a K chosen with
+  a selector (default: the operating K), every channel coloured certified in, abstained within the baseline,
+  abstained outside it, or certified out, with its certification votes on hover; the feature grid (top-
+  activating images of channels of each category); the class's cACC-K and false-positive-rate curves; its attack
+  result;
+- ``<experiment>/<task>.html`` (language): under the setting, its warnings (collapsed); the circuit on the model
+  graph at the selected setting and K (nodes by layer; certified-in edges solid, edges of the baseline that are not
   certified in dashed, the most-voted abstained edges outside the baseline dotted; the drawing keeps only
   those edges), the edge counts, every setting with its flag codes, the curves, the attack result and the
   circuit as a JSON download (every edge with its score, decision and ``in_graph``: certified in); a switch
   between methods where the task has circuits of several.
 
 The folder is assembled here (:func:`build_explorer`, the pages); the data it shows is gathered by
-:mod:`.explorer_data` (circuits, the operating K, flags per circuit) and its HTML and SVG pieces, with the
+:mod:`.explorer_data` (circuits, the operating K) and its HTML and SVG pieces, with the
 escaping every string from a file goes through, are :mod:`.html`; the page style and script are static files
 of the package (``explorer_static/explorer.css`` and ``explorer.js``).
 """
@@ -39,13 +40,11 @@ from typing import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-from certified_circuits.core.contracts import setting_columns
 from certified_circuits.language import names as grammar
 from certified_circuits.reports.explorer_data import (
     CATEGORIES,
     Circuit,
     Experiment,
-    circuit_flags,
     circuit_json,
     nearest_index,
     operating_k,
@@ -53,7 +52,7 @@ from certified_circuits.reports.explorer_data import (
     select_setting,
     vision_circuit_data,
 )
-from certified_circuits.reports.flags import Flag, merge_flags, sorted_flags
+from certified_circuits.reports.flags import Flag, certificate_where, sorted_flags
 from certified_circuits.reports.html import (
     EDGE_STYLES,
     JSON_ESCAPES,
@@ -64,7 +63,6 @@ from certified_circuits.reports.html import (
     curve_charts,
     esc,
     file_stem,
-    flags_html,
     frame_html,
     json_script,
     language_graph_svg,
@@ -72,9 +70,11 @@ from certified_circuits.reports.html import (
     node_of,
     node_position,
     page,
+    page_flags_html,
     svg_chart,
     switch_html,
     url,
+    warnings_section_html,
 )
 from certified_circuits.reports.words import guarantee_words, setting_words, tag_words
 from certified_circuits.storage.atomic import atomic_dir
@@ -103,7 +103,6 @@ __all__ = [
     "Experiment",
     "attack_html",
     "build_explorer",
-    "circuit_flags",
     "circuit_json",
     "recovery_html",
     "code_spans",
@@ -111,7 +110,8 @@ __all__ = [
     "esc",
     "figure_html",
     "file_stem",
-    "flags_html",
+    "page_flags",
+    "page_flags_html",
     "frame_html",
     "json_script",
     "language_graph_svg",
@@ -130,6 +130,7 @@ __all__ = [
     "url",
     "vision_circuit_data",
     "vision_page",
+    "warnings_section_html",
 ]
 
 
@@ -219,11 +220,12 @@ def vision_panel(
     sufficiency: pd.DataFrame,
     features: str | None,
     index: int,
-    where: str,
-) -> tuple[str, list[Flag], dict]:
-    """One scorer's part of a class page: its flags, its circuit per layer with a K selector, the feature grid
-    (the main scorer's, ``index`` 0; the others say whose it is) and its curves. Returns the HTML, the flags and
-    the row of the page's scorer table (the certified in, abstained and out counts at the page's K)."""
+    flags: Sequence[Flag] = (),
+) -> tuple[str, dict]:
+    """One scorer's part of a class page: its circuit per layer with a K selector, the feature grid (the main
+    scorer's, ``index`` 0; the others say whose it is) and its curves. Returns the HTML and the row of the page's
+    scorer table (the certified in, abstained and out counts at the page's K, the codes of the page's ``flags``
+    that name this scorer)."""
     circuit, attributions, votes, certificates = read
     suffix = "" if index == 0 else f"-{index}"
     scorer = scorer_of(votes)
@@ -241,9 +243,7 @@ def vision_panel(
         rows.rename(columns={"accuracy": "cacc"}),
         [("cacc", "cACC", True), ("false_positive_rate", "false-positive rate", True)],
     )
-    tag = setting_columns(votes, certificates)["setting"]
-    flags = circuit_flags(f"{where} / {tag_words(tag)}", certificates, rows, tag)
-    title = "Warnings about this circuit and its setting" + (f" ({scorer})" if index else "")
+    mine = [f for f in flags if f.where == certificate_where(certificates.attrs) or f"scorer {scorer}" in f.where]
     if index == 0:
         grid = figure_html(features, "features") if features else NO_FEATURES
     else:
@@ -255,29 +255,40 @@ def vision_panel(
         "certified in": int((decision == 1).sum()),
         "abstained": int((decision == -1).sum()),
         "certified out": int((decision == 0).sum()),
-        "warnings": ", ".join(dict.fromkeys(f.code for f in sorted_flags(flags))) or "none",
+        "warnings": ", ".join(dict.fromkeys(f.code for f in sorted_flags(mine))) or "none",
     }
     return (
         (
-            f"{flags_html(flags, title)}"
             f'<h2>Circuit per layer</h2><div class="circuit-view"><p><label>K <select id=kselect{suffix}>{options}'
             f"</select></label> <span class=legend>{legend}</span></p><p class=note>Each square is a channel; hover for "
             f"its certification votes (how many of the n = {data['n']} sub-datasets put it in the circuit).</p>"
             f'<div class="circuit" id="circuit{suffix}"></div>{json_script(data, "circuit-data" + suffix)}</div>'
             f"<h2>Features</h2>{grid}<h2>Curves</h2>{charts}"
         ),
-        flags,
         row,
     )
 
 
+def page_flags(flags: Sequence[Flag], experiment: str, concept: str) -> list[Flag]:
+    """The flags of the run's list (``warnings.json``) that concern one class or task page: those of its
+    experiment that name its concept."""
+    return [f for f in flags if f.experiment == experiment and f.concept == concept]
+
+
+PAGE_WARNINGS = "Warnings about this page's circuits and settings"
+
+
 def vision_page(
-    circuits: Circuit | Sequence[Circuit], experiment: Experiment, sufficiency: pd.DataFrame, features: str | None
+    circuits: Circuit | Sequence[Circuit],
+    experiment: Experiment,
+    sufficiency: pd.DataFrame,
+    features: str | None,
+    flags: Sequence[Flag] = (),
 ) -> tuple[str, list[Flag]]:
-    """The class page: per scorer (a switch between them where the class has several circuits, one per
-    scorer; the first given is the main scorer) the circuit's flags in a warning box under its setting, the
-    circuit per layer with a K selector, the feature grid and the curves; then the attack (the main scorer's).
-    Returns the page's body and the flags of every scorer."""
+    """The class page: under its setting, the class's flags of the run's list (collapsed: one line, a click
+    away); per scorer (a switch between them where the class has several circuits, one per scorer; the first
+    given is the main scorer) the circuit per layer with a K selector, the feature grid and the curves; then the
+    attack (the main scorer's). Returns the page's body and its flags."""
     circuits = [circuits] if isinstance(circuits, Circuit) else list(circuits)
     groups = by_scorer(circuits)
     scorers = list(groups)
@@ -285,12 +296,11 @@ def vision_page(
     _, _, votes, certificates = groups[scorers[0]][0]
     attrs = dict(certificates.attrs)
     several = len(scorers) > 1
-    panels, flags, rows = [], [], []
+    mine = page_flags(flags, experiment.name, concept)
+    panels, rows = [], []
     for index, scorer in enumerate(scorers):
-        where = f"{experiment.name} / {concept}" + (f" / {scorer}" if several else "")
-        panel, found, row = vision_panel(groups[scorer][0], experiment, sufficiency, features, index, where)
+        panel, row = vision_panel(groups[scorer][0], experiment, sufficiency, features, index, mine)
         panels.append(panel)
-        flags += found
         rows.append(row)
     table = (
         frame_html(pd.DataFrame(rows), "Every scorer's certified circuit at its operating K (switch to see each)")
@@ -302,10 +312,10 @@ def vision_page(
     body = (
         f"<h1>{esc(concept)}</h1><p class=meta>{esc(experiment.name)} · model {esc(attrs.get('model', ''))} · "
         f"{esc(who)} · |D| = {int(votes.attrs['n_examples'])} · {esc(setting_words(attrs))}</p>"
-        f"{table}{switch_html(scorers, panels, 'Scorer')}"
+        f"{page_flags_html(mine, PAGE_WARNINGS)}{table}{switch_html(scorers, panels, 'Scorer')}"
         f"<h2>Attack</h2>{attack}{attack_html(experiment.tables, concept)}"
     )
-    return body, flags
+    return body, mine
 
 
 def language_panel(
@@ -315,10 +325,12 @@ def language_panel(
     out_dir: Path,
     index: int,
     several: bool,
-) -> tuple[str, list[Flag], dict]:
-    """One method's part of a task page, at the selected setting: its flags, the circuit on the model graph,
-    the edge counts, every setting with its flag codes, the curves and the circuit JSON (a file beside the
-    page). Returns the HTML, the flags of every setting and the shown circuit's attributes."""
+    flags: Sequence[Flag] = (),
+) -> tuple[str, dict]:
+    """One method's part of a task page, at the selected setting: the circuit on the model graph, the edge
+    counts, every setting with the codes of its flags (those of the page's ``flags`` that name its certificate or
+    its setting), the curves and the circuit JSON (a file beside the page). Returns the HTML and the shown
+    circuit's attributes."""
     from certified_circuits.reports.paper import setting_tag
 
     task = read[0][0].concept
@@ -358,8 +370,10 @@ def language_panel(
     task_rows = sufficiency[(sufficiency.concept.astype(str) == task)]
     if several and "scorer" in task_rows:
         task_rows = task_rows[task_rows.scorer.astype(str) == scorer]
-    where = f"{experiment.name} / {task}" + (f" / {scorer}" if several else "")
-    flags = {t: circuit_flags(f"{where} / {tag_words(t)}", cert, task_rows, t) for t, (_, _, _, cert) in by_tag.items()}
+    per_setting = {
+        t: [f for f in flags if f.where == certificate_where(cert.attrs) or f"setting {t}" in f.where]
+        for t, (_, _, _, cert) in by_tag.items()
+    }
     settings = frame_html(
         pd.DataFrame(
             [
@@ -367,12 +381,12 @@ def language_panel(
                     "setting": tag_words(t),
                     "certified in": int((cert.decision[nearest_index(v.k_grid, k)] == 1).sum()),
                     "abstained": int((cert.decision[nearest_index(v.k_grid, k)] == -1).sum()),
-                    "warnings": ", ".join(dict.fromkeys(f.code for f in sorted_flags(flags[t]))) or "none",
+                    "warnings": ", ".join(dict.fromkeys(f.code for f in sorted_flags(per_setting[t]))) or "none",
                 }
                 for t, (_, _, v, cert) in by_tag.items()
             ]
         ),
-        "Every certified setting of the task at this K (the warnings of each are listed on the overview page)",
+        "Every certified setting of the task at this K (the warnings of each are listed above and on the overview)",
     )
     rows = task_rows
     if "setting" in rows:
@@ -381,46 +395,47 @@ def language_panel(
         rows.rename(columns={"accuracy": "cacc"}), [("cacc", "cACC", True), ("logit_diff", "logit difference", False)]
     )
     count_table = frame_html(pd.DataFrame([counts]), f"Edges at K = {100 * votes.k_grid[i]:g}%")
-    title = f"Warnings about this circuit and its setting ({tag_words(tag)}{f', {scorer}' if several else ''})"
     return (
         (
-            f"{flags_html(flags[tag], title)}"
             f"<h2>Circuit on the model graph (K = {100 * votes.k_grid[i]:g}%, {esc(tag_words(tag))})</h2>"
             f'<p><span class=legend><span class="ln ln-in"></span>certified in <span class="ln ln-base"></span>in the baseline, '
             f'not certified in <span class="ln ln-abs"></span>abstained outside the baseline (the 300 most voted)</span> · '
             f'<a href="{url(download.name)}" download>circuit JSON (EAP-IG graph layout)</a></p>'
             f'<div class="graphbox">{svg}</div>{count_table}{settings}<h2>Curves</h2>{charts}'
         ),
-        [flag for t in by_tag for flag in flags[t]],
         attrs,
     )
 
 
 def language_page(
-    circuits: Sequence[Circuit], experiment: Experiment, sufficiency: pd.DataFrame, out_dir: Path
+    circuits: Sequence[Circuit],
+    experiment: Experiment,
+    sufficiency: pd.DataFrame,
+    out_dir: Path,
+    flags: Sequence[Flag] = (),
 ) -> tuple[str, list[Flag]]:
-    """The task page at the selected setting (held-out selection when there is one, else the best peak); per
-    method (a switch between them where the task has circuits of several; the first given is the main one) the
-    shown setting's flags in a warning box under it, every setting's flag codes in the settings table; then the
-    attack. Returns the page's body and the flags of every method and setting."""
+    """The task page at the selected setting (held-out selection when there is one, else the best peak): under
+    its setting, the task's flags of the run's list (collapsed, a click away); per method (a switch between them
+    where the task has circuits of several; the first given is the main one) every setting's flag codes in the
+    settings table; then the attack. Returns the page's body and its flags."""
     task = circuits[0].concept
     groups = by_scorer(circuits)
     methods = list(groups)
     several = len(methods) > 1
-    panels, flags, attrs = [], [], {}
+    mine = page_flags(flags, experiment.name, task)
+    panels, attrs = [], {}
     for index, method in enumerate(methods):
-        panel, found, shown = language_panel(groups[method], experiment, sufficiency, out_dir, index, several)
+        panel, shown = language_panel(groups[method], experiment, sufficiency, out_dir, index, several, mine)
         panels.append(panel)
-        flags += found
         attrs = attrs or shown
     votes = groups[methods[0]][0][2]
     who = f" · methods {', '.join(methods)} (main: {methods[0]})" if several else ""
     return (
         f"<h1>{esc(task)}</h1><p class=meta>{esc(experiment.name)} · model {esc(votes.attrs.get('model', ''))}{esc(who)} · "
         f"|D| = {int(votes.attrs['n_examples'])} prompts · {esc(setting_words(attrs))}</p>"
-        f"{switch_html(methods, panels, 'Method')}"
+        f"{page_flags_html(mine, PAGE_WARNINGS)}{switch_html(methods, panels, 'Method')}"
         f"<h2>Attack</h2>{attack_html(experiment.tables, task)}"
-    ), flags
+    ), mine
 
 
 def recovery_html(tables: Path) -> str:
@@ -457,12 +472,10 @@ def overview(
     theory: list[tuple[str, str]],
     flags: Sequence[Flag] = (),
 ) -> str:
-    parts = [
-        "<h1>Certified circuits of this run</h1>",
-        flags_html(  # one item per warning, with the places it concerns (a setting's plan warning of every class)
-            merge_flags(flags), f"Warnings: {len(flags)} result{'s' if len(flags) != 1 else ''} to read with care"
-        ),
-    ]
+    """The overview page: the results of each experiment first (settings, guarantee, links to every class and
+    task, recovery, headline tables, key figures), then the theory figures, then the run's warnings in full (one
+    collapsed block per kind, :func:`~.html.warnings_section_html`; every page's banner links there)."""
+    parts = ["<h1>Certified circuits of this run</h1>"]
     for experiment in experiments:
         attrs = first_attrs.get(experiment.name)
         parts.append(f"<section><h2>{esc(experiment.name)} ({esc(experiment.kind)})</h2>")
@@ -488,6 +501,7 @@ def overview(
             + "".join(figure_html(src, name) for name, src in theory)
             + "</div></section>"
         )
+    parts.append(warnings_section_html(flags))
     parts.append(
         '<p class=note>Raw tables: <code>tables/</code>; the run summary: <a href="../summary.md">summary.md</a>.</p>'
     )
@@ -508,7 +522,11 @@ KEY_FIGURES = (
 
 
 def build_explorer(
-    out_dir: Path, experiments: Sequence[Experiment], circuits: Sequence[Circuit], theory_figures: Iterable[Path] = ()
+    out_dir: Path,
+    experiments: Sequence[Experiment],
+    circuits: Sequence[Circuit],
+    theory_figures: Iterable[Path] = (),
+    flags: Sequence[Flag] = (),
 ) -> dict[str, float]:
     """Write the explorer folder (atomically: a temporary folder renamed into place).
 
@@ -517,10 +535,12 @@ def build_explorer(
         experiments: every experiment's tables folder.
         circuits: the circuits to show (vision: one per class; language: one per task and setting).
         theory_figures: PNGs of the theory report.
+        flags: the run's one warning list (``warnings.json``, :func:`certified_circuits.reports.flags.run_flags`):
+            one line per kind on every page, in full at the end of the overview, and on each class and task page
+            those that concern it.
 
     Returns:
-        metrics: pages written, the largest page's size in bytes, and the flags shown
-        (:mod:`certified_circuits.reports.flags`: every circuit's and every shown curve's).
+        metrics: pages written, the largest page's size in bytes, and the flags shown (``len(flags)``).
     """
     kinds = {e.name: e for e in experiments}
     unknown = sorted({c.experiment for c in circuits} - set(kinds))
@@ -532,7 +552,6 @@ def build_explorer(
         figures: dict[str, list[tuple[str, str]]] = {}
         links: dict[str, list[tuple[str, str]]] = {}
         first_attrs: dict[str, dict] = {}
-        flags: list[Flag] = []
         sizes = []
         for experiment in experiments:
             folder = tmp / file_stem(experiment.name)
@@ -558,11 +577,10 @@ def build_explorer(
                     if group[0].features is not None and Path(group[0].features).is_file():
                         features = f"figures/features_{file_stem(concept)}.png"
                         shutil.copyfile(group[0].features, folder / features)
-                    body, found = vision_page(group, experiment, sufficiency, features)
+                    body, _ = vision_page(group, experiment, sufficiency, features, flags)
                 else:
-                    body, found = language_page(group, experiment, sufficiency, folder)
-                flags += found
-                text = page(f"{concept} · {experiment.name}", body, depth=1)
+                    body, _ = language_page(group, experiment, sufficiency, folder, flags)
+                text = page(f"{concept} · {experiment.name}", body, depth=1, flags=flags)
                 (folder / f"{file_stem(concept)}.html").write_text(text)
                 sizes.append(len(text))
                 links.setdefault(experiment.name, []).append((concept, f"{folder.name}/{file_stem(concept)}.html"))
@@ -576,7 +594,7 @@ def build_explorer(
             shutil.copyfile(source, tmp / "theory" / Path(source).name)
             theory.append((Path(source).name, f"theory/{Path(source).name}"))
         body = overview(experiments, first_attrs, links, figures, theory, flags)
-        index = page("certified-circuits explorer", body, depth=0)
+        index = page("certified-circuits explorer", body, depth=0, flags=flags)
         (tmp / "index.html").write_text(index)
     return {
         "explorer_pages": float(len(sizes) + 1),

@@ -2,7 +2,7 @@
 
 :class:`Experiment` and :class:`Circuit` name the files; :func:`read_circuit` reads them; the page data of a
 vision circuit (:func:`vision_circuit_data`), a language circuit as EAP-IG Graph JSON (:func:`circuit_json`),
-the flags of a circuit (:func:`circuit_flags`), the page's default K (:func:`operating_k`) and a task's
+the page's default K (:func:`operating_k`) and a task's
 held-out setting (:func:`select_setting`). Nothing here writes HTML (:mod:`.html`, :mod:`.explorer`).
 
 Categories are :func:`certified_circuits.analysis.evaluation.channel_categories` (one definition for the
@@ -23,7 +23,6 @@ import pandas as pd
 from certified_circuits.analysis.evaluation import channel_categories
 from certified_circuits.core.certification import certified_radius
 from certified_circuits.language import names as grammar
-from certified_circuits.reports.flags import Flag, certificate_flags, curve_flags
 
 #: category of a component -> (one-letter code in the page data, CSS class, label)
 CATEGORIES = {
@@ -55,18 +54,6 @@ class Circuit:
     votes: Path
     certificates: Path
     features: Path | None = None
-
-
-def circuit_flags(where: str, certificates, curves: pd.DataFrame, setting: str) -> list[Flag]:
-    """The flags of one circuit (:mod:`certified_circuits.reports.flags`): its certificate's (the planner
-    warnings the certify stage recorded, nothing certified in) and those of its curves (``curves``: the
-    concept's sufficiency rows, kept to ``setting`` and the full model when they name settings)."""
-    flags = certificate_flags(certificates.decision, certificates.attrs, where)
-    if not len(curves) or not {"method", "k_target"} <= set(curves.columns):
-        return flags
-    if "setting" in curves and (curves.setting.astype(str) == setting).any():
-        curves = curves[(curves.setting.astype(str) == setting) | (curves.method == "full")]
-    return flags + curve_flags(curves, where)
 
 
 def read_circuit(circuit: Circuit):

@@ -15,6 +15,7 @@ no global backend switch, nothing to leak between calls.
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 from typing import Sequence
 
@@ -367,7 +368,7 @@ def plot_sample_complexity(
     return save_figure(fig, stem)
 
 
-def plot_radius_sweep(sweep: pd.DataFrame, stem: Path) -> list[Path]:
+def plot_radius_sweep(sweep: pd.DataFrame, stem: Path, warnings: Sequence[str] = ()) -> list[Path]:
     """Certification at larger radii (App. larger-radii figures, fig:radius_fixed_K / fig:radius_optimal_K).
 
     Rows of panels: cACC, effective circuit size and abstention rate, each vs certified radius, one
@@ -376,6 +377,8 @@ def plot_radius_sweep(sweep: pd.DataFrame, stem: Path) -> list[Path]:
     A setting whose recorded plan verdict (column ``plan_verdict``, from the certificates) is not ``ok`` is drawn
     as a hollow red-edged marker and named in the legend: the sweep explores where certification stops being
     possible, and its figure says where that is (``marginal``: IN impossible or rare; ``vacuous``: nothing).
+    ``warnings`` (the parse-time plan warnings of the sweep's settings, ``plan/warnings.json``) are written in the
+    cACC panel, so the figure says why a marked point is what it is.
     """
     require_rows(
         sweep, ["experiment", "n_examples", "p_del", "tau", "radius", "abstain_rate", "effective_k", "cacc"], "sweep"
@@ -417,13 +420,19 @@ def plot_radius_sweep(sweep: pd.DataFrame, stem: Path) -> list[Path]:
                 ax.set_ylabel(label)
         axes[0, col].set_title(str(experiment))
         axes[-1, col].set_xlabel("certified radius r")
+    if warnings:  # the plan's words next to the points they concern
+        text = "\n".join(textwrap.fill(f"plan warning: {w}", 70) for w in warnings)
+        axes[0, 0].text(0.02, 0.03, text, transform=axes[0, 0].transAxes, fontsize=5, color="#d62728", va="bottom",
+                        bbox={"facecolor": "white", "alpha": 0.85, "edgecolor": "#d62728", "linewidth": 0.5})
     handles = [Line2D([], [], color=colors[s], marker="o", ms=3, label=f"|D| = {s}") for s in sizes]
     flagged = data[data["plan_verdict"] != "ok"]
     if len(flagged):
         where = "; ".join(f"|D| = {r.n_examples}, r = {r.radius}: {r.plan_verdict}" for r in flagged.itertuples())
         handles.append(Line2D([], [], ls="none", marker="o", ms=8, mfc="none", mec="#d62728", mew=1.4,
-                              label=f"plan not ok ({where}; summary.md says why)"))
-    fig.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 3), frameon=False)
+                              label=textwrap.fill(f"plan not ok ({where})", 40)))
+    # one column when a plan note is in the legend: a long entry beside the sizes is cut at the figure's edge
+    fig.legend(handles=handles, loc="outside lower center", ncol=1 if len(flagged) else min(len(handles), 3),
+               frameon=False)
     return save_figure(fig, stem)
 
 

@@ -32,7 +32,10 @@ from certified_circuits.analysis.recovery import nearest_k
 from certified_circuits.analysis.recovery import truth_size_k as truth_size_k_of
 
 __all__ = [
+    "END_LINES",
     "MAX_FINDINGS",
+    "end_message",
+    "summary_findings",
     "findings",
     "truth_finding",
     "recovery_finding",
@@ -278,3 +281,43 @@ def findings_section(lines: Sequence[str]) -> list[str]:
         *lines,
         "",
     ]
+
+
+#: the most lines the end of a run prints (issue 35)
+END_LINES = 25
+
+
+def summary_findings(summary: str | Path) -> list[str]:
+    """The finding lines of a ``summary.md`` (the bullets of its "What this run shows"), Markdown bold removed;
+    [] when it has none."""
+    text = Path(summary).read_text() if Path(summary).is_file() else ""
+    if "## What this run shows" not in text:
+        return []
+    block = text.split("## What this run shows", 1)[1].split("\n## ", 1)[0]
+    return [line.replace("**", "") for line in block.splitlines() if line.startswith("- ")]
+
+
+def end_message(results: str | Path) -> list[str]:
+    """What the terminal shows when a run ends (at most :data:`END_LINES` lines): the path of ``summary.md`` and of
+    the explorer, the findings block (:func:`summary_findings`) and one line of warning counts by kind from the run's
+    one list (``warnings.json``, :func:`certified_circuits.reports.flags.counts_line`).
+
+    Args:
+        results: the results folder.
+
+    Returns:
+        The lines.
+    """
+    from certified_circuits.reports.flags import counts_line, read_flags
+
+    results = Path(results)
+    summary, explorer, warnings = results / "summary.md", results / "explorer" / "index.html", results / "warnings.json"
+    lines = ["", "=" * 40 + " certified-circuits: done " + "=" * 40]
+    lines.append(f"Summary:  {summary}" + ("" if summary.is_file() else " (not written by this run)"))
+    lines.append(f"Explorer: {explorer}" + (" (open it in a browser)" if explorer.is_file() else " (not written by this run)"))
+    found = summary_findings(summary)
+    if found:
+        lines += ["What this run shows:", *found[:MAX_FINDINGS]]
+    if warnings.is_file():
+        lines.append(counts_line(read_flags(warnings)) + " (each with its places and fix: summary.md, the explorer)")
+    return lines[:END_LINES]

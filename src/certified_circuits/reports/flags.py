@@ -1,9 +1,13 @@
 """Degenerate results, flagged where people look (issue 26): one implementation of every check.
 
-A reader takes "0 certified" or a flat curve as a finding. Every report that shows a result runs these checks
-and puts what they find where the result is read: the ``## Warnings`` section of ``summary.md``
-(:func:`flags_markdown`), the explorer's pages, stderr, and the MLflow tags of the stage (:func:`flag_tags`,
-``cc.flag.<code>``). A :class:`Flag` says what it concerns, in one line what it means, and what to change.
+A reader takes "0 certified" or a flat curve as a finding. A run's flags are ONE list (issue 35):
+:func:`run_flags` checks every curves table and certificate of the run and adds the parse-time plan warnings
+(``plan/warnings.json``, :func:`plan_records`); the ``report-warnings`` stage writes it to ``warnings.json``
+(:func:`write_flags`) and tags its job with :func:`flag_tags` (MLflow ``cc.flag.<code>``). Everything else reads that
+file: the ``## Warnings`` section of ``summary.md`` (:func:`grouped_markdown`: one line per kind, :func:`kind_line`),
+the explorer (a one-line banner per kind on every page, every flag a click away) and the end of the run
+(:func:`counts_line`), so the counts are the same everywhere. A :class:`Flag` says what it concerns (and its
+experiment and concept, for the explorer's pages), in one line what it means, and what to change.
 
 Codes and their rules (thresholds are the module constants below):
 
@@ -41,8 +45,10 @@ over the flags found.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from itertools import combinations
 from typing import Any, Mapping, Sequence
 
@@ -71,7 +77,7 @@ GROUP_KEYS = ("experiment", "scorer", "concept", "setting", "eval_set")
 BINARY_METRICS = ("balanced_accuracy", "binary_accuracy")
 #: Quantities the reports plot against K (checked by ``constant-quantity``).
 PLOTTED = ("cacc", "accuracy", "balanced_accuracy", "false_positive_rate", "binary_accuracy", "logit_diff")
-#: Codes from most to least severe (the order of :func:`flags_markdown`).
+#: Codes from most to least severe (the order of every list: :func:`sorted_flags`).
 CODES = ("model-at-chance", "plan", "certified-nothing", "empty-circuit", "high-fpr", "identical-curves",
          "constant-quantity")
 
@@ -85,12 +91,18 @@ class Flag:
         where: what it concerns (``"world / scorer grad_x_act / eval_set id / method certified"``).
         message: one line: what it means.
         fix: one line: the likely fix.
+        experiment: the experiment it concerns ("" when the table names none): the explorer shows a flag on the
+            pages of its experiment.
+        concept: the class or task it concerns ("" when it concerns all of them): the explorer shows it on that
+            concept's page.
     """
 
     code: str
     where: str
     message: str
     fix: str
+    experiment: str = ""
+    concept: str = ""
 
     def line(self) -> str:
         """``"where: message Fix: fix"`` on one line (whitespace and newlines collapsed), safe as a Markdown list
@@ -119,6 +131,13 @@ def _fmt(value: float) -> str:
     return f"{value:.4g}"
 
 
+def _places(frame: pd.DataFrame) -> list[dict[str, str]]:
+    """Per row of a grouped frame, the ``experiment`` and ``concept`` its flag concerns (:class:`Flag`)."""
+    columns = {key: frame[key].astype(str).tolist() if key in frame.columns else [""] * len(frame)
+               for key in ("experiment", "concept")}
+    return [{"experiment": e, "concept": c} for e, c in zip(columns["experiment"], columns["concept"])]
+
+
 #: eval sets that are hard by construction (stress sets, not headlines): the embedded world's adversarial set keeps
 #: only images the model misclassifies (as ImageNet-A was filtered against a ResNet), so its model is at chance there
 #: by design; the anomaly set keeps novel shapes the model confidently assigns to a class (as ImageNet-O)
@@ -145,7 +164,7 @@ def _chance_flags(full: pd.DataFrame, keys: list[str], headline: str, n_classes:
     for metric, chance in checks:
         hit = means[means[metric] <= chance + CHANCE_TOLERANCE]
         stress = hit["eval_set"].astype(str).isin(STRESS_SETS) if "eval_set" in hit else pd.Series(False, index=hit.index)
-        for where, value, is_stress in zip(hit["where"], hit[metric], stress):
+        for where, value, is_stress, place in zip(hit["where"], hit[metric], stress, _places(hit)):
             if where in seen:
                 continue
             seen.add(where)
@@ -156,6 +175,7 @@ def _chance_flags(full: pd.DataFrame, keys: list[str], headline: str, n_classes:
                     "expected: this stress set is filtered to the model's failures (as ImageNet-A was), so it is not a "
                     "headline and its curves and peaks mean nothing.",
                     "none needed; read the stress set's rows as a check that the filter worked, or drop it from eval_sets.",
+                    **place,
                 ))
                 continue
             flags.append(Flag(
@@ -164,6 +184,7 @@ def _chance_flags(full: pd.DataFrame, keys: list[str], headline: str, n_classes:
                 "no circuit of a model at chance can show anything, so these curves and peaks mean nothing.",
                 "train the model until it beats chance on this eval set (vision.train / language.train: more epochs, "
                 "data, a larger model), or check the eval set's labels and the model's weights.",
+                **place,
             ))
     return flags
 
@@ -176,7 +197,7 @@ def _empty_flags(pruned: pd.DataFrame, keys: list[str], prefix: str) -> tuple[li
     empty = largest[largest["k_effective"] <= 0].copy()
     empty["where"] = _where(empty, [*keys, "method"], prefix)
     flags = []
-    for where, method in zip(empty["where"], empty["method"]):
+    for where, method, place in zip(empty["where"], empty["method"], _places(empty)):
         if method == "certified":
             fix = ("the setting certifies no component IN: see the plan warnings, and check it with `certified-circuits "
                    "plan --examples |D| --components U --p-del P --tau T --n N` (lower p_del or tau, raise |D| or n).")
@@ -184,7 +205,7 @@ def _empty_flags(pruned: pd.DataFrame, keys: list[str], prefix: str) -> tuple[li
             fix = "raise the K grid (k_grid): every K keeps no component of this method's circuit."
         flags.append(Flag("empty-circuit", where,
                           f"the {method} circuit is empty at every K: its curve is the empty model's, not the method's.",
-                          fix))
+                          fix, **place))
     return flags, empty[[*keys, "method"]]
 
 
@@ -205,13 +226,14 @@ def _identical_flags(pruned: pd.DataFrame, keys: list[str], headline: str, prefi
         if hit.empty:
             continue
         hit["where"] = _where(hit, keys, prefix)
-        for where, largest, count in zip(hit["where"], hit["max"], hit["count"]):
+        for where, largest, count, place in zip(hit["where"], hit["max"], hit["count"], _places(hit)):
             flags.append(Flag(
                 "identical-curves", where,
                 f"the {a} and {b} curves of {headline} are identical at all {count} shared K (max |difference| "
                 f"{largest:.2g} <= {IDENTICAL_TOLERANCE:g}): this comparison cannot tell the methods apart.",
                 "check that the circuits differ (often both are empty or both keep everything: see the other "
                 "warnings); widen the K grid or change the certification setting.",
+                **place,
             ))
     return flags
 
@@ -232,8 +254,9 @@ def _fpr_flags(table: pd.DataFrame, keys: list[str], headline: str, prefix: str)
              f"nearly every other class's image as this class, so its {headline} (up to {_fmt(metric)}) rewards class "
              "bias, not the concept.",
              "read balanced accuracy (peaks_balanced, curves_balanced_accuracy) instead of cACC for these K, or use "
-             "larger K.")
-        for where, fpr, n_high, n_k, metric in zip(hit["where"], hit["fpr"], hit["n_high"], hit["n_k"], hit["metric"])
+             "larger K.", **place)
+        for where, fpr, n_high, n_k, metric, place in zip(hit["where"], hit["fpr"], hit["n_high"], hit["n_k"], hit["metric"],
+                                                          _places(hit))
     ]
 
 
@@ -258,8 +281,8 @@ def _constant_flags(pruned: pd.DataFrame, keys: list[str], metrics: list[str], s
         Flag("constant-quantity", where,
              f"{what} at every K: a constant curve shows no effect of K (its figure is annotated).",
              "check the flags above (model at chance, empty or full circuits); widen the K grid, or use a metric that "
-             "varies (balanced accuracy, faithfulness).")
-        for where, what in zip(frame["where"], frame["what"])
+             "varies (balanced accuracy, faithfulness).", **place)
+        for where, what, place in zip(frame["where"], frame["what"], _places(frame))
     ]
 
 
@@ -332,13 +355,14 @@ def certificate_flags(decision: np.ndarray, attrs: Mapping[str, Any], where: str
         where: what the certificate is (experiment, concept, split, scorer, setting).
     """
     decision = np.atleast_2d(np.asarray(decision))
+    place = {key: str(attrs.get(key) or "") for key in ("experiment", "concept")}
     flags = []
     verdict = str(attrs.get("plan_verdict", "") or "")
     warnings = str(attrs.get("plan_warnings", "") or "")
     for warning in filter(None, (w.strip() for w in warnings.splitlines())):
         message, _, fix = warning.partition(" Fix: ")
         flags.append(Flag("plan", where, f"plan {verdict or 'warning'}: {message}",
-                          fix or f"check the setting with {_plan_command(attrs, decision.shape[-1])}."))
+                          fix or f"check the setting with {_plan_command(attrs, decision.shape[-1])}.", **place))
     if decision.size and not (decision == 1).any():
         n_k, n_components = decision.shape[0] if decision.ndim > 1 else 1, decision.shape[-1]
         out = int((decision == 0).any(axis=0).sum())
@@ -349,6 +373,7 @@ def certificate_flags(decision: np.ndarray, attrs: Mapping[str, Any], where: str
             f"no component is certified IN at any of {n_k} K ({what}): the certified circuit is empty, which says "
             "nothing about the model.",
             f"lower p_del or tau, or raise |D| or n: {_plan_command(attrs, n_components)}.",
+            **place,
         ))
     return flags
 
@@ -385,22 +410,139 @@ def sorted_flags(flags: Sequence[Flag]) -> list[Flag]:
     return sorted(flags, key=lambda f: rank.get(f.code, len(CODES)))
 
 
-def merge_flags(flags: Sequence[Flag], shown: int = 5) -> list[Flag]:
-    """Flags with the same code, message and fix (a plan warning of every class of one setting) as one flag whose
-    ``where`` lists the first ``shown`` places and counts the rest; first occurrence order."""
-    groups: dict[tuple[str, str, str], list[str]] = {}
-    for flag in flags:
-        groups.setdefault((flag.code, flag.message, flag.fix), []).append(flag.where)
-    merged = []
-    for (code, message, fix), wheres in groups.items():
-        where = "; ".join(wheres[:shown]) + (f"; and {len(wheres) - shown} more" if len(wheres) > shown else "")
-        merged.append(Flag(code, where if len(wheres) == 1 else f"{len(wheres)} places: {where}", message, fix))
-    return merged
+# ------------------------------------------------------------------------------------- the run's one list
+
+#: format of ``<results>/warnings.json`` (:func:`write_flags`) and of ``<results>/plan/warnings.json``
+FLAGS_FORMAT = "certified-circuits/warnings/1"
+PLAN_FORMAT = "certified-circuits/plan-warnings/1"
+#: places named on a kind's one line (:func:`kind_lines`); the rest are counted
+SHOWN_PLACES = 3
 
 
-def flags_markdown(flags: Sequence[Flag]) -> list[str]:
-    """Lines of a ``## Warnings`` section: the heading, a blank line, one ``- **code** line`` bullet per flag
-    (most severe first) and a closing blank line; [] when there are no flags (the caller says so)."""
+def plan_records(plans: Sequence[Any]) -> list[dict[str, Any]]:
+    """The parse-time plan warnings of a workflow as plain records (what ``<results>/plan/warnings.json`` holds).
+
+    Args:
+        plans: :class:`certified_circuits.pipeline.plans.ConfigPlan` objects (``where``, ``key``, ``plan``).
+
+    Returns:
+        One record per problem of a plan: ``where`` (``"vision world, radius sweep |D| = 50"``), ``key`` (its config
+        key), ``experiment``, ``radius``, ``n_examples``, ``p_del``, ``tau``, ``message`` and ``fix`` (the problem
+        split at ``" Fix: "``).
+    """
+    records = []
+    for p in plans:
+        head = str(p.where).split(",")[0].split(" ", 1)
+        for problem in p.plan.problems():
+            message, _, fix = problem.partition(" Fix: ")
+            records.append({"where": str(p.where), "key": str(p.key), "experiment": head[-1],
+                            "radius": int(p.plan.radius), "n_examples": int(p.plan.n_examples),
+                            "p_del": float(p.plan.setting.p_del), "tau": float(p.plan.setting.tau),
+                            "message": message.strip(), "fix": fix.strip()})
+    return records
+
+
+def plan_flags(path: str | Path) -> list[Flag]:
+    """``plan`` flags of the parse-time plan warnings written into the results (``plan/warnings.json``, records
+    of :func:`plan_records`): the settings a config will certify whose plan is marginal, the radius sweep's
+    included."""
+    doc = json.loads(Path(path).read_text())
+    return [Flag("plan", f"{r['where']} ({r['key']}, radius {r['radius']})", f"plan warning: {r['message']}",
+                 r["fix"] or "see `certified-circuits plan --help`.", experiment=str(r.get("experiment", "")))
+            for r in doc.get("warnings", [])]
+
+
+def run_flags(curves: Sequence[str | Path] = (), certificates: Sequence[str | Path] = (),
+              plan_warnings: str | Path | None = None) -> list[Flag]:
+    """THE warning list of a run: what ``summary.md``, the explorer, the MLflow tags and the end of the run show.
+
+    Args:
+        curves: curves tables (``curves.csv`` of report-sufficiency), checked by :func:`curve_flags`.
+        certificates: certificates files, checked by :func:`certificate_flags` (their recorded plan warnings
+            included).
+        plan_warnings: ``plan/warnings.json`` (the parse-time plans); a warning whose text a certificate already
+            recorded is not repeated.
+
+    Returns:
+        Every flag, most severe first (:func:`sorted_flags`).
+    """
+    from certified_circuits.storage.store import read_certificates
+
+    found: list[Flag] = []
+    for path in map(Path, curves):  # the mean-ablation tables say so (their places are otherwise the same)
+        found += curve_flags(pd.read_csv(path, dtype={"concept": str}),
+                             "mean ablation" if path.parent.name == "mean_ablation" else "")
+    for path in map(Path, certificates):
+        certificate = read_certificates(path)
+        found += certificate_flags(certificate.decision, certificate.attrs, certificate_where(certificate.attrs))
+    if plan_warnings is not None:
+        recorded = {f.message.split(": ", 1)[-1] for f in found if f.code == "plan"}
+        found += [f for f in plan_flags(plan_warnings) if f.message.split(": ", 1)[-1] not in recorded]
+    return sorted_flags(found)
+
+
+def write_flags(path: str | Path, flags: Sequence[Flag]) -> Path:
+    """Write the run's list (``<results>/warnings.json``, atomically): its counts by kind and every flag."""
+    from dataclasses import asdict
+
+    from certified_circuits.storage.atomic import write_json
+
+    ordered = sorted_flags(flags)
+    return write_json(path, {"format": FLAGS_FORMAT, "counts": counts(ordered), "flags": [asdict(f) for f in ordered]})
+
+
+def read_flags(path: str | Path) -> list[Flag]:
+    """The flags of ``<results>/warnings.json`` (:func:`write_flags`), in their order."""
+    doc = json.loads(Path(path).read_text())
+    if doc.get("format") != FLAGS_FORMAT:
+        raise ValueError(f"{path}: not a warnings list ({FLAGS_FORMAT}); write it with certified-circuits report-warnings")
+    return [Flag(**f) for f in doc["flags"]]
+
+
+def counts(flags: Sequence[Flag]) -> dict[str, int]:
+    """Flags per kind, most severe kind first."""
+    out: dict[str, int] = {}
+    for flag in sorted_flags(flags):
+        out[flag.code] = out.get(flag.code, 0) + 1
+    return out
+
+
+def counts_line(flags: Sequence[Flag]) -> str:
+    """One line: ``"Warnings: 4 model-at-chance, 1 plan"`` (``"Warnings: none"``)."""
+    found = counts(flags)
+    return "Warnings: " + (", ".join(f"{n} {code}" for code, n in found.items()) if found else "none")
+
+
+def by_kind(flags: Sequence[Flag]) -> dict[str, list[Flag]]:
+    """The flags grouped by kind (most severe first), each kind in its flags' order."""
+    groups: dict[str, list[Flag]] = {}
+    for flag in sorted_flags(flags):
+        groups.setdefault(flag.code, []).append(flag)
+    return groups
+
+
+def kind_line(code: str, group: Sequence[Flag], shown: int = SHOWN_PLACES) -> str:
+    """One line for a kind: its count (and its places' when several flags share a place), its first ``shown``
+    places, the first one's message and fix (``"**plan** (2): a; b. <message> Fix: <fix>"``, ``"**identical-curves**
+    (25 in 9 places): ..."``; whitespace collapsed)."""
+    places = list(dict.fromkeys(f.where or "(run)" for f in group))
+    where = "; ".join(places[:shown]) + (f"; and {len(places) - shown} more" if len(places) > shown else "")
+    first = group[0]
+    count = f"{len(group)}" + (f" in {len(places)} place{'s' if len(places) > 1 else ''}" if len(places) < len(group) else "")
+    text = f"**{code}** ({count}): {where}. {first.message} Fix: {first.fix}"
+    return re.sub(r"\s+", " ", text).strip()
+
+
+def grouped_markdown(flags: Sequence[Flag], details: str = "") -> list[str]:
+    """The ``## Warnings`` section of ``summary.md``: one bullet per kind (:func:`kind_line`), then where every
+    place is listed (``details``); one line saying so when there is no flag."""
+    lines = ["## Warnings", ""]
     if not flags:
-        return []
-    return ["## Warnings", "", *[f"- **{f.code}**: {f.line()}" for f in sorted_flags(flags)], ""]
+        return lines + [NO_WARNINGS, ""]
+    lines += [f"- {kind_line(code, group)}" for code, group in by_kind(flags).items()]
+    return lines + ([""] + [details] if details else []) + [""]
+
+
+#: The Warnings section of a run without flags (one line, naming what was checked).
+NO_WARNINGS = ("None: no degenerate result found (checked: model at chance, empty circuits, certified IN nothing, "
+               f"identical or constant curves, false-positive rate >= {HIGH_FPR:g}, plan warnings).")

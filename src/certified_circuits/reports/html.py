@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from certified_circuits.language import names as grammar
-from certified_circuits.reports.flags import Flag, sorted_flags
+from certified_circuits.reports.flags import Flag, by_kind, counts_line, kind_line, sorted_flags
 
 
 def esc(value: object) -> str:
@@ -106,17 +106,52 @@ def code_spans(escaped: str) -> str:
     return re.sub(r"`([^`]+)`", r"<code>\1</code>", escaped)
 
 
-def flags_html(flags: Sequence[Flag], title: str) -> str:
-    """A warning box (most severe first): each flag's code, what it concerns, its message and its fix; ""
-    without flags."""
-    if not flags:
-        return ""
-    items = "".join(
+def _flag_items(flags: Sequence[Flag]) -> str:
+    return "".join(
         f"<li><b>{esc(f.code)}</b>{' · ' + esc(f.where) if f.where else ''}: {code_spans(esc(f.message))}"
         f"<br><i>Fix:</i> {code_spans(esc(f.fix))}</li>"
         for f in sorted_flags(flags)
     )
-    return f'<div class="warning" role="alert"><p><b>{esc(title)}</b></p><ul>{items}</ul></div>'
+
+
+def banner_html(flags: Sequence[Flag], depth: int) -> str:
+    """The run's warnings as one line per kind, on top of every page: the kind, its count, its first place and
+    message (cut to one line), each a link to the kind's details on the overview (``index.html#warn-<kind>``);
+    "" without flags."""
+    if not flags:
+        return ""
+    up = "../" * depth
+    lines = "".join(
+        f'<a class="banner" href="{up}index.html#warn-{esc(code)}"><b>{esc(code)}</b> × {len(group)}: '
+        f"{esc(group[0].where or '(run)')}: {esc(group[0].message)}</a>"
+        for code, group in by_kind(flags).items()
+    )
+    return f'<nav class="banners" aria-label="warnings of this run">{lines}</nav>'
+
+
+def warnings_section_html(flags: Sequence[Flag]) -> str:
+    """The overview's full warning list (``id="warnings"``, after the results): one collapsed block per kind
+    (``id="warn-<kind>"``) whose one-line summary is :func:`~certified_circuits.reports.flags.kind_line` and whose
+    body lists every place with its message and fix."""
+    if not flags:
+        return ""
+    blocks = "".join(
+        f'<details class="warning" id="warn-{esc(code)}"><summary>{code_spans(esc(kind_line(code, group).replace("**", "")))}'
+        f"</summary><ul>{_flag_items(group)}</ul></details>"
+        for code, group in by_kind(flags).items()
+    )
+    return f'<section id="warnings"><h2>{esc(counts_line(flags))}</h2>{blocks}</section>'
+
+
+def page_flags_html(flags: Sequence[Flag], title: str) -> str:
+    """A page's own warnings, collapsed (a click away): a one-line summary (the title and the counts by kind) that
+    opens the list of each flag with its place, message and fix; "" without flags."""
+    if not flags:
+        return ""
+    return (
+        f'<details class="warning"><summary><b>{esc(title)}</b> · {esc(counts_line(flags))}</summary>'
+        f"<ul>{_flag_items(flags)}</ul></details>"
+    )
 
 
 def switch_html(labels: Sequence[str], panels: Sequence[str], title: str) -> str:
@@ -323,11 +358,14 @@ def language_graph_svg(
     return "".join(parts), counts
 
 
-def page(title: str, body: str, depth: int) -> str:
+def page(title: str, body: str, depth: int, flags: Sequence[Flag] = ()) -> str:
+    """A page of the explorer: its title, the link home, the run's warnings as one line per kind
+    (:func:`banner_html`), then ``body``; ``depth``: folders below the explorer's root."""
     up = "../" * depth
     return (
         f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{esc(title)}</title>'
         f'<link rel="stylesheet" href="{up}explorer.css"></head><body><div id="errors" hidden></div>'
-        f'<header><a href="{up}index.html">certified-circuits explorer</a></header><main>{body}</main>'
+        f'<header><a href="{up}index.html">certified-circuits explorer</a></header>{banner_html(flags, depth)}'
+        f"<main>{body}</main>"
         f'<script src="{up}explorer.js"></script></body></html>'
     )

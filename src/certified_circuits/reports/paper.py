@@ -11,7 +11,7 @@ The ``report-*`` stages (:mod:`certified_circuits.cli.report`) call these functi
 ``radius_report``       App. D: abstention, effective size and cACC across radii and |D|.
 ``spurious_report``     Spurious index of certified-in vs abstained vs certified-out channels.
 ``theory_report``       App. C: radius vs p_del and minimum n vs tau.
-``summary_report``      Headline numbers of a run (stderr and Markdown), degenerate results flagged first.
+(``summary.md`` is :mod:`certified_circuits.reports.summary`; its warnings are :func:`certified_circuits.reports.flags.run_flags`.)
 
 Nothing here parses a path: concept, split, scorer and setting of every input are read from its
 attributes (HDF5) or columns (CSV), which the stages that made them wrote.
@@ -20,16 +20,15 @@ attributes (HDF5) or columns (CSV), which the stages that made them wrote.
 from __future__ import annotations
 
 import logging
-import sys
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
 from certified_circuits.analysis import evaluation
-from certified_circuits.reports import figures, flags, tables
-from certified_circuits.storage.atomic import write_csv, write_text
+from certified_circuits.reports import figures, tables
+from certified_circuits.storage.atomic import write_csv
 from certified_circuits.core.certification import check_certified_from, method_masks
 from certified_circuits.core.discovery import k_index
 from certified_circuits.core.contracts import Certificates, Votes
@@ -230,9 +229,10 @@ def seeds_report(operating_points: Path, scorer: str, pairs: Sequence[tuple[Path
 
 
 def radius_report(pairs: Sequence[tuple[Path, Path]], sufficiency: Sequence[Path], k: float, out_dir: Path,
-                  eval_set: str = "id") -> None:
+                  eval_set: str = "id", plan_warnings: Sequence[Mapping[str, Any]] = ()) -> None:
     """App. D: abstention rate, effective size and certified cACC per (|D|, p_del, radius), at a fixed K
-    and at each setting's best K."""
+    and at each setting's best K. ``plan_warnings``: the parse-time plan records (``plan/warnings.json``); those
+    of the sweep's settings are written on both figures."""
     accuracy = evaluation.read_sufficiency(sufficiency)
     certified = accuracy[(accuracy.eval_set == eval_set) & (accuracy.method == "certified")]
     rows = []
@@ -258,8 +258,10 @@ def radius_report(pairs: Sequence[tuple[Path, Path]], sufficiency: Sequence[Path
     write_csv(out_dir / "radius_sweep_per_concept.csv", per_k)
     write_csv(out_dir / "radius_sweep_fixed_k.csv", fixed)
     write_csv(out_dir / "radius_sweep_best_k.csv", best.sort_values(keys[:-1]))
-    figures.plot_radius_sweep(fixed, out_dir / f"radius_sweep_k{k:g}")
-    figures.plot_radius_sweep(best.drop(columns="k_target"), out_dir / "radius_sweep_best_k")
+    notes = [f"|D| = {r['n_examples']}, p_del {r['p_del']:g} (r = {r['radius']}): {r['message']}"
+             for r in plan_warnings if "radius sweep" in str(r.get("where", ""))]
+    figures.plot_radius_sweep(fixed, out_dir / f"radius_sweep_k{k:g}", notes)
+    figures.plot_radius_sweep(best.drop(columns="k_target"), out_dir / "radius_sweep_best_k", notes)
 
 
 def setting_tag(votes: Votes, certificates: Certificates) -> str:
@@ -380,95 +382,3 @@ def theory_report(out_dir: Path, n_components: int = 3840, n_examples: int | Non
     figures.plot_radius_curves(out_dir / "radius_vs_pdel", n_examples=n_examples, title=title)
     figures.plot_sample_complexity(out_dir / "samples_vs_tau", n_components=n_components, title=title)
     return {"theory_n_components": float(n_components), "theory_n_examples": float(n_examples or 0)}
-
-
-def peak_sentences(table: pd.DataFrame) -> list[str]:
-    """One sentence per row of a raw peak or selection table: certified vs baseline at their K, the full model,
-    the per-example test."""
-    metric = "cACC" if str(table["metric"].iloc[0]) == "cacc" else str(table["metric"].iloc[0]).replace("_", " ")
-    sentences = []
-    for row in table.itertuples(index=False):
-        label = " / ".join(str(getattr(row, key)) for key in ("scorer", "concept") if hasattr(row, key))
-        p = getattr(row, "pvalue_examples", float("nan"))
-        test = f"; per-example p = {p:.2g}" if pd.notna(p) else ""
-        sentences.append(f"- {label + ', ' if label else ''}{row.eval_set}: certified {100 * row.certified:.1f}% at K = "
-                         f"{100 * row.certified_k:.1f}% of the components, baseline {100 * row.baseline:.1f}% at K = "
-                         f"{100 * row.baseline_k:.1f}%, full model {100 * row.full:.1f}% ({metric}{test}).")
-    return sentences
-
-
-#: The Warnings section of a summary without flags (one line, naming what was checked).
-NO_WARNINGS = ("None: no degenerate result found (checked: model at chance, empty circuits, certified IN nothing, "
-               f"identical or constant curves, false-positive rate >= {flags.HIGH_FPR:g}, plan warnings).")
-
-
-def summary_flags(curves: Sequence[Path] = (), certificates: Sequence[Path] = ()) -> list[flags.Flag]:
-    """Every degenerate-result flag of a run (:mod:`certified_circuits.reports.flags`): those of each curves table
-    (``curves.csv`` of report-sufficiency) and of each certificates file (its plan warnings included)."""
-    found: list[flags.Flag] = []
-    for path in map(Path, curves):
-        found += flags.curve_flags(pd.read_csv(path, dtype={"concept": str}))
-    for path in map(Path, certificates):
-        certificate = read_certificates(path)
-        found += flags.certificate_flags(certificate.decision, certificate.attrs, flags.certificate_where(certificate.attrs))
-    return found
-
-
-def summary_report(peaks: Sequence[Path], out: Path, curves: Sequence[Path] = (),
-                   certificates: Sequence[Path] = (), testbed: Mapping[str, Sequence[Path]] | None = None,
-                   main_scorer: str | None = None) -> list[flags.Flag]:
-    """The run summary for people (``summary.md``): with a testbed (``testbed``: ``ground_truths``, ``recovery``,
-    ``stability``, ``mean_ablation`` paths), it opens with "What this run shows", the findings of
-    :func:`certified_circuits.reports.findings.findings` (``main_scorer``: the vision scorer they report); then a
-    ``## Warnings`` section with every
-    degenerate-result flag of the curves tables and certificates given (:func:`summary_flags`; identical flags of
-    several places merged; one line saying so when there is none), then per experiment its settings in words, one
-    sentence per (scorer or task, eval set) with the numbers a reader needs, and the formatted tables; the raw CSV
-    stays in ``tables/``. Also printed on stderr.
-
-    Returns:
-        The flags (unmerged; the CLI logs them as MLflow tags).
-    """
-    from certified_circuits.reports.words import tag_words
-
-    found = summary_flags(curves, certificates)
-    from certified_circuits.reports.findings import findings, findings_section
-
-    lines = ["# certified-circuits run summary", "",
-             "Open `explorer/index.html` (beside this file) for the circuits, class by class and task by task.", ""]
-    testbed = testbed or {}
-    lines += findings_section(findings(testbed.get("ground_truths", ()), testbed.get("recovery", ()),
-                                       testbed.get("stability", ()), testbed.get("mean_ablation", ()), main_scorer))
-    lines += flags.flags_markdown(flags.merge_flags(found)) or ["## Warnings", "", NO_WARNINGS, ""]
-    by_experiment: dict[Path, list[Path]] = {}
-    for path in map(Path, peaks):  # each peak table, then its held-out selection when the run made one
-        selected = path.with_name(path.name.replace("peaks_", "selected_", 1))
-        by_experiment.setdefault(path.parent, []).extend([path] + ([selected] if selected.is_file() and selected != path else []))
-    for folder, paths in by_experiment.items():
-        lines += [f"## {folder.name}", ""]
-        for path in paths:
-            table = pd.read_csv(path)
-            evaluation.require_columns(table, ["eval_set", "certified", "baseline", "certified_k", "baseline_k", "full", "metric"],
-                                       f"{path} (a peak table of report-sufficiency)")
-            formatted = path.with_name(path.name.replace("_raw.csv", ".md"))
-            kind = "Peak" if path.name.startswith("peaks_") else "Held-out selection"
-            settings = sorted({tag_words(t) for column in ("setting", "certified_setting") if column in table
-                               for t in table[column].dropna()})
-            lines += [f"### {kind}: {formatted.stem} (`tables/{folder.name}/{formatted.name}`)", ""]
-            if settings:
-                lines += [f"Certification setting{'s' if len(settings) > 1 else ''}: {'; '.join(settings)}.", ""]
-            lines += [*peak_sentences(table), ""]
-            if formatted.is_file():
-                lines += [formatted.read_text().strip(), ""]
-        faith = folder / "faithfulness_mean.md"
-        if faith.is_file():
-            lines += [f"### Faithfulness (`tables/{folder.name}/faithfulness.csv`)", "",
-                      "f = (m(C) - m(empty)) / (m(M) - m(empty)) over the K grid (MIB's circuit track): CPR is the "
-                      "area under f (higher is better), CMD the area between f and 1 (lower is better; a circuit "
-                      "that overshoots the model counts as different). Unlike cACC, f follows the model's margin, "
-                      "not only its argmax.", "", faith.read_text().strip(), ""]
-    lines += ["Raw tables (CSV) and figures: " + ", ".join(f"`{p}`" for p in sorted({str(Path(p).parent) for p in peaks}))]
-    text = "\n".join(lines) + "\n"
-    write_text(out, text)
-    print(text, file=sys.stderr)
-    return found

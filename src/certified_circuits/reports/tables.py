@@ -140,6 +140,24 @@ def significance_marker(pvalue: pd.Series) -> pd.Series:
     return pd.Series(marks, index=pvalue.index, dtype=object)
 
 
+def _cells(df: pd.DataFrame, float_format: str) -> tuple[pd.DataFrame, list[bool]]:
+    """The display strings of a table and which columns read as numbers (right-aligned)."""
+    cells = pd.DataFrame({c: _as_text(df[c], float_format) for c in df.columns}, index=df.index)
+    cells.columns = [str(c) for c in df.columns]
+    numeric = [
+        (pd.api.types.is_numeric_dtype(df[c]) and not pd.api.types.is_bool_dtype(df[c])) or _is_numeric_text(cells[str(c)])
+        for c in df.columns
+    ]
+    return cells, numeric
+
+
+def markdown_table(df: pd.DataFrame, float_format: str = "{:.3f}") -> list[str]:
+    """A table as the lines of a Markdown pipe table (no caption), formatted as :func:`write_table` formats its
+    ``.md`` (floats through ``float_format``, missing values as ``--``, numbers right-aligned)."""
+    cells, numeric = _cells(df, float_format)
+    return _markdown(cells, numeric, "").rstrip("\n").split("\n")
+
+
 def write_table(df: pd.DataFrame, stem: Path, caption: str = "", float_format: str = "{:.3f}") -> list[Path]:
     """Write a table as ``stem.csv``, ``stem.md`` and ``stem.tex`` atomically.
 
@@ -151,13 +169,7 @@ def write_table(df: pd.DataFrame, stem: Path, caption: str = "", float_format: s
     """
     if not isinstance(df, pd.DataFrame):
         raise TypeError(f"write_table needs a pandas DataFrame, got {type(df).__name__}")
-    cells = pd.DataFrame({c: _as_text(df[c], float_format) for c in df.columns}, index=df.index)
-    cells.columns = [str(c) for c in df.columns]
-    numeric = [
-        (pd.api.types.is_numeric_dtype(df[c]) and not pd.api.types.is_bool_dtype(df[c])) or _is_numeric_text(cells[str(c)])
-        for c in df.columns
-    ]
-
+    cells, numeric = _cells(df, float_format)
     targets = [stem_path(stem, s) for s in (".csv", ".md", ".tex")]
     with atomic_path(targets[0]) as tmp, open(tmp, "w", newline="", encoding="utf-8") as handle:
         df.to_csv(handle, index=False)

@@ -1,0 +1,294 @@
+"""``summary.md``: a run's results in one page a person reads in a minute (issue 35).
+
+At most :data:`MAX_LINES` lines, in this order:
+
+1. "What this run shows": the findings (:mod:`certified_circuits.reports.findings`), each a line of numbers read
+   from a result table;
+2. one compact table per result family the run produced (:data:`FAMILIES`: sufficiency, faithfulness, recovery,
+   stability, IoU, certification seeds, spurious index, attack, radius sweep), every row a mean read from the
+   family's raw table, with a link to its full table;
+3. the warnings, one line per kind (:func:`certified_circuits.reports.flags.grouped_markdown`) from the run's one
+   list (``warnings.json``, :func:`certified_circuits.reports.flags.run_flags`), which the explorer, the MLflow tags
+   and the end of the run show too.
+
+A family's table keeps its first rows when the page would run over :data:`MAX_LINES`, and says how many rows its
+full table has. Every table is aggregated with pandas (groupby), never a loop over examples or components.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Callable, Mapping, Sequence
+
+import pandas as pd
+
+from certified_circuits.reports import flags as fl
+from certified_circuits.reports.findings import findings, findings_section
+from certified_circuits.reports.tables import markdown_table
+from certified_circuits.storage.atomic import write_text
+
+__all__ = ["FAMILIES", "MAX_LINES", "family_tables", "summary_lines", "summary_report"]
+
+#: the longest summary.md
+MAX_LINES = 120
+#: rows a family's table starts with (fewer when the page would be longer than :data:`MAX_LINES`)
+MAX_ROWS = 8
+#: the methods a compact table shows, in this order
+METHODS = ("baseline", "majority", "certified")
+
+
+def _pct(values: pd.Series) -> pd.Series:
+    return values.map(lambda v: "--" if pd.isna(v) else f"{100 * v:.1f}")
+
+
+def _main(frame: pd.DataFrame, main_scorer: str | None) -> pd.DataFrame:
+    """The main scorer's rows of a vision table (every row when the table has no scorer column or none of its)."""
+    if main_scorer and "scorer" in frame and (frame["scorer"].astype(str) == main_scorer).any():
+        return frame[frame["scorer"].astype(str) == main_scorer]
+    return frame
+
+
+def _label(frame: pd.DataFrame, keys: Sequence[str]) -> pd.Series:
+    """``"world / relevance / id"`` from the key columns a table has."""
+    present = [k for k in keys if k in frame]
+    return frame[present].astype(str).agg(" / ".join, axis=1) if present else pd.Series("", index=frame.index)
+
+
+def sufficiency_table(tables: Path, experiment: str, main_scorer: str | None) -> pd.DataFrame | None:
+    """cACC of each method at the K chosen on held-out data (``selected_cacc_raw.csv``; the ID peak
+    ``peaks_cacc_raw.csv`` when the run selects on nothing), main scorer, per eval set: percent, K in percent."""
+    path = tables / "selected_cacc_raw.csv"
+    path = path if path.is_file() else tables / "peaks_cacc_raw.csv"
+    if not path.is_file():
+        return None
+    raw = _main(pd.read_csv(path, dtype={"concept": str}), main_scorer)
+    out = pd.DataFrame({"experiment": experiment, "eval set": _label(raw, ["concept", "eval_set"]),
+                        "full": _pct(raw["full"])})
+    for method in ("baseline", "certified"):
+        out[f"{method} (K %)"] = _pct(raw[method]) + " (" + _pct(raw[f"{method}_k"]) + ")"
+    p = raw["pvalue_examples"] if "pvalue_examples" in raw else raw.get("pvalue")
+    if p is not None:
+        out["p"] = p.map(lambda v: "--" if pd.isna(v) else f"{v:.2g}")
+    return out.reset_index(drop=True)
+
+
+def faithfulness_table(tables: Path, experiment: str, main_scorer: str | None) -> pd.DataFrame | None:
+    """CPR (higher is better) of each method per eval set (``faithfulness_mean.csv``; main scorer, first
+    setting)."""
+    path = tables / "faithfulness_mean.csv"
+    if not path.is_file():
+        return None
+    raw = _main(pd.read_csv(path, dtype={"concept": str}), main_scorer)
+    if "setting" in raw and raw["setting"].nunique() > 1:
+        raw = raw[raw["setting"] == raw["setting"].iloc[0]]
+    cpr = next((c for c in raw.columns if c.startswith("CPR")), None)
+    if cpr is None or "eval_set" not in raw or "method" not in raw:
+        return None
+    wide = raw.pivot_table(index="eval_set", columns="method", values=cpr, aggfunc="mean", sort=False)
+    out = pd.DataFrame({"experiment": experiment, "eval set": wide.index.astype(str)})
+    for method in (m for m in METHODS if m in wide):
+        out[f"CPR {method}"] = wide[method].to_numpy()
+    return out
+
+
+def recovery_table(tables: Path, experiment: str, main_scorer: str | None) -> pd.DataFrame | None:
+    """Mean AUROC of each method over the concepts, per scorer (``testbed/recovery_auroc.csv``, selected setting)."""
+    path = tables / "testbed" / "recovery_auroc.csv"
+    if not path.is_file():
+        return None
+    raw = pd.read_csv(path, dtype={"concept": str})
+    raw = raw[raw["at_selected_setting"].astype(bool)]
+    wide = raw.pivot_table(index="scorer", columns="method", values="auroc", aggfunc="mean", sort=False)
+    out = pd.DataFrame({"experiment": experiment, "scorer": wide.index.astype(str),
+                        "concepts": raw.groupby("scorer", sort=False)["concept"].nunique().reindex(wide.index).to_numpy()})
+    for method in wide.columns:
+        out[f"AUROC {method}"] = wide[method].to_numpy()
+    return out
+
+
+def stability_table(tables: Path, experiment: str, main_scorer: str | None) -> pd.DataFrame | None:
+    """Under bootstrap resamples, mean over concepts and K (``testbed/stability.csv``): Jaccard of the baseline to
+    the full-data circuit, shares of baseline memberships and certified labels that change, in<->out flips."""
+    path = tables / "testbed" / "stability.csv"
+    if not path.is_file():
+        return None
+    raw = pd.read_csv(path, dtype={"concept": str})
+    columns = {"baseline_jaccard_mean": "J baseline", "baseline_change_share": "baseline changed %",
+               "certified_change_share": "certified label changed %", "certified_flip_share": "in<->out flips %"}
+    mean = raw.groupby("scorer", sort=False)[list(columns)].mean()
+    out = pd.DataFrame({"experiment": experiment, "scorer": mean.index.astype(str),
+                        "resamples": raw.groupby("scorer", sort=False)["resamples"].first().to_numpy()})
+    for column, name in columns.items():
+        out[name] = mean[column].to_numpy() * (1 if column == "baseline_jaccard_mean" else 100)
+    return out
+
+
+def iou_table(tables: Path, experiment: str, main_scorer: str | None) -> pd.DataFrame | None:
+    """Mean IoU of the ID circuit with the circuit re-discovered on each OOD set, per method (``iou.csv``)."""
+    path = tables / "iou.csv"
+    if not path.is_file():
+        return None
+    raw = _main(pd.read_csv(path, dtype={"concept": str}), main_scorer)
+    if raw.empty:
+        return None
+    wide = raw.pivot_table(index="eval_set", columns="method", values="iou", aggfunc="mean", sort=False)
+    out = pd.DataFrame({"experiment": experiment, "OOD set": wide.index.astype(str),
+                        "classes": raw.groupby("eval_set", sort=False)["concept"].nunique().reindex(wide.index).to_numpy()})
+    for method in (m for m in METHODS if m in wide):
+        out[f"IoU {method}"] = wide[method].to_numpy()
+    return out
+
+
+def seeds_table(tables: Path, experiment: str, main_scorer: str | None) -> pd.DataFrame | None:
+    """Mean pairwise IoU of circuits certified with different certification seeds, per method
+    (``seed_stability.csv``)."""
+    path = tables / "seed_stability.csv"
+    if not path.is_file():
+        return None
+    raw = _main(pd.read_csv(path, dtype={"concept": str}), main_scorer)
+    grouped = raw.groupby("method", sort=False)
+    out = pd.DataFrame({"experiment": experiment, "method": list(grouped.groups), "mean IoU": grouped["iou"].mean().to_numpy(),
+                        "min IoU": grouped["iou"].min().to_numpy(), "seed pairs": grouped.size().to_numpy()})
+    return out
+
+
+def spurious_table(tables: Path, experiment: str, main_scorer: str | None) -> pd.DataFrame | None:
+    """Spurious index (habitat over shape sensitivity) by certification category (``spurious_summary.csv``)."""
+    path = tables / "spurious_summary.csv"
+    if not path.is_file():
+        return None
+    raw = pd.read_csv(path)
+    return pd.DataFrame({"experiment": experiment, "category": raw["category"].astype(str).str.replace("_", " "),
+                         "mean index": raw["mean"], "median index": raw["median"], "channels": raw["count"]})
+
+
+def attack_table(tables: Path, experiment: str, main_scorer: str | None) -> pd.DataFrame | None:
+    """Label flips of the dataset-edit attack within and beyond the certified radius (``attack/attack_raw.csv``):
+    mean shares in percent over edits, modes, trials and classes."""
+    path = tables / "attack" / "attack_raw.csv"
+    if not path.is_file():
+        return None
+    raw = pd.read_csv(path)
+    grouped = raw.groupby("within_radius", sort=True)
+    shares = grouped[["baseline_flip_share", "certified_flip_share"]].mean() * 100
+    out = pd.DataFrame({"experiment": experiment,
+                        "edits": ["beyond r" if not w else "within r" for w in shares.index],
+                        "baseline flips %": shares["baseline_flip_share"].to_numpy(),
+                        "certified flips %": shares["certified_flip_share"].to_numpy(),
+                        "max certified flips %": grouped["certified_flip_share"].max().to_numpy() * 100,
+                        "runs": grouped.size().to_numpy()})
+    return out.iloc[::-1].reset_index(drop=True)  # within r first: the guarantee
+
+
+def radius_table(tables: Path, experiment: str, main_scorer: str | None,
+                 plan_warnings: Sequence[Mapping] = ()) -> pd.DataFrame | None:
+    """The radius sweep at its best K (``radius_sweep_best_k.csv``): per (|D|, p_del) the radius, the plan's
+    verdict, cACC and the abstention; ``plan warning`` names what the parse-time plan said of that setting
+    (``plan/warnings.json``)."""
+    path = tables / "radius_sweep_best_k.csv"
+    if not path.is_file():
+        return None
+    raw = pd.read_csv(path)
+    warned = {(int(r["n_examples"]), round(float(r["p_del"]), 9)): str(r["message"]).split(":")[0]
+              for r in plan_warnings if "radius sweep" in str(r.get("where", ""))}
+    notes = [warned.get((int(n), round(float(p), 9)), "") for n, p in zip(raw["n_examples"], raw["p_del"])]
+    return pd.DataFrame({"experiment": experiment, "|D|": raw["n_examples"], "p_del": raw["p_del"].map("{:g}".format),
+                         "radius": raw["radius"], "plan": raw["plan_verdict"], "best K %": raw["k_target"] * 100,
+                         "cACC %": raw["cacc"] * 100, "abstain %": raw["abstain_rate"] * 100,
+                         "plan warning": notes})
+
+
+#: (title, what the table shows, builder, the full table under ``tables/<experiment>/``: the first that exists) of
+#: every result family
+FAMILIES: tuple[tuple[str, str, Callable[..., pd.DataFrame | None], str | tuple[str, ...]], ...] = (
+    ("Sufficiency", "cACC % of each circuit at the K chosen on held-out data, else at its peak (K in % of the "
+     "components; p: per-example paired test)", sufficiency_table, ("selected_cacc.md", "peaks_cacc.md")),
+    ("Faithfulness", "CPR, the area under f = (m(C) - m(empty)) / (m(M) - m(empty)) over K (higher is better)",
+     faithfulness_table, "faithfulness_mean.md"),
+    ("Recovery", "AUROC of each method's circuit against the known circuit over the K grid (0.5: chance)",
+     recovery_table, "testbed/recovery_summary.md"),
+    ("Stability", "bootstrap resamples of each concept dataset, mean over concepts and K", stability_table,
+     "testbed/stability_summary.md"),
+    ("IoU", "ID circuit vs the circuit re-discovered on each OOD set", iou_table, "iou.csv"),
+    ("Certification seeds", "pairwise IoU of circuits certified with different seeds", seeds_table,
+     "seed_stability.csv"),
+    ("Spurious index", "habitat vs shape sensitivity of channels by category", spurious_table, "spurious_summary.csv"),
+    ("Attack", "label flips when the concept dataset is edited (none within r, by Theorem 1)", attack_table,
+     "attack/attack.md"),
+    ("Radius sweep", "certified radius, cACC and abstention as |D| and p_del vary", radius_table,
+     "radius_sweep_best_k.csv"),
+)
+
+
+def family_tables(experiments: Sequence[tuple[str, Path]], main_scorer: str | None = None,
+                  plan_warnings: Sequence[Mapping] = ()) -> list[tuple[str, str, pd.DataFrame, list[str]]]:
+    """Each result family the run produced: (title, what it shows, the rows of every experiment, the links to the
+    full tables); a family no experiment produced is left out."""
+    found = []
+    for title, what, build, full in FAMILIES:
+        frames, links = [], []
+        for name, tables in experiments:
+            extra = {"plan_warnings": plan_warnings} if build is radius_table else {}
+            frame = build(Path(tables), name, main_scorer, **extra)
+            if frame is not None and len(frame):
+                frames.append(frame)
+                names = (full,) if isinstance(full, str) else full
+                shown = next((n for n in names if (Path(tables) / n).is_file()), names[0])
+                links.append(f"`tables/{Path(tables).name}/{shown}`")
+        if frames:
+            found.append((title, what, pd.concat(frames, ignore_index=True), links))
+    return found
+
+
+def _section(title: str, what: str, frame: pd.DataFrame, links: Sequence[str], rows: int) -> list[str]:
+    shown = frame.head(rows)
+    left = len(frame) - rows
+    more = [f"... {left} more row{'s' if left > 1 else ''} in the full table{'s' if len(links) > 1 else ''}."] if left > 0 else []
+    return [f"### {title}: {what} ({', '.join(links)})", "", *markdown_table(shown, "{:.3g}"), *more, ""]
+
+
+def summary_lines(experiments: Sequence[tuple[str, Path]], flags: Sequence[fl.Flag],
+                  testbed: Mapping[str, Sequence[Path]] | None = None, main_scorer: str | None = None,
+                  plan_warnings: Sequence[Mapping] = ()) -> list[str]:
+    """The lines of ``summary.md`` (at most :data:`MAX_LINES`; see the module docstring).
+
+    Args:
+        experiments: (name, tables folder) of each experiment.
+        flags: the run's one warning list (``warnings.json``).
+        testbed: ``ground_truths``, ``recovery``, ``stability``, ``mean_ablation`` paths of the findings.
+        main_scorer: the vision scorer the findings and the compact tables report.
+        plan_warnings: the parse-time plan records (``plan/warnings.json``), marked in the radius sweep's table.
+
+    Returns:
+        The lines, without newlines.
+    """
+    testbed = testbed or {}
+    head = ["# certified-circuits run summary", "",
+            "Explorer: `explorer/index.html` (beside this file: every circuit, figure and warning); full tables: "
+            "`tables/`.", ""]
+    head += findings_section(findings(testbed.get("ground_truths", ()), testbed.get("recovery", ()),
+                                      testbed.get("stability", ()), testbed.get("mean_ablation", ()), main_scorer))
+    tail = fl.grouped_markdown(flags, "Every warning with its place and fix: the explorer's overview "
+                                      "(`explorer/index.html#warnings`); as data: `warnings.json`.")
+    families = family_tables(experiments, main_scorer, plan_warnings)
+    results = ["## Results", ""] if families else []
+    for rows in range(MAX_ROWS, 0, -1):  # the most rows per table that fit the page
+        body = [line for family in families for line in _section(*family, rows)]
+        if len(head) + len(results) + len(body) + len(tail) <= MAX_LINES:
+            break
+    return head + results + body + tail
+
+
+def summary_report(out: Path, experiments: Sequence[tuple[str, Path]], flags: Sequence[fl.Flag] = (),
+                   testbed: Mapping[str, Sequence[Path]] | None = None, main_scorer: str | None = None,
+                   plan_warnings: Sequence[Mapping] = ()) -> int:
+    """Write ``summary.md`` (:func:`summary_lines`, atomically) and say on stderr where it is.
+
+    Returns:
+        Its number of lines.
+    """
+    lines = summary_lines(experiments, flags, testbed, main_scorer, plan_warnings)
+    write_text(out, "\n".join(lines) + "\n")
+    print(f"summary: {len(lines)} lines -> {out}", file=sys.stderr)
+    return len(lines)
