@@ -36,7 +36,6 @@ ENV_BIN = Path(sys.executable).parent  # the environment `make` installed (.venv
 OWNED_ELSEWHERE = {
     "docs/mib.md": 1,
     "src/certified_circuits/language/tasks.py": 1,
-    "src/certified_circuits/reports/flags.py": 2,  # _plan_command: use certified_circuits.core.planning.plan_command
 }
 
 #: stages whose --help example (a docstring of cli/mib.py, issue 36's branch) names an option the stage lacks:

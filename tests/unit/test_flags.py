@@ -130,7 +130,7 @@ def test_certified_nothing_every_abstain_and_some_out():
     abstain = certificate_flags(np.full((2, 4), -1, np.int8), ATTRS, "world / concept a")
     assert codes(abstain) == ["certified-nothing"]
     assert "every component abstained" in abstain[0].message and "of 2 K" in abstain[0].message
-    assert "`certified-circuits plan --examples 40 --components 4 --p-del 0.6 --tau 0.95 --n 1000 --alpha 0.001`" in abstain[0].fix
+    assert "`bin/certified-circuits plan --examples 40 --components 4 --p-del 0.6 --tau 0.95 --alpha 0.001 --n 1000`" in abstain[0].fix
     some_out = certificate_flags(np.array([[0, -1, -1, 0], [-1, -1, -1, 0]], np.int8), ATTRS, "w")
     assert "2 of 4 components are certified OUT" in some_out[0].message
     one_d = certificate_flags(np.array([0, -1, 0], np.int8), {}, "w")

@@ -27,6 +27,7 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import ScalarFormatter
 
 from certified_circuits.core.certification import certified_radius, max_certifiable_tau, min_samples
+from certified_circuits.core.setting import number
 from certified_circuits.core.planning import in_impossible_from
 from certified_circuits.storage.atomic import atomic_path
 from certified_circuits.reports.flags import CONSTANT_RANGE
@@ -304,11 +305,11 @@ def plot_radius_curves(
     for tau, color in zip(taus, _color_cycle(len(taus))):
         radius = np.array([certified_radius(tau, p) for p in p_del])
         if n_examples is None:
-            ax.step(p_del, radius, where="post", color=color, lw=1.6, label=rf"$\tau$ = {tau:g}")
+            ax.step(p_del, radius, where="post", color=color, lw=1.6, label=rf"$\tau$ = {number(tau)}")
             continue
         boundary = in_impossible_from(tau, n_examples)
         possible = p_del < boundary
-        ax.step(p_del[possible], radius[possible], where="post", color=color, lw=1.6, label=rf"$\tau$ = {tau:g}")
+        ax.step(p_del[possible], radius[possible], where="post", color=color, lw=1.6, label=rf"$\tau$ = {number(tau)}")
         ax.step(p_del[~possible], radius[~possible], where="post", color=color, lw=1.0, ls=":", alpha=0.6)
         if p_del.min() <= boundary <= p_del.max():
             ax.axvline(boundary, color=color, lw=0.8, ls=":", alpha=0.6)

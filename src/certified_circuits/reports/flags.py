@@ -55,6 +55,9 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from certified_circuits import COMMAND
+from certified_circuits.core.setting import number
+
 #: Absolute tolerance above chance under which the full model counts as at chance (a 5-point margin: an
 #: eval set of a few dozen images has a standard error of that size at 0.5).
 CHANCE_TOLERANCE = 0.05
@@ -199,8 +202,9 @@ def _empty_flags(pruned: pd.DataFrame, keys: list[str], prefix: str) -> tuple[li
     flags = []
     for where, method, place in zip(empty["where"], empty["method"], _places(empty)):
         if method == "certified":
-            fix = ("the setting certifies no component IN: see the plan warnings, and check it with `certified-circuits "
-                   "plan --examples |D| --components U --p-del P --tau T --n N` (lower p_del or tau, raise |D| or n).")
+            fix = ("the setting certifies no component IN: see the plan warnings, and check it with "
+                   f"`{COMMAND} plan --examples N_EXAMPLES --components N_COMPONENTS --p-del P_DEL --tau TAU --n N` "
+                   "(lower p_del or tau, raise |D| or n).")
         else:
             fix = "raise the K grid (k_grid): every K keeps no component of this method's circuit."
         flags.append(Flag("empty-circuit", where,
@@ -327,11 +331,12 @@ def curve_flags(curves: pd.DataFrame, where: str = "", *, n_classes: int | None 
 
 
 def _plan_command(attrs: Mapping[str, Any], n_components: int) -> str:
-    """``certified-circuits plan ...`` for the certificate's own |D|, U and setting (what is known of it)."""
-    options = [("--examples", attrs.get("n_examples")), ("--components", n_components), ("--p-del", attrs.get("p_del")),
-               ("--tau", attrs.get("tau")), ("--n", attrs.get("n")), ("--alpha", attrs.get("alpha"))]
-    return "`certified-circuits plan " + " ".join(f"{o} {v:g}" if isinstance(v, float) else f"{o} {v}"
-                                                  for o, v in options if v is not None) + "`"
+    """The runnable plan command (:func:`certified_circuits.core.planning.plan_command`) for the certificate's own
+    |D|, U and setting (what is known of it), in backquotes."""
+    from certified_circuits.core.planning import plan_command
+
+    setting = {key: attrs.get(key) for key in ("p_del", "tau", "n", "alpha")}
+    return f"`{plan_command(attrs.get('n_examples'), n_components, **setting)}`"
 
 
 def certificate_where(attrs: Mapping[str, Any]) -> str:
@@ -339,7 +344,7 @@ def certificate_where(attrs: Mapping[str, Any]) -> str:
     (``"world / concept circle / split concept / scorer grad_x_act / tau 0.95, p_del 0.6"``)."""
     parts = [str(attrs["experiment"])] if attrs.get("experiment") else []
     parts += [f"{key} {attrs[key]}" for key in ("concept", "split", "scorer") if attrs.get(key) not in (None, "")]
-    setting = ", ".join(f"{key} {attrs[key]:g}" if isinstance(attrs[key], float) else f"{key} {attrs[key]}"
+    setting = ", ".join(f"{key} {number(attrs[key])}" if isinstance(attrs[key], float) else f"{key} {attrs[key]}"
                         for key in ("tau", "p_del") if key in attrs)
     return " / ".join(parts + ([setting] if setting else []))
 
@@ -448,7 +453,7 @@ def plan_flags(path: str | Path) -> list[Flag]:
     included."""
     doc = json.loads(Path(path).read_text())
     return [Flag("plan", f"{r['where']} ({r['key']}, radius {r['radius']})", f"plan warning: {r['message']}",
-                 r["fix"] or "see `certified-circuits plan --help`.", experiment=str(r.get("experiment", "")))
+                 r["fix"] or f"see `{COMMAND} plan --help`.", experiment=str(r.get("experiment", "")))
             for r in doc.get("warnings", [])]
 
 
@@ -495,7 +500,8 @@ def read_flags(path: str | Path) -> list[Flag]:
     """The flags of ``<results>/warnings.json`` (:func:`write_flags`), in their order."""
     doc = json.loads(Path(path).read_text())
     if doc.get("format") != FLAGS_FORMAT:
-        raise ValueError(f"{path}: not a warnings list ({FLAGS_FORMAT}); write it with certified-circuits report-warnings")
+        raise ValueError(f"{path}: not a warnings list ({FLAGS_FORMAT}); write it with {COMMAND} report-warnings "
+                         "(the workflow's rule `warnings` does)")
     return [Flag(**f) for f in doc["flags"]]
 
 

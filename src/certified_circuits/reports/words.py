@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from certified_circuits.core.certification import certified_radius
-from certified_circuits.core.setting import Setting
+from certified_circuits.core.setting import Setting, number
 
 
 def setting_words(attrs: dict) -> str:
@@ -20,7 +20,7 @@ def setting_words(attrs: dict) -> str:
     Bonferroni``."""
     tau, p_del = float(attrs["tau"]), float(attrs["p_del"])
     return (
-        f"tau {tau:g}, p_del {p_del:g} (radius r = {certified_radius(tau, p_del)}), alpha {float(attrs['alpha']):g}, "
+        f"tau {number(tau)}, p_del {number(p_del)} (radius r = {certified_radius(tau, p_del)}), alpha {number(float(attrs['alpha']))}, "
         f"n0 = {int(attrs['n0'])} selection and n = {int(attrs['n'])} certification sub-datasets, "
         f"{str(attrs['correction']).capitalize()} correction"
     )
@@ -34,11 +34,11 @@ def guarantee_words(attrs: dict) -> str:
         f"With probability at least {100 * (1 - alpha):g}% over the sampled deletion masks, the labels hold jointly "
         f"for all components of a concept's circuit at each K ({str(attrs['correction']).capitalize()} correction over "
         f"the components). A component abstains when its votes over the {int(attrs['n'])} certification "
-        f"sub-datasets do not show agreement of at least tau = {tau:g}."
+        f"sub-datasets do not show agreement of at least tau = {number(tau)}."
     )
     if r == 0:
         return (
-            f"At tau {tau:g} and p_del {p_del:g} the certified radius is r = 0: no edit of the concept dataset is "
+            f"At tau {number(tau)} and p_del {number(p_del)} the certified radius is r = 0: no edit of the concept dataset is "
             f"covered (a larger p_del or a smaller tau gives r >= 1), so each certified in or out label is certified "
             f"for the dataset as given. " + joint
         )
@@ -54,7 +54,7 @@ def guarantee_words(attrs: dict) -> str:
 def short_words(tau: float, p_del: float) -> str:
     """``tau 0.9, p_del 0.95, r = 9``: a setting's short name in words (legends, headings)."""
     tau, p_del = float(tau), float(p_del)
-    return f"tau {tau:g}, p_del {p_del:g}, r = {certified_radius(tau, p_del)}"
+    return f"tau {number(tau)}, p_del {number(p_del)}, r = {certified_radius(tau, p_del)}"
 
 
 def row_words(row: Mapping[str, Any]) -> str:
