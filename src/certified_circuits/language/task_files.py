@@ -499,7 +499,14 @@ def load_task_file(path: str | os.PathLike, task: str, *, seed: int, tokenizer: 
     Raises:
         FileNotFoundError, TaskFileError: see :func:`read_task_file`, :func:`assign_splits`,
             :func:`check_tokens`.
+
+    A folder of MIB's own data (:func:`~.mib_data.is_mib_dataset`) is read by :func:`~.mib_data.load_mib_task`
+    (MIB's splits and counterfactuals; ``task`` names the MIB task) and checked by the same :func:`check_tokens`.
     """
+    from certified_circuits.language import mib_data
+
+    if mib_data.is_mib_dataset(path):
+        return mib_data.load_mib_task(path, task, tokenizer=tokenizer, max_len=max_len)
     rows = read_task_file(path, task)
     splits = assign_splits(rows, task, seed, path=path)
     if tokenizer is not None:
@@ -536,6 +543,11 @@ def task_file_has_ood(path: str | os.PathLike) -> bool:
     """Whether a task file assigns any row to ``ood_test`` (only a split column can: the seeded split does not).
 
     The workflow reads it to know a task's eval sets when it builds the job graph; the file itself is
-    checked in full by :func:`load_task_file` before any job runs.
+    checked in full by :func:`load_task_file` before any job runs. A MIB dataset folder has none (MIB's splits are
+    train, validation and test).
     """
+    from certified_circuits.language.mib_data import is_mib_dataset
+
+    if is_mib_dataset(path):
+        return False
     return any(row.split == "ood_test" for row in read_task_file(path, "task"))
