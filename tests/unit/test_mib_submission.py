@@ -129,6 +129,30 @@ class MIBGraph:
         return m
 
 
+def check_as_mib_evaluates(root, pair: str, method: str = "certified-EAP-IG-inputs_patching_edge") -> int:
+    """Every binary file of ``root`` (``report-mib``'s output) read and re-ranked as MIB does, with ties both ways
+    and both rankings: the circuit evaluated is ``prune(in_graph)`` wherever the notes say the membership is kept.
+
+    Returns:
+        The number of files whose evaluated circuit is not empty.
+    """
+    notes = json.loads((root / "notes" / f"{pair}.json").read_text())
+    non_empty = 0
+    for note in notes["fractions"]:
+        g = MIBGraph.from_json(root / "multiple_circuits" / method / pair / note["file"])
+        n = int(note["fraction"] * len(g.index))
+        assert g.in_graph.sum() == note["n_in"] <= n
+        for absolute in (False, True):
+            for reverse in (False, True):
+                evaluated = g.apply_topn(n, absolute, reverse)
+                if note["keeps_membership"]:
+                    assert np.array_equal(evaluated, g.prune(g.in_graph)), note["file"]
+                else:  # MIB evaluates n edges: the certified circuit and more
+                    assert (evaluated >= g.prune(g.in_graph)).all()
+        non_empty += bool(evaluated.any())
+    return non_empty
+
+
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory):
     """A certificate of a 3-layer, 4-head graph on MIB's 9 fractions, sized by the planner, exported."""
@@ -186,6 +210,7 @@ def test_nine_binary_files_one_importance_file_and_notes(exported, caplog) -> No
     # the planner-sized certificate certifies edges in at 4 of the 9 fractions (this fixture's numbers)
     assert [int((decision[i] == 1).sum()) for i in range(9)] == [0, 0, 0, 0, 0, 6, 22, 45, 56]
     assert [n["keeps_membership"] for n in notes["fractions"]] == [True] * 9
+    assert check_as_mib_evaluates(out, pair) == 4  # 4 non-empty circuits, each exactly what MIB evaluates
     assert mib.check_submission(out) == {
         f"importances/certified-EAP-IG-inputs_patching_edge/{pair}": 1,
         f"multiple_circuits/certified-EAP-IG-inputs_patching_edge/{pair}": 9}
