@@ -58,3 +58,19 @@ def test_without_submission_any_pair_exports_and_mibs_names_are_checked_by_the_s
         smoke(model="gpt-2")
     with pytest.raises(ConfigError, match="only one of language.mib.model"):
         check_language(copy.deepcopy(smoke(model="gpt2", model_name="x")["language"]))
+
+
+def test_the_submission_config_of_docs_mib_is_valid() -> None:
+    """docs/mib.md's config (its yaml block) validates and passes the submission checks (paths aside)."""
+    import re
+
+    from certified_circuits.pipeline.config import check_language_mib
+
+    text = (ROOT / "docs" / "mib.md").read_text()
+    [block] = re.findall(r"```yaml\n(.*?)```", text, re.S)
+    config = yaml.safe_load(block)
+    validate(config, str(ROOT / "config.schema.yaml"), set_default=True)
+    language = config["language"]
+    language["tasks"] = list(language["task_files"])
+    check_language_mib(language)
+    assert mib_model_name(config) == "qwen2.5"
