@@ -305,3 +305,15 @@ def test_an_unevaluated_pair_warns_and_is_marked(tmp_path, exported, caplog) -> 
     d = json.loads((tmp_path / "importances" / "m_patching_edge" / "greater-than_mymodel" / "importances.json")
                    .read_text())
     assert d["cfg"]["model"] == "mymodel"
+
+
+def test_report_mib_writes_both_formats_and_checks_them(exported, tmp_path) -> None:
+    from certified_circuits.cli.main import main
+
+    root = exported[0].parent
+    files = [str(root / "attr.h5"), str(root / "cert.h5"), str(root / "cert.h5")]
+    assert main(["report-mib", "--model-name", "llama3", "--circuit", "mcqa", *files, "--circuit", "ioi", *files,
+                 "--out-dir", str(tmp_path)]) == 0
+    assert sorted(p.name for p in (tmp_path / "notes").iterdir()) == ["ioi_llama3.json", "mcqa_llama3.json"]
+    assert len(list((tmp_path / "multiple_circuits").rglob("*.json"))) == 18
+    assert len(list((tmp_path / "importances").rglob("importances.json"))) == 2

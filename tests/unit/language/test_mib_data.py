@@ -131,3 +131,18 @@ def test_wrong_task_and_missing_columns_are_named(tmp_path):
         read_split(folder, "greater_than", "train")
     with pytest.raises(MIBDataError, match=r"no s2_io_flip_counterfactual.prompt .*columns are \['label', 'prompt'\]"):
         load_mib_task(folder, "ioi", splits={"validation": "train", "id_test": "train"})
+
+
+def test_language_task_file_splits_a_mib_folder(tmp_path) -> None:
+    from certified_circuits.cli.main import main
+    from certified_circuits.language.tasks import read_jsonl
+    from tests.unit.language.family_fixtures import save_family
+
+    model = save_family("gpt2", tmp_path / "model")
+    rows = {"train": [ioi_row("Mary", "John")], "validation": [ioi_row("Lucy", "Tom")],
+            "test": [ioi_row("Kate", "Mark"), ioi_row("Tom", "Anna")]}
+    folder = hub_parquet(tmp_path / "ioi", rows)
+    assert main(["language-task-file", "--task", "ioi", "--file", str(folder), "--model-path", str(model),
+                 "--out-dir", str(tmp_path / "out")]) == 0
+    assert [e.id for e in read_jsonl(tmp_path / "out" / "id_test.jsonl")] == ["ioi-test-00000", "ioi-test-00001"]
+    assert read_jsonl(tmp_path / "out" / "ood_test.jsonl") == []
