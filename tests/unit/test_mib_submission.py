@@ -24,7 +24,7 @@ from certified_circuits.core import planning
 from certified_circuits.core.setting import Setting
 from certified_circuits.language.graph import build_graph
 from certified_circuits.reports import mib
-from certified_circuits.storage.store import read_certificates, write_attributions
+from certified_circuits.storage.store import read_attributions, read_certificates, write_attributions
 
 PERCENTAGES = (.001, .002, .005, .01, .02, .05, .1, .2, .5, 1)  # evaluation.py, verbatim
 BINARY_PCTS = PERCENTAGES[:-1]  # README: the 9 binary circuits, 0.1% .. 50%
@@ -182,7 +182,8 @@ def exported(tmp_path_factory):
     cert = cc.certify_scores(scores, np.zeros(g.n_edges, int), list(mib.SUBMISSION_FRACTIONS), setting,
                              absolute=True, attrs={"scorer": "eap_ig"}).save(root / "cert.h5")
     written = mib.write_submission(root / "out", "ioi", "gpt2", "certified-EAP-IG-inputs", attr, cert, cert)
-    return root / "out", names, read_certificates(cert).decision, np.abs(scores.mean(0)), written
+    stored = read_attributions(attr).scores["eap_ig"].mean(0).astype(np.float64)  # the float32 file's mean
+    return root / "out", names, read_certificates(cert).decision, np.abs(stored), written
 
 
 def test_nine_binary_files_one_importance_file_and_notes(exported, caplog) -> None:
