@@ -146,3 +146,9 @@ def test_language_task_file_splits_a_mib_folder(tmp_path) -> None:
                  "--out-dir", str(tmp_path / "out")]) == 0
     assert [e.id for e in read_jsonl(tmp_path / "out" / "id_test.jsonl")] == ["ioi-test-00000", "ioi-test-00001"]
     assert read_jsonl(tmp_path / "out" / "ood_test.jsonl") == []
+
+
+def test_a_data_folder_for_a_task_not_named_after_mibs_is_refused(tmp_path) -> None:
+    folder = save_to_disk(tmp_path / "ioi", {"train": [ioi_row("Mary", "John")]})
+    with pytest.raises(IsADirectoryError, match=r"is a folder, not a file: .*read for a task named after MIB's: ioi, mcqa"):
+        load_task_file(folder, "my_task", seed=0)
