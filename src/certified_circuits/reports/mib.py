@@ -136,7 +136,8 @@ def _reach(starts: set[str], steps: Mapping[str, set[str]]) -> set[str]:
     return seen
 
 
-def binary_scores(edge_names: Sequence[str], in_graph: np.ndarray, n: int) -> tuple[np.ndarray, bool]:
+def binary_scores(edge_names: Sequence[str], in_graph: np.ndarray, n: int,
+                  ends: tuple[list[str], list[str]] | None = None) -> tuple[np.ndarray, bool]:
     """The scores of one binary file that make MIB's ``apply_topn(n)`` + ``prune`` evaluate the circuit given.
 
     With C the circuit, ``R_out`` the nodes with a path in C to ``logits`` and ``R_in`` those with a path in C
@@ -149,6 +150,7 @@ def binary_scores(edge_names: Sequence[str], in_graph: np.ndarray, n: int) -> tu
         edge_names: every edge of the graph.
         in_graph: bool [E] the certified circuit C.
         n: MIB's edge count at the file's fraction, ``int(p E)`` (>= |C|).
+        ends: :func:`edge_ends` of ``edge_names``, when the caller has them.
 
     Returns:
         ``(scores, keeps)``: float [E] ``IN_SCORE`` on C, ``DEAD_SCORE`` on B, ``OUT_SCORE`` elsewhere; ``keeps``
@@ -159,7 +161,7 @@ def binary_scores(edge_names: Sequence[str], in_graph: np.ndarray, n: int) -> tu
     from certified_circuits.language import names as grammar
 
     in_graph = np.asarray(in_graph, dtype=bool)
-    parents, children = edge_ends(edge_names)
+    parents, children = edge_ends(edge_names) if ends is None else ends
     forward: dict[str, set[str]] = {}
     backward: dict[str, set[str]] = {}
     for i in np.flatnonzero(in_graph):
@@ -239,8 +241,9 @@ def submission_files(cfg: Mapping[str, Any], edge_names: Sequence[str], decision
     if np.any(np.diff(k_grid) <= 0):
         raise ValueError(f"the K grid {k_grid.tolist()} must be ascending (the importance order reads it so)")
     binary, notes = [], []
+    ends = edge_ends(edge_names)
     for c in fa.circuits_at_fractions(decision, k_grid, rank_scores, fractions):
-        scores, keeps = binary_scores(edge_names, c["in_graph"], c["budget"])
+        scores, keeps = binary_scores(edge_names, c["in_graph"], c["budget"], ends)
         binary.append((c["fraction"], circuit_graph_json(cfg, edge_names, scores, c["in_graph"])))
         note = _fraction_note(c, edge_names, decision, setting)
         note.update(file=circuit_file(c["fraction"]), keeps_membership=keeps)
