@@ -56,6 +56,9 @@ def test_without_submission_any_pair_exports_and_mibs_names_are_checked_by_the_s
     assert mib_model_name(config) == "tiny-gpt2"
     with pytest.raises(Exception, match="'gpt-2' is not one of"):
         smoke(model="gpt-2")
+    config["language"]["level"] = "node"
+    with pytest.raises(ConfigError, match="MIB's circuit files are edge circuits, but language.level is 'node'"):
+        check_language(copy.deepcopy(config["language"]))
     with pytest.raises(ConfigError, match="only one of language.mib.model"):
         check_language(copy.deepcopy(smoke(model="gpt2", model_name="x")["language"]))
 

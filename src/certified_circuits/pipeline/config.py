@@ -321,6 +321,9 @@ def check_language_mib(language) -> None:
     if mib.get("model") and mib.get("model_name"):
         config_error("language.mib.model_name", mib["model_name"], "only one of language.mib.model (MIB's model) and "
                                                                    "model_name (your own name): remove model_name")
+    if mib.get("export") and language["level"] != "edge":
+        config_error("language.mib.export", True, f"MIB's circuit files are edge circuits, but language.level is "
+                                                  f"{language['level']!r}: set language.level: edge (or export: false)")
     if not mib.get("submission"):
         return
     if not mib.get("export"):
