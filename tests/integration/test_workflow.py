@@ -144,20 +144,25 @@ def test_smoke_run_writes_mib_files_and_the_mib_grid_of_the_selected_setting(smo
     import pandas as pd
 
     from certified_circuits.reports.mib import check_submission
+    from tests.unit.test_mib_submission import check_as_mib_evaluates
 
-    method = smoke_run / "mib" / "tiny_gpt2" / "certified-EAP-IG-inputs_patching_edge"
-    assert check_submission(method) == {"ioi_tiny-gpt2": 10}
+    root = smoke_run / "mib" / "tiny_gpt2"
+    method = "certified-EAP-IG-inputs_patching_edge"
+    assert check_submission(root) == {f"importances/{method}/ioi_tiny-gpt2": 1,
+                                      f"multiple_circuits/{method}/ioi_tiny-gpt2": 9}
+    check_as_mib_evaluates(root, "ioi_tiny-gpt2")  # MIB's loader, apply_topn and prune, reimplemented
     selected = pd.read_csv(smoke_run / "tables" / "tiny_gpt2" / "selected_cacc_raw.csv")
     setting = selected[selected.concept == "ioi"].certified_setting.iloc[0]
+    notes = json.loads((root / "notes" / "ioi_tiny-gpt2.json").read_text())
+    assert notes["setting"]["setting"] == setting and notes["submittable"] is False
     for name, p in (("circuit_50pct.json", 0.5), ("circuit_10pct.json", 0.1)):
-        graph = json.loads((method / "ioi_tiny-gpt2" / name).read_text())
-        assert {"cfg", "nodes", "edges"} <= set(graph) and graph["cfg"]["n_layers"] == 1
+        graph = json.loads((root / "multiple_circuits" / method / "ioi_tiny-gpt2" / name).read_text())
+        assert set(graph) == {"cfg", "nodes", "edges"} and graph["cfg"]["n_layers"] == 1
         edges = graph["edges"]
         assert edges and all(isinstance(e["score"], float) and isinstance(e["in_graph"], bool) for e in edges.values())
         assert sum(e["in_graph"] for e in edges.values()) <= math.floor(p * len(edges))
-        certificate = graph["certificate"]
-        assert certificate["setting"]["setting"] == setting and isinstance(certificate["abstain"], list)
-        assert set(certificate["abstain"]) <= set(edges)
+        note = next(n for n in notes["fractions"] if n["file"] == name)
+        assert isinstance(note["abstain"], list) and set(note["abstain"]) <= set(edges)
     rows = pd.read_csv(smoke_run / "faithfulness_mib" / "tiny_gpt2" / "ioi.csv")
     assert set(rows.setting) == {setting}
     f = (rows.m - rows.m_empty) / (rows.m_full - rows.m_empty)

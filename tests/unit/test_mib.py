@@ -13,7 +13,8 @@ hannamw/EAP-IG at 7af394a):
   outgoing edge, an edge with its parent and child (``logits`` always present), until nothing changes;
   ``weighted_edge_count`` = edges left;
 * ``README.md`` "Submitting to the MIB Leaderboard": one folder per task/model named task and model joined by an
-  underscore (``ioi_gpt2``, ``arc-easy_llama3``), each circuit with no more than its percentage of edges; and
+  underscore (``ioi_gpt2``, ``arc-easy_llama3``), holding one importance file or 9 circuits, each with no more
+  than its percentage of edges (0.1% .. 50%); ``run_evaluation.py`` reads ``.../importances.json``; and
   ``run_attribution.py``: ``{circuit_dir}/{method}_{ablation}_{level}/{task.replace('_', '-')}_{model}/``;
 * EAP-IG ``Graph.from_json`` reads ``cfg``, ``nodes`` and ``edges`` (a ``score`` and ``in_graph`` per edge) only.
 """
@@ -154,57 +155,61 @@ def _write_task(root, task: str, model: str = "gpt2"):
         decision[i, order[:n]] = 1
         decision[i, order[n: n + 3]] = -1
     cfg = graph_cfg(2, 2, 0, False, task=task)
-    written = []
-    for fraction, graph in mib.submission_graphs(cfg, names, scores, decision, k_grid,
-                                                 setting={"tau": 0.9, "p_del": np.float64(0.95)}):
-        folder = root / mib.method_folder("certified-EAP-IG-inputs") / mib.task_folder(task, model)
-        written.append(write_graph_json(folder / mib.circuit_file(fraction), graph))
-    return written, names, decision, k_grid
+    files = mib.submission_files(cfg, names, decision, k_grid, setting={"tau": 0.9, "p_del": np.float64(0.95)},
+                                 rank_scores=np.abs(scores))
+    folder = root / mib.MULTIPLE / mib.method_folder("certified-EAP-IG-inputs") / mib.task_folder(task, model)
+    written = [write_graph_json(folder / mib.circuit_file(fraction), graph) for fraction, graph in files["binary"]]
+    importance = root / mib.IMPORTANCES / mib.method_folder("certified-EAP-IG-inputs") / mib.task_folder(task, model)
+    write_graph_json(importance / mib.IMPORTANCE_FILE, files["importances"])
+    return written, names, decision, k_grid, files["notes"]
 
 
 def test_submission_layout_matches_mibs_description(tmp_path) -> None:
-    written, names, decision, k_grid = _write_task(tmp_path, "greater_than")
+    written, names, decision, k_grid, notes = _write_task(tmp_path, "arc_easy", "llama3")
     _write_task(tmp_path, "ioi")
-    method = tmp_path / "certified-EAP-IG-inputs_patching_edge"      # {method}_{ablation}_{level}
-    assert sorted(p.name for p in method.iterdir()) == ["greater-than_gpt2", "ioi_gpt2"]  # task '_' -> '-'
+    method = tmp_path / mib.MULTIPLE / "certified-EAP-IG-inputs_patching_edge"      # {method}_{ablation}_{level}
+    assert sorted(p.name for p in method.iterdir()) == ["arc-easy_llama3", "ioi_gpt2"]  # task '_' -> '-'
     assert [p.name for p in written] == ["circuit_0.1pct.json", "circuit_0.2pct.json", "circuit_0.5pct.json",
                                          "circuit_1pct.json", "circuit_2pct.json", "circuit_5pct.json",
-                                         "circuit_10pct.json", "circuit_20pct.json", "circuit_50pct.json",
-                                         "circuit_100pct.json"]
-    assert mib.check_submission(method) == {"greater-than_gpt2": 10, "ioi_gpt2": 10}
+                                         "circuit_10pct.json", "circuit_20pct.json", "circuit_50pct.json"]
+    assert mib.check_submission(tmp_path) == {
+        "importances/certified-EAP-IG-inputs_patching_edge/arc-easy_llama3": 1,
+        "importances/certified-EAP-IG-inputs_patching_edge/ioi_gpt2": 1,
+        "multiple_circuits/certified-EAP-IG-inputs_patching_edge/arc-easy_llama3": 9,
+        "multiple_circuits/certified-EAP-IG-inputs_patching_edge/ioi_gpt2": 9}
     e = len(names)
-    for path, p in zip(written, MIB_PERCENTAGES):
+    for path, p, note in zip(written, MIB_PERCENTAGES, notes["fractions"]):
         d = json.loads(path.read_text())
-        assert set(d) == {"cfg", "nodes", "edges", mib.EXTRA_KEY}  # MIB's loader reads the first three only
+        assert set(d) == {"cfg", "nodes", "edges"}  # the certificate is in the notes, beside the files
         read_graph_json(path)
         n_in = sum(v["in_graph"] for v in d["edges"].values())
         assert n_in <= int(p * e)
-        extra = d[mib.EXTRA_KEY]
-        assert extra["budget"] == int(p * e) and extra["n_in"] == n_in
-        if extra["k"] is not None:
-            i = k_grid.index(extra["k"])
-            assert extra["abstain"] == [n for n, x in zip(names, decision[i]) if x == -1]
-            assert extra["counts"]["abstain"] == min(3, e - int(round(extra["k"] * e)))
-            assert extra["setting"]["p_del"] == 0.95
+        assert note["budget"] == int(p * e) and note["n_in"] == n_in and note["file"] == path.name
+        if note["k"] is not None:
+            i = k_grid.index(note["k"])
+            assert note["abstain"] == [n for n, x in zip(names, decision[i]) if x == -1]
+            assert note["counts"]["abstain"] == min(3, e - int(round(note["k"] * e)))
+    assert notes["setting"]["p_del"] == 0.95 and notes["nested"] is True
     # 0.1% and 0.2% of 66 edges allow 0 edges: those circuits are empty
-    assert mib.check_submission(method)
-    assert json.loads(written[-1].read_text())[mib.EXTRA_KEY]["k"] == 1.0
+    assert json.loads(written[0].read_text())["nodes"]["logits"]["in_graph"] is False
 
 
 def test_layout_refusals(tmp_path) -> None:
     with pytest.raises(ValueError, match="'_' joins"):
         mib.task_folder("ioi", "tiny_gpt2")
     written, *_ = _write_task(tmp_path, "ioi")
-    method = tmp_path / "certified-EAP-IG-inputs_patching_edge"
     d = json.loads(written[3].read_text())
     for info in d["edges"].values():
         info["in_graph"] = True
     written[3].write_text(json.dumps(d))
     with pytest.raises(ValueError, match="over MIB's 1%"):
-        mib.check_submission(method)
+        mib.check_submission(tmp_path)
     written[0].unlink()
     with pytest.raises(ValueError, match="one circuit per fraction"):
-        mib.check_submission(method)
+        mib.check_submission(tmp_path)
+    (tmp_path / mib.IMPORTANCES / "certified-EAP-IG-inputs_patching_edge" / "ioi_gpt2" / "extra.json").write_text("{}")
+    with pytest.raises(ValueError, match="one importance file"):
+        mib.check_submission(tmp_path)
 
 
 def test_mib_faithfulness_report_caption_states_the_abs_convention(tmp_path) -> None:

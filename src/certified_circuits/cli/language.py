@@ -189,7 +189,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
 def _task_file_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--task", required=True, type=task_name)
-    p.add_argument("--file", type=existing_file, required=True, help="CSV or JSONL: clean, corrupted, answer, "
+    p.add_argument("--file", type=existing_path, required=True, help="CSV or JSONL (or a folder of MIB data): clean, corrupted, answer, "
                                                                     "distractor, optional split")
     p.add_argument("--model-path", type=existing_path, required=True, help="the model folder (its tokenizer checks "
                                                                            "single-token answers and equal lengths)")

@@ -36,7 +36,8 @@ def _export_arguments(p: argparse.ArgumentParser) -> None:
                         "every setting of every task, one chosen per task by --selected)")
     _add_selected(p)
     p.add_argument("--model-name", required=True,
-                   help="MIB's short model name in the folder <task>_<model> (gpt2, qwen2.5, gemma2, llama3; no '_')")
+                   help="MIB's short model name in the folder <task>_<model> (gpt2, qwen2.5, gemma2, llama3), or your own name "
+                        "(no '_'; files for local evaluation, marked not submittable in the notes)")
     p.add_argument("--method", default="certified-EAP-IG-inputs",
                    help="the method's name in the method folder <method>_patching_<level> (no '_')")
     p.add_argument("--out-dir", required=True, type=Path, help="submission root (holds the method folder)")
@@ -66,21 +67,23 @@ def _selected_circuit(task: str, circuits: list[tuple[str, str]], selected, what
 
 
 @STAGES.stage("report-mib", _export_arguments,
-              help="certified language circuits as MIB circuit-track submission files (one Graph JSON per fraction)")
+              help="certified language circuits as MIB circuit-track submissions: 9 binary files and 1 importance "
+                   "file per task/model")
 def _cmd_export(args: argparse.Namespace) -> int:
-    """Write OUT/<method>_patching_<level>/<task>_<model>/circuit_<p>pct.json for p in 0.1, 0.2, 0.5, 1, 2, 5, 10,
-    20, 50, 100 (% of the edges): the certified-in edges at the largest K <= p, at most floor(p E) of them, with
-    the certificate's abstentions under the extra key "certificate" (MIB ignores it). Each task's circuit is the
-    certified setting selected on held-out prompts (--selected; reports.mib.select_circuit). The folder is checked
-    against MIB's layout after writing.
+    """Write, per task, OUT/multiple_circuits/<method>_patching_<level>/<task>_<model>/circuit_<p>pct.json for p in
+    0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50 (% of the edges; the certified-in edges at the largest K <= p, at most
+    int(p E), scored so that MIB's top-n re-ranking keeps them), OUT/importances/<method>_patching_<level>/
+    <task>_<model>/importances.json (one ranking: certified in first, by the K they enter at, then abstaining,
+    then out) and OUT/notes/<task>_<model>.json (K, budgets, abstentions, setting, whether the pair is
+    submittable; not uploaded). Each task's circuit is the certified setting selected on held-out prompts
+    (--selected; reports.mib.select_circuit). The folders are checked after writing (reports.mib.check_submission).
 
     Example:
 
         certified-circuits report-mib --model-name gpt2 --circuit ioi ATTR.h5 VOTES.h5 CERTS.h5
         --selected results/tables/language/selected_cacc_raw.csv --out-dir results/mib/language
     """
-    from certified_circuits.reports.mib import check_submission, method_folder, write_submission
-    from certified_circuits.storage.store import read_attributions
+    from certified_circuits.reports.mib import check_submission, write_submission
 
     if "_" in args.method:
         raise InputError(f"--method {args.method!r}: MIB's method folder is <method>_<ablation>_<level>; use '-'")
@@ -93,16 +96,16 @@ def _cmd_export(args: argparse.Namespace) -> int:
         pairs.append((votes, certs))
     selected = _read_selected(args.selected)
     n = 0
-    levels = set()
     for task, (attr, pairs) in by_task.items():
         if not Path(attr).is_file():
             raise InputError(f"--circuit {task}: {attr} does not exist")
         _, _, votes_path, certs_path = _selected_circuit(task, pairs, selected, "--circuit")
-        levels.add(str(read_attributions(attr).attrs.get("level", "edge")))
-        n += len(write_submission(args.out_dir, task, args.model_name, args.method, attr, votes_path, certs_path))
-    found = {}
-    for level in levels:
-        found.update(check_submission(args.out_dir / method_folder(args.method, level)))
+        try:
+            n += len(write_submission(args.out_dir, task, args.model_name, args.method, attr, votes_path,
+                                      certs_path))
+        except ValueError as error:
+            raise InputError(f"--circuit {task}: {error}") from None
+    found = check_submission(args.out_dir)
     add_metrics({"mib_files": float(n), "mib_folders": float(len(found))})
     log.info("report-mib: %d files in %d task folders -> %s", n, len(found), args.out_dir)
     return 0

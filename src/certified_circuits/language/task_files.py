@@ -124,7 +124,9 @@ def read_task_file(path: str | os.PathLike, task: str) -> list[TaskRow]:
         raise TaskFileError(f"task file {p}: the task needs a non-empty name (the language.task_files key)")
     if p.is_dir():
         raise IsADirectoryError(f"task file {p} (task {task!r}) is a folder, not a file: give the .csv or .jsonl "
-                                f"file inside it under language.task_files")
+                                f"file inside it under language.task_files (a folder of MIB's own data is read for a "
+                                f"task named after MIB's: ioi, mcqa, arithmetic_addition, arithmetic_subtraction, "
+                                f"arc_easy, arc_challenge)")
     if not p.is_file():
         raise FileNotFoundError(f"task file {p} (task {task!r}) does not exist: check the path under "
                                 f"language.task_files (relative paths are relative to the working directory)")
@@ -499,7 +501,15 @@ def load_task_file(path: str | os.PathLike, task: str, *, seed: int, tokenizer: 
     Raises:
         FileNotFoundError, TaskFileError: see :func:`read_task_file`, :func:`assign_splits`,
             :func:`check_tokens`.
+
+    A folder of MIB's own data (:func:`~.mib_data.is_mib_dataset`) for a task named after MIB's (``ioi``,
+    ``mcqa``...) is read by :func:`~.mib_data.load_mib_task` (MIB's splits and counterfactuals) and checked by the
+    same :func:`check_tokens`; any other folder is refused by :func:`read_task_file`.
     """
+    from certified_circuits.language import mib_data
+
+    if mib_data.is_mib_dataset(path) and task.replace("-", "_") in mib_data.MIB_TASKS:
+        return mib_data.load_mib_task(path, task, tokenizer=tokenizer, max_len=max_len)
     rows = read_task_file(path, task)
     splits = assign_splits(rows, task, seed, path=path)
     if tokenizer is not None:
@@ -536,6 +546,9 @@ def task_file_has_ood(path: str | os.PathLike) -> bool:
     """Whether a task file assigns any row to ``ood_test`` (only a split column can: the seeded split does not).
 
     The workflow reads it to know a task's eval sets when it builds the job graph; the file itself is
-    checked in full by :func:`load_task_file` before any job runs.
+    checked in full by :func:`load_task_file` before any job runs. A MIB dataset folder has none (MIB's splits are
+    train, validation and test).
     """
+    if Path(path).is_dir():  # MIB's own data (load_task_file): train, validation and test
+        return False
     return any(row.split == "ood_test" for row in read_task_file(path, "task"))

@@ -371,6 +371,7 @@ def check_language(language) -> dict[str, int] | None:
             config_error("language.tasks", language["tasks"], f"source {source} generates only {list(generated)}; "
                                                               f"for your own tasks use source: hf and task_files")
     check_language_method(language)
+    check_language_mib(language)
     cert = language["certification"]
     known = set(language["task_files"]) if source == "hf" else set(GENERATED_TASKS if source == "embedded" else TASKS)
     stray = [t for t in language["settings"] if t not in known]
@@ -397,6 +398,41 @@ def check_language(language) -> dict[str, int] | None:
     if source == "hf":
         return check_hf_language(language)
     return None
+
+
+def check_language_mib(language) -> None:
+    """``language.mib``: a submission (``submission: true``) names MIB's model (``model``), every task forms a pair
+    MIB evaluates with it, and the K grid holds MIB's 9 fractions (each binary file is then the certificate at
+    K = p, not an empty or smaller circuit); refused before any job, listing the valid pairs (docs/mib.md)."""
+    from certified_circuits.language.mib_data import MIB_PAIRS, mib_pair, pair_problem
+    from certified_circuits.reports.mib import SUBMISSION_FRACTIONS
+
+    mib = language["mib"]
+    if mib.get("model") and mib.get("model_name"):
+        config_error("language.mib.model_name", mib["model_name"], "only one of language.mib.model (MIB's model) and "
+                                                                   "model_name (your own name): remove model_name")
+    if mib.get("export") and language["level"] != "edge":
+        config_error("language.mib.export", True, f"MIB's circuit files are edge circuits, but language.level is "
+                                                  f"{language['level']!r}: set language.level: edge (or export: false)")
+    if not mib.get("submission"):
+        return
+    if not mib.get("export"):
+        config_error("language.mib.submission", True, "a submission writes the MIB files: set language.mib.export: true")
+    model = mib.get("model")
+    if not model:
+        config_error("language.mib.model", None, "a submission names MIB's model: one of gpt2, qwen2.5, gemma2, llama3 "
+                                                 f"(valid task/model pairs: {', '.join(MIB_PAIRS)})")
+    bad = [mib_pair(t, model) for t in language["tasks"] if pair_problem(t, model)]
+    if bad:
+        config_error("language.mib.submission", True,
+                     f"MIB does not evaluate {', '.join(bad)}: name the tasks after MIB's and pick a model MIB pairs "
+                     f"them with; the valid task/model pairs are {', '.join(MIB_PAIRS)} (or set submission: false to "
+                     f"export for local evaluation)")
+    grid = [float(k) for k in language["k_grid"]]
+    missing = [p for p in SUBMISSION_FRACTIONS if not any(abs(k - p) < 1e-9 for k in grid)]
+    if missing:
+        config_error("language.k_grid", grid, f"a submission certifies each of MIB's fractions: add {missing} to "
+                                              f"language.k_grid (without them a file holds a smaller or empty circuit)")
 
 
 def check_language_method(language) -> None:

@@ -627,10 +627,13 @@ def mib_model_name(config: Config) -> str:
         config: the run's config.
 
     Returns:
-        ``language.mib.model_name``; else ``gpt2`` for source gpt2 (MIB's name of GPT-2 Small); else the
-        experiment name with ``-`` for ``_`` (MIB's folder joins task and model with ``_``).
+        ``language.mib.model`` (MIB's model), else ``language.mib.model_name``; else ``gpt2`` for source gpt2
+        (MIB's name of GPT-2 Small); else the experiment name with ``-`` for ``_`` (MIB's folder joins task and
+        model with ``_``).
     """
     language = config["language"]
+    if language["mib"].get("model"):
+        return str(language["mib"]["model"])
     if language["mib"].get("model_name"):
         return str(language["mib"]["model_name"])
     if language["source"] == "gpt2":

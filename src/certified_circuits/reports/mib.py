@@ -1,27 +1,50 @@
 """Certified language circuits as MIB circuit-track submissions, and the faithfulness table on MIB's grid
 (MIB: Mueller et al. 2025, "MIB: A Mechanistic Interpretability Benchmark"; docs/mib.md).
 
-Submission layout (hannamw/MIB-circuit-track ``README.md``, "Submitting to the MIB Leaderboard", and
-``run_attribution.py``/``run_evaluation.py``, which write and read ``{circuit_dir}/{method}_{ablation}_{level}/
-{task with '_' as '-'}_{model}/``)::
+MIB takes, per ``<task>_<model>`` folder, either (1) one importance file or (2) 9 binary circuits, one with at
+most ``floor(p E)`` edges for each p of {0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50}% (hannamw/MIB-circuit-track
+``README.md``, "Submitting to the MIB Leaderboard"). Both formats are written, in two upload folders (a task
+folder holds one format), beside the notes MIB never reads::
 
-    OUT/<method>_<ablation>_<level>/          the folder uploaded (one per method)
-        <task>_<model>/                       one folder per task and model: task and model joined by '_'
-            circuit_0.1pct.json ... circuit_100pct.json
+    OUT/importances/<method>_patching_<level>/<task>_<model>/importances.json     format (1)
+    OUT/multiple_circuits/<method>_patching_<level>/<task>_<model>/circuit_<p>pct.json   format (2), 9 files
+    OUT/notes/<task>_<model>.json                                                 the certificate, not uploaded
 
-Each file is one binary circuit in hannamw/EAP-IG Graph JSON (:mod:`.eap_graph`) with at most
-``floor(p E)`` edges in the graph for its fraction p of
-:data:`~certified_circuits.analysis.faithfulness.MIB_FRACTIONS` (the README: "one circuit containing no more
-than each of the following percentages of edges"). The circuit at p is the certificate's certified-in edges at
-the largest K <= p of the run's grid (:func:`~certified_circuits.analysis.faithfulness.circuits_at_fractions`).
-Every edge keeps its EAP-IG score (``Graph.from_json`` reads a score for every edge listed). The certificate,
-which MIB's loader ignores (``Graph.from_json`` reads only ``cfg``, ``nodes`` and ``edges``), is kept under
-:data:`EXTRA_KEY`: the K it came from, the budget, the setting, the abstained edges and the counts.
+``importances.json`` is the path MIB's ``run_evaluation.py`` reads (``{circuit_dir}/{method}_{ablation}_{level}/
+{task}_{model}/importances.json``), so ``run_evaluation.py --circuit-dir OUT/importances --method <method>``
+scores format (1) as is. MIB names no binary file; ``circuit_<p>pct.json`` is this package's name.
+
+**What MIB's evaluator does with a file.** ``evaluate_area_under_curve`` calls ``graph.apply_topn(n, absolute)``
+(reset: every edge out, then the ``n = int(p E)`` best by ``score``, by ``|score|`` when ``absolute``), then
+``Graph.prune`` (nodes without an incoming or an outgoing edge leave, with their edges, until nothing changes).
+It re-ranks by ``score``; ``in_graph`` is discarded. So the scores, not the membership, say what is evaluated:
+
+- **binary file at p** (:func:`binary_scores`): the certified-in edges C score 1, a set B of *dead* edges scores
+  0.5, every other edge 0 (all >= 0: signed and absolute rankings agree). B holds the edges that no path from
+  ``input`` to ``logits`` through C can use (their child cannot reach ``logits`` in C, or their parent reaches
+  it but cannot be reached from ``input``). For n = int(p E) >= |C|, ``apply_topn(n)`` takes C and n - |C|
+  edges of B (which ones, ties leave open), and ``prune`` removes all of them. So MIB evaluates ``prune(C)``,
+  the certified circuit, exactly, whenever |B| >= n - |C| (``keeps_membership`` in the notes, and a warning where
+  it fails: a large circuit that keeps every node alive leaves no dead edge, and MIB's ``apply_topn`` then
+  always evaluates n edges, more than certified). ``in_graph`` marks C, for an evaluator that reads it;
+- **importance file** (:func:`importance_order`): one ranking; at p MIB evaluates its first n edges. The order:
+  edges by the smallest K of the grid at which they are certified in, then the edges never certified in that
+  abstain at some K, then the rest; ties by the votes' ranking (|mean EAP-IG score|). The scores are
+  ``(E - position) / E`` (distinct, positive). Where the certified sets are nested (C_K within C_K' for K < K'),
+  the first n edges are C_K for the largest K with |C_K| <= n, followed by the next edges to be certified in
+  (C_K' minus C_K for the next K'), and so on down the order; where they are not nested, the union of C_K' for
+  every K' <= K comes first. MIB always evaluates n edges: the importance circuit at p is the certified circuit
+  padded to n, the binary one is not.
+
+The notes (:func:`write_submission`) record per fraction the K, the budget, ``truncated``, the counts, the
+abstained edges and ``keeps_membership``, the setting, and whether the pair is submittable (MIB evaluates only
+:data:`~certified_circuits.language.mib_data.MIB_PAIRS`, on its own models' shapes).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 from pathlib import Path
@@ -31,16 +54,27 @@ import numpy as np
 import pandas as pd
 
 from certified_circuits.analysis import faithfulness as fa
+from certified_circuits.language.mib_data import MIB_MODEL_SHAPES, MIB_MODELS, mib_pair, pair_problem
 from certified_circuits.reports import tables
 from certified_circuits.reports.eap_graph import circuit_graph_json, decisions_sidecar, graph_cfg, write_graph_json
-from certified_circuits.storage.atomic import write_csv
+from certified_circuits.storage.atomic import write_csv, write_text
 
-#: the top-level key of the certificate in each file (MIB's ``Graph.from_json`` ignores every other key)
-EXTRA_KEY = "certificate"
+log = logging.getLogger("certified_circuits")
+
 #: MIB's ablation for the patching evaluation this package does (interchange patching with the corrupted run)
 ABLATION = "patching"
 #: a task or model name in a submission folder: letters, digits, '.', '-' (the '_' separates them)
 FOLDER_PART = r"[A-Za-z0-9.\-]+"
+#: the 9 fractions of MIB's binary files (README: "no more than each of" 0.1% .. 50%; 100% is the full model)
+SUBMISSION_FRACTIONS: tuple[float, ...] = tuple(p for p in fa.MIB_FRACTIONS if p < 1.0)
+#: the importance file's name: the one MIB's run_evaluation.py reads
+IMPORTANCE_FILE = "importances.json"
+#: the upload folders of the two formats (MIB's example repository: importances/, multiple_circuits/)
+IMPORTANCES, MULTIPLE = "importances", "multiple_circuits"
+#: the folder of the notes (not uploaded)
+NOTES = "notes"
+#: binary scores: certified in, dead (pruned whatever subset MIB takes), the rest
+IN_SCORE, DEAD_SCORE, OUT_SCORE = 1.0, 0.5, 0.0
 
 
 def percent_label(fraction: float) -> str:
@@ -49,7 +83,7 @@ def percent_label(fraction: float) -> str:
 
 
 def circuit_file(fraction: float) -> str:
-    """The file name of the circuit at one fraction: ``circuit_<percent>pct.json`` (``circuit_0.1pct.json``)."""
+    """The binary file at one fraction: ``circuit_<percent>pct.json`` (``circuit_0.1pct.json``); MIB names none."""
     return f"circuit_{percent_label(fraction)}pct.json"
 
 
@@ -57,7 +91,7 @@ def task_folder(task: str, model: str) -> str:
     """``<task>_<model>``, the task's ``_`` written ``-`` as MIB does (``task.replace('_', '-')``).
 
     Args:
-        task: the task name (``greater_than`` -> ``greater-than``).
+        task: the task name (``arc_easy`` -> ``arc-easy``).
         model: MIB's short model name (``gpt2``, ``qwen2.5``, ``gemma2``, ``llama3``): no ``_``.
 
     Returns:
@@ -70,7 +104,7 @@ def task_folder(task: str, model: str) -> str:
     for what, part in (("task", task_part), ("model", model)):
         if not re.fullmatch(FOLDER_PART, part):
             raise ValueError(f"MIB {what} name {part!r}: letters, digits, '.' and '-' only (the '_' joins task and model)")
-    return f"{task_part}_{model}"
+    return mib_pair(task, model)
 
 
 def method_folder(method: str, level: str = "edge", ablation: str = ABLATION) -> str:
@@ -78,47 +112,155 @@ def method_folder(method: str, level: str = "edge", ablation: str = ABLATION) ->
     return f"{method}_{ablation}_{level}"
 
 
-def submission_graphs(cfg: Mapping[str, Any], edge_names: Sequence[str], scores: np.ndarray, decision: np.ndarray,
-                      k_grid: Sequence[float], *, setting: Mapping[str, Any], rank_scores: np.ndarray | None = None,
-                      fractions: Sequence[float] = fa.MIB_FRACTIONS) -> list[tuple[float, dict]]:
-    """One Graph JSON dict per fraction: the certified circuit MIB is given at that size.
+def edge_ends(edge_names: Sequence[str]) -> tuple[list[str], list[str]]:
+    """Each edge's parent node and child node (a head's q/k/v input is the head), as MIB's ``Graph.prune`` counts
+    them."""
+    from certified_circuits.language import names as grammar
+
+    parents, children = [], []
+    for name in edge_names:
+        parent, child, _ = grammar.parse_edge(name)
+        parents.append(parent)
+        children.append(child)
+    return parents, children
+
+
+def _reach(starts: set[str], steps: Mapping[str, set[str]]) -> set[str]:
+    """The nodes reachable from ``starts`` along ``steps``."""
+    seen, todo = set(starts), list(starts)
+    while todo:
+        for nxt in steps.get(todo.pop(), ()):
+            if nxt not in seen:
+                seen.add(nxt)
+                todo.append(nxt)
+    return seen
+
+
+def binary_scores(edge_names: Sequence[str], in_graph: np.ndarray, n: int,
+                  ends: tuple[list[str], list[str]] | None = None) -> tuple[np.ndarray, bool]:
+    """The scores of one binary file that make MIB's ``apply_topn(n)`` + ``prune`` evaluate the circuit given.
+
+    With C the circuit, ``R_out`` the nodes with a path in C to ``logits`` and ``R_in`` those with a path in C
+    from ``input``, the *dead* edges B are the edges outside C whose child is not in ``R_out`` (nor ``logits``),
+    and those whose parent is in ``R_out`` but not in ``R_in`` (nor ``input``). Adding any subset of B to C adds no
+    node to either reach set (a path through a B edge would need a C path that does not exist), so ``prune`` (which
+    keeps exactly the edges on an ``input`` -> ``logits`` path) removes every B edge: ``prune(C + S) = prune(C)``.
+
+    Args:
+        edge_names: every edge of the graph.
+        in_graph: bool [E] the certified circuit C.
+        n: MIB's edge count at the file's fraction, ``int(p E)`` (>= |C|).
+        ends: :func:`edge_ends` of ``edge_names``, when the caller has them.
+
+    Returns:
+        ``(scores, keeps)``: float [E] ``IN_SCORE`` on C, ``DEAD_SCORE`` on B, ``OUT_SCORE`` elsewhere; ``keeps``
+        is True when |B| >= n - |C|: MIB's top n are then C and edges of B, whatever its ties, and it evaluates
+        ``prune(C)``. When C leaves too few dead edges (every node alive), no scores can do it: ``apply_topn``
+        always takes n edges, and the added live ones survive ``prune``.
+    """
+    from certified_circuits.language import names as grammar
+
+    in_graph = np.asarray(in_graph, dtype=bool)
+    parents, children = edge_ends(edge_names) if ends is None else ends
+    forward: dict[str, set[str]] = {}
+    backward: dict[str, set[str]] = {}
+    for i in np.flatnonzero(in_graph):
+        forward.setdefault(parents[i], set()).add(children[i])
+        backward.setdefault(children[i], set()).add(parents[i])
+    r_in, r_out = _reach({grammar.INPUT}, forward), _reach({grammar.LOGITS}, backward)
+    dead = np.array([(c not in r_out) or (p in r_out and p not in r_in) for p, c in zip(parents, children)],
+                    dtype=bool) & ~in_graph
+    scores = np.where(in_graph, IN_SCORE, np.where(dead, DEAD_SCORE, OUT_SCORE))
+    return scores, bool(int(dead.sum()) >= int(n) - int(in_graph.sum()))
+
+
+def importance_order(decision: np.ndarray, rank_scores: np.ndarray) -> np.ndarray:
+    """The importance file's ranking of the edges (module docstring), best first.
+
+    Args:
+        decision: int [nK, E] in {1 in, 0 out, -1 abstain}, rows in grid order (K ascending).
+        rank_scores: float [E] the votes' ranking (higher first).
+
+    Returns:
+        int [E] edge indices: by the first K certified in; then never-in edges that abstain at some K; then the
+        rest; ties by ``rank_scores`` descending, then the lower index.
+    """
+    decision = np.asarray(decision)
+    n_k = decision.shape[0]
+    is_in = decision == 1
+    first_in = np.where(is_in.any(0), is_in.argmax(0), n_k)
+    tier = np.where(first_in < n_k, first_in, np.where((decision == -1).any(0), n_k, n_k + 1))
+    index = np.arange(decision.shape[1])
+    return np.lexsort((index, -np.asarray(rank_scores, dtype=np.float64), tier))
+
+
+def importance_scores(order: np.ndarray) -> np.ndarray:
+    """``(E - position) / E`` for each edge of ``order``: distinct, in (0, 1], so both MIB rankings follow it."""
+    n_edges = len(order)
+    scores = np.empty(n_edges, dtype=np.float64)
+    scores[order] = (n_edges - np.arange(n_edges)) / n_edges
+    return scores
+
+
+def _fraction_note(c: Mapping[str, Any], edge_names: Sequence[str], decision: np.ndarray, setting) -> dict:
+    note: dict[str, Any] = dict(fraction=c["fraction"], budget=c["budget"], k=c["k"], truncated=c["truncated"],
+                                n_in=c["n_in"])
+    if c["k_index"] is not None:
+        side = decisions_sidecar(edge_names, decision[c["k_index"]], k=c["k"], setting=setting)
+        note.update(abstain=side["abstain"], counts=side["counts"])
+    else:
+        note.update(abstain=[], counts={"in": 0, "out": 0, "abstain": 0})
+    return note
+
+
+def submission_files(cfg: Mapping[str, Any], edge_names: Sequence[str], decision: np.ndarray,
+                     k_grid: Sequence[float], *, setting: Mapping[str, Any], rank_scores: np.ndarray,
+                     fractions: Sequence[float] = SUBMISSION_FRACTIONS) -> dict[str, Any]:
+    """Both submission formats of one task and their notes (module docstring).
 
     Args:
         cfg: the Graph JSON ``cfg`` (:func:`~.eap_graph.graph_cfg`).
         edge_names: every edge of the graph, in the certificate's component order.
-        scores: float [E] signed mean EAP-IG scores (written as each edge's score).
         decision: int [nK, E] the certificate's decisions.
-        k_grid: its K grid.
-        setting: the certification setting (recorded in :data:`EXTRA_KEY`).
-        rank_scores: the votes' ranking (default ``|scores|``), used only to cut a circuit over its budget.
-        fractions: default MIB's.
+        k_grid: its K grid (ascending).
+        setting: the certification setting (recorded in the notes).
+        rank_scores: float [E] the votes' ranking (``|mean score|`` for EAP-IG): cuts a circuit over its budget
+            and breaks the importance file's ties.
+        fractions: default MIB's 9.
 
     Returns:
-        ``[(fraction, graph dict), ...]``; each dict also holds :data:`EXTRA_KEY`: ``fraction``, ``budget``,
-        ``k`` (None: no K <= p in the grid, the empty circuit), ``truncated``, ``n_in``, the ``setting`` and the
-        certificate's ``abstain`` names and ``counts`` at that K.
+        ``{"binary": [(fraction, graph dict)], "importances": graph dict, "notes": {...}}``.
     """
     from certified_circuits.language import names as grammar
 
     edge_names = list(edge_names)
     if not edge_names or not all(grammar.is_edge(n) for n in edge_names):
-        raise ValueError("MIB's multiple-circuit files are edge circuits: a node-level certificate cannot be exported")
+        raise ValueError("MIB's circuit files are edge circuits: a node-level certificate cannot be exported")
     decision = np.asarray(decision)
-    ranks = np.abs(np.asarray(scores, dtype=np.float64)) if rank_scores is None else rank_scores
-    out = []
-    for c in fa.circuits_at_fractions(decision, k_grid, ranks, fractions):
-        graph = circuit_graph_json(cfg, edge_names, scores, c["in_graph"])
-        extra: dict[str, Any] = dict(fraction=c["fraction"], budget=c["budget"], k=c["k"],
-                                     truncated=c["truncated"], n_in=c["n_in"])
-        if c["k_index"] is not None:
-            side = decisions_sidecar(edge_names, decision[c["k_index"]], k=c["k"], setting=setting)
-            extra.update(setting=side["setting"], abstain=side["abstain"], counts=side["counts"])
-        else:
-            extra.update(setting=decisions_sidecar([], np.zeros(0, int), k=0.0, setting=setting)["setting"],
-                         abstain=[], counts={"in": 0, "out": 0, "abstain": 0})
-        graph[EXTRA_KEY] = extra
-        out.append((c["fraction"], graph))
-    return out
+    k_grid = np.asarray(k_grid, dtype=np.float64)
+    if np.any(np.diff(k_grid) <= 0):
+        raise ValueError(f"the K grid {k_grid.tolist()} must be ascending (the importance order reads it so)")
+    binary, notes = [], []
+    ends = edge_ends(edge_names)
+    for c in fa.circuits_at_fractions(decision, k_grid, rank_scores, fractions):
+        scores, keeps = binary_scores(edge_names, c["in_graph"], c["budget"], ends)
+        binary.append((c["fraction"], circuit_graph_json(cfg, edge_names, scores, c["in_graph"])))
+        note = _fraction_note(c, edge_names, decision, setting)
+        note.update(file=circuit_file(c["fraction"]), keeps_membership=keeps)
+        notes.append(note)
+    order = importance_order(decision, rank_scores)
+    importance = importance_scores(order)
+    position = np.empty(len(order), dtype=np.int64)
+    position[order] = np.arange(len(order))
+    first_in = [np.flatnonzero(decision[i] == 1) for i in range(len(k_grid))]
+    nested = all(set(first_in[i].tolist()) <= set(first_in[i + 1].tolist()) for i in range(len(k_grid) - 1))
+    ever_in = (decision == 1).any(0)  # in_graph of the importance file: certified in at some K (MIB re-ranks)
+    return {"binary": binary, "importances": circuit_graph_json(cfg, edge_names, importance, ever_in),
+            "notes": {"fractions": notes, "setting": decisions_sidecar([], np.zeros(0, int), k=0.0,
+                                                                        setting=setting)["setting"],
+                      "k_grid": k_grid.tolist(), "nested": nested,
+                      "importance_order": "first K certified in, then abstaining at some K, then out; ties by "
+                                          "|mean score| (reports/mib.py importance_order)"}}
 
 
 def select_circuit(task: str, circuits: Sequence[tuple[str | os.PathLike, str | os.PathLike]],
@@ -171,22 +313,42 @@ def select_circuit(task: str, circuits: Sequence[tuple[str | os.PathLike, str | 
     raise ValueError(f"{task}: the selected certified setting {wanted} is not among the circuits given ({found})")
 
 
+def submission_cfg(n_layers: int, n_heads: int, d_model: int, parallel: bool, *, task: str, model: str, method: str,
+                   level: str) -> dict:
+    """The ``cfg`` of the files: the graph's shape and labels; ``model`` is MIB's name of the model (its full name
+    for MIB's models, else the short name given): never a local path, which a public upload would expose."""
+    return graph_cfg(n_layers, n_heads, d_model, parallel, model=MIB_MODELS.get(model, model), task=task,
+                     method=method, level=level)
+
+
+def submittable(task: str, model: str, n_layers: int, n_heads: int) -> str | None:
+    """Why a task/model's files cannot be submitted to MIB (None when they can): a pair MIB does not evaluate, or
+    a graph whose shape is not the MIB model's (``Graph.from_model`` would build another graph)."""
+    problem = pair_problem(task, model)
+    if problem is None and (n_layers, n_heads) != MIB_MODEL_SHAPES[model]:
+        problem = (f"the circuit's graph has {n_layers} layers and {n_heads} heads but MIB's {model} "
+                   f"({MIB_MODELS[model]}) has {MIB_MODEL_SHAPES[model][0]} and {MIB_MODEL_SHAPES[model][1]}: "
+                   f"certify MIB's own model")
+    return problem
+
+
 def write_submission(out_dir: str | os.PathLike, task: str, model: str, method: str, attributions: str | os.PathLike,
                      votes: str | os.PathLike, certificates: str | os.PathLike, *,
-                     fractions: Sequence[float] = fa.MIB_FRACTIONS) -> list[Path]:
+                     fractions: Sequence[float] = SUBMISSION_FRACTIONS) -> list[Path]:
     """Write one task's MIB files (module docstring) from its attribution, votes and certificates files.
 
     Args:
-        out_dir: the submission root; files go to ``out_dir/<method folder>/<task>_<model>/``.
+        out_dir: the submission root (``OUT``).
         task: the task (concept) name.
-        model: MIB's short model name.
+        model: MIB's short model name (or your own name: then the files are for local evaluation, and the notes
+            say why they are not submittable).
         method: the method's name in the method folder (``certified-EAP-IG-inputs``).
         attributions: the task's train attribution file (scores, edge names, model shape).
         votes, certificates: one setting's files.
-        fractions: default MIB's.
+        fractions: default MIB's 9.
 
     Returns:
-        The files written, in fraction order.
+        The files written: the 9 binary files, the importance file, the notes.
     """
     from certified_circuits.core.contracts import setting_columns
     from certified_circuits.storage.store import read_attributions, read_certificates, read_votes
@@ -195,56 +357,86 @@ def write_submission(out_dir: str | os.PathLike, task: str, model: str, method: 
     scorer = str(v.attrs.get("scorer", "eap_ig"))
     scores = attr.scores[scorer].mean(0).astype(np.float64)
     level = str(attr.attrs.get("level", "edge"))
-    cfg = graph_cfg(int(attr.attrs["n_layers"]), int(attr.attrs["n_heads"]), int(attr.attrs.get("d_model", 0)),
-                    bool(int(attr.attrs.get("parallel_attn_mlp", 0))), model=str(attr.attrs.get("model_path", "")),
-                    task=task, method=method, level=level)
+    n_layers, n_heads = int(attr.attrs["n_layers"]), int(attr.attrs["n_heads"])
+    cfg = submission_cfg(n_layers, n_heads, int(attr.attrs.get("d_model", 0)),
+                         bool(int(attr.attrs.get("parallel_attn_mlp", 0))), task=task, model=model, method=method,
+                         level=level)
     if c.decision.shape[1] != scores.size:
         raise ValueError(f"{certificates} certifies {c.decision.shape[1]} components but {attributions} scores "
                          f"{scores.size}: they come from different runs")
     rank_scores = np.abs(scores) if attr.absolute(scorer) else scores
-    folder = Path(out_dir) / method_folder(method, level) / task_folder(task, model)
-    written = []
-    for fraction, graph in submission_graphs(cfg, list(attr.names), scores, c.decision, v.k_grid,
-                                             setting=setting_columns(v, c), rank_scores=rank_scores,
-                                             fractions=fractions):
-        written.append(write_graph_json(folder / circuit_file(fraction), graph))
+    files = submission_files(cfg, list(attr.names), c.decision, v.k_grid, setting=setting_columns(v, c),
+                             rank_scores=rank_scores, fractions=fractions)
+    root, pair = Path(out_dir), task_folder(task, model)
+    written = [write_graph_json(root / MULTIPLE / method_folder(method, level) / pair / circuit_file(p), graph)
+               for p, graph in files["binary"]]
+    written.append(write_graph_json(root / IMPORTANCES / method_folder(method, level) / pair / IMPORTANCE_FILE,
+                                    files["importances"]))
+    problem = submittable(task, model, n_layers, n_heads)
+    lost = [n["file"] for n in files["notes"]["fractions"] if not n["keeps_membership"]]
+    if problem:
+        log.warning("report-mib: %s is not submittable to MIB (local evaluation only): %s", pair, problem)
+    if lost:
+        log.warning("report-mib: %s: in %s MIB's top-n re-ranking adds edges that pruning keeps (too few dead "
+                    "edges): MIB would evaluate more than the certified circuit", pair, ", ".join(lost))
+    notes = {"pair": pair, "task": task, "model": model, "method": method, "level": level,
+             "submittable": problem is None, "not_submittable_because": problem, **files["notes"]}
+    written.append(write_text(root / NOTES / f"{pair}.json", json.dumps(notes, indent=1, allow_nan=False)))
     return written
 
 
-def check_submission(root: str | os.PathLike, fractions: Sequence[float] = fa.MIB_FRACTIONS) -> dict[str, int]:
-    """Check a method folder against MIB's layout: ``<task>_<model>`` folders, one file per fraction, each a
-    Graph JSON with at most ``floor(p E)`` edges in the graph.
+def check_submission(root: str | os.PathLike, fractions: Sequence[float] = SUBMISSION_FRACTIONS) -> dict[str, int]:
+    """Check a submission root against MIB's layout and read each file as MIB's evaluator does.
+
+    Both formats' ``<method>_<ablation>_<level>`` folders hold ``<task>_<model>`` folders: one
+    ``importances.json`` each, or one binary file per fraction; a binary file's top ``int(p E)`` edges by score
+    (MIB's ``apply_topn``, signed and by absolute value) must be its ``in_graph`` edges plus edges of score
+    :data:`DEAD_SCORE` only, and its ``in_graph`` edges at most ``int(p E)``.
 
     Args:
-        root: a method folder (``OUT/<method>_<ablation>_<level>``).
-        fractions: the fractions expected.
+        root: the submission root (``OUT``, holding ``importances/`` and ``multiple_circuits/``).
+        fractions: the binary files' fractions.
 
     Returns:
-        ``{"<task>_<model>": number of files}``.
+        ``{"<format>/<method folder>/<task>_<model>": number of files}``.
 
     Raises:
-        ValueError: a folder name, a missing or extra file, or a circuit over its budget (the message names it).
+        ValueError: a folder name, a missing or extra file, a circuit over its budget or a score MIB would
+            re-rank into another circuit (the message names it).
     """
     root = Path(root)
-    folders = sorted(p for p in root.iterdir() if p.is_dir())
-    if not folders:
-        raise ValueError(f"{root}: no <task>_<model> folder")
-    found = {}
-    expected = {circuit_file(p): p for p in fractions}
-    for folder in folders:
-        if not re.fullmatch(f"{FOLDER_PART}_{FOLDER_PART}", folder.name):
-            raise ValueError(f"{folder}: MIB expects <task>_<model> with one '_'")
-        files = {p.name for p in folder.iterdir()}
-        if files != set(expected):
-            raise ValueError(f"{folder}: files {sorted(files ^ set(expected))} differ from one circuit per fraction")
-        for name, p in expected.items():
-            d = json.loads((folder / name).read_text())
-            n_edges, n_in = len(d["edges"]), sum(e["in_graph"] for e in d["edges"].values())
-            if n_in > fa.mib_edge_count(p, n_edges):
-                raise ValueError(f"{folder / name}: {n_in} edges in the graph, over MIB's {percent_label(p)}% "
-                                 f"of {n_edges} = {fa.mib_edge_count(p, n_edges)}")
-        found[folder.name] = len(files)
+    found: dict[str, int] = {}
+    expected = {IMPORTANCES: {IMPORTANCE_FILE: None}, MULTIPLE: {circuit_file(p): p for p in fractions}}
+    for fmt, files in expected.items():
+        for method in sorted(p for p in (root / fmt).glob("*") if p.is_dir()):
+            for folder in sorted(p for p in method.iterdir() if p.is_dir()):
+                if not re.fullmatch(f"{FOLDER_PART}_{FOLDER_PART}", folder.name):
+                    raise ValueError(f"{folder}: MIB expects <task>_<model> with one '_'")
+                names = {p.name for p in folder.iterdir()}
+                if names != set(files):
+                    raise ValueError(f"{folder}: files {sorted(names ^ set(files))} differ from MIB's format "
+                                     f"({'one importance file' if fmt == IMPORTANCES else 'one circuit per fraction'})")
+                for name, p in files.items():
+                    if p is not None:
+                        _check_binary(folder / name, p)
+                found[f"{fmt}/{method.name}/{folder.name}"] = len(names)
+    if not found:
+        raise ValueError(f"{root}: no {IMPORTANCES}/ or {MULTIPLE}/ <method>/<task>_<model> folder")
     return found
+
+
+def _check_binary(path: Path, fraction: float) -> None:
+    d = json.loads(path.read_text())
+    edges = d["edges"]
+    n = fa.mib_edge_count(fraction, len(edges))
+    scores = np.array([e["score"] for e in edges.values()], dtype=np.float64)
+    in_graph = np.array([bool(e["in_graph"]) for e in edges.values()])
+    if in_graph.sum() > n:
+        raise ValueError(f"{path}: {int(in_graph.sum())} edges in the graph, over MIB's {percent_label(fraction)}% "
+                         f"of {len(edges)} = {n}")
+    if not (np.all(scores[in_graph] == IN_SCORE) and np.all(scores[~in_graph] < IN_SCORE) and np.all(scores >= 0)):
+        raise ValueError(f"{path}: the scores do not put the in_graph edges first (1 in, < 1 out, none negative): "
+                         f"MIB's apply_topn would evaluate another circuit")
 
 
 #: the caption of the MIB-grid table: the abs convention of each area stated
