@@ -33,14 +33,10 @@ ENV_BIN = Path(sys.executable).parent  # the environment `make` installed (.venv
 
 #: pages and modules whose bare commands other branches own (issue 36: docs/mib.md; issue 35's tasks owner:
 #: language/tasks.py); each holds exactly the bare commands listed, so a new one elsewhere fails
-OWNED_ELSEWHERE = {
-    "docs/mib.md": 1,
-    "src/certified_circuits/language/tasks.py": 1,
-}
+OWNED_ELSEWHERE: dict[str, int] = {}
 
-#: stages whose --help example (a docstring of cli/mib.py, issue 36's branch) names an option the stage lacks:
-#: language-faithfulness-mib's names --votes and --certificates, the stage takes --circuits VOTES CERTS
-HELP_OWNED_ELSEWHERE = {"language-faithfulness-mib"}
+#: stages whose --help example names an option the stage lacks (none left)
+HELP_OWNED_ELSEWHERE: set[str] = set()
 
 #: executables a documented command may start with, besides the checkout's bin/ and the environment's .venv/bin/
 SYSTEM = {"cat", "ls", "cd", "export", "for", "do", "done", "if", "then", "fi", "echo", "mkdir", "cp", "rm", "make",

@@ -140,7 +140,7 @@ def _cmd_faithfulness(args: argparse.Namespace) -> int:
     Example:
 
         certified-circuits language-faithfulness-mib --model embedded --model-path results/language/model
-        --task ioi --attributions ATTR.h5 --votes VOTES.h5 --certificates CERTS.h5
+        --task ioi --attributions ATTR.h5 --circuits VOTES.h5 CERTS.h5
         --eval-set id_test=results/language/tasks/ioi/id_test.jsonl --out mib_ioi.csv
     """
     import numpy as np

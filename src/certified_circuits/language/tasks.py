@@ -36,6 +36,7 @@ import re
 
 import numpy as np
 
+from certified_circuits import COMMAND
 from certified_circuits.storage.atomic import write_text
 
 TASKS: tuple[str, ...] = ("ioi", "ioi_hard", "greater_than")
@@ -324,7 +325,7 @@ def read_jsonl(path: str | os.PathLike) -> list[Example]:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"task file {path} does not exist; create it with "
-                                f"`certified-circuits language-tasks --task TASK --out-dir {path.parent}`")
+                                f"`{COMMAND} language-tasks --task TASK --out-dir {path.parent}`")
     out = []
     with open(path, encoding="utf-8") as fh:
         for i, line in enumerate(fh):
