@@ -374,10 +374,12 @@ def test_the_overview_line_gives_each_methods_recovery_of_the_known_circuit(tmp_
 
     assert recovery_html(tmp_path) == ""  # no ground truth, no line
     (tmp_path / "testbed").mkdir()
-    rows = [dict(concept=c, scorer=s, method=m, auroc=a, precision=p, recall=0.5, at_selected_setting=True)
+    rows = [dict(concept=c, scorer=s, method=m, auroc=a, precision=p, recall=0.5, at_selected_setting=True, k_target=k)
             for c in ("a", "b") for s in ("relevance", "activation")
-            for m, a, p in (("baseline", 0.9 if c == "a" else 0.7, 0.6), ("certified_in", 0.85, 1.0))]
+            for m, a, p, k in (("baseline", 0.9 if c == "a" else 0.7, 0.6, 0.2),
+                               ("certified_in_abstain", 0.85, 1.0, 0.1 if c == "a" else 0.4))]
     pd.DataFrame(rows).to_csv(tmp_path / "testbed" / "recovery_auroc.csv", index=False)
     line = recovery_html(tmp_path)
-    assert "(relevance)" in line and "baseline AUROC 0.800, precision 0.60 / recall 0.50" in line
-    assert "certified in AUROC 0.850, precision 1.00 / recall 0.50" in line
+    assert "(relevance)" in line and "baseline AUROC 0.800, precision 0.60 / recall 0.50 at K 20%" in line
+    # the method's name in words, and each concept's held-out K where they differ
+    assert "certified in + abstain AUROC 0.850, precision 1.00 / recall 0.50 at K 10%, 40%" in line

@@ -441,7 +441,8 @@ def language_page(
 def recovery_html(tables: Path) -> str:
     """One line on how each method recovers the experiment's known circuit (``testbed/recovery_auroc.csv`` of
     report-recovery: mean AUROC over concepts, and precision / recall at each method's held-out-selected K), and the
-    recovery table; nothing for an experiment without a ground truth."""
+    recovery table; nothing for an experiment without a ground truth. K is named in % of the components (the
+    held-out selection's K of each method, every concept's where they differ)."""
     path = tables / "testbed" / "recovery_auroc.csv"
     if not path.is_file():
         return ""
@@ -451,14 +452,17 @@ def recovery_html(tables: Path) -> str:
         table = table[table["scorer"] == table["scorer"].iloc[0]]
     words = []
     for method, part in table.groupby("method", sort=False):
+        name = {"certified_in": "certified in", "certified_in_abstain": "certified in + abstain"}.get(method, method)
+        k = ", ".join(f"{100 * v:g}%" for v in sorted(part["k_target"].unique())) if "k_target" in part else ""
         words.append(
-            f"{method.replace('_', ' ')} AUROC {part['auroc'].mean():.3f}, precision {part['precision'].mean():.2f}"
-            f" / recall {part['recall'].mean():.2f}"
+            f"{name} AUROC {part['auroc'].mean():.3f}, precision {part['precision'].mean():.2f}"
+            f" / recall {part['recall'].mean():.2f}" + (f" at K {k}" if k else "")
         )
     scorer = f" ({table['scorer'].iloc[0]})" if "scorer" in table and len(table) else ""
     summary = tables / "testbed" / "recovery_summary.md"
     return (
-        f"<p><b>Recovery of the known circuit{esc(scorer)}.</b> {esc('; '.join(words))} "
+        f"<p><b>Recovery of the known circuit{esc(scorer)}</b> (mean over concepts; precision and recall at the K "
+        f"selected on held-out data). {esc('; '.join(words))} "
         f"(<code>testbed/recovery_auroc.csv</code>).</p>"
         + (markdown_table_html(summary.read_text()) if summary.is_file() else "")
     )
