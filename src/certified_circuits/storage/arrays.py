@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -81,6 +82,17 @@ def _numeric(array: np.ndarray, name: str, path: Path, fix: str) -> np.ndarray:
     return array
 
 
+def _load(path: Path, fix: str) -> Any:
+    """``np.load`` without pickles: an array or an open ``NpzFile``; the project's own message for a missing or
+    unreadable file (never numpy's advice to load it unsafely)."""
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} does not exist. {fix}")
+    try:
+        return np.load(path, allow_pickle=False)
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile):
+        raise _fail(path, _what_it_is(path), fix) from None
+
+
 def read_npy(path: Path | str, fix: str) -> np.ndarray:
     """The array of a ``.npy`` file.
 
@@ -96,12 +108,7 @@ def read_npy(path: Path | str, fix: str) -> np.ndarray:
         FileNotFoundError: it does not exist.
     """
     path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"{path} does not exist. {fix}")
-    try:
-        loaded = np.load(path, allow_pickle=False)
-    except (ValueError, OSError, EOFError, zipfile.BadZipFile):
-        raise _fail(path, _what_it_is(path), fix) from None
+    loaded = _load(path, fix)
     if isinstance(loaded, np.lib.npyio.NpzFile):
         loaded.close()
         raise _fail(path, "it is an .npz archive (several arrays), not a single .npy array", fix)
@@ -125,12 +132,7 @@ def read_npz(path: Path | str, fix: str, names: tuple[str, ...] | None = None) -
         FileNotFoundError: it does not exist.
     """
     path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"{path} does not exist. {fix}")
-    try:
-        loaded = np.load(path, allow_pickle=False)
-    except (ValueError, OSError, EOFError, zipfile.BadZipFile):
-        raise _fail(path, _what_it_is(path), fix) from None
+    loaded = _load(path, fix)
     if not isinstance(loaded, np.lib.npyio.NpzFile):
         raise _fail(path, "it holds one array (a .npy file), not an .npz archive of named arrays", fix)
     arrays: dict[str, np.ndarray] = {}
