@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -109,5 +110,7 @@ def test_the_browse_hint_is_safe_to_paste(tmp_path, monkeypatch) -> None:
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     results = tmp_path / "my results; touch PWNED"
     words = shlex.split(tracking.browse_command(results))
-    assert words == ["mlflow", "ui", "--backend-store-uri", tracking.tracking_uri(results)]
+    assert words[1:] == ["ui", "--backend-store-uri", tracking.tracking_uri(results)]
+    # issue 35: runnable as printed in a fresh shell (no environment activated): the environment's own mlflow
+    assert words[0] == str(Path(sys.executable).parent / "mlflow") and Path(words[0]).is_file()
     assert words[-1].endswith("my results; touch PWNED/mlflow.db")

@@ -27,11 +27,17 @@ def tracking_uri(results_dir: str | os.PathLike) -> str:
 
 
 def browse_command(results_dir: str | os.PathLike) -> str:
-    """The shell command that opens this results folder's runs in the MLflow UI, safe to paste: the URI
-    is quoted (``shlex.quote``), so a path holding spaces or ``;`` stays one argument."""
+    """The shell command that opens this results folder's runs in the MLflow UI, safe to paste and runnable as
+    printed in a fresh shell: the ``mlflow`` executable is named by its absolute path (the one beside this
+    interpreter, the environment ``make`` installed, else the one on ``PATH``), and both it and the URI are quoted
+    (``shlex.quote``), so a path holding spaces or ``;`` stays one argument."""
     import shlex
+    import shutil
+    import sys
 
-    return f"mlflow ui --backend-store-uri {shlex.quote(tracking_uri(results_dir))}"
+    beside = Path(sys.executable).parent / "mlflow"
+    executable = str(beside) if beside.is_file() else shutil.which("mlflow") or "mlflow"
+    return f"{shlex.quote(executable)} ui --backend-store-uri {shlex.quote(tracking_uri(results_dir))}"
 
 
 def retry(call: Callable[[], T], attempts: int = 10, delay: float = 0.2) -> T:
