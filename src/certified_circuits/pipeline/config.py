@@ -32,11 +32,6 @@ def config_error(key, value, expected):
     raise ConfigError(f"config key {key} = {value!r} is invalid: {expected}")
 
 
-def require_path(key, value, what, how):
-    if not value or not Path(os.path.expanduser(value)).exists():
-        config_error(key, value, f"{what} not found. {how}")
-
-
 #: where each kind of data is obtained, and in which layout (the docs section of each missing path's message)
 PAPER_DATA = 'docs/paper_scale.md, "Where to get the weights and data"'
 OWN_VISION = 'docs/own_models.md, "Certify your own vision model"'
@@ -152,12 +147,8 @@ def vision_source(vision: dict[str, Any]) -> dict[str, Any]:
 
 def resolve_vision_concepts(vision):
     """The classes to certify: checked against the world's classes or the class folders now, so an
-    unknown class stops the run before world generation and training."""
-    if "mean" in vision.get("ablations", ["zero"]) and vision["source"] != "embedded":
-        config_error("vision.ablations", vision["ablations"],
-                     "mean ablation in the workflow takes its reference images from the embedded world's train split; for "
-                     f"your own data run `{COMMAND} vision-evaluate ... --ablation zero mean --reference ROOT` by hand, "
-                     "or set vision.ablations: [zero]")
+    unknown class stops the run before world generation and training (after :func:`check_vision`, which refuses
+    mean ablation without the embedded world)."""
     if vision["source"] == "embedded":
         from certified_circuits.vision.data.world import WorldConfig
 
@@ -219,7 +210,8 @@ def check_scorers(vision) -> None:
 
 
 def check_folders(vision) -> int | None:
-    """The folders source (and the imagenet preset's paths): files exist, every class folder is a class of the
+    """The folders source (and the imagenet preset's paths), whose files :func:`check_paths` has found to exist
+    (:func:`check_config` runs it first, listing every missing one): every class folder is a class of the
     index, every certified class holds ``concept_size`` images, and (folders) the weights fit the model and
     class count and the layers exist: all before any job. The model check builds the network on the meta
     device (shapes only) and reads the weights' shapes through a memory map.
@@ -232,18 +224,9 @@ def check_folders(vision) -> int | None:
     key = f"vision.{source_name}"
     from certified_circuits.vision.data.folders import DatasetLayoutError, check_folders_in_index, load_class_names
 
-    require_path(f"{key}.class_index", source["class_index"], "the class index",
-                 "Give the class names in logit order, one a line (ImageNet: LOC_synset_mapping.txt).")
-    require_path(f"{key}.{'val_root' if source_name == 'imagenet' else 'root'}", source["root"], "the image folder",
-                 "Expected layout ROOT/<class>/* (docs/own_models.md: 'Certify your own vision model').")
-    if source.get("weights"):
-        require_path(f"{key}.weights", source["weights"], "the weights file",
-                     "Give the model's state dict, saved with torch.save(model.state_dict(), PATH).")
     missing = [e for e in vision["eval_sets"] if e != "id" and e not in source["ood_roots"]]
     if missing:
         config_error("vision.eval_sets", missing, f"each OOD set needs a folder in {key}.ood_roots {sorted(source['ood_roots'])}")
-    for name, root in source["ood_roots"].items():
-        require_path(f"{key}.ood_roots.{name}", root, f"the {name} folder", "Expected layout ROOT/<class>/*.")
     try:
         names = load_class_names(source["class_index"])
         if source_name == "imagenet":  # the preset's model has the 1,000-output ImageNet head
@@ -392,9 +375,6 @@ def check_language(language) -> dict[str, int] | None:
                              "it repeats an earlier setting of the task (each setting is certified and evaluated "
                              "once): remove the duplicate")
             seen.add(pair)
-    if source == "gpt2":
-        require_path("language.model_path", language["model_path"], "the GPT-2 Small directory",
-                     "Save it once on a connected machine with transformers' save_pretrained (docs/paper_scale.md).")
     if source == "hf":
         return check_hf_language(language)
     return None
@@ -448,13 +428,11 @@ def check_language_method(language) -> None:
 
 
 def check_hf_language(language) -> dict[str, int]:
-    """The model folder has a config and a tokenizer, and every task file parses, splits and tokenises;
-    returns each task's number of train prompts."""
+    """The model folder (found by :func:`check_paths`, which :func:`check_config` runs first) has a config and a
+    tokenizer, and every task file parses, splits and tokenises; returns each task's number of train prompts."""
     from certified_circuits.language.task_files import load_task_file
 
     folder = language["model_path"]
-    require_path("language.model_path", folder, "the model folder",
-                 "Save your model and tokenizer with save_pretrained(DIR) (docs/own_models.md: 'Certify your own language model').")
     if not (Path(folder) / "config.json").is_file():
         config_error("language.model_path", folder, "a Hugging Face model folder with config.json "
                                                     "(model.save_pretrained(DIR) and tokenizer.save_pretrained(DIR))")
@@ -463,8 +441,6 @@ def check_hf_language(language) -> dict[str, int]:
     train_sizes: dict[str, int] = {}
     for task in language["tasks"]:
         path = language["task_files"][task]
-        require_path(f"language.task_files.{task}", path, "the task file", "Give a CSV or JSONL with columns clean, "
-                     "corrupted, answer, distractor (docs/own_models.md: 'Certify your own language model').")
         try:
             splits = load_task_file(path, task, seed=language["task_seed"], tokenizer=tokenizer, max_len=max_len)
         except (ValueError, OSError) as exc:  # FileNotFoundError, IsADirectoryError
