@@ -25,8 +25,7 @@ from certified_circuits.pipeline.config import (
     condense_schema_error,
     snakemake_runs_jobs,
 )
-from certified_circuits.pipeline.plans import plan_tags
-from certified_circuits.reports.flags import plan_records
+from certified_circuits.pipeline.plans import plan_records, plan_tags
 from certified_circuits.storage.atomic import CHECKOUT_LOCK, RunLocked, hold_lock, lock_results
 
 min_version("9.0")

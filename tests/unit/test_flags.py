@@ -8,6 +8,7 @@ import pytest
 
 from certified_circuits.core.planning import plan
 from certified_circuits.core.setting import Setting
+from certified_circuits.pipeline.plans import plan_records
 from certified_circuits.reports import flags as fl
 from certified_circuits.reports.flags import Flag, certificate_flags, curve_flags, flag_tags
 
@@ -189,7 +190,7 @@ def test_plan_records_carry_each_problem_with_its_setting_and_fix():
     sweep = _config_plan("vision world, radius sweep |D| = 50", "vision.radius_sweep (size 50, p_del 0.948)", 50, 0.948, 0.95)
     healthy = _config_plan("vision world, every class", "vision.certification", 50, 0.6, 0.95)
     assert healthy.plan.problems() == [] and sweep.plan.problems()  # the embedded default's sweep setting warns
-    records = fl.plan_records([healthy, sweep])
+    records = plan_records([healthy, sweep])
     assert len(records) == len(sweep.plan.problems())
     first = records[0]
     assert first["experiment"] == "world" and first["n_examples"] == 50 and first["p_del"] == 0.948
@@ -205,7 +206,7 @@ def test_the_run_list_keeps_a_plan_warning_once_and_round_trips(tmp_path):
     sweep = _config_plan("vision world, radius sweep |D| = 50", "vision.radius_sweep (size 50, p_del 0.948)", 50, 0.948, 0.95)
     main = _config_plan("vision world, every class", "vision.certification", 40, 0.6, 0.7)  # radius 0
     plans = tmp_path / "plan.json"
-    plans.write_text(json.dumps({"format": fl.PLAN_FORMAT, "warnings": fl.plan_records([main, sweep])}))
+    plans.write_text(json.dumps({"format": fl.PLAN_FORMAT, "warnings": plan_records([main, sweep])}))
     # the main setting's certificate recorded its radius-0 warning itself: it is not repeated from the plan file
     from certified_circuits.core.contracts import Certificates
 

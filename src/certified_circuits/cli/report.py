@@ -98,11 +98,10 @@ def _radius_arguments(p: argparse.ArgumentParser) -> None:
 
 @STAGES.stage("report-radius", _radius_arguments, help="abstention and cACC across radii and |D| (App. D)")
 def _cmd_radius(args: argparse.Namespace) -> int:
+    from certified_circuits.reports.flags import read_plan_records
     from certified_circuits.reports.paper import radius_report
 
-    import json
-
-    plans = json.loads(args.plan_warnings.read_text())["warnings"] if args.plan_warnings else []
+    plans = read_plan_records(args.plan_warnings) if args.plan_warnings else []
     radius_report(args.circuits, args.sufficiency, args.k, args.out_dir, eval_set=args.eval_set, plan_warnings=plans)
     return 0
 
@@ -198,7 +197,7 @@ def _cmd_theory(args: argparse.Namespace) -> int:
 
 def _plan_warnings_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--records", required=True,
-                   help="the parse-time plan warnings as a JSON list (reports/flags.py plan_records; the Snakefile's)")
+                   help="the parse-time plan warnings as a JSON list (pipeline/plans.py plan_records; the Snakefile's)")
     p.add_argument("--out", required=True, type=Path, help="RESULTS/plan/warnings.json")
 
 
@@ -270,9 +269,7 @@ def _summary_arguments(p: argparse.ArgumentParser) -> None:
 def _cmd_summary(args: argparse.Namespace) -> int:
     """Write summary.md (reports/summary.py): the findings, one compact table per result family, the warnings of
     warnings.json grouped by kind."""
-    import json
-
-    from certified_circuits.reports.flags import read_flags
+    from certified_circuits.reports.flags import read_flags, read_plan_records
     from certified_circuits.reports.summary import summary_report
 
     for name, tables in args.experiment:
@@ -281,7 +278,7 @@ def _cmd_summary(args: argparse.Namespace) -> int:
     testbed = {"ground_truths": args.ground_truth, "recovery": args.recovery, "stability": args.stability,
                "mean_ablation": args.mean_ablation}
     found = read_flags(args.warnings) if args.warnings else []
-    plans = json.loads(args.plan_warnings.read_text())["warnings"] if args.plan_warnings else []
+    plans = read_plan_records(args.plan_warnings) if args.plan_warnings else []
     n = summary_report(args.out, [(name, Path(tables)) for name, tables in args.experiment], found, testbed,
                        args.main_scorer, plans)
     add_metrics({"summary_lines": n})

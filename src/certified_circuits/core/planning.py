@@ -34,11 +34,10 @@ from __future__ import annotations
 import math
 import warnings
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from scipy.special import bdtrc
-
-from typing import Any
 
 from certified_circuits import COMMAND
 from certified_circuits.core.certification import binomial_pvalue, certified_radius, min_samples as min_samples_power

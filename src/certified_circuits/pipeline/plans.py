@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from certified_circuits.core import planning
 from certified_circuits.core.planning import Plan, plan
@@ -206,3 +206,28 @@ def plan_tags(plans: list[ConfigPlan]) -> dict[str, str]:
     for index, p in enumerate(q for q in plans if q.plan.problems()):
         tags[f"cc.plan.warning.{index}"] = " | ".join(p.lines())
     return tags
+
+
+def plan_records(plans: Sequence[ConfigPlan]) -> list[dict[str, Any]]:
+    """The parse-time plan warnings of a workflow as plain records (what ``<results>/plan/warnings.json`` holds,
+    written by ``report-plan-warnings``; :func:`certified_circuits.reports.flags.plan_flags` reads them). Here, beside
+    the plans, so that the Snakefile's parse imports no report (pandas).
+
+    Args:
+        plans: the config's :class:`ConfigPlan` objects (``where``, ``key``, ``plan``).
+
+    Returns:
+        One record per problem of a plan: ``where`` (``"vision world, radius sweep |D| = 50"``), ``key`` (its config
+        key), ``experiment``, ``radius``, ``n_examples``, ``p_del``, ``tau``, ``message`` and ``fix`` (the problem
+        split at ``" Fix: "``).
+    """
+    records = []
+    for p in plans:
+        head = str(p.where).split(",")[0].split(" ", 1)
+        for problem in p.plan.problems():
+            message, _, fix = problem.partition(" Fix: ")
+            records.append({"where": str(p.where), "key": str(p.key), "experiment": head[-1],
+                            "radius": int(p.plan.radius), "n_examples": int(p.plan.n_examples),
+                            "p_del": float(p.plan.setting.p_del), "tau": float(p.plan.setting.tau),
+                            "message": message.strip(), "fix": fix.strip()})
+    return records

@@ -52,6 +52,7 @@ from certified_circuits.reports.explorer_data import (
     select_setting,
     vision_circuit_data,
 )
+from certified_circuits.reports.findings import METHOD_WORDS
 from certified_circuits.reports.flags import Flag, certificate_where, sorted_flags
 from certified_circuits.reports.html import (
     EDGE_STYLES,
@@ -452,7 +453,7 @@ def recovery_html(tables: Path) -> str:
         table = table[table["scorer"] == table["scorer"].iloc[0]]
     words = []
     for method, part in table.groupby("method", sort=False):
-        name = {"certified_in": "certified in", "certified_in_abstain": "certified in + abstain"}.get(method, method)
+        name = METHOD_WORDS.get(method, method)
         k = ", ".join(f"{100 * v:g}%" for v in sorted(part["k_target"].unique())) if "k_target" in part else ""
         words.append(
             f"{name} AUROC {part['auroc'].mean():.3f}, precision {part['precision'].mean():.2f}"

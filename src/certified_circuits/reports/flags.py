@@ -2,12 +2,13 @@
 
 A reader takes "0 certified" or a flat curve as a finding. A run's flags are ONE list (issue 35):
 :func:`run_flags` checks every curves table and certificate of the run and adds the parse-time plan warnings
-(``plan/warnings.json``, :func:`plan_records`); the ``report-warnings`` stage writes it to ``warnings.json``
-(:func:`write_flags`) and tags its job with :func:`flag_tags` (MLflow ``cc.flag.<code>``). Everything else reads that
-file: the ``## Warnings`` section of ``summary.md`` (:func:`grouped_markdown`: one line per kind, :func:`kind_line`),
-the explorer (a one-line banner per kind on every page, every flag a click away) and the end of the run
-(:func:`counts_line`), so the counts are the same everywhere. A :class:`Flag` says what it concerns (and its
-experiment and concept, for the explorer's pages), in one line what it means, and what to change.
+(``plan/warnings.json``, :func:`certified_circuits.pipeline.plans.plan_records`); the ``report-warnings`` stage
+writes it to ``warnings.json`` (:func:`write_flags`) and tags its job with :func:`flag_tags` (MLflow
+``cc.flag.<code>``). Everything else reads that file: the ``## Warnings`` section of ``summary.md``
+(:func:`grouped_markdown`: one line per kind, :func:`kind_line`), the explorer (a one-line banner per kind on every
+page, every flag a click away) and the end of the run (:func:`counts_line`), so the counts are the same everywhere.
+A :class:`Flag` says what it concerns (and its experiment and concept, for the explorer's pages), in one line what
+it means, and what to change.
 
 Codes and their rules (thresholds are the module constants below):
 
@@ -424,37 +425,19 @@ PLAN_FORMAT = "certified-circuits/plan-warnings/1"
 SHOWN_PLACES = 3
 
 
-def plan_records(plans: Sequence[Any]) -> list[dict[str, Any]]:
-    """The parse-time plan warnings of a workflow as plain records (what ``<results>/plan/warnings.json`` holds).
-
-    Args:
-        plans: :class:`certified_circuits.pipeline.plans.ConfigPlan` objects (``where``, ``key``, ``plan``).
-
-    Returns:
-        One record per problem of a plan: ``where`` (``"vision world, radius sweep |D| = 50"``), ``key`` (its config
-        key), ``experiment``, ``radius``, ``n_examples``, ``p_del``, ``tau``, ``message`` and ``fix`` (the problem
-        split at ``" Fix: "``).
-    """
-    records = []
-    for p in plans:
-        head = str(p.where).split(",")[0].split(" ", 1)
-        for problem in p.plan.problems():
-            message, _, fix = problem.partition(" Fix: ")
-            records.append({"where": str(p.where), "key": str(p.key), "experiment": head[-1],
-                            "radius": int(p.plan.radius), "n_examples": int(p.plan.n_examples),
-                            "p_del": float(p.plan.setting.p_del), "tau": float(p.plan.setting.tau),
-                            "message": message.strip(), "fix": fix.strip()})
-    return records
+def read_plan_records(path: str | Path) -> list[dict[str, Any]]:
+    """The records of ``plan/warnings.json`` (:func:`certified_circuits.pipeline.plans.plan_records`, written by
+    ``report-plan-warnings``)."""
+    return list(json.loads(Path(path).read_text()).get("warnings", []))
 
 
 def plan_flags(path: str | Path) -> list[Flag]:
-    """``plan`` flags of the parse-time plan warnings written into the results (``plan/warnings.json``, records
-    of :func:`plan_records`): the settings a config will certify whose plan is marginal, the radius sweep's
-    included."""
-    doc = json.loads(Path(path).read_text())
+    """``plan`` flags of the parse-time plan warnings written into the results (``plan/warnings.json``, records of
+    :func:`certified_circuits.pipeline.plans.plan_records`): the settings a config will certify whose plan is
+    marginal, the radius sweep's included."""
     return [Flag("plan", f"{r['where']} ({r['key']}, radius {r['radius']})", f"plan warning: {r['message']}",
                  r["fix"] or f"see `{COMMAND} plan --help`.", experiment=str(r.get("experiment", "")))
-            for r in doc.get("warnings", [])]
+            for r in read_plan_records(path)]
 
 
 def run_flags(curves: Sequence[str | Path] = (), certificates: Sequence[str | Path] = (),
@@ -506,11 +489,8 @@ def read_flags(path: str | Path) -> list[Flag]:
 
 
 def counts(flags: Sequence[Flag]) -> dict[str, int]:
-    """Flags per kind, most severe kind first."""
-    out: dict[str, int] = {}
-    for flag in sorted_flags(flags):
-        out[flag.code] = out.get(flag.code, 0) + 1
-    return out
+    """Flags per kind, most severe kind first (the sizes of :func:`by_kind`'s groups)."""
+    return {code: len(group) for code, group in by_kind(flags).items()}
 
 
 def counts_line(flags: Sequence[Flag]) -> str:

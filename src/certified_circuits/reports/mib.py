@@ -250,8 +250,6 @@ def submission_files(cfg: Mapping[str, Any], edge_names: Sequence[str], decision
         notes.append(note)
     order = importance_order(decision, rank_scores)
     importance = importance_scores(order)
-    position = np.empty(len(order), dtype=np.int64)
-    position[order] = np.arange(len(order))
     first_in = [np.flatnonzero(decision[i] == 1) for i in range(len(k_grid))]
     nested = all(set(first_in[i].tolist()) <= set(first_in[i + 1].tolist()) for i in range(len(k_grid) - 1))
     ever_in = (decision == 1).any(0)  # in_graph of the importance file: certified in at some K (MIB re-ranks)

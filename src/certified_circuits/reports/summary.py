@@ -23,6 +23,7 @@ from typing import Callable, Mapping, Sequence
 
 import pandas as pd
 
+from certified_circuits.core.setting import number
 from certified_circuits.reports import flags as fl
 from certified_circuits.reports.findings import findings, findings_section
 from certified_circuits.reports.tables import markdown_table
@@ -193,7 +194,7 @@ def radius_table(tables: Path, experiment: str, main_scorer: str | None,
     warned = {(int(r["n_examples"]), round(float(r["p_del"]), 9)): str(r["message"]).split(":")[0]
               for r in plan_warnings if "radius sweep" in str(r.get("where", ""))}
     notes = [warned.get((int(n), round(float(p), 9)), "") for n, p in zip(raw["n_examples"], raw["p_del"])]
-    return pd.DataFrame({"experiment": experiment, "|D|": raw["n_examples"], "p_del": raw["p_del"].map("{:g}".format),
+    return pd.DataFrame({"experiment": experiment, "|D|": raw["n_examples"], "p_del": raw["p_del"].map(number),
                          "radius": raw["radius"], "plan": raw["plan_verdict"], "best K %": raw["k_target"] * 100,
                          "cACC %": raw["cacc"] * 100, "abstain %": raw["abstain_rate"] * 100,
                          "plan warning": notes})
