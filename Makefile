@@ -9,9 +9,10 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 CORES  ?= all
 STAMP  := $(VENV)/.installed
-# pytest-xdist workers: one per logical core, at most 4 (WORKERS=0 runs everything in one process)
+# pytest-xdist workers: one per logical core, at most 4 (WORKERS=0 runs everything in one process); a file's tests
+# share one worker (its module fixtures are built once), the long files start first (tests/conftest.py)
 WORKERS ?= logical
-XDIST   := -n $(WORKERS) --maxprocesses 4 --dist loadgroup
+XDIST   := -n $(WORKERS) --maxprocesses 4 --dist loadfile --no-loadscope-reorder
 
 .PHONY: reproduce test test-fast lint bench smoke docs clean-results
 

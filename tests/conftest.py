@@ -19,10 +19,25 @@ pin_cpu_code_paths()  # before torch runs anything: the CLI's CPU code paths in 
 NO_CUDA_REASON = "needs a CUDA device (torch.cuda.is_available() is False)"
 
 
+#: The test files that start the longest chains of work, longest first (measured: docs/testing.md). They are collected
+#: first, so pytest-xdist (``--dist loadfile --no-loadscope-reorder``, the Makefile's) starts them first, one file per
+#: worker, and the short files fill the workers around them; a long chain started last would end the suite alone.
+FIRST = ("integration/test_workflow.py", "integration/test_paper_scale.py", "integration/test_slurm.py",
+         "integration/test_custom_vision.py", "integration/test_testbed_workflow.py",
+         "integration/test_workflow_resume.py", "integration/test_custom_language.py")
+
+
+def _first_rank(item: pytest.Item) -> int:
+    path = item.path.as_posix()
+    return next((rank for rank, name in enumerate(FIRST) if path.endswith(name)), len(FIRST))
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Skip the tests marked ``gpu`` (pyproject.toml's markers) when this machine has no CUDA device.
+    """Order the long files first (:data:`FIRST`; the rest keeps its order), and skip the tests marked ``gpu``
+    (pyproject.toml's markers) when this machine has no CUDA device.
 
     torch is imported only when a collected test carries the marker."""
+    items.sort(key=_first_rank)  # stable: each file's tests, and every other file, keep their order
     gpu_items = [item for item in items if item.get_closest_marker("gpu") is not None]
     if not gpu_items:
         return

@@ -26,11 +26,3 @@ def smoke_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = shared_run(tmp_path_factory, "smoke", lambda folder: run_smoke(folder / "results"))
     return folder / "results"
 
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Every test that reads the smoke run and names no xdist group of its own joins the group ``smoke``: with
-    ``--dist loadgroup`` they queue on the worker that builds the run, and the other workers go on with the rest
-    instead of waiting for the build."""
-    for item in items:
-        if "smoke_run" in getattr(item, "fixturenames", ()) and item.get_closest_marker("xdist_group") is None:
-            item.add_marker(pytest.mark.xdist_group("smoke"))

@@ -20,7 +20,7 @@ from tests.helpers import config as config_check
 from tests.helpers import custom_fixtures, workflow
 from tests.helpers.paths import CUSTOM
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("custom_vision")]  # runs the workflow; one worker builds the trees
+pytestmark = pytest.mark.slow  # runs the workflow
 
 #: model -> its first automatic component module and channel count (torchvision's architectures)
 FAMILIES = {"convnext_tiny": ("features.1", 96), "efficientnet_b0": ("features.1", 16), "swin_t": ("features.1", 96)}

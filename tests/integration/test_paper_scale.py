@@ -28,7 +28,7 @@ from tests.helpers import paper_fixtures, workflow
 from tests.helpers.paths import PAPER
 from tests.helpers.workflow import dry_run_jobs
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("paper")]  # runs the workflow; one worker builds the tree
+pytestmark = pytest.mark.slow  # runs the workflow or a real process tree
 
 VX = "resnet50_imagenet"
 LX = "gpt2_small"

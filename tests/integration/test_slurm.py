@@ -50,8 +50,7 @@ ACCOUNT = "ccproject"
 TARGET = "sufficiency/world/concept/circle/p0.6_n020_n100_s0/t0.7_a0.05_bonferroni.csv"
 SLURM_JOBS = {"vision_world": 1, "vision_train": 1, "vision_attribute": 1, "votes": 2, "certify": 2, "vision_evaluate": 1}
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("slurm"),  # one cluster, on one worker
-              pytest.mark.skipif(unavailable_reason() is not None, reason=str(unavailable_reason()))]
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(unavailable_reason() is not None, reason=str(unavailable_reason()))]
 
 
 # ---------------------------------------------------------------------------------------- fixtures

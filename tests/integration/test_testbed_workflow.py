@@ -14,7 +14,7 @@ import pytest
 from tests.helpers import workflow
 from tests.helpers.paths import TESTBED_SMOKE as CONFIG
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("testbed")]  # runs the workflow, once on one worker
+pytestmark = pytest.mark.slow  # runs the workflow
 METHODS = {"baseline", "majority", "certified_in", "certified_in_abstain"}
 
 
