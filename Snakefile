@@ -55,7 +55,11 @@ os.environ.setdefault("HDF5_USE_FILE_LOCKING", "FALSE")
 
 try:  # also expands ~ in every configured path, and plans every setting exactly (pipeline/plans.py)
     CHECKED = check_config(config)
-except ConfigError as error:
+    if workflow.is_main_process:  # CC_PROGRESS_SECONDS, checked before any job (its thread runs only here)
+        from certified_circuits.pipeline.tracking.progress import progress_interval
+
+        progress_interval()
+except (ConfigError, ValueError) as error:
     raise WorkflowError(str(error)) from None
 VCONCEPTS = CHECKED.concepts
 

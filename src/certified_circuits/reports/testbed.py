@@ -318,6 +318,68 @@ STABILITY_SHOWN = {
 }
 
 
+#: the columns that name a row of a stability table (one per concept, scorer, setting and K)
+STABILITY_KEYS = ("experiment", "concept", "scorer", "setting", "k_target")
+STABILITY_FIX = "pass the CSV the stability stage wrote (one per concept and setting), or rerun that stage"
+
+
+def read_stability_table(path: str | Path, option: str = "--inputs") -> pd.DataFrame:
+    """One stability CSV (the ``stability`` stage's, or ``stability.csv`` of report-stability), checked to be one:
+    readable UTF-8 CSV with rows, every key of :data:`STABILITY_KEYS` present and filled (a row without its scorer
+    would drop out of the summary's mean), ``k_target`` in (0, 1] and every shown column numeric.
+
+    Args:
+        path: the CSV.
+        option: the option that gave it, for messages.
+
+    Returns:
+        The table (``concept``, ``scorer`` and ``setting`` read as text).
+
+    Raises:
+        ValueError: naming the file (and column or row), what is wrong and the fix.
+    """
+    where = f"{path} ({option})"
+    try:
+        table = pd.read_csv(path, dtype={"concept": str, "scorer": str, "setting": str, "experiment": str})
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{where}: not a stability CSV ({str(exc).strip()}); {STABILITY_FIX}") from None
+    try:
+        require_columns(table, [*STABILITY_KEYS, *STABILITY_SHOWN], where)
+    except ValueError as exc:
+        raise ValueError(f"{exc}; {STABILITY_FIX}") from None
+    if table.empty:
+        raise ValueError(f"{where} holds no rows (header only); {STABILITY_FIX}")
+    for column in STABILITY_KEYS:
+        empty = table.index[table[column].isna()]
+        if len(empty):
+            raise ValueError(f"{where}: row {int(empty[0]) + 2} has no {column!r} ({len(empty)} rows lack it): every "
+                             f"row is of one {', '.join(STABILITY_KEYS)}; {STABILITY_FIX}")
+    for column in ("k_target", *STABILITY_SHOWN):
+        values = pd.to_numeric(table[column], errors="coerce")
+        bad = table.index[values.isna() & table[column].notna()]
+        if len(bad):
+            raise ValueError(f"{where}: column {column!r} holds {table[column].iloc[bad[0]]!r} (row {int(bad[0]) + 2}),"
+                             f" not a number; {STABILITY_FIX}")
+        table[column] = values
+    outside = table.index[~((table["k_target"] > 0) & (table["k_target"] <= 1))]
+    if len(outside):
+        raise ValueError(f"{where}: k_target {float(table['k_target'].iloc[outside[0]])!r} (row {int(outside[0]) + 2}) is "
+                         f"not a fraction in (0, 1]; {STABILITY_FIX}")
+    return table
+
+
+def _check_distinct(tables: Sequence[pd.DataFrame], inputs: Sequence[Path]) -> None:
+    """Refuse one (experiment, concept, scorer, setting, K) row in two inputs (a table given twice would weigh
+    its concept twice in the mean)."""
+    seen: dict[tuple, Path] = {}
+    for path, table in zip(inputs, tables):
+        for key in set(map(tuple, table[list(STABILITY_KEYS)].astype(str).to_numpy())):
+            if key in seen:
+                raise ValueError(f"{seen[key]} and {path} (--inputs) both hold {dict(zip(STABILITY_KEYS, key))}: each "
+                                 "concept, scorer, setting and K is counted once; pass each table once")
+            seen[key] = path
+
+
 def stability_report(inputs: Sequence[Path], out_dir: Path, k: float | None = None) -> dict[str, float]:
     """Combine per-concept stability tables: ``stability.csv`` and ``stability_summary.{csv,md,tex}``.
 
@@ -327,9 +389,8 @@ def stability_report(inputs: Sequence[Path], out_dir: Path, k: float | None = No
     Returns:
         ``stability_<column>`` for the shown columns: the mean over concepts and K (and ``stability_concepts``).
     """
-    frames = [pd.read_csv(path) for path in inputs]
-    for path, frame in zip(inputs, frames):
-        require_columns(frame, ["experiment", "concept", "setting", "k_target", *STABILITY_SHOWN], f"{path}")
+    frames = [read_stability_table(path) for path in inputs]
+    _check_distinct(frames, inputs)
     table = pd.concat(frames, ignore_index=True)
     out_dir = Path(out_dir)
     write_csv(out_dir / "stability.csv", table)

@@ -1,0 +1,156 @@
+"""Issue 45: the testbed's stages, options and environment refuse bad input at their boundary, before any work, with
+the file or option named, what is wrong and the fix (exit status 2 from the CLI and from bin/model-seeds)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from certified_circuits.cli.main import main
+from certified_circuits.pipeline.tracking.progress import INTERVAL, progress_interval
+from certified_circuits.reports.testbed import STABILITY_KEYS, STABILITY_SHOWN, read_stability_table, stability_report
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+# ------------------------------------------------------------------------------ bin/model-seeds
+
+
+def _model_seeds(tmp_path: Path, *args: str, cores: str | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "MODEL_SEEDS_DIR": str(tmp_path / "runs")}
+    if cores is not None:
+        env["CORES"] = cores
+    return subprocess.run(["bash", str(ROOT / "bin" / "model-seeds"), "config.yaml", *args], env=env,
+                          capture_output=True, text=True, timeout=60)
+
+
+@pytest.mark.parametrize("seeds, message", [
+    (["010"], "seed '010' has a leading zero (YAML would read it as octal, another seed): write 10"),
+    (["0", "abc"], "seed 'abc' is not a non-negative decimal integer: give seeds as 0 1 2"),
+    (["-1"], "seed '-1' is not a non-negative decimal integer"),
+    (["1e3"], "seed '1e3' is not a non-negative decimal integer"),
+    (["4294967296"], "seed 4294967296 is above 4294967295"),
+    (["1", "2", "1"], "seed 1 is given twice: give each seed once"),
+])
+def test_model_seeds_checks_every_seed_before_any_run(tmp_path: Path, seeds: list[str], message: str) -> None:
+    done = _model_seeds(tmp_path, *seeds)
+    assert done.returncode == 2 and message in done.stderr
+    assert not (tmp_path / "runs").exists()  # nothing was started
+
+
+def test_model_seeds_checks_cores_before_any_run(tmp_path: Path) -> None:
+    done = _model_seeds(tmp_path, "0", cores="0")
+    assert done.returncode == 2 and "CORES=0 is not 'all' or a positive integer: set CORES=all" in done.stderr
+    assert not (tmp_path / "runs").exists()
+
+
+def test_model_seeds_names_a_missing_config(tmp_path: Path) -> None:
+    env = {**os.environ, "MODEL_SEEDS_DIR": str(tmp_path / "runs")}
+    done = subprocess.run(["bash", str(ROOT / "bin" / "model-seeds"), str(tmp_path / "nope.yaml"), "0"], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "nope.yaml not found: give the config file" in done.stderr
+
+
+# ------------------------------------------------------------------------------ CC_PROGRESS_SECONDS
+
+
+@pytest.mark.parametrize("value, problem", [
+    ("nan", "CC_PROGRESS_SECONDS=nan is outside [1, 60] seconds"),
+    ("inf", "CC_PROGRESS_SECONDS=inf is outside [1, 60] seconds"),
+    ("0", "CC_PROGRESS_SECONDS=0 is outside [1, 60] seconds"),
+    ("-1", "CC_PROGRESS_SECONDS=-1 is outside [1, 60] seconds"),
+    ("600", "CC_PROGRESS_SECONDS=600 is outside [1, 60] seconds"),
+    ("ten", "CC_PROGRESS_SECONDS='ten' is not a number"),
+])
+def test_a_progress_interval_outside_its_domain_is_refused(value: str, problem: str) -> None:
+    with pytest.raises(ValueError) as caught:
+        progress_interval({"CC_PROGRESS_SECONDS": value})
+    assert problem in str(caught.value) and "set CC_PROGRESS_SECONDS to a number of seconds from 1 to 60" in str(
+        caught.value)
+
+
+def test_a_valid_or_unset_progress_interval_is_used() -> None:
+    assert progress_interval({"CC_PROGRESS_SECONDS": "5"}) == 5.0
+    assert progress_interval({}) == INTERVAL == progress_interval({"CC_PROGRESS_SECONDS": " "})
+
+
+def test_the_snakefile_checks_the_progress_interval_at_parse_time() -> None:
+    text = (ROOT / "Snakefile").read_text()
+    assert "progress_interval()" in text.split("VCONCEPTS = CHECKED.concepts")[0]
+
+
+# ------------------------------------------------------------------------------ stability tables
+
+
+def _stability(**change: object) -> pd.DataFrame:
+    row = {"experiment": "testbed", "concept": "circle", "scorer": "relevance", "setting": "p0.6_n0100_n1000_s0",
+           "k_target": 0.1, "resamples": 20, **{c: 0.5 for c in STABILITY_SHOWN}}
+    return pd.DataFrame([{**row, **change}, {**row, "k_target": 0.2}])
+
+
+def _csv(tmp_path: Path, frame: pd.DataFrame, name: str = "stab.csv") -> Path:
+    path = tmp_path / name
+    frame.to_csv(path, index=False)
+    return path
+
+
+@pytest.mark.parametrize("column", STABILITY_KEYS)
+def test_a_stability_row_without_a_key_is_refused(tmp_path: Path, column: str) -> None:
+    path = _csv(tmp_path, _stability(**{column: None}))
+    with pytest.raises(ValueError, match=rf"stab.csv \(--inputs\): row 2 has no '{column}' \(1 rows lack it\).*"
+                                         "pass the CSV the stability stage wrote"):
+        read_stability_table(path)
+
+
+def test_a_stability_table_without_its_scorer_column_is_refused(tmp_path: Path) -> None:
+    path = _csv(tmp_path, _stability().drop(columns="scorer"))
+    with pytest.raises(ValueError, match=r"stab.csv \(--inputs\) is missing column\(s\) 'scorer'.*stability stage"):
+        read_stability_table(path)
+
+
+def test_a_header_only_stability_table_is_refused(tmp_path: Path) -> None:
+    path = _csv(tmp_path, _stability().iloc[:0])
+    with pytest.raises(ValueError, match=r"stab.csv \(--inputs\) holds no rows \(header only\)"):
+        read_stability_table(path)
+
+
+def test_a_text_valued_stability_column_is_refused(tmp_path: Path) -> None:
+    path = _csv(tmp_path, _stability(certified_flip_share="lots"))
+    with pytest.raises(ValueError, match=r"column 'certified_flip_share' holds 'lots' \(row 2\), not a number"):
+        read_stability_table(path)
+
+
+def test_a_stability_k_outside_the_unit_interval_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"k_target 1.5 \(row 2\) is not a fraction in \(0, 1\]"):
+        read_stability_table(_csv(tmp_path, _stability(k_target=1.5)))
+
+
+def test_stability_files_that_are_not_csv_are_refused(tmp_path: Path) -> None:
+    empty = tmp_path / "stab.csv"
+    empty.write_bytes(b"\xff\xfe\x00a")
+    with pytest.raises(ValueError, match=r"stab.csv \(--inputs\): not a stability CSV"):
+        read_stability_table(empty)
+
+
+def test_one_stability_table_given_twice_is_refused(tmp_path: Path) -> None:
+    path = _csv(tmp_path, _stability())
+    with pytest.raises(ValueError, match="both hold .*'concept': 'circle'.* pass each table once"):
+        stability_report([path, path], tmp_path / "out")
+
+
+def test_report_stability_refuses_a_bad_table_with_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    path = _csv(tmp_path, _stability().iloc[:0])
+    with pytest.raises(SystemExit) as caught:
+        main(["report-stability", "--inputs", str(path), "--out-dir", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert caught.value.code == 2 and "stab.csv (--inputs) holds no rows" in err and "Traceback" not in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_valid_stability_table_still_reports(tmp_path: Path) -> None:
+    metrics = stability_report([_csv(tmp_path, _stability())], tmp_path / "out")
+    assert metrics["stability_concepts"] == 1.0 and (tmp_path / "out" / "stability_summary.csv").is_file()
