@@ -154,3 +154,130 @@ def test_report_stability_refuses_a_bad_table_with_exit_2(tmp_path: Path, capsys
 def test_a_valid_stability_table_still_reports(tmp_path: Path) -> None:
     metrics = stability_report([_csv(tmp_path, _stability())], tmp_path / "out")
     assert metrics["stability_concepts"] == 1.0 and (tmp_path / "out" / "stability_summary.csv").is_file()
+
+
+# ------------------------------------------------------------------------------ the config, at parse time
+
+
+def _config(name: str = "config.yaml") -> dict:
+    import yaml
+    from snakemake.utils import validate
+
+    config = yaml.safe_load((ROOT / name).read_text())
+    validate(config, str(ROOT / "config.schema.yaml"), set_default=True)
+    return config
+
+
+@pytest.mark.parametrize("resamples, problem", [
+    (1, "testbed.resamples = 1 is invalid: 0 (no stability jobs) or 2 to 1000 bootstrap resamples"),
+    (1001, "testbed.resamples = 1001 is invalid: 0 (no stability jobs) or 2 to 1000"),
+])
+def test_resamples_outside_their_domain_are_refused_at_parse_time(resamples: int, problem: str) -> None:
+    from certified_circuits.pipeline.config import ConfigError, check_testbed
+
+    config = _config()
+    config["testbed"]["resamples"] = resamples
+    with pytest.raises(ConfigError, match="set testbed.resamples: 20") as caught:
+        check_testbed(config)
+    assert problem in str(caught.value)
+
+
+def test_planted_widths_above_the_memory_bound_are_refused_at_parse_time() -> None:
+    from certified_circuits.pipeline.config import ConfigError, check_config
+
+    config = _config()
+    config["vision"]["train"]["planted_own"] = [100000, 1, 1, 1]
+    with pytest.raises(ConfigError) as caught:
+        check_config(config)
+    text = str(caught.value)
+    assert "config key vision.train.planted_own / planted_shared" in text
+    assert "above the bound of 2048" in text and "lower planted_own / planted_shared" in text
+
+
+@pytest.mark.parametrize("source", ["folders", "imagenet"])
+def test_planted_options_are_refused_where_the_model_is_not_built(source: str) -> None:
+    from certified_circuits.pipeline.config import ConfigError, check_testbed
+
+    config = _config()
+    config["vision"]["source"] = source
+    with pytest.raises(ConfigError, match=rf"vision.train.planted_own = \[1, 3, 6, 6\] is invalid: planted_own, "
+                                          rf"planted_shared shape the embedded model only, but vision.source is "
+                                          rf"'{source}'.*remove vision.train.planted_own"):
+        check_testbed(config)
+
+
+def test_a_compiled_model_is_refused_for_another_source() -> None:
+    from certified_circuits.pipeline.config import ConfigError, check_testbed
+
+    config = _config()
+    config["language"]["source"] = "hf"
+    with pytest.raises(ConfigError, match="language.train.compiled = 'induction' is invalid: compiled shape the "
+                                          "embedded model only, but language.source is 'hf'"):
+        check_testbed(config)
+
+
+def test_two_experiments_sharing_a_name_are_refused() -> None:
+    from certified_circuits.pipeline.config import ConfigError, check_testbed
+
+    config = _config()
+    config["language"]["experiment"] = config["vision"]["experiment"]
+    with pytest.raises(ConfigError, match="language.experiment = 'world' is invalid: vision.experiment has the same "
+                                          "name.*rename one"):
+        check_testbed(config)
+    config["vision"]["enabled"] = False
+    check_testbed(config)  # one experiment: no clash
+
+
+def test_a_compiled_model_with_a_task_it_has_no_circuit_for_is_refused() -> None:
+    from certified_circuits.pipeline.config import ConfigError, check_compiled_tasks
+
+    config = _config()
+    config["language"]["tasks"] = ["induction", "ioi"]
+    with pytest.raises(ConfigError, match=r"has the induction circuit only, none for \['ioi'\]: set language.tasks: "
+                                          r"\[induction\], or drop train.compiled"):
+        check_compiled_tasks(config["language"])
+
+
+def test_a_mib_submission_of_a_model_not_shaped_like_mibs_is_refused_at_parse_time() -> None:
+    from certified_circuits.pipeline.config import ConfigError, check_mib_shape
+
+    config = _config("configs/smoke.yaml")
+    config["language"]["mib"].update(model="gpt2", submission=True, export=True)
+    with pytest.raises(ConfigError, match=r"language.mib.submission = True is invalid: the configured model has \d+ "
+                                          r"layers and \d+ heads but MIB's gpt2 \(gpt2-small\) has 12 and 12.*"
+                                          r"or set submission: false"):
+        check_mib_shape(config["language"])
+    config["language"]["mib"]["submission"] = False
+    check_mib_shape(config["language"])
+
+
+def test_the_shipped_testbed_configs_pass_the_new_checks() -> None:
+    from certified_circuits.pipeline.config import check_testbed
+
+    for name in ("config.yaml", "configs/testbed_smoke.yaml", "configs/smoke.yaml"):
+        check_testbed(_config(name))
+
+
+# ------------------------------------------------------------------------------ the stability stage's options
+
+
+def _stability_argv(tmp_path: Path, *extra: str) -> list[str]:
+    attributions = tmp_path / "attr.h5"
+    attributions.write_bytes(b"not read: the options are checked first")
+    return ["stability", "--attributions", str(attributions), "--scorer", "relevance", "--k-grid", "0.1",
+            "--p-del", "0.5", "--tau", "0.9", "--out", str(tmp_path / "out.csv"), *extra]
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--resamples", "5000"], "--resamples 5000 is above 1000"),
+    (["--resamples", "1"], "--resamples 1: the pairwise shares need at least 2 resamples"),
+    (["--bootstrap-seed", "-1"], "argument --bootstrap-seed: -1 is outside [0, 2**32 - 1]"),
+    (["--bootstrap-seed", "0x10"], "argument --bootstrap-seed: '0x10' is not an integer seed"),
+])
+def test_stability_options_outside_their_domain_are_refused_with_exit_2(
+        tmp_path: Path, capsys: pytest.CaptureFixture, extra: list[str], message: str) -> None:
+    with pytest.raises(SystemExit) as caught:
+        main(_stability_argv(tmp_path, *extra))
+    err = capsys.readouterr().err
+    assert caught.value.code == 2 and message in err and "Traceback" not in err
+    assert not (tmp_path / "out.csv").exists()
