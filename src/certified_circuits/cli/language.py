@@ -21,7 +21,7 @@ from certified_circuits.language.tasks import COMPILED_TASKS, GENERATED_TASKS, I
 from certified_circuits.language.tasks import TRAINING_LOSSES as LOSSES
 from certified_circuits.core.devices import configure_torch
 from certified_circuits.cli.stages import (InputError, Stages, add_device, check_circuit_files, existing_file, existing_path,
-                                          named_path, output_file, positive_int)
+                                          named_path, output_file, positive_int, seed)
 
 log = logging.getLogger(__name__)
 STAGES = Stages()
@@ -333,7 +333,7 @@ def _ground_truth_arguments(p: argparse.ArgumentParser) -> None:
                    help="held-out prompts of the induction task to verify on (language-tasks' id_test.jsonl)")
     p.add_argument("--experiment", default="language")
     p.add_argument("--out", type=output_file, required=True, help="ground-truth JSON to write")
-    p.add_argument("--seed", type=int, default=0, help="seed of the diagnostic repeated random sequences")
+    p.add_argument("--seed", type=seed, default=0, help="seed of the diagnostic repeated random sequences")
     add_device(p)
 
 
@@ -356,6 +356,10 @@ def _cmd_ground_truth(args: argparse.Namespace) -> int:
     from certified_circuits.language.tokenizer import encode_examples
     from certified_circuits.storage.atomic import write_json
 
+    if args.task != INDUCTION:
+        raise InputError(f"--task {args.task}: this stage finds and verifies the {INDUCTION} circuit only (the model "
+                         f"has no truth for another task, and the file would name the {INDUCTION} circuit "
+                         f"{args.task!r}): pass --task {INDUCTION}, or leave --task out")
     examples = read_jsonl(args.examples)
     bad = [e.id for e in examples if e.task != INDUCTION]
     if bad or not examples:
