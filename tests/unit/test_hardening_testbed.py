@@ -281,3 +281,22 @@ def test_stability_options_outside_their_domain_are_refused_with_exit_2(
     err = capsys.readouterr().err
     assert caught.value.code == 2 and message in err and "Traceback" not in err
     assert not (tmp_path / "out.csv").exists()
+
+
+# ------------------------------------------------------------------------------ seeds are decimal 32-bit integers
+
+
+@pytest.mark.parametrize("stage, option", [
+    ("stability", "--bootstrap-seed"), ("report-sufficiency", "--bootstrap-seed"), ("language-tasks", "--seed"),
+    ("language-train", "--seed"), ("language-task-file", "--seed"), ("language-ground-truth", "--seed"),
+    ("vision-world", "--seed"), ("vision-train", "--seed"), ("vision-ground-truth", "--seed"),
+    ("report-attack", "--attack-seed"), ("report-attack", "--seed"),
+])
+@pytest.mark.parametrize("value, problem", [("-1", "-1 is outside [0, 2**32 - 1]"),
+                                            ("1.5", "'1.5' is not an integer seed")])
+def test_a_seed_option_names_itself_when_refused(capsys: pytest.CaptureFixture, stage: str, option: str, value: str,
+                                                 problem: str) -> None:
+    with pytest.raises(SystemExit) as caught:
+        main([stage, option, value])
+    err = capsys.readouterr().err
+    assert caught.value.code == 2 and f"argument {option}: {problem}" in err

@@ -55,7 +55,7 @@ def _tasks_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--task", required=True, choices=GENERATED_TASKS)
     p.add_argument("--out-dir", required=True, help="folder for train.jsonl, id_test.jsonl, ood_test.jsonl")
     p.add_argument("--n-per-split", type=positive_int, default=100)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=seed, default=0)
     p.add_argument("--gpt2-tokenizer", default=None,
                    help="local GPT-2 tokenizer dir/cache name: check single-token names and equal clean/corrupted "
                         "lengths (paper scale)")
@@ -99,7 +99,7 @@ def _train_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tasks-dir", required=True, help="folder with {task}/{split}.jsonl from language-tasks")
     p.add_argument("--out-dir", required=True, help="model directory to write (HF format + vocab.json)")
     p.add_argument("--metrics", required=True, help="JSON file for accuracy per task and split")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=seed, default=0)
     p.add_argument("--steps", type=positive_int, default=900)
     p.add_argument("--batch-per-task", type=positive_int, default=24)
     p.add_argument("--lr", type=float, default=3e-3)
@@ -193,7 +193,7 @@ def _task_file_arguments(p: argparse.ArgumentParser) -> None:
                                                                     "distractor, optional split")
     p.add_argument("--model-path", type=existing_path, required=True, help="the model folder (its tokenizer checks "
                                                                            "single-token answers and equal lengths)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the 60/20/20 split when the file has no split column")
+    p.add_argument("--seed", type=seed, default=0, help="seed of the 60/20/20 split when the file has no split column")
     p.add_argument("--out-dir", required=True, help="folder for train, validation, id_test, ood_test .jsonl")
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from certified_circuits.pipeline.tracking import add_metrics, add_tags
 from certified_circuits.cli.stages import InputError, Stages, existing_file, existing_path, k_fraction, positive_int
+from certified_circuits.cli.stages import seed as seed_option
 
 log = logging.getLogger(__name__)
 STAGES = Stages()
@@ -38,7 +39,7 @@ def _sufficiency_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--select-on", default=None, metavar="EVAL_SET",
                    help="also write selected_* tables: K (and setting) chosen on this held-out eval set")
     p.add_argument("--test", choices=("wilcoxon", "ttest"), default="wilcoxon", help="class-level paired test")
-    p.add_argument("--bootstrap-seed", type=int, default=0,
+    p.add_argument("--bootstrap-seed", type=seed_option, default=0,
                    help="seed of the per-example paired bootstrap (balanced accuracy)")
     p.add_argument("--title", default="")
     p.add_argument("--ablation", choices=("zero", "mean"), default="zero",

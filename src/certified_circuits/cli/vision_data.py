@@ -36,7 +36,7 @@ def _world_arguments(p: argparse.ArgumentParser) -> None:
 
     d = WorldConfig()
     p.add_argument("--out", type=Path, required=True, help="output folder")
-    p.add_argument("--seed", type=int, default=d.seed)
+    p.add_argument("--seed", type=seed, default=d.seed)
     p.add_argument("--image-size", type=int, default=d.image_size)
     p.add_argument("--n-classes", type=int, default=d.n_classes)
     p.add_argument(
@@ -113,7 +113,7 @@ def _train_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--world", type=Path, required=True, help="folder written by vision-world")
     p.add_argument("--out-model", type=Path, required=True)
     p.add_argument("--out-metrics", type=Path, required=True)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=seed, default=0)
     p.add_argument("--epochs", type=positive_int, default=10)
     p.add_argument("--batch-size", type=positive_int, default=128)
     p.add_argument("--lr", type=float, default=3e-3)
