@@ -300,3 +300,24 @@ def test_a_seed_option_names_itself_when_refused(capsys: pytest.CaptureFixture, 
         main([stage, option, value])
     err = capsys.readouterr().err
     assert caught.value.code == 2 and f"argument {option}: {problem}" in err
+
+
+# ------------------------------------------------------------------------------ report-recovery's --selected
+
+
+@pytest.mark.parametrize("text, problem", [
+    ("experiment,baseline_k_target\nworld,0.1\n", r"is missing column\(s\) 'majority_k_target', 'certified_k_target'"),
+    ("baseline_k_target,majority_k_target,certified_k_target\n", r"holds no rows \(header only\)"),
+    ("baseline_k_target,majority_k_target,certified_k_target\n0.1,high,0.2\n",
+     r"column 'majority_k_target' holds 'high' \(row 2\), not a K in \(0, 1\]"),
+    ("baseline_k_target,majority_k_target,certified_k_target\n0.1,0.2,3\n",
+     r"column 'certified_k_target' holds 3 \(row 2\), not a K in \(0, 1\]"),
+    ("", "not a selected table"),
+])
+def test_a_selected_table_that_is_not_one_is_refused(tmp_path: Path, text: str, problem: str) -> None:
+    from certified_circuits.reports.testbed import read_selected_table
+
+    path = tmp_path / "selected.csv"
+    path.write_text(text)
+    with pytest.raises(ValueError, match=rf"selected.csv \(--selected\).*{problem}.*report-sufficiency --select-on"):
+        read_selected_table(path)

@@ -113,6 +113,50 @@ def selected_k(
     }  # fmt: skip
 
 
+def _cell(table: pd.DataFrame, column: str, index: int) -> Any:
+    """A cell as a plain Python value, for messages (``3``, not ``np.int64(3)``)."""
+    value = table[column].iloc[index]
+    return value.item() if hasattr(value, "item") else value
+
+
+SELECTED_FIX = "pass the selected_*_raw.csv that report-sufficiency --select-on wrote, or --k instead"
+
+
+def read_selected_table(path: str | Path) -> pd.DataFrame:
+    """The ``--selected`` table of report-recovery (a ``selected_*_raw.csv`` of report-sufficiency), checked to be
+    one: readable CSV with rows and a ``<method>_k_target`` column per method, every K a fraction in (0, 1].
+
+    Args:
+        path: the CSV.
+
+    Returns:
+        The table.
+
+    Raises:
+        ValueError: naming the file (and column and row), what is wrong and the fix.
+    """
+    where = f"{path} (--selected)"
+    try:
+        table = pd.read_csv(path)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{where}: not a selected table ({str(exc).strip()}); {SELECTED_FIX}") from None
+    columns = [f"{m}_k_target" for m in dict.fromkeys(SELECTED_METHOD.values())]
+    try:
+        require_columns(table, columns, where)
+    except ValueError as exc:
+        raise ValueError(f"{exc}; {SELECTED_FIX}") from None
+    if table.empty:
+        raise ValueError(f"{where} holds no rows (header only); {SELECTED_FIX}")
+    for column in columns:
+        values = pd.to_numeric(table[column], errors="coerce")
+        text = values.isna() & table[column].notna()  # a word where a K belongs (an empty cell stays allowed)
+        bad = table.index[text | (values.notna() & ~((values > 0) & (values <= 1)))]
+        if len(bad):
+            raise ValueError(f"{where}: column {column!r} holds {_cell(table, column, bad[0])!r} (row {int(bad[0]) + 2}),"
+                             f" not a K in (0, 1]; {SELECTED_FIX}")
+    return table
+
+
 def recovery_tables(truth: GroundTruth, circuits: Sequence[tuple[Path, Path]], experiment: str,
                     selected: pd.DataFrame | None = None, k: float | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:  # fmt: skip
     """``recovery`` (one row per circuit pair, method and K) and ``auroc`` (one per circuit pair and method).
@@ -234,7 +278,7 @@ def recovery_report(ground_truth: Path, circuits: Sequence[tuple[Path, Path]], e
         truth did not pass its check).
     """
     truth = read_ground_truth(ground_truth)
-    table = pd.read_csv(selected) if selected is not None else None
+    table = read_selected_table(selected) if selected is not None else None
     recovery, auroc = recovery_tables(truth, circuits, experiment, table, k)
     out_dir = Path(out_dir)
     write_csv(out_dir / "recovery.csv", recovery)
@@ -358,7 +402,7 @@ def read_stability_table(path: str | Path, option: str = "--inputs") -> pd.DataF
         values = pd.to_numeric(table[column], errors="coerce")
         bad = table.index[values.isna() & table[column].notna()]
         if len(bad):
-            raise ValueError(f"{where}: column {column!r} holds {table[column].iloc[bad[0]]!r} (row {int(bad[0]) + 2}),"
+            raise ValueError(f"{where}: column {column!r} holds {_cell(table, column, bad[0])!r} (row {int(bad[0]) + 2}),"
                              f" not a number; {STABILITY_FIX}")
         table[column] = values
     outside = table.index[~((table["k_target"] > 0) & (table["k_target"] <= 1))]
