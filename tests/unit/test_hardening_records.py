@@ -133,7 +133,7 @@ def test_a_warnings_list_is_not_plan_records(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("records, problem", [
-    ({"a": 1}, "'warnings' is dict, expected a list of records"),
+    ({"a": 1}, "warnings is a dict, expected a list of records"),
     ([{"where": "w"}], r"warnings\[0\] lacks \['key', 'radius', 'message', 'fix'\]"),
     (["text"], r"warnings\[0\] lacks"),
 ])
@@ -190,3 +190,49 @@ def test_report_warnings_refuses_the_wrong_files_with_exit_2(tmp_path: Path, cap
         err = capsys.readouterr().err
         assert caught.value.code == 2 and named in err and "Traceback" not in err
     assert not (tmp_path / "out.json").exists()
+
+
+# ------------------------------------------------------------------------------ report-plan-warnings and report-model-seeds
+
+
+@pytest.mark.parametrize("records, problem", [
+    ('[{"where": "w", "key": "k", "radius": 1, "message": "m"}]', r"--records[0] lacks ['fix']"),
+    ('{"where": "w"}', "--records is a dict, expected a list of records"),
+    ('[{"where": "a", "where": "b"}]', "--records is not JSON (key 'where' is given more than once"),
+])
+def test_report_plan_warnings_checks_its_records_as_the_reader_does(tmp_path: Path, capsys: pytest.CaptureFixture,
+                                                                   records: str, problem: str) -> None:
+    with pytest.raises(SystemExit) as caught:
+        main(["report-plan-warnings", "--records", records, "--out", str(tmp_path / "p.json")])
+    err = capsys.readouterr().err
+    assert caught.value.code == 2 and problem in err and "plan_records" in err
+    assert not (tmp_path / "p.json").exists()
+
+
+@pytest.mark.parametrize("seed", ["010", "s1", "-1", "1.0"])
+def test_report_model_seeds_takes_decimal_seeds(tmp_path: Path, capsys: pytest.CaptureFixture, seed: str) -> None:
+    table = _write(tmp_path / "stability.csv", "a\n1\n")
+    with pytest.raises(SystemExit) as caught:
+        main(["report-model-seeds", "--run", seed, str(table), "--name", "n", "--out-dir", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert caught.value.code == 2 and f"the seed {seed!r} is not a decimal integer without leading zeros" in err
+
+
+def test_report_model_seeds_refuses_tables_of_different_kinds(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    (tmp_path / "a").mkdir()
+    stability = _write(tmp_path / "a" / "stability.csv", "a\n1\n")
+    recovery = _write(tmp_path / "recovery.csv", "a\n1\n")
+    with pytest.raises(SystemExit) as caught:
+        main(["report-model-seeds", "--run", "0", str(stability), "--run", "1", str(recovery), "--name", "n",
+              "--out-dir", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert caught.value.code == 2 and "--run tables of different kinds: ['recovery.csv', 'stability.csv']" in err
+
+
+def test_report_model_seeds_reads_stability_tables_with_their_reader(tmp_path: Path,
+                                                                     capsys: pytest.CaptureFixture) -> None:
+    table = _write(tmp_path / "stability.csv", "experiment,k_target\nworld,0.1\n")
+    with pytest.raises(SystemExit) as caught:
+        main(["report-model-seeds", "--run", "0", str(table), "--name", "n", "--out-dir", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert caught.value.code == 2 and "stability.csv (--run) is missing column(s) 'concept'" in err

@@ -448,13 +448,31 @@ def read_plan_records(path: str | Path) -> list[dict[str, Any]]:
     from certified_circuits.storage.documents import read_json_document
 
     doc = read_json_document(path, PLAN_FIX, fmt=PLAN_FORMAT, what="plan-warnings file")
-    records = doc.get("warnings")
+    return check_plan_records(doc.get("warnings"), f"{path}: warnings", PLAN_FIX)
+
+
+def check_plan_records(records: Any, where: str, fix: str) -> list[dict[str, Any]]:
+    """Plan records as :func:`certified_circuits.pipeline.plans.plan_records` writes them: a list of objects, each
+    with :data:`PLAN_RECORD_FIELDS` (the one check of ``report-plan-warnings``' input and of its file).
+
+    Args:
+        records: the parsed JSON.
+        where: the file or option, for messages.
+        fix: what to do when refused.
+
+    Returns:
+        The records.
+
+    Raises:
+        ValueError: naming ``where``, the record and its missing fields, and the fix.
+    """
     if not isinstance(records, list):
-        raise ValueError(f"{path}: 'warnings' is {type(records).__name__}, expected a list of records; {PLAN_FIX}")
+        raise ValueError(f"{where} is a {type(records).__name__}, expected a list of records; {fix}")
     for index, record in enumerate(records):
         missing = [f for f in PLAN_RECORD_FIELDS if not isinstance(record, dict) or f not in record]
         if missing:
-            raise ValueError(f"{path}: warnings[{index}] lacks {missing}; {PLAN_FIX}")
+            raise ValueError(f"{where}[{index}] lacks {missing}: a plan record holds 'where' and 'message', and "
+                             f"'key', 'radius' and 'fix'; {fix}")
     return records
 
 

@@ -367,7 +367,8 @@ STABILITY_KEYS = ("experiment", "concept", "scorer", "setting", "k_target")
 STABILITY_FIX = "pass the CSV the stability stage wrote (one per concept and setting), or rerun that stage"
 
 
-def read_stability_table(path: str | Path, option: str = "--inputs") -> pd.DataFrame:
+def read_stability_table(path: str | Path, option: str = "--inputs",
+                         columns: Sequence[str] = tuple(STABILITY_SHOWN)) -> pd.DataFrame:
     """One stability CSV (the ``stability`` stage's, or ``stability.csv`` of report-stability), checked to be one:
     readable UTF-8 CSV with rows, every key of :data:`STABILITY_KEYS` present and filled (a row without its scorer
     would drop out of the summary's mean), ``k_target`` in (0, 1] and every shown column numeric.
@@ -375,6 +376,7 @@ def read_stability_table(path: str | Path, option: str = "--inputs") -> pd.DataF
     Args:
         path: the CSV.
         option: the option that gave it, for messages.
+        columns: the numeric columns the report reads (default the summary's, :data:`STABILITY_SHOWN`).
 
     Returns:
         The table (``concept``, ``scorer`` and ``setting`` read as text).
@@ -388,7 +390,7 @@ def read_stability_table(path: str | Path, option: str = "--inputs") -> pd.DataF
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
         raise ValueError(f"{where}: not a stability CSV ({str(exc).strip()}); {STABILITY_FIX}") from None
     try:
-        require_columns(table, [*STABILITY_KEYS, *STABILITY_SHOWN], where)
+        require_columns(table, [*STABILITY_KEYS, *columns], where)
     except ValueError as exc:
         raise ValueError(f"{exc}; {STABILITY_FIX}") from None
     if table.empty:
@@ -398,7 +400,7 @@ def read_stability_table(path: str | Path, option: str = "--inputs") -> pd.DataF
         if len(empty):
             raise ValueError(f"{where}: row {int(empty[0]) + 2} has no {column!r} ({len(empty)} rows lack it): every "
                              f"row is of one {', '.join(STABILITY_KEYS)}; {STABILITY_FIX}")
-    for column in ("k_target", *STABILITY_SHOWN):
+    for column in ("k_target", *columns):
         values = pd.to_numeric(table[column], errors="coerce")
         bad = table.index[values.isna() & table[column].notna()]
         if len(bad):
@@ -546,8 +548,7 @@ def model_seeds_stability(runs: dict[str, Sequence[Path]], out_dir: Path, name: 
     rows = []
     for seed, paths in runs.items():
         for path in map(Path, paths):
-            table = pd.read_csv(path)
-            require_columns(table, ["experiment", "k_target", *SEED_STABILITY], str(path))
+            table = read_stability_table(path, option="--run", columns=SEED_STABILITY)
             every_k = pd.read_csv(path.with_name("recovery.csv"))
             k = truth_size_k(every_k["n_true"], every_k["n_components"], every_k["k_target"])
             at_k = nearest_k(table["k_target"], k)
