@@ -82,3 +82,68 @@ def test_a_row_without_mibs_columns_names_its_file_and_line(tmp_path: Path) -> N
 def test_rows_keep_their_places(tmp_path: Path) -> None:
     path = _jsonl(tmp_path / "ioi", "validation", [json.dumps(ROW), "", json.dumps(ROW)])
     assert [place for place, _ in split_rows(tmp_path / "ioi", "ioi", "validation")] == [f"{path}:1", f"{path}:3"]
+
+
+# ------------------------------------------------------------------------------ report-mib checks every option first
+
+
+def _report_mib(tmp_path: Path, capsys: pytest.CaptureFixture, *argv: str) -> str:
+    from certified_circuits.cli.main import main
+
+    with pytest.raises(SystemExit) as caught:
+        main(["report-mib", *argv, "--out-dir", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert caught.value.code == 2 and "Traceback" not in err
+    assert not (tmp_path / "out").exists()  # nothing written
+    return err
+
+
+def _files(tmp_path: Path) -> list[str]:
+    files = []
+    for name in ("attr.h5", "votes.h5", "certs.h5"):
+        (tmp_path / name).write_bytes(b"x" * 8)
+        files.append(str(tmp_path / name))
+    return files
+
+
+@pytest.mark.parametrize("option, value", [("--model-name", "my_model"), ("--method", "my_method")])
+def test_report_mib_refuses_a_name_with_an_underscore(tmp_path: Path, capsys: pytest.CaptureFixture, option: str,
+                                                       value: str) -> None:
+    argv = ["--model-name", "gpt2", "--circuit", "ioi", *_files(tmp_path)]
+    argv += [option, value]
+    err = _report_mib(tmp_path, capsys, *argv)
+    assert f"{option} {value!r}: MIB's folders are" in err and "use '-'" in err
+
+
+def test_report_mib_refuses_a_bad_task_name_by_option(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    err = _report_mib(tmp_path, capsys, "--model-name", "gpt2", "--circuit", "io i", *_files(tmp_path))
+    assert "--circuit io i: task name 'io i' may hold only letters, digits, _ and -" in err
+
+
+def test_report_mib_checks_the_last_tasks_files_before_writing_the_first(tmp_path: Path,
+                                                                         capsys: pytest.CaptureFixture) -> None:
+    import numpy as np
+
+    import certified_circuits as cc
+    from certified_circuits.core.setting import Setting
+
+    scores = np.random.default_rng(0).normal(size=(20, 6))
+    setting = Setting(p_del=0.8, n0=20, n=100, tau=0.7, alpha=0.05)
+    certificate = str(cc.certify_scores(scores, np.zeros(6, int), [0.5, 1.0], setting).save(tmp_path / "c.h5"))
+    attr = _files(tmp_path)[0]
+    err = _report_mib(tmp_path, capsys, "--model-name", "gpt2", "--circuit", "ioi", attr, certificate, certificate,
+                      "--circuit", "mcqa", str(tmp_path / "missing.h5"), certificate, certificate)
+    assert "--circuit mcqa: " in err and "missing.h5 does not exist" in err
+
+
+@pytest.mark.parametrize("text, problem", [
+    ("concept,k\nioi,0.1\n", r"lacks column(s) ['certified_setting']"),
+    ("concept,certified_setting\n", "holds no rows (header only)"),
+])
+def test_report_mib_refuses_a_selected_table_that_is_not_one(tmp_path: Path, capsys: pytest.CaptureFixture,
+                                                             text: str, problem: str) -> None:
+    selected = tmp_path / "selected.csv"
+    selected.write_text(text)
+    err = _report_mib(tmp_path, capsys, "--model-name", "gpt2", "--circuit", "ioi", *_files(tmp_path),
+                      "--selected", str(selected))
+    assert f"selected.csv (--selected) {problem}" in err and "report-sufficiency --select-on" in err
