@@ -321,3 +321,30 @@ def test_a_selected_table_that_is_not_one_is_refused(tmp_path: Path, text: str, 
     path.write_text(text)
     with pytest.raises(ValueError, match=rf"selected.csv \(--selected\).*{problem}.*report-sufficiency --select-on"):
         read_selected_table(path)
+
+
+# ------------------------------------------------------------------------------ the compiled model takes no training option
+
+
+def test_the_config_refuses_training_options_for_a_compiled_model() -> None:
+    from certified_circuits.pipeline.config import ConfigError, check_testbed
+
+    config = _config()
+    config["language"]["train"]["steps"] = 2000
+    with pytest.raises(ConfigError, match=r"language.train.steps = 2000 is invalid: the compiled model \(language."
+                                          r"train.compiled: induction\) is set by construction, not trained, so steps "
+                                          r"would be ignored: remove them, or drop train.compiled"):
+        check_testbed(config)
+
+
+@pytest.mark.parametrize("extra, shown", [(["--steps", "5"], "--steps"),
+                                          (["--tasks", "ioi", "--attn-only"], "--tasks, --attn-only")])
+def test_language_train_refuses_training_options_with_compiled(tmp_path: Path, capsys: pytest.CaptureFixture,
+                                                               extra: list[str], shown: str) -> None:
+    with pytest.raises(SystemExit) as caught:
+        main(["language-train", "--tasks-dir", str(tmp_path), "--out-dir", str(tmp_path / "m"), "--metrics",
+              str(tmp_path / "m.json"), "--compiled", "induction", *extra])
+    err = capsys.readouterr().err
+    assert caught.value.code == 2 and f"--compiled induction sets the weights by construction, so {shown} would be " \
+                                      f"ignored: leave {shown} out, or drop --compiled" in err
+    assert not (tmp_path / "m").exists()

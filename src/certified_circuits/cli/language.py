@@ -128,6 +128,29 @@ def _train_arguments(p: argparse.ArgumentParser) -> None:
                         "training option; held-out accuracy is measured on TASKS-DIR/induction")
 
 
+#: language-train options a compiled model does not read (it is set by construction, not trained)
+TRAINING_OPTIONS = ("steps", "batch_per_task", "lr", "n_layer", "n_head", "n_embd", "n_positions", "time_limit",
+                    "tasks", "attn_only", "loss", "shift_prob")
+
+
+def check_compiled_options(args: argparse.Namespace) -> None:
+    """Refuse a training option given with --compiled (it would be ignored without a word).
+
+    Args:
+        args: language-train's options.
+
+    Raises:
+        InputError: naming the options and the fix.
+    """
+    defaults = argparse.ArgumentParser()
+    _train_arguments(defaults)
+    given = [name for name in TRAINING_OPTIONS if getattr(args, name) != defaults.get_default(name)]
+    if given:
+        shown = ", ".join("--" + name.replace("_", "-") for name in given)
+        raise InputError(f"--compiled {args.compiled} sets the weights by construction, so {shown} would be ignored: "
+                         f"leave {shown} out, or drop --compiled to train a model")
+
+
 @STAGES.stage(
     "language-train", _train_arguments,
     help="train the embedded tiny GPT-2 on the three tasks' ID training distributions",
@@ -144,6 +167,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
     from certified_circuits.language.train import TrainConfig, held_out_accuracy, train_embedded
     from certified_circuits.storage.atomic import atomic_dir, write_json
 
+    if args.compiled:
+        check_compiled_options(args)
     tasks_dir = Path(args.tasks_dir)
     tasks = (args.compiled,) if args.compiled else tuple(dict.fromkeys(args.tasks))
     if not 0.0 <= args.shift_prob <= 1.0:

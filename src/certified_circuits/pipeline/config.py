@@ -553,8 +553,8 @@ TESTBED_OPTIONS = {"vision": ("embedded", ("planted_own", "planted_shared")), "l
 def check_testbed(config: dict[str, Any]) -> None:
     """The testbed's keys, before any job: ``testbed.resamples`` is 0 (no stability jobs) or within
     [MIN_RESAMPLES, MAX_RESAMPLES]; a testbed option (``vision.train.planted_own``/``planted_shared``,
-    ``language.train.compiled``) is set only where it applies (the embedded source); the enabled experiments have
-    distinct names (their result paths and rules would clash).
+    ``language.train.compiled``) is set only where it applies (the embedded source), and a compiled model takes no
+    training option; the enabled experiments have distinct names (their result paths and rules would clash).
 
     Args:
         config: the schema-validated config.
@@ -579,6 +579,13 @@ def check_testbed(config: dict[str, Any]) -> None:
                          f"{', '.join(present)} shape the {source} model only, but {half}.source is "
                          f"{block['source']!r}, whose model is not built here: remove {half}.train.{present[0]} "
                          f"(a layered config.yaml sets it: start from a config without it)")
+    language_train = config["language"].get("train") or {}
+    ignored = [k for k in language_train if k not in ("seed", "compiled")] if language_train.get("compiled") else []
+    if config["language"]["enabled"] and ignored:
+        config_error(f"language.train.{ignored[0]}", language_train[ignored[0]],
+                     f"the compiled model (language.train.compiled: {language_train['compiled']}) is set by "
+                     f"construction, not trained, so {', '.join(ignored)} would be ignored: remove them, or drop "
+                     f"train.compiled to train a model")
     names = {half: config[half]["experiment"] for half in ("vision", "language") if config[half]["enabled"]}
     if len(set(names.values())) < len(names):
         config_error("language.experiment", names["language"], "vision.experiment has the same name, and an "
