@@ -236,3 +236,29 @@ def test_report_model_seeds_reads_stability_tables_with_their_reader(tmp_path: P
         main(["report-model-seeds", "--run", "0", str(table), "--name", "n", "--out-dir", str(tmp_path / "out")])
     err = capsys.readouterr().err
     assert caught.value.code == 2 and "stability.csv (--run) is missing column(s) 'concept'" in err
+
+
+# ------------------------------------------------------------------------------ one reader per kind: findings, task examples
+
+
+def test_the_summarys_truth_finding_reads_ground_truth_with_its_reader(tmp_path: Path) -> None:
+    from certified_circuits.reports.findings import truth_finding
+
+    data = _truth(circle={"components": ["a"], "verification": {"passed": "false"}})
+    assert "passed their causal check for 0 of 1 concepts" in truth_finding(_write(tmp_path / "gt.json",
+                                                                                   json.dumps(data)))
+    line = truth_finding(_write(tmp_path / "gt.json", json.dumps(_truth())))
+    assert "passed their causal check for 1 of 1 concepts" in line
+    with pytest.raises(ValueError, match="gt.json: key 'circle' is given more than once"):
+        truth_finding(_write(tmp_path / "gt.json", json.dumps(_truth())[:-2] + ', "circle": {"components": []}}}'))
+    with pytest.raises(ValueError, match="is not a ground-truth file: its format is"):
+        truth_finding(_write(tmp_path / "gt.json", '{"format": "certified-circuits/warnings/1"}'))
+
+
+def test_task_examples_that_are_not_utf8_name_the_file_and_line(tmp_path: Path) -> None:
+    from certified_circuits.language.tasks import read_jsonl
+
+    path = tmp_path / "id_test.jsonl"
+    path.write_bytes(b'{"id": "a"}\n{"id": "\xff"}\n')
+    with pytest.raises(ValueError, match=r"id_test.jsonl:2: not UTF-8 text \(byte 20.*write task files as UTF-8"):
+        read_jsonl(path)

@@ -167,7 +167,7 @@ def _json_rows(f: Path) -> list[tuple[str, Any]]:
     except ValueError as err:
         raise MIBDataError(f"{f}: {err}: {MIB_FILE_FIX}") from None
     rows = []
-    for number, line in enumerate(text.splitlines(), start=1):
+    for number, line in enumerate(text.replace("\r\n", "\n").replace("\r", "\n").split("\n"), start=1):
         if not line.strip():
             continue
         try:
