@@ -132,7 +132,7 @@ def test_a_stability_k_outside_the_unit_interval_is_refused(tmp_path: Path) -> N
 def test_stability_files_that_are_not_csv_are_refused(tmp_path: Path) -> None:
     empty = tmp_path / "stab.csv"
     empty.write_bytes(b"\xff\xfe\x00a")
-    with pytest.raises(ValueError, match=r"stab.csv \(--inputs\): not a stability CSV"):
+    with pytest.raises(ValueError, match=r"stab.csv \(--inputs\): not a readable CSV table"):
         read_stability_table(empty)
 
 
@@ -312,7 +312,7 @@ def test_a_seed_option_names_itself_when_refused(capsys: pytest.CaptureFixture, 
      r"column 'majority_k_target' holds 'high' \(row 2\), not a K in \(0, 1\]"),
     ("baseline_k_target,majority_k_target,certified_k_target\n0.1,0.2,3\n",
      r"column 'certified_k_target' holds 3 \(row 2\), not a K in \(0, 1\]"),
-    ("", "not a selected table"),
+    ("", "not a readable CSV table"),
 ])
 def test_a_selected_table_that_is_not_one_is_refused(tmp_path: Path, text: str, problem: str) -> None:
     from certified_circuits.reports.testbed import read_selected_table
@@ -348,3 +348,16 @@ def test_language_train_refuses_training_options_with_compiled(tmp_path: Path, c
     assert caught.value.code == 2 and f"--compiled induction sets the weights by construction, so {shown} would be " \
                                       f"ignored: leave {shown} out, or drop --compiled" in err
     assert not (tmp_path / "m").exists()
+
+
+def test_model_seeds_recovery_reads_its_tables_with_their_reader(tmp_path: Path) -> None:
+    from certified_circuits.reports.testbed import model_seeds_recovery
+
+    (tmp_path / "0").mkdir()
+    recovery = tmp_path / "0" / "recovery.csv"
+    recovery.write_text("method,k_target,precision,recall,n_true,n_components\nbaseline,0.1,1,1,2,10\n")
+    with pytest.raises(ValueError, match=r"recovery_auroc.csv \(beside --run 0 .*recovery.csv\) does not exist.*report-recovery"):
+        model_seeds_recovery({"0": [recovery]}, tmp_path / "out", "w")
+    recovery.write_text("method,k_target\n")
+    with pytest.raises(ValueError, match=r"recovery.csv \(--run 0\) is missing column\(s\) 'precision'.*report-recovery"):
+        model_seeds_recovery({"0": [recovery]}, tmp_path / "out", "w")

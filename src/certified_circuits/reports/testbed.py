@@ -113,6 +113,39 @@ def selected_k(
     }  # fmt: skip
 
 
+def read_csv_table(path: str | Path, where: str, columns: Sequence[str], fix: str,
+                   dtype: dict[str, Any] | None = None) -> pd.DataFrame:
+    """A CSV table a report reads, checked before any work: readable UTF-8 CSV, the ``columns`` it needs, at
+    least one row (the one shape of the testbed's table readers).
+
+    Args:
+        path: the CSV.
+        where: the file and option, for messages (``"recovery.csv (--run)"``).
+        columns: the columns the report reads.
+        fix: what to do when refused.
+        dtype: column types passed to :func:`pandas.read_csv`.
+
+    Returns:
+        The table.
+
+    Raises:
+        ValueError: naming ``where``, what is wrong and the fix.
+    """
+    if not Path(path).is_file():
+        raise ValueError(f"{where} does not exist; {fix}")
+    try:
+        table = pd.read_csv(path, dtype=dtype)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{where}: not a readable CSV table ({str(exc).strip()}); {fix}") from None
+    try:
+        require_columns(table, columns, where)
+    except ValueError as exc:
+        raise ValueError(f"{exc}; {fix}") from None
+    if table.empty:
+        raise ValueError(f"{where} holds no rows (header only); {fix}")
+    return table
+
+
 def _cell(table: pd.DataFrame, column: str, index: int) -> Any:
     """A cell as a plain Python value, for messages (``3``, not ``np.int64(3)``)."""
     value = table[column].iloc[index]
@@ -136,17 +169,8 @@ def read_selected_table(path: str | Path) -> pd.DataFrame:
         ValueError: naming the file (and column and row), what is wrong and the fix.
     """
     where = f"{path} (--selected)"
-    try:
-        table = pd.read_csv(path)
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
-        raise ValueError(f"{where}: not a selected table ({str(exc).strip()}); {SELECTED_FIX}") from None
     columns = [f"{m}_k_target" for m in dict.fromkeys(SELECTED_METHOD.values())]
-    try:
-        require_columns(table, columns, where)
-    except ValueError as exc:
-        raise ValueError(f"{exc}; {SELECTED_FIX}") from None
-    if table.empty:
-        raise ValueError(f"{where} holds no rows (header only); {SELECTED_FIX}")
+    table = read_csv_table(path, where, columns, SELECTED_FIX)
     for column in columns:
         values = pd.to_numeric(table[column], errors="coerce")
         text = values.isna() & table[column].notna()  # a word where a K belongs (an empty cell stays allowed)
@@ -385,16 +409,8 @@ def read_stability_table(path: str | Path, option: str = "--inputs",
         ValueError: naming the file (and column or row), what is wrong and the fix.
     """
     where = f"{path} ({option})"
-    try:
-        table = pd.read_csv(path, dtype={"concept": str, "scorer": str, "setting": str, "experiment": str})
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
-        raise ValueError(f"{where}: not a stability CSV ({str(exc).strip()}); {STABILITY_FIX}") from None
-    try:
-        require_columns(table, [*STABILITY_KEYS, *columns], where)
-    except ValueError as exc:
-        raise ValueError(f"{exc}; {STABILITY_FIX}") from None
-    if table.empty:
-        raise ValueError(f"{where} holds no rows (header only); {STABILITY_FIX}")
+    table = read_csv_table(path, where, [*STABILITY_KEYS, *columns], STABILITY_FIX,
+                           dtype={"concept": str, "scorer": str, "setting": str, "experiment": str})
     for column in STABILITY_KEYS:
         empty = table.index[table[column].isna()]
         if len(empty):
@@ -491,9 +507,11 @@ def model_seeds_recovery(runs: dict[str, Sequence[Path]], out_dir: Path, name: s
     rows = []
     for seed, paths in runs.items():
         for path in map(Path, paths):
-            every_k = pd.read_csv(path)
-            require_columns(every_k, ["method", "k_target", "precision", "recall", "n_true", "n_components"], str(path))
-            auroc = pd.read_csv(path.with_name("recovery_auroc.csv"))
+            fix = "pass the recovery.csv that report-recovery wrote (its recovery_auroc.csv beside it)"
+            every_k = read_csv_table(path, f"{path} (--run {seed})", ["method", "k_target", "precision", "recall",
+                                                                      "n_true", "n_components"], fix)
+            auroc = read_csv_table(path.with_name("recovery_auroc.csv"), f"{path.with_name('recovery_auroc.csv')} "
+                                   f"(beside --run {seed} {path})", ["method", "auroc"], fix)
             k = truth_size_k(every_k["n_true"], every_k["n_components"], every_k["k_target"])
             at = every_k[np.isclose(every_k["k_target"], k)]
             keys = [c for c in ("experiment", "scorer", "setting") if c in every_k.columns]
