@@ -361,3 +361,12 @@ def test_model_seeds_recovery_reads_its_tables_with_their_reader(tmp_path: Path)
     recovery.write_text("method,k_target\n")
     with pytest.raises(ValueError, match=r"recovery.csv \(--run 0\) is missing column\(s\) 'precision'.*report-recovery"):
         model_seeds_recovery({"0": [recovery]}, tmp_path / "out", "w")
+
+
+def test_a_planted_spec_above_the_width_bound_is_refused_wherever_it_is_built() -> None:
+    from certified_circuits.vision.networks.planted import MAX_PLANTED_WIDTH, PlantedSpec
+
+    with pytest.raises(ValueError, match=rf"the planted widths n_classes \* own \+ shared are \[300000, 3, 3, 3\] for 3 "
+                                         rf"classes: a stage of 300000 channels is above the bound of {MAX_PLANTED_WIDTH}"):
+        PlantedSpec(3, (100000, 1, 1, 1), (0, 0, 0, 0))
+    assert PlantedSpec(4, (512, 1, 1, 1), (0, 0, 0, 0)).own[0] == 512  # 2048 channels: the bound itself is allowed
