@@ -370,3 +370,28 @@ def test_a_planted_spec_above_the_width_bound_is_refused_wherever_it_is_built() 
                                          rf"classes: a stage of 300000 channels is above the bound of {MAX_PLANTED_WIDTH}"):
         PlantedSpec(3, (100000, 1, 1, 1), (0, 0, 0, 0))
     assert PlantedSpec(4, (512, 1, 1, 1), (0, 0, 0, 0)).own[0] == 512  # 2048 channels: the bound itself is allowed
+
+
+def test_stability_refuses_the_ground_truth_of_another_experiment(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    import json
+
+    import numpy as np
+
+    from certified_circuits.analysis.recovery import GROUND_TRUTH_FORMAT
+    from certified_circuits.storage.store import write_attributions
+
+    names = [f"layer1.{i}" for i in range(12)]
+    scores = np.random.default_rng(0).normal(size=(40, 12))
+    attributions = write_attributions(tmp_path / "circle.h5", {"relevance": scores}, np.zeros(12, int), names,
+                                      [str(i) for i in range(40)], {"concept": "circle", "experiment": "world"})
+    truth = tmp_path / "gt.json"
+    truth.write_text(json.dumps({"format": GROUND_TRUTH_FORMAT, "experiment": "other", "kind": "vision",
+                                 "concepts": {"circle": {"components": ["layer1.0"]}}}))
+    argv = _stability_argv(tmp_path, "--ground-truth", str(truth))
+    argv[argv.index("--attributions") + 1] = str(attributions)
+    with pytest.raises(SystemExit) as caught:
+        main(argv)
+    err = capsys.readouterr().err
+    assert caught.value.code == 2 and "gt.json (--ground-truth) is the ground truth of experiment 'other', but" in err
+    assert "circle.h5 is of 'world': pass this experiment's ground truth" in err
+    assert not (tmp_path / "out.csv").exists()

@@ -358,9 +358,12 @@ def concept_stability(attributions: Path, scorer: str, k_grid: Sequence[float], 
     concept = str(attr.attrs.get("concept", ""))
     truth = None
     if ground_truth is not None:
-        truth = truth_mask(
-            read_ground_truth(ground_truth), concept, attr.names, where=f"the attributions {attributions}"
-        )
+        known = read_ground_truth(ground_truth)
+        experiment = str(attr.attrs.get("experiment", "") or "")
+        if experiment and known.experiment != experiment:
+            raise ValueError(f"{ground_truth} (--ground-truth) is the ground truth of experiment {known.experiment!r}, "
+                             f"but {attributions} is of {experiment!r}: pass this experiment's ground truth")
+        truth = truth_mask(known, concept, attr.names, where=f"the attributions {attributions}")
     result = stability(attr.scores[scorer], attr.groups, k_grid, setting, n_resamples, bootstrap_seed,
                        absolute=attr.absolute(scorer), truth=truth, device=device, allow_vacuous=allow_vacuous,
                        mask_seed=mask_seed)  # fmt: skip
