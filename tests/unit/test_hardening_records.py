@@ -5,6 +5,7 @@ checked, and every refusal names the file, what is wrong and the fix (exit statu
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -262,3 +263,17 @@ def test_task_examples_that_are_not_utf8_name_the_file_and_line(tmp_path: Path) 
     path.write_bytes(b'{"id": "a"}\n{"id": "\xff"}\n')
     with pytest.raises(ValueError, match=r"id_test.jsonl:2: not UTF-8 text \(byte 20.*write task files as UTF-8"):
         read_jsonl(path)
+
+
+@pytest.mark.parametrize("change, problem", [
+    (lambda d: d.update(n_component=d.pop("n_components")), "key 'n_component' is not a field; did you mean 'n_components'?"),
+    (lambda d: d["concepts"]["circle"].update(verification={"pased": True}),
+     "concept 'circle': key 'pased' is not a field; did you mean 'passed'?"),
+    (lambda d: d["concepts"]["circle"].update(verificaton=d["concepts"]["circle"].pop("verification")),
+     "concept 'circle': key 'verificaton' is not a field; did you mean 'verification'?"),
+])
+def test_a_misspelt_ground_truth_field_is_refused_not_dropped(tmp_path: Path, change, problem: str) -> None:
+    data = _truth()
+    change(data)
+    with pytest.raises(ValueError, match=re.escape(problem)):
+        read_ground_truth(_write(tmp_path / "gt.json", json.dumps(data)))

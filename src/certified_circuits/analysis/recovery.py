@@ -105,6 +105,25 @@ def _text_field(data: Mapping[str, Any], key: str, path: str, required: bool) ->
     return value
 
 
+#: the top-level fields of a ground-truth file (``planted``: the vision writer's spec); a key close to one of them
+#: is a misspelling that would otherwise drop the field without a word (e.g. ``n_component``)
+GROUND_TRUTH_FIELDS = ("format", "experiment", "kind", "model", "how", "n_components", "concepts", "planted")
+
+
+def _misspelt(keys: Any, known: Sequence[str], absent_only: bool = True) -> tuple[str, str] | None:
+    """(key, the known field it resembles) for the first key that is not a known field but close to one that is
+    absent (``absent_only``); None when there is none."""
+    from difflib import get_close_matches
+
+    for key in keys:
+        if key in known:
+            continue
+        close = [k for k in get_close_matches(str(key), known, n=3, cutoff=0.8) if not (absent_only and k in keys)]
+        if close:
+            return str(key), close[0]
+    return None
+
+
 def _concept_entry(concept: str, entry: Any, path: str) -> tuple[tuple[str, ...], dict[str, Any]]:
     """One concept's components (strings, none twice: checked in linear time) and its verification, whose
     ``passed`` is a JSON true/false (the string "false" is not a boolean and would read as verified)."""
@@ -118,6 +137,9 @@ def _concept_entry(concept: str, entry: Any, path: str) -> tuple[tuple[str, ...]
     checks = entry.get("verification", {})
     if not isinstance(checks, Mapping):
         raise _fail(path, f"concept {concept!r}: 'verification' must be an object")
+    typo = _misspelt(entry, ("components", "verification")) or _misspelt(checks, ("passed",))
+    if typo:
+        raise _fail(path, f"concept {concept!r}: key {typo[0]!r} is not a field; did you mean {typo[1]!r}?")
     if "passed" in checks and not isinstance(checks["passed"], bool):
         raise _fail(path, f"concept {concept!r}: verification.passed is {checks['passed']!r} "
                           f"({type(checks['passed']).__name__}), expected JSON true or false")
@@ -143,6 +165,9 @@ def parse_ground_truth(data: Mapping[str, Any], path: str = "<ground truth>") ->
     found = data.get("format")
     if found != GROUND_TRUTH_FORMAT:
         raise _fail(path, f"format is {found!r}, expected {GROUND_TRUTH_FORMAT!r}")
+    typo = _misspelt(data, GROUND_TRUTH_FIELDS)
+    if typo:
+        raise _fail(path, f"key {typo[0]!r} is not a field; did you mean {typo[1]!r}?")
     labels = {key: _text_field(data, key, path, key in ("experiment", "kind")) for key in ("experiment", "kind",
                                                                                            "model", "how")}
     if "concepts" not in data:
