@@ -1,6 +1,7 @@
 # certified-circuits: two entry points, each sets up everything it needs.
 #   make reproduce   create .venv if missing, install, run the embedded default workflow end to end
-#   make test        create .venv if missing, install, run the test suite (everything)
+#   make test        create .venv if missing, install, run the test suite (everything; one pytest-xdist worker per
+#                    core, at most 4; the shared workflow runs start once: docs/testing.md)
 #   make test-fast   the unit tests only (no workflow, no training; under 2 minutes)
 #   make lint        ruff (lint and format check) and mypy (the engine and the public API)
 PYTHON ?= python3
@@ -8,6 +9,9 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 CORES  ?= all
 STAMP  := $(VENV)/.installed
+# pytest-xdist workers: one per logical core, at most 4 (WORKERS=0 runs everything in one process)
+WORKERS ?= logical
+XDIST   := -n $(WORKERS) --maxprocesses 4 --dist loadgroup
 
 .PHONY: reproduce test test-fast lint bench smoke docs clean-results
 
@@ -21,10 +25,10 @@ reproduce: $(STAMP)
 	PATH="$(abspath $(BIN)):$$PATH" bin/workflow --cores $(CORES) --profile profiles/local
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q --durations=15 tests
+	$(BIN)/python -m pytest -q $(XDIST) --durations=15 tests
 
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -q -m "not slow" tests/unit
+	$(BIN)/python -m pytest -q $(XDIST) -m "not slow" tests/unit
 
 # ruff format owns the engine, the public API, the tracking package and the modules written since; the other modules keep their
 # hand-wrapped style (dense argument lists) and are linted like everything else.

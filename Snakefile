@@ -13,18 +13,9 @@ import os
 import sys
 
 from snakemake.exceptions import WorkflowError
-from snakemake.utils import min_version, validate
+from snakemake.utils import min_version
 
-import yaml
-
-from certified_circuits.pipeline.config import (
-    ConfigError,
-    check_before_schema,
-    check_config,
-    check_config_files,
-    condense_schema_error,
-    snakemake_runs_jobs,
-)
+from certified_circuits.pipeline.config import ConfigError, check_workflow_config, snakemake_runs_jobs
 from certified_circuits.pipeline.plans import plan_records, plan_tags
 from certified_circuits.storage.atomic import CHECKOUT_LOCK, RunLocked, hold_lock, lock_results
 
@@ -37,24 +28,11 @@ if not workflow.overwrite_configfiles:
 
 
 SCHEMA = os.path.join(workflow.basedir, "config.schema.yaml")
-try:  # each config file strictly (duplicate keys, with file and line), then what the schema says unclearly
-    check_config_files(workflow.overwrite_configfiles or [os.path.join(workflow.basedir, "config.yaml")])
-    with open(SCHEMA) as handle:
-        check_before_schema(config, yaml.safe_load(handle)["properties"])
-except ConfigError as error:
-    raise WorkflowError(str(error)) from None
-try:
-    validate(config, SCHEMA, set_default=True)
-except WorkflowError as error:
-    raise WorkflowError(condense_schema_error(str(error))) from None
-
-
 # HDF5 file locking breaks on NFS/Lustre; each output has exactly one writer, so it is not needed.
 os.environ.setdefault("HDF5_USE_FILE_LOCKING", "FALSE")
-
-
-try:  # also expands ~ in every configured path, and plans every setting exactly (pipeline/plans.py)
-    CHECKED = check_config(config)
+try:  # each file strictly, the schema (defaults set), then pipeline/config.py's checks and every setting's plan
+    CONFIG_FILES = workflow.overwrite_configfiles or [os.path.join(workflow.basedir, "config.yaml")]
+    CHECKED = check_workflow_config(config, CONFIG_FILES, SCHEMA)
     if workflow.is_main_process:  # CC_PROGRESS_SECONDS, checked before any job (its thread runs only here)
         from certified_circuits.pipeline.tracking.progress import progress_interval
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "unit" / "language"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout: tests.helpers
 
 
 def main() -> int:
@@ -26,7 +26,7 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=1)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
-    import family_fixtures as ff
+    import tests.helpers.family_fixtures as ff
 
     from certified_circuits.language.attribution import score_examples
     from certified_circuits.language.forward import GPT2Weights

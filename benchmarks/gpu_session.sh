@@ -48,7 +48,7 @@ fi
 
 if want fixture; then
     step "2. the paper fixture run through Snakemake, device auto"
-    python3 tests/integration/paper_fixtures.py paper_fixture_data >"$OUT/fixture.log" 2>&1
+    python3 tests/helpers/paper_fixtures.py paper_fixture_data >"$OUT/fixture.log" 2>&1
     start=$(date +%s)
     timeout $((FIXTURE_S < $(left) - 250 ? FIXTURE_S : $(left) - 250)) bin/workflow --cores "$(nproc)" --configfile configs/paper.yaml configs/paper_fixture.yaml \
         >>"$OUT/fixture.log" 2>&1

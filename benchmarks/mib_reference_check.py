@@ -40,7 +40,7 @@ def ioi_rows(n: int, seed: int) -> list[dict]:
     """IOI rows in MIB's schema (``prompt``, ``metadata``, ``s2_io_flip_counterfactual``), from seeded names."""
     import numpy as np
 
-    from tests.unit.language.family_fixtures import NAMES, OBJECTS, PLACES, ioi_prompt
+    from tests.helpers.family_fixtures import NAMES, OBJECTS, PLACES, ioi_prompt
 
     rng = np.random.default_rng(seed)
     rows = []
@@ -70,7 +70,7 @@ def prepare(out: Path) -> None:
     from certified_circuits.pipeline.config import hf_prompt_tokenizer
     from certified_circuits.reports import mib
     from certified_circuits.storage.store import read_attributions, read_certificates
-    from tests.unit.language.family_fixtures import save_family
+    from tests.helpers.family_fixtures import save_family
 
     torch.manual_seed(0)
     model_dir = save_family("gpt2", out / "model", seed=0)

@@ -1,36 +1,48 @@
 """Config mistakes a careless user makes stop the workflow at parse time with one clear line that names
-the key (and the file and line where that matters), before any job (issue 21)."""
+the key (and the file and line where that matters), before any job (issue 21).
+
+What pipeline/config.py decides is tested in-process, through the one check the Snakefile calls
+(``check_workflow_config``, via tests/helpers/config.py: milliseconds, not a ``snakemake`` parse each). Two real
+``snakemake -n`` parses prove that the Snakefile calls it, a schema violation and a check of pipeline/config.py, and
+that nothing is created before the refusal.
+"""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
+import math
 from pathlib import Path
 
 import pytest
 import yaml
 
 from certified_circuits.pipeline.config import ConfigError, check_before_schema, check_config_files
-
-pytestmark = pytest.mark.slow  # runs the workflow or a real process tree
-
-ROOT = Path(__file__).resolve().parents[2]
-BIN = Path(sys.executable).parent
-SMOKE = ROOT / "configs" / "smoke.yaml"
+from tests.helpers import config as config_check
+from tests.helpers.paths import ROOT, SMOKE
+from tests.helpers.workflow import override, snakemake
 
 
-def dry_run(tmp_path: Path, text: str) -> str:
-    """``snakemake -n`` on the smoke config plus an override file holding ``text``; returns its output."""
-    override = tmp_path / "override.yaml"
-    override.write_text(text)
-    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
-    done = subprocess.run([str(BIN / "snakemake"), "-n", "--cores", "1", "--configfile", str(SMOKE), str(override),
-                           "--config", f"results_dir={tmp_path / 'results'}"], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=300)
-    assert done.returncode != 0, "the config should have been rejected"
-    assert not (tmp_path / "results").exists()
-    return done.stdout + done.stderr
+@pytest.mark.slow  # two snakemake parses
+@pytest.mark.parametrize("patch, message", [
+    ({"vision": {"certification": {"tau": 1.5}}},
+     "config is invalid: 1.5 is greater than or equal to the maximum of 1 (at vision.certification.tau)"),
+    ({"vision": {"concepts": ["circle", "pentagon"]}}, "pentagon"),
+])
+def test_the_snakefile_refuses_a_bad_config_before_any_job(tmp_path: Path, patch: dict, message: str) -> None:
+    """A real ``snakemake -n``: the schema (first case) and pipeline/config.py's checks (second) run at parse time,
+    the run stops with the message and creates no results folder."""
+    results = tmp_path / "results"
+    done = snakemake("-n", "--cores", "1", "--configfile", SMOKE, override(tmp_path, "bad", patch), "--config",
+                     f"results_dir={results}", timeout=300)
+    output = done.stdout + done.stderr
+    assert done.returncode != 0 and message in output, output[-3000:]
+    assert "definitions" not in output and not results.exists()
+
+
+def rejection(tmp_path: Path, text: str) -> str:
+    """The message the Snakefile's check gives the smoke config plus an override file holding ``text``."""
+    with pytest.raises(ConfigError) as error:
+        config_check.check_text(tmp_path, SMOKE, text=text)
+    return str(error.value)
 
 
 @pytest.mark.parametrize("text, message", [
@@ -46,9 +58,30 @@ def dry_run(tmp_path: Path, text: str) -> str:
     ("results_dir: a\nresults_dir: b\n", "override.yaml:2:1: duplicate key 'results_dir' (first at line 1)"),
 ])
 def test_a_bad_config_gets_one_clear_line(tmp_path: Path, text: str, message: str) -> None:
-    output = dry_run(tmp_path, text)
+    output = rejection(tmp_path, text)
     assert message in output
     assert "definitions" not in output and len(output) < 3000  # never the whole schema
+
+
+@pytest.mark.parametrize("patch, message", [
+    ({"vision": {"certification": {"tau": 1.5}}},
+     "config is invalid: 1.5 is greater than or equal to the maximum of 1 (at vision.certification.tau)"),
+    ({"vision": {"main_scorer": "rank"}}, "vision.main_scorer"),
+    ({"vision": {"certification": {"p_del": math.nan}}}, "finite"),
+    ({"language": {"settings": {"ioi": [{"tau": 0.7, "p_del": 0.6}], "ioii": [{"tau": 0.7, "p_del": 0.6}]}}}, "ioii"),
+    ({"vision": {"scorers": ["relevance", "relevance"]}}, "scorers"),
+    ({"vision": {"concepts": ["circle", "pentagon"]}}, "pentagon"),
+    ({"vision": {"runtime": {"concept": "circle$(touch INJECTED)", "n": [10]}}}, "runtime"),
+    ({"results_dir": "/"}, "results_dir"),
+])
+def test_bad_values_are_rejected_at_parse_time(patch: dict, message: str) -> None:
+    """NaN, a typo'd task key, a duplicate scorer, an unknown class, '/' as results folder (as ``--config
+    results_dir=/`` gives it) and a shell payload each stop the run before any job, with the key named
+    (moved from tests/integration/test_workflow.py, where each was a ``snakemake -n``)."""
+    with pytest.raises(ConfigError) as error:
+        config_check.check(SMOKE, overrides=patch)
+    assert message in str(error.value)
+    assert not (ROOT / "INJECTED").exists()
 
 
 def test_strict_reading_names_file_and_line(tmp_path: Path) -> None:

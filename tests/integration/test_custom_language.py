@@ -5,48 +5,30 @@ JSONL, and the task-file errors a user meets before any job runs."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
 import yaml
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit" / "language"))
-from family_fixtures import NAMES, ioi_prompt, save_family  # noqa: E402
+from certified_circuits.pipeline.config import ConfigError
+from tests.helpers import config as config_check
+from tests.helpers import workflow
+from tests.helpers.family_fixtures import save_family, task_rows
+from tests.helpers.paths import CUSTOM
 
 pytestmark = pytest.mark.slow  # runs the workflow
 
-ROOT = Path(__file__).resolve().parents[2]
-BIN = Path(sys.executable).parent
-CUSTOM = ROOT / "configs" / "custom.yaml"
-
-
-def task_rows(n: int, seed: int = 0) -> list[dict]:
-    """IOI-style rows: the answer is the name that did not give the object (one token with its space)."""
-    import numpy as np
-
-    rng = np.random.default_rng(seed)
-    rows, seen = [], set()
-    while len(rows) < n:  # distinct clean prompts: rows sharing one would go to one split together
-        a, b, c, d, e = rng.choice(NAMES, 5, replace=False)
-        if (a, b) in seen:
-            continue
-        seen.add((a, b))
-        rows.append({"clean": ioi_prompt(a, b, b), "corrupted": ioi_prompt(c, d, e), "answer": f" {a}",
-                     "distractor": f" {b}"})
-    return rows
-
 
 def run(override: dict, tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+    """``bin/workflow --cores 2 --configfile configs/custom.yaml OVERRIDE ARGS`` from a private checkout (the wrapper
+    refuses to start beside another live run in its checkout; tests run in parallel)."""
     path = tmp_path / "override.yaml"
     path.write_text(yaml.safe_dump(override))
-    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
-    env.pop("MLFLOW_TRACKING_URI", None)
+    checkout = workflow.private_checkout(tmp_path / "checkout")
     command = ["bin/workflow", "--cores", "2", "--configfile", str(CUSTOM), str(path), *args]
-    return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    return subprocess.run(command, cwd=checkout, env=workflow.environment(), capture_output=True, text=True, timeout=900)
 
 
 def language_override(results: Path, model: Path, files: dict, **language) -> dict:
@@ -94,14 +76,16 @@ def test_custom_language_run_writes_certified_graphs(tmp_path, family, level) ->
 
 
 def test_task_file_errors_stop_before_any_job(tmp_path) -> None:
+    """A two-token answer in a task file is refused at parse time with its file and line (in-process: the check the
+    Snakefile calls)."""
     model = save_family("llama", tmp_path / "llama")
     rows = task_rows(10)
     rows[3]["answer"] = " Mary Anna"            # two tokens
     task = tmp_path / "bad.csv"
     pd.DataFrame(rows).to_csv(task, index=False)
     results = tmp_path / "results"
-    done = run(language_override(results, model, {"my_task": task}), tmp_path, "--dry-run")
-    assert done.returncode != 0
-    err = done.stdout + done.stderr
+    with pytest.raises(ConfigError) as error:
+        config_check.check(CUSTOM, overrides=language_override(results, model, {"my_task": task}))
+    err = str(error.value)
     assert "bad.csv:5" in err and "Mary Anna" in err and "not one token" in err
     assert not results.exists()

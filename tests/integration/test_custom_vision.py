@@ -1,15 +1,13 @@
 """Your own vision model through Snakemake: configs/custom.yaml on fixture trees (random weights, noise
-images; tests/integration/custom_fixtures.py), for three families beyond the paper's, with a plugin
-scorer of each kind, and the errors a user meets before any job runs.
+images; tests/helpers/custom_fixtures.py), for three families beyond the paper's, with a plugin
+scorer of each kind, and the errors a user meets before any job runs (in-process, through the check the Snakefile
+calls at parse time; tests/integration/test_config_errors.py proves the Snakefile calls it before any job).
 """
 
 from __future__ import annotations
 
-import importlib.util
-import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import h5py
@@ -17,15 +15,12 @@ import pandas as pd
 import pytest
 import yaml
 
-pytestmark = pytest.mark.slow  # runs the workflow
+from certified_circuits.pipeline.config import ConfigError
+from tests.helpers import config as config_check
+from tests.helpers import custom_fixtures, workflow
+from tests.helpers.paths import CUSTOM
 
-ROOT = Path(__file__).resolve().parents[2]
-BIN = Path(sys.executable).parent
-CUSTOM = ROOT / "configs" / "custom.yaml"
-
-_spec = importlib.util.spec_from_file_location("custom_fixtures", Path(__file__).with_name("custom_fixtures.py"))
-custom_fixtures = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(custom_fixtures)
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("custom_vision")]  # runs the workflow; one worker builds the trees
 
 #: model -> its first automatic component module and channel count (torchvision's architectures)
 FAMILIES = {"convnext_tiny": ("features.1", 96), "efficientnet_b0": ("features.1", 16), "swin_t": ("features.1", 96)}
@@ -38,10 +33,8 @@ def trees(tmp_path_factory: pytest.TempPathFactory) -> dict:
 
 
 def snakemake(tree: dict, override: Path, *args: str, timeout: int = 900) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "PYTHONPATH": tree["plugins_dir"]}
-    env.pop("MLFLOW_TRACKING_URI", None)
-    command = [str(BIN / "snakemake"), "--cores", "2", "--configfile", str(CUSTOM), str(override), *args]
-    return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+    env = workflow.environment(PYTHONPATH=tree["plugins_dir"])
+    return workflow.snakemake("--cores", "2", "--configfile", CUSTOM, override, *args, env=env, timeout=timeout)
 
 
 @pytest.mark.parametrize("model", sorted(FAMILIES))
@@ -133,9 +126,12 @@ ERRORS = {
 
 
 @pytest.mark.parametrize("case", sorted(ERRORS))
-def test_a_broken_setup_stops_before_any_job(trees, case, tmp_path):
+def test_a_broken_setup_stops_before_any_job(trees, case, tmp_path, monkeypatch):
+    """Each broken setup is refused by the parse-time check, with the message (in-process: each was a ``snakemake
+    -n`` of several seconds before)."""
     import re
 
+    monkeypatch.syspath_prepend(trees["convnext_tiny"]["plugins_dir"])  # as the workflow's PYTHONPATH
     tree, vision = _break(trees["convnext_tiny"], tmp_path, case)
     results = tmp_path / "results"
     override = custom_fixtures.custom_override(tree, results, tmp_path / "override.yaml",
@@ -144,8 +140,7 @@ def test_a_broken_setup_stops_before_any_job(trees, case, tmp_path):
         config = yaml.safe_load(override.read_text())
         config["vision"]["folders"]["layers"] = vision["folders_layers"]
         override.write_text(yaml.safe_dump(config))
-    done = snakemake(tree, override, "-n", timeout=300)
-    output = done.stdout + done.stderr
-    assert done.returncode != 0, output[-3000:]
-    assert re.search(ERRORS[case], output), output[-3000:]
+    with pytest.raises(ConfigError) as error:
+        config_check.check(CUSTOM, override)
+    assert re.search(ERRORS[case], str(error.value)), str(error.value)
     assert not results.exists()

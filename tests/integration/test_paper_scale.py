@@ -1,6 +1,6 @@
 """The paper path (configs/paper.yaml) through Snakemake on a fixture tree, on the CPU.
 
-The tree (tests/integration/paper_fixtures.py) has the real layouts and formats: ImageNet val and ImageNet-A, -O,
+The tree (tests/helpers/paper_fixtures.py) has the real layouts and formats: ImageNet val and ImageNet-A, -O,
 -C (defocus blur, severity 2) and OOD-CV as wnid folders, a 1,000-line LOC_synset_mapping.txt, a
 random-weight ResNet-50 weights file and a random-weight GPT-2 saved with save_pretrained beside a
 GPT-2-style byte-level BPE tokenizer. configs/paper_fixture.yaml is the second --configfile: it points
@@ -16,26 +16,19 @@ defaults, so nothing of the embedded default (config.yaml) may appear.
 
 from __future__ import annotations
 
-import importlib.util
-import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
 import yaml
 
-pytestmark = pytest.mark.slow  # runs the workflow or a real process tree
+from tests.helpers import paper_fixtures, workflow
+from tests.helpers.paths import PAPER
+from tests.helpers.workflow import dry_run_jobs
 
-ROOT = Path(__file__).resolve().parents[2]
-BIN = Path(sys.executable).parent
-PAPER = ROOT / "configs" / "paper.yaml"
-
-_spec = importlib.util.spec_from_file_location("paper_fixtures", Path(__file__).with_name("paper_fixtures.py"))
-paper_fixtures = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(paper_fixtures)
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("paper")]  # runs the workflow; one worker builds the tree
 
 VX = "resnet50_imagenet"
 LX = "gpt2_small"
@@ -58,28 +51,9 @@ def paper_tree(tmp_path_factory: pytest.TempPathFactory) -> dict:
 
 
 def snakemake(override: Path, *args: str, timeout: int = 900, env: dict | None = None) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", **(env or {})}
-    env.pop("MLFLOW_TRACKING_URI", None)
-    command = [str(BIN / "snakemake"), "--cores", "2", "--configfile", str(PAPER), str(override), *args]
-    return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
-
-
-def dry_run_jobs(output: str) -> list[dict]:
-    """One {rule, wildcards, shell} per job of a `snakemake -n --printshellcmds` output."""
-    jobs = []
-    for block in re.split(r"\n(?=(?:local)?rule \w+:\n)", "\n" + output):
-        head = re.match(r"(?:local)?rule (\w+):\n", block)
-        if not head:
-            continue
-        wildcards = re.search(r"^\s+wildcards: (.*)$", block, re.M)
-        shell = re.search(r"^Shell command: (.*)$", block, re.M)
-        jobs.append({
-            "rule": re.sub(r"_group\d+$", "", head[1]),  # class-group rules (vision.classes_per_job) by kind
-            "group_rule": head[1] if re.search(r"_group\d+$", head[1]) else None,
-            "wildcards": dict(kv.split("=", 1) for kv in wildcards[1].split(", ")) if wildcards else {},
-            "shell": shell[1] if shell else "",
-        })
-    return jobs
+    """``snakemake --cores 2 --configfile configs/paper.yaml OVERRIDE ARGS``."""
+    return workflow.snakemake("--cores", "2", "--configfile", PAPER, override, *args,
+                              env=workflow.environment(**(env or {})), timeout=timeout)
 
 
 def test_paper_dag_on_fixture_tree(paper_tree: dict, tmp_path: Path) -> None:

@@ -1,6 +1,6 @@
 """The SLURM profile (profiles/slurm) on a real, private, single-node SLURM cluster (issue 11).
 
-tests/integration/slurm_cluster.py starts MUNGE (a generated key), slurmctld and slurmd (a generated slurm.conf) in
+tests/helpers/slurm_cluster.py starts MUNGE (a generated key), slurmctld and slurmd (a generated slurm.conf) in
 a temporary folder, on localhost and free ports, with a CPU and a GPU partition and *no accounting
 daemon* (so `sacct` answers only "accounting storage is disabled", the case that made the old profile
 hang). The daemons run as root and are stopped, and every job cancelled, when the module finishes.
@@ -11,11 +11,12 @@ a cluster without accounting cannot validate one). Everything else is the commit
 
 * A three-rule workflow: a job with gpu=1 goes to the GPU partition with a GPU request; jobs with gpu=0
   or no gpu resource go to the CPU partition with none.
-* The smoke config, shrunk (vision only, two classes, one scorer), through the profile: every job went
-  through sbatch (the cluster's job list, one COMPLETED job per Snakemake job, none asking for a GPU,
-  all in the CPU partition), every science table (CSV under tables/ and sufficiency/) equals the one of
-  the same config run locally with --cores 2, and MLflow holds one child run of the workflow's parent
-  run per job, with the same rules.
+* Part of the smoke config's DAG through the profile (one class's evaluation: world, training, attribution, votes,
+  certificates, 8 jobs 6 deep): every job went through sbatch (the cluster's job list, one COMPLETED job per
+  Snakemake job, none asking for a GPU, all in the CPU partition), every artifact it wrote (models, attributions,
+  votes, certificates, the sufficiency table) equals the one of the session's local smoke run
+  (tests/integration/conftest.py) file for file, and MLflow holds one child run of the workflow's parent run per
+  job, with the same rules.
 * profiles/slurm/preflight.py passes on the cluster and names a wrong partition in plain words.
 
 Skipped, with the reason, where the SLURM/MUNGE binaries are missing (.ci/slurm-setup.sh installs them)
@@ -25,7 +26,6 @@ or the test does not run as root.
 from __future__ import annotations
 
 import collections
-import os
 import re
 import shutil
 import subprocess
@@ -36,33 +36,22 @@ from pathlib import Path
 import pytest
 import yaml
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from slurm_cluster import SlurmCluster, unavailable_reason  # noqa: E402
+from tests.helpers import workflow
+from tests.helpers.artifacts import assert_identical_artifacts
+from tests.helpers.paths import BIN, ROOT, SMOKE
+from tests.helpers.slurm_cluster import SlurmCluster, unavailable_reason
 
-ROOT = Path(__file__).resolve().parents[2]
-BIN = Path(sys.executable).parent
 PROFILE = ROOT / "profiles" / "slurm"
-SMOKE = ROOT / "configs" / "smoke.yaml"
 CPU_PARTITION, GPU_PARTITION = "cc_cpu", "cc_gpu"  # not the profile's names: the edit is exercised
 ACCOUNT = "ccproject"
-TIMING = re.compile(r"second|runtime|duration|elapsed|time", re.IGNORECASE)
 
-# The smoke config shrunk to a two-class vision run (language off): 15 jobs, 8 levels deep.
-SHRINK = {
-    "vision": {
-        "concepts": ["circle", "square"],
-        "scorers": ["relevance"],
-        "eval_sets": ["id", "id_test"],
-        "feature_concepts": ["circle"],
-        "runtime": {"n": []},
-        "rediscovery_sets": [],
-        "seed_stability": {"n_seeds": 0},
-        "radius_sweep": {"enabled": False},
-    },
-    "language": {"enabled": False},
-}
+#: what the SLURM run makes: one class's sufficiency table of the smoke config (8 jobs, 6 deep); the session's smoke
+#: run made the same files locally
+TARGET = "sufficiency/world/concept/circle/p0.6_n020_n100_s0/t0.7_a0.05_bonferroni.csv"
+SLURM_JOBS = {"vision_world": 1, "vision_train": 1, "vision_attribute": 1, "votes": 2, "certify": 2, "vision_evaluate": 1}
 
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(unavailable_reason() is not None, reason=str(unavailable_reason()))]
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("slurm"),  # one cluster, on one worker
+              pytest.mark.skipif(unavailable_reason() is not None, reason=str(unavailable_reason()))]
 
 
 # ---------------------------------------------------------------------------------------- fixtures
@@ -96,10 +85,8 @@ def site_profile(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return profile
 
 
-def environment(cluster: SlurmCluster | None) -> dict[str, str]:
-    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
-    env.pop("MLFLOW_TRACKING_URI", None)
-    return cluster.env(env) if cluster is not None else env
+def environment(cluster: SlurmCluster) -> dict[str, str]:
+    return cluster.env(workflow.environment())
 
 
 def snakemake_on_slurm(cluster: SlurmCluster, profile: Path, *args: str, cwd: Path = ROOT,
@@ -126,17 +113,6 @@ def rule_of(comment: str) -> str:
     """The plugin's job comment is rule_<rule> or rule_<rule>_wildcards_<wildcards>."""
     assert comment.startswith("rule_"), comment
     return comment[len("rule_"):].split("_wildcards_", 1)[0]
-
-
-def science_tables(results: Path) -> dict[str, Path]:
-    """CSV tables under tables/ and sufficiency/, by relative path (timing files left out)."""
-    found = {}
-    for folder in ("tables", "sufficiency"):
-        for path in sorted((results / folder).rglob("*.csv")):
-            relative = str(path.relative_to(results))
-            if not TIMING.search(path.name):
-                found[relative] = path
-    return found
 
 
 # ------------------------------------------------------------------------------- GPU routing
@@ -169,40 +145,25 @@ def test_gpu_jobs_go_to_the_gpu_partition_and_cpu_jobs_ask_for_no_gpu(cluster, s
 
 @pytest.fixture(scope="module")
 def runs(cluster, site_profile, tmp_path_factory: pytest.TempPathFactory):
-    """The shrunk smoke config twice, at the same time: locally (--cores 2) and through the profile.
-    Returns (local results, SLURM results, SLURM run id, snakemake output, seconds)."""
-    tmp = tmp_path_factory.mktemp("slurm-workflow")
-    overrides = {}
-    for name in ("local", "slurm"):
-        overrides[name] = tmp / f"{name}.yaml"
-        overrides[name].write_text(yaml.safe_dump({"results_dir": str(tmp / name / "results"), **SHRINK}))
+    """:data:`TARGET` of the smoke config through the profile. Returns (SLURM results, SLURM run id, snakemake
+    output)."""
+    results = tmp_path_factory.mktemp("slurm-workflow") / "results"
     started = time.monotonic()
-    local = subprocess.Popen([str(BIN / "snakemake"), "--cores", "2", "--rerun-incomplete", "--configfile", str(SMOKE),
-                              str(overrides["local"])], cwd=ROOT, env=environment(None), stdout=subprocess.PIPE,
-                             stderr=subprocess.STDOUT, text=True)
-    try:
-        done = snakemake_on_slurm(cluster, site_profile, "--configfile", str(SMOKE), str(overrides["slurm"]))
-        slurm_seconds = time.monotonic() - started
-        local_output, _ = local.communicate(timeout=600)
-    finally:
-        if local.poll() is None:
-            local.kill()
-            local.wait()
-    assert local.returncode == 0, local_output[-6000:]
+    done = snakemake_on_slurm(cluster, site_profile, "--configfile", str(SMOKE), "--config", f"results_dir={results}",
+                              "--", str(results / TARGET))
     assert done.returncode == 0, failure(done, cluster)
-    output = done.stdout + done.stderr
-    print(f"SLURM workflow: {slurm_seconds:.0f} s")
-    return tmp / "local" / "results", tmp / "slurm" / "results", run_id_of(output), output
+    print(f"SLURM workflow: {time.monotonic() - started:.0f} s")
+    return results, run_id_of(done.stdout + done.stderr), done.stdout + done.stderr
 
 
 def test_every_job_went_through_sbatch_to_the_cpu_partition(cluster, runs):
-    _, results, run_id, output = runs
+    results, run_id, output = runs
     jobs = [job for job in cluster.jobs() if job["name"] == run_id]
     finished = re.findall(r"Finished jobid: \d+ \(Rule: (\w+)\)", output)
     local = set(re.findall(r"^localrule (\w+):", output, re.MULTILINE))
     assert local <= {"all"}, f"jobs run on the submit node instead of through sbatch: {local - {'all'}}"
     ran = collections.Counter(rule for rule in finished if rule not in local)  # `all` has no command
-    assert sum(ran.values()) >= 10, output[-3000:]
+    assert ran == collections.Counter(SLURM_JOBS), output[-3000:]
     assert collections.Counter(rule_of(job["comment"]) for job in jobs) == ran, (jobs, ran)
     assert all(job["state"] == "COMPLETED" for job in jobs), jobs
     # embedded runs declare gpu=0: no job may ask for a GPU (the old profile's set-resources did)
@@ -214,24 +175,18 @@ def test_every_job_went_through_sbatch_to_the_cpu_partition(cluster, runs):
     assert sacct.returncode != 0 and "accounting storage is disabled" in sacct.stderr.lower(), sacct
 
 
-def test_slurm_tables_equal_the_local_run(runs):
-    import pandas as pd
-
-    local, slurm, _, _ = runs
-    expected, actual = science_tables(local), science_tables(slurm)
-    assert expected and set(actual) == set(expected), (sorted(expected), sorted(actual))
-    assert any(name.startswith("sufficiency/") for name in expected) and any(n.startswith("tables/") for n in expected)
-    for name, path in expected.items():
-        left, right = pd.read_csv(path), pd.read_csv(actual[name])
-        keep = [column for column in left.columns if not TIMING.search(str(column))]
-        assert list(right.columns) == list(left.columns), name
-        pd.testing.assert_frame_equal(right[keep], left[keep], check_exact=True, obj=name)
+def test_slurm_results_equal_the_local_run(smoke_run, runs):
+    """Every artifact of the SLURM run (the models, attributions, votes, certificates and the sufficiency table of
+    its 8 jobs) equals the session's local smoke run's, content for content."""
+    results, _, _ = runs
+    assert (results / TARGET).is_file()
+    assert assert_identical_artifacts(smoke_run, results, subset=True) >= 8
 
 
 def test_mlflow_holds_one_child_run_per_slurm_job(cluster, runs):
     from mlflow.tracking import MlflowClient
 
-    _, results, run_id, _ = runs
+    results, run_id, _ = runs
     jobs = [job for job in cluster.jobs() if job["name"] == run_id]
     client = MlflowClient(f"sqlite:///{results / 'mlflow.db'}")
     experiment = client.get_experiment_by_name("certified-circuits")

@@ -7,28 +7,22 @@ rest are checked for shape and range."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.slow  # runs the workflow
+from tests.helpers import workflow
+from tests.helpers.paths import TESTBED_SMOKE as CONFIG
 
-ROOT = Path(__file__).resolve().parents[2]
-BIN = Path(sys.executable).parent
-CONFIG = ROOT / "configs" / "testbed_smoke.yaml"
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("testbed")]  # runs the workflow, once on one worker
 METHODS = {"baseline", "majority", "certified_in", "certified_in_abstain"}
 
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     results = tmp_path_factory.mktemp("testbed") / "results"
-    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
-    command = [str(BIN / "snakemake"), "--cores", "2", "--configfile", str(CONFIG), "--config", f"results_dir={results}"]
-    done = subprocess.run(command, cwd=ROOT, env={**env, "CC_PROGRESS_SECONDS": "5"}, capture_output=True, text=True,
-                          timeout=1200)
+    done = workflow.snakemake("--cores", "2", "--configfile", CONFIG, "--config", f"results_dir={results}",
+                              env=workflow.environment(CC_PROGRESS_SECONDS="5"), timeout=1200)
     assert done.returncode == 0, done.stderr[-6000:]
     (results.parent / "workflow.stderr").write_text(done.stderr)  # what the terminal showed
     return results

@@ -24,7 +24,6 @@ must plan ``ok``: a :class:`~certified_circuits.core.planning.PlanWarning` fails
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import io
 import os
 import re
@@ -37,6 +36,8 @@ from pathlib import Path
 from typing import Callable
 
 import pytest
+
+from tests.helpers import custom_fixtures
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -98,20 +99,11 @@ CLI = [block for block in BLOCKS if "cli" in block.markers]
 # ----------------------------------------------------------------------------------------------- fixtures
 
 
-def _custom_fixtures():
-    spec = importlib.util.spec_from_file_location(
-        "custom_fixtures", ROOT / "tests" / "integration" / "custom_fixtures.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def custom_vision_tree(root: Path) -> None:
     """What docs/custom_vision.md opens (classes.txt, my_model.pth, data/train/<class>/, my_scorers.py): the
     integration tests' fixture tree, a random-weight ConvNeXt-Tiny of 3 classes and 50 noise images of
     32 px per class."""
-    tree = _custom_fixtures().build_custom_tree(root, "convnext_tiny", n_per_class=50, image_size=32)
+    tree = custom_fixtures.build_custom_tree(root, "convnext_tiny", n_per_class=50, image_size=32)
     Path(tree["weights"]).rename(root / "my_model.pth")
 
 

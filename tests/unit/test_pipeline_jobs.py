@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 GOLDEN = Path(__file__).resolve().parent / "data" / "dry_run_jobs"
 #: golden list -> the config files of its dry run (none: config.yaml, the Snakefile's default); paper_fixture is
-#: configs/paper.yaml with the fixture tree of tests/integration/paper_fixtures.py (built in a temporary folder)
+#: configs/paper.yaml with the fixture tree of tests/helpers/paper_fixtures.py (built in a temporary folder)
 DRY_RUNS = {"default": (), "smoke": ("configs/smoke.yaml",), "paper_fixture": ("configs/paper.yaml",)}
 #: per-job lines of `snakemake -n -p` that vary between runs (or with the machine) and are not planned
 VOLATILE = ("jobid", "reason")
@@ -374,23 +374,14 @@ def job_lines(output: str, results: Path) -> list[str]:
     return sorted(jobs)
 
 
-def paper_fixtures():
-    """tests/integration/paper_fixtures.py as a module (it is not a package)."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("paper_fixtures", ROOT / "tests" / "integration" / "paper_fixtures.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def current_jobs(name: str) -> list[str]:
     """The job lines of the golden list ``name``'s dry run now (the fixture tree's folder reads TREE)."""
     with tempfile.TemporaryDirectory(prefix="cc_dry_run_") as tmp:
         results = Path(tmp) / "results"
         configs = DRY_RUNS[name]
         if name == "paper_fixture":
-            fixtures = paper_fixtures()
+            from tests.helpers import paper_fixtures as fixtures
+
             tree = fixtures.build_paper_tree(Path(tmp) / "tree")
             configs += (str(fixtures.fixture_override(tree, results, Path(tmp) / "paper_fixture.yaml")),)
         lines = job_lines(dry_run(configs, results), results)

@@ -621,6 +621,39 @@ def check_config(config: dict[str, Any]) -> CheckedConfig:
     return CheckedConfig(concepts, plans)
 
 
+def check_workflow_config(config: dict[str, Any], config_files, schema_file: str | os.PathLike) -> CheckedConfig:
+    """Everything the Snakefile checks at parse time, in its order, before any job: each config file strictly
+    (:func:`check_config_files`), the unclear schema cases (:func:`check_before_schema`), the schema itself (defaults
+    set in ``config``, its error condensed by :func:`condense_schema_error`) and :func:`check_config`.
+
+    The Snakefile calls this once; tests call it in-process on a merged config to test a rejection without starting
+    ``snakemake`` (a parse costs seconds).
+
+    Args:
+        config: the merged config Snakemake built (config files in order, then ``--config``); defaults are set in it.
+        config_files: the files it was read from (``config.yaml`` when no ``--configfile`` was given).
+        schema_file: ``config.schema.yaml``.
+
+    Returns:
+        :class:`CheckedConfig`: the classes to certify and the plan of every setting.
+
+    Raises:
+        ConfigError: the first problem found, in one line that names the file and line or the key, and the fix.
+    """
+    import yaml
+    from snakemake.exceptions import WorkflowError
+    from snakemake.utils import validate
+
+    check_config_files(config_files)
+    with open(schema_file) as handle:
+        check_before_schema(config, yaml.safe_load(handle)["properties"])
+    try:
+        validate(config, str(schema_file), set_default=True)
+    except WorkflowError as error:
+        raise ConfigError(condense_schema_error(str(error))) from None
+    return check_config(config)
+
+
 # ----------------------------------------------------------------------- before the schema
 
 

@@ -18,7 +18,7 @@ from certified_circuits.language.families import UnsupportedFamilyError, check_f
 from certified_circuits.language.tasks import Example
 from certified_circuits.language.tokenizer import encode_examples
 
-from .family_fixtures import TABLE_FAMILIES, bpe_tokenizer, family_config, ioi_prompt, save_family
+from tests.helpers.family_fixtures import TABLE_FAMILIES, bpe_tokenizer, family_config, ioi_prompt, save_family
 
 pytestmark = pytest.mark.filterwarnings("ignore")
 ROOT = Path(__file__).resolve().parents[3]
@@ -236,7 +236,7 @@ def test_shared_norm_mlp_edges_equal_the_straightforward_implementation(tmp_path
     from certified_circuits.language import hooked
     from certified_circuits.language.models import LanguageModel, load_hf_model
 
-    from .independent_scores import straightforward_scores
+    from tests.helpers.independent_scores import straightforward_scores
 
     lm = load_hf_model(save_family("phi", tmp_path / "phi"))
 

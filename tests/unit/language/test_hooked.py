@@ -26,8 +26,8 @@ from certified_circuits.language.graph import n_edges_formula
 from certified_circuits.language.tasks import Example
 from certified_circuits.language.tokenizer import encode_examples
 
-from .family_fixtures import FAMILIES, ioi_prompt, save_family
-from .independent_scores import straightforward_scores
+from tests.helpers.family_fixtures import FAMILIES, ioi_prompt, save_family
+from tests.helpers.independent_scores import straightforward_scores
 
 pytestmark = pytest.mark.filterwarnings("ignore")
 #: float32 scores of order 0.1-1: agreement to 2e-5 absolute (or 1e-4 relative)
@@ -190,7 +190,7 @@ def test_a_post_norm_model_is_refused(tmp_path) -> None:
 
     from certified_circuits.language.models import load_hf_model
 
-    from .family_fixtures import bpe_tokenizer
+    from tests.helpers.family_fixtures import bpe_tokenizer
 
     tok = bpe_tokenizer()
     cfg = tf.Gemma2Config(vocab_size=len(tok), hidden_size=32, num_hidden_layers=2, num_attention_heads=4,

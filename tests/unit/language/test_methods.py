@@ -23,8 +23,8 @@ from certified_circuits.language import hooked, methods
 from certified_circuits.language.tasks import Example
 from certified_circuits.language.tokenizer import encode_examples
 
-from .family_fixtures import ioi_prompt, save_family
-from .independent_scores import straightforward_scores
+from tests.helpers.family_fixtures import ioi_prompt, save_family
+from tests.helpers.independent_scores import straightforward_scores
 
 pytestmark = pytest.mark.filterwarnings("ignore")
 ATOL, RTOL = 2e-5, 1e-4

@@ -13,7 +13,7 @@ from certified_circuits.language.mib_data import (MIBDataError, available_splits
                                                   mib_examples, read_split)
 from certified_circuits.language.task_files import TaskFileError, load_task_file, task_file_has_ood
 from certified_circuits.language.tokenizer import HFPromptTokenizer
-from tests.unit.language.family_fixtures import bpe_tokenizer, ioi_prompt
+from tests.helpers.family_fixtures import bpe_tokenizer, ioi_prompt
 
 
 def ioi_row(a: str, b: str) -> dict:
@@ -136,7 +136,7 @@ def test_wrong_task_and_missing_columns_are_named(tmp_path):
 def test_language_task_file_splits_a_mib_folder(tmp_path) -> None:
     from certified_circuits.cli.main import main
     from certified_circuits.language.tasks import read_jsonl
-    from tests.unit.language.family_fixtures import save_family
+    from tests.helpers.family_fixtures import save_family
 
     model = save_family("gpt2", tmp_path / "model")
     rows = {"train": [ioi_row("Mary", "John")], "validation": [ioi_row("Lucy", "Tom")],

@@ -1,5 +1,5 @@
 """Reference parity (issue 29, item 4): where this project and hannamw/EAP-IG's code differ, both conventions
-are computed, and each equals the independent oracle (tests/unit/language/independent_scores.py).
+are computed, and each equals the independent oracle (tests/helpers/independent_scores.py).
 
 * EAP-IG-activations (edge level): the project's interpolated input carries the gradient, as every other
   interpolated group; the reference's ``get_scores_ig_activations`` returns it as a constant, so with every
@@ -23,8 +23,8 @@ from certified_circuits.language import hooked, methods
 from certified_circuits.language.tasks import Example
 from certified_circuits.language.tokenizer import encode_examples
 
-from .family_fixtures import ioi_prompt, save_family
-from .independent_scores import activation_ig_scores, straightforward_node_scores
+from tests.helpers.family_fixtures import ioi_prompt, save_family
+from tests.helpers.independent_scores import activation_ig_scores, straightforward_node_scores
 
 pytestmark = pytest.mark.filterwarnings("ignore")
 #: float32 scores of order 0.1-1 (as test_hooked): 2e-5 absolute or 1e-4 relative

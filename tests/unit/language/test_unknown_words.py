@@ -8,7 +8,7 @@ import pytest
 from certified_circuits.language.task_files import TaskFileError, load_task_file
 from certified_circuits.language.tokenizer import HFPromptTokenizer
 
-from .family_fixtures import bpe_tokenizer, ioi_prompt
+from tests.helpers.family_fixtures import bpe_tokenizer, ioi_prompt
 
 NAMES = ["Mary", "John", "Anna", "Tom", "Lucy", "Paul"]
 

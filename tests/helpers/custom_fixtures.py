@@ -11,7 +11,7 @@
 
 Run as a script to build a tree for a manual run:
 
-    python tests/integration/custom_fixtures.py custom_fixture_data convnext_tiny
+    python tests/helpers/custom_fixtures.py custom_fixture_data convnext_tiny
 """
 
 from __future__ import annotations
@@ -90,5 +90,5 @@ def custom_override(tree: dict, results: Path, out: Path, **vision: object) -> P
 
 if __name__ == "__main__":
     if len(sys.argv) not in (2, 3):
-        sys.exit("usage: python tests/integration/custom_fixtures.py ROOT [MODEL]")
+        sys.exit("usage: python tests/helpers/custom_fixtures.py ROOT [MODEL]")
     print(json.dumps(build_custom_tree(Path(sys.argv[1]), *sys.argv[2:3]), indent=2))

@@ -104,3 +104,20 @@ def save_family(family: str, folder: Path, seed: int = 0) -> Path:
     model.save_pretrained(folder)
     bpe_tokenizer().save_pretrained(folder)
     return folder
+
+
+def task_rows(n: int, seed: int = 0) -> list[dict]:
+    """``n`` IOI-style task rows (``clean, corrupted, answer, distractor``): the answer is the name that did not give
+    the object (one token with its space). Clean prompts are distinct: rows sharing one would go to one split."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    rows, seen = [], set()
+    while len(rows) < n:
+        a, b, c, d, e = rng.choice(NAMES, 5, replace=False)
+        if (a, b) in seen:
+            continue
+        seen.add((a, b))
+        rows.append({"clean": ioi_prompt(a, b, b), "corrupted": ioi_prompt(c, d, e), "answer": f" {a}",
+                     "distractor": f" {b}"})
+    return rows

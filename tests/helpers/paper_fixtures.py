@@ -15,7 +15,7 @@ the real layouts and formats (DESIGN.md section 3), so the paper path runs with 
 
 Run as a script to build a tree for a manual run with configs/paper_fixture.yaml:
 
-    python tests/integration/paper_fixtures.py paper_fixture_data
+    python tests/helpers/paper_fixtures.py paper_fixture_data
 """
 
 from __future__ import annotations
@@ -206,5 +206,5 @@ def fixture_override(tree: dict, results: Path, out: Path) -> Path:
 
 if __name__ == "__main__":
     if len(sys.argv) != 2:
-        sys.exit("usage: python tests/integration/paper_fixtures.py ROOT")
+        sys.exit("usage: python tests/helpers/paper_fixtures.py ROOT")
     print(json.dumps({k: v for k, v in build_paper_tree(Path(sys.argv[1])).items() if k != "wnids"}, indent=2))
