@@ -33,7 +33,11 @@ os.environ.setdefault("HDF5_USE_FILE_LOCKING", "FALSE")
 try:  # each file strictly, the schema (defaults set), then pipeline/config.py's checks and every setting's plan
     CONFIG_FILES = workflow.overwrite_configfiles or [os.path.join(workflow.basedir, "config.yaml")]
     CHECKED = check_workflow_config(config, CONFIG_FILES, SCHEMA)
-except ConfigError as error:
+    if workflow.is_main_process:  # CC_PROGRESS_SECONDS, checked before any job (its thread runs only here)
+        from certified_circuits.pipeline.tracking.progress import progress_interval
+
+        progress_interval()
+except (ConfigError, ValueError) as error:
     raise WorkflowError(str(error)) from None
 VCONCEPTS = CHECKED.concepts
 

@@ -37,15 +37,15 @@ Everything is vectorized over K (and any leading axes) and components: one boole
 
 from __future__ import annotations
 
-import json
 import os
+from collections import Counter
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 from certified_circuits.core.contracts import IN, OUT, Certificates, Votes
+from certified_circuits.storage.documents import read_json_document
 
 #: the ``format`` string every ground-truth file carries (the integrator's contract, version 1)
 GROUND_TRUTH_FORMAT = "certified-circuits/ground-truth/1"
@@ -93,23 +93,87 @@ def _fail(path: str, problem: str) -> ValueError:
     )
 
 
+def _text_field(data: Mapping[str, Any], key: str, path: str, required: bool) -> str:
+    """A string field of the file (``experiment``, ``kind``, ``model``, ``how``): a number or a list is refused."""
+    if key not in data:
+        if required:
+            raise _fail(path, f"field {key!r} is missing")
+        return ""
+    value = data[key]
+    if not isinstance(value, str) or (required and not value):
+        raise _fail(path, f"field {key!r} is {value!r}, expected a non-empty string")
+    return value
+
+
+#: the top-level fields of a ground-truth file (``planted``: the vision writer's spec); a key close to one of them
+#: is a misspelling that would otherwise drop the field without a word (e.g. ``n_component``)
+GROUND_TRUTH_FIELDS = ("format", "experiment", "kind", "model", "how", "n_components", "concepts", "planted")
+
+
+def _misspelt(keys: Any, known: Sequence[str], absent_only: bool = True) -> tuple[str, str] | None:
+    """(key, the known field it resembles) for the first key that is not a known field but close to one that is
+    absent (``absent_only``); None when there is none."""
+    from difflib import get_close_matches
+
+    for key in keys:
+        if key in known:
+            continue
+        close = [k for k in get_close_matches(str(key), known, n=3, cutoff=0.8) if not (absent_only and k in keys)]
+        if close:
+            return str(key), close[0]
+    return None
+
+
+def _concept_entry(concept: str, entry: Any, path: str) -> tuple[tuple[str, ...], dict[str, Any]]:
+    """One concept's components (strings, none twice: checked in linear time) and its verification, whose
+    ``passed`` is a JSON true/false (the string "false" is not a boolean and would read as verified)."""
+    components = entry.get("components") if isinstance(entry, Mapping) else None
+    if not isinstance(components, list) or not components or not all(isinstance(c, str) for c in components):
+        raise _fail(path, f"concept {concept!r} needs 'components', a non-empty list of component names")
+    if len(set(components)) != len(components):
+        duplicated = sorted(name for name, n in Counter(components).items() if n > 1)
+        shown = duplicated[:10] + ([f"... {len(duplicated) - 10} more"] if len(duplicated) > 10 else [])
+        raise _fail(path, f"concept {concept!r} lists {shown} more than once")
+    checks = entry.get("verification", {})
+    if not isinstance(checks, Mapping):
+        raise _fail(path, f"concept {concept!r}: 'verification' must be an object")
+    typo = _misspelt(entry, ("components", "verification")) or _misspelt(checks, ("passed",))
+    if typo:
+        raise _fail(path, f"concept {concept!r}: key {typo[0]!r} is not a field; did you mean {typo[1]!r}?")
+    if "passed" in checks and not isinstance(checks["passed"], bool):
+        raise _fail(path, f"concept {concept!r}: verification.passed is {checks['passed']!r} "
+                          f"({type(checks['passed']).__name__}), expected JSON true or false")
+    return tuple(components), dict(checks)
+
+
 def parse_ground_truth(data: Mapping[str, Any], path: str = "<ground truth>") -> GroundTruth:
     """Validate a ground-truth mapping (the parsed JSON) and return it as a :class:`GroundTruth`.
 
+    Args:
+        data: the parsed JSON.
+        path: the file, for messages.
+
+    Returns:
+        The validated :class:`GroundTruth`.
+
     Raises:
         ValueError: naming the file, the field and the fix (wrong format string, missing or mistyped field,
-            a concept with no or duplicated components).
+            a concept with no or duplicated components, a ``passed`` that is not a boolean).
     """
     if not isinstance(data, Mapping):
         raise _fail(path, f"the top level is a {type(data).__name__}, not a JSON object")
     found = data.get("format")
     if found != GROUND_TRUTH_FORMAT:
         raise _fail(path, f"format is {found!r}, expected {GROUND_TRUTH_FORMAT!r}")
-    for key in ("experiment", "kind", "concepts"):
-        if key not in data:
-            raise _fail(path, f"field {key!r} is missing")
-    if data["kind"] not in ("vision", "language"):
-        raise _fail(path, f"kind is {data['kind']!r}, expected 'vision' or 'language'")
+    typo = _misspelt(data, GROUND_TRUTH_FIELDS)
+    if typo:
+        raise _fail(path, f"key {typo[0]!r} is not a field; did you mean {typo[1]!r}?")
+    labels = {key: _text_field(data, key, path, key in ("experiment", "kind")) for key in ("experiment", "kind",
+                                                                                           "model", "how")}
+    if "concepts" not in data:
+        raise _fail(path, "field 'concepts' is missing")
+    if labels["kind"] not in ("vision", "language"):
+        raise _fail(path, f"kind is {labels['kind']!r}, expected 'vision' or 'language'")
     n_components = data.get("n_components")
     if n_components is not None and (
         isinstance(n_components, bool) or not isinstance(n_components, int) or n_components < 1
@@ -121,35 +185,30 @@ def parse_ground_truth(data: Mapping[str, Any], path: str = "<ground truth>") ->
     concepts: dict[str, tuple[str, ...]] = {}
     verification: dict[str, dict[str, Any]] = {}
     for concept, entry in concepts_in.items():
-        components = entry.get("components") if isinstance(entry, Mapping) else None
-        if not isinstance(components, list) or not components or not all(isinstance(c, str) for c in components):
-            raise _fail(path, f"concept {concept!r} needs 'components', a non-empty list of component names")
-        duplicated = sorted({c for c in components if components.count(c) > 1})
-        if duplicated:
-            raise _fail(path, f"concept {concept!r} lists {duplicated} more than once")
-        concepts[str(concept)] = tuple(components)
-        checks = entry.get("verification", {})
-        if not isinstance(checks, Mapping):
-            raise _fail(path, f"concept {concept!r}: 'verification' must be an object")
-        verification[str(concept)] = dict(checks)
+        concepts[str(concept)], verification[str(concept)] = _concept_entry(str(concept), entry, path)
     return GroundTruth(
-        experiment=str(data["experiment"]), kind=str(data["kind"]), model=str(data.get("model", "")),
-        how=str(data.get("how", "")), n_components=n_components, concepts=concepts, verification=verification,
-        path=path,
+        experiment=labels["experiment"], kind=labels["kind"], model=labels["model"], how=labels["how"],
+        n_components=n_components, concepts=concepts, verification=verification, path=path,
     )  # fmt: skip
 
 
 def read_ground_truth(path: str | os.PathLike) -> GroundTruth:
-    """Read and validate a ground-truth JSON file (:func:`parse_ground_truth`).
+    """Read and validate a ground-truth JSON file (:func:`parse_ground_truth`), strictly
+    (:func:`certified_circuits.storage.documents.read_json_document`: UTF-8, no key twice, so a concept given
+    twice is refused rather than kept once).
+
+    Args:
+        path: the file.
+
+    Returns:
+        The validated :class:`GroundTruth`.
 
     Raises:
-        ValueError: the file is not JSON, or not a valid ground truth (the message names the fix).
+        ValueError: the file is not UTF-8 JSON, gives a key twice, or is not a valid ground truth (the message
+            names the file and the fix).
     """
-    text = Path(path).read_text(encoding="utf-8")
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise _fail(str(path), f"not valid JSON ({exc})") from None
+    data = read_json_document(path, "rerun the stage that writes it (vision-ground-truth or language-ground-truth)",
+                              what="ground-truth file")
     return parse_ground_truth(data, str(path))
 
 

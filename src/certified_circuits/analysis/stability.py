@@ -54,6 +54,9 @@ from certified_circuits.core.validation import check_count, check_k_grid
 
 #: fewest resamples the stage accepts (Wu, Tonin and Cevher use tens; pairwise shares need at least two)
 MIN_RESAMPLES = 2
+#: most resamples the stage and the config accept: each resample reruns the votes (time grows with B, the pairwise
+#: shares with B squared); 50 times the protocol's 20
+MAX_RESAMPLES = 1000
 
 
 def bootstrap_indices(n_examples: int, n_resamples: int, seed: int) -> np.ndarray:

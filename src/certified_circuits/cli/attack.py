@@ -21,6 +21,7 @@ import logging
 from pathlib import Path
 
 from certified_circuits.cli.stages import InputError, Stages, add_k_grid, existing_file, positive_int, probability
+from certified_circuits.cli.stages import seed as seed_option
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +38,7 @@ def _attack_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--p-del", type=probability, required=True, help="deletion probability in (0, 1)")
     p.add_argument("--n0", type=positive_int, default=100, help="selection samples (default 100)")
     p.add_argument("--n", type=positive_int, default=1000, help="certification samples (default 1000)")
-    p.add_argument("--seed", type=int, default=0, help="config seed of the deletion masks (as for votes)")
+    p.add_argument("--seed", type=seed_option, default=0, help="config seed of the deletion masks (as for votes)")
     p.add_argument("--tau", type=float, required=True, help="confidence threshold in [0.5, 1)")
     p.add_argument("--alpha", type=probability, default=0.001, help="family-wise failure probability")
     p.add_argument("--correction", choices=("bonferroni", "holm"), default="bonferroni")
@@ -48,7 +49,7 @@ def _attack_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--modes", nargs="+", choices=("random", "adversarial"), default=["random", "adversarial"],
                    help="random and/or greedy adversarial edits (default both)")
     p.add_argument("--trials", type=positive_int, default=5, help="random draws per edit kind and multiple (default 5)")
-    p.add_argument("--attack-seed", type=int, default=0, help="seed of the random edits (per concept)")
+    p.add_argument("--attack-seed", type=seed_option, default=0, help="seed of the random edits (per concept)")
     p.add_argument("--out-dir", required=True, type=Path)
 
 

@@ -21,7 +21,7 @@ from certified_circuits.language.tasks import COMPILED_TASKS, GENERATED_TASKS, I
 from certified_circuits.language.tasks import TRAINING_LOSSES as LOSSES
 from certified_circuits.core.devices import configure_torch
 from certified_circuits.cli.stages import (InputError, Stages, add_device, check_circuit_files, existing_file, existing_path,
-                                          named_path, output_file, positive_int)
+                                          named_path, output_file, positive_int, seed)
 
 log = logging.getLogger(__name__)
 STAGES = Stages()
@@ -55,7 +55,7 @@ def _tasks_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--task", required=True, choices=GENERATED_TASKS)
     p.add_argument("--out-dir", required=True, help="folder for train.jsonl, id_test.jsonl, ood_test.jsonl")
     p.add_argument("--n-per-split", type=positive_int, default=100)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=seed, default=0)
     p.add_argument("--gpt2-tokenizer", default=None,
                    help="local GPT-2 tokenizer dir/cache name: check single-token names and equal clean/corrupted "
                         "lengths (paper scale)")
@@ -99,7 +99,7 @@ def _train_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tasks-dir", required=True, help="folder with {task}/{split}.jsonl from language-tasks")
     p.add_argument("--out-dir", required=True, help="model directory to write (HF format + vocab.json)")
     p.add_argument("--metrics", required=True, help="JSON file for accuracy per task and split")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=seed, default=0)
     p.add_argument("--steps", type=positive_int, default=900)
     p.add_argument("--batch-per-task", type=positive_int, default=24)
     p.add_argument("--lr", type=float, default=3e-3)
@@ -128,6 +128,29 @@ def _train_arguments(p: argparse.ArgumentParser) -> None:
                         "training option; held-out accuracy is measured on TASKS-DIR/induction")
 
 
+#: language-train options a compiled model does not read (it is set by construction, not trained)
+TRAINING_OPTIONS = ("steps", "batch_per_task", "lr", "n_layer", "n_head", "n_embd", "n_positions", "time_limit",
+                    "tasks", "attn_only", "loss", "shift_prob")
+
+
+def check_compiled_options(args: argparse.Namespace) -> None:
+    """Refuse a training option given with --compiled (it would be ignored without a word).
+
+    Args:
+        args: language-train's options.
+
+    Raises:
+        InputError: naming the options and the fix.
+    """
+    defaults = argparse.ArgumentParser()
+    _train_arguments(defaults)
+    given = [name for name in TRAINING_OPTIONS if getattr(args, name) != defaults.get_default(name)]
+    if given:
+        shown = ", ".join("--" + name.replace("_", "-") for name in given)
+        raise InputError(f"--compiled {args.compiled} sets the weights by construction, so {shown} would be ignored: "
+                         f"leave {shown} out, or drop --compiled to train a model")
+
+
 @STAGES.stage(
     "language-train", _train_arguments,
     help="train the embedded tiny GPT-2 on the three tasks' ID training distributions",
@@ -144,6 +167,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
     from certified_circuits.language.train import TrainConfig, held_out_accuracy, train_embedded
     from certified_circuits.storage.atomic import atomic_dir, write_json
 
+    if args.compiled:
+        check_compiled_options(args)
     tasks_dir = Path(args.tasks_dir)
     tasks = (args.compiled,) if args.compiled else tuple(dict.fromkeys(args.tasks))
     if not 0.0 <= args.shift_prob <= 1.0:
@@ -193,7 +218,7 @@ def _task_file_arguments(p: argparse.ArgumentParser) -> None:
                                                                     "distractor, optional split")
     p.add_argument("--model-path", type=existing_path, required=True, help="the model folder (its tokenizer checks "
                                                                            "single-token answers and equal lengths)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the 60/20/20 split when the file has no split column")
+    p.add_argument("--seed", type=seed, default=0, help="seed of the 60/20/20 split when the file has no split column")
     p.add_argument("--out-dir", required=True, help="folder for train, validation, id_test, ood_test .jsonl")
 
 
@@ -333,7 +358,7 @@ def _ground_truth_arguments(p: argparse.ArgumentParser) -> None:
                    help="held-out prompts of the induction task to verify on (language-tasks' id_test.jsonl)")
     p.add_argument("--experiment", default="language")
     p.add_argument("--out", type=output_file, required=True, help="ground-truth JSON to write")
-    p.add_argument("--seed", type=int, default=0, help="seed of the diagnostic repeated random sequences")
+    p.add_argument("--seed", type=seed, default=0, help="seed of the diagnostic repeated random sequences")
     add_device(p)
 
 
@@ -356,6 +381,10 @@ def _cmd_ground_truth(args: argparse.Namespace) -> int:
     from certified_circuits.language.tokenizer import encode_examples
     from certified_circuits.storage.atomic import write_json
 
+    if args.task != INDUCTION:
+        raise InputError(f"--task {args.task}: this stage finds and verifies the {INDUCTION} circuit only (the model "
+                         f"has no truth for another task, and the file would name the {INDUCTION} circuit "
+                         f"{args.task!r}): pass --task {INDUCTION}, or leave --task out")
     examples = read_jsonl(args.examples)
     bad = [e.id for e in examples if e.task != INDUCTION]
     if bad or not examples:

@@ -44,9 +44,32 @@ def _export_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _read_selected(path: Path | None):
+    """The ``--selected`` table (None without one), checked to be a selected table: readable CSV with rows and the
+    ``concept`` and ``certified_setting`` columns a task's circuit is chosen by.
+
+    Args:
+        path: the CSV, or None.
+
+    Returns:
+        The table, or None.
+
+    Raises:
+        InputError: naming the file, what is wrong and the fix.
+    """
     import pandas as pd
 
-    return None if path is None else pd.read_csv(path)
+    if path is None:
+        return None
+    fix = "pass the selected_cacc_raw.csv that report-sufficiency --select-on wrote"
+    try:
+        table = pd.read_csv(path)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path} (--selected): not a selected table ({str(exc).strip()}); {fix}") from None
+    missing = [c for c in ("concept", "certified_setting") if c not in table.columns]
+    if missing or table.empty:
+        what = f"lacks column(s) {missing}" if missing else "holds no rows (header only)"
+        raise InputError(f"{path} (--selected) {what}; {fix}")
+    return table
 
 
 def _selected_circuit(task: str, circuits: list[tuple[str, str]], selected, what: str):
@@ -64,6 +87,43 @@ def _selected_circuit(task: str, circuits: list[tuple[str, str]], selected, what
         raise InputError(str(error)) from None
     check_circuit_files([(votes, votes_path, certs, certs_path)], concept=task, what=what)
     return votes, certs, votes_path, certs_path
+
+
+def _export_circuits(args: argparse.Namespace) -> dict[str, tuple[str, Path, Path]]:
+    """Every option of report-mib checked before the first file is written: the method and model names (no '_',
+    which separates MIB's folder names), each task's name, its one attribution file and its chosen circuit.
+
+    Args:
+        args: the parsed options.
+
+    Returns:
+        task -> (attribution file, votes, certificates) of its chosen circuit.
+
+    Raises:
+        InputError: naming the option, the task and the fix.
+    """
+    for option, value in (("--method", args.method), ("--model-name", args.model_name)):
+        if "_" in value or not value:
+            raise InputError(f"{option} {value!r}: MIB's folders are <method>_<ablation>_<level> and <task>_<model>, "
+                             f"so a name holds no '_' and is not empty; use '-'")
+    by_task: dict[str, tuple[str, list[tuple[str, str]]]] = {}
+    for task, attr, votes, certs in args.circuit:
+        try:
+            task_name(task)
+        except argparse.ArgumentTypeError as error:
+            raise InputError(f"--circuit {task}: {error}") from None
+        first, pairs = by_task.setdefault(task, (attr, []))
+        if Path(attr) != Path(first):
+            raise InputError(f"--circuit {task}: two attribution files ({first}, {attr}); a task has one")
+        pairs.append((votes, certs))
+    selected = _read_selected(args.selected)
+    chosen = {}
+    for task, (attr, pairs) in by_task.items():
+        if not Path(attr).is_file():
+            raise InputError(f"--circuit {task}: {attr} does not exist")
+        _, _, votes_path, certs_path = _selected_circuit(task, pairs, selected, "--circuit")
+        chosen[task] = (attr, votes_path, certs_path)
+    return chosen
 
 
 @STAGES.stage("report-mib", _export_arguments,
@@ -85,21 +145,9 @@ def _cmd_export(args: argparse.Namespace) -> int:
     """
     from certified_circuits.reports.mib import check_submission, write_submission
 
-    if "_" in args.method:
-        raise InputError(f"--method {args.method!r}: MIB's method folder is <method>_<ablation>_<level>; use '-'")
-    by_task: dict[str, tuple[str, list[tuple[str, str]]]] = {}
-    for task, attr, votes, certs in args.circuit:
-        task_name(task)
-        first, pairs = by_task.setdefault(task, (attr, []))
-        if Path(attr) != Path(first):
-            raise InputError(f"--circuit {task}: two attribution files ({first}, {attr}); a task has one")
-        pairs.append((votes, certs))
-    selected = _read_selected(args.selected)
+    by_task = _export_circuits(args)
     n = 0
-    for task, (attr, pairs) in by_task.items():
-        if not Path(attr).is_file():
-            raise InputError(f"--circuit {task}: {attr} does not exist")
-        _, _, votes_path, certs_path = _selected_circuit(task, pairs, selected, "--circuit")
+    for task, (attr, votes_path, certs_path) in by_task.items():
         try:
             n += len(write_submission(args.out_dir, task, args.model_name, args.method, attr, votes_path,
                                       certs_path))

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import argparse
 import logging
+import re
 from pathlib import Path
 
 from certified_circuits.pipeline.tracking import add_metrics, add_tags
 from certified_circuits.cli.stages import InputError, Stages, existing_file, existing_path, k_fraction, positive_int
+from certified_circuits.cli.stages import seed as seed_option
 
 log = logging.getLogger(__name__)
 STAGES = Stages()
@@ -38,7 +40,7 @@ def _sufficiency_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--select-on", default=None, metavar="EVAL_SET",
                    help="also write selected_* tables: K (and setting) chosen on this held-out eval set")
     p.add_argument("--test", choices=("wilcoxon", "ttest"), default="wilcoxon", help="class-level paired test")
-    p.add_argument("--bootstrap-seed", type=int, default=0,
+    p.add_argument("--bootstrap-seed", type=seed_option, default=0,
                    help="seed of the per-example paired bootstrap (balanced accuracy)")
     p.add_argument("--title", default="")
     p.add_argument("--ablation", choices=("zero", "mean"), default="zero",
@@ -159,6 +161,9 @@ def _cmd_model_seeds(args: argparse.Namespace) -> int:
 
     runs: dict[str, list[Path]] = {}
     for seed, table in args.run:
+        if not re.fullmatch(r"0|[1-9][0-9]*", seed):
+            raise InputError(f"--run {seed} {table}: the seed {seed!r} is not a decimal integer without leading zeros "
+                             f"(bin/model-seeds writes s<seed>/): write it as the run's seed, e.g. --run 1 {table}")
         path = Path(table)
         if not path.is_file():
             raise FileNotFoundError(f"{path}: table not found; run the workflow for model seed {seed} first")
@@ -166,6 +171,10 @@ def _cmd_model_seeds(args: argparse.Namespace) -> int:
     from certified_circuits.reports.testbed import model_seeds_recovery, model_seeds_stability
 
     names = {p.name for paths in runs.values() for p in paths}
+    testbed = names & {"recovery.csv", "stability.csv"}
+    if testbed and len(names) > 1:
+        raise InputError(f"--run tables of different kinds: {sorted(names)}; one report combines one table across "
+                         f"seeds: pass the {sorted(testbed)[0]} of every seed only")
     if names == {"recovery.csv"}:  # the testbed's tables (tables/<experiment>/testbed/)
         report = model_seeds_recovery
     elif names == {"stability.csv"}:
@@ -208,15 +217,16 @@ def _cmd_plan_warnings(args: argparse.Namespace) -> int:
     and the radius-sweep figure show them."""
     import json
 
-    from certified_circuits.reports.flags import PLAN_FORMAT
+    from certified_circuits.reports.flags import PLAN_FORMAT, check_plan_records
     from certified_circuits.storage.atomic import write_json
+    from certified_circuits.storage.documents import unique_keys
 
+    fix = "pass the records of pipeline/plans.py plan_records as JSON (the workflow's rule `plan_warnings` does)"
     try:
-        records = json.loads(args.records)
+        records = json.loads(args.records, object_pairs_hook=unique_keys)
     except ValueError as error:
-        raise InputError(f"--records is not JSON ({error})") from None
-    if not isinstance(records, list) or not all(isinstance(r, dict) and {"where", "message"} <= set(r) for r in records):
-        raise InputError("--records must be a JSON list of objects with 'where' and 'message' (plan_records)")
+        raise InputError(f"--records is not JSON ({error}); {fix}") from None
+    check_plan_records(records, "--records", fix)
     write_json(args.out, {"format": PLAN_FORMAT, "warnings": records})
     log.info("report-plan-warnings: %d warnings -> %s", len(records), args.out)
     return 0

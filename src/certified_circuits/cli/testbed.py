@@ -24,6 +24,7 @@ from certified_circuits.cli.stages import (
     output_file,
     positive_int,
     probability,
+    seed,
 )
 from certified_circuits.pipeline.tracking import add_metrics
 
@@ -110,7 +111,7 @@ def _stability_arguments(p: argparse.ArgumentParser) -> None:
         default=PROTOCOL_RESAMPLES,
         help=f"bootstrap resamples B (default {PROTOCOL_RESAMPLES}; at least 2)",
     )
-    p.add_argument("--bootstrap-seed", type=int, default=0, help="seed of the resampling (numpy default_rng)")
+    p.add_argument("--bootstrap-seed", type=seed, default=0, help="seed of the resampling (numpy default_rng)")
     p.add_argument(
         "--ground-truth",
         type=existing_file,
@@ -139,11 +140,16 @@ def _cmd_stability(args: argparse.Namespace) -> int:
     from certified_circuits.storage.atomic import write_csv
     from certified_circuits.storage.store import read_attributions
 
+    from certified_circuits.analysis.stability import MAX_RESAMPLES
+
     if args.resamples < 2:
         raise InputError(
             f"--resamples {args.resamples}: the pairwise shares need at least 2 resamples "
             f"(the protocol uses {PROTOCOL_RESAMPLES})"
         )
+    if args.resamples > MAX_RESAMPLES:
+        raise InputError(f"--resamples {args.resamples} is above {MAX_RESAMPLES}: each resample reruns the votes (the "
+                         f"pairwise shares grow with its square); the protocol uses {PROTOCOL_RESAMPLES}")
     if args.resamples < PROTOCOL_RESAMPLES:
         log.warning("stability: %d resamples, fewer than the protocol's %d", args.resamples, PROTOCOL_RESAMPLES)
     setting = Setting(

@@ -32,6 +32,7 @@ from certified_circuits.cli.stages import (
     output_file,
     positive_int,
 )
+from certified_circuits.cli.stages import seed as seed_option
 from certified_circuits.cli.vision_common import class_label, load_model, log_startup, model_arguments
 
 log = logging.getLogger(__name__)
@@ -290,7 +291,7 @@ def _evaluate_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--n-negatives", type=positive_int, default=100, help="seeded sample of other-class images for the FPR"
     )
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=seed_option, default=0)
     p.add_argument(
         "--max-batch",
         type=positive_int,

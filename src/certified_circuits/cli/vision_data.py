@@ -22,7 +22,7 @@ import numpy as np
 from certified_circuits import COMMAND
 from certified_circuits.core.devices import configure_torch
 from certified_circuits.vision.networks.architectures import WORLD_BLOCKS, WORLD_WIDTHS
-from certified_circuits.cli.stages import InputError, Stages, existing_file, output_file, positive_int
+from certified_circuits.cli.stages import InputError, Stages, existing_file, output_file, positive_int, seed
 
 log = logging.getLogger(__name__)
 STAGES = Stages()
@@ -36,7 +36,7 @@ def _world_arguments(p: argparse.ArgumentParser) -> None:
 
     d = WorldConfig()
     p.add_argument("--out", type=Path, required=True, help="output folder")
-    p.add_argument("--seed", type=int, default=d.seed)
+    p.add_argument("--seed", type=seed, default=d.seed)
     p.add_argument("--image-size", type=int, default=d.image_size)
     p.add_argument("--n-classes", type=int, default=d.n_classes)
     p.add_argument(
@@ -113,7 +113,7 @@ def _train_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--world", type=Path, required=True, help="folder written by vision-world")
     p.add_argument("--out-model", type=Path, required=True)
     p.add_argument("--out-metrics", type=Path, required=True)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=seed, default=0)
     p.add_argument("--epochs", type=positive_int, default=10)
     p.add_argument("--batch-size", type=positive_int, default=128)
     p.add_argument("--lr", type=float, default=3e-3)
@@ -326,7 +326,7 @@ def _ground_truth_arguments(p: argparse.ArgumentParser) -> None:
         default=500,
         help="train images sampled (seeded) for each mean-ablation fill",
     )
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=seed, default=0)
     p.add_argument("--threads", type=positive_int, default=1, help="torch CPU threads (default 1)")
 
 
@@ -363,6 +363,14 @@ def _cmd_ground_truth(args: argparse.Namespace) -> int:
             f"class circuits are unknown: train one with `{COMMAND} vision-train "
             f"--planted-own 2 3 4 4 --planted-shared 6 6 8 0 ...`"
         )
+    from certified_circuits.vision.data.world import load_split
+    from certified_circuits.vision.ground_truth import check_model_world
+
+    for split in ("train", "id_test", "concept"):
+        path = args.world / f"{split}.npz"
+        if path.is_file():
+            data = load_split(path)
+            check_model_world(model.class_names, data["class_names"], data["labels"], str(args.checkpoint), str(path))
     sets = {
         name: npz_set(args.world / f"{name}.npz")
         for name in ("id_test", "concept")

@@ -14,6 +14,7 @@ from pathlib import Path
 
 
 from certified_circuits.cli.stages import InputError, Stages, existing_file, existing_path, output_file, positive_int
+from certified_circuits.cli.stages import seed as seed_option
 
 log = logging.getLogger(__name__)
 STAGES = Stages()
@@ -25,7 +26,7 @@ STAGES = Stages()
 def _select_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data", type=existing_path, required=True, help="ImageNet val root (ROOT/<wnid>/)")
     p.add_argument("--n", type=positive_int, default=100)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=seed_option, default=0)
     p.add_argument("--out", type=output_file, required=True)
 
 

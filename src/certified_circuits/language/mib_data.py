@@ -144,25 +144,84 @@ def _split_files(folder: Path, split: str, task: str) -> list[Path]:
     return sorted(named or in_folder)
 
 
-def _read_file(f: Path) -> list[dict[str, Any]]:
-    """The rows of one Arrow, Parquet, JSON or JSON-lines file, nested columns as dicts."""
-    if f.suffix == ".parquet":
-        import pyarrow.parquet as pq
+#: what to do when a MIB data file is refused
+MIB_FILE_FIX = ("download the split again (MIB's datasets on the Hugging Face hub, docs/mib.md), or remove the file "
+                "from the folder")
 
-        return pq.read_table(f).to_pylist()
-    if f.suffix == ".arrow":
-        import pyarrow as pa
 
+def _json_rows(f: Path) -> list[tuple[str, Any]]:
+    """(place, value) of each row of a JSON array or JSON-lines file, read strictly (UTF-8, no key twice); a place
+    is ``FILE:LINE`` (JSON lines, the line in the file) or ``FILE row N`` (a JSON array)."""
+    from certified_circuits.storage.documents import DocumentError, read_text, unique_keys
+
+    try:
+        text = read_text(f, MIB_FILE_FIX)
+    except DocumentError as err:
+        raise MIBDataError(str(err)) from None
+    try:
+        if f.suffix == ".json" and text.lstrip().startswith("["):
+            values = json.loads(text, object_pairs_hook=unique_keys)
+            return [(f"{f} row {i}", v) for i, v in enumerate(values)]
+    except json.JSONDecodeError as err:
+        raise MIBDataError(f"{f}:{err.lineno}: not valid JSON ({err.msg}, column {err.colno}): {MIB_FILE_FIX}") from None
+    except ValueError as err:
+        raise MIBDataError(f"{f}: {err}: {MIB_FILE_FIX}") from None
+    rows = []
+    for number, line in enumerate(text.replace("\r\n", "\n").replace("\r", "\n").split("\n"), start=1):
+        if not line.strip():
+            continue
         try:
-            with pa.memory_map(str(f)) as source:
-                return pa.ipc.open_stream(source).read_all().to_pylist()
-        except pa.ArrowInvalid:
-            with pa.memory_map(str(f)) as source:
-                return pa.ipc.open_file(source).read_all().to_pylist()
-    text = f.read_text(encoding="utf-8")
-    if f.suffix == ".json" and text.lstrip().startswith("["):
-        return list(json.loads(text))
-    return [json.loads(line) for line in text.splitlines() if line.strip()]
+            rows.append((f"{f}:{number}", json.loads(line, object_pairs_hook=unique_keys)))
+        except json.JSONDecodeError as err:
+            raise MIBDataError(f"{f}:{number}: not a JSON line ({err.msg}, column {err.colno}): each line of a "
+                               f"JSON-lines file is one row object; {MIB_FILE_FIX}") from None
+        except ValueError as err:
+            raise MIBDataError(f"{f}:{number}: {err}: {MIB_FILE_FIX}") from None
+    return rows
+
+
+def _table_rows(f: Path) -> list[tuple[str, Any]]:
+    """(``FILE row N``, row) of each row of an Arrow (stream or file) or Parquet file; a damaged file is named."""
+    import pyarrow as pa
+
+    try:
+        if f.suffix == ".parquet":
+            import pyarrow.parquet as pq
+
+            table = pq.read_table(f)
+        else:
+            try:
+                with pa.memory_map(str(f)) as source:
+                    table = pa.ipc.open_stream(source).read_all()
+            except pa.ArrowInvalid:
+                with pa.memory_map(str(f)) as source:
+                    table = pa.ipc.open_file(source).read_all()
+    except (pa.ArrowException, OSError) as err:
+        kind = "Parquet" if f.suffix == ".parquet" else "Arrow"
+        raise MIBDataError(f"{f} is not a readable {kind} file ({str(err).strip()[:200]}): {MIB_FILE_FIX}") from None
+    return [(f"{f} row {i}", row) for i, row in enumerate(table.to_pylist())]
+
+
+def _read_file(f: Path) -> list[tuple[str, dict[str, Any]]]:
+    """The rows of one Arrow, Parquet, JSON or JSON-lines file with their places (file and line or row), nested
+    columns as dicts; every row is an object.
+
+    Args:
+        f: the file.
+
+    Returns:
+        (place, row) in file order.
+
+    Raises:
+        MIBDataError: the file is not UTF-8, not valid JSON (the line named), gives a key twice, is a damaged Arrow
+            or Parquet file, or holds a row that is not an object.
+    """
+    rows = _table_rows(f) if f.suffix in (".parquet", ".arrow") else _json_rows(f)
+    for place, row in rows:
+        if not isinstance(row, dict):
+            raise MIBDataError(f"{place}: a row is a JSON {type(row).__name__}, not an object with MIB's columns "
+                               f"(prompt, the counterfactuals, ...): {MIB_FILE_FIX}")
+    return rows
 
 
 def available_splits(path: str | os.PathLike, task: str) -> list[str]:
@@ -184,12 +243,28 @@ def read_split(path: str | os.PathLike, task: str, split: str) -> list[dict[str,
     Raises:
         MIBDataError: no file of that split (the splits found are listed).
     """
+    return [row for _, row in split_rows(path, task, split)]
+
+
+def split_rows(path: str | os.PathLike, task: str, split: str) -> list[tuple[str, dict[str, Any]]]:
+    """The rows of one MIB split with their places (:func:`read_split`'s rows; a place is ``FILE:LINE`` or
+    ``FILE row N``, for messages).
+
+    Args:
+        path, task, split: as :func:`read_split`.
+
+    Returns:
+        (place, row) in file order.
+
+    Raises:
+        MIBDataError: no file of that split, or a file that cannot be read (named, with its line or row).
+    """
     folder = Path(path)
     files = _split_files(folder, split, mib_task(task))
     if not files:
         raise MIBDataError(f"MIB dataset {folder} (task {task}) has no {split!r} split; found "
                            f"{available_splits(folder, task) or 'no split'}: download the split or pick another one")
-    return [row for f in files for row in _read_file(f)]
+    return [item for f in files for item in _read_file(f)]
 
 
 def _keep(task: str, row: Mapping[str, Any]) -> bool:
@@ -275,13 +350,13 @@ def load_mib_task(path: str | os.PathLike, task: str, *, splits: Mapping[str, st
         raise MIBDataError(f"splits {unknown} are not this package's splits {list(SPLITS)}")
     out: dict[str, list[Example]] = {s: [] for s in SPLITS}
     for ours, theirs in mapping.items():
-        rows = read_split(path, name, theirs)
+        rows = split_rows(path, name, theirs)
         kept = 0
-        for index, row in enumerate(rows):
+        for index, (place, row) in enumerate(rows):
             if not _keep(name, row):
                 continue
             ex_id = f"{task}-{theirs}-{index:05d}"
-            out[ours].append(row_example(name, row, id=ex_id, split=ours, where=f"{path} {theirs} row {index}"))
+            out[ours].append(row_example(name, row, id=ex_id, split=ours, where=f"{place} ({theirs} split)"))
             kept += 1
         log.info("MIB %s: %s split -> %s: %d of %d rows", task, theirs, ours, kept, len(rows))
         out[ours] = [Example(**{**e.__dict__, "task": task}) for e in out[ours]]
@@ -306,9 +381,9 @@ def mib_examples(path: str | os.PathLike, task: str, split: str, **kw) -> list[E
     from certified_circuits.language.task_files import check_tokens
 
     name = mib_task(task)
-    rows = read_split(path, name, split)
-    examples = [Example(**{**row_example(name, row, id=f"{task}-{split}-{i:05d}", split=split).__dict__,
-                           "task": task}) for i, row in enumerate(rows) if _keep(name, row)]
+    rows = split_rows(path, name, split)
+    examples = [Example(**{**row_example(name, row, id=f"{task}-{split}-{i:05d}", split=split, where=place).__dict__,
+                           "task": task}) for i, (place, row) in enumerate(rows) if _keep(name, row)]
     if kw.get("tokenizer") is not None:
         check_tokens(examples, kw["tokenizer"], path, max_len=kw.get("max_len"))
     return examples

@@ -326,13 +326,19 @@ def read_jsonl(path: str | os.PathLike) -> list[Example]:
     if not path.is_file():
         raise FileNotFoundError(f"task file {path} does not exist; create it with "
                                 f"`{COMMAND} language-tasks --task TASK --out-dir {path.parent}`")
+    data = path.read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = data[:err.start].count(b"\n") + 1
+        raise ValueError(f"{path}:{line}: not UTF-8 text (byte {err.start}: {err.reason}): write task files as UTF-8 "
+                         f"(`{COMMAND} language-tasks` does)") from None
     out = []
-    with open(path, encoding="utf-8") as fh:
-        for i, line in enumerate(fh):
-            if not line.strip():
-                continue
-            try:
-                out.append(Example(**json.loads(line)))
-            except (TypeError, json.JSONDecodeError) as err:
-                raise ValueError(f"{path}:{i + 1}: not a task example ({err})") from err
+    for i, line in enumerate(text.replace("\r\n", "\n").replace("\r", "\n").split("\n")):  # as open() reads lines
+        if not line.strip():
+            continue
+        try:
+            out.append(Example(**json.loads(line)))
+        except (TypeError, json.JSONDecodeError) as err:
+            raise ValueError(f"{path}:{i + 1}: not a task example ({err})") from err
     return out

@@ -353,6 +353,7 @@ def check_language(language) -> dict[str, int] | None:
         if unknown:
             config_error("language.tasks", language["tasks"], f"source {source} generates only {list(generated)}; "
                                                               f"for your own tasks use source: hf and task_files")
+        check_compiled_tasks(language)
     check_language_method(language)
     check_language_mib(language)
     cert = language["certification"]
@@ -378,6 +379,24 @@ def check_language(language) -> dict[str, int] | None:
     if source == "hf":
         return check_hf_language(language)
     return None
+
+
+def check_compiled_tasks(language) -> None:
+    """A compiled model (``language.train.compiled``) holds the circuit of its one task only: every task of
+    ``language.tasks`` must be that task (another would be certified on a model with no circuit for it).
+
+    Args:
+        language: the config's language block (``tasks`` filled).
+
+    Raises:
+        ConfigError: naming ``language.tasks``, the tasks without a circuit and the fix.
+    """
+    compiled = (language.get("train") or {}).get("compiled")
+    other = [t for t in language["tasks"] if compiled and t != compiled]
+    if other:
+        config_error("language.tasks", language["tasks"],
+                     f"the compiled model (language.train.compiled: {compiled}) has the {compiled} circuit only, none "
+                     f"for {other}: set language.tasks: [{compiled}], or drop train.compiled to train a model on them")
 
 
 def check_language_mib(language) -> None:
@@ -413,6 +432,30 @@ def check_language_mib(language) -> None:
     if missing:
         config_error("language.k_grid", grid, f"a submission certifies each of MIB's fractions: add {missing} to "
                                               f"language.k_grid (without them a file holds a smaller or empty circuit)")
+
+
+def check_mib_shape(language) -> None:
+    """A submission's graph must be MIB's model's (its layers and heads), known from the config before any job
+    (:func:`certified_circuits.pipeline.plans.language_shape`): else only the last job, the export, refused it.
+
+    Args:
+        language: the config's language block (checked by :func:`check_language`).
+
+    Raises:
+        ConfigError: naming ``language.mib.submission``, both shapes and the fix.
+    """
+    from certified_circuits.language.mib_data import MIB_MODEL_SHAPES, MIB_MODELS
+    from certified_circuits.pipeline.plans import language_shape
+
+    model = language["mib"].get("model")
+    if not language["mib"].get("submission") or not model:
+        return
+    shape, wanted = language_shape(language), MIB_MODEL_SHAPES.get(model)
+    if shape is not None and wanted is not None and tuple(shape) != tuple(wanted):
+        config_error("language.mib.submission", True,
+                     f"the configured model has {shape[0]} layers and {shape[1]} heads but MIB's {model} "
+                     f"({MIB_MODELS[model]}) has {wanted[0]} and {wanted[1]}, so MIB would build another graph: "
+                     f"certify MIB's own model (language.source: hf with its folder), or set submission: false")
 
 
 def check_language_method(language) -> None:
@@ -503,6 +546,52 @@ class CheckedConfig:
     plans: list[ConfigPlan]
 
 
+#: the testbed options of each half and the model source they apply to (elsewhere they would be ignored)
+TESTBED_OPTIONS = {"vision": ("embedded", ("planted_own", "planted_shared")), "language": ("embedded", ("compiled",))}
+
+
+def check_testbed(config: dict[str, Any]) -> None:
+    """The testbed's keys, before any job: ``testbed.resamples`` is 0 (no stability jobs) or within
+    [MIN_RESAMPLES, MAX_RESAMPLES]; a testbed option (``vision.train.planted_own``/``planted_shared``,
+    ``language.train.compiled``) is set only where it applies (the embedded source), and a compiled model takes no
+    training option; the enabled experiments have distinct names (their result paths and rules would clash).
+
+    Args:
+        config: the schema-validated config.
+
+    Raises:
+        ConfigError: naming the key, the value and the fix.
+    """
+    from certified_circuits.analysis.stability import MAX_RESAMPLES, MIN_RESAMPLES
+
+    resamples = config.get("testbed", {}).get("resamples", 0)
+    if resamples and not MIN_RESAMPLES <= resamples <= MAX_RESAMPLES:
+        config_error("testbed.resamples", resamples, f"0 (no stability jobs) or {MIN_RESAMPLES} to {MAX_RESAMPLES} "
+                                                     f"bootstrap resamples (the pairwise shares need two; the protocol "
+                                                     f"uses 20): set testbed.resamples: 20")
+    for half, (source, keys) in TESTBED_OPTIONS.items():
+        block = config[half]
+        if not block["enabled"] or block["source"] == source:
+            continue
+        present = [k for k in keys if k in (block.get("train") or {})]
+        if present:
+            config_error(f"{half}.train.{present[0]}", block["train"][present[0]],
+                         f"{', '.join(present)} shape the {source} model only, but {half}.source is "
+                         f"{block['source']!r}, whose model is not built here: remove {half}.train.{present[0]} "
+                         f"(a layered config.yaml sets it: start from a config without it)")
+    language_train = config["language"].get("train") or {}
+    ignored = [k for k in language_train if k not in ("seed", "compiled")] if language_train.get("compiled") else []
+    if config["language"]["enabled"] and ignored:
+        config_error(f"language.train.{ignored[0]}", language_train[ignored[0]],
+                     f"the compiled model (language.train.compiled: {language_train['compiled']}) is set by "
+                     f"construction, not trained, so {', '.join(ignored)} would be ignored: remove them, or drop "
+                     f"train.compiled to train a model")
+    names = {half: config[half]["experiment"] for half in ("vision", "language") if config[half]["enabled"]}
+    if len(set(names.values())) < len(names):
+        config_error("language.experiment", names["language"], "vision.experiment has the same name, and an "
+                                                               "experiment's name is its results folder: rename one")
+
+
 def check_config(config: dict[str, Any]) -> CheckedConfig:
     """Expand ``~`` in paths and check a schema-validated config, then plan every setting it certifies.
 
@@ -512,6 +601,7 @@ def check_config(config: dict[str, Any]) -> CheckedConfig:
     expand_user_paths(config)
     require_finite(config)
     check_paths(config)
+    check_testbed(config)
     concepts: list[str] = []
     folders_components = None
     train_sizes = None
@@ -523,6 +613,7 @@ def check_config(config: dict[str, Any]) -> CheckedConfig:
         check_listed_classes(config["vision"], concepts)
     if config["language"]["enabled"]:
         train_sizes = check_language(config["language"])
+        check_mib_shape(config["language"])  # the configured model against MIB's (its shape known from the config)
     try:
         plans = check_config_plans(config_plans(config, folders_components, train_sizes))
     except PlanConfigError as exc:

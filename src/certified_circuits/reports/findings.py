@@ -21,7 +21,6 @@ as flagged.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Sequence
 
@@ -73,9 +72,13 @@ def truth_finding(path: Path) -> str:
         ``"world: the true circuits (22% of 150 components per concept, mean) passed their causal check for 10 of 10
         concepts: ..."``.
     """
-    doc = json.loads(Path(path).read_text())
+    from certified_circuits.analysis.recovery import GROUND_TRUTH_FORMAT
+    from certified_circuits.storage.documents import read_json_document
+
+    doc = read_json_document(path, "rerun the stage that writes it (vision-ground-truth or language-ground-truth)",
+                             fmt=GROUND_TRUTH_FORMAT, what="ground-truth file")  # strict: no concept twice
     concepts = doc.get("concepts", {})
-    passed = sum(bool(c.get("verification", {}).get("passed")) for c in concepts.values())
+    passed = sum(c.get("verification", {}).get("passed") is True for c in concepts.values())  # "false" is not true
     sizes = [len(c.get("components", [])) for c in concepts.values()]
     n = int(doc.get("n_components") or 0)
     share = f"{np.mean(sizes):.0f} of {n} components" if n else f"{np.mean(sizes):.0f} components"

@@ -46,7 +46,6 @@ over the flags found.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -425,10 +424,56 @@ PLAN_FORMAT = "certified-circuits/plan-warnings/1"
 SHOWN_PLACES = 3
 
 
+#: fields of every plan record (:func:`certified_circuits.pipeline.plans.plan_records`) that :func:`plan_flags` reads
+PLAN_RECORD_FIELDS = ("where", "key", "radius", "message", "fix")
+#: what to do when a plan-warnings file is refused
+PLAN_FIX = (f"pass the plan/warnings.json that {COMMAND} report-plan-warnings wrote (the workflow's rule "
+            "`plan_warnings` does), not the run's warnings.json or another file")
+
+
 def read_plan_records(path: str | Path) -> list[dict[str, Any]]:
     """The records of ``plan/warnings.json`` (:func:`certified_circuits.pipeline.plans.plan_records`, written by
-    ``report-plan-warnings``)."""
-    return list(json.loads(Path(path).read_text()).get("warnings", []))
+    ``report-plan-warnings``), read strictly: its ``format`` must be :data:`PLAN_FORMAT` (a warnings list or any
+    other JSON file would otherwise read as "no plan warnings").
+
+    Args:
+        path: the file.
+
+    Returns:
+        The records, each with :data:`PLAN_RECORD_FIELDS`.
+
+    Raises:
+        ValueError: naming the file (and the record and field), what is wrong and the fix.
+    """
+    from certified_circuits.storage.documents import read_json_document
+
+    doc = read_json_document(path, PLAN_FIX, fmt=PLAN_FORMAT, what="plan-warnings file")
+    return check_plan_records(doc.get("warnings"), f"{path}: warnings", PLAN_FIX)
+
+
+def check_plan_records(records: Any, where: str, fix: str) -> list[dict[str, Any]]:
+    """Plan records as :func:`certified_circuits.pipeline.plans.plan_records` writes them: a list of objects, each
+    with :data:`PLAN_RECORD_FIELDS` (the one check of ``report-plan-warnings``' input and of its file).
+
+    Args:
+        records: the parsed JSON.
+        where: the file or option, for messages.
+        fix: what to do when refused.
+
+    Returns:
+        The records.
+
+    Raises:
+        ValueError: naming ``where``, the record and its missing fields, and the fix.
+    """
+    if not isinstance(records, list):
+        raise ValueError(f"{where} is a {type(records).__name__}, expected a list of records; {fix}")
+    for index, record in enumerate(records):
+        missing = [f for f in PLAN_RECORD_FIELDS if not isinstance(record, dict) or f not in record]
+        if missing:
+            raise ValueError(f"{where}[{index}] lacks {missing}: a plan record holds 'where' and 'message', and "
+                             f"'key', 'radius' and 'fix'; {fix}")
+    return records
 
 
 def plan_flags(path: str | Path) -> list[Flag]:
@@ -438,6 +483,40 @@ def plan_flags(path: str | Path) -> list[Flag]:
     return [Flag("plan", f"{r['where']} ({r['key']}, radius {r['radius']})", f"plan warning: {r['message']}",
                  r["fix"] or f"see `{COMMAND} plan --help`.", experiment=str(r.get("experiment", "")))
             for r in read_plan_records(path)]
+
+
+#: columns every curves table (curves.csv of report-sufficiency) holds; the headline is ``cacc`` or ``accuracy``
+CURVES_COLUMNS = ("method", "k_target", "k_effective")
+CURVES_FIX = "pass the curves.csv that report-sufficiency wrote (or a sufficiency table)"
+
+
+def read_curves(path: str | Path) -> pd.DataFrame:
+    """A curves table for :func:`curve_flags`, checked to be one: readable UTF-8 CSV with at least one row,
+    :data:`CURVES_COLUMNS` and a ``cacc`` or ``accuracy`` column (another file would otherwise yield no flags).
+
+    Args:
+        path: the CSV.
+
+    Returns:
+        The table (``concept`` read as text).
+
+    Raises:
+        ValueError: naming the file, what is wrong and the fix.
+    """
+    try:
+        table = pd.read_csv(path, dtype={"concept": str})
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path} (--curves): not a curves CSV ({str(exc).strip()}); {CURVES_FIX}") from None
+    missing = [c for c in CURVES_COLUMNS if c not in table.columns]
+    if not {"cacc", "accuracy"} & set(table.columns):
+        missing.append("cacc (or accuracy)")
+    if missing:
+        raise ValueError(f"{path} (--curves) is not a curves table: it lacks column(s) {missing} (it has "
+                         f"{list(table.columns)[:8]}); {CURVES_FIX}")
+    if table.empty:
+        raise ValueError(f"{path} (--curves) holds no rows (header only): its warnings cannot be checked; rerun "
+                         "report-sufficiency, or leave this file out")
+    return table
 
 
 def run_flags(curves: Sequence[str | Path] = (), certificates: Sequence[str | Path] = (),
@@ -458,8 +537,7 @@ def run_flags(curves: Sequence[str | Path] = (), certificates: Sequence[str | Pa
 
     found: list[Flag] = []
     for path in map(Path, curves):  # the mean-ablation tables say so (their places are otherwise the same)
-        found += curve_flags(pd.read_csv(path, dtype={"concept": str}),
-                             "mean ablation" if path.parent.name == "mean_ablation" else "")
+        found += curve_flags(read_curves(path), "mean ablation" if path.parent.name == "mean_ablation" else "")
     for path in map(Path, certificates):
         certificate = read_certificates(path)
         found += certificate_flags(certificate.decision, certificate.attrs, certificate_where(certificate.attrs))
@@ -479,13 +557,50 @@ def write_flags(path: str | Path, flags: Sequence[Flag]) -> Path:
     return write_json(path, {"format": FLAGS_FORMAT, "counts": counts(ordered), "flags": [asdict(f) for f in ordered]})
 
 
+#: what to do when a warnings list is refused
+FLAGS_FIX = (f"pass the run's warnings.json that {COMMAND} report-warnings wrote (the workflow's rule `warnings` "
+             "does), not plan/warnings.json or another file")
+
+
 def read_flags(path: str | Path) -> list[Flag]:
-    """The flags of ``<results>/warnings.json`` (:func:`write_flags`), in their order."""
-    doc = json.loads(Path(path).read_text())
-    if doc.get("format") != FLAGS_FORMAT:
-        raise ValueError(f"{path}: not a warnings list ({FLAGS_FORMAT}); write it with {COMMAND} report-warnings "
-                         "(the workflow's rule `warnings` does)")
-    return [Flag(**f) for f in doc["flags"]]
+    """The flags of ``<results>/warnings.json`` (:func:`write_flags`), in their order, read strictly (its
+    ``format`` is :data:`FLAGS_FORMAT`; every flag has a known code and string fields).
+
+    Args:
+        path: the file.
+
+    Returns:
+        The flags.
+
+    Raises:
+        ValueError: naming the file (and the flag), what is wrong and the fix.
+    """
+    from certified_circuits.storage.documents import read_json_document
+
+    doc = read_json_document(path, FLAGS_FIX, fmt=FLAGS_FORMAT, what="warnings list")
+    flags = doc.get("flags")
+    if not isinstance(flags, list):
+        raise ValueError(f"{path}: 'flags' is {type(flags).__name__}, expected a list of flags; {FLAGS_FIX}")
+    for index, flag in enumerate(flags):
+        problem = _flag_problem(flag)
+        if problem:
+            raise ValueError(f"{path}: flags[{index}]: {problem}; {FLAGS_FIX}")
+    return [Flag(**f) for f in flags]
+
+
+def _flag_problem(flag: Any) -> str:
+    """What is wrong with one entry of a warnings list ("" when nothing): an object of :class:`Flag`'s string
+    fields, the first four required, its code one of :data:`CODES`."""
+    fields = ("code", "where", "message", "fix", "experiment", "concept")
+    if not isinstance(flag, dict):
+        return f"a {type(flag).__name__}, not an object"
+    wrong = ([f for f in fields[:4] if f not in flag] + [f for f in flag if f not in fields]
+             + [f for f in fields if f in flag and not isinstance(flag[f], str)])
+    if wrong:
+        return f"field(s) {wrong} are missing, unknown or not strings"
+    if flag["code"] not in CODES:
+        return f"code {flag['code']!r} is unknown (codes: {', '.join(CODES)})"
+    return ""
 
 
 def counts(flags: Sequence[Flag]) -> dict[str, int]:

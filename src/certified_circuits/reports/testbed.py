@@ -113,6 +113,74 @@ def selected_k(
     }  # fmt: skip
 
 
+def read_csv_table(path: str | Path, where: str, columns: Sequence[str], fix: str,
+                   dtype: dict[str, Any] | None = None) -> pd.DataFrame:
+    """A CSV table a report reads, checked before any work: readable UTF-8 CSV, the ``columns`` it needs, at
+    least one row (the one shape of the testbed's table readers).
+
+    Args:
+        path: the CSV.
+        where: the file and option, for messages (``"recovery.csv (--run)"``).
+        columns: the columns the report reads.
+        fix: what to do when refused.
+        dtype: column types passed to :func:`pandas.read_csv`.
+
+    Returns:
+        The table.
+
+    Raises:
+        ValueError: naming ``where``, what is wrong and the fix.
+    """
+    if not Path(path).is_file():
+        raise ValueError(f"{where} does not exist; {fix}")
+    try:
+        table = pd.read_csv(path, dtype=dtype)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{where}: not a readable CSV table ({str(exc).strip()}); {fix}") from None
+    try:
+        require_columns(table, columns, where)
+    except ValueError as exc:
+        raise ValueError(f"{exc}; {fix}") from None
+    if table.empty:
+        raise ValueError(f"{where} holds no rows (header only); {fix}")
+    return table
+
+
+def _cell(table: pd.DataFrame, column: str, index: int) -> Any:
+    """A cell as a plain Python value, for messages (``3``, not ``np.int64(3)``)."""
+    value = table[column].iloc[index]
+    return value.item() if hasattr(value, "item") else value
+
+
+SELECTED_FIX = "pass the selected_*_raw.csv that report-sufficiency --select-on wrote, or --k instead"
+
+
+def read_selected_table(path: str | Path) -> pd.DataFrame:
+    """The ``--selected`` table of report-recovery (a ``selected_*_raw.csv`` of report-sufficiency), checked to be
+    one: readable CSV with rows and a ``<method>_k_target`` column per method, every K a fraction in (0, 1].
+
+    Args:
+        path: the CSV.
+
+    Returns:
+        The table.
+
+    Raises:
+        ValueError: naming the file (and column and row), what is wrong and the fix.
+    """
+    where = f"{path} (--selected)"
+    columns = [f"{m}_k_target" for m in dict.fromkeys(SELECTED_METHOD.values())]
+    table = read_csv_table(path, where, columns, SELECTED_FIX)
+    for column in columns:
+        values = pd.to_numeric(table[column], errors="coerce")
+        text = values.isna() & table[column].notna()  # a word where a K belongs (an empty cell stays allowed)
+        bad = table.index[text | (values.notna() & ~((values > 0) & (values <= 1)))]
+        if len(bad):
+            raise ValueError(f"{where}: column {column!r} holds {_cell(table, column, bad[0])!r} (row {int(bad[0]) + 2}),"
+                             f" not a K in (0, 1]; {SELECTED_FIX}")
+    return table
+
+
 def recovery_tables(truth: GroundTruth, circuits: Sequence[tuple[Path, Path]], experiment: str,
                     selected: pd.DataFrame | None = None, k: float | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:  # fmt: skip
     """``recovery`` (one row per circuit pair, method and K) and ``auroc`` (one per circuit pair and method).
@@ -234,7 +302,7 @@ def recovery_report(ground_truth: Path, circuits: Sequence[tuple[Path, Path]], e
         truth did not pass its check).
     """
     truth = read_ground_truth(ground_truth)
-    table = pd.read_csv(selected) if selected is not None else None
+    table = read_selected_table(selected) if selected is not None else None
     recovery, auroc = recovery_tables(truth, circuits, experiment, table, k)
     out_dir = Path(out_dir)
     write_csv(out_dir / "recovery.csv", recovery)
@@ -290,9 +358,12 @@ def concept_stability(attributions: Path, scorer: str, k_grid: Sequence[float], 
     concept = str(attr.attrs.get("concept", ""))
     truth = None
     if ground_truth is not None:
-        truth = truth_mask(
-            read_ground_truth(ground_truth), concept, attr.names, where=f"the attributions {attributions}"
-        )
+        known = read_ground_truth(ground_truth)
+        experiment = str(attr.attrs.get("experiment", "") or "")
+        if experiment and known.experiment != experiment:
+            raise ValueError(f"{ground_truth} (--ground-truth) is the ground truth of experiment {known.experiment!r}, "
+                             f"but {attributions} is of {experiment!r}: pass this experiment's ground truth")
+        truth = truth_mask(known, concept, attr.names, where=f"the attributions {attributions}")
     result = stability(attr.scores[scorer], attr.groups, k_grid, setting, n_resamples, bootstrap_seed,
                        absolute=attr.absolute(scorer), truth=truth, device=device, allow_vacuous=allow_vacuous,
                        mask_seed=mask_seed)  # fmt: skip
@@ -318,6 +389,62 @@ STABILITY_SHOWN = {
 }
 
 
+#: the columns that name a row of a stability table (one per concept, scorer, setting and K)
+STABILITY_KEYS = ("experiment", "concept", "scorer", "setting", "k_target")
+STABILITY_FIX = "pass the CSV the stability stage wrote (one per concept and setting), or rerun that stage"
+
+
+def read_stability_table(path: str | Path, option: str = "--inputs",
+                         columns: Sequence[str] = tuple(STABILITY_SHOWN)) -> pd.DataFrame:
+    """One stability CSV (the ``stability`` stage's, or ``stability.csv`` of report-stability), checked to be one:
+    readable UTF-8 CSV with rows, every key of :data:`STABILITY_KEYS` present and filled (a row without its scorer
+    would drop out of the summary's mean), ``k_target`` in (0, 1] and every shown column numeric.
+
+    Args:
+        path: the CSV.
+        option: the option that gave it, for messages.
+        columns: the numeric columns the report reads (default the summary's, :data:`STABILITY_SHOWN`).
+
+    Returns:
+        The table (``concept``, ``scorer`` and ``setting`` read as text).
+
+    Raises:
+        ValueError: naming the file (and column or row), what is wrong and the fix.
+    """
+    where = f"{path} ({option})"
+    table = read_csv_table(path, where, [*STABILITY_KEYS, *columns], STABILITY_FIX,
+                           dtype={"concept": str, "scorer": str, "setting": str, "experiment": str})
+    for column in STABILITY_KEYS:
+        empty = table.index[table[column].isna()]
+        if len(empty):
+            raise ValueError(f"{where}: row {int(empty[0]) + 2} has no {column!r} ({len(empty)} rows lack it): every "
+                             f"row is of one {', '.join(STABILITY_KEYS)}; {STABILITY_FIX}")
+    for column in ("k_target", *columns):
+        values = pd.to_numeric(table[column], errors="coerce")
+        bad = table.index[values.isna() & table[column].notna()]
+        if len(bad):
+            raise ValueError(f"{where}: column {column!r} holds {_cell(table, column, bad[0])!r} (row {int(bad[0]) + 2}),"
+                             f" not a number; {STABILITY_FIX}")
+        table[column] = values
+    outside = table.index[~((table["k_target"] > 0) & (table["k_target"] <= 1))]
+    if len(outside):
+        raise ValueError(f"{where}: k_target {float(table['k_target'].iloc[outside[0]])!r} (row {int(outside[0]) + 2}) is "
+                         f"not a fraction in (0, 1]; {STABILITY_FIX}")
+    return table
+
+
+def _check_distinct(tables: Sequence[pd.DataFrame], inputs: Sequence[Path]) -> None:
+    """Refuse one (experiment, concept, scorer, setting, K) row in two inputs (a table given twice would weigh
+    its concept twice in the mean)."""
+    seen: dict[tuple, Path] = {}
+    for path, table in zip(inputs, tables):
+        for key in set(map(tuple, table[list(STABILITY_KEYS)].astype(str).to_numpy())):
+            if key in seen:
+                raise ValueError(f"{seen[key]} and {path} (--inputs) both hold {dict(zip(STABILITY_KEYS, key))}: each "
+                                 "concept, scorer, setting and K is counted once; pass each table once")
+            seen[key] = path
+
+
 def stability_report(inputs: Sequence[Path], out_dir: Path, k: float | None = None) -> dict[str, float]:
     """Combine per-concept stability tables: ``stability.csv`` and ``stability_summary.{csv,md,tex}``.
 
@@ -327,9 +454,8 @@ def stability_report(inputs: Sequence[Path], out_dir: Path, k: float | None = No
     Returns:
         ``stability_<column>`` for the shown columns: the mean over concepts and K (and ``stability_concepts``).
     """
-    frames = [pd.read_csv(path) for path in inputs]
-    for path, frame in zip(inputs, frames):
-        require_columns(frame, ["experiment", "concept", "setting", "k_target", *STABILITY_SHOWN], f"{path}")
+    frames = [read_stability_table(path) for path in inputs]
+    _check_distinct(frames, inputs)
     table = pd.concat(frames, ignore_index=True)
     out_dir = Path(out_dir)
     write_csv(out_dir / "stability.csv", table)
@@ -384,9 +510,11 @@ def model_seeds_recovery(runs: dict[str, Sequence[Path]], out_dir: Path, name: s
     rows = []
     for seed, paths in runs.items():
         for path in map(Path, paths):
-            every_k = pd.read_csv(path)
-            require_columns(every_k, ["method", "k_target", "precision", "recall", "n_true", "n_components"], str(path))
-            auroc = pd.read_csv(path.with_name("recovery_auroc.csv"))
+            fix = "pass the recovery.csv that report-recovery wrote (its recovery_auroc.csv beside it)"
+            every_k = read_csv_table(path, f"{path} (--run {seed})", ["method", "k_target", "precision", "recall",
+                                                                      "n_true", "n_components"], fix)
+            auroc = read_csv_table(path.with_name("recovery_auroc.csv"), f"{path.with_name('recovery_auroc.csv')} "
+                                   f"(beside --run {seed} {path})", ["method", "auroc"], fix)
             k = truth_size_k(every_k["n_true"], every_k["n_components"], every_k["k_target"])
             at = every_k[np.isclose(every_k["k_target"], k)]
             keys = [c for c in ("experiment", "scorer", "setting") if c in every_k.columns]
@@ -441,8 +569,7 @@ def model_seeds_stability(runs: dict[str, Sequence[Path]], out_dir: Path, name: 
     rows = []
     for seed, paths in runs.items():
         for path in map(Path, paths):
-            table = pd.read_csv(path)
-            require_columns(table, ["experiment", "k_target", *SEED_STABILITY], str(path))
+            table = read_stability_table(path, option="--run", columns=SEED_STABILITY)
             every_k = pd.read_csv(path.with_name("recovery.csv"))
             k = truth_size_k(every_k["n_true"], every_k["n_components"], every_k["k_target"])
             at_k = nearest_k(table["k_target"], k)

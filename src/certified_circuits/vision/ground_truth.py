@@ -32,7 +32,7 @@ of the other logits (:func:`~certified_circuits.vision.evaluate.class_margin`, f
 from __future__ import annotations
 
 import sys
-from typing import Mapping
+from typing import Mapping, Sequence
 
 import numpy as np
 import torch
@@ -267,6 +267,33 @@ def verify_planted(
                 f"{v['max_gradient_outside']:.1e}"
             )
     return result
+
+
+def check_model_world(class_names: Sequence[str], world_names: Sequence[str], labels: np.ndarray, checkpoint: str,
+                      split: str) -> None:
+    """A planted model matches its world: the same class count and names in the same order (logit c is class c of
+    the world), and every label of the split is one of the model's logits. A 3-class model on a 5-class world
+    would otherwise "verify" the truth of classes it never saw.
+
+    Args:
+        class_names: the model's classes (logit order).
+        world_names: the world split's ``class_names``.
+        labels: the split's labels.
+        checkpoint: the model file, for messages.
+        split: the world split file, for messages.
+
+    Raises:
+        ValueError: naming both files, both class lists and the fix.
+    """
+    model, world = [str(c) for c in class_names], [str(c) for c in world_names]
+    fix = "pass the world the model was trained on (vision-world with its config), or train the model on this world"
+    if model != world:
+        raise ValueError(f"{checkpoint} has {len(model)} classes {model[:8]} but the world {split} has {len(world)} "
+                         f"classes {world[:8]}: the model does not match its world; {fix}")
+    outside = labels[(labels < 0) | (labels >= len(model))] if labels.size else labels
+    if outside.size:
+        raise ValueError(f"{split} holds label {int(outside[0])}, not a logit of {checkpoint}'s {len(model)} "
+                         f"classes; {fix}")
 
 
 def ground_truth_document(

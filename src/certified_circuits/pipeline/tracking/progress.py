@@ -11,15 +11,16 @@ reads; it stops with :meth:`Progress.stop` (the workflow's end hooks) or with th
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterable, TextIO
+from typing import Any, Callable, Iterable, Mapping, TextIO
 
-__all__ = ["INTERVAL", "Progress", "latest_line", "running_logs", "start_progress"]
+__all__ = ["INTERVAL", "Progress", "latest_line", "progress_interval", "running_logs", "start_progress"]
 
 #: seconds between two progress reports (at most a minute: issue 35)
 INTERVAL = 60.0
@@ -116,6 +117,39 @@ class Progress:
         self._stop.set()
 
 
+#: the environment variable that sets the interval, and its domain (seconds)
+INTERVAL_VARIABLE = "CC_PROGRESS_SECONDS"
+INTERVAL_RANGE = (1.0, INTERVAL)
+
+
+def progress_interval(environ: Mapping[str, str] | None = None) -> float:
+    """The progress interval of :data:`INTERVAL_VARIABLE`, checked (the Snakefile calls it at parse time, before
+    any job): a finite number of seconds in :data:`INTERVAL_RANGE`. NaN once printed a line per loop turn, and 0,
+    -1 or 600 were clamped without a word.
+
+    Args:
+        environ: the environment (default ``os.environ``).
+
+    Returns:
+        The interval in seconds (:data:`INTERVAL` when the variable is unset or empty).
+
+    Raises:
+        ValueError: naming the variable, its value, the domain and the fix.
+    """
+    text = (os.environ if environ is None else environ).get(INTERVAL_VARIABLE, "").strip()
+    if not text:
+        return INTERVAL
+    low, high = INTERVAL_RANGE
+    fix = f"set {INTERVAL_VARIABLE} to a number of seconds from {low:g} to {high:g} (e.g. 10), or unset it for {INTERVAL:g}"
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"{INTERVAL_VARIABLE}={text!r} is not a number: {fix}") from None
+    if not (math.isfinite(value) and low <= value <= high):
+        raise ValueError(f"{INTERVAL_VARIABLE}={text} is outside [{low:g}, {high:g}] seconds: {fix}")
+    return value
+
+
 def start_progress(
     workflow: Any, results: str | os.PathLike, interval: float | None = None, stream: TextIO | None = None
 ) -> Progress:
@@ -124,14 +158,15 @@ def start_progress(
     Args:
         workflow: Snakemake's ``workflow`` object (its ``scheduler.running`` jobs are reported).
         results: the results folder (its ``logs/`` are the fallback).
-        interval: seconds between reports; default ``CC_PROGRESS_SECONDS`` or :data:`INTERVAL`, at most 60.
+        interval: seconds between reports; default :func:`progress_interval` (``CC_PROGRESS_SECONDS`` or
+            :data:`INTERVAL`), at most 60.
         stream: where to print (default stderr).
 
     Returns:
         The running :class:`Progress` (call ``stop()`` at the end of the run).
     """
     if interval is None:
-        interval = float(os.environ.get("CC_PROGRESS_SECONDS", INTERVAL))
+        interval = progress_interval()
     progress = Progress(
         lambda since: running_logs(workflow, results, since), min(max(interval, 0.1), INTERVAL), stream or sys.stderr
     )

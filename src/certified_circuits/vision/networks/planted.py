@@ -39,6 +39,11 @@ if TYPE_CHECKING:  # pragma: no cover
 STAGES: tuple[str, ...] = ("layer1", "layer2", "layer3", "layer4")
 
 
+#: widest stage of a planted model (n_classes * own + shared channels): ResNet-50's widest; memory and time grow
+#: with the square of a stage's width, and an unbounded one ran out of memory only in the training job
+MAX_PLANTED_WIDTH = 2048
+
+
 @dataclass(frozen=True)
 class PlantedSpec:
     """Channels per class and shared channels of each of the four stages.
@@ -65,6 +70,13 @@ class PlantedSpec:
         if min(self.own) < 1 or min(self.shared) < 0:
             raise ValueError(
                 f"planted own channels must be >= 1 and shared >= 0, got own={self.own} shared={self.shared}"
+            )
+        widest = max(planted_widths(self))
+        if widest > MAX_PLANTED_WIDTH:
+            raise ValueError(
+                f"the planted widths n_classes * own + shared are {list(planted_widths(self))} for {self.n_classes} "
+                f"classes: a stage of {widest} channels is above the bound of {MAX_PLANTED_WIDTH} (the widest ResNet-50 "
+                f"stage), where the world model's memory and time run out; lower planted_own / planted_shared"
             )
         if self.shared[3] != 0:
             raise ValueError(
