@@ -44,11 +44,15 @@ pytest-xdist's ``--dist loadfile`` keeps a file's tests on one worker)."""
     process = subprocess.Popen(command, cwd=checkout, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                start_new_session=True)
     model = results / "vision" / "model.pt"
+    attribution_logs = results / "logs" / "vision_attribute"  # made when the first attribution job starts
     deadline = time.time() + 600
-    while not model.exists() and time.time() < deadline and process.poll() is None:
+    while not attribution_logs.exists() and time.time() < deadline and process.poll() is None:
         time.sleep(0.5)
-    assert model.exists(), "the model should have been trained before the kill"
-    time.sleep(3)  # let some attribution jobs start
+    # Snakemake starts an attribution only once training has finished, outputs and metadata: a kill right after the
+    # model file appears (what this test waited for before) could leave training incomplete on a loaded machine, and
+    # the resumed run then rightly trains again
+    assert attribution_logs.exists() and model.exists(), "the model should have been trained before the kill"
+    time.sleep(1)  # let the attribution jobs run a little
     os.killpg(process.pid, signal.SIGKILL)
     process.wait()
     assert not all(Path(t).exists() for t in targets), "the run finished before the kill: nothing was resumed"
