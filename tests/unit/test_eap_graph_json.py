@@ -332,7 +332,7 @@ def test_the_reader_refuses_a_repeated_name_and_non_utf8_bytes(tmp_path) -> None
     path = tmp_path / "foreign.json"
     path.write_text(repeated)
     assert json.loads(repeated)["edges"]["input->m0"]["score"] != 9.0      # plain json keeps the last silently
-    with pytest.raises(ValueError, match=r"foreign\.json: 'input->m0' is given more than once"):
+    with pytest.raises(ValueError, match=r"foreign\.json: key 'input->m0' is given more than once"):
         read_graph_json(path)
     path.write_bytes(text.encode("utf-8").replace(b'"cfg"', b'"cfg\xff"', 1))
     with pytest.raises(ValueError, match=r"foreign\.json is not UTF-8 text \(byte \d+"):

@@ -56,6 +56,7 @@ import numpy as np
 
 from certified_circuits.language import names as grammar
 from certified_circuits.storage.atomic import write_text
+from certified_circuits.storage.documents import unique_keys
 
 #: the keys ``Graph.from_model`` reads from ``cfg``
 CFG_KEYS = ("n_layers", "n_heads", "parallel_attn_mlp", "d_model")
@@ -260,16 +261,6 @@ def write_graph_json(path: str | os.PathLike, graph_dict: Mapping[str, Any]) -> 
     return write_text(path, text)
 
 
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict:
-    """``json`` object hook: a name given twice would silently keep only its last entry."""
-    d: dict = {}
-    for key, value in pairs:
-        if key in d:
-            raise ValueError(f"{key!r} is given more than once")
-        d[key] = value
-    return d
-
-
 def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
@@ -337,7 +328,7 @@ def read_graph_json(path: str | os.PathLike) -> dict:
     except UnicodeDecodeError as err:
         raise ValueError(f"{path} is not UTF-8 text (byte {err.start}: {err.reason}): Graph JSON is UTF-8 JSON") from err
     try:
-        d = json.loads(text, object_pairs_hook=_unique_keys)
+        d = json.loads(text, object_pairs_hook=unique_keys)  # a name given twice would keep only its last entry
     except json.JSONDecodeError as err:
         raise ValueError(f"{path} is not JSON: {err}") from err
     except ValueError as err:
