@@ -56,8 +56,6 @@ REPORTED_K = (0.25, 0.5)
 #: MIB's edge fractions: {0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50, 100} % (``percentages`` of MIB's
 #: ``evaluate_area_under_curve``; Mueller et al. 2025)
 MIB_FRACTIONS = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0)
-#: the faithfulness grids (``language.faithfulness.grid``)
-GRIDS = ("paper", "mib")
 #: which edge ranking each MIB area is computed from (``print_results.py``: CPR reads the abs-False run, CMD abs-True)
 MIB_RANKING = {"cpr": "signed", "cmd": "absolute"}
 

@@ -1,4 +1,4 @@
-"""Recovery of a known circuit: confusion counts, precision, recall, FPR and AUROC per method (DESIGN.md section 11).
+"""Recovery of a known circuit: confusion counts, precision, recall, FPR and AUROC per method (docs/embedded_default.md).
 
 The embedded testbed plants circuits whose true components are known (a ground-truth JSON file, format
 :data:`GROUND_TRUTH_FORMAT`). Every circuit the workflow produces is scored against that truth, per K of the
@@ -62,7 +62,7 @@ SELECTED_METHOD: dict[str, str] = {
 
 @dataclass(frozen=True)
 class GroundTruth:
-    """A validated ground-truth file (``/tmp/gt_contract.md``: format, experiment, kind, concepts).
+    """A validated ground-truth file (docs/outputs.md: format, experiment, kind, concepts).
 
     Attributes:
         experiment, kind, model, how: the file's labels.

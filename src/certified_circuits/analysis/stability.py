@@ -1,4 +1,4 @@
-"""Stability of circuits under bootstrap resampling of the concept dataset (DESIGN.md section 11).
+"""Stability of circuits under bootstrap resampling of the concept dataset (docs/embedded_default.md).
 
 Wu, Tonin and Cevher (2026) show that EAP-IG circuits change when the prompt set is resampled, and measure it
 with bootstrap resamples of D and the Jaccard similarity of the circuits. This module measures it the same way

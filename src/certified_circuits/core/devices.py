@@ -87,7 +87,7 @@ def configure_torch(threads: int) -> None:
 
     It calls :func:`pin_cpu_code_paths` too, which only takes effect in a process that has not yet run
     a tensor operation (the CLI calls it first thing). What this cannot pin: results on another BLAS
-    build or on a GPU; tests/test_workflow.py states the tolerance its golden tables allow.
+    build or on a GPU; tests/helpers/artifacts.py states the tolerance the golden tables allow.
     """
     pin_cpu_code_paths()
     import torch

@@ -51,7 +51,7 @@ import torch
 from certified_circuits.language import names
 from certified_circuits.language.graph import COMPILED_N_HEAD, COMPILED_N_LAYER
 from certified_circuits.language.models import build_model, tiny_config
-from certified_circuits.language.tasks import COMPILED_TASKS, INDUCTION_SYMBOLS  # noqa: F401 (re-exported)
+from certified_circuits.language.tasks import INDUCTION_SYMBOLS
 from certified_circuits.language.tokenizer import WordTokenizer
 
 #: the only compiled model so far (language-train --compiled)

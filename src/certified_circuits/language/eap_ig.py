@@ -18,7 +18,7 @@ with m = ``ig_steps`` and
 
 Both are m-point Riemann sums of the same path integral; "endpoint" minus "reference" is
 (a_u(corrupted) - a_u(clean)) . (dM/d in_v at x_clean - dM/d in_v at x_corr) / m for every edge, which
-vanishes only as m grows (tested in tests/language/test_eap_reference.py).
+vanishes only as m grows (tested in tests/unit/language/test_eap_reference.py).
 
 * x is the ``input`` node activation. The reference interpolates ``hook_embed`` (token embedding only)
   and adds the position embedding afterwards; since clean and corrupted prompts share positions, the

@@ -10,11 +10,11 @@ Hook points (:func:`hook_names`; TransformerLens names, which the bridge resolve
 
 Every in-hook returns a *copy* of its input, so the gradient with respect to it, and a patch added to
 it, reach only the consumer after the hook point: TransformerLens' ``HookedTransformer`` makes these
-copies (``use_split_qkv_input``, ``hook_mlp_in``) and the reference relies on them. TransformerBridge
-4.3's ``hook_mlp_in`` is *not* a copy: the residual stream continues from it, so its gradient would
-add the residual bypass (every edge into an MLP would score as the sum of its source's later edges;
-measured on GPT-2, Llama and Pythia fixtures). The MLP's own input is the input of its norm,
-``ln2.hook_in`` (pre-norm blocks; for parallel blocks the norm of the block input).
+copies (``use_split_qkv_input``, ``hook_mlp_in``) and the reference relies on them. The MLP's input is
+taken at the input of its norm, ``ln2.hook_in`` (pre-norm blocks; for parallel blocks the norm of the block
+input), which every family has; on the pinned TransformerBridge (4.3) a patch at ``hook_mlp_in`` changes the logits
+exactly as one at ``ln2.hook_in`` does and the gradients at the two hooks are identical (forward.py and
+tests/unit/language/test_eap_reference.py say the same).
 
 The reference takes the input node at ``hook_embed``; ``blocks.0.hook_resid_pre`` adds the position
 embedding (GPT-2) and the embedding scale (Gemma), which clean and corrupted prompts share, so every

@@ -26,7 +26,7 @@ import pandas as pd
 from certified_circuits.core.setting import number
 from certified_circuits.reports import flags as fl
 from certified_circuits.reports.findings import findings, findings_section
-from certified_circuits.reports.tables import markdown_table
+from certified_circuits.reports.tables import markdown_table, pct
 from certified_circuits.storage.atomic import write_text
 
 __all__ = ["FAMILIES", "MAX_LINES", "family_tables", "summary_lines", "summary_report"]
@@ -37,10 +37,6 @@ MAX_LINES = 120
 MAX_ROWS = 8
 #: the methods a compact table shows, in this order
 METHODS = ("baseline", "majority", "certified")
-
-
-def _pct(values: pd.Series) -> pd.Series:
-    return values.map(lambda v: "--" if pd.isna(v) else f"{100 * v:.1f}")
 
 
 def _main(frame: pd.DataFrame, main_scorer: str | None) -> pd.DataFrame:
@@ -65,9 +61,9 @@ def sufficiency_table(tables: Path, experiment: str, main_scorer: str | None) ->
         return None
     raw = _main(pd.read_csv(path, dtype={"concept": str}), main_scorer)
     out = pd.DataFrame({"experiment": experiment, "eval set": _label(raw, ["concept", "eval_set"]),
-                        "full": _pct(raw["full"])})
+                        "full": pct(raw["full"])})
     for method in ("baseline", "certified"):
-        out[f"{method} (K %)"] = _pct(raw[method]) + " (" + _pct(raw[f"{method}_k"]) + ")"
+        out[f"{method} (K %)"] = pct(raw[method]) + " (" + pct(raw[f"{method}_k"]) + ")"
     p = raw["pvalue_examples"] if "pvalue_examples" in raw else raw.get("pvalue")
     if p is not None:
         out["p"] = p.map(lambda v: "--" if pd.isna(v) else f"{v:.2g}")

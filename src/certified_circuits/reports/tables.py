@@ -122,7 +122,7 @@ def _signed_pct(values: pd.Series) -> pd.Series:
     return rounded.map(lambda v: MISSING if pd.isna(v) else f"{v:+.1f}")
 
 
-def _pct(values: pd.Series) -> pd.Series:
+def pct(values: pd.Series) -> pd.Series:
     """Fractions as percentages with one decimal (``0.912 -> '91.2'``)."""
     return (100.0 * values.astype(float)).map(lambda v: MISSING if pd.isna(v) else f"{v:.1f}")
 
@@ -211,9 +211,9 @@ def format_peak_table(peaks: pd.DataFrame) -> pd.DataFrame:
     table = pd.DataFrame(
         {
             "Dataset": dataset,
-            f"Full ({label})" if "metric" in peaks.columns else "Full": _pct(peaks["full"]),
-            f"Baseline {label} (K%)": _pct(peaks["baseline"]) + " (" + _pct(peaks["baseline_k"]) + ")",
-            f"Certified {label} (K%)": _pct(peaks["certified"]) + " (" + _pct(peaks["certified_k"]) + ")",
+            f"Full ({label})" if "metric" in peaks.columns else "Full": pct(peaks["full"]),
+            f"Baseline {label} (K%)": pct(peaks["baseline"]) + " (" + pct(peaks["baseline_k"]) + ")",
+            f"Certified {label} (K%)": pct(peaks["certified"]) + " (" + pct(peaks["certified_k"]) + ")",
             f"Δ {label}": delta,
             "Δ K": _signed_pct(peaks["delta_k"]),
         }

@@ -68,8 +68,6 @@ RECOVERY_LABEL = {
     "certified_in": "Certified in",
     "certified_in_abstain": "Certified in + abstain",
 }
-#: the columns that name one circuit's setting in every table here (core.contracts.setting_columns)
-SETTING_COLUMNS = ("scorer", "split", "setting", "p_del", "n0", "n", "seed", "tau", "alpha", "correction", "radius")
 EMPTY_NOTE = "empty circuit: precision undefined"
 UNVERIFIED_NOTE = "truth not verified"
 

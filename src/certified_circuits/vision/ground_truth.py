@@ -1,4 +1,4 @@
-"""Causal verification of the planted world ResNet's class circuits, and the ground-truth file (DESIGN.md 11).
+"""Causal verification of the planted world ResNet's class circuits, and the ground-truth file (docs/embedded_default.md).
 
 The truth of class c (:func:`~certified_circuits.vision.networks.planted.truth_components`) is known by
 construction; "verify before you score" measures that it is the circuit:
@@ -23,7 +23,7 @@ Ablations (what a removed vertex carries):
 - ``mean``: the train-wide mean (``vision-evaluate --ablation mean``,
   :func:`~certified_circuits.vision.evaluate.mean_ablation_fill`), reported;
 - ``zero``: reported; it removes the other classes' evidence, so a zero-ablated class circuit labels other
-  classes' images c too (DESIGN.md 11, "Why cACC is degenerate").
+  classes' images c too (docs/embedded_default.md, "Why mean ablation, and why the paper's cACC stays beside it").
 
 Margins: ``margin = z_c - max_{k != c} z_k`` (> 0 iff the image is labelled c) and ``m`` = z_c minus the mean
 of the other logits (:func:`~certified_circuits.vision.evaluate.class_margin`, faithfulness' margin).

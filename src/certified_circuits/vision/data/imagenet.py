@@ -54,13 +54,6 @@ def load_wnid_index(path: Path | str) -> dict[str, int]:
     return {w: i for i, w in enumerate(wnids)}
 
 
-def class_names_from_index(index: Mapping[str, int]) -> list[str]:
-    names = [""] * len(index)
-    for w, i in index.items():
-        names[i] = w
-    return names
-
-
 def list_classes(root: Path | str) -> list[str]:
     """wnid folders under ``root`` (sorted); error when there are none."""
     root = Path(root)

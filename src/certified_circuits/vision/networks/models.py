@@ -27,8 +27,6 @@ from torchvision.models.resnet import BasicBlock, ResNet
 from certified_circuits import COMMAND
 from certified_circuits.vision.networks.architectures import ARCHITECTURES, WORLD_BLOCKS, WORLD_WIDTHS, Architecture, architecture
 
-IMAGENET_MEAN = (0.485, 0.456, 0.406)
-IMAGENET_STD = (0.229, 0.224, 0.225)
 WORLD_MEAN = (0.5, 0.5, 0.5)
 WORLD_STD = (0.25, 0.25, 0.25)
 

@@ -1,4 +1,4 @@
-"""The planted world ResNet: a world ResNet whose class circuits are known by construction (DESIGN.md 11).
+"""The planted world ResNet: a world ResNet whose class circuits are known by construction (docs/embedded_default.md).
 
 Stage ``l`` (``layer1..layer4``) has ``W_l = n_classes * own[l] + shared[l]`` channels, ordered as class 0's
 ``own[l]`` channels, class 1's, ..., then the ``shared[l]`` channels. Every convolution inside a stage (both
