@@ -26,45 +26,34 @@ def merge(base: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
 
 def merged_config(*files: str | Path, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
     """What Snakemake's ``config`` holds for ``--configfile FILES... --config OVERRIDES`` (``config.yaml`` when no
-    file is given), before the schema sets its defaults."""
+    file is given), before the schema sets its defaults. A file that is not valid YAML adds nothing here: the strict
+    reading of :func:`check` names it with its file and line."""
     config: dict[str, Any] = {}
     for path in files or (ROOT / "config.yaml",):
-        config = merge(config, yaml.safe_load(Path(path).read_text()) or {})
+        try:
+            loaded = yaml.safe_load(Path(path).read_text()) or {}
+        except yaml.YAMLError:
+            loaded = {}
+        config = merge(config, loaded)
     return merge(config, overrides or {})
 
 
-def check(*files: str | Path, overrides: dict[str, Any] | None = None, tmp: Path | None = None) -> CheckedConfig:
-    """The Snakefile's parse-time check of ``--configfile FILES... [override file]``.
+def check(*files: str | Path, overrides: dict[str, Any] | None = None) -> CheckedConfig:
+    """The Snakefile's parse-time check of ``--configfile FILES... --config OVERRIDES``.
 
     Args:
         files: config files in order (``config.yaml`` when none).
-        overrides: a last layer; written to ``tmp/override.yaml`` and checked as a file too when ``tmp`` is given (the
-            strict reading then sees it, as ``--configfile ... override.yaml`` would).
-        tmp: a folder for the override file.
+        overrides: a last layer, as ``--config`` gives it.
 
     Raises:
         ConfigError: the rejection, worded as the user sees it.
     """
     paths = [Path(p) for p in files] or [ROOT / "config.yaml"]
-    if overrides is not None and tmp is not None:
-        override = tmp / "override.yaml"
-        override.write_text(yaml.safe_dump(overrides))
-        paths.append(override)
-        overrides = None
-    config = merged_config(*paths, overrides=overrides)
-    return check_workflow_config(config, [str(p) for p in paths], SCHEMA)
+    return check_workflow_config(merged_config(*paths, overrides=overrides), [str(p) for p in paths], SCHEMA)
 
 
 def check_text(tmp: Path, *files: str | Path, text: str) -> CheckedConfig:
     """:func:`check` with a last config file of raw YAML ``text`` (``tmp/override.yaml``), read strictly as given."""
     override = tmp / "override.yaml"
     override.write_text(text)
-    paths = [Path(p) for p in files] + [override]
-    config: dict[str, Any] = {}
-    for path in paths:
-        try:
-            loaded = yaml.safe_load(path.read_text()) or {}
-        except yaml.YAMLError:
-            loaded = {}  # the strict reading names the problem with its file and line
-        config = merge(config, loaded)
-    return check_workflow_config(config, [str(p) for p in paths], SCHEMA)
+    return check(*files, override)
