@@ -5,6 +5,8 @@
 
 GROUND_TRUTHS = jobs.ground_truth_experiments(config)
 TESTBED = config["testbed"]
+for _note in jobs.testbed_notes(config) if workflow.is_main_process else []:  # a key that runs nothing is said
+    print(f"Note: {_note}", file=sys.stderr)
 
 
 if GROUND_TRUTHS.get(VX) == "vision":

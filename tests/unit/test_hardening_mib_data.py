@@ -137,13 +137,14 @@ def test_report_mib_checks_the_last_tasks_files_before_writing_the_first(tmp_pat
 
 
 @pytest.mark.parametrize("text, problem", [
-    ("concept,k\nioi,0.1\n", r"lacks column(s) ['certified_setting']"),
-    ("concept,certified_setting\n", "holds no rows (header only)"),
+    ("concept,k\nioi,0.1\n", " is missing column(s) 'certified_setting'"),
+    ("concept,certified_setting\n", " holds no rows (header only)"),
+    ("concept,certified_setting\n\xe9t\xe9,x\n", ": not a readable selected table (not UTF-8 text: line 2: "),
 ])
 def test_report_mib_refuses_a_selected_table_that_is_not_one(tmp_path: Path, capsys: pytest.CaptureFixture,
                                                              text: str, problem: str) -> None:
     selected = tmp_path / "selected.csv"
-    selected.write_text(text)
+    selected.write_bytes(text.encode("latin-1"))
     err = _report_mib(tmp_path, capsys, "--model-name", "gpt2", "--circuit", "ioi", *_files(tmp_path),
                       "--selected", str(selected))
-    assert f"selected.csv (--selected) {problem}" in err and "report-sufficiency --select-on" in err
+    assert f"selected.csv (--selected){problem}" in err and "report-sufficiency --select-on" in err

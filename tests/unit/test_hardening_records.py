@@ -172,7 +172,7 @@ def test_a_written_warnings_list_reads_back(tmp_path: Path) -> None:
     ("concept,votes\n1,2\n", r"is not a curves table: it lacks column\(s\) \['method', 'k_target', 'k_effective', "
                              r"'cacc \(or accuracy\)'\]"),
     ("method,k_target,k_effective,cacc\n", r"holds no rows \(header only\)"),
-    ("", "not a curves CSV"),
+    ("", "not a readable curves CSV"),
 ])
 def test_a_file_that_is_not_a_curves_table_is_refused(tmp_path: Path, text: str, problem: str) -> None:
     with pytest.raises(ValueError, match=rf"curves.csv \(--curves\).*{problem}"):

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from itertools import combinations
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Sequence
 
 import numpy as np
 import pandas as pd
@@ -38,22 +38,10 @@ from scipy import stats
 
 from certified_circuits.core.contracts import ABSTAIN, IN, OUT
 from certified_circuits.analysis.paired_tests import OUTCOME_COLUMN, paired_example_test
+from certified_circuits.storage.tables import require_columns
 
 KEYS = ["experiment", "concept", "eval_set", "method", "k_target"]
 METHODS = ("baseline", "majority", "certified")
-
-
-def require_columns(table: pd.DataFrame, columns: Iterable[str], what: str) -> None:
-    """Raise ValueError naming every required column ``what`` lacks (the one check used by the
-    aggregates here and by the figure and table writers)."""
-    if not isinstance(table, pd.DataFrame):
-        raise TypeError(f"{what} must be a pandas DataFrame, got {type(table).__name__}")
-    missing = [c for c in columns if c not in table.columns]
-    if missing:
-        raise ValueError(
-            f"{what} is missing column(s) {', '.join(repr(c) for c in missing)}; "
-            f"it has {', '.join(repr(c) for c in table.columns) or 'no columns'}"
-        )
 
 
 #: the ablation a sufficiency table is read at when none is asked for: the paper's (zero ablation)

@@ -56,20 +56,16 @@ def _read_selected(path: Path | None):
     Raises:
         InputError: naming the file, what is wrong and the fix.
     """
-    import pandas as pd
+    from certified_circuits.storage.tables import read_csv_table
 
     if path is None:
         return None
     fix = "pass the selected_cacc_raw.csv that report-sufficiency --select-on wrote"
     try:
-        table = pd.read_csv(path)
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
-        raise InputError(f"{path} (--selected): not a selected table ({str(exc).strip()}); {fix}") from None
-    missing = [c for c in ("concept", "certified_setting") if c not in table.columns]
-    if missing or table.empty:
-        what = f"lacks column(s) {missing}" if missing else "holds no rows (header only)"
-        raise InputError(f"{path} (--selected) {what}; {fix}")
-    return table
+        return read_csv_table(path, f"{path} (--selected)", ("concept", "certified_setting"), fix,
+                              {"concept": str}, kind="selected table")
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
 
 
 def _selected_circuit(task: str, circuits: list[tuple[str, str]], selected, what: str):

@@ -358,11 +358,16 @@ def _cmd_graphs(args: argparse.Namespace) -> int:
     held-out prompts as EAP-IG Graph JSON (edge scores and in_graph), the certificate's sidecar and a scores-only
     file (reports/language_graphs.py).
     """
-    import pandas as pd
+    from certified_circuits.reports.language_graphs import METHODS, write_task_graphs
+    from certified_circuits.storage.tables import read_csv_table
 
-    from certified_circuits.reports.language_graphs import write_task_graphs
-
-    selected = pd.read_csv(args.selected)
+    columns = ["concept"] + [f"{m}_{c}" for m in METHODS for c in ("setting", "k_target")]
+    try:
+        selected = read_csv_table(args.selected, f"{args.selected} (--selected)", columns,
+                                  "pass the selected_cacc_raw.csv that report-sufficiency --select-on wrote",
+                                  {"concept": str}, kind="selected table")
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
     by_task: dict[str, list] = {}
     attributions: dict[str, str] = {}
     for _, task, attr, votes, certs in args.circuit:

@@ -141,6 +141,22 @@ def positive_int(text: str) -> int:
     return value
 
 
+#: most reference images of a mean-ablation fill (``--reference-size``, ``vision.mean_reference_size``): the fill
+#: loads them as one batch (5000 images at 224 px are 3 GB of float32), and a mean over 1000 is already within about
+#: 3% of a channel's standard deviation; config.schema.yaml's maximum is this number (tests/unit/test_hardening_tables.py)
+MAX_REFERENCE_SIZE = 5000
+
+
+def reference_size(text: str) -> int:
+    """argparse type: the images a mean-ablation fill averages, an integer in [1, :data:`MAX_REFERENCE_SIZE`]."""
+    value = positive_int(text)
+    if value > MAX_REFERENCE_SIZE:
+        raise argparse.ArgumentTypeError(
+            f"{value} is above {MAX_REFERENCE_SIZE}: the fill loads its reference images as one batch; "
+            f"1000 (the default of vision.mean_reference_size) is enough for a mean")
+    return value
+
+
 #: seeds are integers in [0, SEED_MAX] (numpy accepts more; configs, paths and people need no more)
 SEED_MAX = 2**32 - 1
 

@@ -30,7 +30,9 @@ from certified_circuits.cli.stages import (
     existing_path,
     named_path,
     output_file,
+    MAX_REFERENCE_SIZE,
     positive_int,
+    reference_size,
 )
 from certified_circuits.cli.stages import seed as seed_option
 from certified_circuits.cli.vision_common import class_label, load_model, log_startup, model_arguments
@@ -286,7 +288,12 @@ def _evaluate_arguments(p: argparse.ArgumentParser) -> None:
         default=None,
         help="class-agnostic reference images for --ablation mean (world .npz or ROOT/<wnid>/)",
     )
-    p.add_argument("--reference-size", type=positive_int, default=500, help="reference images sampled (seeded)")
+    p.add_argument(
+        "--reference-size",
+        type=reference_size,
+        default=500,
+        help=f"reference images sampled (seeded; at most {MAX_REFERENCE_SIZE}, and at most the reference set)",
+    )
     p.add_argument("--reference-per-class", type=positive_int, default=5, help="folder references: images per class")
     p.add_argument(
         "--n-negatives", type=positive_int, default=100, help="seeded sample of other-class images for the FPR"

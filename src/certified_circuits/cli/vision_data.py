@@ -22,7 +22,7 @@ import numpy as np
 from certified_circuits import COMMAND
 from certified_circuits.core.devices import configure_torch
 from certified_circuits.vision.networks.architectures import WORLD_BLOCKS, WORLD_WIDTHS
-from certified_circuits.cli.stages import InputError, Stages, existing_file, output_file, positive_int, seed
+from certified_circuits.cli.stages import InputError, Stages, existing_file, output_file, positive_int, reference_size, seed
 
 log = logging.getLogger(__name__)
 STAGES = Stages()
@@ -322,7 +322,7 @@ def _ground_truth_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--experiment", default="world")
     p.add_argument(
         "--reference-size",
-        type=positive_int,
+        type=reference_size,
         default=500,
         help="train images sampled (seeded) for each mean-ablation fill",
     )

@@ -34,7 +34,7 @@ __all__ = [
     "vision_attack_inputs", "attack_options", "votes_options", "decision_options",
     "embedded_language", "hf_language", "language_dirs", "language_model_args", "language_eval_sets",
     "language_model_inputs", "language_settings", "explorer_circuits", "language_selected_table",
-    "mib_model_name", "mib_circuits", "ground_truth_experiments", "stability_jobs", "stability_options",
+    "mib_model_name", "mib_circuits", "ground_truth_experiments", "testbed_notes", "stability_jobs", "stability_options",
 ]
 
 Config = Mapping[str, Any]
@@ -701,6 +701,27 @@ def ground_truth_experiments(config: Config) -> dict[str, str]:
     if language["enabled"] and embedded_language(config) and GROUND_TRUTH_TASK in language["tasks"]:
         found[language["experiment"]] = "language"
     return found
+
+
+def testbed_notes(config: Config) -> list[str]:
+    """What the ``testbed`` block asks for that this run will not do, in words, for the run's stderr.
+
+    ``testbed.resamples`` > 0 with no experiment that has a ground truth (:func:`ground_truth_experiments`: the
+    paper's models, a user's own) is not a config error: ``config.yaml`` sets it for the embedded default and every
+    layered config inherits it. It runs no job, and the run says so instead of ignoring it in silence.
+
+    Args:
+        config: the run's checked config.
+
+    Returns:
+        One line per note ([] when every testbed key applies).
+    """
+    resamples = int(config.get("testbed", {}).get("resamples", 0))
+    if resamples and not ground_truth_experiments(config):
+        return [f"testbed.resamples is {resamples}, but no enabled experiment has a ground truth (the embedded world "
+                f"model with vision.train.planted_own, or the embedded language model with the {GROUND_TRUTH_TASK} "
+                f"task), so no stability jobs run; set testbed.resamples: 0 to say so in the config"]
+    return []
 
 
 def stability_jobs(config: Config, paths: Layout, concepts: Sequence[str]) -> list[dict[str, Any]]:

@@ -43,7 +43,7 @@ def summarize_attack(raw: pd.DataFrame) -> pd.DataFrame:
     a class, K, trial) in which some certified label flipped (the event Theorem 1 bounds by ``2 alpha``
     within the radius).
     """
-    from certified_circuits.analysis.evaluation import require_columns
+    from certified_circuits.storage.tables import require_columns
 
     require_columns(raw, COLUMNS, "attack table")
     if raw.empty:

@@ -57,6 +57,7 @@ import pandas as pd
 
 from certified_circuits import COMMAND
 from certified_circuits.core.setting import number
+from certified_circuits.storage.tables import read_csv_table
 
 #: Absolute tolerance above chance under which the full model counts as at chance (a 5-point margin: an
 #: eval set of a few dozen images has a standard error of that size at 0.5).
@@ -503,10 +504,8 @@ def read_curves(path: str | Path) -> pd.DataFrame:
     Raises:
         ValueError: naming the file, what is wrong and the fix.
     """
-    try:
-        table = pd.read_csv(path, dtype={"concept": str})
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
-        raise ValueError(f"{path} (--curves): not a curves CSV ({str(exc).strip()}); {CURVES_FIX}") from None
+    table = read_csv_table(path, f"{path} (--curves)", (), CURVES_FIX, {"concept": str}, kind="curves CSV",
+                           allow_empty=True)
     missing = [c for c in CURVES_COLUMNS if c not in table.columns]
     if not {"cacc", "accuracy"} & set(table.columns):
         missing.append("cacc (or accuracy)")

@@ -33,6 +33,7 @@ from certified_circuits.core.certification import check_certified_from, method_m
 from certified_circuits.core.discovery import k_index
 from certified_circuits.core.contracts import Certificates, Votes
 from certified_circuits.storage.store import read_certificates, read_votes
+from certified_circuits.storage.tables import require_columns
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +90,7 @@ def sufficiency_report(inputs: Sequence[Path], by: Sequence[str], test: str, bes
     markers of the display tables come from the per-example test.
     """
     table = evaluation.read_sufficiency(inputs, ablation)
-    evaluation.require_columns(table, ["scorer", "setting", "p_del", "tau", "radius"], "sufficiency tables "
+    require_columns(table, ["scorer", "setting", "p_del", "tau", "radius"], "sufficiency tables "
                                "(rerun the evaluation stage: its CSVs carry their settings)")
     keys = ["experiment", *by, "eval_set"]
     write_csv(out_dir / "sufficiency.csv", table)
@@ -283,7 +284,7 @@ def model_seeds_faithfulness(tables_by_seed: dict[str, Sequence[Path]], out_dir:
     for seed, paths in tables_by_seed.items():
         for path in paths:
             frame = pd.read_csv(path)
-            evaluation.require_columns(frame, ["method", "eval_set", "cpr", "cmd"], f"{path} (a faithfulness.csv)")
+            require_columns(frame, ["method", "eval_set", "cpr", "cmd"], f"{path} (a faithfulness.csv)")
             frames.append(frame.assign(model_seed=seed))
     table = pd.concat(frames, ignore_index=True)
     keys = [k for k in ("experiment", "scorer", "setting", "eval_set") if k in table.columns]
@@ -326,7 +327,7 @@ def model_seeds_report(tables_by_seed: dict[str, Sequence[Path]], out_dir: Path,
     for seed, paths in tables_by_seed.items():
         for path in paths:
             frame = pd.read_csv(path)
-            evaluation.require_columns(frame, ["eval_set", "baseline", "certified", "certified_k", "baseline_k"],
+            require_columns(frame, ["eval_set", "baseline", "certified", "certified_k", "baseline_k"],
                                        f"{path} (a peaks_* or selected_* table of report-sufficiency)")
             frames.append(frame.assign(model_seed=seed))
     table = pd.concat(frames, ignore_index=True)

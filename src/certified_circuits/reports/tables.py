@@ -28,7 +28,7 @@ RUNTIME_COLUMNS = ("n", "paradigm", "naive_sample_s", "cached_sample_s", "decisi
 def require_rows(df: pd.DataFrame, columns, what: str) -> None:
     """Raise ValueError naming every required column ``df`` lacks, or saying that ``df`` is empty (a
     table or figure needs both)."""
-    from certified_circuits.analysis.evaluation import require_columns
+    from certified_circuits.storage.tables import require_columns
 
     require_columns(df, columns, what)
     if df.empty:

@@ -30,7 +30,7 @@ import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from certified_circuits.analysis.evaluation import require_columns
+from certified_circuits.storage.tables import read_csv_table, require_columns
 from certified_circuits.analysis.recovery import (
     RECOVERY_METHODS,
     SELECTED_METHOD,
@@ -109,39 +109,6 @@ def selected_k(
                  str(row[f"{column}_setting"]) if f"{column}_setting" in rows.columns else None, source)
         for method, column in SELECTED_METHOD.items()
     }  # fmt: skip
-
-
-def read_csv_table(path: str | Path, where: str, columns: Sequence[str], fix: str,
-                   dtype: dict[str, Any] | None = None) -> pd.DataFrame:
-    """A CSV table a report reads, checked before any work: readable UTF-8 CSV, the ``columns`` it needs, at
-    least one row (the one shape of the testbed's table readers).
-
-    Args:
-        path: the CSV.
-        where: the file and option, for messages (``"recovery.csv (--run)"``).
-        columns: the columns the report reads.
-        fix: what to do when refused.
-        dtype: column types passed to :func:`pandas.read_csv`.
-
-    Returns:
-        The table.
-
-    Raises:
-        ValueError: naming ``where``, what is wrong and the fix.
-    """
-    if not Path(path).is_file():
-        raise ValueError(f"{where} does not exist; {fix}")
-    try:
-        table = pd.read_csv(path, dtype=dtype)
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
-        raise ValueError(f"{where}: not a readable CSV table ({str(exc).strip()}); {fix}") from None
-    try:
-        require_columns(table, columns, where)
-    except ValueError as exc:
-        raise ValueError(f"{exc}; {fix}") from None
-    if table.empty:
-        raise ValueError(f"{where} holds no rows (header only); {fix}")
-    return table
 
 
 def _cell(table: pd.DataFrame, column: str, index: int) -> Any:

@@ -223,7 +223,18 @@ def evaluate_class(model: VisionModel, sets: Mapping[str, ImageSet], label: int,
 
 def mean_ablation_fill(model: VisionModel, reference: ImageSet, size: int, seed: int) -> list[torch.Tensor]:
     """Per-channel mean activations over a seeded sample of ``size`` reference images: what removed
-    channels carry under ``--ablation mean`` (zero ablation, the paper's test, needs none)."""
+    channels carry under ``--ablation mean`` (zero ablation, the paper's test, needs none).
+
+    Args:
+        model: the model whose circuit vertices are filled.
+        reference: the reference images (the world's train split).
+        size: images to average; a size above ``len(reference)`` uses every reference image (the CLI bounds it by
+            :data:`certified_circuits.cli.stages.MAX_REFERENCE_SIZE`, since the images load as one batch).
+        seed: the seed of the sample (drawn without replacement, in index order).
+
+    Returns:
+        One tensor of per-channel means per circuit vertex.
+    """
     from certified_circuits.vision.networks.hooks import reference_activations
 
     rng = np.random.default_rng(seed)
