@@ -107,27 +107,34 @@ def test_the_recovery_line_reads_the_main_scorer_and_counts_empty_circuits(tmp_p
     assert "precision / recall at the truth's size (K 0.25): baseline 0.50 / 0.50, certified in 0.75 / 0.75" in line
 
 
-def test_the_stability_line_is_read_at_the_nearest_k(tmp_path: Path) -> None:
+def test_the_stability_line_spans_the_k_grid_and_adds_the_nearest_k(tmp_path: Path) -> None:
     rows = [
         dict(
             experiment="world",
+            scorer=scorer,
             concept=c,
             setting="s",
             resamples=20,
             k_target=k,
-            baseline_jaccard_mean=j,
+            baseline_jaccard_mean=j if scorer == "relevance" else 0.0,
             baseline_change_share=0.1 * k,
-            certified_change_share=0.05,
+            certified_change_share=0.05 if k < 0.5 else 0.0,
             certified_flip_share=0.0,
         )
+        for scorer in ("relevance", "activation")
         for c in "ab"
-        for k, j in ((0.1, 0.6 if c == "a" else 0.8), (0.5, 0.9))
+        for k, j in ((0.1, 0.6 if c == "a" else 0.8), (0.5, 0.9), (1.0, 1.0))
     ]
     path = tmp_path / "stability.csv"
     pd.DataFrame(rows).to_csv(path, index=False)
-    line = stability_finding(path, 0.12)
-    assert "K 0.10" in line and "20 bootstrap resamples" in line and "Jaccard to the full-data circuit is 0.70" in line
-    assert "1.0% of baseline memberships change, 5.0% of certified labels" in line and "0.00% flip" in line
+    line = stability_finding(path, 0.12, "relevance")
+    # per K, the mean over the two concepts: Jaccard 0.70, 0.90, 1.00; memberships 1%, 5%, 10%; labels 5%, 0%, 0%
+    assert "20 bootstrap resamples of each dataset, relevance, mean over 2 concepts), over the K grid 0.10-1.00" in line
+    assert "Jaccard to the full-data circuit is 0.70-1.00" in line
+    assert "1.0-10.0% of baseline memberships change, 0.0-5.0% of certified labels" in line and "0.00% flip" in line
+    assert "at the truth's size (K 0.10): Jaccard 0.70, 1.0% / 5.0% / 0.00% changed" in line
+    assert "Jaccard to the full-data circuit is 0.00" in stability_finding(path, None, "activation")
+    assert "at the truth's size" not in stability_finding(path, None, "activation")
 
 
 def test_the_mean_ablation_line_names_each_eval_set(tmp_path: Path) -> None:

@@ -29,6 +29,7 @@ import pandas as pd
 
 from certified_circuits.analysis.recovery import nearest_k
 from certified_circuits.analysis.recovery import truth_size_k as truth_size_k_of
+from certified_circuits.storage.tables import read_csv_table
 
 __all__ = [
     "END_LINES",
@@ -58,6 +59,21 @@ def _pct(value: float) -> str:
 
 def _num(value: float, digits: int = 2) -> str:
     return "n/a" if value is None or not np.isfinite(value) else f"{value:.{digits}f}"
+
+
+#: the columns each finding reads, by table (a table without them is refused by name, never half-read)
+AUROC_COLUMNS = ("experiment", "scorer", "setting", "concept", "method", "auroc", "at_selected_setting", "k_target")
+CURVE_COLUMNS = ("scorer", "setting", "method", "k_target", "n_true", "n_components", "precision", "recall")
+STABILITY_COLUMNS = ("experiment", "scorer", "concept", "k_target", "baseline_jaccard_mean", "baseline_change_share",
+                     "certified_change_share", "certified_flip_share")
+MEAN_ABLATION_COLUMNS = ("experiment", "eval_set", "full", "baseline", "baseline_k", "certified", "certified_k")
+
+
+def _read(path: Path, columns: Sequence[str], allow_empty: bool = False) -> pd.DataFrame:
+    """A table a finding reads (:func:`~certified_circuits.storage.tables.read_csv_table`: UTF-8 CSV with
+    ``columns``; concepts as text)."""
+    return read_csv_table(path, str(path), columns, "rerun the report stage that writes it (make reproduce reruns "
+                          "only what is missing)", {"concept": str}, allow_empty=allow_empty)
 
 
 def truth_finding(path: Path) -> str:
@@ -136,7 +152,7 @@ def recovery_finding(path: Path, scorer: str | None = None) -> str:
         (baseline 1.0, certified in 1.0): ..."``; precision is averaged over the non-empty circuits, the empty ones
         are counted.
     """
-    table = pd.read_csv(path)
+    table = _read(path, AUROC_COLUMNS)
     rows = _main_rows(table, scorer)
     if rows.empty:
         return f"{path}: no recovery row at a selected setting."
@@ -146,7 +162,7 @@ def recovery_finding(path: Path, scorer: str | None = None) -> str:
     line = f"**{experiment}** recovery of the truth ({used}; mean over {rows['concept'].nunique()} concepts): AUROC {areas}"
     every_k = Path(path).with_name("recovery.csv")
     if every_k.is_file():
-        curve = pd.read_csv(every_k)
+        curve = _read(every_k, CURVE_COLUMNS)
         curve = curve[(curve["scorer"] == used) & curve["setting"].isin(set(rows["setting"]))]
         k = truth_size_k(curve)
         if k is not None:
@@ -163,35 +179,57 @@ def recovery_finding(path: Path, scorer: str | None = None) -> str:
     return line + f" (`{Path(path).parent.name}/`)."
 
 
-def stability_finding(path: Path, k: float | None) -> str:
-    """One line: how the circuits move under bootstrap resamples of the concept datasets, at K ``k``.
+def _span(values: pd.Series, scale: float = 1.0, digits: int = 2, unit: str = "") -> str:
+    """``"0.82-1.00"`` (or one number when the range is one value), each value times ``scale``."""
+    low, high = float(values.min()) * scale, float(values.max()) * scale
+    return f"{low:.{digits}f}{unit}" if f"{low:.{digits}f}" == f"{high:.{digits}f}" else \
+        f"{low:.{digits}f}-{high:.{digits}f}{unit}"
+
+
+def stability_finding(path: Path, k: float | None, scorer: str | None = None) -> str:
+    """One line: how the circuits move under bootstrap resamples of the concept datasets, over the whole K grid (the
+    range of each mean, so that no single favourable K stands for the grid), then at K ``k``.
 
     Args:
         path: ``stability.csv`` of ``report-stability`` (every concept and K).
-        k: the K to report (the truth's size: :func:`truth_size_k`); the grid's nearest K is used.
+        k: the K to report besides the range (the truth's size: :func:`truth_size_k`); the grid's nearest K is used.
+            None: the range alone.
+        scorer: the scorer to report (vision's main scorer); default the table's first. One setting (the table's
+            first) is reported.
 
     Returns:
-        ``"world, 20 bootstrap resamples, K 0.1: the baseline circuit's Jaccard to the full-data circuit is 0.71;
-        between resamples 8.1% of baseline memberships change, 3.2% of certified labels (in/out/abstain), 0.00%
-        in<->out."``
+        ``"world stability (20 bootstrap resamples of each dataset, relevance, mean over 10 concepts), over the K grid
+        0.05-0.5: the baseline circuit's Jaccard to the full-data circuit is 0.82-1.00; between resamples 0.0-5.0% of
+        baseline memberships change, 0.0-3.1% of certified labels (in/out/abstain) and 0.00-0.10% flip in<->out; at
+        the truth's size (K 0.20): 0.91, 3.1%, 1.2%, 0.00% (`testbed/stability.csv`)."``
     """
-    table = pd.read_csv(path)
+    table = _read(path, STABILITY_COLUMNS, allow_empty=True)
     if table.empty:
         return f"{path}: no stability rows."
-    grid = np.unique(table["k_target"].astype(float))
-    at = nearest_k(grid, k) if k is not None and np.isfinite(k) else float(grid[len(grid) // 2])
-    rows = table[np.isclose(table["k_target"], at)]
+    used = scorer if scorer is not None and (table["scorer"] == scorer).any() else table["scorer"].iloc[0]
+    rows = table[table["scorer"] == used]
     if "setting" in rows and rows["setting"].nunique() > 1:
         rows = rows[rows["setting"] == rows["setting"].iloc[0]]
     resamples = int(rows["resamples"].iloc[0]) if "resamples" in rows else 0
-    return (
-        f"**{rows['experiment'].iloc[0]}** stability ({resamples} bootstrap resamples of each dataset, K {_num(at)}, "
-        f"mean over {rows['concept'].nunique()} concepts): the baseline circuit's Jaccard to the full-data circuit "
-        f"is {_num(rows['baseline_jaccard_mean'].mean())}; between resamples "
-        f"{100 * rows['baseline_change_share'].mean():.1f}% of baseline memberships change, "
-        f"{100 * rows['certified_change_share'].mean():.1f}% of certified labels (in/out/abstain) and "
-        f"{100 * rows['certified_flip_share'].mean():.2f}% flip in<->out (`testbed/{Path(path).name}`)."
+    columns = ["baseline_jaccard_mean", "baseline_change_share", "certified_change_share", "certified_flip_share"]
+    per_k = rows.groupby("k_target", sort=True)[columns].mean()  # mean over concepts, one row per K
+    grid = per_k.index.to_numpy(dtype=float)
+    line = (
+        f"**{rows['experiment'].iloc[0]}** stability ({resamples} bootstrap resamples of each dataset, {used}, mean "
+        f"over {rows['concept'].nunique()} concepts), over the K grid {_num(grid.min())}-{_num(grid.max())}: the "
+        f"baseline circuit's Jaccard to the full-data circuit is {_span(per_k[columns[0]])}; between resamples "
+        f"{_span(per_k[columns[1]], 100, 1, '%')} of baseline memberships change, "
+        f"{_span(per_k[columns[2]], 100, 1, '%')} of certified labels (in/out/abstain) and "
+        f"{_span(per_k[columns[3]], 100, 2, '%')} flip in<->out"
     )
+    if k is not None and np.isfinite(k):
+        at = nearest_k(grid, k)
+        point = per_k.loc[per_k.index[np.isclose(grid, at)][0]]
+        line += (
+            f"; at the truth's size (K {_num(at)}): Jaccard {_num(point[columns[0]])}, "
+            f"{100 * point[columns[1]]:.1f}% / {100 * point[columns[2]]:.1f}% / {100 * point[columns[3]]:.2f}% changed"
+        )
+    return line + f" (`testbed/{Path(path).name}`)."
 
 
 def mean_ablation_finding(path: Path, eval_sets: Sequence[str], scorer: str | None = None) -> str:
@@ -206,7 +244,7 @@ def mean_ablation_finding(path: Path, eval_sets: Sequence[str], scorer: str | No
         ``"world, mean ablation, relevance, K chosen on id_test: balanced accuracy on context_shift: full 0.80,
         baseline 0.78 (K 10%), certified 0.77 (K 8%), p 0.4; ..."``.
     """
-    table = pd.read_csv(path)
+    table = _read(path, MEAN_ABLATION_COLUMNS, allow_empty=True)
     if "scorer" in table and len(table):
         table = table[table["scorer"] == (scorer if scorer in set(table["scorer"]) else table["scorer"].iloc[0])]
     parts = []
@@ -254,19 +292,20 @@ def findings(
     lines = [truth_finding(Path(p)) for p in ground_truths]
     at_k: dict[str, float] = {}  # stability is read where circuits have the truth's size (contested membership)
     for path in map(Path, recovery):
-        table = pd.read_csv(path)
+        table = _read(path, AUROC_COLUMNS)
         scorers = list(dict.fromkeys(table["scorer"].astype(str))) if "scorer" in table else [None]
         if main_scorer in scorers:  # the main scorer first, then every other scorer of the experiment
             scorers = [main_scorer] + [s for s in scorers if s != main_scorer]
         lines += [recovery_finding(path, scorer) for scorer in scorers]
         rows = _main_rows(table, main_scorer)
         every_k = path.with_name("recovery.csv")
-        k = truth_size_k(pd.read_csv(every_k)) if every_k.is_file() else None
+        k = truth_size_k(_read(every_k, CURVE_COLUMNS)) if every_k.is_file() else None
         if len(rows) and k is not None:
             at_k[str(rows["experiment"].iloc[0])] = k
     for path in map(Path, stability):
-        experiment = str(pd.read_csv(path, nrows=1)["experiment"].iloc[0])
-        lines.append(stability_finding(path, at_k.get(experiment)))
+        table = _read(path, STABILITY_COLUMNS, allow_empty=True)
+        experiment = str(table["experiment"].iloc[0]) if len(table) else ""
+        lines.append(stability_finding(path, at_k.get(experiment), main_scorer))
     lines += [mean_ablation_finding(Path(p), eval_sets, main_scorer) for p in mean_ablation]
     return [f"- {line}" for line in lines[:MAX_FINDINGS]]
 
