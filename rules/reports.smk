@@ -9,6 +9,7 @@ SUMMARY_MEAN_ABLATION = []  # the testbed's mean-ablation selection table (the s
 # what the run's one warning list (warnings.json, reports/flags.py run_flags) checks: every curves table and every
 # certificate of the main settings, and the parse-time plan warnings (plan/warnings.json)
 SUMMARY_CURVES = []
+SUMMARY_SELECTED = []  # the selected_* tables: a K chosen on held-out data that is the whole model is flagged
 SUMMARY_CERTIFICATES = []
 PLAN_WARNINGS_FILE = f"{RESULTS}/plan/warnings.json"
 
@@ -75,6 +76,7 @@ if VISION["enabled"]:
             operating_points=f"{VTABLES}/operating_points.csv",
             curves_figure=report(f"{VTABLES}/curves_cacc.png", caption="../report/curves.rst", category="Vision"),
             balanced_figure=report(f"{VTABLES}/curves_balanced_accuracy.png", caption="../report/balanced.rst", category="Vision"),
+            selected=[f"{VTABLES}/selected_{m}_raw.csv" for m in ("cacc", "balanced")] if VISION["selection_set"] else [],
         params:
             job=job_env("vision_tables"),
             select=f"--select-on {q(VISION['selection_set'])}" if VISION["selection_set"] else "",
@@ -125,9 +127,11 @@ if VISION["enabled"]:
 
         ALL_TARGETS += rules.vision_tables_mean.output
         SUMMARY_CURVES += [rules.vision_tables_mean.output.curves]
+        SUMMARY_SELECTED += rules.vision_tables_mean.output.selected
         if VISION["selection_set"] and GROUND_TRUTHS.get(VX) == "vision":
             SUMMARY_MEAN_ABLATION += [f"{VMEAN_TABLES}/selected_balanced_raw.csv"]
     SUMMARY_CURVES += [rules.vision_tables.output.curves]
+    SUMMARY_SELECTED += rules.vision_tables.output.selected
     SUMMARY_CERTIFICATES += [PATHS.certificates(VX, "concept", c, s, VSETTING) for c in VCONCEPTS
                              for s in vision_scorers("concept", VSETTING)]
 
@@ -367,6 +371,7 @@ if LANGUAGE["enabled"]:
 
     ALL_TARGETS += rules.language_tables.output
     SUMMARY_CURVES += [rules.language_tables.output.curves]
+    SUMMARY_SELECTED += rules.language_tables.output.selected
     SUMMARY_CERTIFICATES += [PATHS.certificates(LX, "train", task, "eap_ig", setting) for task in LANGUAGE["tasks"]
                              for setting in language_settings(task)]
 
@@ -483,6 +488,7 @@ rule warnings:
         curves=SUMMARY_CURVES,
         certificates=SUMMARY_CERTIFICATES,
         plan=PLAN_WARNINGS_FILE,
+        selected=SUMMARY_SELECTED,
     output:
         f"{RESULTS}/warnings.json",
     params:
@@ -493,7 +499,7 @@ rule warnings:
         ENV
     shell:
         "{params.job} certified-circuits report-warnings --curves {input.curves:q} --certificates {input.certificates:q} "
-        "--plan-warnings {input.plan:q} --out {output:q} 2> {log:q}"
+        "--selected {input.selected:q} --plan-warnings {input.plan:q} --out {output:q} 2> {log:q}"
 
 
 ALL_TARGETS += rules.warnings.output

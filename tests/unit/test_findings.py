@@ -72,7 +72,7 @@ def _auroc(tmp_path: Path) -> Path:
                         fpr=0.05,
                         empty_circuit=empty and method == "certified_in",
                         at_selected_setting=True,
-                        k_source="selected on id_test",
+                        k_source="chosen by max balanced accuracy on id_test",
                     )
                 )
     path = tmp_path / "testbed" / "recovery_auroc.csv"
@@ -93,7 +93,7 @@ def test_the_recovery_line_reads_the_main_scorer_and_counts_empty_circuits(tmp_p
     line = recovery_finding(path, "relevance")
     assert "(relevance; mean over 2 concepts): AUROC baseline 0.900, certified in 0.800" in line
     # at the held-out K: precision of the empty certified circuit is undefined, the mean is over the non-empty one
-    assert "at the K selected on id_test (baseline 0.10, certified in 0.10" in line
+    assert "at the K chosen by max balanced accuracy on id_test (baseline 0.10, certified in 0.10" in line
     assert "baseline 0.60 / 0.25, certified in 1.00 / 0.25 (1 of 2 empty)" in line
     assert "truth's size" not in line  # no recovery.csv beside it
     assert "AUROC baseline 0.500" in recovery_finding(path, "activation")
@@ -165,3 +165,29 @@ def test_the_block_is_short_and_absent_without_a_testbed(tmp_path: Path) -> None
     assert len(lines) == MAX_FINDINGS and all(line.startswith("- ") for line in lines)
     assert findings_section(lines)[0] == "## What this run shows"
     assert findings_section(findings([], [], [])) == []
+
+
+def test_a_selected_k_is_named_by_its_metric_and_its_held_out_set() -> None:
+    from certified_circuits.reports.tables import selection_name
+
+    assert selection_name({"metric": "balanced_accuracy", "selected_on": "id_test", "ablation": "mean"}) == (
+        "chosen by max balanced accuracy (mean ablation) on id_test")
+    assert selection_name(pd.Series({"metric": "cacc", "selected_on": "val", "ablation": "zero"})) == (
+        "chosen by max cACC on val")
+    assert selection_name({"selected_on": "val"}) == "chosen on val"
+    assert selection_name({"metric": "cacc", "selected_on": float("nan")}) == "selected"
+
+
+def test_a_number_read_at_the_whole_model_says_so_in_its_own_line(tmp_path: Path) -> None:
+    rows = [dict(experiment="world", scorer="relevance", eval_set="context_shift", metric="balanced_accuracy",
+                 selected_on="id_test", full=0.8, baseline=0.8, baseline_k=1.0, certified=0.8, certified_k=1.0,
+                 pvalue_examples=1.0)]
+    path = tmp_path / "selected_balanced_raw.csv"
+    pd.DataFrame(rows).to_csv(path, index=False)
+    line = mean_ablation_finding(path, ["context_shift"], "relevance")
+    assert "K chosen by max balanced accuracy (mean ablation) on id_test" in line
+    assert ("K 100% for baseline and certified is the whole model: these numbers compare the full model with itself "
+            "and cannot tell methods apart") in line and "p = 1 by construction" in line
+    rows[0].update(baseline_k=0.1, certified_k=0.08)
+    pd.DataFrame(rows).to_csv(path, index=False)
+    assert "whole model" not in mean_ablation_finding(path, ["context_shift"], "relevance")

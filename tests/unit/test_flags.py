@@ -248,3 +248,34 @@ def test_curve_flags_name_their_experiment_and_concept():
     found = curve_flags(table)
     assert [(f.experiment, f.concept) for f in found] == [("world", "ioi")]
     assert [(f.experiment, f.concept) for f in curve_flags(curves(certified=dict(cacc=[0.5, 0.6, 0.7])))] == [("world", "")]
+
+
+def test_a_selected_k_of_100_percent_is_flagged_once_per_method_and_group(tmp_path) -> None:
+    import pandas as pd
+
+    from certified_circuits.reports.flags import is_full_model, run_flags, selection_flags
+
+    assert [is_full_model(k) for k in (1.0, 0.9999999999, 0.99, float("nan"), None, "x")] == [
+        True, True, False, False, False, False]
+    table = pd.DataFrame([
+        dict(experiment="world", scorer=s, eval_set=e, metric="balanced_accuracy", selected_on="id_test",
+             baseline_k_target=1.0 if s == "relevance" else 0.2, majority_k_target=1.0, certified_k_target=0.15)
+        for s in ("relevance", "activation") for e in ("context_shift", "corruption")
+    ])
+    found = selection_flags(table, "mean ablation")
+    # relevance: baseline and majority at 100%; activation: majority; the two eval sets share one K (no repeats)
+    assert sorted(f.where for f in found) == [
+        "mean ablation / world / scorer activation / method majority",
+        "mean ablation / world / scorer relevance / method baseline",
+        "mean ablation / world / scorer relevance / method majority",
+    ]
+    assert {f.code for f in found} == {"full-model-k"} and {f.experiment for f in found} == {"world"}
+    assert "the K chosen by max balanced accuracy on id_test is 100%: the circuit is the whole model" in found[0].message
+    path = tmp_path / "mean_ablation" / "selected_balanced_raw.csv"
+    path.parent.mkdir()
+    table.to_csv(path, index=False)
+    assert sorted(f.where for f in run_flags(selected=[path])) == sorted(f.where for f in found)
+    path.write_text("experiment,baseline_k_target\nworld,1.0\n")
+    with pytest.raises(ValueError, match=r"selected_balanced_raw.csv \(--selected\) is missing column\(s\) "
+                                         r"'majority_k_target', 'certified_k_target'"):
+        run_flags(selected=[path])

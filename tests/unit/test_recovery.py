@@ -299,7 +299,7 @@ def test_report_recovery_takes_each_methods_selected_k(tmp_path: Path) -> None:
     assert auroc.loc["baseline", "k_target"] == pytest.approx(1 / 3) and auroc.loc["baseline", "tp"] == 2
     assert auroc.loc["majority", "k_target"] == pytest.approx(0.5) and auroc.loc["majority", "size"] == 3
     assert auroc.loc["certified_in", "k_target"] == pytest.approx(1 / 6)
-    assert (auroc.k_source == "selected on val").all()
+    assert (auroc.k_source == "chosen on val").all()  # the table names no metric
     assert "truth not verified" in (out / "recovery_summary.md").read_text()
 
 

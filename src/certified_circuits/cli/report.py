@@ -239,6 +239,9 @@ def _warnings_arguments(p: argparse.ArgumentParser) -> None:
                    help="certificates files checked for degenerate results (plan warnings, certified IN nothing)")
     p.add_argument("--plan-warnings", type=existing_file, default=None,
                    help="the parse-time plan warnings (plan/warnings.json of report-plan-warnings)")
+    p.add_argument("--selected", nargs="*", default=[], type=existing_file,
+                   help="selected_*_raw.csv tables of report-sufficiency --select-on: a K chosen on held-out data "
+                        "that is the whole model is flagged (full-model-k)")
     p.add_argument("--out", required=True, type=Path, help="RESULTS/warnings.json")
 
 
@@ -249,7 +252,7 @@ def _cmd_warnings(args: argparse.Namespace) -> int:
     line per kind on stderr."""
     from certified_circuits.reports.flags import by_kind, counts_line, flag_tags, kind_line, run_flags, write_flags
 
-    found = run_flags(args.curves, args.certificates, args.plan_warnings)
+    found = run_flags(args.curves, args.certificates, args.plan_warnings, args.selected)
     write_flags(args.out, found)
     add_tags(flag_tags(found))
     add_metrics({"warnings": len(found)})

@@ -29,6 +29,8 @@ import pandas as pd
 
 from certified_circuits.analysis.recovery import nearest_k
 from certified_circuits.analysis.recovery import truth_size_k as truth_size_k_of
+from certified_circuits.reports.flags import is_full_model
+from certified_circuits.reports.tables import selection_name
 from certified_circuits.storage.tables import read_csv_table
 
 __all__ = [
@@ -51,6 +53,11 @@ METHOD_WORDS = {
     "certified_in": "certified in",
     "certified_in_abstain": "certified in + abstain",
 }
+
+
+#: said in the same line as a number read at a selected K of 100% (flags.is_full_model; the full-model-k flag)
+FULL_MODEL_CAVEAT = ("K 100% for {who} is the whole model: these numbers compare the full model with itself and "
+                     "cannot tell methods apart; read the AUROC and the truth's size instead")
 
 
 def _pct(value: float) -> str:
@@ -176,6 +183,9 @@ def recovery_finding(path: Path, scorer: str | None = None) -> str:
         line += f"; at the K {', '.join(source)} ({picked}): " + ", ".join(
             f"{w} {_point(rows[rows.method == m])}" for m, w in methods
         )
+        full = [w for m, w in methods if rows.loc[rows.method == m, "k_target"].map(is_full_model).all()]
+        if full:
+            line += f" ({FULL_MODEL_CAVEAT.format(who=', '.join(full))})"
     return line + f" (`{Path(path).parent.name}/`)."
 
 
@@ -247,7 +257,7 @@ def mean_ablation_finding(path: Path, eval_sets: Sequence[str], scorer: str | No
     table = _read(path, MEAN_ABLATION_COLUMNS, allow_empty=True)
     if "scorer" in table and len(table):
         table = table[table["scorer"] == (scorer if scorer in set(table["scorer"]) else table["scorer"].iloc[0])]
-    parts = []
+    parts, full = [], set()
     for eval_set in eval_sets:
         row = table[table["eval_set"] == eval_set]
         if row.empty:
@@ -259,13 +269,19 @@ def mean_ablation_finding(path: Path, eval_sets: Sequence[str], scorer: str | No
             f"certified {_num(r['certified'])} (K {_pct(r['certified_k'])})"
             + (f", p {_num(float(p), 3)}" if np.isfinite(float(p)) else "")
         )
+        full |= {w for w in ("baseline", "certified") if is_full_model(r[f"{w}_k"])}
     if not parts:
         return f"{path}: none of {list(eval_sets)} in the table."
-    on = table["selected_on"].iloc[0] if "selected_on" in table else "held-out data"
-    return (
-        f"**{table['experiment'].iloc[0]}** balanced accuracy under mean ablation ({table['scorer'].iloc[0]}, K "
-        f"chosen on {on}): " + "; ".join(parts) + " (`mean_ablation/selected_balanced.md`)."
+    chosen = selection_name({"ablation": "mean", **table.iloc[0].to_dict()})
+    line = (
+        f"**{table['experiment'].iloc[0]}** balanced accuracy under mean ablation "
+        f"({table['scorer'].iloc[0] if 'scorer' in table else 'the one scorer'}, K {chosen}): " + "; ".join(parts)
     )
+    if full == {"baseline", "certified"}:  # the full model against itself: p = 1 by construction
+        line += f" ({FULL_MODEL_CAVEAT.format(who='baseline and certified')}; p = 1 by construction)"
+    elif full:
+        line += f" ({FULL_MODEL_CAVEAT.format(who=', '.join(sorted(full)))})"
+    return line + " (`mean_ablation/selected_balanced.md`)."
 
 
 def findings(

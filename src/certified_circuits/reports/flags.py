@@ -36,6 +36,11 @@ Codes and their rules (thresholds are the module constants below):
     A plotted quantity of a method's curve (not the full model's reference line, which is constant by
     construction) spans less than :data:`CONSTANT_RANGE` over at least two K (curves already flagged
     ``empty-circuit`` are not repeated).
+``full-model-k``
+    A method's K chosen on held-out data (a ``selected_*`` table of ``report-sufficiency --select-on``) is 100% of
+    the components (:func:`is_full_model`): its circuit is the whole model, so every number read there compares the
+    full model with itself (precision is the truth's share, recall 1, a paired test p = 1 by construction) and
+    cannot tell methods apart. The findings say so in the same line.
 ``plan``
     A planner warning the certify stage recorded in the certificate's attributes (``plan_verdict``,
     ``plan_warnings``; :meth:`certified_circuits.core.planning.Plan.problems`).
@@ -82,7 +87,7 @@ BINARY_METRICS = ("balanced_accuracy", "binary_accuracy")
 #: Quantities the reports plot against K (checked by ``constant-quantity``).
 PLOTTED = ("cacc", "accuracy", "balanced_accuracy", "false_positive_rate", "binary_accuracy", "logit_diff")
 #: Codes from most to least severe (the order of every list: :func:`sorted_flags`).
-CODES = ("model-at-chance", "plan", "certified-nothing", "empty-circuit", "high-fpr", "identical-curves",
+CODES = ("model-at-chance", "plan", "certified-nothing", "empty-circuit", "full-model-k", "high-fpr", "identical-curves",
          "constant-quantity")
 
 
@@ -518,8 +523,75 @@ def read_curves(path: str | Path) -> pd.DataFrame:
     return table
 
 
+#: a selected K at least this is the whole model (K grids hold 1.0 exactly; the slack absorbs float text)
+FULL_MODEL_K = 1.0 - 1e-9
+#: the K columns of a selected table, by method (report-sufficiency --select-on)
+SELECTED_K_COLUMNS = {"baseline": "baseline_k_target", "majority": "majority_k_target",
+                      "certified": "certified_k_target"}
+SELECTED_FIX = "pass the selected_*_raw.csv that report-sufficiency --select-on wrote"
+
+
+def is_full_model(k: Any) -> bool:
+    """Whether a K (a fraction of the components) is the whole model: the one test behind ``full-model-k`` and the
+    findings' caveat.
+
+    Args:
+        k: a K fraction (NaN: no K, False).
+
+    Returns:
+        ``k >= 1 - 1e-9``.
+    """
+    try:
+        return bool(float(k) >= FULL_MODEL_K)
+    except (TypeError, ValueError):
+        return False
+
+
+def selection_flags(selected: pd.DataFrame, where: str = "") -> list[Flag]:
+    """``full-model-k`` flags of a ``selected_*`` table: one per (experiment, scorer, concept, setting) and method
+    whose K chosen on held-out data is the whole model (the K is the same on every test eval set, so the eval sets
+    are not repeated).
+
+    Args:
+        selected: a ``selected_*_raw.csv`` table (columns ``<method>_k_target``; ``metric``, ``selected_on``).
+        where: a prefix for the place (``"mean ablation"``).
+
+    Returns:
+        The flags.
+    """
+    from certified_circuits.reports.tables import selection_name
+
+    keys = [k for k in GROUP_KEYS if k in selected.columns and k != "eval_set"]
+    found: list[Flag] = []
+    for method, column in SELECTED_K_COLUMNS.items():
+        if column not in selected.columns:
+            continue
+        hit = selected[selected[column].map(is_full_model)].drop_duplicates(keys)
+        for (_, row), place in zip(hit.iterrows(), _where(hit, keys, where)):
+            found.append(Flag(
+                "full-model-k", f"{place} / method {method}" if place else f"method {method}",
+                f"the K {selection_name(row)} is 100%: the circuit is the whole model, so its numbers there compare the "
+                f"full model with itself (precision = the truth's share, recall 1, p = 1) and cannot tell methods apart.",
+                "read the selection-free numbers (AUROC; precision and recall at the truth's size), or select on a "
+                "metric that a smaller circuit can win.",
+                experiment=str(row.get("experiment", "")), concept=str(row.get("concept", "")),
+            ))
+    return found
+
+
+def read_selected(path: str | Path) -> pd.DataFrame:
+    """A ``selected_*`` table for :func:`selection_flags`, checked to be one (readable UTF-8 CSV with rows and every
+    method's K column).
+
+    Raises:
+        ValueError: naming the file, what is wrong and the fix.
+    """
+    return read_csv_table(path, f"{path} (--selected)", list(SELECTED_K_COLUMNS.values()), SELECTED_FIX,
+                          {"concept": str}, kind="selected table")
+
+
 def run_flags(curves: Sequence[str | Path] = (), certificates: Sequence[str | Path] = (),
-              plan_warnings: str | Path | None = None) -> list[Flag]:
+              plan_warnings: str | Path | None = None, selected: Sequence[str | Path] = ()) -> list[Flag]:
     """THE warning list of a run: what ``summary.md``, the explorer, the MLflow tags and the end of the run show.
 
     Args:
@@ -528,6 +600,7 @@ def run_flags(curves: Sequence[str | Path] = (), certificates: Sequence[str | Pa
             included).
         plan_warnings: ``plan/warnings.json`` (the parse-time plans); a warning whose text a certificate already
             recorded is not repeated.
+        selected: ``selected_*`` tables, checked by :func:`selection_flags`.
 
     Returns:
         Every flag, most severe first (:func:`sorted_flags`).
@@ -540,6 +613,8 @@ def run_flags(curves: Sequence[str | Path] = (), certificates: Sequence[str | Pa
     for path in map(Path, certificates):
         certificate = read_certificates(path)
         found += certificate_flags(certificate.decision, certificate.attrs, certificate_where(certificate.attrs))
+    for path in map(Path, selected):
+        found += selection_flags(read_selected(path), "mean ablation" if path.parent.name == "mean_ablation" else "")
     if plan_warnings is not None:
         recorded = {f.message.split(": ", 1)[-1] for f in found if f.code == "plan"}
         found += [f for f in plan_flags(plan_warnings) if f.message.split(": ", 1)[-1] not in recorded]

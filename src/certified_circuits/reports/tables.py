@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -23,6 +23,29 @@ PEAK_COLUMNS = (
     "experiment", "eval_set", "full", "baseline", "baseline_k", "certified", "certified_k", "delta", "delta_k", "pvalue",
 )
 RUNTIME_COLUMNS = ("n", "paradigm", "naive_sample_s", "cached_sample_s", "decision_s")
+
+
+def selection_name(row: Mapping[str, Any]) -> str:
+    """What chose a selected K, in words (one name for it in every table, finding and page): the metric it maximises
+    and the held-out set, from a ``selected_*`` row's ``metric`` and ``selected_on`` (and ``ablation``, when not zero).
+
+    Args:
+        row: a row of a ``selected_*_raw.csv`` (a mapping or a pandas row).
+
+    Returns:
+        ``"chosen by max balanced accuracy (mean ablation) on id_test"``; ``"chosen on id_test"`` without a metric;
+        ``"selected"`` without either.
+    """
+    def present(key: str) -> str:
+        value = row.get(key) if hasattr(row, "get") else None
+        return "" if value is None or (isinstance(value, float) and np.isnan(value)) else str(value)
+
+    metric, on, ablation = present("metric"), present("selected_on"), present("ablation")
+    if not on:
+        return "selected"
+    label = METRIC_LABEL.get(metric, metric)
+    label += f" ({ablation} ablation)" if label and ablation and ablation != "zero" else ""
+    return f"chosen by max {label} on {on}" if label else f"chosen on {on}"
 
 
 def require_rows(df: pd.DataFrame, columns, what: str) -> None:

@@ -103,7 +103,7 @@ def selected_k(
                          + (f" and concept {concept!r}" if "concept" in selected.columns else "")
                          + ": pass the selected_*_raw.csv of this experiment's report-sufficiency --select-on")  # fmt: skip
     row = rows.iloc[0]
-    source = f"selected on {row['selected_on']}" if "selected_on" in rows.columns else "selected"
+    source = tables.selection_name(row)
     return {
         method: (float(row[f"{column}_k_target"]),
                  str(row[f"{column}_setting"]) if f"{column}_setting" in rows.columns else None, source)
