@@ -65,26 +65,26 @@ def peaks_table() -> pd.DataFrame:
 
 def test_format_peak_table_values(tmp_path: Path) -> None:
     table = tables.format_peak_table(peaks_table())
-    assert list(table.columns) == ["Dataset", "Full", "Baseline cACC (K%)", "Certified cACC (K%)", "Δ cACC", "Δ K"]
+    assert list(table.columns) == ["Dataset", "Full", "Baseline cACC (K%)", "Certified cACC (K%)", "Δ cACC (rel. %)", "Δ K (rel. %)"]
     first = table.iloc[0].to_dict()
     assert first == {
         "Dataset": "imagenet", "Full": "78.0", "Baseline cACC (K%)": "87.4 (70.0)",
-        "Certified cACC (K%)": "91.2 (33.6)", "Δ cACC": "+3.8 **", "Δ K": "-36.4",
+        "Certified cACC (K%)": "91.2 (33.6)", "Δ cACC (rel. %)": "+3.8 **", "Δ K (rel. %)": "-36.4",
     }
-    assert table["Δ cACC"].tolist() == ["+3.8 **", "+34.0 ***", "+0.0 ns"]  # -0.04 pp rounds to +0.0, not -0.0
-    assert table["Δ K"].tolist() == ["-36.4", "-5.8", "+0.0"]
+    assert table["Δ cACC (rel. %)"].tolist() == ["+3.8 **", "+34.0 ***", "+0.0 ns"]  # -0.04 pp rounds to +0.0, not -0.0
+    assert table["Δ K (rel. %)"].tolist() == ["-36.4", "-5.8", "+0.0"]
 
     paths = tables.write_table(table, tmp_path / "tab_cert_vs_baseline", caption="Peak cACC (ResNet-101)")
     assert [p.name for p in paths] == ["tab_cert_vs_baseline.csv", "tab_cert_vs_baseline.md", "tab_cert_vs_baseline.tex"]
     md, tex = paths[1].read_text(encoding="utf-8"), paths[2].read_text(encoding="utf-8")
     assert "| imagenet | 78.0 | 87.4 (70.0) | 91.2 (33.6) | +3.8 ** | -36.4 |" in md
-    assert "| Dataset | Full | Baseline cACC (K%) | Certified cACC (K%) | Δ cACC | Δ K |" in md
+    assert "| Dataset | Full | Baseline cACC (K%) | Certified cACC (K%) | Δ cACC (rel. %) | Δ K (rel. %) |" in md
     assert md.startswith("Table: Peak cACC (ResNet-101)")
     assert r"imagenet\_a & 7.0 & 60.0 (40.0) & 94.0 (34.2) & +34.0 *** & -5.8 \\" in tex
     assert r"Baseline cACC (K\%)" in tex and r"$\Delta$ cACC" in tex
     assert r"\begin{tabular}{lrrrrr}" in tex and r"\label{tab:tab_cert_vs_baseline}" in tex
     assert r"\caption{Peak cACC (ResNet-101)}" in tex
-    assert pd.read_csv(paths[0])["Δ cACC"].tolist() == ["+3.8 **", "+34.0 ***", "+0.0 ns"]
+    assert pd.read_csv(paths[0])["Δ cACC (rel. %)"].tolist() == ["+3.8 **", "+34.0 ***", "+0.0 ns"]
     assert_no_tmp(tmp_path)
 
 

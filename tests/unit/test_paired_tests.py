@@ -154,7 +154,7 @@ def test_one_concept_rows_get_an_informative_test() -> None:
     assert row["example_test"] == "mcnemar" and row["pvalue_examples"] == pytest.approx(2 / 2**12)
     assert row["n_discordant"] == 12 and row["n_paired_examples"] == 100
     shown = format_peak_table(peaks)
-    assert shown.iloc[0]["Δ cACC"].endswith("**") and shown.iloc[0]["p (classes / examples)"] == "1 / 0.00049"
+    assert shown.iloc[0]["Δ cACC (rel. %)"].endswith("**") and shown.iloc[0]["p (classes / examples)"] == "1 / 0.00049"
 
 
 def test_selected_table_tests_the_selected_circuits() -> None:

@@ -206,14 +206,14 @@ def write_table(df: pd.DataFrame, stem: Path, caption: str = "", float_format: s
 def format_peak_table(peaks: pd.DataFrame) -> pd.DataFrame:
     """The display table of paper Table 1 (tab:cert-vs-baseline) and Table 3 (other scorers).
 
-    Columns: ``Dataset``, ``Full``, ``Baseline cACC (K%)``, ``Certified cACC (K%)``, ``Δ cACC``,
-    ``Δ K``, with the metric named after the ``metric`` column when there is one (``cacc`` -> cACC,
+    Columns: ``Dataset``, ``Full``, ``Baseline cACC (K%)``, ``Certified cACC (K%)``, ``Δ cACC (rel. %)``,
+    ``Δ K (rel. %)`` (the unit in the name: a relative change, never percentage points), with the metric named after the ``metric`` column when there is one (``cacc`` -> cACC,
     ``balanced_accuracy`` -> balanced accuracy, and then ``Full (<metric>)``). All numbers are
     percentages with one decimal: the peak with the circuit size K at which it is reached in
     parentheses (e.g. ``91.2 (33.6)``); ``Δ`` columns are the ``delta`` and ``delta_k`` columns, the
     relative change certified vs baseline, ``(certified - baseline) / baseline``, in percent.
 
-    Significance markers on ``Δ cACC`` come from the per-example paired test (``pvalue_examples``,
+    Significance markers on ``Δ cACC (rel. %)`` come from the per-example paired test (``pvalue_examples``,
     McNemar or bootstrap, named in ``example_test``) where the table has one, else from the class-level
     ``pvalue`` (the test named in ``test``): ``***`` p < 0.001, ``**`` p < 0.01, ``*`` p < 0.05, ``ns``
     otherwise; no marker where the p-value is missing (no test run). With per-example tests, a column
@@ -237,8 +237,8 @@ def format_peak_table(peaks: pd.DataFrame) -> pd.DataFrame:
             f"Full ({label})" if "metric" in peaks.columns else "Full": pct(peaks["full"]),
             f"Baseline {label} (K%)": pct(peaks["baseline"]) + " (" + pct(peaks["baseline_k"]) + ")",
             f"Certified {label} (K%)": pct(peaks["certified"]) + " (" + pct(peaks["certified_k"]) + ")",
-            f"Δ {label}": delta,
-            "Δ K": _signed_pct(peaks["delta_k"]),
+            f"Δ {label} (rel. %)": delta,
+            "Δ K (rel. %)": _signed_pct(peaks["delta_k"]),
         }
     )
     if per_example:
