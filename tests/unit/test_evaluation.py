@@ -133,3 +133,34 @@ def test_read_sufficiency_keeps_the_rows_of_one_ablation(tmp_path: Path) -> None
     assert list(read_sufficiency([path])["accuracy"]) == [1.0]  # no column: the paper's zero ablation
     with pytest.raises(ValueError, match="no 'ablation' column"):
         read_sufficiency([path], "mean")
+
+
+def test_peak_and_selected_tables_carry_each_methods_false_positive_rate() -> None:
+    """cACC never stands alone: every method's FPR at its chosen K (mean over concepts), and the full model's."""
+    from certified_circuits.analysis.evaluation import selected_table
+
+    table = _table()
+    # FPR by hand: concept a 0.1 + k_effective, concept b 0.3 + k_effective; the full model 0.5 and 0.7
+    table["false_positive_rate"] = np.where(table["concept"] == "a", 0.1, 0.3) + table["k_effective"].where(
+        table["method"] != "full", 0.4)
+    peaks = peak_table(table).iloc[0]  # baseline at K 0.2 (k_eff 0.2), certified at K 0.5 (k_eff 0.3)
+    assert peaks["baseline_fpr"] == pytest.approx((0.3 + 0.5) / 2)
+    assert peaks["certified_fpr"] == pytest.approx((0.4 + 0.6) / 2)
+    assert peaks["full_fpr"] == pytest.approx((0.5 + 0.7) / 2)
+    held_out = pd.concat([table, table.assign(eval_set="test")], ignore_index=True)
+    chosen = selected_table(held_out, "id").iloc[0]  # chosen on id, read on test: the same rows here
+    assert chosen["eval_set"] == "test" and chosen["selected_on"] == "id"
+    assert chosen["baseline_fpr"] == pytest.approx((0.3 + 0.5) / 2)
+    assert chosen["certified_fpr"] == pytest.approx((0.4 + 0.6) / 2) and chosen["full_fpr"] == pytest.approx(0.6)
+    without = peak_table(table.drop(columns="false_positive_rate")).iloc[0]
+    assert "baseline_fpr" not in without.index  # language tables have no FPR: no column
+
+
+def test_a_cacc_table_shows_the_false_positive_rates_beside_it() -> None:
+    from certified_circuits.reports.tables import format_peak_table
+
+    table = _table()
+    shown = format_peak_table(peak_table(table)).iloc[0]
+    assert shown["FPR % (full / baseline / certified)"] == "50.0 / 10.0 / 10.0"  # the fixture's FPRs (0.5 full)
+    balanced = format_peak_table(peak_table(table, metric="balanced_accuracy"))
+    assert "FPR % (full / baseline / certified)" not in balanced.columns  # balanced accuracy holds the FPR already

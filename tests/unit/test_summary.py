@@ -22,8 +22,9 @@ def _world(folder: Path, n_eval_sets: int = 3) -> Path:
     (folder / "testbed").mkdir(parents=True)
     (folder / "attack").mkdir()
     sets = [f"set{i}" for i in range(n_eval_sets)]
-    pd.DataFrame([{"experiment": "world", "scorer": scorer, "eval_set": s, "metric": "cacc", "full": 0.9,
-                   "baseline": 0.8125, "baseline_k": 0.25, "certified": 0.875, "certified_k": 0.2031,
+    pd.DataFrame([{"experiment": "world", "scorer": scorer, "eval_set": s, "metric": "cacc", "selected_on": "id",
+                   "full": 0.9, "full_fpr": 0.1, "baseline": 0.8125, "baseline_k": 0.25, "baseline_fpr": 0.05,
+                   "certified": 0.875, "certified_k": 0.2031, "certified_fpr": 0.025,
                    "pvalue_examples": 0.031} for scorer in ("relevance", "activation") for s in sets]
                  ).to_csv(folder / "selected_cacc_raw.csv", index=False)
     pd.DataFrame([{"scorer": "relevance", "eval_set": s, "setting": SETTING, "method": m, "CPR (higher better)": cpr,
@@ -65,8 +66,10 @@ def test_the_summary_has_a_compact_table_per_family_with_the_raw_numbers(tmp_pat
     assert titles == ["### Sufficiency", "### Faithfulness", "### Recovery", "### Stability", "### IoU",
                       "### Certification seeds", "### Spurious index", "### Attack", "### Radius sweep"]
     assert text.index("## Results") < text.index("## Warnings")
-    # the main scorer's rows only, in percent, K beside
-    assert "| world | set0 | 90.0 | 81.2 (25.0) | 87.5 (20.3) | 0.031 |" in text and text.count("| world | set") == 3 + 3
+    # the main scorer's rows only, named, in percent, K and the false-positive rate beside, what chose the K
+    assert ("| world | set0 | relevance | chosen by max cACC on id | 90.0 (FPR 10.0) | 81.2 (25.0, 5.0) | 87.5 (20.3, 2.5) "
+            "| 0.031 |") in text and text.count("| world | set") == 3 + 3
+    assert "| baseline (K %, FPR %) | certified (K %, FPR %) |" in text
     assert "| world | set0 | 0.75 | 0.5 |" in text  # CPR baseline, certified
     assert "| world | relevance | 2 | 0.65 | 0.55 |" in text  # mean AUROC over the 2 concepts
     assert "| world | relevance | 20 | 0.9 | 2 | 4 | 0 |" in text  # stability: shares in percent

@@ -44,6 +44,10 @@ KEYS = ["experiment", "concept", "eval_set", "method", "k_target"]
 METHODS = ("baseline", "majority", "certified")
 
 
+#: the false-positive rate column of a vision sufficiency table: the peak and selected tables carry it beside every
+#: method's metric as ``<method>_fpr`` (and ``full_fpr``), since zero ablation's cACC rewards class bias
+FPR_COLUMN = "false_positive_rate"
+
 #: the ablation a sufficiency table is read at when none is asked for: the paper's (zero ablation)
 DEFAULT_ABLATION = "zero"
 
@@ -196,11 +200,15 @@ def peak_table(
         row = dict(zip(by, key))
         row["metric"] = metric_in_curves
         row["full"] = float(full_curves.loc[key, metric_in_curves]) if key in full_curves.index else np.nan
+        if FPR_COLUMN in curves.columns:  # cACC never stands without its false-positive rate (class bias)
+            row["full_fpr"] = float(full_curves.loc[key, FPR_COLUMN]) if key in full_curves.index else np.nan
         for method in METHODS:
             if method in by_method.index:
                 row[method] = float(by_method.loc[method, metric_in_curves])
                 row[f"{method}_k"] = float(by_method.loc[method, "k_effective"])
                 row[f"{method}_k_target"] = float(by_method.loc[method, "k_target"])
+                if FPR_COLUMN in by_method.columns:
+                    row[f"{method}_fpr"] = float(by_method.loc[method, FPR_COLUMN])
         row["delta"] = (row["certified"] - row["baseline"]) / row["baseline"] if row["baseline"] else np.nan
         row["delta_k"] = (row["certified_k"] - row["baseline_k"]) / row["baseline_k"] if row["baseline_k"] else np.nan
         selected = table.set_index(by).loc[[key]].reset_index() if by else table
@@ -257,6 +265,8 @@ def selected_table(
         row = {**label, "metric": column, "selected_on": select_on}
         full = tested[tested.method == "full"].drop_duplicates("concept")
         row["full"] = float(full[metric].mean()) if len(full) else np.nan
+        if FPR_COLUMN in tested.columns:  # cACC never stands without its false-positive rate (class bias)
+            row["full_fpr"] = float(full[FPR_COLUMN].mean()) if len(full) else np.nan
         chosen_rows = {}
         for method in METHODS:
             if method not in picks.index:
@@ -270,6 +280,8 @@ def selected_table(
             row[method] = float(rows_m.groupby("concept")[metric].mean().mean())
             row[f"{method}_k"] = float(rows_m["k_effective"].mean())
             row[f"{method}_k_target"] = float(pick["k_target"])
+            if FPR_COLUMN in rows_m.columns:
+                row[f"{method}_fpr"] = float(rows_m.groupby("concept")[FPR_COLUMN].mean().mean())
         row["delta"] = (row["certified"] - row["baseline"]) / row["baseline"] if row["baseline"] else np.nan
         row["delta_k"] = (row["certified_k"] - row["baseline_k"]) / row["baseline_k"] if row["baseline_k"] else np.nan
         row.update(paired_columns(chosen_rows["baseline"], chosen_rows["certified"], metric, test, bootstrap_seed))

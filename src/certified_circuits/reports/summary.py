@@ -26,7 +26,7 @@ import pandas as pd
 from certified_circuits.core.setting import number
 from certified_circuits.reports import flags as fl
 from certified_circuits.reports.findings import findings, findings_section
-from certified_circuits.reports.tables import markdown_table, pct
+from certified_circuits.reports.tables import markdown_table, pct, selection_name
 from certified_circuits.storage.atomic import write_text
 
 __all__ = ["FAMILIES", "MAX_LINES", "family_tables", "summary_lines", "summary_report"]
@@ -54,16 +54,24 @@ def _label(frame: pd.DataFrame, keys: Sequence[str]) -> pd.Series:
 
 def sufficiency_table(tables: Path, experiment: str, main_scorer: str | None) -> pd.DataFrame | None:
     """cACC of each method at the K chosen on held-out data (``selected_cacc_raw.csv``; the ID peak
-    ``peaks_cacc_raw.csv`` when the run selects on nothing), main scorer, per eval set: percent, K in percent."""
+    ``peaks_cacc_raw.csv`` when the run selects on nothing), main scorer, per eval set: percent, K in percent, the
+    false-positive rate beside each cACC where the table has it (zero ablation's cACC rewards class bias), the scorer
+    and what chose the K (:func:`~certified_circuits.reports.tables.selection_name`)."""
     path = tables / "selected_cacc_raw.csv"
     path = path if path.is_file() else tables / "peaks_cacc_raw.csv"
     if not path.is_file():
         return None
     raw = _main(pd.read_csv(path, dtype={"concept": str}), main_scorer)
-    out = pd.DataFrame({"experiment": experiment, "eval set": _label(raw, ["concept", "eval_set"]),
-                        "full": pct(raw["full"])})
+    out = pd.DataFrame({"experiment": experiment, "eval set": _label(raw, ["concept", "eval_set"])})
+    out["scorer"] = raw["scorer"].astype(str) if "scorer" in raw else "--"
+    out["K"] = [selection_name(row) if path.name.startswith("selected") else "the peak on the same set"
+                for _, row in raw.iterrows()]
+    fpr = {"full_fpr", "baseline_fpr", "certified_fpr"} <= set(raw.columns)
+    out["full"] = pct(raw["full"]) + ((" (FPR " + pct(raw["full_fpr"]) + ")") if fpr else "")
     for method in ("baseline", "certified"):
-        out[f"{method} (K %)"] = pct(raw[method]) + " (" + pct(raw[f"{method}_k"]) + ")"
+        out[f"{method} (K %{', FPR %' if fpr else ''})"] = (
+            pct(raw[method]) + " (" + pct(raw[f"{method}_k"]) + ((", " + pct(raw[f"{method}_fpr"])) if fpr else "")
+            + ")")
     p = raw["pvalue_examples"] if "pvalue_examples" in raw else raw.get("pvalue")
     if p is not None:
         out["p"] = p.map(lambda v: "--" if pd.isna(v) else f"{v:.2g}")
@@ -199,8 +207,10 @@ def radius_table(tables: Path, experiment: str, main_scorer: str | None,
 #: (title, what the table shows, builder, the full table under ``tables/<experiment>/``: the first that exists) of
 #: every result family
 FAMILIES: tuple[tuple[str, str, Callable[..., pd.DataFrame | None], str | tuple[str, ...]], ...] = (
-    ("Sufficiency", "cACC % of each circuit at the K chosen on held-out data, else at its peak (K in % of the "
-     "components; p: per-example paired test)", sufficiency_table, ("selected_cacc.md", "peaks_cacc.md")),
+    ("Sufficiency", "cACC % of each circuit under zero ablation at the K chosen on held-out data (column K says by "
+     "what), else at its peak, with its false-positive rate (a cACC above the full model's with an FPR near 100% is "
+     "class bias, not a better circuit; K and FPR in %; p: per-example paired test)", sufficiency_table,
+     ("selected_cacc.md", "peaks_cacc.md")),
     ("Faithfulness", "CPR, the area under f = (m(C) - m(empty)) / (m(M) - m(empty)) over K (higher is better)",
      faithfulness_table, "faithfulness_mean.md"),
     ("Recovery", "AUROC of each method's circuit against the known circuit over the K grid (0.5: chance)",

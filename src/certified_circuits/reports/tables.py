@@ -207,11 +207,14 @@ def format_peak_table(peaks: pd.DataFrame) -> pd.DataFrame:
     """The display table of paper Table 1 (tab:cert-vs-baseline) and Table 3 (other scorers).
 
     Columns: ``Dataset``, ``Full``, ``Baseline cACC (K%)``, ``Certified cACC (K%)``, ``Δ cACC (rel. %)``,
-    ``Δ K (rel. %)`` (the unit in the name: a relative change, never percentage points), with the metric named after the ``metric`` column when there is one (``cacc`` -> cACC,
-    ``balanced_accuracy`` -> balanced accuracy, and then ``Full (<metric>)``). All numbers are
-    percentages with one decimal: the peak with the circuit size K at which it is reached in
+    ``Δ K (rel. %)`` (the unit in the name: a relative change, never percentage points), with the metric named after
+    the ``metric`` column when there is one (``cacc`` -> cACC, ``balanced_accuracy`` -> balanced accuracy, and
+    then ``Full (<metric>)``). All numbers are percentages with one decimal: the peak with the circuit size K at which it is reached in
     parentheses (e.g. ``91.2 (33.6)``); ``Δ`` columns are the ``delta`` and ``delta_k`` columns, the
-    relative change certified vs baseline, ``(certified - baseline) / baseline``, in percent.
+    relative change certified vs baseline, ``(certified - baseline) / baseline``, in percent. A cACC table whose rows
+    carry the false-positive rates (``full_fpr``, ``baseline_fpr``, ``certified_fpr``: vision) adds
+    ``FPR % (full / baseline / certified)``: cACC under zero ablation rewards a circuit that labels every image ``c``,
+    and the FPR beside it shows when it does.
 
     Significance markers on ``Δ cACC (rel. %)`` come from the per-example paired test (``pvalue_examples``,
     McNemar or bootstrap, named in ``example_test``) where the table has one, else from the class-level
@@ -241,6 +244,9 @@ def format_peak_table(peaks: pd.DataFrame) -> pd.DataFrame:
             "Δ K (rel. %)": _signed_pct(peaks["delta_k"]),
         }
     )
+    if label == "cACC" and {"full_fpr", "baseline_fpr", "certified_fpr"} <= set(peaks.columns):
+        table["FPR % (full / baseline / certified)"] = (
+            pct(peaks["full_fpr"]) + " / " + pct(peaks["baseline_fpr"]) + " / " + pct(peaks["certified_fpr"]))
     if per_example:
         table["p (classes / examples)"] = _pvalue(peaks["pvalue"]) + " / " + _pvalue(peaks["pvalue_examples"])
     return table.reset_index(drop=True).astype(object)
