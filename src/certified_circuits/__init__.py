@@ -29,11 +29,6 @@ PROCESS_START = _time.perf_counter()
 
 __version__ = "0.1.0"
 
-#: How every command the project prints (errors, warnings, plan fixes) or documents starts: the checkout's
-#: wrapper, which runs the project's virtual environment's ``certified-circuits`` from a fresh shell after
-#: ``make``, in the checkout's root, with nothing activated (bin/certified-circuits; README, "Commands").
-COMMAND = "bin/certified-circuits"
-
 #: public name -> the module that defines it. Loaded on first use (PEP 562): ``import certified_circuits``
 #: costs nothing, so the hundreds of short ``certified-circuits`` jobs of a workflow do not pay for scipy.
 _PUBLIC = {

@@ -19,14 +19,15 @@ ROOT = "certified_circuits"
 #: process start, the public API) is importable from everywhere for its metadata.
 ALLOWED: dict[str, set[str]] = {
     "core": {"core"},
+    "commands": {"core", "commands"},
     "api": {"core", "storage"},
     "storage": {"core", "storage"},
-    "analysis": {"core", "storage", "analysis"},
-    "reports": {"core", "storage", "analysis", "vision", "language", "reports"},
-    "vision": {"core", "storage", "analysis", "vision"},
-    "language": {"core", "storage", "analysis", "language"},
-    "pipeline": {"core", "storage", "analysis", "reports", "vision", "language", "pipeline", "api"},
-    "cli": {"core", "storage", "analysis", "reports", "vision", "language", "pipeline", "cli", "api"},
+    "analysis": {"core", "storage", "analysis", "commands"},
+    "reports": {"core", "storage", "analysis", "vision", "language", "reports", "commands"},
+    "vision": {"core", "storage", "analysis", "vision", "commands"},
+    "language": {"core", "storage", "analysis", "language", "commands"},
+    "pipeline": {"core", "storage", "analysis", "reports", "vision", "language", "pipeline", "api", "commands"},
+    "cli": {"core", "storage", "analysis", "reports", "vision", "language", "pipeline", "cli", "api", "commands"},
     "__init__": {"core", "api"},
 }
 
@@ -139,3 +140,18 @@ def test_the_rules_catch_a_violation(tmp_path: Path) -> None:
         ("certified_circuits.core.smoothing", ["_numpy"]),
     ]
     assert _layer(_target(*found[0][:2])[0]) not in ALLOWED["core"]
+
+
+def test_the_engine_does_not_name_the_command_line() -> None:
+    """core/ is the paper's algorithm: no module of it writes the shell command that runs it (``bin/certified-circuits``,
+    owned by :mod:`certified_circuits.commands`) or imports ``COMMAND`` or the commands module."""
+    bad = []
+    for module, path in MODULES.items():
+        if _layer(module) != "core":
+            continue
+        if "bin/certified-circuits" in path.read_text():
+            bad.append(f"{module}: names bin/certified-circuits")
+        for imported, names, line in _imports(path):
+            if "COMMAND" in names or "commands" in names or imported == f"{ROOT}.commands":
+                bad.append(f"{module}:{line}: imports {imported} {names}")
+    assert not bad, f"the engine names the command line (write commands in certified_circuits.commands): {bad}"

@@ -29,7 +29,6 @@ from typing import Any
 import numpy as np
 from scipy.special import bdtrc
 
-from certified_circuits import COMMAND
 from certified_circuits.core.contracts import ABSTAIN, IN, Certificates, Votes
 from certified_circuits.core.validation import check_alpha, check_correction, check_count, check_p_del, check_tau
 
@@ -43,7 +42,9 @@ def attr_value(attrs: dict, key: str) -> Any:
     return item.item() if isinstance(item, np.generic) else item
 
 
-def check_certified_from(votes: Votes, certificates: Certificates, votes_name: str, certificates_name: str) -> None:
+def check_certified_from(
+    votes: Votes, certificates: Certificates, votes_name: str, certificates_name: str, remake: str | None = None
+) -> None:
     """Refuse certificates that were not certified from these votes: the one check of a (votes, certificates)
     pair, used by every stage and report that reads one.
 
@@ -54,6 +55,8 @@ def check_certified_from(votes: Votes, certificates: Certificates, votes_name: s
     Args:
         votes, certificates: the two files' contents.
         votes_name, certificates_name: how the message names them (their paths).
+        remake: how to make the right certificates, in parentheses after the fix (the CLI and the reports pass
+            :func:`certified_circuits.commands.certify_command`), or None.
 
     Raises:
         ValueError: naming both files, the attribute and both values, and the fix.
@@ -65,8 +68,8 @@ def check_certified_from(votes: Votes, certificates: Certificates, votes_name: s
         if str(v) != str(c):
             raise ValueError(
                 f"{certificates_name} was not certified from {votes_name}: {key} is {c!r} in the "
-                f"certificates but {v!r} in the votes; pass the certificates made from these votes "
-                f"({COMMAND} certify --votes {votes_name} --tau TAU --out CERTS.h5)"
+                f"certificates but {v!r} in the votes; pass the certificates made from these votes"
+                + (f" ({remake})" if remake else "")
             )
     if (
         not np.array_equal(np.asarray(votes.k_grid, float), np.asarray(certificates.k_grid, float))

@@ -39,7 +39,6 @@ from typing import Any
 import numpy as np
 from scipy.special import bdtrc
 
-from certified_circuits import COMMAND
 from certified_circuits.core.certification import binomial_pvalue, certified_radius, min_samples as min_samples_power
 from certified_circuits.core.setting import Setting, number
 from certified_circuits.core.validation import check_count, check_p_del
@@ -544,54 +543,6 @@ def plan(n_examples: int, n_components: int, setting: Setting | None = None) -> 
         power_out=1.0 if reachable else 0.0,
     )
     return Plan(**{**partial.__dict__, "warnings": tuple(partial.problems())})
-
-
-#: the options of ``certified-circuits plan`` that :func:`plan_command` writes, by Setting field
-PLAN_OPTIONS = {
-    "p_del": "--p-del",
-    "tau": "--tau",
-    "alpha": "--alpha",
-    "n": "--n",
-    "n0": "--n0",
-    "correction": "--correction",
-}
-
-
-def plan_command(n_examples: int | None, n_components: int | None, radius: int | None = None, **setting: Any) -> str:
-    """The command line that prints the exact plan of a setting, runnable as printed from the checkout's root in a
-    fresh shell (:data:`certified_circuits.COMMAND`): the one place a plan command is written (plan warnings,
-    config errors, the reports' flags).
-
-    Args:
-        n_examples: ``|D|``; None when unknown (the command is then ``plan --help``).
-        n_components: ``U``; None when unknown (likewise).
-        radius: ``--radius`` (list settings that reach it), or None.
-        **setting: any of ``p_del, tau, alpha, n, n0, correction`` (:data:`PLAN_OPTIONS`); a None value is left
-            out (the command's default). Numbers are written exactly (:func:`~certified_circuits.core.setting.number`).
-
-    Returns:
-        ``"bin/certified-circuits plan --examples 100 --components 262 --p-del 0.99 --tau 0.9"``.
-    """
-    if n_examples is None or n_components is None:
-        return f"{COMMAND} plan --help"
-    unknown = sorted(set(setting) - set(PLAN_OPTIONS))
-    if unknown:
-        raise TypeError(
-            f"plan_command: unknown setting field(s) {unknown}; the plan command takes {sorted(PLAN_OPTIONS)}"
-        )
-    words = [COMMAND, "plan", "--examples", str(int(n_examples)), "--components", str(int(n_components))]
-    for name, option in PLAN_OPTIONS.items():
-        value = setting.get(name)
-        if value is None:
-            continue
-        if hasattr(value, "item"):  # a numpy scalar (an HDF5 attribute)
-            value = value.item()
-        if isinstance(value, bytes):
-            value = value.decode()
-        words += [option, value if isinstance(value, str) else number(value)]
-    if radius is not None:
-        words += ["--radius", str(int(radius))]
-    return " ".join(words)
 
 
 def check_plan(the_plan: Plan, *, allow_vacuous: bool = False, stacklevel: int = 3) -> Plan:

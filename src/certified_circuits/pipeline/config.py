@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from certified_circuits import COMMAND
+from certified_circuits.commands import COMMAND
 from certified_circuits.language.tasks import GENERATED_TASKS, TASKS  # the built-in prompt generators (embedded, gpt2)
 from certified_circuits.pipeline.plans import ConfigPlan, PlanConfigError, check_config_plans, config_plans
 
