@@ -407,3 +407,21 @@ def test_the_truths_size_is_the_grid_k_nearest_its_share_of_the_components() -> 
     assert nearest_k([0.5, 0.1, 0.25, 0.25], 0.2) == 0.25 and nearest_k([0.25, 0.75], 0.5) == 0.25  # ties: smaller K
     assert truth_size_k([36, 36], [180, 180], [0.15, 0.2, 0.25]) == 0.2  # 36 / 180 = 0.2
     assert truth_size_k([3], [110], [0.02, 0.03, 0.05]) == 0.03  # 3 / 110 = 0.027
+
+
+def test_the_ground_truth_format_has_one_owner() -> None:
+    """``certified-circuits/ground-truth/1`` is defined once, by its reader (analysis/recovery.py); the writers
+    (vision/ground_truth.py, language/ground_truth.py) import it."""
+    import ast
+
+    package = Path(__file__).resolve().parents[2] / "src" / "certified_circuits"
+    defined = []
+    for path in sorted(package.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (isinstance(node, (ast.Assign, ast.AnnAssign)) and isinstance(node.value, ast.Constant)
+                    and node.value.value == GROUND_TRUTH_FORMAT):
+                defined.append(str(path.relative_to(package)))
+    assert defined == ["analysis/recovery.py"]
+    for writer in ("vision/ground_truth.py", "language/ground_truth.py"):
+        text = (package / writer).read_text()
+        assert "from certified_circuits.analysis.recovery import GROUND_TRUTH_FORMAT" in text, writer

@@ -195,7 +195,8 @@ def parse_ground_truth(data: Mapping[str, Any], path: str = "<ground truth>") ->
 def read_ground_truth(path: str | os.PathLike) -> GroundTruth:
     """Read and validate a ground-truth JSON file (:func:`parse_ground_truth`), strictly
     (:func:`certified_circuits.storage.documents.read_json_document`: UTF-8, no key twice, so a concept given
-    twice is refused rather than kept once).
+    twice is refused rather than kept once, and the format :data:`GROUND_TRUTH_FORMAT`). The one reader of the
+    file: recovery, stability and the summary's findings all read it here.
 
     Args:
         path: the file.
@@ -208,7 +209,7 @@ def read_ground_truth(path: str | os.PathLike) -> GroundTruth:
             names the file and the fix).
     """
     data = read_json_document(path, "rerun the stage that writes it (vision-ground-truth or language-ground-truth)",
-                              what="ground-truth file")
+                              fmt=GROUND_TRUTH_FORMAT, what="ground-truth file")
     return parse_ground_truth(data, str(path))
 
 
