@@ -228,10 +228,19 @@ def max_certifiable_tau(n: int, alpha: float, n_components: int = 1) -> float:
 
 
 def method_masks(votes: Votes, certificates: Certificates) -> dict[str, np.ndarray]:
-    """The three circuits compared throughout the paper, bool ``[nK, U]`` each.
+    """The three circuits compared throughout the paper, bool ``[nK, U]`` each: the one place they are read off a
+    votes and certificates pair (the shape check included).
 
-    ``baseline``: A on the full dataset; ``majority``: majority vote at identical compute;
-    ``certified``: certified-in components (abstentions dropped).
+    Args:
+        votes: the vote counts (``baseline``: A on the full dataset).
+        certificates: their decisions and majority vote.
+
+    Returns:
+        ``baseline``: A on the full dataset; ``majority``: majority vote at identical compute;
+        ``certified``: certified-in components (abstentions dropped).
+
+    Raises:
+        ValueError: the votes and certificates are of different shapes.
     """
     if votes.baseline.shape != certificates.decision.shape:
         raise ValueError(
