@@ -61,6 +61,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from certified_circuits.analysis.mib_constants import MIB_TASKS
 from certified_circuits.language.tasks import SPLITS, Example
 from certified_circuits.language.tokenizer import PromptTokenizer
 
@@ -508,7 +509,7 @@ def load_task_file(path: str | os.PathLike, task: str, *, seed: int, tokenizer: 
     """
     from certified_circuits.language import mib_data
 
-    if mib_data.is_mib_dataset(path) and task.replace("-", "_") in mib_data.MIB_TASKS:
+    if mib_data.is_mib_dataset(path) and task.replace("-", "_") in MIB_TASKS:
         return mib_data.load_mib_task(path, task, tokenizer=tokenizer, max_len=max_len)
     rows = read_task_file(path, task)
     splits = assign_splits(rows, task, seed, path=path)
