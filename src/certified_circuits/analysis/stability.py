@@ -46,7 +46,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from certified_circuits.analysis.recovery import confusion, rates
-from certified_circuits.core.certification import certify_votes
+from certified_circuits.core.certification import certify_votes_setting
 from certified_circuits.core.contracts import ABSTAIN, IN, OUT
 from certified_circuits.core.planning import check_plan, plan
 from certified_circuits.core.setting import Setting
@@ -101,7 +101,7 @@ def resample_circuits(scores: np.ndarray, groups: np.ndarray, k_grid: np.ndarray
         votes = compute_votes(scores[rows], groups, k_grid, setting.p_del, setting.n0, setting.n, seed,
                               absolute=absolute, device=device)  # fmt: skip
         baselines.append(votes.baseline)
-        decisions.append(certify_votes(votes, setting.tau, setting.alpha, setting.correction).decision)
+        decisions.append(certify_votes_setting(votes, setting).decision)
     return np.stack(baselines).astype(bool), np.stack(decisions).astype(np.int8)
 
 
