@@ -20,7 +20,7 @@ The clean prompt is ``prompt``, the corrupted one the counterfactual's ``prompt`
 choice letter as written (no leading space: MIB tokenises ``label`` as is), arithmetic with the number's digits.
 As MIB's ``filter_dataset`` does, arithmetic keeps the rows of its operator (``+`` addition, ``-`` subtraction) whose
 counterfactual and its prompt are present. MIB drops rows whose answer is several tokens; this package refuses
-them instead, row by row (:func:`~.task_files.check_tokens`, as for a task file): a dropped row would silently change
+them instead, row by row (:func:`~.task_checks.check_tokens`, as for a task file): a dropped row would silently change
 the dataset a certificate is about.
 
 **On-disk formats** (:func:`read_split`): what ``datasets`` writes or downloads, under one folder:
@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from certified_circuits.analysis.mib_constants import MIB_TASKS
+from certified_circuits.language.task_checks import check_tokens
 from certified_circuits.language.tasks import SPLITS, Example
 
 log = logging.getLogger(__name__)
@@ -301,10 +302,8 @@ def load_mib_task(path: str | os.PathLike, task: str, *, splits: Mapping[str, st
     Raises:
         MIBDataError: a split missing, an unknown split name, a row without MIB's columns.
         TaskFileError: a row whose answer or distractor is not one token, or whose prompts differ in length
-            (:func:`~.task_files.check_tokens`; the row named ``<task>-<split>-<row>``).
+            (:func:`~.task_checks.check_tokens`; the row named ``<task>-<split>-<row>``).
     """
-    from certified_circuits.language.task_files import check_tokens
-
     name = mib_task(task)
     mapping = {**DEFAULT_SPLITS, **dict(splits or {})}
     unknown = [s for s in mapping if s not in SPLITS]
@@ -340,8 +339,6 @@ def mib_examples(path: str | os.PathLike, task: str, split: str, **kw) -> list[E
     Returns:
         The split's examples, their ``split`` field the MIB split's name.
     """
-    from certified_circuits.language.task_files import check_tokens
-
     name = mib_task(task)
     rows = split_rows(path, name, split)
     examples = [Example(**{**row_example(name, row, id=f"{task}-{split}-{i:05d}", split=split, where=place).__dict__,
