@@ -16,8 +16,9 @@ The public API (this namespace; numpy and scipy only, no torch, pandas or mlflow
     cert = cc.certify_votes(votes, tau, alpha)                    # counted votes (a workflow votes file)
     cert.decision, cert.radius; cert.save(path); cc.Certificate.load(path)
 
-The layers below it (``core``, ``storage``, ``analysis``, ``reports``, ``vision``, ``language``,
-``pipeline``, ``cli``) are described in docs/architecture.md.
+The layers below it (``core``, ``commands``, ``storage``, ``analysis``, ``reports``, ``vision``, ``language``,
+``pipeline``, ``cli``) are described in docs/architecture.md; ``commands`` owns how a shell command of the project
+is written (``COMMAND``, the plan command), which the engine never names.
 """
 
 import time as _time
