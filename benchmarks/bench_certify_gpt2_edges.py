@@ -10,7 +10,7 @@ import numpy as np
 
 from certified_circuits.core.certification import certify
 from certified_circuits.core.smoothing import selection_and_certification_masks, vote_counts
-from certified_circuits.core.timing import best_of
+from certified_circuits.analysis.timing import best_of
 
 N_EXAMPLES, N_EDGES, N0, N, P_DEL, TAU, ALPHA = 100, 32491, 100, 1000, 0.95, 0.90, 0.001
 K_GRID = np.geomspace(0.002, 0.5, 20)

@@ -11,7 +11,7 @@ import numpy as np
 
 from certified_circuits.core.certification import certify
 from certified_circuits.core.smoothing import selection_and_certification_masks, vote_counts
-from certified_circuits.core.timing import best_of
+from certified_circuits.analysis.timing import best_of
 
 N_EXAMPLES, N0, N, P_DEL, TAU, ALPHA = 50, 100, 1000, 0.6, 0.95, 0.001
 GROUPS = np.repeat(np.arange(4), [256, 512, 1024, 2048])

@@ -54,7 +54,7 @@ def vision(arch: str, device: torch.device, sizes: dict) -> dict:
     """App. D table of one architecture, plus vote counting alone on the device vs numpy."""
     from certified_circuits.core.smoothing import selection_and_certification_masks, vote_counts
     from certified_circuits.reports.tables import format_runtime_table
-    from certified_circuits.core.timing import best_of
+    from certified_circuits.analysis.timing import best_of
     from certified_circuits.vision.networks.models import build_paper_model
     from certified_circuits.vision.runtime import measure_naive_vs_cached
     from certified_circuits.vision.scoring.scorers import score_batch
@@ -105,7 +105,7 @@ def vision(arch: str, device: torch.device, sizes: dict) -> dict:
 def votes_alone(device: torch.device) -> list[dict]:
     """Full-size vote counting (always paper size: cheap): ResNet-101 class and GPT-2 edges, device vs numpy."""
     from certified_circuits.core.smoothing import selection_and_certification_masks, vote_counts
-    from certified_circuits.core.timing import best_of
+    from certified_circuits.analysis.timing import best_of
 
     rng = np.random.default_rng(0)
     cases = [
@@ -143,7 +143,7 @@ def language(device: torch.device, sizes: dict, eap_batch: int) -> dict:
     from certified_circuits.language.models import build_model
     from certified_circuits.language.patching import evaluate_edge_masks, patch_chunks
     from certified_circuits.language.tokenizer import EncodedBatch
-    from certified_circuits.core.timing import best_of
+    from certified_circuits.analysis.timing import best_of
 
     hf = build_model(GPT2Config(**sizes["gpt2"]), seed=0)
     w = GPT2Weights.from_hf(hf).to(device)

@@ -61,6 +61,7 @@ def prepare(out: Path) -> None:
 
     import certified_circuits as cc
     from certified_circuits.analysis import faithfulness as fa
+    from certified_circuits.analysis.mib_constants import SUBMISSION_FRACTIONS
     from certified_circuits.core import planning
     from certified_circuits.core.setting import Setting
     from certified_circuits.language.attribution import attribute_task
@@ -89,7 +90,7 @@ def prepare(out: Path) -> None:
     scores = attr.scores["eap_ig"]
     setting = Setting(p_del=0.9, n0=50, n=400, tau=0.8, alpha=0.05, seed=0)
     print(planning.plan(scores.shape[0], scores.shape[1], setting), file=sys.stderr)
-    cert = cc.certify_scores(scores, np.zeros(scores.shape[1], int), list(mib.SUBMISSION_FRACTIONS), setting,
+    cert = cc.certify_scores(scores, np.zeros(scores.shape[1], int), list(SUBMISSION_FRACTIONS), setting,
                              absolute=True, attrs={"scorer": "eap_ig"}).save(out / "cert.h5")
     mib.write_submission(out / "submission", "ioi", "gpt2", METHOD, attr_path, cert, cert)
     decision = read_certificates(cert).decision
@@ -99,7 +100,7 @@ def prepare(out: Path) -> None:
     names = lm.graph.edge_names()
     importance = np.array([edges[n]["score"] for n in names])
     mean = scores.mean(0).astype(np.float64)
-    circuits = mib_circuit_masks(lm.graph, importance, decision, list(mib.SUBMISSION_FRACTIONS),
+    circuits = mib_circuit_masks(lm.graph, importance, decision, list(SUBMISSION_FRACTIONS),
                                  rank_scores=np.abs(mean))
     table = mib_table(lm, "ioi", circuits, {"validation": out / "validation.jsonl"}, device="cpu", progress=False)
     areas = fa.mib_faithfulness_table(table.assign(experiment="mib"), ["eval_set"])

@@ -16,8 +16,9 @@ The public API (this namespace; numpy and scipy only, no torch, pandas or mlflow
     cert = cc.certify_votes(votes, tau, alpha)                    # counted votes (a workflow votes file)
     cert.decision, cert.radius; cert.save(path); cc.Certificate.load(path)
 
-The layers below it (``core``, ``storage``, ``analysis``, ``reports``, ``vision``, ``language``,
-``pipeline``, ``cli``) are described in docs/architecture.md.
+The layers below it (``core``, ``commands``, ``storage``, ``analysis``, ``reports``, ``vision``, ``language``,
+``pipeline``, ``cli``) are described in docs/architecture.md; ``commands`` owns how a shell command of the project
+is written (``COMMAND``, the plan command), which the engine never names.
 """
 
 import time as _time
@@ -28,11 +29,6 @@ import time as _time
 PROCESS_START = _time.perf_counter()
 
 __version__ = "0.1.0"
-
-#: How every command the project prints (errors, warnings, plan fixes) or documents starts: the checkout's
-#: wrapper, which runs the project's virtual environment's ``certified-circuits`` from a fresh shell after
-#: ``make``, in the checkout's root, with nothing activated (bin/certified-circuits; README, "Commands").
-COMMAND = "bin/certified-circuits"
 
 #: public name -> the module that defines it. Loaded on first use (PEP 562): ``import certified_circuits``
 #: costs nothing, so the hundreds of short ``certified-circuits`` jobs of a workflow do not pay for scipy.

@@ -14,7 +14,9 @@ Two entry points, one result type:
   :class:`~certified_circuits.core.contracts.Votes`); the workflow's ``certify`` stage calls it.
 
 All three return a :class:`Certificate`, the package's one certificate type, and reach their decisions
-through one function, :func:`certified_circuits.core.certification.decide`. Every certified label (1 in, 0 out) is invariant to any
+through one decision rule, :func:`certified_circuits.core.certification.decide` (here through
+:func:`~certified_circuits.core.certification.decide_setting`, the same rule for a validated :class:`Setting`, whose
+tau was checked when it was built). Every certified label (1 in, 0 out) is invariant to any
 ``r = floor(log(1.5 - tau) / log(p_del))`` insertions, deletions or substitutions of examples
 (Theorem 1), with probability at least ``1 - alpha`` over the masks for all components jointly.
 
@@ -32,8 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from certified_circuits.core.certification import certified_radius, decide
-from certified_circuits.core.certification import certify_votes as decide_votes
+from certified_circuits.core.certification import certify_votes_setting, decide_setting, radius_of
 from certified_circuits.core.contracts import ABSTAIN, IN, OUT, Certificates, Votes
 from certified_circuits.core.planning import PlanWarning, check_plan, plan
 from certified_circuits.core.sampling import Algorithm, circuit_output, run_algorithm, sample_votes
@@ -101,7 +102,7 @@ class Certificate:
     @property
     def radius(self) -> int:
         """Certified radius ``r = floor(log(1.5 - tau) / log(p_del))`` (Theorem 1)."""
-        return certified_radius(self.setting.tau, self.setting.p_del)
+        return radius_of(self.setting.tau, self.setting.p_del)  # a Setting is checked when it is built
 
     @property
     def certified_in(self) -> np.ndarray:
@@ -318,7 +319,7 @@ def certify_votes(
         plan(int(votes.attrs["n_examples"]), int(votes.selection_counts.shape[-1]), setting),
         allow_vacuous=allow_vacuous,
     )
-    decisions = decide_votes(votes, setting.tau, setting.alpha, setting.correction)
+    decisions = certify_votes_setting(votes, setting)
     certificate = Certificate.from_votes(votes, decisions)
     return replace(certificate, attrs={**certificate.attrs, **checked.record(), **(attrs or {})})
 
@@ -403,10 +404,8 @@ def _certificate(
     groups: np.ndarray | None,
     attrs: dict[str, Any] | None,
 ) -> Certificate:
-    """Algorithm 1 on the counts of any shape (:func:`~certified_circuits.core.certification.decide`)."""
-    decision, pvalue, majority = decide(
-        selection, certification, setting.n0, setting.n, setting.tau, setting.alpha, setting.correction
-    )
+    """Algorithm 1 on the counts of any shape (:func:`~certified_circuits.core.certification.decide_setting`)."""
+    decision, pvalue, majority = decide_setting(selection, certification, setting)
     return Certificate(
         decision=decision,
         pvalue=pvalue,

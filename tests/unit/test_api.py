@@ -166,3 +166,38 @@ def test_import_is_light():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+def test_tau_is_checked_where_a_setting_is_built_and_not_again(monkeypatch):
+    """``check_tau`` runs at the boundary: when a Setting is built (the API builds one from a raw tau), and in
+    the public functions that take a raw tau; the planner, the decision rule and the radius of a validated Setting
+    do not run it again (issue 43: a walk of tau from certify_votes ran it seven times)."""
+    import sys as _sys
+
+    from certified_circuits.core import certification, validation
+    from certified_circuits.core.smoothing import compute_votes
+
+    callers: list[str] = []
+    original = validation.check_tau
+
+    def counted(tau):
+        callers.append(_sys._getframe(1).f_code.co_name)
+        return original(tau)
+
+    monkeypatch.setattr(validation, "check_tau", counted)  # Setting.__post_init__ imports it from here
+    monkeypatch.setattr(certification, "check_tau", counted)
+    scores = np.random.default_rng(0).normal(size=(12, 6))
+    votes = compute_votes(scores, np.zeros(6, np.int32), [0.5], 0.5, 20, 200, 7)
+    with pytest.warns(cc.PlanWarning):
+        cert = cc.certify_votes(votes, 0.75, 0.05)
+        cc.certify_scores(scores, np.zeros(6, np.int32), [0.5], SETTING)
+    assert cert.radius == 0 and callers and set(callers) == {"__post_init__"}, callers
+    callers.clear()
+    # the public functions that take a raw tau still check it, once each
+    for call in (lambda: cc.certified_radius(1.0, 0.5), lambda: cc.min_samples(0.4, 0.01),
+                 lambda: certification.pvalues(np.zeros(2, int), np.zeros(2, int), 2, 2, 1.5),
+                 lambda: certification.decide(np.zeros(2, int), np.zeros(2, int), 2, 2, 0.2, 0.05),
+                 lambda: certification.certify_votes(votes, 1.0, 0.05)):
+        with pytest.raises(ValueError, match="tau="):
+            call()
+    assert len(callers) == 5

@@ -1,6 +1,6 @@
 """Every command the project prints or documents runs as printed in a fresh shell after ``make`` (issue 35, item 4).
 
-The project's commands start with ``bin/certified-circuits`` (:data:`certified_circuits.COMMAND`): a wrapper, like
+The project's commands start with ``bin/certified-circuits`` (:data:`certified_circuits.commands.COMMAND`): a wrapper, like
 ``bin/workflow``, that runs the virtual environment's ``certified-circuits`` without activating anything. This
 test extracts the commands of README.md and docs/*.md (code blocks and code spans), of the messages in the
 source (every string literal that is not a docstring, f-strings included, and the Snakefile), and of the
@@ -22,9 +22,8 @@ from pathlib import Path
 import pytest
 
 import certified_circuits as cc
-from certified_circuits import COMMAND
+from certified_circuits.commands import COMMAND, plan_command
 from certified_circuits.cli.main import build_parser
-from certified_circuits.core.planning import plan_command
 from certified_circuits.pipeline.plans import plan_command as config_plan_command
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -237,7 +236,7 @@ def test_every_message_command_resolves() -> None:
             for found in re.finditer(re.escape(COMMAND) + r" [a-z]", text):
                 check_stage_command(text[found.start():], f"{name}:{line}")
                 checked += 1
-        assert len(bare) == OWNED_ELSEWHERE.get(name, 0), f"{name}: bare commands (use certified_circuits.COMMAND): {bare}"
+        assert len(bare) == OWNED_ELSEWHERE.get(name, 0), f"{name}: bare commands (use certified_circuits.commands.COMMAND): {bare}"
     snakefile = [line for line in (ROOT / "Snakefile").read_text().splitlines() if not line.lstrip().startswith("#")]
     assert not [line for line in snakefile if BARE.search(line) and BARE.search(line).group(1) in STAGES]
     assert checked >= 10  # the messages' commands were found

@@ -28,14 +28,14 @@ def _truth(tmp_path: Path) -> Path:
         "n_components": 150,
         "concepts": {
             "a": {
-                "components": ["layer1.0"] * 30,
+                "components": [f"layer1.{i}" for i in range(30)],
                 "verification": {
                     "passed": True,
                     "headline": {**head, "full": 0.9, "circuit_only": 0.8, "circuit_removed": 0.0},
                 },
             },
             "b": {
-                "components": ["layer1.1"] * 34,
+                "components": [f"layer2.{i}" for i in range(34)],
                 "verification": {
                     "passed": False,
                     "headline": {**head, "full": 0.7, "circuit_only": 0.6, "circuit_removed": 0.2},

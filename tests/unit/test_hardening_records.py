@@ -246,8 +246,8 @@ def test_the_summarys_truth_finding_reads_ground_truth_with_its_reader(tmp_path:
     from certified_circuits.reports.findings import truth_finding
 
     data = _truth(circle={"components": ["a"], "verification": {"passed": "false"}})
-    assert "passed their causal check for 0 of 1 concepts" in truth_finding(_write(tmp_path / "gt.json",
-                                                                                   json.dumps(data)))
+    with pytest.raises(ValueError, match=r"verification.passed is 'false' \(str\), expected JSON true or false"):
+        truth_finding(_write(tmp_path / "gt.json", json.dumps(data)))  # the validating reader: "false" is no boolean
     line = truth_finding(_write(tmp_path / "gt.json", json.dumps(_truth())))
     assert "passed their causal check for 1 of 1 concepts" in line
     with pytest.raises(ValueError, match="gt.json: key 'circle' is given more than once"):

@@ -28,6 +28,7 @@ import pandas as pd
 import pytest
 
 from certified_circuits.analysis import faithfulness as fa
+from certified_circuits.analysis.mib_constants import MIB_FRACTIONS
 from certified_circuits.language.evaluate import edge_endpoints, mib_circuit_masks
 from certified_circuits.language.graph import build_graph
 from certified_circuits.reports import mib
@@ -37,11 +38,11 @@ MIB_PERCENTAGES = (.001, .002, .005, .01, .02, .05, .1, .2, .5, 1)  # evaluation
 
 
 def test_the_grid_is_mibs_and_budgets_floor() -> None:
-    assert fa.MIB_FRACTIONS == MIB_PERCENTAGES
-    assert [mib.percent_label(p) for p in fa.MIB_FRACTIONS] == ["0.1", "0.2", "0.5", "1", "2", "5", "10", "20", "50",
+    assert MIB_FRACTIONS == MIB_PERCENTAGES
+    assert [mib.percent_label(p) for p in MIB_FRACTIONS] == ["0.1", "0.2", "0.5", "1", "2", "5", "10", "20", "50",
                                                                "100"]
     # GPT-2 Small's 32,491 edges: int(pct * n)
-    assert [fa.mib_edge_count(p, 32491) for p in fa.MIB_FRACTIONS] == [32, 64, 162, 324, 649, 1624, 3249, 6498,
+    assert [fa.mib_edge_count(p, 32491) for p in MIB_FRACTIONS] == [32, 64, 162, 324, 649, 1624, 3249, 6498,
                                                                        16245, 32491]
     assert fa.MIB_RANKING == {"cpr": "signed", "cmd": "absolute"}
 

@@ -77,3 +77,30 @@ def test_the_submission_config_of_docs_mib_is_valid() -> None:
     language["tasks"] = list(language["task_files"])
     check_language_mib(language)
     assert mib_model_name(config) == "qwen2.5"
+
+
+def test_the_mib_config_check_loads_no_pandas() -> None:
+    """Parsing the Snakefile checks language.mib (:func:`check_language_mib`): its MIB constants come from
+    ``analysis/mib_constants.py``, not through ``reports.mib``, so a fresh interpreter that imports the config module
+    and runs the check (a valid submission and a refused one) has not loaded pandas (nor torch)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from certified_circuits.analysis.mib_constants import SUBMISSION_FRACTIONS\n"
+        "from certified_circuits.pipeline.config import ConfigError, check_language_mib\n"
+        "language = {'tasks': ['ioi'], 'level': 'edge', 'k_grid': list(SUBMISSION_FRACTIONS),\n"
+        "            'mib': {'export': True, 'submission': True, 'model': 'gpt2'}}\n"
+        "check_language_mib(language)\n"
+        "try:\n"
+        "    check_language_mib({**language, 'tasks': ['mcqa']})  # mcqa_gpt2: not a pair MIB evaluates\n"
+        "except ConfigError as error:\n"
+        "    assert 'valid task/model pairs' in str(error), error\n"
+        "else:\n"
+        "    raise AssertionError('a pair MIB does not evaluate passed')\n"
+        "print([m for m in ('pandas', 'torch', 'matplotlib') if m in sys.modules])\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"

@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 
 import certified_circuits as cc
+from certified_circuits.analysis.mib_constants import SUBMISSION_FRACTIONS
 from certified_circuits.core import planning
 from certified_circuits.core.setting import Setting
 from certified_circuits.language.graph import build_graph
@@ -56,7 +57,7 @@ def exported(tmp_path_factory):
                               [f"x{i}" for i in range(n_examples)],
                               {"n_layers": 3, "n_heads": 4, "d_model": 32, "level": "edge",
                                "model_path": "/home/me/secret/model"}, rankings={"eap_ig": "absolute"})
-    cert = cc.certify_scores(scores, np.zeros(g.n_edges, int), list(mib.SUBMISSION_FRACTIONS), setting,
+    cert = cc.certify_scores(scores, np.zeros(g.n_edges, int), list(SUBMISSION_FRACTIONS), setting,
                              absolute=True, attrs={"scorer": "eap_ig"}).save(root / "cert.h5")
     written = mib.write_submission(root / "out", "ioi", "gpt2", "certified-EAP-IG-inputs", attr, cert, cert)
     stored = read_attributions(attr).scores["eap_ig"].mean(0).astype(np.float64)  # the float32 file's mean

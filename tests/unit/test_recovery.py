@@ -128,6 +128,30 @@ def test_method_circuits_map_decisions() -> None:
     assert np.flatnonzero(circuits["certified_in_abstain"][0]).tolist() == [0, 1, 4, 5]
 
 
+def test_method_circuits_agree_with_method_masks() -> None:
+    """The recovery tables' circuits are the paper's (:func:`method_masks`), renamed once (``METHOD_MASKS``), and
+    refuse a mismatched pair the same way."""
+    from certified_circuits.analysis.recovery import METHOD_MASKS, RECOVERY_METHODS
+    from certified_circuits.core.certification import method_masks
+
+    rng = np.random.default_rng(3)
+    votes = compute_votes(rng.normal(size=(10, 8)), np.zeros(8, dtype=np.int32), [0.25, 0.5], 0.6, 20, 60, 0)
+    certificates = certify_votes(votes, 0.7, 0.05)
+    circuits, masks = method_circuits(votes, certificates), method_masks(votes, certificates)
+    assert list(circuits) == list(RECOVERY_METHODS)
+    assert set(METHOD_MASKS.values()) == set(masks)
+    for method, name in METHOD_MASKS.items():
+        np.testing.assert_array_equal(circuits[method], masks[name])
+    np.testing.assert_array_equal(circuits["certified_in_abstain"], certificates.decision != cc.OUT)
+    other = certify_votes(compute_votes(rng.normal(size=(10, 7)), np.zeros(7, dtype=np.int32), [0.25, 0.5], 0.6, 20,
+                                        60, 0), 0.7, 0.05)
+    with pytest.raises(ValueError) as recovery_error:
+        method_circuits(votes, other)
+    with pytest.raises(ValueError) as masks_error:
+        method_masks(votes, other)
+    assert str(recovery_error.value) == str(masks_error.value)
+
+
 # ---------------------------------------------------------------------------------------------- ground truth
 
 
@@ -407,3 +431,21 @@ def test_the_truths_size_is_the_grid_k_nearest_its_share_of_the_components() -> 
     assert nearest_k([0.5, 0.1, 0.25, 0.25], 0.2) == 0.25 and nearest_k([0.25, 0.75], 0.5) == 0.25  # ties: smaller K
     assert truth_size_k([36, 36], [180, 180], [0.15, 0.2, 0.25]) == 0.2  # 36 / 180 = 0.2
     assert truth_size_k([3], [110], [0.02, 0.03, 0.05]) == 0.03  # 3 / 110 = 0.027
+
+
+def test_the_ground_truth_format_has_one_owner() -> None:
+    """``certified-circuits/ground-truth/1`` is defined once, by its reader (analysis/recovery.py); the writers
+    (vision/ground_truth.py, language/ground_truth.py) import it."""
+    import ast
+
+    package = Path(__file__).resolve().parents[2] / "src" / "certified_circuits"
+    defined = []
+    for path in sorted(package.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (isinstance(node, (ast.Assign, ast.AnnAssign)) and isinstance(node.value, ast.Constant)
+                    and node.value.value == GROUND_TRUTH_FORMAT):
+                defined.append(str(path.relative_to(package)))
+    assert defined == ["analysis/recovery.py"]
+    for writer in ("vision/ground_truth.py", "language/ground_truth.py"):
+        text = (package / writer).read_text()
+        assert "from certified_circuits.analysis.recovery import GROUND_TRUTH_FORMAT" in text, writer

@@ -4,6 +4,7 @@ and the resamples' circuits equal to the public API's on the same data."""
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -104,6 +105,25 @@ def test_near_ties_change_between_resamples() -> None:
     np.testing.assert_allclose(
         columns["certified_in_share"] + columns["certified_out_share"] + columns["abstain_share"], 1.0, atol=1e-12
     )
+
+
+def test_the_precision_and_recall_columns_are_recoverys() -> None:
+    """Stability's precision and recall are :func:`certified_circuits.analysis.recovery.rates` of each resample's
+    circuits, averaged over resamples (an empty circuit's NaN precision left out)."""
+    from certified_circuits.analysis.recovery import confusion, rates
+
+    truth = np.r_[np.ones(4, bool), np.zeros(8, bool)]
+    scores = _scores("ties", 4)
+    columns = stability(scores, GROUPS, K_GRID, SETTING, 5, 2, truth=truth).columns
+    baseline, decision = resample_circuits(scores, GROUPS, np.array(K_GRID), SETTING, bootstrap_indices(40, 5, 2))
+    for name, circuits in (("baseline", baseline), ("certified_in", decision == cc.IN)):
+        scored = rates(confusion(circuits, truth))
+        np.testing.assert_allclose(columns[f"{name}_recall_mean"], scored["recall"].mean(axis=0), atol=1e-12)
+        np.testing.assert_allclose(columns[f"{name}_empty_share"], scored["empty_circuit"].mean(axis=0), atol=1e-12)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # a K where every resample's circuit is empty
+            expected = np.nanmean(scored["precision"], axis=0)
+        np.testing.assert_allclose(columns[f"{name}_precision_mean"], expected, atol=1e-12, equal_nan=True)
 
 
 def test_resample_circuits_are_the_apis_on_the_resampled_data() -> None:

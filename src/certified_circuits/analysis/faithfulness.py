@@ -29,12 +29,12 @@ Two grids (``language.faithfulness.grid``; docs/mib.md):
 * ``paper`` (default): the curve at the run's K grid, with (0, 0) and (1, 1) added, as above.
 * ``mib``: MIB's circuit-track protocol (hannamw/MIB-circuit-track, ``MIB_circuit_track/evaluation.py``
   ``evaluate_area_under_curve`` and ``print_results.py``, with hannamw/EAP-IG's ``Graph.apply_topn`` and
-  ``Graph.prune``). At each fraction p of :data:`MIB_FRACTIONS` the circuit is the top ``n = floor(p E)``
-  edges of E (:func:`mib_edge_count`, :func:`topn_mask`), then pruned (:func:`prune_edges`: nodes without an
-  incoming or an outgoing edge leave, with their edges, until nothing changes); its *effective size* is the
-  edges left after pruning, ``weighted_edge_count()``, over E. CPR ranks edges by their signed score (MIB's
-  ``abs-False`` run) and CMD by ``|score|`` (``abs-True``); both integrate over the nominal fractions p,
-  linearly, without added end points (:func:`mib_curve_areas`)::
+  ``Graph.prune``). At each fraction p of :data:`~certified_circuits.analysis.mib_constants.MIB_FRACTIONS` the
+  circuit is the top ``n = floor(p E)`` edges of E (:func:`mib_edge_count`, :func:`topn_mask`), then pruned
+  (:func:`prune_edges`: nodes without an incoming or an outgoing edge leave, with their edges, until nothing
+  changes); its *effective size* is the edges left after pruning, ``weighted_edge_count()``, over E. CPR ranks edges
+  by their signed score (MIB's ``abs-False`` run) and CMD by ``|score|`` (``abs-True``); both integrate over the
+  nominal fractions p, linearly, without added end points (:func:`mib_curve_areas`)::
 
       CPR = sum_i (p_{i+1} - p_i) (f_i + f_{i+1}) / 2,   CMD = sum_i (p_{i+1} - p_i) (|1 - f_i| + |1 - f_{i+1}|) / 2.
 
@@ -49,13 +49,12 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
+from certified_circuits.analysis.mib_constants import MIB_FRACTIONS
+
 #: per-row columns of the sufficiency tables: the circuit's metric, the empty circuit's and the full model's
 FAITH_COLUMNS = ("m", "m_empty", "m_full")
 #: K values at which faithfulness.csv also reports f (the issue's decision rule reads 0.25 and 0.5)
 REPORTED_K = (0.25, 0.5)
-#: MIB's edge fractions: {0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50, 100} % (``percentages`` of MIB's
-#: ``evaluate_area_under_curve``; Mueller et al. 2025)
-MIB_FRACTIONS = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0)
 #: which edge ranking each MIB area is computed from (``print_results.py``: CPR reads the abs-False run, CMD abs-True)
 MIB_RANKING = {"cpr": "signed", "cmd": "absolute"}
 

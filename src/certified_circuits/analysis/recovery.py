@@ -44,20 +44,19 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from certified_circuits.core.contracts import IN, OUT, Certificates, Votes
+from certified_circuits.core.certification import method_masks
+from certified_circuits.core.contracts import OUT, Certificates, Votes
 from certified_circuits.storage.documents import read_json_document
 
 #: the ``format`` string every ground-truth file carries (the integrator's contract, version 1)
 GROUND_TRUTH_FORMAT = "certified-circuits/ground-truth/1"
 #: circuit methods scored against the truth, in table order (module docstring)
 RECOVERY_METHODS: tuple[str, ...] = ("baseline", "majority", "certified_in", "certified_in_abstain")
+#: recovery method -> the circuit of :func:`~certified_circuits.core.certification.method_masks` it is (the one
+#: renaming: the recovery tables call the certified-in circuit ``certified_in``, beside ``certified_in_abstain``)
+METHOD_MASKS: dict[str, str] = {"baseline": "baseline", "majority": "majority", "certified_in": "certified"}
 #: the ``selected_*`` table's ``<method>_k_target`` column each recovery method takes its K from
-SELECTED_METHOD: dict[str, str] = {
-    "baseline": "baseline",
-    "majority": "majority",
-    "certified_in": "certified",
-    "certified_in_abstain": "certified",
-}
+SELECTED_METHOD: dict[str, str] = {**METHOD_MASKS, "certified_in_abstain": "certified"}
 
 
 @dataclass(frozen=True)
@@ -195,7 +194,8 @@ def parse_ground_truth(data: Mapping[str, Any], path: str = "<ground truth>") ->
 def read_ground_truth(path: str | os.PathLike) -> GroundTruth:
     """Read and validate a ground-truth JSON file (:func:`parse_ground_truth`), strictly
     (:func:`certified_circuits.storage.documents.read_json_document`: UTF-8, no key twice, so a concept given
-    twice is refused rather than kept once).
+    twice is refused rather than kept once, and the format :data:`GROUND_TRUTH_FORMAT`). The one reader of the
+    file: recovery, stability and the summary's findings all read it here.
 
     Args:
         path: the file.
@@ -208,7 +208,7 @@ def read_ground_truth(path: str | os.PathLike) -> GroundTruth:
             names the file and the fix).
     """
     data = read_json_document(path, "rerun the stage that writes it (vision-ground-truth or language-ground-truth)",
-                              what="ground-truth file")
+                              fmt=GROUND_TRUTH_FORMAT, what="ground-truth file")
     return parse_ground_truth(data, str(path))
 
 
@@ -269,23 +269,24 @@ def truth_mask(
 
 
 def method_circuits(votes: Votes, certificates: Certificates) -> dict[str, np.ndarray]:
-    """The circuits of :data:`RECOVERY_METHODS`, bool ``[nK, U]`` each (module docstring).
+    """The circuits of :data:`RECOVERY_METHODS`, bool ``[nK, U]`` each (module docstring): the paper's three from
+    :func:`~certified_circuits.core.certification.method_masks`, renamed by :data:`METHOD_MASKS`, and
+    ``certified_in_abstain`` (every component not certified out).
+
+    Args:
+        votes: the vote counts.
+        certificates: their decisions and majority vote.
+
+    Returns:
+        recovery method -> its circuits, in :data:`RECOVERY_METHODS` order.
 
     Raises:
         ValueError: the votes and certificates are of different shapes.
     """
-    if votes.baseline.shape != certificates.decision.shape:
-        raise ValueError(
-            f"votes ({votes.baseline.shape}) and certificates ({certificates.decision.shape}) do not "
-            "match: pass the certificates certified from these votes"
-        )
-    decision = np.asarray(certificates.decision)
-    return {
-        "baseline": np.asarray(votes.baseline, dtype=bool),
-        "majority": np.asarray(certificates.majority, dtype=bool),
-        "certified_in": decision == IN,
-        "certified_in_abstain": decision != OUT,
-    }
+    masks = method_masks(votes, certificates)
+    circuits = {method: masks[name] for method, name in METHOD_MASKS.items()}
+    circuits["certified_in_abstain"] = np.asarray(certificates.decision) != OUT
+    return {method: circuits[method] for method in RECOVERY_METHODS}
 
 
 def confusion(circuits: np.ndarray, truth: np.ndarray) -> dict[str, np.ndarray]:

@@ -45,7 +45,8 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from certified_circuits.core.certification import certify_votes
+from certified_circuits.analysis.recovery import confusion, rates
+from certified_circuits.core.certification import certify_votes_setting
 from certified_circuits.core.contracts import ABSTAIN, IN, OUT
 from certified_circuits.core.planning import check_plan, plan
 from certified_circuits.core.setting import Setting
@@ -100,7 +101,7 @@ def resample_circuits(scores: np.ndarray, groups: np.ndarray, k_grid: np.ndarray
         votes = compute_votes(scores[rows], groups, k_grid, setting.p_del, setting.n0, setting.n, seed,
                               absolute=absolute, device=device)  # fmt: skip
         baselines.append(votes.baseline)
-        decisions.append(certify_votes(votes, setting.tau, setting.alpha, setting.correction).decision)
+        decisions.append(certify_votes_setting(votes, setting).decision)
     return np.stack(baselines).astype(bool), np.stack(decisions).astype(np.int8)
 
 
@@ -278,19 +279,17 @@ def stability(scores: np.ndarray, groups: np.ndarray, k_grid: Any, setting: Sett
 
 
 def _recovery_columns(baseline: np.ndarray, certified_in: np.ndarray, truth: np.ndarray) -> dict[str, np.ndarray]:
-    """Mean precision and recall over resamples of the baseline and certified-in circuits (``[B, nK, U]`` each)."""
+    """Mean precision and recall over resamples of the baseline and certified-in circuits (``[B, nK, U]`` each),
+    from :func:`~certified_circuits.analysis.recovery.confusion` and :func:`~certified_circuits.analysis.recovery.rates`
+    (the one definition of both: an empty circuit's precision is NaN and left out of the mean)."""
     if truth.shape != (baseline.shape[-1],):
         raise ValueError(f"truth has shape {truth.shape}, expected ({baseline.shape[-1]},): one flag per component")
-    positives = int(truth.sum())
-    if positives == 0:
+    if not truth.any():
         raise ValueError("the truth marks no component: recall is undefined; pass the concept's true components")
     columns = {}
     for name, circuits in (("baseline", baseline), ("certified_in", certified_in)):
-        tp = (circuits & truth).sum(axis=-1)
-        size = circuits.sum(axis=-1)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            precision = np.where(size > 0, tp / np.maximum(size, 1), np.nan)
-        columns[f"{name}_precision_mean"] = _mean_defined(precision)
-        columns[f"{name}_recall_mean"] = (tp / positives).mean(axis=0)
-        columns[f"{name}_empty_share"] = (size == 0).mean(axis=0)
+        scored = rates(confusion(circuits, truth))
+        columns[f"{name}_precision_mean"] = _mean_defined(scored["precision"])
+        columns[f"{name}_recall_mean"] = scored["recall"].mean(axis=0)
+        columns[f"{name}_empty_share"] = scored["empty_circuit"].mean(axis=0)
     return columns

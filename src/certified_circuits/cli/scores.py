@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from certified_circuits import COMMAND
+from certified_circuits.commands import COMMAND
 from certified_circuits.cli.stages import (
     InputError,
     Stages,

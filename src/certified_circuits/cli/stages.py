@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from certified_circuits import COMMAND
+from certified_circuits.commands import COMMAND, certify_command
 
 
 class InputError(ValueError):
@@ -60,7 +60,7 @@ class Stages(list):
 
         def decorate(run: Callable[[argparse.Namespace], int | None]) -> Callable:
             text = description or (inspect.cleandoc(run.__doc__) if run.__doc__ else None)
-            if text:  # an example in --help runs as printed from a fresh shell (certified_circuits.COMMAND)
+            if text:  # an example in --help runs as printed from a fresh shell (certified_circuits.commands.COMMAND)
                 text = EXAMPLE_COMMAND.sub(rf"\g<1>{COMMAND} ", text)
             self.append(Stage(name, arguments, run, help, text))
             return run
@@ -220,7 +220,8 @@ def check_circuit_files(pairs, concept: str | None = None, what: str = "--concep
     settings: dict[tuple, Path] = {}
     for votes, votes_path, certificates, certificates_path in pairs:
         try:
-            check_certified_from(votes, certificates, str(votes_path), str(certificates_path))
+            check_certified_from(votes, certificates, str(votes_path), str(certificates_path),
+                                 certify_command(str(votes_path)))
         except ValueError as error:
             raise InputError(str(error)) from None
         found = value(votes.attrs, "concept")

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from certified_circuits import COMMAND
+from certified_circuits.commands import COMMAND
 from certified_circuits.core.devices import configure_torch
 from certified_circuits.vision.networks.architectures import WORLD_BLOCKS, WORLD_WIDTHS
 from certified_circuits.cli.stages import InputError, Stages, existing_file, output_file, positive_int, reference_size, seed

@@ -25,13 +25,16 @@ decision is certifiable iff ``tau^n <= alpha / N`` with ``N`` the number of corr
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
 from scipy.special import bdtrc
 
-from certified_circuits import COMMAND
 from certified_circuits.core.contracts import ABSTAIN, IN, Certificates, Votes
 from certified_circuits.core.validation import check_alpha, check_correction, check_count, check_p_del, check_tau
+
+if TYPE_CHECKING:
+    from certified_circuits.core.setting import Setting
 
 #: votes attributes copied into certificates (the settings that produced them)
 VOTES_SETTING_KEYS = ("p_del", "n0", "n", "seed", "n_examples", "scorer", "concept", "model", "experiment", "split")
@@ -43,7 +46,9 @@ def attr_value(attrs: dict, key: str) -> Any:
     return item.item() if isinstance(item, np.generic) else item
 
 
-def check_certified_from(votes: Votes, certificates: Certificates, votes_name: str, certificates_name: str) -> None:
+def check_certified_from(
+    votes: Votes, certificates: Certificates, votes_name: str, certificates_name: str, remake: str | None = None
+) -> None:
     """Refuse certificates that were not certified from these votes: the one check of a (votes, certificates)
     pair, used by every stage and report that reads one.
 
@@ -54,6 +59,8 @@ def check_certified_from(votes: Votes, certificates: Certificates, votes_name: s
     Args:
         votes, certificates: the two files' contents.
         votes_name, certificates_name: how the message names them (their paths).
+        remake: how to make the right certificates, in parentheses after the fix (the CLI and the reports pass
+            :func:`certified_circuits.commands.certify_command`), or None.
 
     Raises:
         ValueError: naming both files, the attribute and both values, and the fix.
@@ -65,8 +72,8 @@ def check_certified_from(votes: Votes, certificates: Certificates, votes_name: s
         if str(v) != str(c):
             raise ValueError(
                 f"{certificates_name} was not certified from {votes_name}: {key} is {c!r} in the "
-                f"certificates but {v!r} in the votes; pass the certificates made from these votes "
-                f"({COMMAND} certify --votes {votes_name} --tau TAU --out CERTS.h5)"
+                f"certificates but {v!r} in the votes; pass the certificates made from these votes"
+                + (f" ({remake})" if remake else "")
             )
     if (
         not np.array_equal(np.asarray(votes.k_grid, float), np.asarray(certificates.k_grid, float))
@@ -109,9 +116,26 @@ def binomial_pvalue(agreeing: np.ndarray | int, n: np.ndarray | int, tau: float)
 def pvalues(
     selection_counts: np.ndarray, certification_counts: np.ndarray, n0: int, n: int, tau: float
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Steps 1-2 of Algorithm 1: the guessed decisions ``c_u`` and their p-values."""
+    """Steps 1-2 of Algorithm 1: the guessed decisions ``c_u`` and their p-values.
+
+    Args:
+        selection_counts: int ``[..., U]`` votes of the ``n0`` selection sub-datasets.
+        certification_counts: int ``[..., U]`` votes of the ``n`` certification sub-datasets.
+        n0, n: the numbers of selection and certification sub-datasets.
+        tau: the confidence threshold, checked here (a raw float).
+
+    Returns:
+        ``(guess, pvalue)``: int8 ``c_u`` (1 in, 0 out) and float64 ``P[Bin(n, tau) >= n_u]``, of the counts' shape.
+    """
+    return _pvalues(selection_counts, certification_counts, n0, n, check_tau(tau))
+
+
+def _pvalues(
+    selection_counts: np.ndarray, certification_counts: np.ndarray, n0: int, n: int, tau: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`pvalues` of a tau already checked (a :class:`~certified_circuits.core.setting.Setting`'s, or
+    :func:`pvalues`' own): the counts are checked here, tau is not."""
     n = check_count("n", n)
-    tau = check_tau(tau)
     selection_counts = np.asarray(selection_counts)
     certification_counts = _check_counts(certification_counts, n, "certification_counts")
     if selection_counts.shape != certification_counts.shape:
@@ -184,8 +208,28 @@ def certified_radius(tau: float, p_del: float) -> int:
     Computed as the largest integer ``r >= 0`` with ``p_del^r >= 1.5 - tau`` (the exact condition the
     floor expresses), so floating-point error in the log ratio can never round a boundary case the
     wrong way.
+
+    Args:
+        tau: the confidence threshold, checked here (a raw float).
+        p_del: the deletion probability, checked here.
+
+    Returns:
+        The radius ``r >= 0`` (:func:`radius_of`).
     """
-    tau, p_del = check_tau(tau), check_p_del(p_del)
+    return radius_of(check_tau(tau), check_p_del(p_del))
+
+
+def radius_of(tau: float, p_del: float) -> int:
+    """Eq. (r) of a tau and p_del already checked (a :class:`~certified_circuits.core.setting.Setting`'s fields):
+    the computation behind :func:`certified_radius`, for callers that hold a validated setting.
+
+    Args:
+        tau: a valid confidence threshold (``0.5 <= tau < 1``; not checked again).
+        p_del: a valid deletion probability (``0 < p_del < 1``; not checked again).
+
+    Returns:
+        The largest integer ``r >= 0`` with ``p_del^r >= 1.5 - tau``.
+    """
     target = 1.5 - tau
     radius = max(0, math.floor(math.log(target) / math.log(p_del)))
     while p_del ** (radius + 1) >= target:
@@ -200,9 +244,30 @@ def min_samples(tau: float, alpha: float, n_components: int = 1) -> int:
 
     ``n_components = 1`` is the per-component (uncorrected) requirement; ``|U|`` gives the
     Bonferroni-corrected, circuit-level one (App. C.2, Fig. n-vs-tau).
+
+    Args:
+        tau: the confidence threshold, checked here (a raw float).
+        alpha: the family-wise failure probability, checked here.
+        n_components: the number of corrected components (>= 1).
+
+    Returns:
+        The smallest ``n`` (:func:`samples_for`).
     """
-    tau, alpha = check_tau(tau), check_alpha(alpha)
-    n_components = check_count("n_components", n_components)
+    return samples_for(check_tau(tau), check_alpha(alpha), check_count("n_components", n_components))
+
+
+def samples_for(tau: float, alpha: float, n_components: int) -> int:
+    """:func:`min_samples` of a tau, alpha and component count already checked (a
+    :class:`~certified_circuits.core.setting.Setting`'s fields), for callers that hold a validated setting.
+
+    Args:
+        tau: a valid confidence threshold (not checked again).
+        alpha: a valid failure probability (not checked again).
+        n_components: an integer >= 1 (not checked again).
+
+    Returns:
+        The smallest ``n >= 1`` with ``tau^n <= alpha / n_components``.
+    """
     level = alpha / n_components
     n = max(1, math.ceil(math.log(level) / math.log(tau)))
     while n > 1 and tau ** (n - 1) <= level:
@@ -225,10 +290,19 @@ def max_certifiable_tau(n: int, alpha: float, n_components: int = 1) -> float:
 
 
 def method_masks(votes: Votes, certificates: Certificates) -> dict[str, np.ndarray]:
-    """The three circuits compared throughout the paper, bool ``[nK, U]`` each.
+    """The three circuits compared throughout the paper, bool ``[nK, U]`` each: the one place they are read off a
+    votes and certificates pair (the shape check included).
 
-    ``baseline``: A on the full dataset; ``majority``: majority vote at identical compute;
-    ``certified``: certified-in components (abstentions dropped).
+    Args:
+        votes: the vote counts (``baseline``: A on the full dataset).
+        certificates: their decisions and majority vote.
+
+    Returns:
+        ``baseline``: A on the full dataset; ``majority``: majority vote at identical compute;
+        ``certified``: certified-in components (abstentions dropped).
+
+    Raises:
+        ValueError: the votes and certificates are of different shapes.
     """
     if votes.baseline.shape != certificates.decision.shape:
         raise ValueError(
@@ -253,9 +327,11 @@ def decide(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The one path from vote counts to decisions: Algorithm 1 plus the majority vote at identical compute.
 
-    Every certificate of the package comes from here: the public API (:func:`certified_circuits.certify_scores`,
-    :func:`certified_circuits.certify_algorithm`, :func:`certified_circuits.certify_votes`), the workflow's
-    ``certify`` stage (through ``certify_votes``) and the attack (:func:`certify_votes` below).
+    Every certificate of the package comes from this rule: the public API (:func:`certified_circuits.certify_scores`,
+    :func:`certified_circuits.certify_algorithm`, :func:`certified_circuits.certify_votes`, through
+    :func:`decide_setting` and :func:`certify_votes_setting`, which take a validated Setting), the workflow's
+    ``certify`` stage (through ``certify_votes``) and the attack (:func:`certify_votes` below). ``tau`` is checked
+    here (a raw float); the Setting variants skip the check, their setting was checked when it was built.
 
     Args:
         selection_counts: int ``[..., U]`` votes of the ``n0`` selection sub-datasets.
@@ -267,7 +343,38 @@ def decide(
         ``(decision, pvalue, majority)``: int8 in {1, 0, -1}, float64 p-values before correction, and
         bool majority circuits, each of the counts' shape.
     """
-    guess, pvalue = pvalues(selection_counts, certification_counts, n0, n, tau)
+    return _decide(selection_counts, certification_counts, n0, n, check_tau(tau), alpha, correction)
+
+
+def decide_setting(
+    selection_counts: np.ndarray, certification_counts: np.ndarray, setting: Setting
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`decide` under a validated :class:`~certified_circuits.core.setting.Setting` (its n0, n, tau, alpha and
+    correction): the setting was checked when it was built, so its tau is not checked again.
+
+    Args:
+        selection_counts: int ``[..., U]`` votes of the ``setting.n0`` selection sub-datasets.
+        certification_counts: int ``[..., U]`` votes of the ``setting.n`` certification sub-datasets.
+        setting: the setting the votes were counted with.
+
+    Returns:
+        ``(decision, pvalue, majority)`` as :func:`decide`.
+    """
+    return _decide(selection_counts, certification_counts, setting.n0, setting.n, setting.tau, setting.alpha,
+                   setting.correction)  # fmt: skip
+
+
+def _decide(
+    selection_counts: np.ndarray,
+    certification_counts: np.ndarray,
+    n0: int,
+    n: int,
+    tau: float,
+    alpha: float,
+    correction: str,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`decide` of a tau already checked (by :func:`decide`, or a Setting's)."""
+    guess, pvalue = _pvalues(selection_counts, certification_counts, n0, n, tau)
     decision = np.where(reject(pvalue, alpha, correction), guess, np.int8(ABSTAIN)).astype(np.int8)
     return decision, pvalue, majority_vote(selection_counts, certification_counts, n0, n)
 
@@ -279,12 +386,38 @@ def certify_votes(votes: Votes, tau: float, alpha: float, correction: str = "bon
     (tau, alpha, correction, radius), so every downstream table is labelled from the file. The public
     :func:`certified_circuits.certify_votes` wraps this with the plan check and returns a
     :class:`~certified_circuits.api.Certificate`.
+
+    Args:
+        votes: the vote counts (``attrs`` give ``p_del``, ``n0``, ``n``).
+        tau, alpha, correction: the test; tau and the votes' p_del are checked here (raw values).
+
+    Returns:
+        The decisions record, ``[nK, U]``.
     """
+    return _certify_votes(votes, check_tau(tau), check_p_del(float(votes.attrs["p_del"])), alpha, correction)
+
+
+def certify_votes_setting(votes: Votes, setting: Setting) -> Certificates:
+    """:func:`certify_votes` under a validated :class:`~certified_circuits.core.setting.Setting`, the one the votes
+    were counted with (its p_del, n0 and n are the votes'): its tau is not checked again.
+
+    Args:
+        votes: the vote counts.
+        setting: the setting (p_del, n0, n of the votes; tau, alpha and correction of the test).
+
+    Returns:
+        The decisions record, ``[nK, U]``.
+    """
+    return _certify_votes(votes, setting.tau, setting.p_del, setting.alpha, setting.correction)
+
+
+def _certify_votes(votes: Votes, tau: float, p_del: float, alpha: float, correction: str) -> Certificates:
+    """:func:`certify_votes` of a tau and p_del already checked."""
     n0, n = int(votes.attrs["n0"]), int(votes.attrs["n"])
-    decision, pvalue, majority = decide(
+    decision, pvalue, majority = _decide(
         votes.selection_counts, votes.certification_counts, n0, n, tau, alpha, correction
     )
-    radius = certified_radius(tau, float(votes.attrs["p_del"]))
+    radius = radius_of(tau, p_del)
     return Certificates(
         k_grid=np.asarray(votes.k_grid, dtype=np.float64),
         decision=decision,

@@ -39,10 +39,9 @@ from typing import Any
 import numpy as np
 from scipy.special import bdtrc
 
-from certified_circuits import COMMAND
-from certified_circuits.core.certification import binomial_pvalue, certified_radius, min_samples as min_samples_power
+from certified_circuits.core.certification import binomial_pvalue, radius_of, samples_for
 from certified_circuits.core.setting import Setting, number
-from certified_circuits.core.validation import check_count, check_p_del
+from certified_circuits.core.validation import check_count
 
 #: above this chance of an empty sub-dataset a plan is marginal: more than 1 sub-dataset in 20 votes OUT for
 #: every component, which caps every in-probability at 0.95 (the paper's vision tau) and drains IN's power.
@@ -300,7 +299,7 @@ class Plan:
         below = _floor_to_grid(max_p_del, strictly_below=True)
         lower = ""
         if below is not None:
-            radius = certified_radius(s.tau, below)
+            radius = radius_of(s.tau, below)  # the setting's tau; below is in (0, max_p_del), max_p_del < 1
             lower = (
                 f", or lower p_del to <= {number(below)} "
                 f"(radius {radius} at tau {number(s.tau)}{': no edit is certified' if radius == 0 else ''})"
@@ -460,21 +459,22 @@ def _smallest_p_del(tau: float, radius: int, finest: int = 12) -> float | None:
     """The smallest p_del below 1 on a decimal grid with ``certified_radius(tau, p_del) >= radius``
     (``p_del^radius >= 1.5 - tau``), or None when only ``p_del = 1`` would."""
     return _smallest_on_grid(
-        (1.5 - tau) ** (1.0 / radius), lambda p_del: certified_radius(tau, p_del) >= radius, finest
-    )
+        (1.5 - tau) ** (1.0 / radius), lambda p_del: radius_of(tau, p_del) >= radius, finest
+    )  # a valid tau (a Setting's); the grid's p_del lie in (0, 1)
 
 
 def _smallest_tau(p_del: float, radius: int, finest: int = 3) -> float | None:
     """The smallest tau in (0.5, 1) on a decimal grid (multiples of 0.001 by default) with
     ``certified_radius(tau, p_del) >= radius`` (``tau >= 1.5 - p_del^radius``), or None."""
     exact = max(0.5, 1.5 - p_del**radius)
-    return _smallest_on_grid(exact, lambda tau: tau > 0.5 and certified_radius(tau, p_del) >= radius, finest)
+    # the grid's tau lie in (0.5, 1), p_del is a Setting's (or 0.6): both valid, not checked again
+    return _smallest_on_grid(exact, lambda tau: tau > 0.5 and radius_of(tau, p_del) >= radius, finest)
 
 
 def _smallest_n_for_power(n_examples: int, n_components: int, setting: Setting, power: float) -> int | None:
     """The smallest ``n <= SUGGEST_MAX_N`` with best-case IN power >= ``power`` (vectorized scan), or None."""
     in_rate = 1.0 - setting.p_del**n_examples
-    start = min_samples_power(setting.tau, setting.alpha, n_components)
+    start = samples_for(setting.tau, setting.alpha, n_components)
     select = float(_tail(setting.n0 // 2 + 1, setting.n0, in_rate))
     if select < power:
         return None
@@ -511,13 +511,13 @@ def plan(n_examples: int, n_components: int, setting: Setting | None = None) -> 
         raise TypeError(f"setting must be a certified_circuits.Setting, got {type(setting).__name__}")
     n_examples = check_count("n_examples", n_examples, minimum=1)
     n_components = check_count("n_components", n_components, minimum=1)
-    p_del = check_p_del(setting.p_del)
+    p_del = setting.p_del  # a Setting is validated when it is built: its fields are not checked again
     level = setting.alpha / n_components
     p_empty = p_del**n_examples
     in_rate = 1.0 - p_empty
     k_star = int(critical_counts(setting.n, setting.tau, level))
     # min_samples by the decision rule's own p-value: the smallest n whose unanimous count certifies
-    n_min = min_samples_power(setting.tau, setting.alpha, n_components)
+    n_min = samples_for(setting.tau, setting.alpha, n_components)
     while n_min > 1 and float(binomial_pvalue(n_min - 1, n_min - 1, setting.tau)) <= level:
         n_min -= 1
     while float(binomial_pvalue(n_min, n_min, setting.tau)) > level:
@@ -532,7 +532,7 @@ def plan(n_examples: int, n_components: int, setting: Setting | None = None) -> 
         n_examples=n_examples,
         n_components=n_components,
         setting=setting,
-        radius=certified_radius(setting.tau, p_del),
+        radius=radius_of(setting.tau, p_del),
         p_empty=float(p_empty),
         level=float(level),
         critical_count=k_star,
@@ -544,54 +544,6 @@ def plan(n_examples: int, n_components: int, setting: Setting | None = None) -> 
         power_out=1.0 if reachable else 0.0,
     )
     return Plan(**{**partial.__dict__, "warnings": tuple(partial.problems())})
-
-
-#: the options of ``certified-circuits plan`` that :func:`plan_command` writes, by Setting field
-PLAN_OPTIONS = {
-    "p_del": "--p-del",
-    "tau": "--tau",
-    "alpha": "--alpha",
-    "n": "--n",
-    "n0": "--n0",
-    "correction": "--correction",
-}
-
-
-def plan_command(n_examples: int | None, n_components: int | None, radius: int | None = None, **setting: Any) -> str:
-    """The command line that prints the exact plan of a setting, runnable as printed from the checkout's root in a
-    fresh shell (:data:`certified_circuits.COMMAND`): the one place a plan command is written (plan warnings,
-    config errors, the reports' flags).
-
-    Args:
-        n_examples: ``|D|``; None when unknown (the command is then ``plan --help``).
-        n_components: ``U``; None when unknown (likewise).
-        radius: ``--radius`` (list settings that reach it), or None.
-        **setting: any of ``p_del, tau, alpha, n, n0, correction`` (:data:`PLAN_OPTIONS`); a None value is left
-            out (the command's default). Numbers are written exactly (:func:`~certified_circuits.core.setting.number`).
-
-    Returns:
-        ``"bin/certified-circuits plan --examples 100 --components 262 --p-del 0.99 --tau 0.9"``.
-    """
-    if n_examples is None or n_components is None:
-        return f"{COMMAND} plan --help"
-    unknown = sorted(set(setting) - set(PLAN_OPTIONS))
-    if unknown:
-        raise TypeError(
-            f"plan_command: unknown setting field(s) {unknown}; the plan command takes {sorted(PLAN_OPTIONS)}"
-        )
-    words = [COMMAND, "plan", "--examples", str(int(n_examples)), "--components", str(int(n_components))]
-    for name, option in PLAN_OPTIONS.items():
-        value = setting.get(name)
-        if value is None:
-            continue
-        if hasattr(value, "item"):  # a numpy scalar (an HDF5 attribute)
-            value = value.item()
-        if isinstance(value, bytes):
-            value = value.decode()
-        words += [option, value if isinstance(value, str) else number(value)]
-    if radius is not None:
-        words += ["--radius", str(int(radius))]
-    return " ".join(words)
 
 
 def check_plan(the_plan: Plan, *, allow_vacuous: bool = False, stacklevel: int = 3) -> Plan:

@@ -11,7 +11,7 @@ model), :mod:`certified_circuits.analysis.faithfulness`; a circuit of every edge
 ``m`` is ``m_full`` itself).
 
 MIB's grid (``language.faithfulness.grid: mib``; docs/mib.md): :func:`mib_circuit_masks` builds, at each
-fraction of :data:`~certified_circuits.analysis.faithfulness.MIB_FRACTIONS`, the baseline's top ``floor(p E)``
+fraction of :data:`~certified_circuits.analysis.mib_constants.MIB_FRACTIONS`, the baseline's top ``floor(p E)``
 edges by signed score (for CPR) and by ``|score|`` (for CMD) and the certified circuit
 (:func:`~certified_circuits.analysis.faithfulness.circuits_at_fractions`), each pruned as MIB's
 ``Graph.prune`` does; :func:`mib_table` evaluates them the same way as above (``k_target`` the fraction,
@@ -29,6 +29,7 @@ import pandas as pd
 from certified_circuits.language.patching import evaluate_edge_masks, full_model_metrics
 from certified_circuits.language.tasks import read_jsonl
 from certified_circuits.language.tokenizer import encode_examples
+from certified_circuits.analysis.mib_constants import MIB_FRACTIONS
 from certified_circuits.analysis.paired_tests import OUTCOME_COLUMN, encode_outcomes
 
 MIB_COLUMNS = ["experiment", "concept", "eval_set", "method", "ranking", "k_target", "n_edges_budget",
@@ -186,7 +187,7 @@ def mib_circuit_masks(graph, scores: np.ndarray, decision: np.ndarray | None = N
     """
     from certified_circuits.analysis import faithfulness as fa
 
-    fractions = tuple(fa.MIB_FRACTIONS if fractions is None else fractions)
+    fractions = tuple(MIB_FRACTIONS if fractions is None else fractions)
     scores = np.asarray(scores, dtype=np.float64)
     if scores.shape != (graph.n_edges,):
         raise ValueError(f"scores have shape {scores.shape}, the graph has {graph.n_edges} edges (MIB's grid is "

@@ -39,12 +39,12 @@ from typing import Sequence
 import numpy as np
 import torch
 
+from certified_circuits.analysis.recovery import GROUND_TRUTH_FORMAT
 from certified_circuits.language import names
 from certified_circuits.language.forward import GPT2Weights
 from certified_circuits.language.patching import evaluate_edge_masks
 from certified_circuits.language.tokenizer import EncodedBatch
 
-GROUND_TRUTH_FORMAT = "certified-circuits/ground-truth/1"
 #: A previous-token head puts at least this much attention on the preceding position, on average. Uniform causal
 #: attention over the 2T = 20 diagnostic positions gives ~0.18 (the mean of 1/(i+1)); a head that does the job
 #: puts most of its attention there. 0.4 separates the two with margin on both sides.

@@ -20,7 +20,7 @@ The clean prompt is ``prompt``, the corrupted one the counterfactual's ``prompt`
 choice letter as written (no leading space: MIB tokenises ``label`` as is), arithmetic with the number's digits.
 As MIB's ``filter_dataset`` does, arithmetic keeps the rows of its operator (``+`` addition, ``-`` subtraction) whose
 counterfactual and its prompt are present. MIB drops rows whose answer is several tokens; this package refuses
-them instead, row by row (:func:`~.task_files.check_tokens`, as for a task file): a dropped row would silently change
+them instead, row by row (:func:`~.task_checks.check_tokens`, as for a task file): a dropped row would silently change
 the dataset a certificate is about.
 
 **On-disk formats** (:func:`read_split`): what ``datasets`` writes or downloads, under one folder:
@@ -46,48 +46,11 @@ import re
 from pathlib import Path
 from typing import Any, Mapping
 
+from certified_circuits.analysis.mib_constants import MIB_TASKS
+from certified_circuits.language.task_checks import check_tokens
 from certified_circuits.language.tasks import SPLITS, Example
 
 log = logging.getLogger(__name__)
-
-#: MIB's tasks (``utils.py`` ``TASKS_TO_HF_NAMES``) -> the mib-bench dataset name
-MIB_TASKS: dict[str, str] = {
-    "ioi": "ioi", "mcqa": "copycolors_mcqa", "arithmetic_addition": "arithmetic_addition",
-    "arithmetic_subtraction": "arithmetic_subtraction", "arc_easy": "arc_easy", "arc_challenge": "arc_challenge",
-}
-#: MIB's models: short name (the folder ``<task>_<model>``) -> the name MIB loads (``utils.py``
-#: ``MODEL_NAME_TO_FULLNAME``)
-MIB_MODELS: dict[str, str] = {"gpt2": "gpt2-small", "qwen2.5": "Qwen/Qwen2.5-0.5B", "gemma2": "google/gemma-2-2b",
-                              "llama3": "meta-llama/Llama-3.1-8B"}
-#: (layers, query heads) of each MIB model (its Hugging Face config): a circuit's ``cfg`` must match for MIB's
-#: ``Graph.from_model`` to build the evaluated model's graph
-MIB_MODEL_SHAPES: dict[str, tuple[int, int]] = {"gpt2": (12, 12), "qwen2.5": (24, 14), "gemma2": (26, 8),
-                                                "llama3": (32, 32)}
-#: the task/model pairs MIB evaluates: the folders of ``utils.py`` ``COL_MAPPING`` (less ``ioi_interpbench``,
-#: which is scored against a reference graph, not by faithfulness), task ``_`` written ``-``
-MIB_PAIRS: tuple[str, ...] = (
-    "ioi_gpt2", "ioi_qwen2.5", "ioi_gemma2", "ioi_llama3", "mcqa_qwen2.5", "mcqa_gemma2", "mcqa_llama3",
-    "arithmetic-addition_llama3", "arithmetic-subtraction_llama3", "arc-easy_gemma2", "arc-easy_llama3",
-    "arc-challenge_llama3")
-
-
-def mib_pair(task: str, model: str) -> str:
-    """MIB's folder of a task and model: ``<task with '_' as '-'>_<model>`` (``run_evaluation.py``)."""
-    return f"{task.replace('_', '-')}_{model}"
-
-
-def pair_problem(task: str, model: str) -> str | None:
-    """Why MIB does not evaluate a task/model pair (None when it does).
-
-    Returns:
-        A sentence naming the pair and listing MIB's valid pairs, or None for a pair of :data:`MIB_PAIRS`.
-    """
-    pair = mib_pair(task, model)
-    if pair in MIB_PAIRS:
-        return None
-    return (f"MIB does not evaluate {pair} (task {task!r}, model {model!r}); its pairs are {', '.join(MIB_PAIRS)} "
-            f"(hannamw/MIB-circuit-track utils.py COL_MAPPING)")
-
 
 #: the counterfactual column of each task (``dataset.py``: IOI's ``s2_io_flip_counterfactual``, MCQA's and ARC's
 #: default ``symbol_counterfactual``, arithmetic's ``random_counterfactual``)
@@ -339,10 +302,8 @@ def load_mib_task(path: str | os.PathLike, task: str, *, splits: Mapping[str, st
     Raises:
         MIBDataError: a split missing, an unknown split name, a row without MIB's columns.
         TaskFileError: a row whose answer or distractor is not one token, or whose prompts differ in length
-            (:func:`~.task_files.check_tokens`; the row named ``<task>-<split>-<row>``).
+            (:func:`~.task_checks.check_tokens`; the row named ``<task>-<split>-<row>``).
     """
-    from certified_circuits.language.task_files import check_tokens
-
     name = mib_task(task)
     mapping = {**DEFAULT_SPLITS, **dict(splits or {})}
     unknown = [s for s in mapping if s not in SPLITS]
@@ -378,8 +339,6 @@ def mib_examples(path: str | os.PathLike, task: str, split: str, **kw) -> list[E
     Returns:
         The split's examples, their ``split`` field the MIB split's name.
     """
-    from certified_circuits.language.task_files import check_tokens
-
     name = mib_task(task)
     rows = split_rows(path, name, split)
     examples = [Example(**{**row_example(name, row, id=f"{task}-{split}-{i:05d}", split=split, where=place).__dict__,

@@ -30,7 +30,7 @@ from typing import Any, Sequence
 
 import torch
 
-from certified_circuits import COMMAND
+from certified_circuits.commands import COMMAND
 from certified_circuits.language.forward import GPT2Weights
 from certified_circuits.language.graph import EAPGraph, build_graph
 from certified_circuits.language.tokenizer import GPT2PromptTokenizer, HFPromptTokenizer, PromptTokenizer, WordTokenizer

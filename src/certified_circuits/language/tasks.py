@@ -36,7 +36,7 @@ import re
 
 import numpy as np
 
-from certified_circuits import COMMAND
+from certified_circuits.commands import COMMAND
 from certified_circuits.storage.atomic import write_text
 
 TASKS: tuple[str, ...] = ("ioi", "ioi_hard", "greater_than")

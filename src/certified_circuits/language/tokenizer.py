@@ -20,7 +20,7 @@ from typing import Protocol, Sequence
 
 import numpy as np
 
-from certified_circuits import COMMAND
+from certified_circuits.commands import COMMAND
 from certified_circuits.storage.atomic import write_text
 from certified_circuits.language.tasks import EVENTS, NAMES, OBJECTS, PLACES, Example, split_words, year_vocabulary
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from certified_circuits import COMMAND
+from certified_circuits.commands import COMMAND
 from certified_circuits.language.tasks import GENERATED_TASKS, TASKS  # the built-in prompt generators (embedded, gpt2)
 from certified_circuits.pipeline.plans import ConfigPlan, PlanConfigError, check_config_plans, config_plans
 
@@ -403,8 +403,7 @@ def check_language_mib(language) -> None:
     """``language.mib``: a submission (``submission: true``) names MIB's model (``model``), every task forms a pair
     MIB evaluates with it, and the K grid holds MIB's 9 fractions (each binary file is then the certificate at
     K = p, not an empty or smaller circuit); refused before any job, listing the valid pairs (docs/mib.md)."""
-    from certified_circuits.language.mib_data import MIB_PAIRS, mib_pair, pair_problem
-    from certified_circuits.reports.mib import SUBMISSION_FRACTIONS
+    from certified_circuits.analysis.mib_constants import MIB_PAIRS, SUBMISSION_FRACTIONS, mib_pair, pair_problem
 
     mib = language["mib"]
     if mib.get("model") and mib.get("model_name"):
@@ -444,7 +443,7 @@ def check_mib_shape(language) -> None:
     Raises:
         ConfigError: naming ``language.mib.submission``, both shapes and the fix.
     """
-    from certified_circuits.language.mib_data import MIB_MODEL_SHAPES, MIB_MODELS
+    from certified_circuits.analysis.mib_constants import MIB_MODEL_SHAPES, MIB_MODELS
     from certified_circuits.pipeline.plans import language_shape
 
     model = language["mib"].get("model")

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from certified_circuits.core import planning
+from certified_circuits import commands
 from certified_circuits.core.planning import Plan, plan
 from certified_circuits.core.setting import Setting, number
 
@@ -191,9 +191,16 @@ def check_config_plans(plans: list[ConfigPlan]) -> list[ConfigPlan]:
 
 def plan_command(the_plan: Plan) -> str:
     """The command line that prints ``the_plan`` with its suggestions, runnable as printed in a fresh shell
-    (:func:`certified_circuits.core.planning.plan_command`, which writes every plan command)."""
+    (:func:`certified_circuits.commands.plan_command`, which writes every plan command).
+
+    Args:
+        the_plan: the plan of a config's setting.
+
+    Returns:
+        The command, with ``--radius`` the plan's radius (at least 1) and every field of its setting.
+    """
     s = the_plan.setting
-    return planning.plan_command(
+    return commands.plan_command(
         the_plan.n_examples, the_plan.n_components, radius=max(the_plan.radius, 1), p_del=s.p_del, tau=s.tau,
         alpha=s.alpha, n=s.n, n0=s.n0, correction=s.correction,
     )

@@ -87,29 +87,30 @@ def truth_finding(path: Path) -> str:
     """One line on an experiment's ground truth: how many concepts passed their causal check, and its numbers.
 
     Args:
-        path: a ground-truth JSON (format ``certified-circuits/ground-truth/1``). Its ``verification`` blocks carry
+        path: a ground-truth JSON (format ``certified-circuits/ground-truth/1``), read and validated by
+            :func:`certified_circuits.analysis.recovery.read_ground_truth`. Its ``verification`` blocks carry
             ``passed`` and, where the stage wrote them, a ``headline`` mapping of the check's numbers
             (``full``, ``circuit_only``, ``circuit_removed``, ``chance``, ``metric``).
 
     Returns:
         ``"world: the true circuits (22% of 150 components per concept, mean) passed their causal check for 10 of 10
         concepts: ..."``.
-    """
-    from certified_circuits.analysis.recovery import GROUND_TRUTH_FORMAT
-    from certified_circuits.storage.documents import read_json_document
 
-    doc = read_json_document(path, "rerun the stage that writes it (vision-ground-truth or language-ground-truth)",
-                             fmt=GROUND_TRUTH_FORMAT, what="ground-truth file")  # strict: no concept twice
-    concepts = doc.get("concepts", {})
-    passed = sum(c.get("verification", {}).get("passed") is True for c in concepts.values())  # "false" is not true
-    sizes = [len(c.get("components", [])) for c in concepts.values()]
-    n = int(doc.get("n_components") or 0)
+    Raises:
+        ValueError: the file is not a valid ground truth (the reader's message: the file, the field and the fix).
+    """
+    from certified_circuits.analysis.recovery import read_ground_truth
+
+    truth = read_ground_truth(path)  # validated: no concept twice, `passed` a JSON boolean
+    passed = sum(truth.verified(concept) for concept in truth.concepts)
+    sizes = [len(components) for components in truth.concepts.values()]
+    n = int(truth.n_components or 0)
     share = f"{np.mean(sizes):.0f} of {n} components" if n else f"{np.mean(sizes):.0f} components"
     line = (
-        f"**{doc.get('experiment', '?')}**: the true circuits ({share} per concept, mean) passed their causal "
-        f"check for {passed} of {len(concepts)} concepts"
+        f"**{truth.experiment}**: the true circuits ({share} per concept, mean) passed their causal "
+        f"check for {passed} of {len(truth.concepts)} concepts"
     )
-    heads = [c["verification"]["headline"] for c in concepts.values() if "headline" in c.get("verification", {})]
+    heads = [checks["headline"] for checks in truth.verification.values() if "headline" in checks]
     if heads:
         metric = heads[0].get("metric", "metric")
         mean = {k: float(np.mean([h[k] for h in heads])) for k in ("full", "circuit_only", "circuit_removed")}

@@ -60,7 +60,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from certified_circuits import COMMAND
+from certified_circuits.commands import COMMAND, plan_command
 from certified_circuits.core.setting import number
 from certified_circuits.storage.tables import read_csv_table
 
@@ -337,10 +337,8 @@ def curve_flags(curves: pd.DataFrame, where: str = "", *, n_classes: int | None 
 
 
 def _plan_command(attrs: Mapping[str, Any], n_components: int) -> str:
-    """The runnable plan command (:func:`certified_circuits.core.planning.plan_command`) for the certificate's own
+    """The runnable plan command (:func:`certified_circuits.commands.plan_command`) for the certificate's own
     |D|, U and setting (what is known of it), in backquotes."""
-    from certified_circuits.core.planning import plan_command
-
     setting = {key: attrs.get(key) for key in ("p_del", "tau", "n", "alpha")}
     return f"`{plan_command(attrs.get('n_examples'), n_components, **setting)}`"
 

@@ -38,7 +38,7 @@ It re-ranks by ``score``; ``in_graph`` is discarded. So the scores, not the memb
 
 The notes (:func:`write_submission`) record per fraction the K, the budget, ``truncated``, the counts, the
 abstained edges and ``keeps_membership``, the setting, and whether the pair is submittable (MIB evaluates only
-:data:`~certified_circuits.language.mib_data.MIB_PAIRS`, on its own models' shapes).
+:data:`~certified_circuits.analysis.mib_constants.MIB_PAIRS`, on its own models' shapes).
 """
 
 from __future__ import annotations
@@ -54,7 +54,13 @@ import numpy as np
 import pandas as pd
 
 from certified_circuits.analysis import faithfulness as fa
-from certified_circuits.language.mib_data import MIB_MODEL_SHAPES, MIB_MODELS, mib_pair, pair_problem
+from certified_circuits.analysis.mib_constants import (
+    MIB_MODEL_SHAPES,
+    MIB_MODELS,
+    SUBMISSION_FRACTIONS,
+    mib_pair,
+    pair_problem,
+)
 from certified_circuits.reports import tables
 from certified_circuits.reports.eap_graph import circuit_graph_json, decisions_sidecar, graph_cfg, write_graph_json
 from certified_circuits.storage.atomic import write_csv, write_text
@@ -65,8 +71,6 @@ log = logging.getLogger("certified_circuits")
 ABLATION = "patching"
 #: a task or model name in a submission folder: letters, digits, '.', '-' (the '_' separates them)
 FOLDER_PART = r"[A-Za-z0-9.\-]+"
-#: the 9 fractions of MIB's binary files (README: "no more than each of" 0.1% .. 50%; 100% is the full model)
-SUBMISSION_FRACTIONS: tuple[float, ...] = tuple(p for p in fa.MIB_FRACTIONS if p < 1.0)
 #: the importance file's name: the one MIB's run_evaluation.py reads
 IMPORTANCE_FILE = "importances.json"
 #: the upload folders of the two formats (MIB's example repository: importances/, multiple_circuits/)

@@ -29,6 +29,7 @@ import pandas as pd
 from certified_circuits.analysis import evaluation
 from certified_circuits.reports import figures, tables
 from certified_circuits.storage.atomic import write_csv
+from certified_circuits.commands import certify_command
 from certified_circuits.core.certification import check_certified_from, method_masks
 from certified_circuits.core.discovery import k_index
 from certified_circuits.core.contracts import Certificates, Votes
@@ -166,7 +167,7 @@ def read_circuits(pairs: Sequence[tuple[Path, Path]], scorer: str | None = None)
         if scorer is not None and held is not None and str(held) != scorer:
             raise ValueError(f"{votes_path} holds the circuits of scorer {str(held)!r}, not {scorer!r} as asked: pass "
                              f"--scorer {str(held)} or the votes and certificates of {scorer!r}")
-        check_certified_from(votes, certificates, str(votes_path), str(certificates_path))
+        check_certified_from(votes, certificates, str(votes_path), str(certificates_path), certify_command(str(votes_path)))
         circuits.append((votes, certificates))
     return circuits
 

@@ -37,6 +37,7 @@ from typing import Mapping, Sequence
 import numpy as np
 import torch
 
+from certified_circuits.analysis.recovery import GROUND_TRUTH_FORMAT
 from certified_circuits.vision.data.image_sets import ImageSet
 from certified_circuits.vision.evaluate import class_margin
 from certified_circuits.vision.networks.hooks import captured, masked_logits
@@ -47,8 +48,6 @@ from certified_circuits.vision.networks.planted import (
     truth_components,
     truth_names,
 )
-
-FORMAT = "certified-circuits/ground-truth/1"
 
 #: sufficiency: the truth alone keeps at least this share of the full model's class accuracy (the other logits
 #: sit at their ablated values instead of their per-image values, which may cost a few borderline images)
@@ -301,7 +300,7 @@ def ground_truth_document(
 ) -> dict:
     """The ground-truth JSON (format ``certified-circuits/ground-truth/1``) of a planted world model."""
     return {
-        "format": FORMAT,
+        "format": GROUND_TRUTH_FORMAT,
         "experiment": experiment,
         "kind": "vision",
         "model": f"planted_world_resnet own={list(spec.own)} shared={list(spec.shared)}",

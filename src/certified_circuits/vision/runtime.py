@@ -22,7 +22,7 @@ from certified_circuits.core.certification import certify, majority_vote
 from certified_circuits.core.discovery import TopKDiscovery
 from certified_circuits.core.setting import Setting
 from certified_circuits.core.smoothing import selection_and_certification_masks, vote_counts, vote_counts_naive, vote_device
-from certified_circuits.core.timing import best_of
+from certified_circuits.analysis.timing import best_of
 from certified_circuits.vision.networks.models import VisionModel
 from certified_circuits.vision.scoring.scorers import score_batch
 

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from certified_circuits import COMMAND
+from certified_circuits.commands import COMMAND
 from certified_circuits.storage.arrays import ArrayFileError, read_npz
 from certified_circuits.storage.atomic import write_npz, write_text
 

@@ -24,7 +24,7 @@ from torch import nn
 from torchvision import models as tvm
 from torchvision.models.resnet import BasicBlock, ResNet
 
-from certified_circuits import COMMAND
+from certified_circuits.commands import COMMAND
 from certified_circuits.vision.networks.architectures import ARCHITECTURES, WORLD_BLOCKS, WORLD_WIDTHS, Architecture, architecture
 
 WORLD_MEAN = (0.5, 0.5, 0.5)
