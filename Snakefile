@@ -37,8 +37,9 @@ try:  # each file strictly, the schema (defaults set), then pipeline/config.py's
         from certified_circuits.pipeline.tracking.progress import progress_interval
 
         progress_interval()
-except (ConfigError, ValueError) as error:
-    raise WorkflowError(str(error)) from None
+except (ConfigError, ValueError) as error:  # the project's own message alone: no Snakemake frame around it
+    print(error, file=sys.stderr)
+    sys.exit(2)
 VCONCEPTS = CHECKED.concepts
 
 # One live workflow per results folder, whatever checkout it starts from, and a proof of life per checkout.

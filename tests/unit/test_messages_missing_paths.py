@@ -2,7 +2,8 @@
 it (issue 35, item 6c; README "Paper scale on a GPU").
 
 The Snakefile runs :func:`certified_circuits.pipeline.config.check_config` when it parses the config, dry
-runs included; its first check is :func:`~certified_circuits.pipeline.config.check_paths`.
+runs included; its first check is :func:`~certified_circuits.pipeline.config.check_paths`. One real ``snakemake -n``
+shows what the user sees: the message alone, no Snakemake frame (issue 44).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import yaml
 from snakemake.utils import validate
 
 from certified_circuits.pipeline.config import ConfigError, check_config
+from tests.helpers.workflow import override, snakemake
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -90,3 +92,21 @@ def test_present_paths_are_not_listed(tmp_path: Path) -> None:
         check_config(config)
     assert str(caught.value).startswith("1 input path(s)") and "vision.imagenet.val_root" in str(caught.value)
     assert "class_index" not in str(caught.value)
+
+
+@pytest.mark.slow  # one snakemake parse (about 5 s)
+def test_a_dry_run_prints_only_the_message_and_fails(tmp_path: Path) -> None:
+    """A real ``snakemake -n`` on the paper config with a missing model folder: stderr is the project's message
+    (what is missing, its key, where to get it), nothing else; no "WorkflowError in file Snakefile, line ..." and
+    no traceback line; exit status 2; no results folder created."""
+    absent, results = tmp_path / "absent" / "gpt2", tmp_path / "results"
+    layer = override(tmp_path, "my_paths", {"results_dir": str(results), "vision": {"enabled": False},
+                                            "language": {"model_path": str(absent)}})
+    done = snakemake("-n", "--cores", "1", "--configfile", ROOT / "configs" / "paper.yaml", layer, timeout=300)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr.splitlines() == [
+        "1 input path(s) of this config do not exist; nothing was run. Put each in place (or fix the path in your "
+        "config) and run again:",
+        f"  - language.model_path = '{absent}': the GPT-2 Small folder (model and tokenizer, written by "
+        'save_pretrained). Where to get it: docs/paper_scale.md, "Where to get the weights and data"']
+    assert "WorkflowError" not in done.stdout and "Snakefile" not in done.stdout and not results.exists()

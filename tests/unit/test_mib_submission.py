@@ -1,15 +1,7 @@
-"""The MIB submission formats read back the way MIB's evaluator reads them (its reading reimplemented in
-tests/helpers/mib_reference.py).
-
-This file reimplements, independently of the package, what hannamw/MIB-circuit-track (b759df3) does with a
-submitted file: EAP-IG's (7af394a) ``Graph.from_model`` (the edge matrix: forward nodes ``input``, then per layer
-the heads and the MLP; backward nodes per layer the heads' q, k, v inputs and the MLP, then ``logits``; an edge
-from every earlier node, a head feeding its own layer's MLP), ``Graph.from_json`` (every edge's ``score`` and
-``in_graph``), ``apply_topn(n, absolute)`` (reset, scores of non-edges -inf, ``argsort`` descending, the first n in)
-and ``Graph.prune`` (a node stays with an incoming edge, ``input`` always, and an outgoing one; an edge with both
-ends, ``logits`` always; repeated until the nodes do not change), driven as ``evaluate_area_under_curve`` drives
-it: ``n = int(pct * len(graph.edges))``. Ties in ``argsort`` are left open by torch, so every selection is made
-with ties broken both ways.
+"""The MIB submission formats read back the way MIB's evaluator reads them: hannamw/MIB-circuit-track (b759df3) and
+EAP-IG (7af394a) reimplemented independently of the package in tests/helpers/mib_reference.py (``Graph.from_json``,
+``apply_topn`` with torch's open tie order broken both ways, the one-pass ``prune`` whose count MIB records and the
+fixed-point ``prune`` of ``evaluate_graph``).
 """
 
 from __future__ import annotations
@@ -142,19 +134,24 @@ def test_dead_edges_by_hand() -> None:
     names = g.edge_names()
     assert names == ["input->a0.h0<q>", "input->a0.h0<k>", "input->a0.h0<v>", "input->m0", "input->logits",
                      "a0.h0->m0", "a0.h0->logits", "m0->logits"]
-    # C = the edges into logits: a0.h0 and m0 reach logits but input does not reach them, so a0.h0->m0 is dead
+    rank = np.array([0.1, 0.9, 0.5, 0.3, 0.05, 0.2, 0.6, 0.15])  # the mean attribution (|mean|), by edge
+    # C = the edges into logits: a0.h0 and m0 reach logits but input does not reach them, so a0.h0->m0 is dead;
+    # outside C, best first: the dead a0.h0->m0, then the live edges by rank (k 0.9, v 0.5, input->m0 0.3, q 0.1);
+    # the 5 edges outside C score 5/6 .. 1/6
     c = np.array([n.endswith("logits") for n in names])
-    scores, keeps = mib.binary_scores(names, c, n=4)
-    assert keeps and scores.tolist() == [0, 0, 0, 0, 1, 0.5, 1, 1]
-    assert not mib.binary_scores(names, c, n=5)[1]  # 2 dead edges needed, 1 there
-    # C = input->m0: neither a0.h0 nor m0 reaches logits in C, so the edges into them are dead
+    scores, keeps = mib.binary_scores(names, c, 4, rank)
+    assert keeps and (scores * 6).round(12).tolist() == [1, 4, 3, 2, 6, 5, 6, 6]
+    assert not mib.binary_scores(names, c, 5, rank)[1]  # 2 dead edges needed, 1 there
+    # C = input->m0: neither a0.h0 nor m0 reaches logits in C, so the edges into them are dead, and come first
+    # (k 0.9, v 0.5, a0.h0->m0 0.2, q 0.1) before the live ones (a0.h0->logits 0.6, m0->logits 0.15,
+    # input->logits 0.05), whatever their rank: 7 edges outside C, scores 7/8 .. 1/8
     c = np.array([n == "input->m0" for n in names])
-    scores, keeps = mib.binary_scores(names, c, n=5)
-    assert keeps and scores.tolist() == [0.5, 0.5, 0.5, 1, 0, 0.5, 0, 0]
-    # C = a path through every node: no edge is dead, and MIB's top n > |C| would add a live edge
+    scores, keeps = mib.binary_scores(names, c, 5, rank)
+    assert keeps and (scores * 8).round(12).tolist() == [4, 7, 6, 8, 1, 5, 3, 2]
+    # C = a path through every node: no edge is dead, and MIB's top n > |C| adds the best live edge (k, 0.9)
     c = np.array([n in ("input->a0.h0<q>", "a0.h0->m0", "m0->logits") for n in names])
-    scores, keeps = mib.binary_scores(names, c, n=4)
-    assert not keeps and scores.tolist() == [1, 0, 0, 0, 0, 1, 0, 1]
+    scores, keeps = mib.binary_scores(names, c, 4, rank)
+    assert not keeps and (scores * 6).round(12).tolist() == [6, 5, 3, 2, 1, 6, 4, 6]
 
 
 def test_a_tampered_score_is_refused(exported, tmp_path) -> None:
@@ -169,6 +166,20 @@ def test_a_tampered_score_is_refused(exported, tmp_path) -> None:
     d["edges"][first_out]["score"] = 3.0
     path.write_text(json.dumps(d))
     with pytest.raises(ValueError, match="MIB's apply_topn would evaluate another circuit"):
+        mib.check_submission(copy)
+
+
+def test_a_tie_outside_the_circuit_is_refused(exported, tmp_path) -> None:
+    import shutil
+
+    copy = tmp_path / "out"
+    shutil.copytree(exported[0], copy)
+    path = copy / "multiple_circuits" / "certified-EAP-IG-inputs_patching_edge" / "ioi_gpt2" / "circuit_50pct.json"
+    d = json.loads(path.read_text())
+    first, second = [k for k, v in d["edges"].items() if not v["in_graph"]][:2]
+    d["edges"][second]["score"] = d["edges"][first]["score"]
+    path.write_text(json.dumps(d))
+    with pytest.raises(ValueError, match="share a score: which of them MIB's apply_topn adds"):
         mib.check_submission(copy)
 
 
@@ -196,3 +207,97 @@ def test_report_mib_writes_both_formats_and_checks_them(exported, tmp_path) -> N
     assert sorted(p.name for p in (tmp_path / "notes").iterdir()) == ["ioi_llama3.json", "mcqa_llama3.json"]
     assert len(list((tmp_path / "multiple_circuits").rglob("*.json"))) == 18
     assert len(list((tmp_path / "importances").rglob("importances.json"))) == 2
+
+
+@pytest.fixture(scope="module")
+def exported_large(tmp_path_factory):
+    """A certificate of the embedded model's graph (2 layers, 4 heads: 110 edges) whose 50% circuit keeps every
+    node alive, so that MIB's top n must add live edges there; exported."""
+    root = tmp_path_factory.mktemp("mib_large")
+    g = build_graph(2, 4)
+    names = g.edge_names()
+    assert len(names) == 110
+    n_examples = 40
+    rng = np.random.default_rng(11)
+    # strongest: an input -> node -> logits path through every node (20 edges), then 50 other edges at random
+    paths = [f"input->a{layer}.h{h}<q>" for layer in range(2) for h in range(4)] + ["input->m0", "input->m1"]
+    paths += [f"a{layer}.h{h}->logits" for layer in range(2) for h in range(4)] + ["m0->logits", "m1->logits"]
+    others = [n for n in names if n not in paths]
+    strong = paths + list(rng.choice(others, 50, replace=False))
+    signal = np.zeros(len(names))
+    signal[[names.index(n) for n in strong]] = np.linspace(8.0, 2.0, len(strong))
+    scores = signal * rng.choice([-1.0, 1.0], len(names)) + rng.normal(size=(n_examples, len(names)))
+    setting = Setting(p_del=0.9, n0=50, n=400, tau=0.8, alpha=0.05)
+    attr = write_attributions(root / "attr.h5", {"eap_ig": scores}, np.zeros(len(names), int), names,
+                              [f"x{i}" for i in range(n_examples)],
+                              {"n_layers": 2, "n_heads": 4, "d_model": 32, "level": "edge"},
+                              rankings={"eap_ig": "absolute"})
+    cert = cc.certify_scores(scores, np.zeros(len(names), int), list(mib.SUBMISSION_FRACTIONS), setting,
+                             absolute=True, attrs={"scorer": "eap_ig"}).save(root / "cert.h5")
+    mib.write_submission(root / "out", "ioi", "gpt2", "certified-EAP-IG-inputs", attr, cert, cert)
+    return root / "out", names, read_attributions(attr)
+
+
+def _files(out):
+    folder = out / "multiple_circuits" / "certified-EAP-IG-inputs_patching_edge" / "ioi_gpt2"
+    notes = json.loads((out / "notes" / "ioi_gpt2.json").read_text())["fractions"]
+    return [(note, MIBGraph.from_json(folder / note["file"])) for note in notes]
+
+
+@pytest.mark.parametrize("which", ["exported", "exported_large"])
+def test_mib_pads_each_binary_file_with_the_best_attributed_edges(which, request) -> None:
+    """At every fraction MIB's top n (signed and absolute, ties both ways) is the circuit, then the dead edges by
+    |mean attribution|, then the live edges by |mean attribution|; no two edges outside the circuit tie; every
+    circuit edge outranks every other edge. The expected order is computed here, from the attribution file and
+    the reference's own dead-edge rule, not by reports/mib.py."""
+    fixture = request.getfixturevalue(which)
+    out, names = fixture[0], fixture[1]
+    attr = read_attributions(out.parent / "attr.h5")
+    mean_abs = np.abs(attr.scores["eap_ig"].mean(0).astype(np.float64))  # the eap_ig ranking is absolute
+    live_padded = 0
+    for note, g in _files(out):
+        n = int(note["fraction"] * len(names))
+        circuit = g.in_graph
+        outside = g.real & ~circuit
+        dead = g.dead(circuit)
+        padding = sorted((e for e, name in enumerate(names) if outside[g.index[name]]),
+                         key=lambda e: (not dead[g.index[names[e]]], -mean_abs[e], e))[: n - int(circuit.sum())]
+        expected = circuit | g.mask([names[e] for e in padding], [True] * len(padding))
+        for absolute in (False, True):
+            for reverse in (False, True):
+                assert np.array_equal(g.top_n(n, absolute, reverse), expected), (note["file"], absolute, reverse)
+        out_scores = g.scores[outside]  # float32, as MIB's Graph holds them
+        assert np.unique(out_scores).size == out_scores.size, note["file"]
+        assert not circuit.any() or g.scores[circuit].min() > out_scores.max()
+        assert out_scores.min() > 0
+        live = [e for e in padding if not dead[g.index[names[e]]]]
+        assert bool(live) == (not note["keeps_membership"]), note["file"]
+        live_padded += len(live)
+        if live:  # the best-attributed live edges, and MIB evaluates them with the circuit
+            assert np.array_equal(g.apply_topn(n, True, False), g.prune(expected))
+    assert (live_padded > 0) == (which == "exported_large")
+
+
+def test_the_large_fixture_pads_its_50pct_file_with_live_edges(exported_large) -> None:
+    """The case the padding scores are for: the 50% circuit keeps (nearly) every node alive, MIB must add live
+    edges, and without distinct scores which ones would be up to torch's tie order."""
+    notes = {note["file"]: note for note, _ in _files(exported_large[0])}
+    assert notes["circuit_50pct.json"]["keeps_membership"] is False
+    assert notes["circuit_50pct.json"]["n_in"] < notes["circuit_50pct.json"]["budget"] == 55
+
+
+def test_mib_records_the_one_pass_prune_and_evaluates_the_fixed_point(exported) -> None:
+    """At EAP-IG 7af394a, apply_topn(prune=True) prunes once (the count MIB records, weighted_edge_count) and
+    evaluate_graph prunes to the fixed point (the circuit evaluated, and this package's count): the counts can
+    differ, the circuits evaluated cannot."""
+    recorded, ours = [], []
+    for note, g in _files(exported[0]):
+        top = g.top_n(int(note["fraction"] * len(g.index)), True, False)
+        once, fixed = g.prune_once(top), g.prune(top)
+        assert (once >= fixed).all() and np.array_equal(g.prune(once), fixed)
+        recorded.append(int(once.sum()))
+        ours.append(int(fixed.sum()))
+    # this fixture's numbers (its files have no ties, so they are MIB's too): of the 5 dead edges that fill the
+    # empty 2% circuit's budget, 3 survive the one pass; at 50% (budget 131, 56 certified in), 30 dead edges do
+    assert recorded == [0, 0, 0, 0, 3, 8, 19, 29, 76]
+    assert ours == [0, 0, 0, 0, 0, 6, 19, 29, 46]

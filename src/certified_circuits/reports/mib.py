@@ -16,17 +16,20 @@ scores format (1) as is. MIB names no binary file; ``circuit_<p>pct.json`` is th
 
 **What MIB's evaluator does with a file.** ``evaluate_area_under_curve`` calls ``graph.apply_topn(n, absolute)``
 (reset: every edge out, then the ``n = int(p E)`` best by ``score``, by ``|score|`` when ``absolute``), then
-``Graph.prune`` (nodes without an incoming or an outgoing edge leave, with their edges, until nothing changes).
-It re-ranks by ``score``; ``in_graph`` is discarded. So the scores, not the membership, say what is evaluated:
+``Graph.prune`` (nodes without an incoming or an outgoing edge leave, with their edges; at EAP-IG 7af394a one pass
+there, since ``apply_topn`` has set the nodes already, and ``evaluate_graph`` prunes again until nothing changes:
+docs/mib.md). It re-ranks by ``score``; ``in_graph`` is discarded. So the scores, not the membership, say what is evaluated:
 
-- **binary file at p** (:func:`binary_scores`): the certified-in edges C score 1, a set B of *dead* edges scores
-  0.5, every other edge 0 (all >= 0: signed and absolute rankings agree). B holds the edges that no path from
-  ``input`` to ``logits`` through C can use (their child cannot reach ``logits`` in C, or their parent reaches
-  it but cannot be reached from ``input``). For n = int(p E) >= |C|, ``apply_topn(n)`` takes C and n - |C|
-  edges of B (which ones, ties leave open), and ``prune`` removes all of them. So MIB evaluates ``prune(C)``,
-  the certified circuit, exactly, whenever |B| >= n - |C| (``keeps_membership`` in the notes, and a warning where
-  it fails: a large circuit that keeps every node alive leaves no dead edge, and MIB's ``apply_topn`` then
-  always evaluates n edges, more than certified). ``in_graph`` marks C, for an evaluator that reads it;
+- **binary file at p** (:func:`binary_scores`): the certified-in edges C score 1; every other edge scores less,
+  each its own score in (0, 1) (all > 0: signed and absolute rankings agree; distinct: no tie for torch to
+  break). First come the *dead* edges B, the edges that no path from ``input`` to ``logits`` through C can use
+  (their child cannot reach ``logits`` in C, or their parent reaches it but cannot be reached from ``input``),
+  then the rest, each group by the mean attribution (``|mean|`` for an absolute-ranking scorer). For n = int(p E)
+  >= |C|, ``apply_topn(n)`` takes C and the best n - |C| of that order. Where |B| >= n - |C| they are all in B
+  and ``prune`` removes them: MIB evaluates ``prune(C)``, the certified circuit, exactly (``keeps_membership``
+  in the notes). Where it fails (a large circuit that keeps every node alive leaves few dead edges; the run
+  warns), MIB's ``apply_topn`` always evaluates n edges, more than certified: C, B and the best-attributed live
+  edges, the same ones in every run. ``in_graph`` marks C, for an evaluator that reads it;
 - **importance file** (:func:`importance_order`): one ranking; at p MIB evaluates its first n edges. The order:
   edges by the smallest K of the grid at which they are certified in, then the edges never certified in that
   abstain at some K, then the rest; ties by the votes' ranking (|mean EAP-IG score|). The scores are
@@ -77,8 +80,8 @@ IMPORTANCE_FILE = "importances.json"
 IMPORTANCES, MULTIPLE = "importances", "multiple_circuits"
 #: the folder of the notes (not uploaded)
 NOTES = "notes"
-#: binary scores: certified in, dead (pruned whatever subset MIB takes), the rest
-IN_SCORE, DEAD_SCORE, OUT_SCORE = 1.0, 0.5, 0.0
+#: a binary file's score of a certified-in edge; every other edge scores below it, each its own (binary_scores)
+IN_SCORE = 1.0
 
 
 def percent_label(fraction: float) -> str:
@@ -140,9 +143,10 @@ def _reach(starts: set[str], steps: Mapping[str, set[str]]) -> set[str]:
     return seen
 
 
-def binary_scores(edge_names: Sequence[str], in_graph: np.ndarray, n: int,
+def binary_scores(edge_names: Sequence[str], in_graph: np.ndarray, n: int, rank_scores: np.ndarray,
                   ends: tuple[list[str], list[str]] | None = None) -> tuple[np.ndarray, bool]:
-    """The scores of one binary file that make MIB's ``apply_topn(n)`` + ``prune`` evaluate the circuit given.
+    """The scores of one binary file that make MIB's ``apply_topn(n)`` + ``prune`` evaluate the circuit given,
+    padded (where MIB must pad) deterministically with the best edges.
 
     With C the circuit, ``R_out`` the nodes with a path in C to ``logits`` and ``R_in`` those with a path in C
     from ``input``, the *dead* edges B are the edges outside C whose child is not in ``R_out`` (nor ``logits``),
@@ -150,21 +154,30 @@ def binary_scores(edge_names: Sequence[str], in_graph: np.ndarray, n: int,
     node to either reach set (a path through a B edge would need a C path that does not exist), so ``prune`` (which
     keeps exactly the edges on an ``input`` -> ``logits`` path) removes every B edge: ``prune(C + S) = prune(C)``.
 
+    The order, best first: C (score :data:`IN_SCORE`), then B, then the other (*live*) edges; within B and within
+    the live edges by ``rank_scores`` descending, then the lower index. Every edge outside C gets its own score,
+    ``(m - i) / (m + 1)`` at position i of the m edges outside C: distinct (in float32 too, for m < 2**24), in
+    (0, 1), all below C's and positive, so the signed and the absolute ranking agree and MIB's top n leaves no tie
+    to torch's ``argsort``.
+
     Args:
         edge_names: every edge of the graph.
         in_graph: bool [E] the certified circuit C.
         n: MIB's edge count at the file's fraction, ``int(p E)`` (>= |C|).
+        rank_scores: float [E] the mean attribution (``|mean|`` for an absolute-ranking scorer), higher first.
         ends: :func:`edge_ends` of ``edge_names``, when the caller has them.
 
     Returns:
-        ``(scores, keeps)``: float [E] ``IN_SCORE`` on C, ``DEAD_SCORE`` on B, ``OUT_SCORE`` elsewhere; ``keeps``
-        is True when |B| >= n - |C|: MIB's top n are then C and edges of B, whatever its ties, and it evaluates
-        ``prune(C)``. When C leaves too few dead edges (every node alive), no scores can do it: ``apply_topn``
-        always takes n edges, and the added live ones survive ``prune``.
+        ``(scores, keeps)``: float [E]; ``keeps`` is True when |B| >= n - |C|: MIB's top n are then C and the best
+        edges of B, and it evaluates ``prune(C)``. When C leaves too few dead edges (every node alive), no scores can
+        do it: ``apply_topn`` always takes n edges, and the added live ones, the best-ranked, survive ``prune``.
     """
     from certified_circuits.language import names as grammar
 
     in_graph = np.asarray(in_graph, dtype=bool)
+    rank_scores = np.asarray(rank_scores, dtype=np.float64)
+    if rank_scores.shape != in_graph.shape:
+        raise ValueError(f"{rank_scores.size} ranking scores for {in_graph.size} edges")
     parents, children = edge_ends(edge_names) if ends is None else ends
     forward: dict[str, set[str]] = {}
     backward: dict[str, set[str]] = {}
@@ -174,7 +187,12 @@ def binary_scores(edge_names: Sequence[str], in_graph: np.ndarray, n: int,
     r_in, r_out = _reach({grammar.INPUT}, forward), _reach({grammar.LOGITS}, backward)
     dead = np.array([(c not in r_out) or (p in r_out and p not in r_in) for p, c in zip(parents, children)],
                     dtype=bool) & ~in_graph
-    scores = np.where(in_graph, IN_SCORE, np.where(dead, DEAD_SCORE, OUT_SCORE))
+    outside = np.flatnonzero(~in_graph)
+    # tier 0: dead, 1: live; then the ranking descending, then the index
+    order = outside[np.lexsort((outside, -rank_scores[outside], ~dead[outside]))]
+    m = outside.size
+    scores = np.full(in_graph.shape, IN_SCORE, dtype=np.float64)
+    scores[order] = (m - np.arange(m)) / (m + 1)
     return scores, bool(int(dead.sum()) >= int(n) - int(in_graph.sum()))
 
 
@@ -247,7 +265,7 @@ def submission_files(cfg: Mapping[str, Any], edge_names: Sequence[str], decision
     binary, notes = [], []
     ends = edge_ends(edge_names)
     for c in fa.circuits_at_fractions(decision, k_grid, rank_scores, fractions):
-        scores, keeps = binary_scores(edge_names, c["in_graph"], c["budget"], ends)
+        scores, keeps = binary_scores(edge_names, c["in_graph"], c["budget"], rank_scores, ends)
         binary.append((c["fraction"], circuit_graph_json(cfg, edge_names, scores, c["in_graph"])))
         note = _fraction_note(c, edge_names, decision, setting)
         note.update(file=circuit_file(c["fraction"]), keeps_membership=keeps)
@@ -391,9 +409,9 @@ def check_submission(root: str | os.PathLike, fractions: Sequence[float] = SUBMI
     """Check a submission root against MIB's layout and read each file as MIB's evaluator does.
 
     Both formats' ``<method>_<ablation>_<level>`` folders hold ``<task>_<model>`` folders: one
-    ``importances.json`` each, or one binary file per fraction; a binary file's top ``int(p E)`` edges by score
-    (MIB's ``apply_topn``, signed and by absolute value) must be its ``in_graph`` edges plus edges of score
-    :data:`DEAD_SCORE` only, and its ``in_graph`` edges at most ``int(p E)``.
+    ``importances.json`` each, or one binary file per fraction; a binary file's ``in_graph`` edges must score
+    :data:`IN_SCORE`, every other edge less (none negative: MIB's signed and absolute rankings agree) and no two of
+    them the same (MIB's padding then needs no tie order), and its ``in_graph`` edges must be at most ``int(p E)``.
 
     Args:
         root: the submission root (``OUT``, holding ``importances/`` and ``multiple_circuits/``).
@@ -439,6 +457,10 @@ def _check_binary(path: Path, fraction: float) -> None:
     if not (np.all(scores[in_graph] == IN_SCORE) and np.all(scores[~in_graph] < IN_SCORE) and np.all(scores >= 0)):
         raise ValueError(f"{path}: the scores do not put the in_graph edges first (1 in, < 1 out, none negative): "
                          f"MIB's apply_topn would evaluate another circuit")
+    outside = scores[~in_graph].astype(np.float32)  # MIB's Graph holds float32 scores
+    if np.unique(outside).size < outside.size:
+        raise ValueError(f"{path}: edges outside in_graph share a score: which of them MIB's apply_topn adds to fill "
+                         f"int(p E) would depend on torch's tie order")
 
 
 #: the caption of the MIB-grid table: the abs convention of each area stated
