@@ -123,6 +123,7 @@ __all__ = [
     "json_script",
     "language_graph_svg",
     "language_page",
+    "lead_html",
     "main_figure",
     "markdown_table_html",
     "nearest_index",
@@ -335,8 +336,8 @@ def vision_panel(
     suffix = "" if index == 0 else f"-{index}"
     scorer = scorer_of(votes)
     data = vision_circuit_data(attributions.names, attributions.groups, votes, certificates)
-    truth, why = concept_truth(truths or {}, experiment.name, circuit.concept, attributions.names,
-                               str(circuit.attributions))  # fmt: skip
+    where = str(circuit.attributions)
+    truth, why = concept_truth(truths or {}, experiment.name, circuit.concept, attributions.names, where)
     if truth is not None:
         data["truth"] = "".join("1" if t else "0" for t in truth)
     k0 = nearest_index(votes.k_grid, operating_k(experiment.tables, None, scorer, votes.k_grid))
@@ -545,8 +546,14 @@ def language_panel(
         "(drawn dashed).</p>"
     )
     outside = counts["abstained outside the baseline"]
-    dotted = f"all {outside}" if counts["abstained drawn"] == outside else f"the {counts['abstained drawn']} most voted of {outside}"
-    truth_key = '<span class="ln ln-true"></span>true edge (ground truth) ' if truth is not None and level == "edges" else ""
+    dotted = (
+        f"all {outside}"
+        if counts["abstained drawn"] == outside
+        else f"the {counts['abstained drawn']} most voted of {outside}"
+    )
+    truth_key = (
+        '<span class="ln ln-true"></span>true edge (ground truth) ' if truth is not None and level == "edges" else ""
+    )
     truth_key += '<span class="ring"></span>true node (ground truth) ' if truth is not None and level == "nodes" else ""
     return (
         (

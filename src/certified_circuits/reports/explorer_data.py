@@ -175,8 +175,10 @@ def read_truths(paths: Iterable[str | Path]) -> dict[str, GroundTruth]:
     for path in paths:
         truth = read_ground_truth(path)
         if truth.experiment in truths:
-            raise ValueError(f"{path} and {truths[truth.experiment].path} are both ground truths of experiment "
-                             f"{truth.experiment!r}: pass one per experiment")
+            raise ValueError(
+                f"{path} and {truths[truth.experiment].path} are both ground truths of experiment "
+                f"{truth.experiment!r}: pass one per experiment"
+            )
         truths[truth.experiment] = truth
     return truths
 
