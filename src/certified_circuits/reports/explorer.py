@@ -4,25 +4,32 @@ It opens from disk with no server and no network: every page links ``explorer.cs
 from the folder, every figure is copied into it, and the circuit data is embedded in the pages.
 
 - every page: the run's one warning list (``warnings.json``, :func:`certified_circuits.reports.flags.run_flags`,
-  the list ``summary.md``, MLflow and the end of the run show) as one line per kind, each a link to its details;
-- ``index.html``: results first: the settings of each experiment in words and what the guarantee says
-  (Theorem 1), the headline tables (peaks and held-out selections, with Δ and significance markers), the key
-  figures with one-line captions, and links to every class and task; then every warning with its place and fix,
-  one collapsed block per kind;
+  the list ``summary.md``, MLflow and the end of the run show) as one line per kind (wrapped, never cut), each a
+  link to its details;
+- ``index.html``: its first screen is the run's findings in words (the lines that open ``summary.md``,
+  :func:`certified_circuits.reports.findings.summary_findings`) beside its main figure (the testbed's recovery
+  figure, else the first key figure); then the results: the settings of each experiment in words and what the
+  guarantee says (Theorem 1), the headline tables (peaks and held-out selections, with Δ and significance
+  markers), the key figures with one-line captions, and links to every class and task; then every warning with
+  its place and fix, one collapsed block per kind;
 - ``<experiment>/<class>.html`` (vision): where the class has circuits of several scorers, a table of each
   scorer's certified counts and a switch between them (:func:`~.html.switch_html`; ``#scorer=NAME`` in the
   address opens one), each panel holding what follows for its scorer (the feature grid and the attack are the
   main scorer's); under the setting, the class's warnings (collapsed); the circuit per layer at a K chosen with
   a selector (default: the operating K), every channel coloured certified in, abstained within the baseline,
-  abstained outside it, or certified out, with its certification votes on hover; the feature grid (top-
-  activating images of channels of each category); the class's cACC-K and false-positive-rate curves; its attack
-  result;
+  abstained outside it, or certified out, with its certification votes on hover; on a testbed model (one with a
+  ground-truth file) the true channels marked, each method's precision and recall against them at the selected
+  K (:mod:`certified_circuits.analysis.recovery`) and a switch to the truth alone, else a line saying that no
+  truth is known; the feature grid (top-activating images of channels of each category); the class's cACC-K
+  and false-positive-rate curves; its attack result;
 - ``<experiment>/<task>.html`` (language): under the setting, its warnings (collapsed); the circuit on the model
-  graph at the selected setting and K (nodes by layer; certified-in edges solid, edges of the baseline that are not
-  certified in dashed, the most-voted abstained edges outside the baseline dotted; the drawing keeps only
-  those edges), the edge counts, every setting with its flag codes, the curves, the attack result and the
-  circuit as a JSON download (every edge with its score, decision and ``in_graph``: certified in); a switch
-  between methods where the task has circuits of several.
+  graph at the selected setting and K (nodes by layer, each named; certified-in edges solid, edges of the
+  baseline that are not certified in dashed, the most-voted abstained edges outside the baseline dotted, the
+  legend naming how many; the drawing keeps only those edges); on a testbed model the true edges drawn under it,
+  precision and recall at the K shown and a switch to the truth alone; the edge counts (certified in, abstained
+  and certified out partition the edges; the baseline, which overlaps them, counted apart), every setting with
+  its flag codes, the curves, the attack result and the circuit as a JSON download (every edge with its score,
+  decision and ``in_graph``: certified in); a switch between methods where the task has circuits of several.
 
 The folder is assembled here (:func:`build_explorer`, the pages); the data it shows is gathered by
 :mod:`.explorer_data` (circuits, the operating K) and its HTML and SVG pieces, with the
