@@ -216,7 +216,7 @@ def test_the_overview_opens_with_the_findings_and_the_main_figure(tmp_path):
     assert main_figure({}) is None
     # without findings (no testbed) the first screen says so beside the main figure; with neither it is empty
     lead = lead_html((), main_figure(figures))
-    assert "This run has no findings" in lead and 'src="world/figures/recovery.png"' in lead
+    assert "No findings: summary.md has no" in lead and 'src="world/figures/recovery.png"' in lead
     assert "world: Recovery of the known circuit" in lead and lead_html((), None) == ""
 
 

@@ -676,8 +676,8 @@ def lead_html(findings: Sequence[str], figure: tuple[str, str, str] | None) -> s
         f"<div class=findings><ul>{items}</ul><p class=note>The findings that open "
         '<a href="../summary.md">summary.md</a>, each read from the table it names.</p></div>'
         if findings
-        else "<div class=findings><p class=note>This run has no findings (no testbed model: no known circuit to "
-        "compare with).</p></div>"
+        else "<div class=findings><p class=note>No findings: summary.md has no “What this run shows” (it has one "
+        "when the run has a testbed model, whose circuits have a known right answer).</p></div>"
     )
     shown = ""
     if figure is not None:
