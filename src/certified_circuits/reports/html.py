@@ -359,31 +359,29 @@ def language_graph_svg(
     parts = [
         f'<svg class="graph" viewBox="0 0 {width:.0f} {height:.0f}" width="{width:.0f}" height="{height:.0f}" role="img">'
     ]
-    used = set()
+    used: set[str] = set()
+
+    def line(index: int, css: str, words: str) -> str:
+        """One edge as an SVG line between its nodes (which count as used), with its name and ``words`` on hover."""
+        up, down = grammar.edge_nodes(names[index])
+        x1, y1 = node_position(up, n_layers, n_heads, width, height)
+        x2, y2 = node_position(down, n_layers, n_heads, width, height)
+        used.update({up, down})
+        return (
+            f'<line x1="{x1:.1f}" y1="{y1:.1f}" x2="{x2:.1f}" y2="{y2:.1f}" class="{css}">'
+            f"<title>{esc(names[index])}: {esc(words)}, {int(votes[index])} certification votes</title></line>"
+        )
+
     if truth is not None:
         truth = np.asarray(truth, bool)
         counts["true"] = int(truth.sum())
-        for index in np.flatnonzero(truth):  # under everything: a band the circuit's line runs along
-            up, down = grammar.edge_nodes(names[index])
-            x1, y1 = node_position(up, n_layers, n_heads, width, height)
-            x2, y2 = node_position(down, n_layers, n_heads, width, height)
-            used.update({up, down})
-            parts.append(
-                f'<line x1="{x1:.1f}" y1="{y1:.1f}" x2="{x2:.1f}" y2="{y2:.1f}" class="truth">'
-                f"<title>{esc(names[index])}: true edge (ground truth); {decision_words(decision[index])}, "
-                f"{int(votes[index])} certification votes</title></line>"
-            )
+        parts += [  # under everything: a band the circuit's line runs along
+            line(index, "truth", f"true edge (ground truth); {decision_words(decision[index])}")
+            for index in np.flatnonzero(truth)
+        ]
     for category in ("abstained", "baseline_only", "certified_in"):  # the circuit drawn last, on top
         css, label = EDGE_STYLES[category]
-        for index in groups[category]:
-            up, down = grammar.edge_nodes(names[index])
-            x1, y1 = node_position(up, n_layers, n_heads, width, height)
-            x2, y2 = node_position(down, n_layers, n_heads, width, height)
-            used.update({up, down})
-            parts.append(
-                f'<line x1="{x1:.1f}" y1="{y1:.1f}" x2="{x2:.1f}" y2="{y2:.1f}" class="edge {css}">'
-                f"<title>{esc(names[index])}: {esc(label)}, {int(votes[index])} certification votes</title></line>"
-            )
+        parts += [line(index, f"edge {css}", label) for index in groups[category]]
     nodes = (
         [grammar.INPUT, grammar.LOGITS]
         + [grammar.head(l, h) for l in range(n_layers) for h in range(n_heads)]
