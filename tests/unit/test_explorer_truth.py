@@ -246,3 +246,27 @@ def test_the_script_marks_the_true_channels_and_shows_the_switch(testbed):
     assert all(("true channel" in title) == bool(t) for _, t, title in cells)
     assert '<label class="truth-toggle">' in done.stdout  # shown by the script
     assert "1 true" in done.stdout and "2 true" in done.stdout  # the per-layer counts
+
+
+def test_a_hostile_true_component_is_shown_as_text(tmp_path):
+    """The true components' names come from a file (the ground truth, matched to the attribution file's names):
+    a hostile one is escaped, so the class page has the same elements as with a clean name."""
+    from .test_explorer_escaping import HOSTILE
+
+    pages_of = {}
+    for label, component in (("clean", "0"), ("hostile", HOSTILE)):
+        truth = _truth_file(tmp_path / label / "gt", "world", "vision", "circle", [f"layer1.{component}", "layer2.0"], 6)
+        out = build(tmp_path / label, component=component, ground_truths=(truth,))
+        pages_of[label] = Page((out / "world" / "circle.html").read_text())
+    assert pages_of["hostile"].names == pages_of["clean"].names
+    assert f"layer1.{HOSTILE}, layer2.0" in pages_of["hostile"].all_text
+    assert json.loads(pages_of["hostile"].scripts["circuit-data"])["truth"] == "100100"
+
+
+def test_a_truth_over_nodes_rings_the_true_nodes():
+    names = ["input->a0.h0<q>", "a0.h0->logits"]
+    svg, counts = language_graph_svg(names, np.array([1, 0]), np.zeros(2, bool), np.array([5, 1]), 1, 2,
+                                     true_nodes=["a0.h1", "m0"])
+    ringed = re.findall(r'class="node[^"]* true"><title>([^<]+)</title>', svg)
+    assert ringed == ["a0.h1; true node (ground truth)", "m0; true node (ground truth)"]
+    assert 'class="truth"' not in svg and "true" not in counts  # no edge truth given
