@@ -270,3 +270,44 @@ def test_a_truth_over_nodes_rings_the_true_nodes():
     ringed = re.findall(r'class="node[^"]* true"><title>([^<]+)</title>', svg)
     assert ringed == ["a0.h1; true node (ground truth)", "m0; true node (ground truth)"]
     assert 'class="truth"' not in svg and "true" not in counts  # no edge truth given
+
+
+@pytest.mark.skipif(not __import__("os").environ.get("CC_RESULTS"), reason="set CC_RESULTS to a run's results folder")
+def test_the_counts_partition_the_edges_of_a_real_run(tmp_path):
+    """On a real run's language circuits (``$CC_RESULTS``: certificates, votes and attributions of every task and
+    setting, and the ground truths): every task page's edge counts sum to the attribution file's U, and a testbed
+    task's page has its truth table."""
+    import os
+
+    from certified_circuits.analysis.recovery import read_ground_truth
+    from certified_circuits.storage.store import read_attributions
+
+    results = Path(os.environ["CC_RESULTS"])
+    circuits, experiments = [], {}
+    for cert in sorted(results.glob("certificates/*/train/*/*/*/*.h5")):
+        experiment, split, task, method, setting = cert.relative_to(results / "certificates").parts[:5]
+        votes = results / "votes" / experiment / split / task / method / f"{setting}.h5"
+        attributions = results / "attributions" / experiment / split / f"{task}.h5"
+        if votes.is_file() and attributions.is_file() and read_attributions(attributions).attrs.get("n_heads"):
+            circuits.append(Circuit(experiment, task, attributions, votes, cert))
+            experiments[experiment] = Experiment("language", experiment, tmp_path / "tables")
+    if not circuits:
+        pytest.skip(f"no language circuit in {results}")
+    (tmp_path / "tables").mkdir()
+    truths = sorted(results.glob("ground_truth/*.json"))
+    out = tmp_path / "explorer"
+    build_explorer(out, list(experiments.values()), circuits, ground_truths=truths)
+    for circuit in circuits:
+        text = (out / circuit.experiment / f"{circuit.concept}.html").read_text()
+        table = text.split("partition the edges", 1)[1].split("</table>", 1)[0]
+        shown = dict(zip(re.findall(r"<th>([^<]+)</th>", table), map(int, re.findall(r"<td class=num>(\d+)</td>", table))))
+        u = len(read_attributions(circuit.attributions).names)
+        assert sum(shown[key] for key in EDGE_PARTITION) == shown["edges"] == u, (circuit, shown)
+    for path in truths:  # a testbed task's page gives each method's precision and recall at its K
+        truth = read_ground_truth(path)
+        for circuit in circuits:
+            if circuit.experiment == truth.experiment and circuit.concept in truth.concepts:
+                text = (out / circuit.experiment / f"{circuit.concept}.html").read_text()
+                shown = _table_rows(text.split('<div class="truth-k"', 1)[1].split("</div>", 1)[0])
+                assert set(shown) == {"baseline", "majority vote", "certified in", "certified in + abstain"}
+                assert all(tp <= min(size, len(truth.concepts[circuit.concept])) for size, tp, _, _ in shown.values())
