@@ -551,6 +551,8 @@ rule explorer:
     input:
         targets=list(ALL_TARGETS),
         warnings=rules.warnings.output[0],
+        summary=rules.summary.output[0],
+        ground_truths=[PATHS.ground_truth(x) for x in GROUND_TRUTHS],
         circuits=list(dict.fromkeys(path for row in explorer_circuits() for path in row[2:])),
     output:
         # the folder's other files (pages, figures, CSS, JS) are written beside index.html, atomically with it
@@ -561,6 +563,7 @@ rule explorer:
         circuits=item_options("--circuit", explorer_circuits()),
         features=item_options("--features", EXPLORER_FEATURES),
         theory=words(rules.theory_figures.output),
+        truth=lambda w, input: f"--ground-truth {words(input.ground_truths)}" if input.ground_truths else "",
         out=lambda w, output: os.path.dirname(output[0]),
     log:
         log_path("explorer"),
@@ -568,7 +571,8 @@ rule explorer:
         ENV
     shell:
         "{params.job} certified-circuits report-explorer {params.experiments} {params.circuits} {params.features} "
-        "--theory {params.theory} --warnings {input.warnings:q} --out-dir {params.out:q} 2> {log:q}"
+        "--theory {params.theory} --warnings {input.warnings:q} --summary {input.summary:q} {params.truth} "
+        "--out-dir {params.out:q} 2> {log:q}"
 
 
 ALL_TARGETS += rules.explorer.output

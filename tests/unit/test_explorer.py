@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from certified_circuits.core.contracts import Certificates, Votes
-from certified_circuits.reports.explorer import (circuit_json, language_graph_svg, markdown_table_html, node_position,
-                                                 svg_chart, vision_circuit_data)
+from certified_circuits.reports.explorer import (EDGE_PARTITION, circuit_json, language_graph_svg, markdown_table_html,
+                                                 node_position, svg_chart, vision_circuit_data)
 from certified_circuits.reports.words import guarantee_words, setting_words, tag_words
 from .test_explorer_escaping import IMG, Page, build, pages
 
@@ -67,7 +67,9 @@ def test_language_graph_draws_the_circuit_and_counts_its_edges():
     baseline = np.array([1, 0, 1, 1, 0, 0], bool)
     votes = np.array([990, 995, 700, 10, 400, 300])
     svg, counts = language_graph_svg(names, decision, baseline, votes, n_layers=1, n_heads=2, max_abstained=1)
-    assert counts == {"certified in": 2, "baseline only": 2, "abstained": 3, "certified out": 1, "edges": 6}
+    assert counts == {"certified in": 2, "abstained": 3, "certified out": 1, "edges": 6, "in the baseline": 3,
+                      "baseline, not certified in": 2, "abstained outside the baseline": 2, "abstained drawn": 1}
+    assert sum(counts[key] for key in EDGE_PARTITION) == counts["edges"]  # the partition; the baseline apart
     assert svg.count('class="edge in"') == 2 and svg.count('class="edge base"') == 2
     assert svg.count('class="edge abs"') == 1 and "m0-&gt;logits: abstained outside the baseline, 400" in svg  # most voted
     assert "input-&gt;logits" not in svg  # pruned: not in the circuit, not among the most voted abstained

@@ -102,9 +102,11 @@ def _write_circuit(folder: Path, kind: str, concept: str, names: list[str], grou
 
 def build(tmp_path: Path, *, concept="circle", layer="layer1", component="0", edge=None, task="ioi",
           vision="world", language="tiny_gpt2", cert_attrs: dict | None = None, language_cert_attrs: dict | None = None,
-          decision: np.ndarray | None = None, tables: dict[str, pd.DataFrame] | None = None) -> Path:
+          decision: np.ndarray | None = None, tables: dict[str, pd.DataFrame] | None = None,
+          ground_truths: tuple[Path, ...] = (), findings: tuple[str, ...] = (), flags: list | None = None) -> Path:
     """A tiny explorer: one vision class (6 channels in 2 layers) and one language task (6 edges of a 1-layer,
-    2-head graph), with the names given; returns its folder."""
+    2-head graph), with the names given (and the ground truths, findings and flags given to build_explorer;
+    flags default to the run's list of the circuits); returns its folder."""
     vision_tables, language_tables = tmp_path / "tables" / "v", tmp_path / "tables" / "l"
     for folder in (vision_tables, language_tables):
         folder.mkdir(parents=True)
@@ -134,9 +136,11 @@ def build(tmp_path: Path, *, concept="circle", layer="layer1", component="0", ed
     circuits = [Circuit(vision, picture.concept, picture.attributions, picture.votes, picture.certificates),
                 Circuit(language, text.concept, text.attributions, text.votes, text.certificates)]
     out = tmp_path / "explorer"
-    flags = run_flags(certificates=[picture.certificates, text.certificates])  # the run's list, as the workflow makes it
+    if flags is None:  # the run's list, as the workflow makes it
+        flags = run_flags(certificates=[picture.certificates, text.certificates])
     metrics = build_explorer(out, [Experiment("vision", vision, vision_tables),
-                                   Experiment("language", language, language_tables)], circuits, flags=flags)
+                                   Experiment("language", language, language_tables)], circuits, flags=flags,
+                             ground_truths=ground_truths, findings=findings)
     (tmp_path / "metrics.json").write_text(json.dumps(metrics))
     return out
 

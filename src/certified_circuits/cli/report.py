@@ -309,6 +309,10 @@ def _explorer_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--theory", nargs="*", default=[], type=existing_file, help="theory figures (PNG)")
     p.add_argument("--warnings", type=existing_file, default=None,
                    help="the run's warning list (warnings.json of report-warnings), shown on every page")
+    p.add_argument("--ground-truth", nargs="*", default=[], type=existing_file,
+                   help="testbed: ground-truth JSONs (one per experiment): the true components on its pages")
+    p.add_argument("--summary", type=existing_file, default=None,
+                   help="summary.md of report-summary: its findings open the overview")
     p.add_argument("--out-dir", required=True, type=Path, help="the explorer folder (RESULTS/explorer)")
 
 
@@ -333,8 +337,11 @@ def _cmd_explorer(args: argparse.Namespace) -> int:
         circuits.append(Circuit(experiment, concept, *map(Path, paths), features=features.get((experiment, concept))))
     from certified_circuits.reports.flags import read_flags
 
+    from certified_circuits.reports.findings import summary_findings
+
     found = read_flags(args.warnings) if args.warnings else []
-    metrics = build_explorer(args.out_dir, experiments, circuits, args.theory, found)
+    lines = summary_findings(args.summary) if args.summary else []
+    metrics = build_explorer(args.out_dir, experiments, circuits, args.theory, found, args.ground_truth, lines)
     add_metrics(metrics)
     log.info("report-explorer: %d pages -> %s/index.html", int(metrics["explorer_pages"]), args.out_dir)
     return 0

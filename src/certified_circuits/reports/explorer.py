@@ -4,25 +4,32 @@ It opens from disk with no server and no network: every page links ``explorer.cs
 from the folder, every figure is copied into it, and the circuit data is embedded in the pages.
 
 - every page: the run's one warning list (``warnings.json``, :func:`certified_circuits.reports.flags.run_flags`,
-  the list ``summary.md``, MLflow and the end of the run show) as one line per kind, each a link to its details;
-- ``index.html``: results first: the settings of each experiment in words and what the guarantee says
-  (Theorem 1), the headline tables (peaks and held-out selections, with Δ and significance markers), the key
-  figures with one-line captions, and links to every class and task; then every warning with its place and fix,
-  one collapsed block per kind;
+  the list ``summary.md``, MLflow and the end of the run show) as one line per kind (wrapped, never cut), each a
+  link to its details;
+- ``index.html``: its first screen is the run's findings in words (the lines that open ``summary.md``,
+  :func:`certified_circuits.reports.findings.summary_findings`) beside its main figure (the testbed's recovery
+  figure, else the first key figure); then the results: the settings of each experiment in words and what the
+  guarantee says (Theorem 1), the headline tables (peaks and held-out selections, with Δ and significance
+  markers), the key figures with one-line captions, and links to every class and task; then every warning with
+  its place and fix, one collapsed block per kind;
 - ``<experiment>/<class>.html`` (vision): where the class has circuits of several scorers, a table of each
   scorer's certified counts and a switch between them (:func:`~.html.switch_html`; ``#scorer=NAME`` in the
   address opens one), each panel holding what follows for its scorer (the feature grid and the attack are the
   main scorer's); under the setting, the class's warnings (collapsed); the circuit per layer at a K chosen with
   a selector (default: the operating K), every channel coloured certified in, abstained within the baseline,
-  abstained outside it, or certified out, with its certification votes on hover; the feature grid (top-
-  activating images of channels of each category); the class's cACC-K and false-positive-rate curves; its attack
-  result;
+  abstained outside it, or certified out, with its certification votes on hover; on a testbed model (one with a
+  ground-truth file) the true channels marked, each method's precision and recall against them at the selected
+  K (:mod:`certified_circuits.analysis.recovery`) and a switch to the truth alone, else a line saying that no
+  truth is known; the feature grid (top-activating images of channels of each category); the class's cACC-K
+  and false-positive-rate curves; its attack result;
 - ``<experiment>/<task>.html`` (language): under the setting, its warnings (collapsed); the circuit on the model
-  graph at the selected setting and K (nodes by layer; certified-in edges solid, edges of the baseline that are not
-  certified in dashed, the most-voted abstained edges outside the baseline dotted; the drawing keeps only
-  those edges), the edge counts, every setting with its flag codes, the curves, the attack result and the
-  circuit as a JSON download (every edge with its score, decision and ``in_graph``: certified in); a switch
-  between methods where the task has circuits of several.
+  graph at the selected setting and K (nodes by layer, each named; certified-in edges solid, edges of the
+  baseline that are not certified in dashed, the most-voted abstained edges outside the baseline dotted, the
+  legend naming how many; the drawing keeps only those edges); on a testbed model the true edges drawn under it,
+  precision and recall at the K shown and a switch to the truth alone; the edge counts (certified in, abstained
+  and certified out partition the edges; the baseline, which overlaps them, counted apart), every setting with
+  its flag codes, the curves, the attack result and the circuit as a JSON download (every edge with its score,
+  decision and ``in_graph``: certified in); a switch between methods where the task has circuits of several.
 
 The folder is assembled here (:func:`build_explorer`, the pages); the data it shows is gathered by
 :mod:`.explorer_data` (circuits, the operating K) and its HTML and SVG pieces, with the
@@ -35,26 +42,31 @@ from __future__ import annotations
 import shutil
 from importlib import resources
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
+from certified_circuits.analysis.recovery import RECOVERY_METHODS, GroundTruth
 from certified_circuits.language import names as grammar
 from certified_circuits.reports.explorer_data import (
     CATEGORIES,
     Circuit,
     Experiment,
     circuit_json,
+    concept_truth,
     nearest_index,
     operating_k,
     read_circuit,
+    read_truths,
     select_setting,
+    truth_recovery,
     vision_circuit_data,
 )
 from certified_circuits.reports.findings import METHOD_WORDS
 from certified_circuits.reports.flags import Flag, certificate_where, sorted_flags
 from certified_circuits.reports.html import (
+    EDGE_PARTITION,
     EDGE_STYLES,
     JSON_ESCAPES,
     LINE_COLORS,
@@ -92,6 +104,7 @@ __all__ = [
     "CAPTIONS",
     "CATEGORIES",
     "CSS",
+    "EDGE_PARTITION",
     "EDGE_STYLES",
     "JS",
     "JSON_ESCAPES",
@@ -117,6 +130,8 @@ __all__ = [
     "json_script",
     "language_graph_svg",
     "language_page",
+    "lead_html",
+    "main_figure",
     "markdown_table_html",
     "nearest_index",
     "node_of",
@@ -125,9 +140,11 @@ __all__ = [
     "overview",
     "page",
     "read_circuit",
+    "read_truths",
     "select_setting",
     "svg_chart",
     "switch_html",
+    "truth_html",
     "url",
     "vision_circuit_data",
     "vision_page",
@@ -200,6 +217,87 @@ def attack_html(tables: Path, concept: str) -> str:
 
 NO_FEATURES = "<p>No feature grid for this class (vision.feature_concepts).</p>"
 
+#: the recovery methods in words (:data:`certified_circuits.reports.findings.METHOD_WORDS` and the majority vote)
+RECOVERY_WORDS = {**METHOD_WORDS, "majority": "majority vote"}
+#: the most true components a page names in its text (the rest are counted)
+SHOWN_TRUE = 60
+
+
+def truth_table_html(rows: pd.DataFrame, k: float) -> str:
+    """One K's precision and recall of each method's circuit against the truth, as an HTML table.
+
+    Args:
+        rows: :func:`~.explorer_data.truth_recovery` rows of one K (one per method).
+        k: that K (a fraction of the components), for the caption.
+
+    Returns:
+        the table: method, circuit size, true components in it (TP), precision (n/a for an empty circuit),
+        recall.
+    """
+    order = {m: i for i, m in enumerate(RECOVERY_METHODS)}
+    rows = rows.sort_values("method", key=lambda m: m.map(order), kind="stable")
+    frame = pd.DataFrame(
+        {
+            "method": [RECOVERY_WORDS.get(m, m) for m in rows["method"]],
+            "circuit size": rows["size"].astype(int).to_numpy(),
+            "true in it (TP)": rows["tp"].astype(int).to_numpy(),
+            "precision": ["n/a (empty)" if e else f"{v:.2f}" for v, e in zip(rows["precision"], rows["empty_circuit"])],
+            "recall": [f"{v:.2f}" for v in rows["recall"]],
+        }
+    )
+    return frame_html(
+        frame,
+        f"Recovery of the known circuit at K = {100 * k:g}%: precision = TP / circuit size, recall = TP / the true "
+        "components (analysis/recovery.py)",
+    )
+
+
+def truth_html(
+    truth: np.ndarray | None,
+    why: str,
+    names: Sequence[str],
+    votes,
+    certificates,
+    k_indices: Sequence[int],
+    shown: int,
+    what: str = "components",
+) -> str:
+    """A circuit's part about the known circuit (a testbed model's ground truth): the switch to the truth alone
+    (hidden until the explorer's script shows it), the true components named, and each method's precision and
+    recall against them at each K of ``k_indices`` (one table each; all but the ``shown`` K's ``hidden``, the
+    K selector shows the others); or the sentence ``why`` there is none.
+
+    Args:
+        truth: bool ``[U]`` over ``names`` (:func:`~.explorer_data.concept_truth`), or None.
+        why: the sentence shown without a truth.
+        names: the component names.
+        votes, certificates: the circuit's.
+        k_indices: the positions in the K grid to give a table for (the page's selector's, or its one K).
+        shown: the position shown first.
+        what: what the components are called (channels, edges).
+
+    Returns:
+        the HTML.
+    """
+    if truth is None:
+        return f"<p class=note>{esc(why)}</p>"
+    rows = truth_recovery(votes, certificates, truth)
+    true_names = [str(names[i]) for i in np.flatnonzero(truth)]
+    listed = ", ".join(true_names[:SHOWN_TRUE]) + (
+        f" and {len(true_names) - SHOWN_TRUE} more" if len(true_names) > SHOWN_TRUE else ""
+    )
+    tables = "".join(
+        f'<div class="truth-k" data-k="{i}"{"" if i == shown else " hidden"}>'
+        f"{truth_table_html(rows[rows.k_index == i], float(votes.k_grid[i]))}</div>"
+        for i in k_indices
+    )
+    return (
+        f'<p class="truth-note"><b>The known circuit</b> (ground truth): {len(true_names)} of {len(names)} {esc(what)}, '
+        f"marked on the drawing: {esc(listed)}. "
+        '<label class="truth-toggle" hidden><input type="checkbox"> show the truth alone</label></p>'
+        f"{tables}"
+    )
+
 
 def scorer_of(votes) -> str:
     """The scorer (vision) or method (language) a circuit's votes were counted for."""
@@ -222,21 +320,42 @@ def vision_panel(
     features: str | None,
     index: int,
     flags: Sequence[Flag] = (),
+    truths: Mapping[str, GroundTruth] | None = None,
 ) -> tuple[str, dict]:
-    """One scorer's part of a class page: its circuit per layer with a K selector, the feature grid (the main
-    scorer's, ``index`` 0; the others say whose it is) and its curves. Returns the HTML and the row of the page's
-    scorer table (the certified in, abstained and out counts at the page's K, the codes of the page's ``flags``
-    that name this scorer)."""
+    """One scorer's part of a class page: its circuit per layer with a K selector (on a testbed model the true
+    channels marked, each method's precision and recall against them at the selected K, and a switch to the
+    truth alone), the feature grid (the main scorer's, ``index`` 0; the others say whose it is) and its curves.
+
+    Args:
+        read: the circuit and its (attributions, votes, certificates).
+        experiment: the class's experiment.
+        sufficiency: the experiment's sufficiency rows (the curves).
+        features: the feature grid's image, relative to the page, or None.
+        index: the panel's position (0: the main scorer).
+        flags: the page's flags.
+        truths: the run's ground truths by experiment (:func:`~.explorer_data.read_truths`).
+
+    Returns:
+        the HTML, and the row of the page's scorer table (the certified in, abstained and out counts at the
+        page's K, the codes of the page's ``flags`` that name this scorer).
+    """
     circuit, attributions, votes, certificates = read
     suffix = "" if index == 0 else f"-{index}"
     scorer = scorer_of(votes)
     data = vision_circuit_data(attributions.names, attributions.groups, votes, certificates)
+    where = str(circuit.attributions)
+    truth, why = concept_truth(truths or {}, experiment.name, circuit.concept, attributions.names, where)
+    if truth is not None:
+        data["truth"] = "".join("1" if t else "0" for t in truth)
     k0 = nearest_index(votes.k_grid, operating_k(experiment.tables, None, scorer, votes.k_grid))
     options = "".join(
         f'<option value="{i}"{" selected" if i == k0 else ""}>K = {100 * k:g}%</option>'
         for i, k in enumerate(votes.k_grid)
     )
     legend = "".join(f'<span class="sw {css}"></span>{esc(label)} ' for _, (_, css, label) in CATEGORIES.items())
+    if truth is not None:
+        legend += '<span class="sw t"></span>true channel (ground truth) '
+    known = truth_html(truth, why, attributions.names, votes, certificates, range(len(votes.k_grid)), k0, "channels")
     rows = sufficiency[(sufficiency.concept.astype(str) == circuit.concept)]
     if "scorer" in rows:
         rows = rows[rows.scorer == votes.attrs.get("scorer")]
@@ -261,7 +380,7 @@ def vision_panel(
     return (
         (
             f'<h2>Circuit per layer</h2><div class="circuit-view"><p><label>K <select id=kselect{suffix}>{options}'
-            f"</select></label> <span class=legend>{legend}</span></p><p class=note>Each square is a channel; hover for "
+            f"</select></label> <span class=legend>{legend}</span></p>{known}<p class=note>Each square is a channel; hover for "
             f"its certification votes (how many of the n = {data['n']} sub-datasets put it in the circuit).</p>"
             f'<div class="circuit" id="circuit{suffix}"></div>{json_script(data, "circuit-data" + suffix)}</div>'
             f"<h2>Features</h2>{grid}<h2>Curves</h2>{charts}"
@@ -285,11 +404,13 @@ def vision_page(
     sufficiency: pd.DataFrame,
     features: str | None,
     flags: Sequence[Flag] = (),
+    truths: Mapping[str, GroundTruth] | None = None,
 ) -> tuple[str, list[Flag]]:
     """The class page: under its setting, the class's flags of the run's list (collapsed: one line, a click
     away); per scorer (a switch between them where the class has several circuits, one per scorer; the first
-    given is the main scorer) the circuit per layer with a K selector, the feature grid and the curves; then the
-    attack (the main scorer's). Returns the page's body and its flags."""
+    given is the main scorer) the circuit per layer with a K selector (with the known circuit on a testbed
+    model, ``truths``), the feature grid and the curves; then the attack (the main scorer's). Returns the page's
+    body and its flags."""
     circuits = [circuits] if isinstance(circuits, Circuit) else list(circuits)
     groups = by_scorer(circuits)
     scorers = list(groups)
@@ -300,7 +421,7 @@ def vision_page(
     mine = page_flags(flags, experiment.name, concept)
     panels, rows = [], []
     for index, scorer in enumerate(scorers):
-        panel, row = vision_panel(groups[scorer][0], experiment, sufficiency, features, index, mine)
+        panel, row = vision_panel(groups[scorer][0], experiment, sufficiency, features, index, mine, truths)
         panels.append(panel)
         rows.append(row)
     table = (
@@ -327,11 +448,28 @@ def language_panel(
     index: int,
     several: bool,
     flags: Sequence[Flag] = (),
+    truths: Mapping[str, GroundTruth] | None = None,
 ) -> tuple[str, dict]:
-    """One method's part of a task page, at the selected setting: the circuit on the model graph, the edge
-    counts, every setting with the codes of its flags (those of the page's ``flags`` that name its certificate or
-    its setting), the curves and the circuit JSON (a file beside the page). Returns the HTML and the shown
-    circuit's attributes."""
+    """One method's part of a task page, at the selected setting: the circuit on the model graph (on a testbed
+    model with the known circuit marked, each method's precision and recall against it at the K shown, and a
+    switch to the truth alone), the edge counts (certified in, abstained, certified out: they partition the
+    edges; the baseline counted apart, as it overlaps them), every setting with the codes of its flags (those of
+    the page's ``flags`` that name its certificate or its setting), the curves and the circuit JSON (a file
+    beside the page).
+
+    Args:
+        read: the task's circuits of this method (one per setting) with their files read.
+        experiment: the task's experiment.
+        sufficiency: the experiment's sufficiency rows (the curves).
+        out_dir: the experiment's folder (the circuit JSON is written there).
+        index: the panel's position (0: the main method).
+        several: whether the task has several methods (the K is then this method's).
+        flags: the page's flags.
+        truths: the run's ground truths by experiment (:func:`~.explorer_data.read_truths`).
+
+    Returns:
+        the HTML and the shown circuit's attributes.
+    """
     from certified_circuits.reports.paper import setting_tag
 
     task = read[0][0].concept
@@ -347,7 +485,9 @@ def language_panel(
         **dict(certificates.attrs),
         **{key: attributions.attrs.get(key) for key in ("n_layers", "n_heads", "d_model", "parallel_attn_mlp")},
     }
+    truth, why = concept_truth(truths or {}, experiment.name, task, attributions.names, str(circuit.attributions))
     drawn = (attributions.names, certificates.decision[i], votes.baseline[i], votes.certification_counts[i])
+    marks: dict = {"truth": truth}
     if attributions.names and not grammar.is_edge(attributions.names[0]):  # node level: each node's edges drawn
         from certified_circuits.reports.eap_graph import graph_cfg
         from certified_circuits.reports.language_graphs import node_to_edge_view
@@ -356,7 +496,13 @@ def language_panel(
             int(attrs["n_layers"]), int(attrs["n_heads"]), 0, bool(int(attrs.get("parallel_attn_mlp") or 0))
         )
         drawn = node_to_edge_view(cfg, *drawn)
-    svg, counts = language_graph_svg(*drawn, int(attributions.attrs["n_layers"]), int(attributions.attrs["n_heads"]))
+        true_nodes = [] if truth is None else [str(attributions.names[j]) for j in np.flatnonzero(truth)]
+        marks = {"true_nodes": true_nodes}
+    svg, counts = language_graph_svg(
+        *drawn, int(attributions.attrs["n_layers"]), int(attributions.attrs["n_heads"]), **marks
+    )
+    level = "edges" if not attributions.names or grammar.is_edge(attributions.names[0]) else "nodes"
+    known = truth_html(truth, why, attributions.names, votes, certificates, [i], i, level)
     score_name = scorer or "eap_ig"
     scores = (
         attributions.scores[score_name].mean(axis=0)
@@ -395,14 +541,35 @@ def language_panel(
     charts = curve_charts(
         rows.rename(columns={"accuracy": "cacc"}), [("cacc", "cACC", True), ("logit_diff", "logit difference", False)]
     )
-    count_table = frame_html(pd.DataFrame([counts]), f"Edges at K = {100 * votes.k_grid[i]:g}%")
+    count_table = frame_html(
+        pd.DataFrame([{**{key: counts[key] for key in EDGE_PARTITION}, "edges": counts["edges"]}]),
+        f"Edges at K = {100 * votes.k_grid[i]:g}%: certified in, abstained and certified out partition the edges "
+        "(each edge is in one; they sum to the edges)",
+    )
+    both = counts["in the baseline"] - counts["baseline, not certified in"]
+    baseline = (
+        f"<p class=note>In the baseline (counted apart: it overlaps the three): {counts['in the baseline']} of the "
+        f"{counts['edges']} edges, {both} of them certified in, {counts['baseline, not certified in']} not "
+        "(drawn dashed).</p>"
+    )
+    outside = counts["abstained outside the baseline"]
+    dotted = (
+        f"all {outside}"
+        if counts["abstained drawn"] == outside
+        else f"the {counts['abstained drawn']} most voted of {outside}"
+    )
+    truth_key = (
+        '<span class="ln ln-true"></span>true edge (ground truth) ' if truth is not None and level == "edges" else ""
+    )
+    truth_key += '<span class="ring"></span>true node (ground truth) ' if truth is not None and level == "nodes" else ""
     return (
         (
             f"<h2>Circuit on the model graph (K = {100 * votes.k_grid[i]:g}%, {esc(tag_words(tag))})</h2>"
-            f'<p><span class=legend><span class="ln ln-in"></span>certified in <span class="ln ln-base"></span>in the baseline, '
-            f'not certified in <span class="ln ln-abs"></span>abstained outside the baseline (the 300 most voted)</span> · '
-            f'<a href="{url(download.name)}" download>circuit JSON (EAP-IG graph layout)</a></p>'
-            f'<div class="graphbox">{svg}</div>{count_table}{settings}<h2>Curves</h2>{charts}'
+            f'<div class="graph-view"><p><span class=legend><span class="ln ln-in"></span>certified in '
+            f'<span class="ln ln-base"></span>in the baseline, not certified in <span class="ln ln-abs"></span>abstained '
+            f"outside the baseline ({dotted}) {truth_key}</span> · "
+            f'<a href="{url(download.name)}" download>circuit JSON (EAP-IG graph layout)</a></p>{known}'
+            f'<div class="graphbox">{svg}</div></div>{count_table}{baseline}{settings}<h2>Curves</h2>{charts}'
         ),
         attrs,
     )
@@ -414,11 +581,13 @@ def language_page(
     sufficiency: pd.DataFrame,
     out_dir: Path,
     flags: Sequence[Flag] = (),
+    truths: Mapping[str, GroundTruth] | None = None,
 ) -> tuple[str, list[Flag]]:
     """The task page at the selected setting (held-out selection when there is one, else the best peak): under
     its setting, the task's flags of the run's list (collapsed, a click away); per method (a switch between them
-    where the task has circuits of several; the first given is the main one) every setting's flag codes in the
-    settings table; then the attack. Returns the page's body and its flags."""
+    where the task has circuits of several; the first given is the main one) the circuit on the model graph
+    (with the known circuit on a testbed model, ``truths``) and every setting's flag codes in the settings
+    table; then the attack. Returns the page's body and its flags."""
     task = circuits[0].concept
     groups = by_scorer(circuits)
     methods = list(groups)
@@ -426,7 +595,7 @@ def language_page(
     mine = page_flags(flags, experiment.name, task)
     panels, attrs = [], {}
     for index, method in enumerate(methods):
-        panel, shown = language_panel(groups[method], experiment, sufficiency, out_dir, index, several, mine)
+        panel, shown = language_panel(groups[method], experiment, sufficiency, out_dir, index, several, mine, truths)
         panels.append(panel)
         attrs = attrs or shown
     votes = groups[methods[0]][0][2]
@@ -469,6 +638,55 @@ def recovery_html(tables: Path) -> str:
     )
 
 
+def main_figure(figures: Mapping[str, Sequence[tuple[str, str]]]) -> tuple[str, str, str] | None:
+    """The run's main figure: the testbed's recovery figure (``testbed/recovery.png``) of the first experiment
+    that has one, else the first key figure (:data:`KEY_FIGURES` order) of the first experiment with any.
+
+    Args:
+        figures: experiment -> its copied key figures, (file name, source relative to the overview).
+
+    Returns:
+        (experiment, file name, source), or None when the run has no key figure.
+    """
+    for experiment, shown in figures.items():
+        for name, src in shown:
+            if name == "recovery.png":
+                return experiment, name, src
+    for experiment, shown in figures.items():
+        if shown:
+            return experiment, *shown[0]
+    return None
+
+
+def lead_html(findings: Sequence[str], figure: tuple[str, str, str] | None) -> str:
+    """The overview's first screen: the run's findings in words (the lines that open ``summary.md``,
+    :func:`certified_circuits.reports.findings.summary_findings`) beside its main figure (:func:`main_figure`).
+
+    Args:
+        findings: the finding lines (Markdown list items, ``- ...``; code spans shown as code).
+        figure: (experiment, file name, source) or None.
+
+    Returns:
+        the section, or "" with neither.
+    """
+    if not findings and figure is None:
+        return ""
+    items = "".join(f"<li>{code_spans(esc(line.removeprefix('- ').replace('**', '')))}</li>" for line in findings)
+    words = (
+        f"<div class=findings><ul>{items}</ul><p class=note>The findings that open "
+        '<a href="../summary.md">summary.md</a>, each read from the table it names.</p></div>'
+        if findings
+        else "<div class=findings><p class=note>No findings: summary.md has no “What this run shows” (it has one "
+        "when the run has a testbed model, whose circuits have a known right answer).</p></div>"
+    )
+    shown = ""
+    if figure is not None:
+        experiment, name, src = figure
+        caption = f"{experiment}: {CAPTIONS.get(name, name)}"
+        shown = f'<figure class="main-figure"><img src="{url(src)}" alt="{esc(caption)}"><figcaption>{esc(caption)}</figcaption></figure>'
+    return f'<section class="lead"><h2>What this run shows</h2><div class="lead-body">{words}{shown}</div></section>'
+
+
 def overview(
     experiments: Sequence[Experiment],
     first_attrs: dict[str, dict],
@@ -476,11 +694,26 @@ def overview(
     figures: dict[str, list[tuple[str, str]]],
     theory: list[tuple[str, str]],
     flags: Sequence[Flag] = (),
+    findings: Sequence[str] = (),
 ) -> str:
-    """The overview page: the results of each experiment first (settings, guarantee, links to every class and
-    task, recovery, headline tables, key figures), then the theory figures, then the run's warnings in full (one
-    collapsed block per kind, :func:`~.html.warnings_section_html`; every page's banner links there)."""
-    parts = ["<h1>Certified circuits of this run</h1>"]
+    """The overview page: first the run's findings in words beside its main figure (:func:`lead_html`), then the
+    results of each experiment (settings, guarantee, links to every class and task, recovery, headline tables,
+    key figures), then the theory figures, then the run's warnings in full (one collapsed block per kind,
+    :func:`~.html.warnings_section_html`; every page's banner links there).
+
+    Args:
+        experiments: the run's experiments.
+        first_attrs: experiment -> the attributes of its first circuit (its setting in words).
+        links: experiment -> (concept, page) of each class or task page.
+        figures: experiment -> its key figures, (file name, source).
+        theory: the theory figures, (file name, source).
+        flags: the run's warning list.
+        findings: the finding lines that open ``summary.md``.
+
+    Returns:
+        the page's body.
+    """
+    parts = ["<h1>Certified circuits of this run</h1>", lead_html(findings, main_figure(figures))]
     for experiment in experiments:
         attrs = first_attrs.get(experiment.name)
         parts.append(f"<section><h2>{esc(experiment.name)} ({esc(experiment.kind)})</h2>")
@@ -532,6 +765,8 @@ def build_explorer(
     circuits: Sequence[Circuit],
     theory_figures: Iterable[Path] = (),
     flags: Sequence[Flag] = (),
+    ground_truths: Iterable[Path] = (),
+    findings: Sequence[str] = (),
 ) -> dict[str, float]:
     """Write the explorer folder (atomically: a temporary folder renamed into place).
 
@@ -543,11 +778,16 @@ def build_explorer(
         flags: the run's one warning list (``warnings.json``, :func:`certified_circuits.reports.flags.run_flags`):
             one line per kind on every page, in full at the end of the overview, and on each class and task page
             those that concern it.
+        ground_truths: the testbed models' ground-truth files (``ground_truth/<experiment>.json``): each class or
+            task page of their experiments marks the true components and gives precision and recall against them.
+        findings: the lines that open ``summary.md`` (:func:`certified_circuits.reports.findings.summary_findings`),
+            on the overview's first screen beside the main figure.
 
     Returns:
         metrics: pages written, the largest page's size in bytes, and the flags shown (``len(flags)``).
     """
     kinds = {e.name: e for e in experiments}
+    truths = read_truths(ground_truths)
     unknown = sorted({c.experiment for c in circuits} - set(kinds))
     if unknown:
         raise ValueError(f"circuits of experiments {unknown} but no --experiment with their tables: pass both")
@@ -582,9 +822,9 @@ def build_explorer(
                     if group[0].features is not None and Path(group[0].features).is_file():
                         features = f"figures/features_{file_stem(concept)}.png"
                         shutil.copyfile(group[0].features, folder / features)
-                    body, _ = vision_page(group, experiment, sufficiency, features, flags)
+                    body, _ = vision_page(group, experiment, sufficiency, features, flags, truths)
                 else:
-                    body, _ = language_page(group, experiment, sufficiency, folder, flags)
+                    body, _ = language_page(group, experiment, sufficiency, folder, flags, truths)
                 text = page(f"{concept} · {experiment.name}", body, depth=1, flags=flags)
                 (folder / f"{file_stem(concept)}.html").write_text(text)
                 sizes.append(len(text))
@@ -598,7 +838,7 @@ def build_explorer(
         for source in theory_figures:
             shutil.copyfile(source, tmp / "theory" / Path(source).name)
             theory.append((Path(source).name, f"theory/{Path(source).name}"))
-        body = overview(experiments, first_attrs, links, figures, theory, flags)
+        body = overview(experiments, first_attrs, links, figures, theory, flags, findings)
         index = page("certified-circuits explorer", body, depth=0, flags=flags)
         (tmp / "index.html").write_text(index)
     return {

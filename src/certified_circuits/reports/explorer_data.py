@@ -3,7 +3,9 @@
 :class:`Experiment` and :class:`Circuit` name the files; :func:`read_circuit` reads them; the page data of a
 vision circuit (:func:`vision_circuit_data`), a language circuit as EAP-IG Graph JSON (:func:`circuit_json`),
 the page's default K (:func:`operating_k`) and a task's
-held-out setting (:func:`select_setting`). Nothing here writes HTML (:mod:`.html`, :mod:`.explorer`).
+held-out setting (:func:`select_setting`), and on a testbed model the known circuit (:func:`read_truths`,
+:func:`concept_truth`) with each method's precision and recall against it (:func:`truth_recovery`, by
+:mod:`certified_circuits.analysis.recovery`). Nothing here writes HTML (:mod:`.html`, :mod:`.explorer`).
 
 Categories are :func:`certified_circuits.analysis.evaluation.channel_categories` (one definition for the
 feature figure, the spurious index and this explorer).
@@ -15,12 +17,13 @@ import base64
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
 from certified_circuits.analysis.evaluation import channel_categories
+from certified_circuits.analysis.recovery import GroundTruth, read_ground_truth, recovery_rows, truth_mask
 from certified_circuits.core.certification import certified_radius
 from certified_circuits.language import names as grammar
 
@@ -153,3 +156,75 @@ def select_setting(tables: Path, task: str) -> str | None:
     rows = pd.read_csv(path)
     rows = rows[rows.concept.astype(str) == task]
     return str(rows.iloc[0]["certified_setting"]) if len(rows) and "certified_setting" in rows else None
+
+
+def read_truths(paths: Iterable[str | Path]) -> dict[str, GroundTruth]:
+    """The ground truths of the run's testbed models, by experiment.
+
+    Args:
+        paths: ground-truth JSON files (``ground_truth/<experiment>.json``), read and validated by
+            :func:`certified_circuits.analysis.recovery.read_ground_truth`.
+
+    Returns:
+        experiment name -> its :class:`~certified_circuits.analysis.recovery.GroundTruth`.
+
+    Raises:
+        ValueError: a file is not a valid ground truth, or two files are of one experiment.
+    """
+    truths: dict[str, GroundTruth] = {}
+    for path in paths:
+        truth = read_ground_truth(path)
+        if truth.experiment in truths:
+            raise ValueError(
+                f"{path} and {truths[truth.experiment].path} are both ground truths of experiment "
+                f"{truth.experiment!r}: pass one per experiment"
+            )
+        truths[truth.experiment] = truth
+    return truths
+
+
+def concept_truth(
+    truths: Mapping[str, GroundTruth], experiment: str, concept: str, names: Sequence[str], where: str
+) -> tuple[np.ndarray | None, str]:
+    """A concept's true components over a circuit's components, or why there are none.
+
+    Args:
+        truths: :func:`read_truths`.
+        experiment, concept: the page's.
+        names: the ``[U]`` component names of the circuit (its attributions file's).
+        where: the circuit's file, for messages.
+
+    Returns:
+        (bool ``[U]`` mask of :func:`~certified_circuits.analysis.recovery.truth_mask`, "") for a testbed
+        concept; (None, the sentence the page shows) otherwise: no truth for the model, or none for the concept.
+
+    Raises:
+        ValueError: the truth does not match the circuit's components (:func:`truth_mask`'s message).
+    """
+    truth = truths.get(experiment)
+    if truth is None:
+        return None, f"No ground truth is known for this model (experiment {experiment}): no true components to show."
+    if concept not in truth.concepts:
+        return None, (
+            f"The ground truth of experiment {experiment} has no circuit for {concept} "
+            f"(it has {', '.join(sorted(truth.concepts))}): no true components to show."
+        )
+    return truth_mask(truth, concept, names, where), ""
+
+
+def truth_recovery(votes, certificates, truth: np.ndarray) -> pd.DataFrame:
+    """Each method's circuit scored against the truth at every K of the grid: the rows of
+    :func:`certified_circuits.analysis.recovery.recovery_rows` (``method``, ``k_target``, ``tp``, ``fp``,
+    ``size``, ``precision``, ``recall``, ``empty_circuit``, ...), with ``k_index`` (the row's position in
+    ``votes.k_grid``).
+
+    Args:
+        votes, certificates: the circuit's.
+        truth: bool ``[U]`` (:func:`concept_truth`).
+
+    Returns:
+        one row per (method, K).
+    """
+    rows = pd.DataFrame(recovery_rows(votes, certificates, truth))  # method by method, K by K in grid order
+    rows["k_index"] = np.tile(np.arange(len(votes.k_grid)), len(rows) // max(len(votes.k_grid), 1))
+    return rows

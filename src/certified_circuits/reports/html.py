@@ -116,8 +116,8 @@ def _flag_items(flags: Sequence[Flag]) -> str:
 
 def banner_html(flags: Sequence[Flag], depth: int) -> str:
     """The run's warnings as one line per kind, on top of every page: the kind, its count, its first place and
-    message (cut to one line), each a link to the kind's details on the overview (``index.html#warn-<kind>``);
-    "" without flags."""
+    message (whole: the line wraps, it is never cut), each a link to the kind's details on the overview
+    (``index.html#warn-<kind>``); "" without flags."""
     if not flags:
         return ""
     up = "../" * depth
@@ -288,6 +288,15 @@ EDGE_STYLES = {
     "abstained": ("abs", "abstained outside the baseline"),
 }
 
+#: the edge counts of :func:`language_graph_svg` that partition the edges (each edge in exactly one; they sum to
+#: ``edges``)
+EDGE_PARTITION = ("certified in", "abstained", "certified out")
+
+
+def decision_words(decision: int) -> str:
+    """A component's certified decision in words: 1 certified in, -1 abstained, else certified out."""
+    return {1: "certified in", -1: "abstained"}.get(int(decision), "certified out")
+
 
 def language_graph_svg(
     names: Sequence[str],
@@ -298,14 +307,32 @@ def language_graph_svg(
     n_heads: int,
     max_abstained: int = 300,
     max_drawn: int = 2000,
+    truth: np.ndarray | None = None,
+    true_nodes: Sequence[str] = (),
 ) -> tuple[str, dict[str, int]]:
     """The circuit on the model graph as inline SVG (paper Fig. 3), pruned to its edges: certified in (solid),
     in the baseline but not certified in (dashed), and the ``max_abstained`` most-voted abstained edges outside
     the baseline (dotted); at most ``max_drawn`` edges of each of the first two (the most voted), which a
-    circuit at the operating K (GPT-2 Small: about 2% of 32,491 edges) never reaches.
+    circuit at the operating K (GPT-2 Small: about 2% of 32,491 edges) never reaches. Every node is drawn with
+    its name beside it (larger where an edge drawn touches it).
+
+    Args:
+        names: the edge names (``parent->child``).
+        decision: ``[U]`` certified decisions (1 in, -1 abstain, 0 out).
+        baseline: ``[U]`` bool: in the baseline circuit.
+        votes: ``[U]`` certification votes (the hover text, and which abstained edges are drawn).
+        n_layers, n_heads: the model's shape (the node grid).
+        max_abstained, max_drawn: the pruning limits above.
+        truth: ``[U]`` bool, the known circuit's edges (a testbed model's ground truth), or None: each true edge
+            is drawn under the circuit as a wide band (``class="truth"``), whatever its decision.
+        true_nodes: the known circuit's nodes when the truth is over nodes (heads and MLPs): ringed
+            (``class="node ... true"``).
 
     Returns:
-        the SVG, and the edge counts: certified in, baseline only, abstained (all), certified out, edges.
+        the SVG, and the edge counts: ``certified in``, ``abstained``, ``certified out`` (:data:`EDGE_PARTITION`:
+        disjoint, summing to ``edges``), ``edges`` (U), ``in the baseline`` (overlaps the three),
+        ``baseline, not certified in`` (drawn dashed), ``abstained outside the baseline`` and ``abstained drawn``
+        (those of them drawn dotted: at most ``max_abstained``), and with a truth ``true`` (its edges).
     """
     decision, baseline = np.asarray(decision), np.asarray(baseline, bool)
     certified_in = decision == 1
@@ -320,40 +347,55 @@ def language_graph_svg(
     groups["abstained"] = outside[np.argsort(-votes[outside], kind="stable")][:max_abstained]
     counts = {
         "certified in": int(certified_in.sum()),
-        "baseline only": len(groups["baseline_only"]),
         "abstained": int((decision == -1).sum()),
-        "certified out": int((decision == 0).sum()),
+        "certified out": int(((decision != 1) & (decision != -1)).sum()),
         "edges": len(names),
+        "in the baseline": int(baseline.sum()),
+        "baseline, not certified in": len(groups["baseline_only"]),
+        "abstained outside the baseline": len(outside),
+        "abstained drawn": len(groups["abstained"]),
     }
     width, height = 900.0, max(260.0, 60.0 * (n_layers + 2))
     parts = [
         f'<svg class="graph" viewBox="0 0 {width:.0f} {height:.0f}" width="{width:.0f}" height="{height:.0f}" role="img">'
     ]
-    used = set()
+    used: set[str] = set()
+
+    def line(index: int, css: str, words: str) -> str:
+        """One edge as an SVG line between its nodes (which count as used), with its name and ``words`` on hover."""
+        up, down = grammar.edge_nodes(names[index])
+        x1, y1 = node_position(up, n_layers, n_heads, width, height)
+        x2, y2 = node_position(down, n_layers, n_heads, width, height)
+        used.update({up, down})
+        return (
+            f'<line x1="{x1:.1f}" y1="{y1:.1f}" x2="{x2:.1f}" y2="{y2:.1f}" class="{css}">'
+            f"<title>{esc(names[index])}: {esc(words)}, {int(votes[index])} certification votes</title></line>"
+        )
+
+    if truth is not None:
+        truth = np.asarray(truth, bool)
+        counts["true"] = int(truth.sum())
+        parts += [  # under everything: a band the circuit's line runs along
+            line(index, "truth", f"true edge (ground truth); {decision_words(decision[index])}")
+            for index in np.flatnonzero(truth)
+        ]
     for category in ("abstained", "baseline_only", "certified_in"):  # the circuit drawn last, on top
         css, label = EDGE_STYLES[category]
-        for index in groups[category]:
-            up, down = grammar.edge_nodes(names[index])
-            x1, y1 = node_position(up, n_layers, n_heads, width, height)
-            x2, y2 = node_position(down, n_layers, n_heads, width, height)
-            used.update({up, down})
-            parts.append(
-                f'<line x1="{x1:.1f}" y1="{y1:.1f}" x2="{x2:.1f}" y2="{y2:.1f}" class="edge {css}">'
-                f"<title>{esc(names[index])}: {esc(label)}, {int(votes[index])} certification votes</title></line>"
-            )
+        parts += [line(index, f"edge {css}", label) for index in groups[category]]
     nodes = (
         [grammar.INPUT, grammar.LOGITS]
         + [grammar.head(l, h) for l in range(n_layers) for h in range(n_heads)]
         + [grammar.mlp(l) for l in range(n_layers)]
     )
+    true_nodes = set(true_nodes)
     for node in nodes:
         x, y = node_position(node, n_layers, n_heads, width, height)
+        css = "node" + (" used" if node in used else "") + (" true" if node in true_nodes else "")
+        title = node + ("; true node (ground truth)" if node in true_nodes else "")
         parts.append(
-            f'<circle cx="{x:.1f}" cy="{y:.1f}" r="{6 if node in used else 3}" class="node{" used" if node in used else ""}">'
-            f"<title>{esc(node)}</title></circle>"
+            f'<circle cx="{x:.1f}" cy="{y:.1f}" r="{6 if node in used else 3}" class="{css}"><title>{esc(title)}</title></circle>'
+            f'<text x="{x + 8:.1f}" y="{y + 4:.1f}" class="nl{"" if node in used else " idle"}">{esc(node)}</text>'
         )
-        if node in used or node in (grammar.INPUT, grammar.LOGITS):
-            parts.append(f'<text x="{x + 8:.1f}" y="{y + 4:.1f}" class="nl">{esc(node)}</text>')
     parts.append("</svg>")
     return "".join(parts), counts
 

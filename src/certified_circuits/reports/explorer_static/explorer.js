@@ -1,5 +1,6 @@
 // The circuit explorer's script (no dependencies), copied next to its pages by reports/explorer.build_explorer:
-// the component grids drawn from each page's JSON block, the K selector, and the scorer or method switch.
+// the component grids drawn from each page's JSON block, the K selector, the switch to the known circuit alone
+// (testbed models), and the scorer or method switch.
 (function () {
   var errors = document.getElementById('errors');
   window.addEventListener('error', function (e) {
@@ -25,22 +26,26 @@
     var k = data.k[index], v = votes(k.votes);
     box.textContent = '';
     data.layers.forEach(function (layer) {
-      var row = document.createElement('div'), counts = {I: 0, A: 0, X: 0, O: 0};
+      var row = document.createElement('div'), counts = {I: 0, A: 0, X: 0, O: 0}, nTrue = 0;
       row.className = 'layer';
       var cells = document.createElement('div');
       cells.className = 'cells';
       for (var u = layer.start; u < layer.start + layer.size; u++) {
         var c = k.cat.charAt(u), cell = document.createElement('span');
+        var isTrue = data.truth !== undefined && data.truth.charAt(u) === '1';
         counts[c] += 1;
-        cell.className = 'c ' + labels[c][0];
+        if (isTrue) nTrue += 1;
+        cell.className = 'c ' + labels[c][0] + (isTrue ? ' t' : '');
         cell.title = layer.name + '.' + data.names[u] + ': ' + labels[c][1] + '; ' + v[u] + ' of ' + data.n +
-          ' certification votes (' + Math.round(100 * v[u] / data.n) + '%); baseline: ' + (k.base.charAt(u) === '1' ? 'in' : 'out');
+          ' certification votes (' + Math.round(100 * v[u] / data.n) + '%); baseline: ' + (k.base.charAt(u) === '1' ? 'in' : 'out') +
+          (data.truth === undefined ? '' : (isTrue ? '; true channel (ground truth)' : '; not in the true circuit'));
         cells.appendChild(cell);
       }
       var title = document.createElement('b');
       title.textContent = layer.name;
       row.appendChild(title);
-      var text = ' ' + counts.I + ' in, ' + (counts.A + counts.X) + ' abstained, ' + counts.O + ' out of ' + layer.size;
+      var text = ' ' + counts.I + ' in, ' + (counts.A + counts.X) + ' abstained, ' + counts.O + ' out of ' + layer.size +
+        (data.truth === undefined ? '' : '; ' + nTrue + ' true');
       row.appendChild(document.createTextNode(text));
       row.appendChild(cells);
       box.appendChild(row);
@@ -57,10 +62,22 @@
       view.setAttribute('data-drawn', '1');
       var data = JSON.parse(view.querySelector('script[type="application/json"]').textContent);
       var select = view.querySelector('select'), box = view.querySelector('.circuit');
-      select.addEventListener('change', function () { render(data, box, +select.value); });
+      select.addEventListener('change', function () {
+        render(data, box, +select.value);
+        // the precision and recall against the known circuit at the selected K (one table per K)
+        each(view.querySelectorAll('.truth-k'), function (table) {
+          table.hidden = table.getAttribute('data-k') !== select.value;
+        });
+      });
       render(data, box, +select.value);
     });
   }
+  // the switch to the known circuit alone: the checkbox (hidden without this script) marks its view
+  each(document.querySelectorAll('.truth-toggle'), function (label) {
+    var box = label.querySelector('input'), view = label.closest('.circuit-view, .graph-view');
+    label.hidden = false;
+    box.addEventListener('change', function () { view.classList.toggle('truth-only', box.checked); });
+  });
   // a switch between scorers (or methods): its buttons show one panel each; #scorer=NAME opens NAME's
   var wanted = null;
   try { wanted = decodeURIComponent(location.hash).replace(/^#scorer=/, ''); } catch (e) { wanted = null; }
