@@ -257,8 +257,9 @@ def test_summary_says_when_nothing_is_degenerate(tmp_path: Path) -> None:
     row = pd.read_csv(peaks).iloc[0]
     assert text.index("## Results") < text.index("### Sufficiency") < text.index("## Warnings")
     assert "`tables/world/peaks_cacc.md`" in text  # no held-out selection in this run: the peak table
-    assert (f"| world | {row.eval_set} | {100 * row.full:.1f} | {100 * row.baseline:.1f} ({100 * row.baseline_k:.1f}) | "
-            f"{100 * row.certified:.1f} ({100 * row.certified_k:.1f}) |") in text
+    assert (f"| world | {row.eval_set} | {row.scorer} | the peak on the same set | {100 * row.full:.1f} (FPR "
+            f"{100 * row.full_fpr:.1f}) | {100 * row.baseline:.1f} ({100 * row.baseline_k:.1f}, {100 * row.baseline_fpr:.1f}) | "
+            f"{100 * row.certified:.1f} ({100 * row.certified_k:.1f}, {100 * row.certified_fpr:.1f}) |") in text
 
 
 def test_the_warning_list_names_every_flag_and_tags_them(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
