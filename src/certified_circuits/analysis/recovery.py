@@ -44,6 +44,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from certified_circuits.analysis.component_truth import check_block
 from certified_circuits.core.certification import method_masks
 from certified_circuits.core.contracts import OUT, Certificates, Votes
 from certified_circuits.storage.documents import read_json_document
@@ -136,12 +137,17 @@ def _concept_entry(concept: str, entry: Any, path: str) -> tuple[tuple[str, ...]
     checks = entry.get("verification", {})
     if not isinstance(checks, Mapping):
         raise _fail(path, f"concept {concept!r}: 'verification' must be an object")
-    typo = _misspelt(entry, ("components", "verification")) or _misspelt(checks, ("passed",))
+    typo = _misspelt(entry, ("components", "verification")) or _misspelt(checks, ("passed", "per_component"))
     if typo:
         raise _fail(path, f"concept {concept!r}: key {typo[0]!r} is not a field; did you mean {typo[1]!r}?")
     if "passed" in checks and not isinstance(checks["passed"], bool):
         raise _fail(path, f"concept {concept!r}: verification.passed is {checks['passed']!r} "
                           f"({type(checks['passed']).__name__}), expected JSON true or false")
+    if "per_component" in checks:  # the truth verified component by component (analysis/component_truth.py)
+        try:
+            check_block(checks["per_component"], components, f"concept {concept!r}")
+        except ValueError as exc:
+            raise _fail(path, str(exc)) from None
     return tuple(components), dict(checks)
 
 
