@@ -160,6 +160,14 @@ def _train_arguments(p: argparse.ArgumentParser) -> None:
         metavar="N",
         help="planted world ResNet: channels shared by every class in layer1..layer4 (the last must be 0)",
     )
+    p.add_argument(
+        "--planted-leak",
+        type=float,
+        default=0.0,
+        metavar="F",
+        help="planted world ResNet, the noisy regime (issue 42): other classes' channels reach a class through "
+        "weights bounded by F times the allowed weights' mean magnitude, in [0, 0.5] (default 0: the clean regime)",
+    )
     p.add_argument("--threads", type=positive_int, default=1, help="torch CPU threads (default 1)")
 
 
@@ -174,9 +182,12 @@ def planted_spec_of(args: argparse.Namespace, n_classes: int):
     if (args.planted_own is None) != (args.planted_shared is None):
         raise InputError("--planted-own and --planted-shared go together: pass both (4 values each) or neither")
     if args.planted_own is None:
+        if args.planted_leak:
+            raise InputError("--planted-leak bounds the cross-class weights of a planted model: pass it with "
+                             "--planted-own and --planted-shared, or drop it")
         return None, tuple(args.widths or WORLD_WIDTHS)
     try:
-        spec = PlantedSpec(n_classes, tuple(args.planted_own), tuple(args.planted_shared))
+        spec = PlantedSpec(n_classes, tuple(args.planted_own), tuple(args.planted_shared), args.planted_leak)
     except ValueError as exc:
         raise InputError(str(exc)) from None
     widths = planted_widths(spec)

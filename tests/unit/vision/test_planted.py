@@ -273,6 +273,10 @@ def test_verification_passes_on_a_trained_planted_model(trained):
         assert v["id_test.mean_absent.keep.margin"] > 0.5  # the truth alone carries the class's margin
         # train-mean and zero ablation are reported too; logit c is the full model's under every keep-only circuit
         assert 0.0 <= v["id_test.zero.keep.balanced_accuracy"] <= 1.0 and "id_test.mean.ablated.margin" in v
+        # per component: every planted channel moves its class logit, no other channel does (clean regime)
+        block = v["per_component"]
+        assert block["passed"] and block["dropped"] == [] and v["n_planted"] == v["n_truth"]
+        assert block["epsilon"] < 1e-5 and block["delta"] > 1e-3 and block["delta"] >= 5 * block["epsilon"]
 
 
 def test_ground_truth_stage(trained, tmp_path):
@@ -402,3 +406,72 @@ def test_ground_truth_help(capsys):
     with pytest.raises(SystemExit) as e:
         parser().parse_args(["vision-ground-truth", "--help"])
     assert e.value.code == 0 and "--checkpoint" in capsys.readouterr().out
+
+
+# ------------------------------------------------------------------------ the noisy regime (issue 42)
+
+NOISY = PlantedSpec(3, (1, 2, 1, 2), (2, 1, 1, 0), leak=0.2)
+
+
+def test_the_leak_is_validated_and_recorded_only_when_set():
+    for bad in (-0.1, 0.6, float("nan")):
+        with pytest.raises(ValueError, match=r"planted leak .* must be in \[0, 0.5\]"):
+            PlantedSpec(3, (1, 2, 1, 2), (2, 1, 1, 0), leak=bad)
+    assert "leak" not in SPEC.to_dict()  # a clean model's files are unchanged
+    assert NOISY.to_dict()["leak"] == 0.2 and PlantedSpec.from_dict(NOISY.to_dict()) == NOISY
+    assert PlantedSpec.from_dict(SPEC.to_dict()).leak == 0.0
+
+
+def test_the_noisy_projection_bounds_every_cross_class_weight_by_the_leak():
+    net = planted_net(NOISY)
+    masks = block_masks(NOISY)
+    state = net.state_dict()
+    for name, mask in masks.items():
+        w = state[name]
+        on = torch.as_tensor(mask).view(*mask.shape, *([1] * (w.ndim - 2))).expand_as(w)
+        bound = 0.2 * float(w[on].abs().mean())  # recomputed here from the definition
+        assert float(w[~on].abs().max()) <= bound * (1 + 1e-6)
+        assert torch.count_nonzero(w[~on]) > 0  # the leak is used, not zeroed
+    assert masks_hold(net, NOISY) and not masks_hold(net, SPEC)  # within the leak, not exactly planted
+    hooks = [f"layer{i}" for i in range(1, 5)]
+    assert gradient_outside_truth(net, hooks, torch.randn(4, 3, 32, 32), NOISY, 0) > 1e-6  # other classes reach c
+
+
+def _random_set(n_classes: int, n: int = 24, seed: int = 0):
+    from certified_circuits.vision.data.image_sets import ImageSet
+
+    gen = torch.Generator().manual_seed(seed)
+    images = torch.randn(n, 3, 32, 32, generator=gen)
+    labels = np.arange(n) % n_classes
+    return ImageSet(labels=labels, ids=np.array([f"x{i}" for i in range(n)]), source="random",
+                    loader=lambda idx, model: images[np.asarray(idx)])
+
+
+def test_per_component_effects_are_zero_outside_a_clean_truth_and_not_outside_a_noisy_one():
+    from certified_circuits.analysis.component_truth import split_truth
+    from certified_circuits.vision.ground_truth import component_effects
+
+    names = ["circle", "square", "triangle"]
+    for spec, outside_zero in ((SPEC, True), (NOISY, False)):
+        model = world_model_from_net(planted_net(spec), names, 32)
+        planted = truth_components(spec, 1)
+        effects = component_effects(model, _random_set(3), 1, planted, fill=None, max_images=8, chunk=7)
+        assert effects.shape == (sum(planted_widths(spec)),) and (effects >= 0).all()
+        outside = effects[~planted]
+        if outside_zero:  # another class's channel never reaches logit c: exactly no effect (float rounding aside)
+            assert outside.max() < 1e-5 and split_truth(effects, planted).passed
+        else:
+            assert outside.max() > 1e-4  # the leak: a small, nonzero effect
+        # one vertex at a time, recomputed with a plain loop over masked_logits
+        from certified_circuits.vision.networks.hooks import masked_logits
+
+        x = _random_set(3).load(np.flatnonzero(np.arange(24) % 3 == 1)[:8], model)
+        torch.set_grad_enabled(False)
+        base = model.net(x)[:, 1]
+        unit = (masked_logits(model, x, torch.as_tensor(~planted[None], dtype=torch.float32))[0, :, 1] - base).abs().mean()
+        for u in (0, 5, len(effects) - 1):
+            keep = torch.ones(1, len(effects))
+            keep[0, u] = 0
+            z = masked_logits(model, x, keep)[0, :, 1]
+            assert effects[u] == pytest.approx(float((z - base).abs().mean() / unit), rel=1e-4, abs=1e-6)
+        torch.set_grad_enabled(True)

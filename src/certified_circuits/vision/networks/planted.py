@@ -22,6 +22,13 @@ replaced by anything finite.
 The masks are enforced by projection (``W <- W * mask`` at initialisation and after every optimiser step,
 :func:`apply_masks`), so a trained planted model is a plain world ResNet checkpoint whose masked weights are
 exact zeros.
+
+**The noisy regime** (``leak`` > 0, issue 42). The masked entries are not zeroed but bounded: after every step
+``|W_cross| <= leak * mean |W_allowed|`` of the same weight (its allowed entries' mean magnitude), so another
+class's channels reach logit c with a small, data-dependent effect, and their gradient-based scores are no longer
+exactly 0. The planted sets are then the *candidates* of the truth; which of them are the truth is decided per
+component from each channel's own causal effect (:mod:`certified_circuits.analysis.component_truth`,
+vision/ground_truth.py). ``leak = 0`` is the clean regime above, bit for bit.
 """
 
 from __future__ import annotations
@@ -39,6 +46,10 @@ if TYPE_CHECKING:  # pragma: no cover
 STAGES: tuple[str, ...] = ("layer1", "layer2", "layer3", "layer4")
 
 
+#: the largest cross-class bound of the noisy regime (a leak of half the allowed weights' size is no longer a
+#: planted structure)
+MAX_LEAK = 0.5
+
 #: widest stage of a planted model (n_classes * own + shared channels): ResNet-50's widest; memory and time grow
 #: with the square of a stage's width, and an unbounded one ran out of memory only in the training job
 MAX_PLANTED_WIDTH = 2048
@@ -52,11 +63,14 @@ class PlantedSpec:
         n_classes: logits of the classifier.
         own: channels of each class in stage l (4 ints >= 1).
         shared: channels read by every class in stage l (4 ints >= 0; the last must be 0).
+        leak: the noisy regime's cross-class bound, a fraction of the allowed weights' mean magnitude in
+            [0, MAX_LEAK] (0: the clean regime, masked weights exactly 0).
     """
 
     n_classes: int
     own: tuple[int, int, int, int]
     shared: tuple[int, int, int, int]
+    leak: float = 0.0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "own", tuple(int(x) for x in self.own))
@@ -67,6 +81,12 @@ class PlantedSpec:
             raise ValueError(
                 f"planted own and shared need 4 values each (layer1..layer4), got {self.own}, {self.shared}"
             )
+        if not 0.0 <= float(self.leak) <= MAX_LEAK:  # also refuses NaN
+            raise ValueError(
+                f"planted leak {self.leak} must be in [0, {MAX_LEAK}]: the cross-class weights' bound as a fraction "
+                f"of the allowed weights' mean magnitude (0: the clean regime)"
+            )
+        object.__setattr__(self, "leak", float(self.leak))
         if min(self.own) < 1 or min(self.shared) < 0:
             raise ValueError(
                 f"planted own channels must be >= 1 and shared >= 0, got own={self.own} shared={self.shared}"
@@ -86,12 +106,14 @@ class PlantedSpec:
             )
 
     def to_dict(self) -> dict:
-        """The spec as JSON-able values (the checkpoint's ``meta['planted']``)."""
-        return {"n_classes": self.n_classes, "own": list(self.own), "shared": list(self.shared)}
+        """The spec as JSON-able values (the checkpoint's ``meta['planted']``; ``leak`` only when nonzero, so a clean
+        model's files are those of before the noisy regime)."""
+        d = {"n_classes": self.n_classes, "own": list(self.own), "shared": list(self.shared)}
+        return {**d, "leak": self.leak} if self.leak else d
 
     @classmethod
     def from_dict(cls, d: dict) -> "PlantedSpec":
-        return cls(int(d["n_classes"]), tuple(d["own"]), tuple(d["shared"]))
+        return cls(int(d["n_classes"]), tuple(d["own"]), tuple(d["shared"]), float(d.get("leak", 0.0)))
 
 
 def planted_widths(spec: PlantedSpec) -> tuple[int, int, int, int]:
@@ -144,9 +166,11 @@ def block_masks(spec: PlantedSpec, blocks: tuple[int, ...] = (1, 1, 1, 1)) -> di
 
 
 def apply_masks(net: "nn.Module", spec: PlantedSpec, blocks: tuple[int, ...] = (1, 1, 1, 1)) -> None:
-    """Project the weights onto the planted structure in place: ``W <- W * mask`` (no gradient recorded).
+    """Project the weights onto the planted structure in place (no gradient recorded): ``W <- W * mask``, or in
+    the noisy regime ``W <- W * mask + clip(W * (1 - mask), -b, b)`` with ``b = leak * mean |W[mask]|``.
 
-    Called at initialisation and after every optimiser step; masked entries become exact zeros.
+    Called at initialisation and after every optimiser step; masked entries become exact zeros (``leak`` 0) or
+    stay within the bound.
 
     Raises:
         ValueError: the net's shapes do not match the spec (naming the parameter).
@@ -166,17 +190,24 @@ def apply_masks(net: "nn.Module", spec: PlantedSpec, blocks: tuple[int, ...] = (
                 raise ValueError(
                     f"{name} has shape {tuple(w.shape)} but the planted spec needs [out, in] = {mask.shape}"
                 )
-            m = torch.as_tensor(mask, dtype=w.dtype, device=w.device)
-            w.mul_(m.view(*mask.shape, *([1] * (w.ndim - 2))))
+            m = torch.as_tensor(mask, dtype=w.dtype, device=w.device).view(*mask.shape, *([1] * (w.ndim - 2)))
+            if spec.leak:
+                m = m.expand_as(w)
+                bound = spec.leak * float(w[m.bool()].abs().mean())
+                w.copy_(w * m + (w * (1 - m)).clamp(-bound, bound))
+            else:
+                w.mul_(m)
 
 
 def masks_hold(net: "nn.Module", spec: PlantedSpec, blocks: tuple[int, ...] = (1, 1, 1, 1)) -> bool:
-    """True iff every masked weight entry of the net is exactly zero."""
+    """True iff every masked weight entry of the net is exactly zero, or in the noisy regime within its bound
+    ``leak * mean |W[mask]|`` (relative slack 1e-6 for float32 rounding)."""
     params = dict(net.named_parameters())
     for name, mask in block_masks(spec, blocks).items():
         w = params[name].detach().cpu().numpy()
-        off = ~mask.reshape(*mask.shape, *([1] * (w.ndim - 2)))
-        if np.any(w * np.broadcast_to(off, w.shape) != 0):
+        on = np.broadcast_to(mask.reshape(*mask.shape, *([1] * (w.ndim - 2))), w.shape)
+        bound = spec.leak * float(np.abs(w[on]).mean()) if spec.leak else 0.0
+        if np.any(np.abs(w[~on]) > bound * (1 + 1e-6)):
             return False
     return True
 
