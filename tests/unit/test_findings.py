@@ -191,3 +191,28 @@ def test_a_number_read_at_the_whole_model_says_so_in_its_own_line(tmp_path: Path
     rows[0].update(baseline_k=0.1, certified_k=0.08)
     pd.DataFrame(rows).to_csv(path, index=False)
     assert "whole model" not in mean_ablation_finding(path, ["context_shift"], "relevance")
+
+
+def test_the_hypotheses_line_reads_the_testbed_folder_and_skips_what_cannot_be_tested(tmp_path: Path) -> None:
+    from certified_circuits.reports.findings import hypotheses_finding
+
+    rows, auroc = [], []
+    for i in range(6):  # 6 concepts: certified-in precision above the baseline in every one
+        for method, precision, recall in (("certified_in", 0.9, 0.4), ("baseline", 0.5, 0.5),
+                                          ("certified_in_abstain", 0.5, 0.6)):
+            for k in (0.2, 1.0):
+                rows.append(dict(experiment="world", scorer="relevance", concept=f"c{i}", setting="s", method=method,
+                                 k_target=k, precision=precision if k < 1 else 0.2, recall=recall, n_true=2,
+                                 n_components=10))
+            auroc.append(dict(experiment="world", scorer="relevance", setting="s", concept=f"c{i}", method=method,
+                              auroc=0.5, at_selected_setting=True, k_target=1.0))
+    folder = tmp_path / "testbed"
+    folder.mkdir()
+    pd.DataFrame(rows).to_csv(folder / "recovery.csv", index=False)
+    pd.DataFrame(auroc).to_csv(folder / "recovery_auroc.csv", index=False)
+    line = hypotheses_finding(folder / "recovery_auroc.csv", "relevance")
+    assert ("H1a certified-in precision 0.90 vs baseline 0.50 at K 0.20, p 0.016 (6 pairs): holds") in line  # 1/64
+    assert "H1b untestable: the K certified selection chose is 100% (the whole model)" in line
+    assert "H2" not in line  # no stability table: nothing said rather than n/a
+    assert "H3 certified-in+abstain recall 0.60 vs baseline 0.50, p 1.000 (6 pairs): holds" in line
+    assert hypotheses_finding(tmp_path / "elsewhere" / "recovery_auroc.csv") == ""

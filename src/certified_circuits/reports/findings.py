@@ -43,10 +43,11 @@ __all__ = [
     "recovery_finding",
     "stability_finding",
     "mean_ablation_finding",
+    "hypotheses_finding",
 ]
 
 #: at most this many lines open the summary (a person reads them in a minute)
-MAX_FINDINGS = 8
+MAX_FINDINGS = 10
 #: the recovery methods, in the order a finding names them, with their words
 METHOD_WORDS = {
     "baseline": "baseline",
@@ -243,6 +244,52 @@ def stability_finding(path: Path, k: float | None, scorer: str | None = None) ->
     return line + f" (`testbed/{Path(path).name}`)."
 
 
+def hypotheses_finding(path: Path, scorer: str | None = None) -> str:
+    """One line: H1-H3 of docs/embedded_default.md on this run's pairs (concepts x settings; the three-seed tests
+    are ``report-hypotheses`` of ``bin/model-seeds``), read from ``recovery.csv``, ``recovery_auroc.csv`` and
+    ``stability.csv`` of one ``testbed/`` folder (:func:`certified_circuits.analysis.hypotheses.hypothesis_table`).
+
+    Args:
+        path: ``recovery_auroc.csv`` of ``report-recovery`` (its folder holds the other two).
+        scorer: the scorer to report; default the table's first.
+
+    Returns:
+        ``"world hypotheses (relevance; one-sided paired Wilcoxon over 10 pairs, alpha 0.05): H1a certified-in
+        precision 0.55 vs baseline 0.47 at K 0.20, p 0.03: holds; ..."``, or "" without the recovery table.
+    """
+    from certified_circuits.analysis.hypotheses import ALPHA, hypothesis_table
+
+    every_k = Path(path).with_name("recovery.csv")
+    if not every_k.is_file():
+        return ""
+    stability = Path(path).with_name("stability.csv")
+    table = hypothesis_table(_read(every_k, CURVE_COLUMNS + ("experiment", "concept", "recall")),
+                             _read(stability, STABILITY_COLUMNS) if stability.is_file() else None,
+                             _read(path, AUROC_COLUMNS))
+    if table.empty:
+        return ""
+    used = scorer if scorer is not None and (table["scorer"] == scorer).any() else table["scorer"].iloc[0]
+    rows = table[table["scorer"] == used]
+    words = {"H1a": "certified-in precision {c} vs baseline {b} at K {k}",
+             "H1b": "the same at the K certified selection chose ({k}): {c} vs {b}",
+             "H2": "in<->out flips {c} vs baseline changes {b}",
+             "H3": "certified-in+abstain recall {c} vs baseline {b}"}
+    parts = []
+    for _, r in rows.iterrows():
+        if not r["n_pairs"]:  # e.g. no stability table for this scorer
+            continue
+        if is_full_model(r["k"]):  # a K of 100% compares the whole model with itself
+            parts.append(f"{r['hypothesis']} untestable: the K certified selection chose is 100% (the whole model)")
+            continue
+        scale, unit = (100, "%") if r["hypothesis"] == "H2" else (1, "")
+        text = words[r["hypothesis"]].format(c=f"{_num(r['certified'] * scale)}{unit}",
+                                             b=f"{_num(r['baseline'] * scale)}{unit}", k=_num(r["k"]))
+        verdict = "holds" if r["holds"] else "does not hold"
+        parts.append(f"{r['hypothesis']} {text}, p {_num(r['pvalue'], 3)} ({int(r['n_pairs'])} pairs): {verdict}")
+    return (f"**{rows['experiment'].iloc[0]}** hypotheses ({used}; one-sided paired Wilcoxon, alpha {ALPHA}; "
+            f"docs/embedded_default.md): " + "; ".join(parts) + f" (`{Path(path).parent.name}/`).")
+
+
 def mean_ablation_finding(path: Path, eval_sets: Sequence[str], scorer: str | None = None) -> str:
     """One line: balanced accuracy under mean ablation at the K chosen on held-out images, per method.
 
@@ -319,6 +366,7 @@ def findings(
         k = truth_size_k(_read(every_k, CURVE_COLUMNS)) if every_k.is_file() else None
         if len(rows) and k is not None:
             at_k[str(rows["experiment"].iloc[0])] = k
+    lines += [line for line in (hypotheses_finding(Path(p), main_scorer) for p in recovery) if line]
     for path in map(Path, stability):
         table = _read(path, STABILITY_COLUMNS, allow_empty=True)
         experiment = str(table["experiment"].iloc[0]) if len(table) else ""
