@@ -93,3 +93,28 @@ def test_h1b_reads_both_circuits_at_the_certified_selections_k_and_h2_the_flip_s
 def test_a_table_without_its_columns_is_refused_by_name() -> None:
     with pytest.raises(ValueError, match="the recovery table is missing column"):
         hypothesis_table(pd.DataFrame({"experiment": ["world"]}))
+
+
+def test_report_hypotheses_pools_the_seeds_and_refuses_a_bad_seed(tmp_path, capsys) -> None:
+    from certified_circuits.cli.main import main
+
+    folders = []
+    for seed in (0, 1):
+        folder = tmp_path / f"s{seed}" / "testbed"
+        folder.mkdir(parents=True)
+        recovery = _recovery([0.9, 0.8, 0.85, 0.9, 0.7], [0.5] * 5, [0.5] * 5, [0.5] * 5)
+        recovery.drop(columns="seed").to_csv(folder / "recovery.csv", index=False)
+        pd.DataFrame([dict(experiment="world", scorer="relevance", concept=c, setting="s", method="certified_in",
+                           auroc=0.5, k_target=0.2, at_selected_setting=True) for c in "abcde"]
+                     ).to_csv(folder / "recovery_auroc.csv", index=False)
+        folders.append(str(folder))
+    out = tmp_path / "out"
+    assert main(["report-hypotheses", "--run", "0", folders[0], "--run", "1", folders[1], "--out-dir", str(out)]) == 0
+    table = pd.read_csv(out / "hypotheses.csv").set_index("hypothesis")
+    assert list(table.index) == ["H1a", "H1b", "H3"]  # no stability table: no H2
+    assert table.loc["H1a", "n_pairs"] == 10 and table.loc["H1a", "pvalue"] == pytest.approx(1 / 2**10)
+    assert "| H1a | world | relevance |" in (out / "hypotheses.md").read_text()
+    for bad in (["--run", "01", folders[0]], ["--run", "0", folders[0], "--run", "0", folders[1]]):
+        with pytest.raises(SystemExit) as caught:
+            main(["report-hypotheses", *bad, "--out-dir", str(tmp_path / "bad")])
+        assert caught.value.code == 2 and "without leading zeros, each seed once" in capsys.readouterr().err

@@ -220,3 +220,58 @@ def _cmd_report_stability(args: argparse.Namespace) -> int:
 
     add_metrics(stability_report(args.inputs, args.out_dir, k=args.k))
     return 0
+
+
+def _hypotheses_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--run", nargs=2, action="append", required=True, metavar=("SEED", "TESTBED_DIR"),
+                   help="one model seed's testbed folder (tables/<experiment>/testbed: recovery.csv, "
+                        "recovery_auroc.csv, stability.csv); repeat per seed")
+    p.add_argument("--out-dir", required=True, type=Path, help="writes hypotheses.csv and hypotheses.md")
+
+
+@STAGES.stage(
+    "report-hypotheses",
+    _hypotheses_arguments,
+    help="H1-H3 of docs/embedded_default.md over concepts x model seeds: hypotheses.csv and hypotheses.md",
+)
+def _cmd_hypotheses(args: argparse.Namespace) -> int:
+    """Pool each seed's recovery and stability tables (a ``seed`` column) and test H1-H3
+    (:func:`certified_circuits.analysis.hypotheses.hypothesis_table`): one row per hypothesis, experiment and scorer.
+    """
+    import pandas as pd
+
+    from certified_circuits.analysis.hypotheses import hypothesis_table
+    from certified_circuits.reports.tables import markdown_table
+    from certified_circuits.storage.atomic import write_csv, write_text
+    from certified_circuits.storage.tables import read_csv_table
+
+    seen: set[str] = set()
+    tables: dict[str, list] = {"recovery.csv": [], "recovery_auroc.csv": [], "stability.csv": []}
+    for seed_text, folder in args.run:
+        if not seed_text.isdigit() or (len(seed_text) > 1 and seed_text.startswith("0")) or seed_text in seen:
+            raise InputError(f"--run {seed_text} {folder}: the seed must be a decimal integer without leading zeros, "
+                             "each seed once")
+        seen.add(seed_text)
+        for name, frames in tables.items():
+            path = Path(folder) / name
+            if name == "stability.csv" and not path.is_file():
+                continue  # no stability jobs (testbed.resamples 0): H2 is left out
+            try:
+                frame = read_csv_table(path, f"--run {seed_text} {path}", ["experiment", "scorer", "concept"],
+                                       "pass the testbed folder of a finished run (tables/<experiment>/testbed)",
+                                       {"concept": str})
+            except ValueError as exc:
+                raise InputError(str(exc)) from None
+            frames.append(frame.assign(seed=int(seed_text)))
+    pooled = {name: pd.concat(frames, ignore_index=True) if frames else None for name, frames in tables.items()}
+    table = hypothesis_table(pooled["recovery.csv"], pooled["stability.csv"], pooled["recovery_auroc.csv"])
+    args.out_dir.mkdir(parents=True, exist_ok=True)
+    write_csv(args.out_dir / "hypotheses.csv", table)
+    shown = table.drop(columns=["claim", "alternative"]).assign(holds=table["holds"].map({True: "yes", False: "no"}))
+    lines = ["Table: H1-H3 (docs/embedded_default.md): one-sided paired Wilcoxon signed-rank tests over concepts x "
+             f"model seeds {sorted(seen, key=int)} x settings, alpha 0.05; H3 holds when its test of 'lower' does not "
+             "reject and the mean difference is >= 0.", "", *markdown_table(shown, "{:.3g}")]
+    write_text(args.out_dir / "hypotheses.md", "\n".join(lines) + "\n")
+    add_metrics({"hypotheses_holding": int(table["holds"].sum()), "hypotheses": len(table)})
+    log.info("report-hypotheses: %d of %d hold -> %s", int(table["holds"].sum()), len(table), args.out_dir)
+    return 0
