@@ -19,51 +19,60 @@ from certified_circuits.analysis.component_truth import (
 from certified_circuits.analysis.recovery import GROUND_TRUTH_FORMAT, read_ground_truth
 
 
-def brute_force(effects: list[float], planted: list[bool], ratio: float) -> tuple[set[int], bool]:
-    """Independent reference: try every threshold from the largest truth down, with plain loops."""
-    for theta in sorted({e for e, p in zip(effects, planted) if p}):
-        kept = {i for i, (e, p) in enumerate(zip(effects, planted)) if p and e >= theta}
-        outside = max([e for i, e in enumerate(effects) if i not in kept], default=0.0)
-        if theta > 0 and theta >= ratio * outside:
-            return kept, True
-    return {i for i, p in enumerate(planted) if p}, False
+def reference_split(effects: list[float], planted: list[bool], ratio: float) -> tuple[set[int], bool, float]:
+    """Independent reference of the rule, with plain loops: epsilon over the non-planted, delta = ratio * epsilon."""
+    outside = [e for e, p in zip(effects, planted) if not p]
+    epsilon = max(outside) if outside else 0.0
+    if epsilon > 0:
+        delta = ratio * epsilon
+    else:
+        positive = [e for e, p in zip(effects, planted) if p and e > 0]
+        delta = min(positive) if positive else float("inf")
+    kept = {i for i, (e, p) in enumerate(zip(effects, planted)) if p and e >= delta and e > 0}
+    if not kept:
+        return {i for i, p in enumerate(planted) if p}, False, delta
+    return kept, True, delta
 
 
 def test_a_hand_made_concept_keeps_the_strong_planted_components_and_drops_the_weak_one() -> None:
-    # planted: 0.9, 0.6, 0.5, 0.02 (weak); outside: 0.08, 0.1, 0.0
+    # planted: 0.9, 0.6, 0.5, 0.02 (weak); outside: 0.08, 0.1, 0.0 -> epsilon 0.1, delta 0.5
     effects = np.array([0.9, 0.6, 0.5, 0.02, 0.08, 0.1, 0.0])
     planted = np.array([True, True, True, True, False, False, False])
     split = split_truth(effects, planted)
     assert split.kept.tolist() == [True, True, True, False, False, False, False]
-    assert split.delta == 0.5 and split.epsilon == 0.1 and split.passed and split.ratio == pytest.approx(5.0)
-    # a stronger outsider (0.2): 0.5 < 5 * 0.2, so only 0.9 and 0.6? 0.6 < 1.0 too; 0.9 < 1.0: nothing separates
+    assert split.delta == pytest.approx(0.5) and split.epsilon == 0.1 and split.passed
+    assert split.weakest == 0.5 and split.ratio == pytest.approx(5.0)
+    # a stronger outsider (0.2): delta 1.0, and no planted component reaches it
     effects[5] = 0.2
     failed = split_truth(effects, planted)
     assert not failed.passed and failed.kept.tolist() == planted.tolist() and failed.epsilon == pytest.approx(0.2)
+    assert np.isnan(failed.ratio)
 
 
-def test_ties_at_the_threshold_stay_together_and_zero_effects_are_never_true() -> None:
-    split = split_truth(np.array([0.5, 0.5, 0.05, 0.02]), np.array([True, True, True, False]))
-    assert split.kept.tolist() == [True, True, False, False] and split.epsilon == 0.05  # 0.05 < 5 * 0.02
-    alone = split_truth(np.array([0.5, 0.5, 0.05, 0.0]), np.array([True, True, True, False]))
-    assert alone.kept.tolist() == [True, True, True, False] and alone.epsilon == 0.0  # nothing outside competes
+def test_the_clean_regime_keeps_every_planted_component_with_an_effect() -> None:
+    split = split_truth(np.array([0.5, 0.5, 0.05, 0.0]), np.array([True, True, True, False]))
+    assert split.kept.tolist() == [True, True, True, False] and split.epsilon == 0.0 and split.delta == 0.05
+    assert split.ratio == float("inf")
+    zero = split_truth(np.array([0.4, 0.0, 0.0]), np.array([True, True, False]))
+    assert zero.kept.tolist() == [True, False, False]  # a planted component with no effect is not true
     nothing = split_truth(np.array([0.0, 0.0]), np.array([True, False]))
     assert not nothing.passed  # an effect of 0 is no evidence
 
 
 @pytest.mark.parametrize("seed", range(40))
-def test_the_rule_equals_the_brute_force_on_random_concepts(seed: int) -> None:
+def test_the_rule_equals_the_reference_on_random_concepts(seed: int) -> None:
     rng = np.random.default_rng(seed)
     u = int(rng.integers(2, 12))
-    effects = np.round(rng.exponential(size=u) * rng.choice([0.01, 1.0], size=u), 3)  # ties happen at 3 decimals
+    effects = np.round(rng.exponential(size=u) * rng.choice([0.0, 0.01, 1.0], size=u), 3)  # zeros and ties happen
     planted = rng.random(u) < 0.5
     planted[int(rng.integers(u))] = True
     ratio = float(rng.choice([1.0, 2.0, RATIO]))
-    kept, passed = brute_force(effects.tolist(), planted.tolist(), ratio)
+    kept, passed, delta = reference_split(effects.tolist(), planted.tolist(), ratio)
     split = split_truth(effects, planted, ratio)
     assert set(np.flatnonzero(split.kept).tolist()) == kept and split.passed == passed
+    assert split.delta == pytest.approx(delta)
     if passed:
-        assert split.delta == min(effects[list(kept)]) and split.delta >= ratio * split.epsilon
+        assert split.weakest >= ratio * split.epsilon
 
 
 def test_bad_effects_are_refused_by_name() -> None:
@@ -91,8 +100,8 @@ def test_the_block_is_written_and_read_back_by_the_one_reader(tmp_path: Path) ->
     split = split_truth(effects, planted)
     block = per_component_block(names, effects, planted, split, metric="class logit", ablation="mean",
                                 unit="the whole truth's effect")
-    assert block["dropped"] == ["layer1.1"] and block["delta"] == 0.4 and block["epsilon"] == 0.05
-    assert block["ratio"] == pytest.approx(8.0) and block["passed"] is True
+    assert block["dropped"] == ["layer1.1"] and block["delta"] == pytest.approx(0.25) and block["epsilon"] == 0.05
+    assert block["ratio"] == pytest.approx(8.0) and block["passed"] is True  # the weakest true effect 0.4 / 0.05
     truth = read_ground_truth(_truth_file(tmp_path, block, ["layer1.0", "layer2.0"]))
     assert truth.concepts["circle"] == ("layer1.0", "layer2.0")
     assert truth.verification["circle"]["per_component"]["effects"]["layer1.1"] == 0.01
@@ -108,6 +117,7 @@ def test_the_block_is_written_and_read_back_by_the_one_reader(tmp_path: Path) ->
     (lambda b: b["effects"].pop("layer2.0"), "have no effect"),
     (lambda b: b.update(dropped=["layer1.0"]), "but it lists true ones: ['layer1.0']"),
     (lambda b: b.update(delta=0.7), "does not describe this truth"),
+    (lambda b: b.update(epsilon=0.01), "does not describe this truth"),
 ])
 def test_a_block_that_does_not_describe_its_truth_is_refused(tmp_path: Path, change, problem: str) -> None:
     names = ["layer1.0", "layer1.1", "layer2.0", "layer2.1"]

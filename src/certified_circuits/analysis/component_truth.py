@@ -8,17 +8,18 @@ measured on held-out data (vision: the class logit under mean ablation of one ch
 difference under interchange patching of one edge), in units of the whole circuit's effect so that the numbers
 compare across concepts and models.
 
-**The rule.** Given the candidates ``P`` (the planted components) and the effects, the truth is the largest set
-``T = {u in P : e_u >= theta}`` whose weakest member is at least :data:`RATIO` times the strongest component
-outside it::
+**The rule.** Given the candidates ``P`` (the planted components) and the effects, ``epsilon`` is the strongest
+effect of a component outside ``P`` and ``delta = RATIO * epsilon`` (:data:`RATIO` = 5)::
 
-    delta = min_{u in T} e_u,   epsilon = max_{u not in T} e_u,   delta >= RATIO * epsilon.
+    epsilon = max_{u not in P} e_u,   delta = RATIO * epsilon,   truth = {u in P : e_u >= delta}.
 
-A planted component below ``theta`` fails its check and is not in the truth (it joins the non-truth, whose bound
-``epsilon`` it then counts in). No ``theta`` works when a non-planted component is within a factor :data:`RATIO` of
-the strongest planted one: the concept then fails (``passed`` false) and its truth is the planted set, flagged.
-``delta`` and ``epsilon`` are measured, not chosen, so no threshold is tuned by hand; both are written into the
-file with every component's effect.
+So every true component moves the concept's metric at least 5 times more than any non-planted one. A planted
+component below ``delta`` fails its own check and is not in the truth: it is listed in ``dropped`` and scored as
+not true (a method that selects it selects a component whose effect is too weak to call), and the file keeps its
+effect. In the clean regime ``epsilon`` is 0 (float rounding aside) and ``delta`` is the smallest positive planted
+effect, so every planted component with an effect is kept. The concept fails (``passed`` false, truth = the planted
+set, flagged) when nothing planted reaches ``delta``. ``delta`` and ``epsilon`` are measured, never tuned by hand;
+both are written into the file with every component's effect.
 """
 
 from __future__ import annotations
@@ -42,31 +43,30 @@ class TruthSplit:
 
     Attributes:
         kept: bool ``[U]``: the verified truth (planted and at least ``delta``).
-        delta: the weakest kept effect (``min_{u in T} e_u``; NaN when nothing is kept).
-        epsilon: the strongest effect outside the truth (``max_{u not in T} e_u``; 0 when every component is kept).
-        passed: ``delta >= ratio * epsilon`` for a non-empty truth.
+        delta: the threshold a true component's effect reaches (``RATIO * epsilon``).
+        epsilon: the strongest effect of a non-planted component (0 when every component is planted).
+        weakest: the weakest effect in the truth (NaN when nothing planted reaches ``delta``).
+        passed: some planted component reaches ``delta``.
     """
 
     kept: np.ndarray
     delta: float
     epsilon: float
+    weakest: float
     passed: bool
 
     @property
     def ratio(self) -> float:
-        """``delta / epsilon`` (inf when epsilon is 0, NaN when nothing is kept)."""
-        if not np.isfinite(self.delta):
+        """``weakest / epsilon``, at least :data:`RATIO` for a passed split (inf when epsilon is 0, NaN when
+        nothing is kept)."""
+        if not self.passed:
             return float("nan")
-        return float("inf") if self.epsilon == 0 else self.delta / self.epsilon
+        return float("inf") if self.epsilon == 0 else self.weakest / self.epsilon
 
 
 def split_truth(effects: np.ndarray, planted: np.ndarray, ratio: float = RATIO) -> TruthSplit:
-    """The verified truth of one concept: the largest top set of the planted components, by effect, whose weakest
-    member is at least ``ratio`` times every other component's effect (module docstring).
-
-    Vectorized: the planted effects sorted ascending give the candidate thresholds; for threshold ``theta_i`` the
-    strongest component outside is the max of the non-planted maximum and the largest planted effect strictly
-    below ``theta_i`` (ties at the threshold are kept together).
+    """The verified truth of one concept: the planted components whose own effect is at least ``ratio`` times the
+    strongest non-planted one (module docstring).
 
     Args:
         effects: float ``[U]``, each component's own effect (>= 0, finite).
@@ -74,7 +74,8 @@ def split_truth(effects: np.ndarray, planted: np.ndarray, ratio: float = RATIO) 
         ratio: the required ``delta / epsilon`` (:data:`RATIO`).
 
     Returns:
-        :class:`TruthSplit`. When no threshold separates, ``kept`` is the planted set and ``passed`` is False.
+        :class:`TruthSplit` with ``delta = ratio * epsilon`` (the smallest positive planted effect when epsilon is
+        0). When no planted component reaches ``delta``, ``kept`` is the planted set and ``passed`` is False.
 
     Raises:
         ValueError: shapes differ, an effect is negative or not finite, nothing is planted, or ``ratio < 1``.
@@ -89,22 +90,13 @@ def split_truth(effects: np.ndarray, planted: np.ndarray, ratio: float = RATIO) 
         raise ValueError("no planted component: there is no truth to verify")
     if ratio < 1:
         raise ValueError(f"ratio {ratio} must be >= 1 (delta >= ratio * epsilon)")
-    outside = float(effects[~planted].max()) if (~planted).any() else 0.0
-    candidates = np.sort(effects[planted])  # ascending: theta_i = candidates[i] keeps every planted e >= theta_i
-    epsilon = np.maximum(outside, _strict_below(candidates))  # the planted ones below theta_i join the outside
-    valid = (candidates > 0) & (candidates >= ratio * epsilon)
-    if not valid.any():
-        return TruthSplit(planted.copy(), float(candidates.min()), float(max(outside, 0.0)), False)
-    i = int(np.argmax(valid))  # the smallest valid threshold: the largest truth
-    theta = candidates[i]
-    return TruthSplit(planted & (effects >= theta), float(theta), float(epsilon[i]), True)
-
-
-def _strict_below(sorted_values: np.ndarray) -> np.ndarray:
-    """For each value of an ascending array, the largest value strictly below it (0.0 when none): ties at the
-    threshold are kept together, so they never count against each other."""
-    idx = np.searchsorted(sorted_values, sorted_values, side="left") - 1
-    return np.where(idx >= 0, sorted_values[np.maximum(idx, 0)], 0.0)
+    epsilon = float(effects[~planted].max()) if (~planted).any() else 0.0
+    positive = effects[planted & (effects > 0)]
+    delta = ratio * epsilon if epsilon > 0 else (float(positive.min()) if positive.size else float("inf"))
+    kept = planted & (effects >= delta) & (effects > 0)
+    if not kept.any():
+        return TruthSplit(planted.copy(), delta, epsilon, float("nan"), False)
+    return TruthSplit(kept, delta, epsilon, float(effects[kept].min()), True)
 
 
 def per_component_block(names: Sequence[str], effects: np.ndarray, planted: np.ndarray, split: TruthSplit, *,
@@ -177,13 +169,16 @@ def check_block(block: Any, components: Sequence[str], where: str) -> None:
     for key in ("delta", "epsilon"):
         if not isinstance(block[key], (int, float)) or isinstance(block[key], bool):
             raise ValueError(f"{where}: verification.per_component.{key} is {block[key]!r}, expected a number")
-    truth = set(components)
+    truth, weak = set(components), set(dropped)
     inside = min(effects[c] for c in components)
-    outside = max((v for n, v in effects.items() if n not in truth), default=0.0)
-    if block["passed"] and not (np.isclose(block["delta"], inside) and np.isclose(block["epsilon"], outside)):
+    outside = max((v for n, v in effects.items() if n not in truth and n not in weak), default=0.0)
+    consistent = (np.isclose(block["epsilon"], outside) and inside >= block["delta"] * (1 - 1e-9)
+                  and all(effects.get(n, 0.0) < block["delta"] for n in weak))
+    if block["passed"] and not consistent:
         raise ValueError(f"{where}: verification.per_component says delta {block['delta']} and epsilon "
-                         f"{block['epsilon']}, but the truth's weakest effect is {inside} and the strongest outside "
-                         f"it {outside}: the block does not describe this truth (rerun the ground-truth stage)")
+                         f"{block['epsilon']}, but the truth's weakest effect is {inside} and the strongest "
+                         f"non-planted one {outside}: the block does not describe this truth (rerun the ground-truth "
+                         "stage)")
 
 
 def effect_summary(effects: Mapping[str, float], truth: Sequence[str]) -> dict[str, dict[str, float]]:

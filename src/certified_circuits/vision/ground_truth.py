@@ -27,8 +27,8 @@ Ablations (what a removed vertex carries):
 
 **Per component** (issue 42): each vertex u is mean-ablated alone (the deciding class-absent fill) on the held-out
 images of class c, and its effect is ``mean |z_c(ablate u) - z_c|`` over them, in units of the same quantity with
-the whole planted truth ablated (:func:`component_effects`). The truth written to the file is the largest top set
-of the planted components whose weakest effect is at least 5 times the strongest outside it
+the whole planted truth ablated (:func:`component_effects`). The truth written to the file is the planted
+components whose effect is at least 5 times the strongest non-planted one's
 (:func:`certified_circuits.analysis.component_truth.split_truth`); the effects and both thresholds go into
 ``verification.per_component``. In the noisy regime (a planted ``leak`` > 0) the exactness checks above measure
 the leak and are reported, not deciding; the per-component check decides in their place.
