@@ -16,8 +16,9 @@ effect of a component outside ``P`` and ``delta = RATIO * epsilon`` (:data:`RATI
 So every true component moves the concept's metric at least 5 times more than any non-planted one. A planted
 component below ``delta`` fails its own check and is not in the truth: it is listed in ``dropped`` and scored as
 not true (a method that selects it selects a component whose effect is too weak to call), and the file keeps its
-effect. In the clean regime ``epsilon`` is 0 (float rounding aside) and ``delta`` is the smallest positive planted
-effect, so every planted component with an effect is kept. The concept fails (``passed`` false, truth = the planted
+effect. In the clean regime ``epsilon`` is 0 (effects below :data:`EFFECT_FLOOR` are float rounding and count as 0)
+and ``delta`` is the smallest positive planted effect, so every planted component with an effect is kept (a dead
+planted channel, with no effect, is dropped). The concept fails (``passed`` false, truth = the planted
 set, flagged) when nothing planted reaches ``delta``. ``delta`` and ``epsilon`` are measured, never tuned by hand;
 both are written into the file with every component's effect.
 """
@@ -32,6 +33,9 @@ import numpy as np
 
 #: the smallest separation delta / epsilon between the weakest true and the strongest non-true component (issue 42)
 RATIO = 5.0
+#: effects below this (in units of the whole truth's effect) are float rounding of a batched forward pass, not an
+#: effect: a structurally disconnected channel measures about 1e-8; they count as 0
+EFFECT_FLOOR = 1e-6
 #: the keys of ``verification.per_component``
 BLOCK_KEYS = ("metric", "ablation", "unit", "delta", "epsilon", "ratio", "required_ratio", "passed", "effects",
               "dropped")
@@ -90,6 +94,7 @@ def split_truth(effects: np.ndarray, planted: np.ndarray, ratio: float = RATIO) 
         raise ValueError("no planted component: there is no truth to verify")
     if ratio < 1:
         raise ValueError(f"ratio {ratio} must be >= 1 (delta >= ratio * epsilon)")
+    effects = np.where(effects < EFFECT_FLOOR, 0.0, effects)
     epsilon = float(effects[~planted].max()) if (~planted).any() else 0.0
     positive = effects[planted & (effects > 0)]
     delta = ratio * epsilon if epsilon > 0 else (float(positive.min()) if positive.size else float("inf"))
