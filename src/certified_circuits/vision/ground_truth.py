@@ -30,7 +30,9 @@ images of class c, and its effect is ``mean |z_c(ablate u) - z_c|`` over them, i
 the whole planted truth ablated (:func:`component_effects`). The truth written to the file is the planted
 components whose effect is at least 5 times the strongest non-planted one's
 (:func:`certified_circuits.analysis.component_truth.split_truth`); the effects and both thresholds go into
-``verification.per_component``. In the noisy regime (a planted ``leak`` > 0) the exactness checks above measure
+``verification.per_component``. The whole-circuit checks above verify the planted circuit as a whole (a channel
+with no effect of its own can still matter jointly: in a small model some planted channels measure exactly 0 alone
+while the set without them no longer keeps its class). In the noisy regime (a planted ``leak`` > 0) the exactness checks above measure
 the leak and are reported, not deciding; the per-component check decides in their place.
 
 Margins: ``margin = z_c - max_{k != c} z_k`` (> 0 iff the image is labelled c) and ``m`` = z_c minus the mean
@@ -249,9 +251,10 @@ def verify_class(
     first = sets[primary]
     effects = component_effects(model, first, label, planted, fills[DECIDING])
     split = split_truth(effects, planted)
-    truth = split.kept  # the planted components that pass their own check (all of them when none separates)
-    masks = np.stack([truth, ~truth])  # keep only the truth; ablate the truth
-    out: dict = {"n_truth": int(truth.sum()), "n_planted": int(planted.sum())}
+    # today's whole-circuit checks verify the planted circuit (keep it alone; ablate it); the per-component check
+    # decides which of its components are the truth (a component with no effect of its own can matter jointly)
+    masks = np.stack([planted, ~planted])
+    out: dict = {"n_truth": int(split.kept.sum()), "n_planted": int(planted.sum())}
     out["per_component"] = per_component_block(
         model.vertex_names(), effects, planted, split, metric="class logit", ablation=f"{DECIDING} (one vertex)",
         unit="mean |change of the class logit| with the whole planted truth ablated")

@@ -262,8 +262,10 @@ def test_verification_passes_on_a_trained_planted_model(trained):
     spec = PlantedSpec(6, TINY_OWN, TINY_SHARED)
     result = verify_planted(model, spec, {"id_test": npz_set(w / "id_test.npz")}, npz_set(w / "train.npz"), 200)
     assert list(result) == ["circle", "square", "triangle", "plus", "star", "ring"]
-    for v in result.values():
-        assert v["passed"] and v["n_planted"] == (1 + 2) + (1 + 2) + (2 + 2) + 2 and v["n_images.id_test"] == 40
+    for name, v in result.items():
+        failed = [k for k, ok in v.items() if k.startswith("check.") and not ok]
+        assert v["passed"], f"{name}: {failed}"
+        assert v["n_planted"] == (1 + 2) + (1 + 2) + (2 + 2) + 2 and v["n_images.id_test"] == 40
         assert v["max_gradient_outside"] == 0.0 and v["max_logit_change"] == 0.0
         assert v["id_test.full.accuracy"] >= 0.8  # the tiny model learned the task
         assert v["id_test.mean_absent.keep.accuracy"] >= KEEP_ACCURACY_RATIO * v["id_test.full.accuracy"]
