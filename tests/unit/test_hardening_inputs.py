@@ -200,7 +200,8 @@ def test_a_world_of_one_class_is_refused_at_parse_time() -> None:
 
 
 def test_a_folders_source_of_one_class_is_refused_at_parse_time(tmp_path: Path) -> None:
-    from certified_circuits.pipeline.config import ConfigError, check_folders
+    from certified_circuits.pipeline.config import check_folders
+    from certified_circuits.pipeline.config_errors import ConfigError
 
     (tmp_path / "images" / "cat").mkdir(parents=True)
     (tmp_path / "classes.txt").write_text("cat\n")

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from certified_circuits.pipeline.config import snakemake_runs_jobs
+from certified_circuits.pipeline.snakemake_args import snakemake_runs_jobs
 from certified_circuits.storage.atomic import (
     CHECKOUT_LOCK,
     RESULTS_LOCK,

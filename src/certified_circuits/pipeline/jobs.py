@@ -18,7 +18,7 @@ import shlex
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from certified_circuits.core.setting import Setting, number
-from certified_circuits.pipeline.config import vision_source
+from certified_circuits.pipeline.config_paths import vision_source
 from certified_circuits.pipeline.layout import Layout
 from certified_circuits.pipeline.tracking.records import encode_wildcards
 

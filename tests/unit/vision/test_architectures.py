@@ -22,7 +22,8 @@ def test_cli_models_and_the_config_check_come_from_the_table():
         "world", *ARCHITECTURE_NAMES, "convnext_tiny"]
     with pytest.raises(argparse.ArgumentTypeError, match=r"'convnext_tinny' is not a torchvision.*convnext_tiny"):
         vision_cli.model_name("convnext_tinny")
-    from certified_circuits.pipeline.config import ConfigError, check_vision
+    from certified_circuits.pipeline.config import check_vision
+    from certified_circuits.pipeline.config_errors import ConfigError
 
     with pytest.raises((ConfigError, ValueError), match="resnet18.*architectures.py"):
         check_vision({"main_scorer": "relevance", "scorers": ["relevance"], "selection_set": None, "eval_sets": ["id"],
@@ -49,7 +50,8 @@ def test_one_entry_adds_an_architecture(monkeypatch):
 def test_the_imagenet_preset_needs_the_full_class_index(tmp_path):
     """A LOC_synset_mapping.txt of fewer than 1,000 lines cannot map the ImageNet head's logits: refused by
     the config check, before any job (a job would stop on the head's size)."""
-    from certified_circuits.pipeline.config import ConfigError, check_vision
+    from certified_circuits.pipeline.config import check_vision
+    from certified_circuits.pipeline.config_errors import ConfigError
 
     index = tmp_path / "LOC_synset_mapping.txt"
     index.write_text("n01440764 tench\nn01443537 goldfish\n")
