@@ -194,7 +194,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
     context_shift / corruption (JSON).
     """
 
-    from certified_circuits.vision.networks.models import save_world_model
+    from certified_circuits.vision.networks.checkpoints import save_world_model
     from certified_circuits.vision.train import accuracy, train_world_model
     from certified_circuits.vision.data.world import load_split, write_json_atomic
 
@@ -268,7 +268,7 @@ def _cmd_filter(args: argparse.Namespace) -> int:
     confidently labelled as a known class, labelled with it); also writes the model's accuracy per split.
     """
 
-    from certified_circuits.vision.networks.models import load_world_model
+    from certified_circuits.vision.networks.checkpoints import load_world_model
     from certified_circuits.vision.train import accuracy, filter_adversarial, filter_anomaly
     from certified_circuits.vision.data.world import load_split, save_split, write_json_atomic
 
@@ -345,7 +345,7 @@ def _cmd_ground_truth(args: argparse.Namespace) -> int:
     from certified_circuits.storage.atomic import write_json
     from certified_circuits.vision.data.image_sets import npz_set
     from certified_circuits.vision.ground_truth import ground_truth_document, log_line, verify_planted
-    from certified_circuits.vision.networks.models import load_world_model
+    from certified_circuits.vision.networks.checkpoints import load_world_model
     from certified_circuits.vision.networks.planted import spec_of_meta
 
     configure_torch(args.threads)

@@ -138,7 +138,7 @@ def check_folders(vision) -> int | None:
                 config_error(f"{key}.{root_key}", root, f"it holds {len(folders)} class folder ({folders}); {ONE_CLASS}")
     except DatasetLayoutError as exc:
         raise ConfigError(f"config key {key}: {exc}") from None
-    from certified_circuits.vision.networks.models import check_folders_model
+    from certified_circuits.vision.networks.classifiers import check_folders_model
 
     try:
         components = check_folders_model(source["model"], source["weights"], names, source["layers"],
