@@ -136,11 +136,10 @@ def _cmd_stability(args: argparse.Namespace) -> int:
     from certified_circuits.core.planning import PlanWarning, VacuousSettingError
     from certified_circuits.core.setting import Setting, number
     from certified_circuits.core.smoothing import mask_seed
-    from certified_circuits.reports.testbed import concept_stability
     from certified_circuits.storage.atomic import write_csv
     from certified_circuits.storage.store import read_attributions
 
-    from certified_circuits.analysis.stability import MAX_RESAMPLES
+    from certified_circuits.analysis.stability import MAX_RESAMPLES, concept_stability
 
     if args.resamples < 2:
         raise InputError(
