@@ -653,7 +653,7 @@ def mib_circuits(config: Config, paths: Layout) -> list[tuple[str, str, str, str
     """The certified circuits MIB's grid and export choose from: one per task, chosen at run time.
 
     Which one: the task's certified setting selected on held-out prompts, the ``certified_setting`` of
-    :func:`language_selected_table` (``reports.mib.select_circuit``; the same table, and the same procedure for
+    :func:`language_selected_table` (``reports.mib_submission.select_circuit``; the same table, and the same procedure for
     every method, as the language_graphs rule and the explorer). The task's first setting is not taken as such: in
     the embedded config it can certify nothing in (a vacuous or marginal plan). The choice is made by the jobs,
     which get every setting's files and the table; without ``language.selection_set`` there is no held-out
