@@ -21,28 +21,11 @@ from typing import Any
 import numpy as np
 
 from certified_circuits.commands import COMMAND
-from certified_circuits.cli.stages import (
-    InputError,
-    Stages,
-    existing_file,
-    k_fraction,
-    output_file,
-    positive_int,
-    probability,
-    seed,
-)
+from certified_circuits.cli.stages import InputError, Stages, existing_file, k_fraction, output_file, positive_int
+from certified_circuits.cli.stages import probability, seed, setting_of_args
 from certified_circuits.core.setting import number
-from certified_circuits.storage.scores import (
-    ScoreFileError,
-    Scores,
-    checked_groups,
-    checked_names,
-    checked_scores,
-    is_attribution_file,
-    read_groups,
-    read_names,
-    read_scores,
-)
+from certified_circuits.storage.scores import ScoreFileError, Scores, checked_groups, checked_names, checked_scores
+from certified_circuits.storage.scores import is_attribution_file, read_groups, read_names, read_scores
 
 log = logging.getLogger(__name__)
 STAGES = Stages()
@@ -138,8 +121,7 @@ def _cmd_certify_scores(args: argparse.Namespace) -> int:
                              "algorithm ranks by the signed mean: drop --absolute")
         absolute = source.absolute
     try:
-        setting = cc.Setting(p_del=args.p_del, n0=args.n0, n=args.n, seed=args.seed, tau=args.tau, alpha=args.alpha,
-                             correction=args.correction)
+        setting = setting_of_args(args)
     except ValueError as exc:
         raise InputError(f"invalid setting: {exc}") from exc
     attrs = {**source.attrs, "source": str(args.scores)}  # the API adds the plan's record
