@@ -15,9 +15,11 @@ import sys
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import min_version
 
-from certified_circuits.pipeline.config import ConfigError, check_workflow_config, snakemake_runs_jobs
+from certified_circuits.pipeline.config import check_workflow_config
+from certified_circuits.pipeline.config_errors import ConfigError
+from certified_circuits.pipeline.snakemake_args import snakemake_runs_jobs
 from certified_circuits.pipeline.plans import plan_records, plan_tags
-from certified_circuits.storage.atomic import CHECKOUT_LOCK, RunLocked, hold_lock, lock_results
+from certified_circuits.storage.locks import CHECKOUT_LOCK, RunLocked, hold_lock, lock_results
 
 min_version("9.0")
 

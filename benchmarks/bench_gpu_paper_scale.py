@@ -55,7 +55,7 @@ def vision(arch: str, device: torch.device, sizes: dict) -> dict:
     from certified_circuits.core.smoothing import selection_and_certification_masks, vote_counts
     from certified_circuits.reports.tables import format_runtime_table
     from certified_circuits.analysis.timing import best_of
-    from certified_circuits.vision.networks.models import build_paper_model
+    from certified_circuits.vision.networks.classifiers import build_paper_model
     from certified_circuits.vision.runtime import measure_naive_vs_cached
     from certified_circuits.vision.scoring.scorers import score_batch
 

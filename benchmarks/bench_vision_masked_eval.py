@@ -20,7 +20,8 @@ import torch
 from certified_circuits.vision.data.image_sets import ImageSet
 from certified_circuits.vision.evaluate import predictions_under_masks
 from certified_circuits.vision.networks.hooks import masked_logits
-from certified_circuits.vision.networks.models import world_model_from_net, world_resnet
+from certified_circuits.vision.networks.models import world_model_from_net
+from certified_circuits.vision.networks.world_resnet import world_resnet
 
 
 def main() -> None:

@@ -6,7 +6,7 @@ Three steps, two Python environments:
    d = 32, saved as a Hugging Face folder with a BPE tokenizer built by ``tokenizers``), an IOI dataset in MIB's
    schema and hub layout (``data/<split>-00000-of-00001.parquet``), read by :mod:`certified_circuits.language.
    mib_data`; the project's EAP-IG attributions on its train split, a planner-sized certificate on MIB's 9
-   fractions, ``reports.mib.write_submission``; then the project's own faithfulness, CPR and CMD on the
+   fractions, ``reports.mib_submission.write_submission``; then the project's own faithfulness, CPR and CMD on the
    validation split (``language.evaluate.mib_circuit_masks`` + ``mib_table``, ``analysis.faithfulness``) of the
    importance file's ranking and of the 9 binary circuits.
 2. ``reference`` (a separate venv with hannamw/EAP-IG at 7af394a, hannamw/MIB-circuit-track at b759df3 and
@@ -69,7 +69,7 @@ def prepare(out: Path) -> None:
     from certified_circuits.language.mib_data import load_mib_task
     from certified_circuits.language.tasks import write_jsonl
     from certified_circuits.pipeline.config import hf_prompt_tokenizer
-    from certified_circuits.reports import mib
+    from certified_circuits.reports import mib_submission as mib
     from certified_circuits.storage.store import read_attributions, read_certificates
     from tests.helpers.family_fixtures import save_family
 

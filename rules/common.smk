@@ -1,8 +1,8 @@
 # Shared by every rule: the result layout, the run's constants, and the planning functions of
 # certified_circuits.pipeline.jobs (which jobs exist, their options and paths; tested in
 # tests/unit/test_pipeline_jobs.py) bound to this run's config, PATHS and VCONCEPTS. The path layout
-# itself lives in certified_circuits.pipeline.layout (one owner). The only functions defined here are
-# thin wrappers that turn Snakemake objects (wildcards, a checkpoint's output) into plain values.
+# itself lives in certified_circuits.pipeline.layout (one owner). The one function defined here is the
+# thin wrapper of a Snakemake object (the filter checkpoint's output); a job's wildcards go to pipeline/jobs.py.
 
 import re
 from functools import partial
@@ -62,7 +62,7 @@ language_settings = partial(jobs.language_settings, config)
 explorer_circuits = partial(jobs.explorer_circuits, config, PATHS, VCONCEPTS)
 
 
-# ------------------------------------------------------------------------ wrappers of Snakemake objects
+# ------------------------------------------------------------------------ the one wrapper of a Snakemake object
 
 
 def filter_metrics():
@@ -70,40 +70,15 @@ def filter_metrics():
     return checkpoints.vision_filter_ood.get().output.metrics
 
 
-def votes_options(wildcards):
-    """--p-del, --n0, --n, --seed of the configured setting a votes job serves."""
-    return jobs.votes_options(PATHS.setting_of(wildcards, votes_only=True))
-
-
-def decision_options(wildcards):
-    """--tau, --alpha, --correction of the configured setting a certify job serves."""
-    return jobs.decision_options(PATHS.setting_of(wildcards))
-
-
-def vision_evaluate_circuits(wildcards):
-    """(votes, certificates) of every scorer a vision_evaluate job evaluates."""
-    return jobs.vision_evaluate_circuits(config, PATHS, wildcards.split, wildcards.concept, PATHS.setting_of(wildcards))
-
-
-def vision_evaluate_sets(wildcards):
-    """Eval sets of a vision_evaluate job."""
-    return jobs.vision_evaluate_sets(config, wildcards.split, PATHS.setting_of(wildcards))
-
-
-def vision_iou_circuits(wildcards):
-    """ID and re-discovered circuits of Fig. IoU (waits for the checkpoint)."""
-    return jobs.vision_iou_circuits(config, PATHS, VCONCEPTS, filter_metrics)
-
-
-def vision_attack_inputs(wildcards):
-    """(concept attributions, pool attributions) per class of the attack (waits for the checkpoint)."""
-    return jobs.vision_attack_inputs(config, PATHS, VCONCEPTS, filter_metrics)
-
+# input and params functions of a job's wildcards (the figure inputs wait for the checkpoint)
+votes_options = partial(jobs.votes_job_options, PATHS)
+decision_options = partial(jobs.decision_job_options, PATHS)
+vision_evaluate_circuits = partial(jobs.vision_evaluate_job_circuits, config, PATHS)
+vision_evaluate_sets = partial(jobs.vision_evaluate_job_sets, config, PATHS)
+vision_iou_circuits = partial(jobs.vision_figure_job_inputs, jobs.vision_iou_circuits, config, PATHS, VCONCEPTS, filter_metrics)
+vision_attack_inputs = partial(jobs.vision_figure_job_inputs, jobs.vision_attack_inputs, config, PATHS, VCONCEPTS,
+                               filter_metrics)
 
 # the testbed's stability jobs (pipeline/jobs.py stability_jobs), by output path; rules/testbed.smk binds them
 STABILITY_JOBS = {job["out"]: job for job in jobs.stability_jobs(config, PATHS, VCONCEPTS)}
-
-
-def stability_job(wildcards):
-    """The planned stability job whose output these wildcards name."""
-    return STABILITY_JOBS[PATHS.stability().format(**dict(wildcards.items()))]
+stability_job = partial(jobs.stability_job, STABILITY_JOBS, PATHS)

@@ -48,7 +48,8 @@ onstart:
     PROGRESS["thread"] = start_progress(workflow, RESULTS)
     # This process holds the results folder's flock now (taken at parse time, or here if that missed a real
     # run): no live writer of another run is there, so temporary files of writers killed earlier are stale.
-    from certified_circuits.storage.atomic import RunLocked, lock_results, remove_stale_temporaries
+    from certified_circuits.storage.atomic import remove_stale_temporaries
+    from certified_circuits.storage.locks import RunLocked, lock_results
 
     if "results" not in RUN_LOCKS:
         try:

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from certified_circuits.pipeline.config import ConfigError, check_before_schema, check_config_files
+from certified_circuits.pipeline.config_errors import ConfigError
+from certified_circuits.pipeline.config_files import check_before_schema, check_config_files
 from tests.helpers import config as config_check
 from tests.helpers.paths import ROOT, SMOKE
 from tests.helpers.workflow import override, snakemake

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from certified_circuits.pipeline.config import ConfigError
+from certified_circuits.pipeline.config_errors import ConfigError
 from tests.helpers import config as config_check
 from tests.helpers import workflow
 from tests.helpers.family_fixtures import save_family, task_rows

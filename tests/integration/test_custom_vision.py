@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from certified_circuits.pipeline.config import ConfigError
+from certified_circuits.pipeline.config_errors import ConfigError
 from tests.helpers import config as config_check
 from tests.helpers import custom_fixtures, workflow
 from tests.helpers.paths import CUSTOM

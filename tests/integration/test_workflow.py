@@ -113,7 +113,7 @@ def test_smoke_run_writes_mib_files_and_the_mib_grid_of_the_selected_setting(smo
 
     import pandas as pd
 
-    from certified_circuits.reports.mib import check_submission
+    from certified_circuits.reports.mib_submission import check_submission
     from tests.helpers.mib_reference import check_as_mib_evaluates
 
     root = smoke_run / "mib" / "tiny_gpt2"

@@ -31,7 +31,7 @@ def test_a_live_snakemakes_lock_is_kept(checkout: Path) -> None:
     # a live workflow's main process holds the checkout's flock (the Snakefile takes it; issue 28: the owner
     # is decided by the flock, not by its command line)
     script = checkout / "snakemake"
-    script.write_text("import time\nfrom certified_circuits.storage.atomic import CHECKOUT_LOCK, hold_lock\n"
+    script.write_text("import time\nfrom certified_circuits.storage.locks import CHECKOUT_LOCK, hold_lock\n"
                       "handle = hold_lock(CHECKOUT_LOCK, shared=True)\ntime.sleep(60)\n")
     owner = subprocess.Popen([sys.executable, str(script)], cwd=checkout)
     try:

@@ -52,7 +52,7 @@ def test_damaged_jpeg_names_the_file(imagenet_tree: Path, tmp_path: Path, damage
     weights = tmp_path / "r50.pth"
     import torch
 
-    from certified_circuits.vision.networks.models import build_paper_model
+    from certified_circuits.vision.networks.classifiers import build_paper_model
 
     torch.save(build_paper_model("resnet50", pretrained=False).net.state_dict(), weights)
     done = run("vision-attribute", "--model", "resnet50", "--weights", weights, "--class-index",

@@ -174,7 +174,8 @@ def test_unknown_device_type_for_memory() -> None:
 
 @pytest.fixture()
 def tiny_vision_model():
-    from certified_circuits.vision.networks.models import world_model_from_net, world_resnet
+    from certified_circuits.vision.networks.models import world_model_from_net
+    from certified_circuits.vision.networks.world_resnet import world_resnet
 
     torch.manual_seed(0)
     return world_model_from_net(world_resnet(4, widths=(4, 8, 8, 8)).eval(), ["a", "b", "c", "d"], 32)

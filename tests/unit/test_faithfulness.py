@@ -54,7 +54,8 @@ def tiny_vision_model():
     import torch
 
     from certified_circuits.vision.data.image_sets import ImageSet
-    from certified_circuits.vision.networks.models import world_model_from_net, world_resnet
+    from certified_circuits.vision.networks.models import world_model_from_net
+    from certified_circuits.vision.networks.world_resnet import world_resnet
 
     torch.manual_seed(0)
     net = world_resnet(4, widths=(4, 8, 8, 8)).eval()

@@ -200,7 +200,8 @@ def test_a_world_of_one_class_is_refused_at_parse_time() -> None:
 
 
 def test_a_folders_source_of_one_class_is_refused_at_parse_time(tmp_path: Path) -> None:
-    from certified_circuits.pipeline.config import ConfigError, check_folders
+    from certified_circuits.pipeline.config import check_folders
+    from certified_circuits.pipeline.config_errors import ConfigError
 
     (tmp_path / "images" / "cat").mkdir(parents=True)
     (tmp_path / "classes.txt").write_text("cat\n")
@@ -234,7 +235,7 @@ def test_a_whole_pickled_model_is_named_as_such(tmp_path: Path) -> None:
                                  f"(a whole model saved with torch.save(model)), not a state dict; the loader reads "
                                  f"weights only: save them with torch.save(model.state_dict(), PATH) and pass that file")
     assert "truncated" not in str(caught.value) and caught.value.__cause__ is not None  # torch's error kept
-    from certified_circuits.vision.networks.models import load_weights
+    from certified_circuits.vision.networks.checkpoints import load_weights
 
     with pytest.raises(ValueError) as direct:  # the one loader every path goes through says the same
         load_weights(weights)

@@ -17,22 +17,16 @@ from pathlib import Path
 
 import pytest
 
-from certified_circuits.pipeline.config import snakemake_runs_jobs
-from certified_circuits.storage.atomic import (
-    CHECKOUT_LOCK,
-    RESULTS_LOCK,
-    TEMP_MARK,
-    RunLocked,
-    hold_lock,
-    lock_results,
-)
+from certified_circuits.pipeline.snakemake_args import snakemake_runs_jobs
+from certified_circuits.storage.atomic import TEMP_MARK
+from certified_circuits.storage.locks import CHECKOUT_LOCK, RESULTS_LOCK, RunLocked, hold_lock, lock_results
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 
 HOLDER = """
 import sys, time
-from certified_circuits.storage.atomic import hold_lock
+from certified_circuits.storage.locks import hold_lock
 handle = hold_lock(sys.argv[1], shared=sys.argv[2] == "shared")
 print("held", flush=True)
 time.sleep(120)

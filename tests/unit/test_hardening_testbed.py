@@ -173,7 +173,8 @@ def _config(name: str = "config.yaml") -> dict:
     (1001, "testbed.resamples = 1001 is invalid: 0 (no stability jobs) or 2 to 1000"),
 ])
 def test_resamples_outside_their_domain_are_refused_at_parse_time(resamples: int, problem: str) -> None:
-    from certified_circuits.pipeline.config import ConfigError, check_testbed
+    from certified_circuits.pipeline.config import check_testbed
+    from certified_circuits.pipeline.config_errors import ConfigError
 
     config = _config()
     config["testbed"]["resamples"] = resamples
@@ -183,7 +184,8 @@ def test_resamples_outside_their_domain_are_refused_at_parse_time(resamples: int
 
 
 def test_planted_widths_above_the_memory_bound_are_refused_at_parse_time() -> None:
-    from certified_circuits.pipeline.config import ConfigError, check_config
+    from certified_circuits.pipeline.config import check_config
+    from certified_circuits.pipeline.config_errors import ConfigError
 
     config = _config()
     config["vision"]["train"]["planted_own"] = [100000, 1, 1, 1]
@@ -196,7 +198,8 @@ def test_planted_widths_above_the_memory_bound_are_refused_at_parse_time() -> No
 
 @pytest.mark.parametrize("source", ["folders", "imagenet"])
 def test_planted_options_are_refused_where_the_model_is_not_built(source: str) -> None:
-    from certified_circuits.pipeline.config import ConfigError, check_testbed
+    from certified_circuits.pipeline.config import check_testbed
+    from certified_circuits.pipeline.config_errors import ConfigError
 
     config = _config()
     config["vision"]["source"] = source
@@ -207,7 +210,8 @@ def test_planted_options_are_refused_where_the_model_is_not_built(source: str) -
 
 
 def test_a_compiled_model_is_refused_for_another_source() -> None:
-    from certified_circuits.pipeline.config import ConfigError, check_testbed
+    from certified_circuits.pipeline.config import check_testbed
+    from certified_circuits.pipeline.config_errors import ConfigError
 
     config = _config()
     config["language"]["source"] = "hf"
@@ -217,7 +221,8 @@ def test_a_compiled_model_is_refused_for_another_source() -> None:
 
 
 def test_two_experiments_sharing_a_name_are_refused() -> None:
-    from certified_circuits.pipeline.config import ConfigError, check_testbed
+    from certified_circuits.pipeline.config import check_testbed
+    from certified_circuits.pipeline.config_errors import ConfigError
 
     config = _config()
     config["language"]["experiment"] = config["vision"]["experiment"]
@@ -229,7 +234,8 @@ def test_two_experiments_sharing_a_name_are_refused() -> None:
 
 
 def test_a_compiled_model_with_a_task_it_has_no_circuit_for_is_refused() -> None:
-    from certified_circuits.pipeline.config import ConfigError, check_compiled_tasks
+    from certified_circuits.pipeline.config import check_compiled_tasks
+    from certified_circuits.pipeline.config_errors import ConfigError
 
     config = _config()
     config["language"]["tasks"] = ["induction", "ioi"]
@@ -239,7 +245,8 @@ def test_a_compiled_model_with_a_task_it_has_no_circuit_for_is_refused() -> None
 
 
 def test_a_mib_submission_of_a_model_not_shaped_like_mibs_is_refused_at_parse_time() -> None:
-    from certified_circuits.pipeline.config import ConfigError, check_mib_shape
+    from certified_circuits.pipeline.config import check_mib_shape
+    from certified_circuits.pipeline.config_errors import ConfigError
 
     config = _config("configs/smoke.yaml")
     config["language"]["mib"].update(model="gpt2", submission=True, export=True)
@@ -327,7 +334,8 @@ def test_a_selected_table_that_is_not_one_is_refused(tmp_path: Path, text: str, 
 
 
 def test_the_config_refuses_training_options_for_a_compiled_model() -> None:
-    from certified_circuits.pipeline.config import ConfigError, check_testbed
+    from certified_circuits.pipeline.config import check_testbed
+    from certified_circuits.pipeline.config_errors import ConfigError
 
     config = _config()
     config["language"]["train"]["steps"] = 2000

@@ -16,7 +16,8 @@ import pytest
 import yaml
 from snakemake.utils import validate
 
-from certified_circuits.pipeline.config import ConfigError, check_config
+from certified_circuits.pipeline.config import check_config
+from certified_circuits.pipeline.config_errors import ConfigError
 from tests.helpers.workflow import override, snakemake
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -15,7 +15,7 @@ import yaml
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
-from certified_circuits.pipeline.config import condense_schema_error
+from certified_circuits.pipeline.config_files import condense_schema_error
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = ROOT / "config.schema.yaml"

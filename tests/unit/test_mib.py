@@ -31,7 +31,8 @@ from certified_circuits.analysis import faithfulness as fa
 from certified_circuits.analysis.mib_constants import MIB_FRACTIONS
 from certified_circuits.language.evaluate import edge_endpoints, mib_circuit_masks
 from certified_circuits.language.graph import build_graph
-from certified_circuits.reports import mib
+from certified_circuits.reports import mib_submission as mib
+from certified_circuits.reports.mib_faithfulness import mib_faithfulness_report
 from certified_circuits.reports.eap_graph import graph_cfg, read_graph_json, write_graph_json
 
 MIB_PERCENTAGES = (.001, .002, .005, .01, .02, .05, .1, .2, .5, 1)  # evaluation.py, verbatim
@@ -219,7 +220,7 @@ def test_mib_faithfulness_report_caption_states_the_abs_convention(tmp_path) -> 
             for m, r in (("baseline", "signed"), ("baseline", "absolute"), ("certified", "binary"))
             for k in MIB_PERCENTAGES]
     pd.DataFrame(rows).to_csv(tmp_path / "ioi.csv", index=False)
-    metrics = mib.mib_faithfulness_report([tmp_path / "ioi.csv"], tmp_path / "tables")
+    metrics = mib_faithfulness_report([tmp_path / "ioi.csv"], tmp_path / "tables")
     assert metrics["mib_baseline_cpr"] == pytest.approx(0.999) and metrics["mib_certified_cmd"] == pytest.approx(0.0)
     md = (tmp_path / "tables" / "faithfulness_mib_mean.md").read_text()
     assert "abs = False" in md and "abs = True" in md

@@ -10,7 +10,8 @@ import pytest
 import yaml
 from snakemake.utils import validate
 
-from certified_circuits.pipeline.config import ConfigError, check_language
+from certified_circuits.pipeline.config import check_language
+from certified_circuits.pipeline.config_errors import ConfigError
 from certified_circuits.pipeline.jobs import mib_model_name
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -17,7 +17,7 @@ from certified_circuits.analysis.mib_constants import SUBMISSION_FRACTIONS
 from certified_circuits.core import planning
 from certified_circuits.core.setting import Setting
 from certified_circuits.language.graph import build_graph
-from certified_circuits.reports import mib
+from certified_circuits.reports import mib_submission as mib
 from certified_circuits.storage.store import read_attributions, read_certificates, write_attributions
 
 from tests.helpers.mib_reference import BINARY_PCTS, PERCENTAGES, MIBGraph, check_as_mib_evaluates  # noqa: E402

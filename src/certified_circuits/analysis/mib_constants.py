@@ -4,7 +4,7 @@ One small module with no heavy import (no pandas, torch or datasets), so the wor
 (:func:`certified_circuits.pipeline.config.check_language_mib`, run when the Snakefile is parsed) reads them without
 loading the reports. It lives in ``analysis`` because the lowest layer that needs one of them is
 :mod:`certified_circuits.analysis.faithfulness` (MIB's fractions); ``language.mib_data`` (MIB's datasets),
-``language.evaluate``, ``reports.mib`` (submissions) and ``pipeline.config`` import them from here
+``language.evaluate``, ``reports.mib_submission`` (submissions) and ``pipeline.config`` import them from here
 (docs/architecture.md, section 1; docs/mib.md).
 """
 

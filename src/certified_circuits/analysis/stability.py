@@ -35,23 +35,30 @@ circuit's precision and recall (precision over the resamples whose circuit is no
 Counts over pairs use the label histograms, so the pairwise shares cost ``O(B nK U)``; Jaccards over pairs are one
 batched matrix product ``[nK, B, U] @ [nK, U, B]``. The only loop is over the ``B`` resamples' vote counts (each
 one vectorized over masks, components and K, as the votes stage).
+
+:func:`concept_stability` is the ``stability`` stage's result: one concept's attribution file through
+:func:`stability`, labelled with its experiment, concept, scorer and setting (one row per K).
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 
-from certified_circuits.analysis.recovery import confusion, rates
-from certified_circuits.core.certification import certify_votes_setting
+from certified_circuits.analysis.recovery import confusion, rates, read_ground_truth, truth_mask
+from certified_circuits.core.certification import certified_radius, certify_votes_setting
 from certified_circuits.core.contracts import ABSTAIN, IN, OUT
 from certified_circuits.core.planning import check_plan, plan
 from certified_circuits.core.setting import Setting
 from certified_circuits.core.smoothing import compute_votes, full_dataset_circuits
 from certified_circuits.core.validation import check_count, check_k_grid
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
 
 #: fewest resamples the stage accepts (Wu, Tonin and Cevher use tens; pairwise shares need at least two)
 MIN_RESAMPLES = 2
@@ -293,3 +300,52 @@ def _recovery_columns(baseline: np.ndarray, certified_in: np.ndarray, truth: np.
         columns[f"{name}_recall_mean"] = scored["recall"].mean(axis=0)
         columns[f"{name}_empty_share"] = scored["empty_circuit"].mean(axis=0)
     return columns
+
+
+def concept_stability(attributions: Path, scorer: str, k_grid: Sequence[float], setting: Setting, mask_seed: int,
+                      n_resamples: int = 20, bootstrap_seed: int = 0, ground_truth: Path | None = None,
+                      device: Any = "cpu", allow_vacuous: bool = False) -> "pd.DataFrame":  # fmt: skip
+    """One concept's stability table (:func:`stability`), labelled: the
+    stability stage's result.
+
+    Args:
+        attributions: the concept's attribution file.
+        scorer: its score matrix.
+        k_grid, setting: as the votes and certify stages (``setting.seed`` is the config seed, as in their files).
+        mask_seed: the seed the masks are drawn from (the votes stage's ``mask_seed(seed, concept)``).
+        n_resamples, bootstrap_seed: the bootstrap.
+        ground_truth: optional ground-truth file: adds the per-resample precision and recall columns.
+        device: where votes are counted.
+        allow_vacuous: run a setting that can certify nothing.
+
+    Returns:
+        One row per K: experiment, concept, the setting columns, ``mask_seed``, then the stability columns.
+
+    Raises:
+        ValueError: unknown scorer, or a ground truth that does not match the attribution file's names.
+    """
+    import pandas as pd
+
+    from certified_circuits.storage.store import read_attributions
+
+    attr = read_attributions(attributions)
+    if scorer not in attr.scores:
+        raise ValueError(f"{attributions} has no scorer {scorer!r}; it has {sorted(attr.scores)}")
+    concept = str(attr.attrs.get("concept", ""))
+    truth = None
+    if ground_truth is not None:
+        known = read_ground_truth(ground_truth)
+        experiment = str(attr.attrs.get("experiment", "") or "")
+        if experiment and known.experiment != experiment:
+            raise ValueError(f"{ground_truth} (--ground-truth) is the ground truth of experiment {known.experiment!r}, "
+                             f"but {attributions} is of {experiment!r}: pass this experiment's ground truth")
+        truth = truth_mask(known, concept, attr.names, where=f"the attributions {attributions}")
+    result = stability(attr.scores[scorer], attr.groups, k_grid, setting, n_resamples, bootstrap_seed,
+                       absolute=attr.absolute(scorer), truth=truth, device=device, allow_vacuous=allow_vacuous,
+                       mask_seed=mask_seed)  # fmt: skip
+    labels = {"experiment": str(attr.attrs.get("experiment", "")), "concept": concept, "scorer": scorer,
+              "split": str(attr.attrs.get("split", "")), "setting": setting.tag, "p_del": setting.p_del,
+              "n0": setting.n0, "n": setting.n, "seed": setting.seed, "tau": setting.tau, "alpha": setting.alpha,
+              "correction": setting.correction, "radius": certified_radius(setting.tau, setting.p_del),
+              "mask_seed": int(mask_seed)}  # fmt: skip
+    return pd.DataFrame(result.rows(labels))

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from certified_circuits.cli.stages import InputError, Stages, add_k_grid, existing_file, positive_int, probability
 from certified_circuits.cli.stages import seed as seed_option
+from certified_circuits.cli.stages import setting_of_args
 
 log = logging.getLogger(__name__)
 
@@ -104,11 +105,9 @@ def _cmd_attack(args: argparse.Namespace) -> int:
     from certified_circuits.core.smoothing import mask_seed
     from certified_circuits.pipeline.tracking import add_metrics
 
-    from certified_circuits.core.setting import Setting
 
     try:  # the Setting owns the checks of every field, before any work
-        Setting(p_del=args.p_del, n0=args.n0, n=args.n, seed=args.seed, tau=args.tau, alpha=args.alpha,
-                correction=args.correction)
+        setting_of_args(args)
     except ValueError as exc:
         raise InputError(f"invalid setting: {exc}") from None
     if not args.classes:  # the workflow knows the classes with a pool only after filtration

@@ -233,7 +233,8 @@ def _cmd_task_file(args: argparse.Namespace) -> int:
     """
     from certified_circuits.language.tasks import write_jsonl
     from certified_circuits.language.task_files import load_task_file
-    from certified_circuits.pipeline.config import ConfigError, hf_prompt_tokenizer
+    from certified_circuits.pipeline.config import hf_prompt_tokenizer
+    from certified_circuits.pipeline.config_errors import ConfigError
 
     try:
         tokenizer, max_len = hf_prompt_tokenizer(args.model_path)

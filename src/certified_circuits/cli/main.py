@@ -219,7 +219,7 @@ def _cmd_check_config(args: argparse.Namespace) -> int:
     """Read each config file as the workflow will, but strictly: a YAML syntax error or a duplicate key is
     reported with its file and line (Snakemake reports neither). bin/workflow runs this first.
     """
-    from certified_circuits.pipeline.config import check_config_files
+    from certified_circuits.pipeline.config_files import check_config_files
 
     check_config_files(args.configs)
     log.info("check-config: %d file(s) read", len(args.configs))

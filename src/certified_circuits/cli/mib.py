@@ -1,7 +1,8 @@
 """MIB's circuit-track conventions (Mueller et al. 2025; docs/mib.md): ``report-mib`` (certified circuits as
 submission files), ``language-faithfulness-mib`` (faithfulness on MIB's edge-fraction grid) and
-``report-mib-faithfulness`` (its CPR/CMD table). The logic lives in :mod:`certified_circuits.reports.mib`,
-:mod:`certified_circuits.language.evaluate` and :mod:`certified_circuits.analysis.faithfulness`.
+``report-mib-faithfulness`` (its CPR/CMD table). The logic lives in :mod:`certified_circuits.reports.mib_submission`,
+:mod:`certified_circuits.reports.mib_faithfulness`, :mod:`certified_circuits.language.evaluate` and
+:mod:`certified_circuits.analysis.faithfulness`.
 """
 
 from __future__ import annotations
@@ -69,9 +70,9 @@ def _read_selected(path: Path | None):
 
 
 def _selected_circuit(task: str, circuits: list[tuple[str, str]], selected, what: str):
-    """:func:`~certified_circuits.reports.mib.select_circuit`, its refusals as input errors, and the files
+    """:func:`~certified_circuits.reports.mib_submission.select_circuit`, its refusals as input errors, and the files
     checked to be one circuit of ``task``."""
-    from certified_circuits.reports.mib import select_circuit
+    from certified_circuits.reports.mib_submission import select_circuit
 
     for pair in circuits:
         for path in pair:
@@ -132,14 +133,14 @@ def _cmd_export(args: argparse.Namespace) -> int:
     <task>_<model>/importances.json (one ranking: certified in first, by the K they enter at, then abstaining,
     then out) and OUT/notes/<task>_<model>.json (K, budgets, abstentions, setting, whether the pair is
     submittable; not uploaded). Each task's circuit is the certified setting selected on held-out prompts
-    (--selected; reports.mib.select_circuit). The folders are checked after writing (reports.mib.check_submission).
+    (--selected; reports.mib_submission.select_circuit). The folders are checked after writing (reports.mib_submission.check_submission).
 
     Example:
 
         certified-circuits report-mib --model-name gpt2 --circuit ioi ATTR.h5 VOTES.h5 CERTS.h5
         --selected results/tables/language/selected_cacc_raw.csv --out-dir results/mib/language
     """
-    from certified_circuits.reports.mib import check_submission, write_submission
+    from certified_circuits.reports.mib_submission import check_submission, write_submission
 
     by_task = _export_circuits(args)
     n = 0
@@ -235,7 +236,7 @@ def _cmd_table(args: argparse.Namespace) -> int:
 
         certified-circuits report-mib-faithfulness --inputs results/faithfulness_mib/language/*.csv --out-dir results/tables/language
     """
-    from certified_circuits.reports.mib import mib_faithfulness_report
+    from certified_circuits.reports.mib_faithfulness import mib_faithfulness_report
 
     add_metrics(mib_faithfulness_report(args.inputs, args.out_dir))
     return 0

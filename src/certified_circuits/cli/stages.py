@@ -28,9 +28,12 @@ import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from certified_circuits.commands import COMMAND, certify_command
+
+if TYPE_CHECKING:  # pragma: no cover
+    from certified_circuits.core.setting import Setting
 
 
 class InputError(ValueError):
@@ -185,11 +188,27 @@ def add_k_grid(parser: argparse.ArgumentParser, required: bool = True, default: 
                         metavar="K", help="top-K fractions in (0, 1], space-separated")
 
 
+def add_reference_size(parser: argparse.ArgumentParser, what: str) -> None:
+    """--reference-size (default 500, at most :data:`MAX_REFERENCE_SIZE`): the images a mean-ablation fill averages,
+    ``what`` saying which (every stage that computes a mean fill: ``vision-evaluate``, ``vision-ground-truth``)."""
+    parser.add_argument("--reference-size", type=reference_size, default=500,
+                        help=f"{what} sampled (seeded; at most {MAX_REFERENCE_SIZE})")
+
+
 def add_device(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", default="auto",
                         help="torch device: auto (CUDA when available, else CPU), cpu, cuda or cuda:N (default auto)")
     parser.add_argument("--threads", type=positive_int, default=1,
                         help="torch CPU threads (default 1: workflow jobs run side by side; raise it for a lone job)")
+
+
+def setting_of_args(args: argparse.Namespace) -> "Setting":
+    """The :class:`~certified_circuits.core.setting.Setting` of a stage's ``--p-del --n0 --n --seed --tau --alpha
+    --correction`` (the Setting checks every field: ValueError naming it)."""
+    from certified_circuits.core.setting import Setting
+
+    return Setting(p_del=args.p_del, n0=args.n0, n=args.n, seed=args.seed, tau=args.tau, alpha=args.alpha,
+                   correction=args.correction)
 
 
 def add_votes_setting(parser: argparse.ArgumentParser) -> None:

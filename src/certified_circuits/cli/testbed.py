@@ -14,18 +14,8 @@ import logging
 import warnings
 from pathlib import Path
 
-from certified_circuits.cli.stages import (
-    InputError,
-    Stages,
-    add_k_grid,
-    add_votes_setting,
-    existing_file,
-    k_fraction,
-    output_file,
-    positive_int,
-    probability,
-    seed,
-)
+from certified_circuits.cli.stages import InputError, Stages, add_k_grid, add_votes_setting, existing_file, k_fraction
+from certified_circuits.cli.stages import output_file, positive_int, probability, seed, setting_of_args
 from certified_circuits.pipeline.tracking import add_metrics
 
 log = logging.getLogger(__name__)
@@ -36,44 +26,22 @@ PROTOCOL_RESAMPLES = 20
 
 
 def _recovery_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--ground-truth",
-        type=existing_file,
-        required=True,
-        help="the experiment's ground-truth JSON (format certified-circuits/ground-truth/1)",
-    )
-    p.add_argument(
-        "--circuits",
-        nargs=2,
-        action="append",
-        required=True,
-        type=existing_file,
-        metavar=("VOTES", "CERTS"),
-        help="votes and certificates of one circuit (repeatable: every concept "
-        "and setting); the concept is the votes' attribute",
-    )
+    p.add_argument("--ground-truth", type=existing_file, required=True,
+                   help="the experiment's ground-truth JSON (format certified-circuits/ground-truth/1)")
+    p.add_argument("--circuits", nargs=2, action="append", required=True, type=existing_file, metavar=("VOTES", "CERTS"),
+                   help="votes and certificates of one circuit (repeatable: every concept "
+                        "and setting); the concept is the votes' attribute")
     p.add_argument("--experiment", required=True, help="the experiment's name (must be the ground truth's)")
-    p.add_argument(
-        "--selected",
-        type=existing_file,
-        default=None,
-        help="selected_cacc_raw.csv of report-sufficiency --select-on: each method's K chosen on held-out "
-        "data (else --k)",
-    )
-    p.add_argument(
-        "--k",
-        type=k_fraction,
-        default=None,
-        help="K of the grid at which precision and recall are reported when no --selected is given",
-    )
+    p.add_argument("--selected", type=existing_file, default=None,
+                   help="selected_cacc_raw.csv of report-sufficiency --select-on: each method's K chosen on held-out "
+                        "data (else --k)")
+    p.add_argument("--k", type=k_fraction, default=None,
+                   help="K of the grid at which precision and recall are reported when no --selected is given")
     p.add_argument("--out-dir", required=True, type=Path)
 
 
-@STAGES.stage(
-    "report-recovery",
-    _recovery_arguments,
-    help="recovery of the planted circuits: precision, recall, FPR per K and AUROC per method",
-)
+@STAGES.stage("report-recovery", _recovery_arguments,
+              help="recovery of the planted circuits: precision, recall, FPR per K and AUROC per method")
 def _cmd_recovery(args: argparse.Namespace) -> int:
     """Score the baseline, majority, certified-in and certified-in-or-abstain circuits of every concept against the
     ground truth: recovery.csv (TP, FP, FN, TN, precision, recall, FPR per method and K), recovery_auroc.csv (AUROC
@@ -105,28 +73,17 @@ def _stability_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--alpha", type=probability, default=0.001, help="family-wise failure probability")
     p.add_argument("--correction", choices=("bonferroni", "holm"), default="bonferroni")
     p.add_argument("--allow-vacuous", action="store_true", help="run even when the setting can certify nothing")
-    p.add_argument(
-        "--resamples",
-        type=positive_int,
-        default=PROTOCOL_RESAMPLES,
-        help=f"bootstrap resamples B (default {PROTOCOL_RESAMPLES}; at least 2)",
-    )
+    p.add_argument("--resamples", type=positive_int, default=PROTOCOL_RESAMPLES,
+                   help=f"bootstrap resamples B (default {PROTOCOL_RESAMPLES}; at least 2)")
     p.add_argument("--bootstrap-seed", type=seed, default=0, help="seed of the resampling (numpy default_rng)")
-    p.add_argument(
-        "--ground-truth",
-        type=existing_file,
-        default=None,
-        help="ground-truth JSON: adds each resample's precision and recall",
-    )
+    p.add_argument("--ground-truth", type=existing_file, default=None,
+                   help="ground-truth JSON: adds each resample's precision and recall")
     p.add_argument("--device", default="cpu", help="where votes are counted: cpu (numpy, default), auto, cuda[:N]")
     p.add_argument("--out", type=output_file, required=True, help="stability CSV (output)")
 
 
-@STAGES.stage(
-    "stability",
-    _stability_arguments,
-    help="one concept's circuits under bootstrap resampling of its dataset (Jaccard, label changes, flips)",
-)
+@STAGES.stage("stability", _stability_arguments,
+              help="one concept's circuits under bootstrap resampling of its dataset (Jaccard, label changes, flips)")
 def _cmd_stability(args: argparse.Namespace) -> int:
     """Draw B bootstrap resamples of the concept's examples; for each, the baseline circuit and the certified labels
     with the votes/certify stages' algorithm, setting and mask seed; write per K the Jaccard of the resampled
@@ -134,13 +91,12 @@ def _cmd_stability(args: argparse.Namespace) -> int:
     in<->out flip share and the certified-in Jaccard between resamples.
     """
     from certified_circuits.core.planning import PlanWarning, VacuousSettingError
-    from certified_circuits.core.setting import Setting, number
+    from certified_circuits.core.setting import number
     from certified_circuits.core.smoothing import mask_seed
-    from certified_circuits.reports.testbed import concept_stability
     from certified_circuits.storage.atomic import write_csv
     from certified_circuits.storage.store import read_attributions
 
-    from certified_circuits.analysis.stability import MAX_RESAMPLES
+    from certified_circuits.analysis.stability import MAX_RESAMPLES, concept_stability
 
     if args.resamples < 2:
         raise InputError(
@@ -152,15 +108,7 @@ def _cmd_stability(args: argparse.Namespace) -> int:
                          f"pairwise shares grow with its square); the protocol uses {PROTOCOL_RESAMPLES}")
     if args.resamples < PROTOCOL_RESAMPLES:
         log.warning("stability: %d resamples, fewer than the protocol's %d", args.resamples, PROTOCOL_RESAMPLES)
-    setting = Setting(
-        p_del=args.p_del,
-        n0=args.n0,
-        n=args.n,
-        seed=args.seed,
-        tau=args.tau,
-        alpha=args.alpha,
-        correction=args.correction,
-    )
+    setting = setting_of_args(args)
     concept = str(read_attributions(args.attributions).attrs.get("concept", ""))
     try:
         with warnings.catch_warnings(record=True) as caught:
@@ -208,11 +156,8 @@ def _report_stability_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out-dir", required=True, type=Path)
 
 
-@STAGES.stage(
-    "report-stability",
-    _report_stability_arguments,
-    help="combine per-concept stability tables: stability.csv and stability_summary.{csv,md,tex}",
-)
+@STAGES.stage("report-stability", _report_stability_arguments,
+              help="combine per-concept stability tables: stability.csv and stability_summary.{csv,md,tex}")
 def _cmd_report_stability(args: argparse.Namespace) -> int:
     """Concatenate the stability CSVs (stability.csv) and write the mean over concepts per K (stability_summary),
     with every concept at --k when given."""

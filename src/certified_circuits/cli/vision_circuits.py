@@ -24,15 +24,14 @@ from certified_circuits.cli.stages import (
     InputError,
     Stages,
     add_k_grid,
+    add_reference_size,
     add_votes_setting,
     check_circuit_files,
     existing_file,
     existing_path,
     named_path,
     output_file,
-    MAX_REFERENCE_SIZE,
     positive_int,
-    reference_size,
 )
 from certified_circuits.cli.stages import seed as seed_option
 from certified_circuits.cli.vision_common import class_label, load_model, log_startup, model_arguments
@@ -288,12 +287,7 @@ def _evaluate_arguments(p: argparse.ArgumentParser) -> None:
         default=None,
         help="class-agnostic reference images for --ablation mean (world .npz or ROOT/<wnid>/)",
     )
-    p.add_argument(
-        "--reference-size",
-        type=reference_size,
-        default=500,
-        help=f"reference images sampled (seeded; at most {MAX_REFERENCE_SIZE}, and at most the reference set)",
-    )
+    add_reference_size(p, "reference images (at most the reference set)")
     p.add_argument("--reference-per-class", type=positive_int, default=5, help="folder references: images per class")
     p.add_argument(
         "--n-negatives", type=positive_int, default=100, help="seeded sample of other-class images for the FPR"

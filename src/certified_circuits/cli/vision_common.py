@@ -24,7 +24,7 @@ def model_name(text: str) -> str:
     """``--model``: ``world``, or a torchvision classification model name (checked when given)."""
     if text == "world" or text in MODEL_CHOICES:
         return text
-    from certified_circuits.vision.networks.models import check_model_name
+    from certified_circuits.vision.networks.classifiers import check_model_name
 
     try:
         return check_model_name(text)
@@ -84,7 +84,7 @@ def load_model(args: argparse.Namespace):
     layers = "auto" if args.layers == ["auto"] else list(args.layers)
     preprocessing = None
     if any(v is not None for v in (args.image_size, args.resize_size, args.mean, args.std)):
-        from certified_circuits.vision.networks.models import preprocessing_of
+        from certified_circuits.vision.networks.classifiers import preprocessing_of
 
         preprocessing = preprocessing_of(
             args.model, image_size=args.image_size, resize_size=args.resize_size, mean=args.mean, std=args.std

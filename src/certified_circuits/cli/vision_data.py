@@ -22,7 +22,8 @@ import numpy as np
 from certified_circuits.commands import COMMAND
 from certified_circuits.core.devices import configure_torch
 from certified_circuits.vision.networks.architectures import WORLD_BLOCKS, WORLD_WIDTHS
-from certified_circuits.cli.stages import InputError, Stages, existing_file, output_file, positive_int, reference_size, seed
+from certified_circuits.cli.stages import InputError, Stages, existing_file, output_file, positive_int, seed
+from certified_circuits.cli.stages import add_reference_size
 
 log = logging.getLogger(__name__)
 STAGES = Stages()
@@ -205,7 +206,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
     context_shift / corruption (JSON).
     """
 
-    from certified_circuits.vision.networks.models import save_world_model
+    from certified_circuits.vision.networks.checkpoints import save_world_model
     from certified_circuits.vision.train import accuracy, train_world_model
     from certified_circuits.vision.data.world import load_split, write_json_atomic
 
@@ -262,9 +263,14 @@ def _report_accuracies(stage: str, metrics: dict) -> None:
     log.info("%s: %s", stage, ", ".join(f"{k}={v:.3f}" for k, v in accuracies.items()))
 
 
+def _world_model_arguments(p: argparse.ArgumentParser, model: str, world: str | None = None) -> None:
+    """--world (the folder vision-world wrote) and --checkpoint (a world model vision-train wrote), both required."""
+    p.add_argument("--world", type=Path, required=True, help=world)
+    p.add_argument("--checkpoint", type=existing_file, required=True, help=model)
+
+
 def _filter_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--world", type=Path, required=True)
-    p.add_argument("--checkpoint", type=existing_file, required=True, help="filter model (vision-train output)")
+    _world_model_arguments(p, "filter model (vision-train output)")
     p.add_argument("--out-adversarial", type=Path, required=True)
     p.add_argument("--out-anomaly", type=Path, required=True)
     p.add_argument("--out-metrics", type=Path, required=True)
@@ -279,7 +285,7 @@ def _cmd_filter(args: argparse.Namespace) -> int:
     confidently labelled as a known class, labelled with it); also writes the model's accuracy per split.
     """
 
-    from certified_circuits.vision.networks.models import load_world_model
+    from certified_circuits.vision.networks.checkpoints import load_world_model
     from certified_circuits.vision.train import accuracy, filter_adversarial, filter_anomaly
     from certified_circuits.vision.data.world import load_split, save_split, write_json_atomic
 
@@ -317,26 +323,14 @@ def _cmd_filter(args: argparse.Namespace) -> int:
 
 
 def _ground_truth_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--checkpoint",
-        type=existing_file,
-        required=True,
-        help="planted world model (vision-train --planted-own ... --planted-shared ...)",
-    )
-    p.add_argument(
-        "--world",
-        type=Path,
-        required=True,
-        help="folder written by vision-world (train, id_test; concept too when present)",
+    _world_model_arguments(
+        p,
+        "planted world model (vision-train --planted-own ... --planted-shared ...)",
+        "folder written by vision-world (train, id_test; concept too when present)",
     )
     p.add_argument("--out", type=output_file, required=True, help="ground-truth JSON")
     p.add_argument("--experiment", default="world")
-    p.add_argument(
-        "--reference-size",
-        type=reference_size,
-        default=500,
-        help="train images sampled (seeded) for each mean-ablation fill",
-    )
+    add_reference_size(p, "train images for each mean-ablation fill")
     p.add_argument("--seed", type=seed, default=0)
     p.add_argument("--threads", type=positive_int, default=1, help="torch CPU threads (default 1)")
 
@@ -356,7 +350,7 @@ def _cmd_ground_truth(args: argparse.Namespace) -> int:
     from certified_circuits.storage.atomic import write_json
     from certified_circuits.vision.data.image_sets import npz_set
     from certified_circuits.vision.ground_truth import ground_truth_document, log_line, verify_planted
-    from certified_circuits.vision.networks.models import load_world_model
+    from certified_circuits.vision.networks.checkpoints import load_world_model
     from certified_circuits.vision.networks.planted import spec_of_meta
 
     configure_torch(args.threads)

@@ -316,6 +316,10 @@ def method_masks(votes: Votes, certificates: Certificates) -> dict[str, np.ndarr
     }
 
 
+#: what the decision rule returns: ``(decision, pvalue, majority)`` (:func:`decide`)
+Decisions = tuple[np.ndarray, np.ndarray, np.ndarray]
+
+
 def decide(
     selection_counts: np.ndarray,
     certification_counts: np.ndarray,
@@ -324,7 +328,7 @@ def decide(
     tau: float,
     alpha: float,
     correction: str = "bonferroni",
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+) -> Decisions:
     """The one path from vote counts to decisions: Algorithm 1 plus the majority vote at identical compute.
 
     Every certificate of the package comes from this rule: the public API (:func:`certified_circuits.certify_scores`,
@@ -346,9 +350,7 @@ def decide(
     return _decide(selection_counts, certification_counts, n0, n, check_tau(tau), alpha, correction)
 
 
-def decide_setting(
-    selection_counts: np.ndarray, certification_counts: np.ndarray, setting: Setting
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def decide_setting(selection_counts: np.ndarray, certification_counts: np.ndarray, setting: Setting) -> Decisions:
     """:func:`decide` under a validated :class:`~certified_circuits.core.setting.Setting` (its n0, n, tau, alpha and
     correction): the setting was checked when it was built, so its tau is not checked again.
 
@@ -365,18 +367,13 @@ def decide_setting(
 
 
 def _decide(
-    selection_counts: np.ndarray,
-    certification_counts: np.ndarray,
-    n0: int,
-    n: int,
-    tau: float,
-    alpha: float,
-    correction: str,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """:func:`decide` of a tau already checked (by :func:`decide`, or a Setting's)."""
-    guess, pvalue = _pvalues(selection_counts, certification_counts, n0, n, tau)
+    selection: np.ndarray, certification: np.ndarray, n0: int, n: int, tau: float, alpha: float, correction: str
+) -> Decisions:
+    """:func:`decide` of a tau already checked (by :func:`decide`, or a Setting's), on the selection and
+    certification vote counts."""
+    guess, pvalue = _pvalues(selection, certification, n0, n, tau)
     decision = np.where(reject(pvalue, alpha, correction), guess, np.int8(ABSTAIN)).astype(np.int8)
-    return decision, pvalue, majority_vote(selection_counts, certification_counts, n0, n)
+    return decision, pvalue, majority_vote(selection, certification, n0, n)
 
 
 def certify_votes(votes: Votes, tau: float, alpha: float, correction: str = "bonferroni") -> Certificates:

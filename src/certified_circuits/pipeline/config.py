@@ -5,6 +5,8 @@ here needs more than one key, the file system, or the list of classes: NaN and i
 Schema's comparisons let through), scorers and eval sets that must agree, paths that must exist, and
 the classes to certify, resolved and checked *before* any job (an unknown class must not wait for
 world generation and training to fail). Every error names the key, the value and what is expected.
+:func:`check_workflow_config` is the one entry point (the Snakefile's): the config files read strictly and the
+schema's error condensed (``config_files``), the input paths (``config_paths``), then the checks here.
 
 Light on purpose: it runs on every ``snakemake`` invocation, dry runs included (numpy only; the
 ``folders`` source also imports torch to check the model on the meta device, about a second).
@@ -21,104 +23,10 @@ from typing import Any
 
 from certified_circuits.commands import COMMAND
 from certified_circuits.language.tasks import GENERATED_TASKS, TASKS  # the built-in prompt generators (embedded, gpt2)
+from certified_circuits.pipeline.config_errors import ConfigError, config_error
+from certified_circuits.pipeline.config_files import check_before_schema, check_config_files, condense_schema_error
+from certified_circuits.pipeline.config_paths import check_paths, expand_user_paths, vision_source
 from certified_circuits.pipeline.plans import ConfigPlan, PlanConfigError, check_config_plans, config_plans
-
-
-class ConfigError(ValueError):
-    """A config value that cannot work; the message names the key, the value and the fix."""
-
-
-def config_error(key, value, expected):
-    raise ConfigError(f"config key {key} = {value!r} is invalid: {expected}")
-
-
-#: where each kind of data is obtained, and in which layout (the docs section of each missing path's message)
-PAPER_DATA = 'docs/paper_scale.md, "Where to get the weights and data"'
-OWN_VISION = 'docs/own_models.md, "Certify your own vision model"'
-OWN_LANGUAGE = 'docs/own_models.md, "Certify your own language model"'
-
-
-@dataclass(frozen=True)
-class ConfiguredPath:
-    """A file or folder a config names and the run needs before any job.
-
-    Attributes:
-        key: the config key (``"vision.imagenet.val_root"``).
-        value: the path as configured (``~`` expanded).
-        what: what it is, with its expected layout.
-        docs: the docs section that says where to obtain it.
-    """
-
-    key: str
-    value: Any
-    what: str
-    docs: str
-
-    def line(self) -> str:
-        return f"{self.key} = {self.value!r}: {self.what}. Where to get it: {self.docs}"
-
-
-def configured_paths(config: dict[str, Any]) -> list[ConfiguredPath]:
-    """Every input path of a (schema-validated) config that must exist before any job: the class index, image
-    folders and weights of a folders or imagenet source, the GPT-2 or Hugging Face model folder and the task files.
-    The one list the dry run's missing-path check reads (:func:`check_paths`).
-
-    Args:
-        config: the workflow config (schema defaults filled, ``~`` expanded).
-
-    Returns:
-        One :class:`ConfiguredPath` per path, vision first, in config order.
-    """
-    paths: list[ConfiguredPath] = []
-    vision = config.get("vision") or {}
-    if vision.get("enabled") and vision.get("source") in ("folders", "imagenet"):
-        name = vision["source"]
-        source, docs = vision_source(vision), (PAPER_DATA if name == "imagenet" else OWN_VISION)
-        root_key = "val_root" if name == "imagenet" else "root"
-        paths.append(ConfiguredPath(f"vision.{name}.class_index", source["class_index"],
-                                    "the class index: the class names in logit order, one a line "
-                                    "(ImageNet: LOC_synset_mapping.txt from the devkit)", docs))
-        paths.append(ConfiguredPath(f"vision.{name}.{root_key}", source["root"],
-                                    "the image folder, layout ROOT/<class>/* (ImageNet val: ROOT/<wnid>/*.JPEG)", docs))
-        if source.get("weights"):
-            paths.append(ConfiguredPath(f"vision.{name}.weights", source["weights"],
-                                        "the weights file: the model's state dict, saved with "
-                                        "torch.save(model.state_dict(), PATH)", docs))
-        for set_name, root in (source.get("ood_roots") or {}).items():
-            paths.append(ConfiguredPath(f"vision.{name}.ood_roots.{set_name}", root,
-                                        f"the {set_name} folder, layout ROOT/<class>/*", docs))
-    language = config.get("language") or {}
-    if language.get("enabled") and language.get("source") == "gpt2":
-        paths.append(ConfiguredPath("language.model_path", language.get("model_path"),
-                                    "the GPT-2 Small folder (model and tokenizer, written by save_pretrained)", PAPER_DATA))
-    if language.get("enabled") and language.get("source") == "hf":
-        paths.append(ConfiguredPath("language.model_path", language.get("model_path"),
-                                    "the model folder (config.json, weights and tokenizer, written by save_pretrained)",
-                                    OWN_LANGUAGE))
-        files = language.get("task_files") or {}
-        for task in language.get("tasks") or list(files):
-            if task in files:
-                paths.append(ConfiguredPath(f"language.task_files.{task}", files[task],
-                                            "the task file: a CSV or JSONL with columns clean, corrupted, answer, "
-                                            "distractor[, split]", OWN_LANGUAGE))
-    return paths
-
-
-def check_paths(config: dict[str, Any]) -> None:
-    """Every missing input path of a config at once (a dry run lists them all, not the first), each with its
-    layout and where to obtain it.
-
-    Args:
-        config: the workflow config (schema defaults filled, ``~`` expanded).
-
-    Raises:
-        ConfigError: listing each missing path (:func:`configured_paths`).
-    """
-    missing = [p for p in configured_paths(config) if not p.value or not Path(os.path.expanduser(str(p.value))).exists()]
-    if missing:
-        lines = "\n".join(f"  - {p.line()}" for p in missing)
-        raise ConfigError(f"{len(missing)} input path(s) of this config do not exist; nothing was run. Put each in "
-                          f"place (or fix the path in your config) and run again:\n{lines}")
 
 
 def require_finite(value, key="config"):
@@ -131,18 +39,6 @@ def require_finite(value, key="config"):
     elif isinstance(value, list):
         for index, item in enumerate(value):
             require_finite(item, f"{key}[{index}]")
-
-
-def vision_source(vision: dict[str, Any]) -> dict[str, Any]:
-    """The model and data of a torchvision source as one mapping, the keys of ``vision.folders``: the
-    ``imagenet`` block is the preset of the ``folders`` source (its val folders are the root, its model
-    an architecture of the paper with automatic layers). The one place the rules read them from."""
-    if vision["source"] == "imagenet":
-        imagenet = vision["imagenet"]
-        return {"model": imagenet["model"], "weights": imagenet.get("weights"), "class_index": imagenet["class_index"],
-                "root": imagenet["val_root"], "ood_roots": imagenet["ood_roots"], "concept_size": imagenet["concept_size"],
-                "n_classes": imagenet["n_classes"], "class_seed": imagenet["class_seed"], "layers": "auto"}
-    return vision["folders"]
 
 
 def resolve_vision_concepts(vision):
@@ -242,7 +138,7 @@ def check_folders(vision) -> int | None:
                 config_error(f"{key}.{root_key}", root, f"it holds {len(folders)} class folder ({folders}); {ONE_CLASS}")
     except DatasetLayoutError as exc:
         raise ConfigError(f"config key {key}: {exc}") from None
-    from certified_circuits.vision.networks.models import check_folders_model
+    from certified_circuits.vision.networks.classifiers import check_folders_model
 
     try:
         components = check_folders_model(source["model"], source["weights"], names, source["layers"],
@@ -299,6 +195,9 @@ def check_vision(vision) -> int | None:
         if ("planted_own" in train) != ("planted_shared" in train):
             config_error("vision.train", train, "planted_own and planted_shared go together (4 values each: a class's "
                                                 "channels and the shared channels of layer1..layer4), or neither")
+        if "planted_leak" in train and "planted_own" not in train:
+            config_error("vision.train.planted_leak", train["planted_leak"], "the leak bounds the cross-class weights "
+                         "of a planted model: set planted_own and planted_shared too, or remove planted_leak")
         if "planted_own" in train:
             from certified_circuits.vision.networks.planted import PlantedSpec
 
@@ -520,22 +419,6 @@ def hf_prompt_tokenizer(folder):
     return HFPromptTokenizer(tok), max_len
 
 
-def expand_user_paths(config: dict[str, Any]) -> None:
-    """``~`` in every configured path becomes the home folder, once, before any rule or check reads it
-    (a quoted ``~`` would reach the jobs literally)."""
-    config["results_dir"] = os.path.expanduser(config["results_dir"])
-    for block in (config["vision"].get("imagenet"), config["vision"].get("folders")):
-        if block:
-            for key in ("weights", "class_index", "val_root", "root"):
-                if block.get(key):
-                    block[key] = os.path.expanduser(block[key])
-            block["ood_roots"] = {name: os.path.expanduser(root) for name, root in block.get("ood_roots", {}).items()}
-    if config["language"].get("model_path"):
-        config["language"]["model_path"] = os.path.expanduser(config["language"]["model_path"])
-    files = config["language"].get("task_files") or {}
-    config["language"]["task_files"] = {name: os.path.expanduser(path) for name, path in files.items()}
-
-
 @dataclass(frozen=True)
 class CheckedConfig:
     """What the config check found: the vision classes to certify ([] when vision is off) and the exact plan of
@@ -546,7 +429,8 @@ class CheckedConfig:
 
 
 #: the testbed options of each half and the model source they apply to (elsewhere they would be ignored)
-TESTBED_OPTIONS = {"vision": ("embedded", ("planted_own", "planted_shared")), "language": ("embedded", ("compiled",))}
+TESTBED_OPTIONS = {"vision": ("embedded", ("planted_own", "planted_shared", "planted_leak")),
+                   "language": ("embedded", ("compiled",))}
 
 
 def check_testbed(config: dict[str, Any]) -> None:
@@ -651,188 +535,3 @@ def check_workflow_config(config: dict[str, Any], config_files, schema_file: str
     except WorkflowError as error:
         raise ConfigError(condense_schema_error(str(error))) from None
     return check_config(config)
-
-
-# ----------------------------------------------------------------------- before the schema
-
-
-def _strict_loader():
-    """A PyYAML SafeLoader that refuses duplicate keys (PyYAML keeps the last one silently)."""
-    import yaml
-
-    class StrictLoader(yaml.SafeLoader):
-        pass
-
-    def construct_mapping(loader, node, deep=False):
-        seen: dict[Any, int] = {}
-        for key_node, _ in node.value:
-            key = loader.construct_object(key_node, deep=deep)
-            if key in seen:
-                raise yaml.constructor.ConstructorError(
-                    None, None, f"duplicate key {key!r} (first at line {seen[key] + 1}); a config key may appear once",
-                    key_node.start_mark)
-            seen[key] = key_node.start_mark.line
-        return yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
-
-    StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, construct_mapping)
-    return StrictLoader
-
-
-def check_config_files(paths) -> None:
-    """Read every config file strictly: a YAML syntax error or a duplicate key is named with its file and
-    line, before Snakemake or the schema sees the config.
-
-    Raises:
-        ConfigError: the first problem, as ``FILE:LINE:COLUMN: what is wrong; the fix``.
-    """
-    import yaml
-
-    for path in paths:
-        path = Path(path)
-        if not path.is_file():
-            raise ConfigError(f"{path}: config file not found")
-        try:
-            yaml.load(path.read_text(), Loader=_strict_loader())
-        except yaml.MarkedYAMLError as exc:
-            mark = exc.problem_mark or exc.context_mark
-            where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
-            problem = exc.problem or exc.context or "invalid YAML"
-            raise ConfigError(f"{where}: {problem}. Fix the YAML there (indent with spaces, one value per key)") from None
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"{path}: not valid YAML ({exc})") from None
-
-
-def check_before_schema(config: dict[str, Any], schema_keys) -> None:
-    """What the schema would report unclearly: an unknown top-level key (the schema's message prints the
-    whole schema) and the old ``[tau, p_del]`` pair form of ``language.settings``."""
-    unknown = sorted(set(config) - set(schema_keys))
-    if unknown:
-        raise ConfigError(f"unknown top-level config key(s) {unknown}: the keys are {sorted(schema_keys)} "
-                          "(docs/configuration.md)")
-    settings = (config.get("language") or {}).get("settings") or {}
-    if isinstance(settings, dict):
-        for task, items in settings.items():
-            for index, item in enumerate(items if isinstance(items, list) else []):
-                if isinstance(item, (list, tuple)):
-                    shown = ", ".join(str(v) for v in item)
-                    pair = (f"{{tau: {item[0]}, p_del: {item[1]}}}" if len(item) == 2 else "{tau: ..., p_del: ...}")
-                    raise ConfigError(f"language.settings.{task}[{index}]: [{shown}] is the old (tau, p_del) pair "
-                                      f"form; write {pair}")
-
-
-def condense_schema_error(text: str, schema_file: str | os.PathLike | None = None) -> str:
-    """Snakemake's schema error without the schema dump: the violation and where it is. A value that fits none
-    of a ``oneOf`` / ``anyOf`` (jsonschema's "is not valid under any of the given schemas") is told the allowed
-    values and forms instead, read from the failing part of the schema (``$ref`` resolved in ``schema_file``,
-    the checkout's config.schema.yaml by default).
-
-    Args:
-        text: Snakemake's WorkflowError text (jsonschema's message, the failing schema part and the instance).
-        schema_file: the schema whose ``definitions`` resolve ``$ref`` (default :data:`SCHEMA_FILE`).
-
-    Returns:
-        ``"config is invalid: <problem> (at <key>)"``, or ``text`` when it holds no ValidationError.
-    """
-    lines = [line.strip() for line in text.splitlines()]
-    problem = next((line.split("ValidationError:", 1)[1].strip() for line in lines if "ValidationError:" in line), "")
-    where = next((line[len("On instance"):].rstrip(":") for line in lines if line.startswith("On instance")), "")
-    keys = ".".join(part.strip("'\"") for part in where.replace("][", "|").strip("[]").split("|") if part)
-    if not problem:
-        return text
-    if problem.endswith(ANY_OF_PROBLEM):
-        allowed = _allowed_forms(text, schema_file)
-        if allowed:
-            problem = f"{problem[: -len(ANY_OF_PROBLEM)]}is not allowed here: use {allowed}"
-    return f"config is invalid: {problem}" + (f" (at {keys})" if keys else "")
-
-
-#: jsonschema's message for a value that fits no alternative of a oneOf / anyOf
-ANY_OF_PROBLEM = "is not valid under any of the given schemas"
-
-#: the checkout's schema (the Snakefile's); ``$ref`` of a failing oneOf / anyOf is resolved in it
-SCHEMA_FILE = Path(__file__).resolve().parents[3] / "config.schema.yaml"
-
-
-def _allowed_forms(text: str, schema_file: str | os.PathLike | None) -> str:
-    """The alternatives of the oneOf / anyOf that failed, in words ("" when the error text does not show them)."""
-    import ast
-    import textwrap
-
-    found = re.search(r"Failed validating '(oneOf|anyOf)' in schema[^\n]*:\n((?:[ \t]+[^\n]*\n?)+)", text)
-    if not found:
-        return ""
-    try:
-        node = ast.literal_eval(textwrap.dedent(found.group(2)).strip())
-    except (ValueError, SyntaxError):
-        return ""
-    definitions: dict[str, Any] = {}
-    path = Path(schema_file) if schema_file is not None else SCHEMA_FILE
-    try:
-        import yaml
-
-        definitions = yaml.safe_load(path.read_text()).get("definitions", {})
-    except (OSError, ValueError, AttributeError):
-        pass
-    forms = [_describe(alternative, definitions) for alternative in node.get(found.group(1), [])]
-    return "; or ".join(form for form in forms if form)
-
-
-def _describe(schema: dict[str, Any], definitions: dict[str, Any]) -> str:
-    """One alternative of a schema in words: its enum, type, bounds, pattern or description."""
-    if "$ref" in schema:
-        name = str(schema["$ref"]).rsplit("/", 1)[-1]
-        resolved = definitions.get(name)
-        return _describe({**resolved, **{k: v for k, v in schema.items() if k != "$ref"}}, definitions) if resolved \
-            else f"a {name}"
-    if "enum" in schema:
-        return " or ".join(repr(v) if isinstance(v, str) else str(v) for v in schema["enum"])
-    kind = schema.get("type")
-    if kind == "null":
-        return "null (unset)"
-    if kind == "integer" or kind == "number":
-        bounds = [f">= {schema['minimum']}" if "minimum" in schema else "",
-                  f"> {schema['exclusiveMinimum']}" if "exclusiveMinimum" in schema else "",
-                  f"<= {schema['maximum']}" if "maximum" in schema else "",
-                  f"< {schema['exclusiveMaximum']}" if "exclusiveMaximum" in schema else ""]
-        bounds = [b for b in bounds if b]
-        return f"{'an integer' if kind == 'integer' else 'a number'}" + (f" {' and '.join(bounds)}" if bounds else "")
-    if kind == "array":
-        items = _describe(schema.get("items", {}), definitions) if schema.get("items") else "a value"
-        size = "a non-empty list" if schema.get("minItems") == 1 else "a list"
-        return f"{size}, each {items}" + (", no repeats" if schema.get("uniqueItems") else "")
-    if kind == "string":
-        if schema.get("description"):
-            return str(schema["description"]).strip()
-        if schema.get("pattern"):
-            return f"a string matching {schema['pattern']}"
-        return "a string"
-    if schema.get("description"):
-        return str(schema["description"]).strip()
-    return str(kind or "")
-
-
-#: Snakemake options after which no job runs and no result is written (the results lock is not taken)
-_NO_JOB_OPTIONS = frozenset({
-    "--dry-run", "--dryrun", "--unlock", "--lint", "--list", "--list-rules", "--list-target-rules", "--lt",
-    "--summary", "--detailed-summary", "--report", "--dag", "--rulegraph", "--filegraph", "--d3dag",
-    "--list-changes", "--lc", "--list-input-changes", "--li", "--list-params-changes", "--lp",
-    "--list-code-changes", "--list-version-changes", "--list-untracked", "--lu", "--print-compilation",
-    "--cleanup-metadata", "--cm", "--containerize", "--generate-unit-tests", "--archive", "--export-cwl",
-    "--version", "--help", "--conda-create-envs-only", "--conda-cleanup-envs", "--cleanup-shadow",
-    "--list-conda-envs", "--show-failed-logs", "--compile-only",
-})
-_NO_JOB_SHORT = frozenset("nlShDv")  # -n dry run, -l list, -S summary, -h help, -D detailed summary, -v version
-
-
-def snakemake_runs_jobs(argv: list[str]) -> bool:
-    """Whether a ``snakemake`` command line (its arguments) may run jobs, i.e. is not a dry run, an
-    ``--unlock``, a lint, a listing or a report. When unsure, True: taking the results lock in a run
-    that writes nothing costs nothing unless another run holds it."""
-    for arg in argv:
-        if arg == "--":
-            break
-        if arg.split("=", 1)[0] in _NO_JOB_OPTIONS:
-            return False
-        if re.fullmatch(r"-[A-Za-z]+", arg) and _NO_JOB_SHORT & set(arg[1:]):
-            return False
-    return True

@@ -3,8 +3,9 @@
 Pure functions of the config (as the Snakefile sees it: validated, schema defaults filled in, checked by
 :func:`certified_circuits.pipeline.config.check_config`), of the result layout (:class:`Layout`) and of the
 classes the config certifies (``check_config(config).concepts``). ``rules/common.smk`` binds them to the
-run's ``config``, ``PATHS`` and ``VCONCEPTS``; where a rule needs Snakemake objects (``wildcards``, a
-checkpoint's output) it keeps a thin wrapper that passes plain values here. tests/unit/test_pipeline_jobs.py
+run's ``config``, ``PATHS`` and ``VCONCEPTS``; a rule's input or params function takes the job's ``wildcards``
+(``*_job_*``: read here, bound with :func:`functools.partial`), and the one Snakemake object left, the filter
+checkpoint's output, is a thin wrapper in ``rules/common.smk`` passed here as ``filter_metrics``. tests/unit/test_pipeline_jobs.py
 calls them on the default, smoke and paper configs and compares the whole dry run with recorded job lists.
 
 Every config string that reaches a shell goes through :func:`q` (``shlex.quote``); numbers are written
@@ -18,7 +19,7 @@ import shlex
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from certified_circuits.core.setting import Setting, number
-from certified_circuits.pipeline.config import vision_source
+from certified_circuits.pipeline.config_paths import vision_source
 from certified_circuits.pipeline.layout import Layout
 from certified_circuits.pipeline.tracking.records import encode_wildcards
 
@@ -30,11 +31,13 @@ __all__ = [
     "vision_concepts", "vision_eval_data", "vision_concept_size", "vision_model_args", "vision_model_inputs",
     "vision_attribute_invocation", "vision_attribute_outputs", "vision_scorers", "vision_circuits",
     "vision_images_per_class", "vision_rediscovered", "vision_iou_circuits", "vision_evaluate_circuits",
-    "vision_evaluate_sets", "vision_ablation_options", "vision_ablation_inputs",
-    "vision_attack_inputs", "attack_options", "votes_options", "decision_options",
+    "vision_evaluate_sets", "vision_evaluate_job_circuits", "vision_evaluate_job_sets", "vision_ablation_options", "vision_ablation_inputs",
+    "vision_attack_inputs", "vision_figure_job_inputs", "attack_options", "votes_options", "decision_options",
+    "votes_job_options", "decision_job_options",
     "embedded_language", "hf_language", "language_dirs", "language_model_args", "language_eval_sets",
     "language_model_inputs", "language_settings", "explorer_circuits", "language_selected_table",
     "mib_model_name", "mib_circuits", "ground_truth_experiments", "testbed_notes", "stability_jobs", "stability_options",
+    "stability_job",
 ]
 
 Config = Mapping[str, Any]
@@ -459,6 +462,16 @@ def vision_evaluate_sets(config: Config, split: str, setting: Setting) -> list[s
     return config["vision"]["eval_sets"] if main else ["id"]
 
 
+def vision_evaluate_job_circuits(config: Config, paths: Layout, wildcards: Any) -> list[str]:
+    """:func:`vision_evaluate_circuits` of the vision_evaluate job that these wildcards name."""
+    return vision_evaluate_circuits(config, paths, wildcards.split, wildcards.concept, paths.setting_of(wildcards))
+
+
+def vision_evaluate_job_sets(config: Config, paths: Layout, wildcards: Any) -> list[str]:
+    """:func:`vision_evaluate_sets` of the vision_evaluate job that these wildcards name."""
+    return vision_evaluate_sets(config, wildcards.split, paths.setting_of(wildcards))
+
+
 def vision_ablation_options(config: Config, paths: Layout) -> str:
     """vision-evaluate's ablation options: every ablation of ``vision.ablations`` in one process.
 
@@ -496,6 +509,13 @@ def vision_attack_inputs(config: Config, paths: Layout, concepts: Sequence[str],
             for f in (paths.attributions(vx, "concept", c), paths.attributions(vx, e, c))]
 
 
+def vision_figure_job_inputs(inputs: Callable[..., list[str]], config: Config, paths: Layout, concepts: Sequence[str],
+                            filter_metrics: Callable[[], str], wildcards: Any = None) -> list[str]:
+    """A rule's input function over the re-discovered classes (``inputs``: :func:`vision_iou_circuits` or
+    :func:`vision_attack_inputs`, with the filter checkpoint's ``filter_metrics``); the wildcards name no class."""
+    return inputs(config, paths, concepts, filter_metrics)
+
+
 def attack_options(attack: Mapping[str, Any], setting: Setting, scorer: str) -> str:
     """report-attack options.
 
@@ -525,6 +545,16 @@ def votes_options(setting: Setting) -> str:
 def decision_options(setting: Setting) -> str:
     """``--tau --alpha --correction`` of the setting a certify job serves (numbers exact)."""
     return f"--tau {number(setting.tau)} --alpha {number(setting.alpha)} --correction {setting.correction}"
+
+
+def votes_job_options(paths: Layout, wildcards: Any) -> str:
+    """:func:`votes_options` of the configured setting that a votes job's wildcards name."""
+    return votes_options(paths.setting_of(wildcards, votes_only=True))
+
+
+def decision_job_options(paths: Layout, wildcards: Any) -> str:
+    """:func:`decision_options` of the configured setting that a certify job's wildcards name."""
+    return decision_options(paths.setting_of(wildcards))
 
 
 # ------------------------------------------------------------------------ language
@@ -653,7 +683,7 @@ def mib_circuits(config: Config, paths: Layout) -> list[tuple[str, str, str, str
     """The certified circuits MIB's grid and export choose from: one per task, chosen at run time.
 
     Which one: the task's certified setting selected on held-out prompts, the ``certified_setting`` of
-    :func:`language_selected_table` (``reports.mib.select_circuit``; the same table, and the same procedure for
+    :func:`language_selected_table` (``reports.mib_submission.select_circuit``; the same table, and the same procedure for
     every method, as the language_graphs rule and the explorer). The task's first setting is not taken as such: in
     the embedded config it can certify nothing in (a vacuous or marginal plan). The choice is made by the jobs,
     which get every setting's files and the table; without ``language.selection_set`` there is no held-out
@@ -768,3 +798,9 @@ def stability_options(job: Mapping[str, Any], testbed: Mapping[str, Any]) -> str
     setting = job["setting"]
     return (f"--scorer {q(job['scorer'])} --k-grid {words(job['k_grid'])} {votes_options(setting)} "
             f"{decision_options(setting)} --resamples {int(testbed['resamples'])} --bootstrap-seed {int(testbed['seed'])}")
+
+
+def stability_job(planned: Mapping[str, Mapping[str, Any]], paths: Layout, wildcards: Any) -> Mapping[str, Any]:
+    """The planned stability job (``planned``: :func:`stability_jobs` by output path) whose output these wildcards
+    name."""
+    return planned[paths.stability().format(**dict(wildcards.items()))]

@@ -78,6 +78,10 @@ class Layout:
             self.settings.setdefault(setting.tag, setting)
         return setting
 
+    def _setting_path(self, setting: Setting | None) -> str:
+        """``{votes tag}/{decision tag}`` of ``setting`` (recorded, :meth:`_named`), or the wildcard pattern of both."""
+        return self._named(setting).tag if setting else SETTING_PATTERN
+
     def setting_of(self, wildcards: Mapping[str, str], votes_only: bool = False) -> Setting:
         """The configured :class:`Setting` a job's wildcards name, from :attr:`settings`.
 
@@ -114,15 +118,11 @@ class Layout:
 
     def certificates(self, experiment: str = "{experiment}", split: str = "{split}", concept: str = "{concept}",
                      scorer: str = "{scorer}", setting: Setting | None = None) -> str:
-        votes = self._named(setting).votes_tag if setting else votes_tag(*_VOTES_WILDCARDS)
-        decision = setting.decision_tag if setting else decision_tag(*_DECISION_WILDCARDS)
-        return f"{self.root}/certificates/{experiment}/{split}/{concept}/{scorer}/{votes}/{decision}.h5"
+        return f"{self.root}/certificates/{experiment}/{split}/{concept}/{scorer}/{self._setting_path(setting)}.h5"
 
     def sufficiency(self, experiment: str = "{experiment}", split: str = "{split}", concept: str = "{concept}",
                     setting: Setting | None = None) -> str:
-        votes = self._named(setting).votes_tag if setting else votes_tag(*_VOTES_WILDCARDS)
-        decision = setting.decision_tag if setting else decision_tag(*_DECISION_WILDCARDS)
-        return f"{self.root}/sufficiency/{experiment}/{split}/{concept}/{votes}/{decision}.csv"
+        return f"{self.root}/sufficiency/{experiment}/{split}/{concept}/{self._setting_path(setting)}.csv"
 
     def faithfulness_mib(self, experiment: str = "{experiment}", concept: str = "{concept}") -> str:
         """A task's faithfulness on MIB's grid (``language-faithfulness-mib``; docs/mib.md)."""
@@ -131,9 +131,7 @@ class Layout:
     def stability(self, experiment: str = "{experiment}", split: str = "{split}", concept: str = "{concept}",
                   scorer: str = "{scorer}", setting: Setting | None = None) -> str:
         """One concept's circuits over bootstrap resamples of its dataset (``stability``; docs/embedded_default.md)."""
-        votes = self._named(setting).votes_tag if setting else votes_tag(*_VOTES_WILDCARDS)
-        decision = setting.decision_tag if setting else decision_tag(*_DECISION_WILDCARDS)
-        return f"{self.root}/stability/{experiment}/{split}/{concept}/{scorer}/{votes}/{decision}.csv"
+        return f"{self.root}/stability/{experiment}/{split}/{concept}/{scorer}/{self._setting_path(setting)}.csv"
 
     def ground_truth(self, experiment: str = "{experiment}") -> str:
         """The true circuits of an experiment's model, causally verified (``vision-ground-truth``,

@@ -8,9 +8,8 @@
                       ``recovery_summary.{csv,md,tex}`` (the same, for people, with a mean over concepts) and
                       ``recovery.{png,pdf}`` (TPR against FPR per method, mean over concepts, one panel per
                       scorer and setting).
-``concept_stability`` one concept's bootstrap stability (:mod:`certified_circuits.analysis.stability`) as a tidy
-                      table, labelled with its experiment, concept, scorer and setting (the ``stability`` stage).
-``stability_report``  the per-concept stability tables combined: ``stability.csv`` and
+``stability_report``  the per-concept stability tables (the ``stability`` stage's, computed by
+                      :func:`certified_circuits.analysis.stability.concept_stability`) combined: ``stability.csv`` and
                       ``stability_summary.{csv,md,tex}`` (mean over concepts per K; with ``k``, also per concept at
                       that K).
 
@@ -42,16 +41,12 @@ from certified_circuits.analysis.recovery import (
     truth_mask,
     truth_size_k,
 )
-from certified_circuits.analysis.stability import stability
-from certified_circuits.core.certification import certified_radius
 from certified_circuits.core.contracts import setting_columns
 from certified_circuits.core.discovery import k_index
-from certified_circuits.core.setting import Setting
 from certified_circuits.reports import tables
 from certified_circuits.reports.figures import METHOD_COLOR, save_figure
 from certified_circuits.reports.paper import read_circuits
 from certified_circuits.storage.atomic import write_csv
-from certified_circuits.storage.store import read_attributions
 
 log = logging.getLogger(__name__)
 
@@ -294,50 +289,6 @@ def recovery_report(ground_truth: Path, circuits: Sequence[tuple[Path, Path]], e
 
 
 # ------------------------------------------------------------------------------------------------ stability
-
-
-def concept_stability(attributions: Path, scorer: str, k_grid: Sequence[float], setting: Setting, mask_seed: int,
-                      n_resamples: int = 20, bootstrap_seed: int = 0, ground_truth: Path | None = None,
-                      device: Any = "cpu", allow_vacuous: bool = False) -> pd.DataFrame:  # fmt: skip
-    """One concept's stability table (:func:`certified_circuits.analysis.stability.stability`), labelled.
-
-    Args:
-        attributions: the concept's attribution file.
-        scorer: its score matrix.
-        k_grid, setting: as the votes and certify stages (``setting.seed`` is the config seed, as in their files).
-        mask_seed: the seed the masks are drawn from (the votes stage's ``mask_seed(seed, concept)``).
-        n_resamples, bootstrap_seed: the bootstrap.
-        ground_truth: optional ground-truth file: adds the per-resample precision and recall columns.
-        device: where votes are counted.
-        allow_vacuous: run a setting that can certify nothing.
-
-    Returns:
-        One row per K: experiment, concept, the setting columns, ``mask_seed``, then the stability columns.
-
-    Raises:
-        ValueError: unknown scorer, or a ground truth that does not match the attribution file's names.
-    """
-    attr = read_attributions(attributions)
-    if scorer not in attr.scores:
-        raise ValueError(f"{attributions} has no scorer {scorer!r}; it has {sorted(attr.scores)}")
-    concept = str(attr.attrs.get("concept", ""))
-    truth = None
-    if ground_truth is not None:
-        known = read_ground_truth(ground_truth)
-        experiment = str(attr.attrs.get("experiment", "") or "")
-        if experiment and known.experiment != experiment:
-            raise ValueError(f"{ground_truth} (--ground-truth) is the ground truth of experiment {known.experiment!r}, "
-                             f"but {attributions} is of {experiment!r}: pass this experiment's ground truth")
-        truth = truth_mask(known, concept, attr.names, where=f"the attributions {attributions}")
-    result = stability(attr.scores[scorer], attr.groups, k_grid, setting, n_resamples, bootstrap_seed,
-                       absolute=attr.absolute(scorer), truth=truth, device=device, allow_vacuous=allow_vacuous,
-                       mask_seed=mask_seed)  # fmt: skip
-    labels = {"experiment": str(attr.attrs.get("experiment", "")), "concept": concept, "scorer": scorer,
-              "split": str(attr.attrs.get("split", "")), "setting": setting.tag, "p_del": setting.p_del,
-              "n0": setting.n0, "n": setting.n, "seed": setting.seed, "tau": setting.tau, "alpha": setting.alpha,
-              "correction": setting.correction, "radius": certified_radius(setting.tau, setting.p_del),
-              "mask_seed": int(mask_seed)}  # fmt: skip
-    return pd.DataFrame(result.rows(labels))
 
 
 #: the stability columns of the summary table, with their display names

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from certified_circuits.vision.networks.models import world_model_from_net, world_resnet
+from certified_circuits.vision.networks.models import world_model_from_net
+from certified_circuits.vision.networks.world_resnet import world_resnet
 from certified_circuits.vision.data.world import WorldConfig
 
 from certified_circuits.core.devices import configure_torch  # noqa: E402

@@ -11,7 +11,7 @@ import torch
 from certified_circuits.cli import vision as vision_cli
 from certified_circuits.vision.networks import architectures
 from certified_circuits.vision.networks.architectures import ARCHITECTURE_NAMES, Architecture
-from certified_circuits.vision.networks.models import build_paper_model
+from certified_circuits.vision.networks.classifiers import build_paper_model
 
 
 def test_cli_models_and_the_config_check_come_from_the_table():
@@ -22,7 +22,8 @@ def test_cli_models_and_the_config_check_come_from_the_table():
         "world", *ARCHITECTURE_NAMES, "convnext_tiny"]
     with pytest.raises(argparse.ArgumentTypeError, match=r"'convnext_tinny' is not a torchvision.*convnext_tiny"):
         vision_cli.model_name("convnext_tinny")
-    from certified_circuits.pipeline.config import ConfigError, check_vision
+    from certified_circuits.pipeline.config import check_vision
+    from certified_circuits.pipeline.config_errors import ConfigError
 
     with pytest.raises((ConfigError, ValueError), match="resnet18.*architectures.py"):
         check_vision({"main_scorer": "relevance", "scorers": ["relevance"], "selection_set": None, "eval_sets": ["id"],
@@ -49,7 +50,8 @@ def test_one_entry_adds_an_architecture(monkeypatch):
 def test_the_imagenet_preset_needs_the_full_class_index(tmp_path):
     """A LOC_synset_mapping.txt of fewer than 1,000 lines cannot map the ImageNet head's logits: refused by
     the config check, before any job (a job would stop on the head's size)."""
-    from certified_circuits.pipeline.config import ConfigError, check_vision
+    from certified_circuits.pipeline.config import check_vision
+    from certified_circuits.pipeline.config_errors import ConfigError
 
     index = tmp_path / "LOC_synset_mapping.txt"
     index.write_text("n01440764 tench\nn01443537 goldfish\n")
@@ -65,7 +67,8 @@ def test_the_imagenet_preset_needs_the_full_class_index(tmp_path):
 def test_each_architectures_component_count_is_what_the_built_model_has(name):
     """The table's n_components (read by the workflow's plan check at parse time, without building the model)
     equals the vertices of the model built with automatic layers, on the meta device."""
-    from certified_circuits.vision.networks.models import build_network, describe_components
+    from certified_circuits.vision.networks.classifiers import build_network
+    from certified_circuits.vision.networks.components import describe_components
 
     net = build_network(name, 1000, device="meta")
     assert sum(describe_components(net, name, "auto", 224).widths) == architectures.ARCHITECTURES[name].n_components

@@ -125,7 +125,7 @@ def test_paper_scale_cli_on_fake_imagenet(tmp_path):
     from certified_circuits.core.certification import certify_votes
     from certified_circuits.core.smoothing import compute_votes
     from certified_circuits.storage.store import read_attributions, write_certificates, write_votes
-    from certified_circuits.vision.networks.models import build_paper_model
+    from certified_circuits.vision.networks.classifiers import build_paper_model
 
     wnids = ["n01440764", "n01443537", "n01484850"]
     (tmp_path / "LOC_synset_mapping.txt").write_text(  # 1,000 lines, one per logit of the head

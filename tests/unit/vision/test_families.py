@@ -13,8 +13,10 @@ from torchvision import models as tvm
 
 from certified_circuits.vision.networks.families import FAMILIES
 from certified_circuits.vision.networks.hooks import masked_logits
-from certified_circuits.vision.networks.models import (build_classifier, build_network, channel_axis, check_folders_model,
-                                              check_state_dict, describe_components, preprocessing_of)
+from certified_circuits.vision.networks.checkpoints import check_state_dict
+from certified_circuits.vision.networks.classifiers import (build_classifier, build_network, check_folders_model,
+                                                            preprocessing_of)
+from certified_circuits.vision.networks.components import channel_axis, describe_components
 
 # model -> (component modules, widths, channel axis); EfficientNet/MobileNet: every block between stem and head conv
 EXPECTED = {

@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from certified_circuits.vision.networks.hooks import captured, masked, masked_logits
-from certified_circuits.vision.networks.models import build_paper_model, expected_weights_path, load_model
+from certified_circuits.vision.networks.classifiers import build_paper_model, expected_weights_path
+from certified_circuits.vision.networks.loading import load_model
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,9 @@ import torch
 
 from certified_circuits.cli import vision as vcli
 from certified_circuits.cli.stages import InputError
-from certified_circuits.vision.networks.models import load_world_model, world_model_from_net, world_resnet
+from certified_circuits.vision.networks.checkpoints import load_world_model
+from certified_circuits.vision.networks.models import world_model_from_net
+from certified_circuits.vision.networks.world_resnet import world_resnet
 from certified_circuits.vision.networks.planted import (
     PlantedSpec,
     apply_masks,

@@ -12,8 +12,9 @@ from torchvision.models.resnet import ResNet
 
 from certified_circuits.cli.vision import STAGES
 from certified_circuits.vision.networks.hooks import captured
-from certified_circuits.vision.networks.models import (load_world_model, save_world_model, world_model_from_net,
-                                              world_resnet)
+from certified_circuits.vision.networks.checkpoints import load_world_model, save_world_model
+from certified_circuits.vision.networks.models import world_model_from_net
+from certified_circuits.vision.networks.world_resnet import world_resnet
 from certified_circuits.vision.train import train_world_model
 from certified_circuits.vision.data.world import make_split
 

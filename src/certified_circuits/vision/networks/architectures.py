@@ -3,7 +3,7 @@ place to add one.
 
 Adding an architecture: one :class:`Architecture` entry in :data:`ARCHITECTURES`. The config check of
 ``vision.imagenet.model``, the ``--model`` help and the preset builder
-(:func:`certified_circuits.vision.networks.models.build_paper_model`) read this table. Where the components are
+(:func:`certified_circuits.vision.networks.classifiers.build_paper_model`) read this table. Where the components are
 is the family's (:mod:`certified_circuits.vision.networks.families`); any other torchvision classifier runs
 through the ``folders`` source.
 

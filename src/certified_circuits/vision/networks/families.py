@@ -22,7 +22,7 @@ Any other model (DenseNet, VGG, your own ``nn.Module``) takes explicit module na
 
 Adding a family: one :class:`Family` entry here (tests/unit/vision/test_families.py checks each
 entry against torchvision's module names). The channel axis is read from the modules' outputs
-(:func:`certified_circuits.vision.networks.models.describe_components`), not written here.
+(:func:`certified_circuits.vision.networks.components.describe_components`), not written here.
 
 This module imports torch only through the networks it is given.
 """

@@ -1,5 +1,5 @@
-"""Loading a vision model once per process: the network on its device and, for image folders, the
-class index that maps class folders to logits.
+"""Loading a vision model (:func:`load_model`, the one dispatch of a ``--model`` value), once per process: the
+network on its device and, for image folders, the class index that maps class folders to logits.
 
 ``certified-circuits batch`` runs several vision stages in one process; they share the model through
 this cache, so the network is built and its weights read once. Every stage leaves the model as it found
@@ -11,6 +11,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from certified_circuits.vision.networks.architectures import ARCHITECTURES
+from certified_circuits.vision.networks.checkpoints import load_world_model
+from certified_circuits.vision.networks.classifiers import Preprocessing, build_classifier, build_paper_model
+from certified_circuits.vision.networks.models import VisionModel
+
 #: Models this process has loaded, by (model, checkpoint, weights, class index, device).
 LOADED: dict[tuple[str, ...], tuple[Any, dict[str, int] | None]] = {}
 
@@ -21,14 +26,14 @@ def load_cached(model: str, checkpoint: Path | None, weights: Path | None, class
 
     Args:
         model: ``world``, an ImageNet architecture of :mod:`certified_circuits.vision.networks.architectures`, or
-            any torchvision classifier (:func:`certified_circuits.vision.networks.models.load_model`).
+            any torchvision classifier (:func:`load_model`).
         checkpoint: the world model's checkpoint (``vision-train``).
         weights: a state dict (default for an ImageNet architecture: the torch hub cache).
         class_index: class names in logit order (:func:`certified_circuits.vision.data.folders.load_class_names`;
             a ``LOC_synset_mapping.txt`` for ImageNet).
         device: a torch device.
         layers: ``"auto"`` or the module names whose outputs hold the components.
-        preprocessing: a :class:`~certified_circuits.vision.networks.models.Preprocessing`, or None for the model's own.
+        preprocessing: a :class:`~certified_circuits.vision.networks.classifiers.Preprocessing`, or None for the model's own.
 
     Returns:
         ``(VisionModel, {class name: logit} or None, reused)``; ``reused`` says it came from the cache.
@@ -40,7 +45,6 @@ def load_cached(model: str, checkpoint: Path | None, weights: Path | None, class
     if key in LOADED:
         return (*LOADED[key], True)
     from certified_circuits.vision.data.folders import load_class_names
-    from certified_circuits.vision.networks.models import load_model
 
     names = load_class_names(class_index) if class_index else None
     if model != "world" and names is None:
@@ -55,3 +59,27 @@ def load_cached(model: str, checkpoint: Path | None, weights: Path | None, class
     index = {name: i for i, name in enumerate(names)} if names else None
     LOADED[key] = (network, index)
     return network, index, False
+
+
+def load_model(spec: str, checkpoint: Path | str | None = None, weights: Path | str | None = None,
+               class_names: list[str] | None = None, layers: str | list[str] = "auto",
+               preprocessing: Preprocessing | None = None, class_index: Path | str | None = None) -> VisionModel:
+    """CLI entry: ``spec`` = ``"world"`` (needs ``checkpoint``), an ImageNet architecture of the paper
+    (:func:`build_paper_model`: 1,000 classes, IMAGENET1K_V1 weights and preprocessing, automatic layers)
+    or any torchvision classifier with the user's ``weights`` (:func:`build_classifier`). A paper
+    architecture with another class count, explicit layers or a given preprocessing is a user's model
+    (``class_index``: the file the names came from, named in errors)."""
+    if spec == "world":
+        if checkpoint is None:
+            raise ValueError("--model world needs --checkpoint PATH (the file written by vision-train)")
+        return load_world_model(Path(checkpoint))
+    names = class_names or [str(i) for i in range(1000)]
+    if spec in ARCHITECTURES and len(names) == 1000 and layers == "auto" and preprocessing is None:
+        return build_paper_model(spec, weights=weights, pretrained=True, class_names=names)
+    if weights is None:
+        raise ValueError(f"--model {spec} needs --weights PATH: the state dict of your trained {spec} "
+                         f"(torch.save(model.state_dict(), PATH))")
+    if class_names is None:
+        raise ValueError(f"--model {spec} needs --class-index FILE: the class names in logit order, one a line")
+    return build_classifier(spec, names, weights=weights, layers=layers, preprocessing=preprocessing,
+                            class_index=class_index)

@@ -1,5 +1,5 @@
-"""Certified language circuits as MIB circuit-track submissions, and the faithfulness table on MIB's grid
-(MIB: Mueller et al. 2025, "MIB: A Mechanistic Interpretability Benchmark"; docs/mib.md).
+"""Certified language circuits as MIB circuit-track submissions (MIB: Mueller et al. 2025, "MIB: A Mechanistic
+Interpretability Benchmark"; docs/mib.md). The faithfulness table on MIB's grid is :mod:`.mib_faithfulness`.
 
 MIB takes, per ``<task>_<model>`` folder, either (1) one importance file or (2) 9 binary circuits, one with at
 most ``floor(p E)`` edges for each p of {0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50}% (hannamw/MIB-circuit-track
@@ -64,9 +64,8 @@ from certified_circuits.analysis.mib_constants import (
     mib_pair,
     pair_problem,
 )
-from certified_circuits.reports import tables
 from certified_circuits.reports.eap_graph import circuit_graph_json, decisions_sidecar, graph_cfg, write_graph_json
-from certified_circuits.storage.atomic import write_csv, write_text
+from certified_circuits.storage.atomic import write_text
 
 log = logging.getLogger("certified_circuits")
 
@@ -280,7 +279,7 @@ def submission_files(cfg: Mapping[str, Any], edge_names: Sequence[str], decision
                                                                         setting=setting)["setting"],
                       "k_grid": k_grid.tolist(), "nested": nested,
                       "importance_order": "first K certified in, then abstaining at some K, then out; ties by "
-                                          "|mean score| (reports/mib.py importance_order)"}}
+                                          "|mean score| (reports/mib_submission.py importance_order)"}}
 
 
 def select_circuit(task: str, circuits: Sequence[tuple[str | os.PathLike, str | os.PathLike]],
@@ -461,40 +460,3 @@ def _check_binary(path: Path, fraction: float) -> None:
     if np.unique(outside).size < outside.size:
         raise ValueError(f"{path}: edges outside in_graph share a score: which of them MIB's apply_topn adds to fill "
                          f"int(p E) would depend on torch's tie order")
-
-
-#: the caption of the MIB-grid table: the abs convention of each area stated
-MIB_CAPTION = ("Faithfulness on MIB's grid (Mueller et al. 2025): f = (m(C) - m(empty)) / (m(M) - m(empty)) at "
-               "{0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50, 100}% of the edges, circuits pruned as MIB's Graph.prune; "
-               "trapezoids over the nominal fractions. Baseline CPR ranks edges by their signed score (abs = False), "
-               "baseline CMD by |score| (abs = True); a certified circuit is binary (no ranking): both areas from "
-               "the same circuits, its certified-in edges at the largest K <= p. CPR: higher better; CMD: lower better.")
-
-
-def mib_faithfulness_report(inputs: Sequence[str | os.PathLike], out_dir: str | os.PathLike) -> dict[str, float]:
-    """``faithfulness_mib.csv`` (per task, eval set and circuit family) and ``faithfulness_mib_mean.{csv,md,tex}``.
-
-    Args:
-        inputs: CSVs of ``language-faithfulness-mib`` (:func:`~certified_circuits.language.evaluate.mib_table` rows
-            with their setting columns).
-        out_dir: the tables folder.
-
-    Returns:
-        ``{"mib_<method>_cpr": mean, "mib_<method>_cmd": mean}``.
-    """
-    frames = [pd.read_csv(p) for p in inputs]
-    if not frames:
-        raise ValueError("no MIB-grid evaluation tables given")
-    table = pd.concat(frames, ignore_index=True)
-    tables.require_rows(table, ["method", "ranking", "k_target", *fa.FAITH_COLUMNS], "MIB-grid evaluation tables")
-    keys = [k for k in ("experiment", "setting", "eval_set") if k in table.columns]
-    faith = fa.mib_faithfulness_table(table, keys)
-    out_dir = Path(out_dir)
-    write_csv(out_dir / "faithfulness_mib.csv", faith)
-    shown = [k for k in keys if k != "experiment"]
-    mean = faith.groupby([*[k for k in shown if k != "setting"], "method", "cpr_ranking", "cmd_ranking"],
-                         sort=False)[["cpr", "cmd"]].mean().reset_index()
-    display = mean.rename(columns={"cpr": "CPR (higher better)", "cmd": "CMD (lower better)",
-                                   "cpr_ranking": "CPR ranking", "cmd_ranking": "CMD ranking"})
-    tables.write_table(display, out_dir / "faithfulness_mib_mean", caption=MIB_CAPTION)
-    return {f"mib_{m}_{area}": float(part[area].mean()) for m, part in faith.groupby("method") for area in ("cpr", "cmd")}
