@@ -403,3 +403,35 @@ def test_stability_refuses_the_ground_truth_of_another_experiment(tmp_path: Path
     assert caught.value.code == 2 and "gt.json (--ground-truth) is the ground truth of experiment 'other', but" in err
     assert "circle.h5 is of 'world': pass this experiment's ground truth" in err
     assert not (tmp_path / "out.csv").exists()
+
+
+def test_the_leak_of_the_noisy_regime_is_checked_at_parse_time() -> None:
+    from certified_circuits.pipeline.config import check_config, check_testbed
+    from certified_circuits.pipeline.config_errors import ConfigError
+
+    config = _config()
+    config["vision"]["train"]["planted_leak"] = 0.05
+    check_testbed(config)  # the embedded planted model: it applies
+    alone = _config()
+    for key in ("planted_own", "planted_shared"):
+        alone["vision"]["train"].pop(key)
+    alone["vision"]["train"]["planted_leak"] = 0.05
+    with pytest.raises(ConfigError, match=r"vision.train.planted_leak = 0.05 is invalid: the leak bounds the "
+                                          r"cross-class weights of a planted model"):
+        check_config(alone)
+    elsewhere = _config()
+    elsewhere["vision"]["source"] = "folders"
+    for key in ("planted_own", "planted_shared"):
+        elsewhere["vision"]["train"].pop(key)
+    elsewhere["vision"]["train"]["planted_leak"] = 0.05
+    with pytest.raises(ConfigError, match=r"vision.train.planted_leak = 0.05 is invalid: planted_leak shape the "
+                                          r"embedded model only"):
+        check_testbed(elsewhere)
+    import yaml
+    from snakemake.utils import validate
+
+    schema = ROOT / "config.schema.yaml"
+    raw = yaml.safe_load((ROOT / "config.yaml").read_text())
+    raw["vision"]["train"]["planted_leak"] = 0.7
+    with pytest.raises(Exception, match="0.7 is greater than the maximum of 0.5"):
+        validate(raw, str(schema), set_default=True)

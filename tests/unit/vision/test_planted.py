@@ -484,3 +484,14 @@ def test_per_component_effects_are_zero_outside_a_clean_truth_and_not_outside_a_
             z = masked_logits(model, x, keep)[0, :, 1]
             assert effects[u] == pytest.approx(float((z - base).abs().mean() / unit), rel=1e-4, abs=1e-6)
         torch.set_grad_enabled(True)
+
+
+def test_a_leak_without_a_planted_model_is_refused_before_training(trained, tmp_path):
+    w, _ = trained
+    with pytest.raises(InputError, match="--planted-leak bounds the cross-class weights of a planted model"):
+        run("vision-train", "--world", w, "--out-model", tmp_path / "m.pt", "--out-metrics", tmp_path / "t.json",
+            "--planted-leak", 0.1)
+    with pytest.raises(InputError, match=r"planted leak 0.9 must be in \[0, 0.5\]"):
+        run("vision-train", "--world", w, "--out-model", tmp_path / "m.pt", "--out-metrics", tmp_path / "t.json",
+            "--planted-own", *TINY_OWN, "--planted-shared", *TINY_SHARED, "--planted-leak", 0.9)
+    assert not (tmp_path / "m.pt").exists()
