@@ -32,7 +32,9 @@ Two grids (``language.faithfulness.grid``; docs/mib.md):
   ``Graph.prune``). At each fraction p of :data:`~certified_circuits.analysis.mib_constants.MIB_FRACTIONS` the
   circuit is the top ``n = floor(p E)`` edges of E (:func:`mib_edge_count`, :func:`topn_mask`), then pruned
   (:func:`prune_edges`: nodes without an incoming or an outgoing edge leave, with their edges, until nothing
-  changes); its *effective size* is the edges left after pruning, ``weighted_edge_count()``, over E. CPR ranks edges
+  changes); its *effective size* is the edges left after pruning to that fixed point, over E (MIB records
+  ``weighted_edge_count()`` after one prune pass at EAP-IG 7af394a, which can count a few edges more than the
+  circuit it then evaluates: docs/mib.md). CPR ranks edges
   by their signed score (MIB's ``abs-False`` run) and CMD by ``|score|`` (``abs-True``); both integrate over the
   nominal fractions p, linearly, without added end points (:func:`mib_curve_areas`)::
 
@@ -183,7 +185,8 @@ def prune_edges(mask: np.ndarray, parent: np.ndarray, child: np.ndarray, input_n
         logits_node: the id of ``logits``.
 
     Returns:
-        bool [E], a subset of ``mask``; its sum is MIB's effective size (``weighted_edge_count``).
+        bool [E], a subset of ``mask``; its sum is the effective size of the circuit MIB evaluates (the pruning's
+        fixed point; MIB's recorded ``weighted_edge_count`` after one pass can be larger: docs/mib.md).
     """
     keep = np.asarray(mask, dtype=bool).copy()
     parent, child = np.asarray(parent), np.asarray(child)
