@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from certified_circuits.reports.figures import format_runtime_table
+from certified_circuits.reports.tables import format_runtime_table
 from certified_circuits.vision.networks.models import world_model_from_net
 from certified_circuits.vision.networks.world_resnet import world_resnet
 from certified_circuits.vision.runtime import measure_naive_vs_cached
