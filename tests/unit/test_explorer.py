@@ -100,19 +100,25 @@ def test_a_page_opens_at_the_held_out_k_then_the_id_peak(tmp_path):
     certified curve's ID peak, else the middle of the grid."""
     import pandas as pd
 
-    from certified_circuits.reports.explorer import operating_k
+    from certified_circuits.reports.explorer import operating_k, operating_k_name
 
     grid = np.array([0.1, 0.5, 0.9])
     assert operating_k(tmp_path, None, "relevance", grid) == 0.5
+    assert operating_k_name(tmp_path, None, "relevance") == "the middle of the K grid (this run chose no K)"
     pd.DataFrame([{"scorer": "relevance", "eval_set": "context_shift", "criterion": "certified_peak", "k_target": 0.9},
                   {"scorer": "relevance", "eval_set": "id", "criterion": "max_gap", "k_target": 0.9},
                   {"scorer": "relevance", "eval_set": "id", "criterion": "certified_peak", "k_target": 0.25},
                   {"scorer": "rank", "eval_set": "id", "criterion": "certified_peak", "k_target": 0.75}]
                  ).to_csv(tmp_path / "operating_points.csv", index=False)
     assert operating_k(tmp_path, None, "relevance", grid) == 0.25
-    pd.DataFrame([{"scorer": "relevance", "eval_set": "id", "certified_k_target": 0.1},
-                  {"scorer": "rank", "eval_set": "id", "certified_k_target": 0.5}]).to_csv(tmp_path / "selected_cacc_raw.csv", index=False)
+    assert operating_k_name(tmp_path, None, "relevance") == "the K of the certified curve's peak cACC on id"
+    pd.DataFrame([{"scorer": "relevance", "eval_set": "test", "metric": "cacc", "selected_on": "id",
+                   "certified_k_target": 0.1},
+                  {"scorer": "rank", "eval_set": "test", "metric": "cacc", "selected_on": "id",
+                   "certified_k_target": 0.5}]).to_csv(tmp_path / "selected_cacc_raw.csv", index=False)
     assert operating_k(tmp_path, None, "relevance", grid) == 0.1 and operating_k(tmp_path, None, "rank", grid) == 0.5
+    # the name the summary and the tables give the same K
+    assert operating_k_name(tmp_path, None, "relevance") == "the certified circuit's K chosen by max cACC on id"
 
 
 # ---------------------------------------------------------------------------------------------- flags (issue 26)

@@ -57,6 +57,7 @@ from certified_circuits.reports.explorer_data import (
     concept_truth,
     nearest_index,
     operating_k,
+    operating_k_name,
     read_circuit,
     read_truths,
     select_setting,
@@ -137,6 +138,7 @@ __all__ = [
     "node_of",
     "node_position",
     "operating_k",
+    "operating_k_name",
     "overview",
     "page",
     "read_circuit",
@@ -348,6 +350,9 @@ def vision_panel(
     if truth is not None:
         data["truth"] = "".join("1" if t else "0" for t in truth)
     k0 = nearest_index(votes.k_grid, operating_k(experiment.tables, None, scorer, votes.k_grid))
+    k_named = (
+        f"The K opened first ({100 * votes.k_grid[k0]:g}%) is {operating_k_name(experiment.tables, None, scorer)}."
+    )
     options = "".join(
         f'<option value="{i}"{" selected" if i == k0 else ""}>K = {100 * k:g}%</option>'
         for i, k in enumerate(votes.k_grid)
@@ -380,7 +385,8 @@ def vision_panel(
     return (
         (
             f'<h2>Circuit per layer</h2><div class="circuit-view"><p><label>K <select id=kselect{suffix}>{options}'
-            f"</select></label> <span class=legend>{legend}</span></p>{known}<p class=note>Each square is a channel; hover for "
+            f"</select></label> <span class=legend>{legend}</span></p><p class=note>{esc(k_named)}</p>{known}"
+            f"<p class=note>Each square is a channel; hover for "
             f"its certification votes (how many of the n = {data['n']} sub-datasets put it in the circuit).</p>"
             f'<div class="circuit" id="circuit{suffix}"></div>{json_script(data, "circuit-data" + suffix)}</div>'
             f"<h2>Features</h2>{grid}<h2>Curves</h2>{charts}"

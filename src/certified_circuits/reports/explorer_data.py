@@ -123,10 +123,11 @@ def circuit_json(names: Sequence[str], scores: np.ndarray, decision: np.ndarray,
     return json.dumps(graph)
 
 
-def operating_k(tables: Path, concept: str | None, scorer: str | None, k_grid: np.ndarray) -> float:
-    """The page's default K: the certified circuit's K chosen on held-out data (``selected_cacc_raw.csv``, the
-    same choice as the fair-comparison table) when the run made one, else the K of the certified curve's
-    peak cACC (``operating_points.csv``) on ID data, else the middle of the grid."""
+def _operating_choice(tables: Path, concept: str | None, scorer: str | None) -> tuple[float, str] | None:
+    """The page's default K and, in words, what chose it (the one lookup behind :func:`operating_k` and
+    :func:`operating_k_name`), or None when the run chose none."""
+    from certified_circuits.reports.tables import selection_name
+
     for name, column in (("selected_cacc_raw.csv", "certified_k_target"), ("operating_points.csv", "k_target")):
         path = tables / name
         if not path.is_file():
@@ -140,8 +141,29 @@ def operating_k(tables: Path, concept: str | None, scorer: str | None, k_grid: n
             rows = rows[rows.criterion == "certified_peak"]
             rows = rows.sort_values("eval_set", key=lambda e: ~e.isin(["id", "id_test"]), kind="stable")
         if len(rows) and column in rows:
-            return float(rows.iloc[0][column])
-    return float(k_grid[len(k_grid) // 2])
+            row = rows.iloc[0]
+            why = (
+                f"the certified circuit's K {selection_name(row)}"
+                if name.startswith("selected")
+                else f"the K of the certified curve's peak cACC on {row.get('eval_set', 'ID data')}"
+            )
+            return float(row[column]), why
+    return None
+
+
+def operating_k(tables: Path, concept: str | None, scorer: str | None, k_grid: np.ndarray) -> float:
+    """The page's default K: the certified circuit's K chosen on held-out data (``selected_cacc_raw.csv``, the
+    same choice as the fair-comparison table) when the run made one, else the K of the certified curve's
+    peak cACC (``operating_points.csv``) on ID data, else the middle of the grid."""
+    choice = _operating_choice(tables, concept, scorer)
+    return choice[0] if choice else float(k_grid[len(k_grid) // 2])
+
+
+def operating_k_name(tables: Path, concept: str | None, scorer: str | None) -> str:
+    """What chose the page's default K, in words (:func:`operating_k`): ``"the certified circuit's K chosen by max
+    cACC on id_test"``; the same name the summary and tables give it."""
+    choice = _operating_choice(tables, concept, scorer)
+    return choice[1] if choice else "the middle of the K grid (this run chose no K)"
 
 
 def nearest_index(k_grid: np.ndarray, k: float) -> int:
