@@ -70,10 +70,10 @@ def test_the_summary_has_a_compact_table_per_family_with_the_raw_numbers(tmp_pat
     assert ("| world | set0 | relevance | chosen by max cACC on id | 90.0 (FPR 10.0) | 81.2 (25.0, 5.0) | 87.5 (20.3, 2.5) "
             "| 0.031 |") in text and text.count("| world | set") == 3 + 3
     assert "| baseline (K %, FPR %) | certified (K %, FPR %) |" in text
-    assert "| world | set0 | 0.75 | 0.5 |" in text  # CPR baseline, certified
+    assert "| world | set0 | relevance | 0.75 | 0.5 |" in text  # CPR baseline, certified (every table names its scorer)
     assert "| world | relevance | 2 | 0.65 | 0.55 |" in text  # mean AUROC over the 2 concepts
     assert "| world | relevance | 20 | 0.9 | 2 | 4 | 0 |" in text  # stability: shares in percent
-    assert "| world | shift | 2 | 0.6 | 0.8 |" in text  # IoU means over the classes
+    assert "| world | shift | relevance | 2 | 0.6 | 0.8 |" in text  # IoU means over the classes
     assert "| world | within r | 2 | 0 | 0 | 2 |" in text and "| world | beyond r | 5 | 0 | 0 | 1 |" in text
     # the radius sweep names the plan's warning next to the setting it concerns
     assert "| world | 50 | 0.948 | 11 | marginal | 5 | 0 | 7.78 | IN cannot be certified |" in text

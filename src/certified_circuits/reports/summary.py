@@ -46,6 +46,13 @@ def _main(frame: pd.DataFrame, main_scorer: str | None) -> pd.DataFrame:
     return frame
 
 
+def _scorer(frame: pd.DataFrame) -> str:
+    """The scorer a compact table's rows are of (every table names it), ``"--"`` when its table has none."""
+    if "scorer" not in frame or frame.empty:
+        return "--"
+    return ", ".join(dict.fromkeys(frame["scorer"].astype(str)))
+
+
 def _label(frame: pd.DataFrame, keys: Sequence[str]) -> pd.Series:
     """``"world / relevance / id"`` from the key columns a table has."""
     present = [k for k in keys if k in frame]
@@ -91,7 +98,7 @@ def faithfulness_table(tables: Path, experiment: str, main_scorer: str | None) -
     if cpr is None or "eval_set" not in raw or "method" not in raw:
         return None
     wide = raw.pivot_table(index="eval_set", columns="method", values=cpr, aggfunc="mean", sort=False)
-    out = pd.DataFrame({"experiment": experiment, "eval set": wide.index.astype(str)})
+    out = pd.DataFrame({"experiment": experiment, "eval set": wide.index.astype(str), "scorer": _scorer(raw)})
     for method in (m for m in METHODS if m in wide):
         out[f"CPR {method}"] = wide[method].to_numpy()
     return out
@@ -138,7 +145,7 @@ def iou_table(tables: Path, experiment: str, main_scorer: str | None) -> pd.Data
     if raw.empty:
         return None
     wide = raw.pivot_table(index="eval_set", columns="method", values="iou", aggfunc="mean", sort=False)
-    out = pd.DataFrame({"experiment": experiment, "OOD set": wide.index.astype(str),
+    out = pd.DataFrame({"experiment": experiment, "OOD set": wide.index.astype(str), "scorer": _scorer(raw),
                         "classes": raw.groupby("eval_set", sort=False)["concept"].nunique().reindex(wide.index).to_numpy()})
     for method in (m for m in METHODS if m in wide):
         out[f"IoU {method}"] = wide[method].to_numpy()
@@ -153,7 +160,7 @@ def seeds_table(tables: Path, experiment: str, main_scorer: str | None) -> pd.Da
         return None
     raw = _main(pd.read_csv(path, dtype={"concept": str}), main_scorer)
     grouped = raw.groupby("method", sort=False)
-    out = pd.DataFrame({"experiment": experiment, "method": list(grouped.groups), "mean IoU": grouped["iou"].mean().to_numpy(),
+    out = pd.DataFrame({"experiment": experiment, "scorer": _scorer(raw), "method": list(grouped.groups), "mean IoU": grouped["iou"].mean().to_numpy(),
                         "min IoU": grouped["iou"].min().to_numpy(), "seed pairs": grouped.size().to_numpy()})
     return out
 
