@@ -174,11 +174,6 @@ def _hypotheses_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out-dir", required=True, type=Path, help="writes hypotheses.csv and hypotheses.md")
 
 
-@STAGES.stage(
-    "report-hypotheses",
-    _hypotheses_arguments,
-    help="H1-H3 of docs/embedded_default.md over concepts x model seeds: hypotheses.csv and hypotheses.md",
-)
 def _cmd_hypotheses(args: argparse.Namespace) -> int:
     """Pool each seed's recovery and stability tables (a ``seed`` column) and test H1-H3
     (:func:`certified_circuits.analysis.hypotheses.hypothesis_table`): one row per hypothesis, experiment and scorer.
@@ -220,3 +215,8 @@ def _cmd_hypotheses(args: argparse.Namespace) -> int:
     add_metrics({"hypotheses_holding": int(table["holds"].sum()), "hypotheses": len(table)})
     log.info("report-hypotheses: %d of %d hold -> %s", int(table["holds"].sum()), len(table), args.out_dir)
     return 0
+
+
+STAGES.stage("report-hypotheses", _hypotheses_arguments,
+             help="H1-H3 of docs/embedded_default.md over concepts x model seeds: hypotheses.csv and hypotheses.md"
+             )(_cmd_hypotheses)

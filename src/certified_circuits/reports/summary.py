@@ -160,7 +160,8 @@ def seeds_table(tables: Path, experiment: str, main_scorer: str | None) -> pd.Da
         return None
     raw = _main(pd.read_csv(path, dtype={"concept": str}), main_scorer)
     grouped = raw.groupby("method", sort=False)
-    out = pd.DataFrame({"experiment": experiment, "scorer": _scorer(raw), "method": list(grouped.groups), "mean IoU": grouped["iou"].mean().to_numpy(),
+    out = pd.DataFrame({"experiment": experiment, "scorer": _scorer(raw), "method": list(grouped.groups),
+                        "mean IoU": grouped["iou"].mean().to_numpy(),
                         "min IoU": grouped["iou"].min().to_numpy(), "seed pairs": grouped.size().to_numpy()})
     return out
 
