@@ -49,7 +49,7 @@ import numpy as np
 import torch
 
 from certified_circuits.language import names
-from certified_circuits.language.graph import COMPILED_N_HEAD, COMPILED_N_LAYER
+from certified_circuits.language.graph import COMPILED_N_HEAD, COMPILED_N_LAYER, COMPILED_SHAPES
 from certified_circuits.language.models import build_model, tiny_config
 from certified_circuits.language.tasks import INDUCTION_SYMBOLS
 from certified_circuits.language.tokenizer import WordTokenizer
@@ -197,28 +197,7 @@ def compile_induction(seed: int, n_positions: int = N_POSITIONS):
             wo[cols, :] = DISTRACTOR_OUT / np.sqrt(d * dh) * torch.randn(dh, d, generator=gen)
         attn.append((torch.cat([wq, wk, wv], 1), torch.cat([bq, torch.zeros(2 * d)]), wo))
 
-    def noisy(x: torch.Tensor, like: torch.Tensor | None = None) -> torch.Tensor:
-        rms = float((x if like is None else like).square().mean().sqrt())
-        return x + NOISE_REL * rms * torch.randn(x.shape, generator=gen)
-
-    with torch.no_grad():
-        tr = model.transformer
-        tr.wte.weight.copy_(_centre_rows(noisy(wte)))
-        tr.wpe.weight.copy_(_centre_rows(noisy(wpe)))
-        model.lm_head.weight.copy_(noisy(lm))
-        for block, (w_qkv, b_qkv, wo) in zip(tr.h, attn):
-            block.attn.c_attn.weight.copy_(noisy(w_qkv))
-            block.attn.c_attn.bias.copy_(noisy(b_qkv, w_qkv))
-            block.attn.c_proj.weight.copy_(_centre_rows(noisy(wo)))
-            block.attn.c_proj.bias.copy_(_centre_rows(noisy(torch.zeros(d), wo)))
-            for ln in (block.ln_1, block.ln_2):
-                ln.weight.fill_(1.0)
-                ln.bias.zero_()
-        tr.ln_f.weight.fill_(1.0)
-        tr.ln_f.bias.zero_()
-    model.eval()
-    for p in model.parameters():
-        p.requires_grad_(False)
+    _load_weights(model, wte, wpe, lm, attn, gen)
     return model, tok, lay
 
 
@@ -243,3 +222,197 @@ def compiled_config(seed: int, lay: Layout, n_positions: int = N_POSITIONS) -> d
         "distractor_out": DISTRACTOR_OUT,
         "noise_rel": NOISE_REL,
     }
+
+
+# ------------------------------------------------------------------------------------------- the noisy variant
+#: the noisy model's shape (language/graph.py: COMPILED_SHAPES["induction_noisy"]; 310 EAP edges)
+NOISY_N_LAYER, NOISY_N_HEAD = COMPILED_SHAPES["induction_noisy"]
+#: the share of PREV each previous-token head writes (P1, P2): graded, summing to 1
+NOISY_PREV_GAINS = (0.65, 0.35)
+#: the share of the copied answer's logit margin each induction head writes (I1, I2): graded, summing to 1
+NOISY_OUT_SHARES = (0.65, 0.35)
+#: attention-score margin of an induction head's matching key when both previous-token heads write it
+NOISY_INDUCTION_MARGIN = 16.0
+#: score of the induction heads' sink (position 0): above what one previous-token head alone gives a key
+#: (``NOISY_PREV_GAINS[0] * NOISY_INDUCTION_MARGIN``), below what both give, so each P is needed (an AND)
+NOISY_SINK_SCORE = 12.0
+#: distractor heads: std of their attention scores, and the norm of what they write into OUT per attended token
+NOISY_DISTRACTOR_SCORE_STD = 3.0
+NOISY_DISTRACTOR_OUT = 0.1
+
+
+@dataclass(frozen=True)
+class NoisyLayout:
+    """Where the noisy model's circuit sits: its previous-token heads (layer 0), induction heads (layer 1), blocks."""
+
+    previous_token_heads: tuple[int, ...]
+    induction_heads: tuple[int, ...]
+    d_model: int
+    tok: int
+    other: int
+    pos: int
+    prev: int
+    out: int
+
+    @property
+    def head_names(self) -> tuple[list[str], list[str]]:
+        """``([a0.h<P1>, a0.h<P2>], [a1.h<I1>, a1.h<I2>])``, strongest first."""
+        return ([names.head(0, h) for h in self.previous_token_heads],
+                [names.head(1, h) for h in self.induction_heads])
+
+
+def noisy_layout(seed: int, n_positions: int = N_POSITIONS) -> NoisyLayout:
+    """The noisy model's blocks and the seeded choice of its circuit heads.
+
+    Args:
+        seed: the model's seed (heads: the first two of ``rng([seed, 42]).permutation(8)`` per layer).
+        n_positions: context length.
+
+    Returns:
+        :class:`NoisyLayout`; ``d_model = 8 * max(ceil(used / 8), n_positions, 69)`` with ``used = 3 * 68 +
+        OTHER_DIMS + n_positions``: a head must hold every position (P's query and key) and every word plus the
+        sink coordinate (I's).
+    """
+    n_sym = len(INDUCTION_SYMBOLS)
+    rng = np.random.default_rng([int(seed), 42])
+    p_heads = tuple(int(h) for h in rng.permutation(NOISY_N_HEAD)[:2])
+    i_heads = tuple(int(h) for h in rng.permutation(NOISY_N_HEAD)[:2])
+    used = 3 * n_sym + OTHER_DIMS + n_positions
+    d = NOISY_N_HEAD * max(-(-used // NOISY_N_HEAD), n_positions, n_sym + 1)
+    return NoisyLayout(p_heads, i_heads, d, 0, n_sym, n_sym + OTHER_DIMS, n_sym + OTHER_DIMS + n_positions,
+                       2 * n_sym + OTHER_DIMS + n_positions)
+
+
+def compile_induction_noisy(seed: int, n_positions: int = N_POSITIONS):
+    """The noisy compiled induction model (docs/embedded_default.md, "The noisy language model"), seeded.
+
+    2 layers x 8 heads, the blocks of the clean model (module docstring), MLPs off, LayerNorm exact:
+
+    * **P1, P2** (layer 0) attend to the previous position as P does and write ``g_i e_PREV(tok_{i-1})``,
+      ``(g_1, g_2) =`` :data:`NOISY_PREV_GAINS`; the layer-1 residual is then ``TOK + POS + PREV`` (3 unit blocks).
+    * **I1, I2** (layer 1): query ``TOK``, key ``PREV``: the key after an earlier occurrence of the query word scores
+      ``(g_1 + g_2) M``, ``M =`` :data:`NOISY_INDUCTION_MARGIN`, when both P heads wrote it and ``g_i M`` when only
+      one did; position 0 is a sink scoring :data:`NOISY_SINK_SCORE` ``= S`` with ``g_1 M < S < M``, so a key
+      written by one P alone loses to the sink: removing either P's edge sends the head to the sink (each edge
+      carries its own effect). ``I_j`` writes ``o_j e_OUT(tok)``, ``(o_1, o_2) =`` :data:`NOISY_OUT_SHARES`.
+    * ``lm_head`` as the clean model's (final residual ``TOK + POS + PREV + OUT``: 4 unit blocks).
+    * **12 distractors** (6 per layer): random query and key (scores of std :data:`NOISY_DISTRACTOR_SCORE_STD`,
+      reading every block, so their attention depends on the prompt's words and positions), value the attended
+      word ``e_TOK``, output ``NOISY_DISTRACTOR_OUT * G e_TOK`` into OUT with a seeded Gaussian ``G`` (68 x 68,
+      unit-norm columns): each writes a small, prompt-dependent mix of answer directions, so its edges into the
+      logits (and, in layer 1, its key edges from P1 and P2) have small, non-zero, data-dependent effects.
+    * Weight noise of :data:`NOISE_REL` as the clean model's.
+
+    Args:
+        seed: seed of the head choice, the distractors, the OTHER subspace and the noise.
+        n_positions: context length.
+
+    Returns:
+        ``(model, tokenizer, layout)`` as :func:`compile_induction`, with a :class:`NoisyLayout`.
+    """
+    from certified_circuits.language.train import ATTN_ONLY_D_MLP, switch_off_mlps
+
+    tok = WordTokenizer.default()
+    lay = noisy_layout(seed, n_positions)
+    d, n_sym, H = lay.d_model, len(INDUCTION_SYMBOLS), NOISY_N_HEAD
+    dh = d // H
+    config = tiny_config(tok.vocab_size, NOISY_N_LAYER, H, d, n_positions)
+    config.n_inner = ATTN_ONLY_D_MLP
+    config.tie_word_embeddings = False
+    config.certified_circuits = {"compiled": "induction_noisy", "seed": int(seed)}
+    model = build_model(config, seed)
+    switch_off_mlps(model)
+    gen = torch.Generator().manual_seed(int(seed) * 1000 + 42)
+    sym_ids = torch.tensor([tok.answer_id(w) for w in INDUCTION_SYMBOLS])
+    s2, s3, s4 = (np.sqrt(d / n) for n in (2, 3, 4))
+    w_p = float(np.sqrt(PREV_MARGIN * np.sqrt(dh)) / s2)
+    w_i = float(np.sqrt(NOISY_INDUCTION_MARGIN * np.sqrt(dh)) / s3)
+    w_0 = float(NOISY_SINK_SCORE * np.sqrt(dh) / s3)
+    lam = OUT_MARGIN / s4
+    t = torch.arange(n_sym)
+
+    wte = torch.zeros(tok.vocab_size, d)
+    other = torch.randn(tok.vocab_size, OTHER_DIMS, generator=gen)
+    wte[:, lay.other: lay.other + OTHER_DIMS] = other / other.norm(dim=1, keepdim=True)
+    wte[sym_ids] = 0.0
+    wte[sym_ids, lay.tok + t] = 1.0
+    wpe = torch.zeros(n_positions, d)
+    wpe[torch.arange(n_positions), lay.pos + torch.arange(n_positions)] = 1.0
+    lm = torch.zeros(tok.vocab_size, d)
+    lm[sym_ids, lay.out + t] = lam
+
+    attn = []
+    for layer, (heads, scale) in enumerate(((lay.previous_token_heads, s2), (lay.induction_heads, s3))):
+        wq, wk, wv, wo = (torch.zeros(d, d) for _ in range(4))
+        bq = torch.zeros(d)
+        for rank, head in enumerate(heads):
+            c = head * dh
+            if layer == 0:  # P_i: the previous position; writes g_i e_PREV
+                p = torch.arange(1, n_positions)
+                wq[lay.pos + p, c + p - 1] = w_p
+                wk[lay.pos + torch.arange(n_positions), c + torch.arange(n_positions)] = w_p
+                wo[c + t, lay.prev + t] = NOISY_PREV_GAINS[rank] / s2
+            else:  # I_j: TOK against PREV, sink at position 0; writes o_j e_OUT
+                wq[lay.tok + t, c + t] = w_i
+                wk[lay.prev + t, c + t] = w_i
+                bq[c + n_sym] = 1.0
+                wk[lay.pos, c + n_sym] = w_0
+                wo[c + t, lay.out + t] = NOISY_OUT_SHARES[rank] / s3
+            wv[lay.tok + t, c + t] = 1.0
+        for h in range(H):  # distractors: random reads, a small prompt-dependent write into OUT
+            if h in heads:
+                continue
+            cols = slice(h * dh, (h + 1) * dh)
+            sigma_qk = np.sqrt(NOISY_DISTRACTOR_SCORE_STD / d)
+            wq[:, cols] = sigma_qk * torch.randn(d, dh, generator=gen)
+            wk[:, cols] = sigma_qk * torch.randn(d, dh, generator=gen)
+            wv[lay.tok + t, h * dh + t] = 1.0
+            g = torch.randn(n_sym, n_sym, generator=gen)
+            wo[h * dh + t[:, None], lay.out + t[None, :]] = NOISY_DISTRACTOR_OUT / scale * g / g.norm(dim=1, keepdim=True)
+        attn.append((torch.cat([wq, wk, wv], 1), torch.cat([bq, torch.zeros(2 * d)]), wo))
+    _load_weights(model, wte, wpe, lm, attn, gen)
+    return model, tok, lay
+
+
+def _load_weights(model, wte, wpe, lm, attn, gen) -> None:
+    """Copy the constructed weights into ``model`` with :data:`NOISE_REL` noise, re-centre what is written into the
+    residual, set every LayerNorm to weight 1 and bias 0, and freeze the model in eval mode."""
+
+    def noisy(x: torch.Tensor, like: torch.Tensor | None = None) -> torch.Tensor:
+        rms = float((x if like is None else like).square().mean().sqrt())
+        return x + NOISE_REL * rms * torch.randn(x.shape, generator=gen)
+
+    with torch.no_grad():
+        tr = model.transformer
+        tr.wte.weight.copy_(_centre_rows(noisy(wte)))
+        tr.wpe.weight.copy_(_centre_rows(noisy(wpe)))
+        model.lm_head.weight.copy_(noisy(lm))
+        for block, (w_qkv, b_qkv, wo) in zip(tr.h, attn):
+            block.attn.c_attn.weight.copy_(noisy(w_qkv))
+            block.attn.c_attn.bias.copy_(noisy(b_qkv, w_qkv))
+            block.attn.c_proj.weight.copy_(_centre_rows(noisy(wo)))
+            block.attn.c_proj.bias.copy_(_centre_rows(noisy(torch.zeros(wo.shape[1]), wo)))
+            for ln in (block.ln_1, block.ln_2):
+                ln.weight.fill_(1.0)
+                ln.bias.zero_()
+        tr.ln_f.weight.fill_(1.0)
+        tr.ln_f.bias.zero_()
+    model.eval()
+    for p in model.parameters():
+        p.requires_grad_(False)
+
+
+def compile_model(name: str, seed: int, n_positions: int = N_POSITIONS):
+    """The compiled model ``name`` (a key of :data:`~.graph.COMPILED_SHAPES`): ``induction`` (the clean control,
+    :func:`compile_induction`) or ``induction_noisy`` (:func:`compile_induction_noisy`).
+
+    Returns:
+        ``(model, tokenizer, layout)``.
+
+    Raises:
+        ValueError: an unknown name (naming the known ones).
+    """
+    builders = {"induction": compile_induction, "induction_noisy": compile_induction_noisy}
+    if name not in builders:
+        raise ValueError(f"no compiled model {name!r}: choose one of {', '.join(builders)}")
+    return builders[name](seed, n_positions)

@@ -38,10 +38,12 @@ from typing import Sequence
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 from certified_circuits.analysis.recovery import GROUND_TRUTH_FORMAT
 from certified_circuits.language import names
-from certified_circuits.language.forward import GPT2Weights
+from certified_circuits.language.eap_ig import metric_per_example
+from certified_circuits.language.forward import GPT2Weights, _attention, _gelu, last_positions, run
 from certified_circuits.language.patching import evaluate_edge_masks
 from certified_circuits.language.tokenizer import EncodedBatch
 
@@ -318,3 +320,161 @@ def ground_truth_document(
             }
         },
     }
+
+
+# ------------------------------------------------------------------------------------------ per-component truth
+
+
+def _one_head(w: GPT2Weights, l: int, h: int, xq: torch.Tensor, xk: torch.Tensor, xv: torch.Tensor,
+              causal: torch.Tensor) -> torch.Tensor:
+    """Output ``z W_O`` [..., P, d] of head ``(l, h)`` from its own q, k and v inputs (each [..., P, d])."""
+    ln = [F.layer_norm(x, (x.shape[-1],), w.ln1_w[l], w.ln1_b[l], w.eps) for x in (xq, xk, xv)]
+    q, k, v = (x @ m[l, h] + b[l, h] for x, m, b in zip(ln, (w.W_Q, w.W_K, w.W_V), (w.b_Q, w.b_K, w.b_V)))
+    att = (q @ k.transpose(-1, -2)) / (w.d_head ** 0.5)
+    att = att.masked_fill(~causal, torch.finfo(att.dtype).min).softmax(-1)
+    return (att @ v) @ w.W_O[l, h]
+
+
+def _finish(w: GPT2Weights, layer: int, resid: torch.Tensor, lengths: torch.Tensor, causal: torch.Tensor, *,
+            heads_done: bool = True) -> torch.Tensor:
+    """Last-position logits [N, V] of the plain forward continued from the residual ``resid`` [N, P, d] of
+    ``layer``: after its heads (``heads_done``: its MLP next) or before them; then every later block, ``ln_f`` and
+    the unembedding."""
+    x = resid
+    for l in range(layer, w.n_layers):
+        if l > layer or not heads_done:
+            heads = _attention(w, l, x[:, None, None].expand(-1, w.n_heads, 3, -1, -1), causal)
+            x = x + heads.sum(1) + w.b_O[l]
+        x = x + _mlp(w, l, x)
+    last = last_positions(x, lengths)
+    return F.layer_norm(last, (last.shape[-1],), w.lnf_w, w.lnf_b, w.eps) @ w.W_U
+
+
+def _mlp(w: GPT2Weights, l: int, x: torch.Tensor) -> torch.Tensor:
+    """Output of the MLP of layer ``l`` on its input ``x`` [..., d] (``ln_2``, then the two layers)."""
+    return _gelu(F.layer_norm(x, (x.shape[-1],), w.ln2_w[l], w.ln2_b[l], w.eps) @ w.W_in[l] + w.b_in[l],
+                 w.act) @ w.W_out[l] + w.b_out[l]
+
+
+def single_edge_logit_diffs(weights: GPT2Weights, batch: EncodedBatch, *, batch_size: int = 32,
+                            device: str | torch.device = "cpu") -> tuple[np.ndarray, np.ndarray]:
+    """The logit difference with exactly one edge interchange-patched, for every edge and prompt.
+
+    Patching edge ``u -> v`` alone (every other edge clean) adds ``a_u(corrupted) - a_u(clean)`` to ``v``'s input
+    only; everything downstream of ``v``'s consumer then sees the patched run's own values, i.e. a plain forward
+    pass continued from the changed residual. So per downstream input ``v`` the edges into it are one batch:
+    ``logits``: ``ln_f(x_L + delta_u) W_U``; a head's q, k or v input: that head alone recomputed with the one
+    input changed, its change added to the residual after its layer's heads, the rest of the model run plainly; an
+    MLP input: likewise. Exact (no linearisation); the same as :func:`~.patching.evaluate_edge_masks` with the
+    mask "every edge but one", at the cost of about one forward pass per downstream input and prompt batch.
+
+    Args:
+        weights: the model's GPT-2 weights.
+        batch: clean and corrupted prompts with answers and distractors.
+        batch_size: prompts per pass.
+        device: where to run.
+
+    Returns:
+        ``(clean, patched)``: float64 ``LD_clean [n]`` and ``LD_u [n, E]`` (edges in the graph's canonical order),
+        ``LD = logit(answer) - logit(distractor)`` at the last position.
+    """
+    w, g = weights.to(device), weights.graph
+    n, E = len(batch.ids), g.n_edges
+    clean_ld, patched = np.empty(n), np.empty((n, E))
+    edges_into = [np.nonzero(g.edge_down == v)[0] for v in range(len(g.downstream))]
+    H = w.n_heads
+    with torch.no_grad():
+        for s in range(0, n, batch_size):
+            sl = slice(s, min(s + batch_size, n))
+            lengths = torch.as_tensor(batch.lengths[sl], device=device)
+            p = int(lengths.max())
+            causal = torch.ones(p, p, dtype=torch.bool, device=device).tril()
+            clean = run(w, w.embed(torch.as_tensor(batch.clean[sl, :p], device=device)), lengths, keep_inputs=True)
+            corr = run(w, w.embed(torch.as_tensor(batch.corrupted[sl, :p], device=device)), lengths)
+            ans = torch.as_tensor(batch.answer[sl], device=device)
+            dis = torch.as_tensor(batch.distractor[sl], device=device)
+            b = sl.stop - sl.start
+            clean_ld[sl] = metric_per_example(clean.logits_last, ans, dis).double().cpu().numpy()
+            delta = corr.nodes - clean.nodes                                        # [b, n_up, P, d]
+            for v, idx in enumerate(edges_into):
+                if not idx.size:
+                    continue
+                ups = torch.as_tensor(g.edge_up[idx], device=device)
+                dv = delta[:, ups].transpose(0, 1)                                  # [k, b, P, d]
+                k = dv.shape[0]
+                if v == len(g.downstream) - 1:  # logits
+                    last = last_positions(clean.inputs[-1], lengths)[None] + dv[:, torch.arange(b), lengths - 1]
+                    logits = F.layer_norm(last, (last.shape[-1],), w.lnf_w, w.lnf_b, w.eps) @ w.W_U
+                else:
+                    l, rest = divmod(v, 3 * H + 1)
+                    mid = clean.inputs[2 * l + 1]                                    # residual after layer l's heads
+                    if rest == 3 * H:  # the MLP of layer l: its input changed, the heads' residual not
+                        m_idx = 1 + l * (H + 1) + H
+                        resid = (mid + clean.nodes[:, m_idx])[None] + _mlp(w, l, mid[None] + dv) \
+                            - clean.nodes[:, m_idx][None]
+                        logits = _finish(w, l + 1, resid.reshape(k * b, p, -1), lengths.repeat(k), causal,
+                                         heads_done=False)
+                    else:
+                        h, letter = divmod(rest, 3)
+                        x = clean.inputs[2 * l][:, h]                                # [b, 3, P, d]
+                        xs = [x[None, :, c].expand(k, -1, -1, -1) for c in range(3)]
+                        xs[letter] = xs[letter] + dv
+                        change = _one_head(w, l, h, *xs, causal) - clean.nodes[:, 1 + l * (H + 1) + h][None]
+                        logits = _finish(w, l, (mid[None] + change).reshape(k * b, p, -1), lengths.repeat(k), causal)
+                ld = metric_per_example(logits.reshape(k * b, -1), ans.repeat(k), dis.repeat(k)).view(k, b)
+                patched[sl, idx] = ld.T.double().cpu().numpy()
+    return clean_ld, patched
+
+
+def edge_effects(weights: GPT2Weights, batch: EncodedBatch, unit: float, *, batch_size: int = 32,
+                 device: str | torch.device = "cpu") -> np.ndarray:
+    """Each edge's own effect on the logit difference, in units of the whole truth's effect.
+
+    ``e_u = |mean_x LD_clean(x) - mean_x LD_u(x)| / unit`` with ``LD_u`` the logit difference with edge ``u`` alone
+    interchange-patched (:func:`single_edge_logit_diffs`) and ``unit = LD_clean - LD_removed``, the mean logit
+    difference the planted circuit carries (:func:`verify_circuit`'s clean minus removed).
+
+    Args:
+        weights: the model's GPT-2 weights.
+        batch: held-out prompts.
+        unit: the whole truth's effect (> 0).
+        batch_size, device: batching and device.
+
+    Returns:
+        float64 ``[E]``, canonical edge order, each >= 0.
+    """
+    if not unit > 0:
+        raise ValueError(f"the whole truth's effect is {unit}; it must be > 0 to serve as the unit (the circuit "
+                         "does not carry the task: check verify_circuit first)")
+    clean, patched = single_edge_logit_diffs(weights, batch, batch_size=batch_size, device=device)
+    return np.abs(clean.mean() - patched.mean(axis=0)) / unit
+
+
+def per_component_verification(weights: GPT2Weights, batch: EncodedBatch, edges: Sequence[str],
+                               verification: dict, *, batch_size: int = 32,
+                               device: str | torch.device = "cpu") -> tuple[list[str], dict]:
+    """The truth verified per component (:mod:`certified_circuits.analysis.component_truth`): each edge's own effect
+    (:func:`edge_effects`, unit ``LD_clean - LD_removed`` of ``verification``), the planted ``edges`` as candidates,
+    :func:`~certified_circuits.analysis.component_truth.split_truth` and its ``verification.per_component`` block.
+
+    Args:
+        weights: the model's GPT-2 weights.
+        batch: the held-out prompts of :func:`verify_circuit`.
+        edges: the planted circuit's edges (:func:`circuit_edges`).
+        verification: :func:`verify_circuit`'s result on ``batch`` (its logit differences give the unit).
+        batch_size, device: batching and device.
+
+    Returns:
+        ``(kept, block)``: the kept edges (the concept's truth, planted order) and the JSON block.
+    """
+    from certified_circuits.analysis.component_truth import per_component_block, split_truth
+
+    all_edges = weights.graph.edge_names()
+    planted = np.isin(all_edges, list(edges))
+    unit = verification["logit_diff_clean"] - verification["logit_diff_removed"]
+    effects = edge_effects(weights, batch, unit, batch_size=batch_size, device=device)
+    split = split_truth(effects, planted)
+    block = per_component_block(all_edges, effects, planted, split, metric="logit difference",
+                                ablation="interchange patching", unit="the whole truth's effect")
+    kept = set(np.asarray(all_edges)[split.kept])
+    return [e for e in edges if e in kept], block
