@@ -24,7 +24,7 @@ import torch
 from certified_circuits.analysis.component_truth import effect_summary
 from certified_circuits.analysis.stability import stability
 from certified_circuits.core.setting import Setting
-from certified_circuits.language import ground_truth as gt
+from certified_circuits.language import compiled, ground_truth as gt
 from certified_circuits.language.compiled import compile_model
 from certified_circuits.language.eap_ig import eap_ig_scores
 from certified_circuits.language.forward import GPT2Weights
@@ -85,11 +85,24 @@ def main() -> None:
     p.add_argument("--model", default="induction_noisy")
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     p.add_argument("--out", default=None, help="JSON file for the results (default: print only)")
+    p.add_argument("--set", nargs="*", default=[], metavar="NAME=VALUE",
+                   help="override a constant of language/compiled.py (tuning), e.g. NOISY_SINK_SCORE=17.5")
+    p.add_argument("--brief", action="store_true", help="print the headline numbers only")
     args = p.parse_args()
+    for item in args.set:
+        key, value = item.split("=", 1)
+        setattr(compiled, key, tuple(float(x) for x in value.split(",")) if "," in value else float(value))
     torch.set_num_threads(1)
     results = [measure(args.model, s) for s in args.seeds]
     text = json.dumps(results, indent=1)
-    print(text)
+    if args.brief:
+        for r in results:
+            print(r["seed"], "truth", r["n_truth"], "passed", r["per_component_passed"], "ratio", r["ratio"],
+                  "delta", r["delta"], "eps", r["epsilon"], "recovery", r["recovery"], "acc", r["binary_accuracy_clean"],
+                  {m: (round(v["baseline_jaccard_mean"], 3), round(v["baseline_precision_mean"], 3))
+                   for m, v in r["regime"].items()}, r["strongest_outside"][:3], r["truth_effects"])
+    else:
+        print(text)
     if args.out:
         with open(args.out, "w") as f:
             f.write(text + "\n")

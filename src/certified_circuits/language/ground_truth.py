@@ -28,7 +28,13 @@ The truth is known *by diagnostic + patching* (Olsson et al. 2022; Elhage et al.
      ``remaining = (LD_removed - LD_corrupted) / (LD_clean - LD_corrupted) <= MAX_REMAINING`` and binary accuracy
      (answer above distractor) ``<= MAX_REMOVED_BINARY_ACCURACY``.
 
-:func:`ground_truth_document` writes both into the ground-truth file contract (``certified-circuits/ground-truth/1``).
+4. **Per component** (issue 42, :func:`per_component_verification`): each edge's own effect, the logit
+   difference with that edge alone interchange-patched on the held-out prompts (:func:`single_edge_logit_diffs`,
+   exact, one batch per downstream input), in units of the whole circuit's effect ``LD_clean - LD_removed``; the
+   planted edges are the candidates of :func:`certified_circuits.analysis.component_truth.split_truth`, whose kept
+   edges are the concept's truth and whose block is written as ``verification.per_component``.
+
+:func:`ground_truth_document` writes all of it into the ground-truth file contract (``certified-circuits/ground-truth/1``).
 """
 
 from __future__ import annotations
