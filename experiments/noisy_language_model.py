@@ -4,8 +4,9 @@ and the regime condition, per model seed.
 For each seed: compile the model (language/compiled.py), find its circuit by the attention diagnostics and verify
 it on the held-out prompts (language/ground_truth.py: whole circuit, then every edge's own effect and
 analysis/component_truth.split_truth); score the |D| = 100 training prompts with EAP-IG (5 steps, reference points)
-and EAP; and resample them (analysis/stability.stability: 20 bootstrap resamples, bootstrap seed 0) at K = the
-truth's size: the baseline circuit's mean Jaccard to the full-data one and its mean precision against the truth.
+and EAP; and resample them (language/ground_truth.baseline_regime, i.e. analysis/stability.stability: 20 bootstrap
+resamples, bootstrap seed 0) at K = the truth's size: the baseline circuit's mean Jaccard to the full-data one and
+its mean precision against the truth.
 The prompts are those of the default run (language-tasks --task induction --n-per-split 100 --seed 0).
 
 Usage::
@@ -18,23 +19,14 @@ from __future__ import annotations
 import argparse
 import json
 
-import numpy as np
 import torch
 
 from certified_circuits.analysis.component_truth import effect_summary
-from certified_circuits.analysis.stability import stability
-from certified_circuits.core.setting import Setting
 from certified_circuits.language import compiled, ground_truth as gt
 from certified_circuits.language.compiled import compile_model
-from certified_circuits.language.eap_ig import eap_ig_scores
 from certified_circuits.language.forward import GPT2Weights
-from certified_circuits.language.methods import method_spec
 from certified_circuits.language.tasks import INDUCTION_SYMBOLS, generate_splits
 from certified_circuits.language.tokenizer import encode_examples
-
-#: the default run's language certification setting (config.yaml: the first induction setting); the regime
-#: columns read only the baseline, which does not depend on it
-SETTING = Setting(p_del=0.95, tau=0.9, alpha=0.001, n0=100, n=1000, correction="bonferroni", seed=0)
 
 
 def measure(name: str, seed: int, *, n_resamples: int = 20, task_seed: int = 0, n_per_split: int = 100) -> dict:
@@ -48,29 +40,17 @@ def measure(name: str, seed: int, *, n_resamples: int = 20, task_seed: int = 0, 
     held_out = encode_examples(splits["id_test"], tok, max_len=model.config.n_positions)
     verification = gt.verify_circuit(w, held_out, edges)
     kept, block = gt.per_component_verification(w, held_out, edges, verification)
-    names = w.graph.edge_names()
-    truth = np.isin(names, kept)
     train = encode_examples(splits["train"], tok, max_len=model.config.n_positions)
     regime = {}
     for method in ("EAP-IG-inputs", "EAP"):
-        spec = method_spec(method)
-        points = list(spec.convention("edge", 5, "reference").points)
-        scores = eap_ig_scores(w, train, ig_steps=5, points=points, progress=False, factor=spec.factor)
-        k = truth.sum() / truth.size
-        st = stability(scores, np.zeros(truth.size, dtype=np.int64), [k], SETTING, n_resamples, 0,
-                       absolute=spec.ranking == "absolute", truth=truth, allow_vacuous=True)
-        mean = np.abs(scores.mean(0))
-        order = np.argsort(-mean)
-        regime[method] = {
-            "baseline_jaccard_mean": float(st.columns["baseline_jaccard_mean"][0]),
-            "baseline_precision_mean": float(st.columns["baseline_precision_mean"][0]),
-            "top": [(names[i], round(float(mean[i]), 4), bool(truth[i])) for i in order[: int(truth.sum()) + 4]],
-        }
+        jaccard, precision = gt.baseline_regime(w, train, kept, method, n_resamples=n_resamples)
+        regime[method] = {"baseline_jaccard_mean": jaccard, "baseline_precision_mean": precision,
+                          "holds": jaccard <= gt.REGIME_MAX and precision <= gt.REGIME_MAX}
     return {
         "model": name, "seed": seed, "heads": [diag.previous_token_heads, diag.induction_heads],
         "recovery": verification["recovery"], "remaining": verification["remaining"],
         "binary_accuracy_clean": verification["binary_accuracy_clean"], "whole_passed": verification["passed"],
-        "n_truth": int(truth.sum()), "per_component_passed": block["passed"], "delta": block["delta"],
+        "n_truth": len(kept), "per_component_passed": block["passed"], "delta": block["delta"],
         "epsilon": block["epsilon"], "ratio": block["ratio"], "dropped": block["dropped"],
         "effects": effect_summary(block["effects"], kept),
         "strongest_outside": sorted(((e, v) for e, v in block["effects"].items() if e not in kept),

@@ -279,8 +279,8 @@ def noisy_layout(seed: int, n_positions: int = N_POSITIONS) -> NoisyLayout:
 
     Returns:
         :class:`NoisyLayout`; ``d_model = 8 * max(ceil(used / 8), n_positions, 69)`` with ``used = 4 * 68 +
-        OTHER_DIMS + n_positions + 1`` (TOK, PREV_1, PREV_2, OUT, ONE): a head must hold every position (P's query and key) and every word plus the
-        sink coordinate (I's).
+        OTHER_DIMS + n_positions + 1`` (TOK, PREV_1, PREV_2, OUT, ONE): a head must hold every position (P's
+        query and key) and every word plus the sink coordinate (I's).
     """
     n_sym = len(INDUCTION_SYMBOLS)
     rng = np.random.default_rng([int(seed), 42])
@@ -310,7 +310,8 @@ def compile_induction_noisy(seed: int, n_positions: int = N_POSITIONS):
       written by one P alone loses to the sink: removing either P's edge sends the head to the sink (each edge
       carries its own effect). Every position holds a unit coordinate ONE (in ``wpe``); the sink is ONE in the query
       against position 0's POS coordinate in the key, read through LayerNorm as a match is, so ``S / M`` stays fixed
-      however the distractors' writes change the residual's norm. ``I_j`` writes ``o_j e_OUT(tok)``, ``(o_1, o_2) =`` :data:`NOISY_OUT_SHARES`.
+      however the distractors' writes change the residual's norm. ``I_j`` writes ``o_j e_OUT(tok)``,
+      ``(o_1, o_2) =`` :data:`NOISY_OUT_SHARES`.
     * ``lm_head`` as the clean model's, at the final residual's scale ``sqrt(d / (n_1 + 1))``.
     * **12 distractors** (6 per layer): random query and key (scores of std :data:`NOISY_DISTRACTOR_SCORE_STD`,
       reading every block, so their attention depends on the prompt's words and positions), value the attended
