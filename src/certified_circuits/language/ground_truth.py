@@ -341,18 +341,52 @@ def _one_head(w: GPT2Weights, l: int, h: int, xq: torch.Tensor, xk: torch.Tensor
     return (att @ v) @ w.W_O[l, h]
 
 
+def _last_heads(w: GPT2Weights, l: int, heads: Sequence[int], xq: torch.Tensor, xk: torch.Tensor, xv: torch.Tensor,
+                lengths: torch.Tensor) -> torch.Tensor:
+    """Summed output ``sum_h z_h W_O^h`` [N, d] of ``heads`` of layer ``l`` at each prompt's last position only.
+
+    Args:
+        w: the weights.
+        l: the layer.
+        heads: head indices.
+        xq, xk, xv: the heads' q, k and v inputs [N, len(heads), P, d] (broadcastable).
+        lengths: int [N], the prompts' lengths (the query is position ``lengths - 1``; it attends to ``0..lengths-1``).
+    """
+    hs = torch.as_tensor(list(heads), device=lengths.device)
+
+    def proj(x: torch.Tensor, m: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return torch.einsum("nhpd,hde->nhpe", F.layer_norm(x, (x.shape[-1],), w.ln1_w[l], w.ln1_b[l], w.eps),
+                            m[l, hs]) + b[l, hs][None, :, None]
+
+    rows = torch.arange(lengths.shape[0], device=lengths.device)
+    q = proj(xq.expand(lengths.shape[0], -1, -1, -1)[rows, :, lengths - 1][:, :, None], w.W_Q, w.b_Q)  # [N,h,1,e]
+    k, v = proj(xk, w.W_K, w.b_K), proj(xv, w.W_V, w.b_V)                                              # [N,h,P,e]
+    att = torch.einsum("nhqe,nhpe->nhqp", q, k) / (w.d_head ** 0.5)
+    after = torch.arange(k.shape[2], device=lengths.device)[None, :] >= lengths[:, None]              # [N, P]
+    att = att.masked_fill(after[:, None, None], torch.finfo(att.dtype).min).softmax(-1)
+    z = torch.einsum("nhqp,nhpe->nhe", att, v)
+    return torch.einsum("nhe,hed->nd", z, w.W_O[l, hs])
+
+
 def _finish(w: GPT2Weights, layer: int, resid: torch.Tensor, lengths: torch.Tensor, causal: torch.Tensor, *,
             heads_done: bool = True) -> torch.Tensor:
     """Last-position logits [N, V] of the plain forward continued from the residual ``resid`` [N, P, d] of
     ``layer``: after its heads (``heads_done``: its MLP next) or before them; then every later block, ``ln_f`` and
-    the unembedding."""
-    x = resid
-    for l in range(layer, w.n_layers):
+    the unembedding (the last layer's heads and MLP at the last position only)."""
+    x, last = resid, None
+    L = w.n_layers
+    for l in range(layer, L):
         if l > layer or not heads_done:
-            heads = _attention(w, l, x[:, None, None].expand(-1, w.n_heads, 3, -1, -1), causal)
-            x = x + heads.sum(1) + w.b_O[l]
-        x = x + _mlp(w, l, x)
-    last = last_positions(x, lengths)
+            if l < L - 1:
+                heads = _attention(w, l, x[:, None, None].expand(-1, w.n_heads, 3, -1, -1), causal)
+                x = x + heads.sum(1) + w.b_O[l]
+            else:
+                last = last_positions(x, lengths) + w.b_O[l] + _last_heads(w, l, range(w.n_heads), x[:, None], x[:, None],
+                                                                           x[:, None], lengths)
+        if l < L - 1:
+            x = x + _mlp(w, l, x)
+    last = last_positions(x, lengths) if last is None else last
+    last = last + _mlp(w, L - 1, last)
     return F.layer_norm(last, (last.shape[-1],), w.lnf_w, w.lnf_b, w.eps) @ w.W_U
 
 
@@ -418,15 +452,29 @@ def single_edge_logit_diffs(weights: GPT2Weights, batch: EncodedBatch, *, batch_
                         m_idx = 1 + l * (H + 1) + H
                         resid = (mid + clean.nodes[:, m_idx])[None] + _mlp(w, l, mid[None] + dv) \
                             - clean.nodes[:, m_idx][None]
-                        logits = _finish(w, l + 1, resid.reshape(k * b, p, -1), lengths.repeat(k), causal,
-                                         heads_done=False)
+                        resid = resid.reshape(k * b, p, -1)
+                        if l + 1 < w.n_layers:
+                            logits = _finish(w, l + 1, resid, lengths.repeat(k), causal, heads_done=False)
+                        else:
+                            out = last_positions(resid, lengths.repeat(k))
+                            logits = F.layer_norm(out, (out.shape[-1],), w.lnf_w, w.lnf_b, w.eps) @ w.W_U
                     else:
                         h, letter = divmod(rest, 3)
                         x = clean.inputs[2 * l][:, h]                                # [b, 3, P, d]
                         xs = [x[None, :, c].expand(k, -1, -1, -1) for c in range(3)]
                         xs[letter] = xs[letter] + dv
-                        change = _one_head(w, l, h, *xs, causal) - clean.nodes[:, 1 + l * (H + 1) + h][None]
-                        logits = _finish(w, l, (mid[None] + change).reshape(k * b, p, -1), lengths.repeat(k), causal)
+                        kl = lengths.repeat(k)
+                        xs = [t.reshape(k * b, 1, p, -1) for t in xs]
+                        if l == w.n_layers - 1:  # the last layer: only the last position's change matters
+                            change = _last_heads(w, l, [h], *xs, kl) - last_positions(
+                                clean.nodes[:, 1 + l * (H + 1) + h], lengths).repeat(k, 1)
+                            out = last_positions(mid, lengths).repeat(k, 1) + change
+                            out = out + _mlp(w, l, out)
+                            logits = F.layer_norm(out, (out.shape[-1],), w.lnf_w, w.lnf_b, w.eps) @ w.W_U
+                        else:
+                            change = _one_head(w, l, h, *(t[:, 0] for t in xs), causal) \
+                                - clean.nodes[:, 1 + l * (H + 1) + h].repeat(k, 1, 1)
+                            logits = _finish(w, l, mid.repeat(k, 1, 1) + change, kl, causal)
                 ld = metric_per_example(logits.reshape(k * b, -1), ans.repeat(k), dis.repeat(k)).view(k, b)
                 patched[sl, idx] = ld.T.double().cpu().numpy()
     return clean_ld, patched
