@@ -127,6 +127,27 @@ def _centre_rows(w: torch.Tensor) -> torch.Tensor:
     return w - w.mean(dim=-1, keepdim=True)
 
 
+def _embeddings(tok: WordTokenizer, lay, d: int, n_positions: int, lam: float, gen: torch.Generator):
+    """``wte`` (each induction word ``e_TOK(w)``, every other word a seeded unit vector in OTHER), ``wpe``
+    (``e_POS(p)``) and ``lm_head`` (``lambda e_OUT(w)`` for induction words, 0 otherwise), before centring and noise.
+
+    Returns:
+        ``(wte [V, d], wpe [n_positions, d], lm [V, d])``.
+    """
+    n_sym = len(INDUCTION_SYMBOLS)
+    sym_ids, t = torch.tensor([tok.answer_id(w) for w in INDUCTION_SYMBOLS]), torch.arange(n_sym)
+    wte = torch.zeros(tok.vocab_size, d)
+    other = torch.randn(tok.vocab_size, OTHER_DIMS, generator=gen)
+    wte[:, lay.other: lay.other + OTHER_DIMS] = other / other.norm(dim=1, keepdim=True)
+    wte[sym_ids] = 0.0
+    wte[sym_ids, lay.tok + t] = 1.0
+    wpe = torch.zeros(n_positions, d)
+    wpe[torch.arange(n_positions), lay.pos + torch.arange(n_positions)] = 1.0
+    lm = torch.zeros(tok.vocab_size, d)
+    lm[sym_ids, lay.out + t] = lam
+    return wte, wpe, lm
+
+
 def compile_induction(seed: int, n_positions: int = N_POSITIONS):
     """The compiled induction model (module docstring), seeded.
 
@@ -151,7 +172,6 @@ def compile_induction(seed: int, n_positions: int = N_POSITIONS):
     model = build_model(config, seed)
     switch_off_mlps(model)
     gen = torch.Generator().manual_seed(int(seed) * 1000 + 34)
-    sym_ids = torch.tensor([tok.answer_id(w) for w in INDUCTION_SYMBOLS])
     s2, s3, s4 = (np.sqrt(d / n) for n in (2, 3, 4))
     w_p = float(np.sqrt(PREV_MARGIN * np.sqrt(dh)) / s2)
     w_i = float(np.sqrt(INDUCTION_MARGIN * np.sqrt(dh)) / s3)
@@ -159,15 +179,7 @@ def compile_induction(seed: int, n_positions: int = N_POSITIONS):
     lam = OUT_MARGIN / s4
     t = torch.arange(n_sym)
 
-    wte = torch.zeros(tok.vocab_size, d)
-    other = torch.randn(tok.vocab_size, OTHER_DIMS, generator=gen)
-    wte[:, lay.other : lay.other + OTHER_DIMS] = other / other.norm(dim=1, keepdim=True)
-    wte[sym_ids] = 0.0
-    wte[sym_ids, lay.tok + t] = 1.0
-    wpe = torch.zeros(n_positions, d)
-    wpe[torch.arange(n_positions), lay.pos + torch.arange(n_positions)] = 1.0
-    lm = torch.zeros(tok.vocab_size, d)
-    lm[sym_ids, lay.out + t] = lam
+    wte, wpe, lm = _embeddings(tok, lay, d, n_positions, lam, gen)
 
     attn = []  # per layer: W_qkv [d, 3d], b_qkv [3d], W_O [d, d]
     for layer, (head, w) in enumerate(((lay.previous_token_head, w_p), (lay.induction_head, w_i))):
@@ -340,7 +352,6 @@ def compile_induction_noisy(seed: int, n_positions: int = N_POSITIONS):
     model = build_model(config, seed)
     switch_off_mlps(model)
     gen = torch.Generator().manual_seed(int(seed) * 1000 + 42)
-    sym_ids = torch.tensor([tok.answer_id(w) for w in INDUCTION_SYMBOLS])
     g = NOISY_PREV_GAINS
     mass = 4  # unit blocks' total of the layer-1 residual before centring: TOK, POS, ONE, PREV_1 + PREV_2
     s2, s3, s4 = (np.sqrt(d / n) for n in (3, 3 + g[0] ** 2 + g[1] ** 2, 4 + g[0] ** 2 + g[1] ** 2))
@@ -349,16 +360,8 @@ def compile_induction_noisy(seed: int, n_positions: int = N_POSITIONS):
     lam = OUT_MARGIN / s4
     t = torch.arange(n_sym)
 
-    wte = torch.zeros(tok.vocab_size, d)
-    other = torch.randn(tok.vocab_size, OTHER_DIMS, generator=gen)
-    wte[:, lay.other: lay.other + OTHER_DIMS] = other / other.norm(dim=1, keepdim=True)
-    wte[sym_ids] = 0.0
-    wte[sym_ids, lay.tok + t] = 1.0
-    wpe = torch.zeros(n_positions, d)
-    wpe[torch.arange(n_positions), lay.pos + torch.arange(n_positions)] = 1.0
+    wte, wpe, lm = _embeddings(tok, lay, d, n_positions, lam, gen)
     wpe[:, lay.one] = 1.0
-    lm = torch.zeros(tok.vocab_size, d)
-    lm[sym_ids, lay.out + t] = lam
 
     attn = []
     for layer, (heads, scale) in enumerate(((lay.previous_token_heads, s2), (lay.induction_heads, s3))):

@@ -152,7 +152,7 @@ def test_language_ground_truth_writes_the_per_component_block(tmp_path, name):
 
     tasks = tmp_path / "tasks" / "induction"
     for split in ("train", "id_test", "ood_test", "validation"):
-        write_jsonl(tasks / f"{split}.jsonl", generate_examples("induction", split, 40, seed=0))
+        write_jsonl(tasks / f"{split}.jsonl", generate_examples("induction", split, 100, seed=0))
     main(["language-train", "--compiled", name, "--seed", "0", "--tasks-dir", str(tmp_path / "tasks"),
           "--out-dir", str(tmp_path / "model"), "--metrics", str(tmp_path / "metrics.json")])
     assert json.loads((tmp_path / "metrics.json").read_text())["config"]["compiled"] == name
