@@ -4,7 +4,10 @@ Training a tiny GPT-2 on the induction task does not form induction heads within
 *compiles* one (issue 34 allows a circuit "planted by construction"). The result is an ordinary HF
 ``GPT2LMHeadModel`` over the embedded default's word vocabulary (:meth:`~.tokenizer.WordTokenizer.default`), 2
 layers x 4 heads, MLPs switched off exactly as :func:`~.train.switch_off_mlps` does, untied ``lm_head``; every
-language stage, the TransformerBridge and the decomposed GPT-2 forward run on it unchanged.
+language stage, the TransformerBridge and the decomposed GPT-2 forward run on it unchanged. A noisy variant
+(``induction_noisy``, :func:`compile_induction_noisy`: 2 x 8 heads, two previous-token and two induction heads of
+graded strengths among 12 distractors with small data-dependent effects) is built from the same blocks;
+:func:`compile_model` picks one by name (:data:`~.graph.COMPILED_SHAPES`).
 
 **Residual stream.** ``d_model`` splits into orthogonal blocks of coordinates (one-hot directions):
 
@@ -54,7 +57,7 @@ from certified_circuits.language.models import build_model, tiny_config
 from certified_circuits.language.tasks import INDUCTION_SYMBOLS
 from certified_circuits.language.tokenizer import WordTokenizer
 
-#: the only compiled model so far (language-train --compiled)
+#: the clean control's shape (language-train --compiled induction)
 N_LAYER = COMPILED_N_LAYER
 N_HEAD = COMPILED_N_HEAD
 #: positions: OOD prompts are at most 22 + 21 = 43 words; 64 leaves room
