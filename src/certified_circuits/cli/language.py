@@ -15,9 +15,9 @@ import logging
 import re
 from pathlib import Path
 
-from certified_circuits.language.graph import EMBEDDED_N_HEAD, EMBEDDED_N_LAYER
+from certified_circuits.language.graph import COMPILED_SHAPES, EMBEDDED_N_HEAD, EMBEDDED_N_LAYER
 from certified_circuits.language.methods import INTEGRATIONS, LEVELS, METHODS
-from certified_circuits.language.tasks import COMPILED_TASKS, GENERATED_TASKS, INDUCTION, SPLITS, TASKS
+from certified_circuits.language.tasks import GENERATED_TASKS, INDUCTION, SPLITS, TASKS
 from certified_circuits.language.tasks import TRAINING_LOSSES as LOSSES
 from certified_circuits.core.devices import configure_torch
 from certified_circuits.cli.stages import (InputError, Stages, add_device, check_circuit_files, existing_file, existing_path,
@@ -121,10 +121,12 @@ def _train_arguments(p: argparse.ArgumentParser) -> None:
                         "cross-entropy at every position of prompt + answer (learns induction from every repeated word)")
     p.add_argument("--shift-prob", type=float, default=0.3,
                    help="share of training prompts whose position ids are offset at random (default 0.3)")
-    p.add_argument("--compiled", choices=COMPILED_TASKS, default=None,
+    p.add_argument("--compiled", choices=tuple(COMPILED_SHAPES), default=None,
                    help="write a model whose circuit is planted by construction instead of training one "
                         "(language/compiled.py, seeded by --seed): 'induction' = attention-only 2x4 GPT-2 with a "
-                        "previous-token and an induction head; fixes the architecture and ignores --tasks and every "
+                        "previous-token and an induction head (the clean control); 'induction_noisy' = 2x8 with two "
+                        "previous-token and two induction heads of graded strengths among 12 distractor heads with "
+                        "small data-dependent effects; fixes the architecture and ignores --tasks and every "
                         "training option; held-out accuracy is measured on TASKS-DIR/induction")
 
 
@@ -170,7 +172,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
     if args.compiled:
         check_compiled_options(args)
     tasks_dir = Path(args.tasks_dir)
-    tasks = (args.compiled,) if args.compiled else tuple(dict.fromkeys(args.tasks))
+    tasks = (INDUCTION,) if args.compiled else tuple(dict.fromkeys(args.tasks))  # every compiled model: induction
     if not 0.0 <= args.shift_prob <= 1.0:
         raise InputError(f"--shift-prob is {args.shift_prob}; it is a probability in [0, 1]")
     files = {t: {s: tasks_dir / t / f"{s}.jsonl" for s in SPLITS} for t in tasks}
@@ -183,14 +185,15 @@ def _cmd_train(args: argparse.Namespace) -> int:
     if args.compiled:
         import time
 
-        from certified_circuits.language.compiled import compile_induction, compiled_config
+        from certified_circuits.language.compiled import compile_model, compiled_config, noisy_compiled_config
 
         t0 = time.time()
-        model, tok, lay = compile_induction(args.seed)
-        config = compiled_config(args.seed, lay)
+        model, tok, lay = compile_model(args.compiled, args.seed)
+        config = (noisy_compiled_config if args.compiled == "induction_noisy" else compiled_config)(args.seed, lay)
         train_log = {"compiled": True, "trained": False, "steps_run": 0, "train_seconds": time.time() - t0}
-        log.info("language-train: compiled %s model (weights set by construction, not trained): previous-token head "
-                 "%s, induction head %s", args.compiled, *lay.heads)
+        heads = lay.head_names if args.compiled == "induction_noisy" else ([lay.heads[0]], [lay.heads[1]])
+        log.info("language-train: compiled %s model (weights set by construction, not trained): previous-token "
+                 "head(s) %s, induction head(s) %s", args.compiled, ",".join(heads[0]), ",".join(heads[1]))
     else:
         cfg = TrainConfig(n_layer=args.n_layer, n_head=args.n_head, n_embd=args.n_embd, n_positions=args.n_positions,
                           steps=args.steps, batch_per_task=args.batch_per_task, lr=args.lr, seed=args.seed,
@@ -372,6 +375,9 @@ def _cmd_ground_truth(args: argparse.Namespace) -> int:
     heads above the thresholds of language/ground_truth.py, build the circuit's EAP edges (input -> P<v>,
     P -> I<k>, I -> logits) and check them by interchange patching on --examples: the circuit alone must recover
     the clean-minus-corrupted logit difference and the model without it must fall to the corrupted level.
+    Then each edge's own effect (that edge alone patched, in units of the circuit's effect) decides which planted
+    edges form the truth (analysis/component_truth.py: the weakest kept at least 5 times the strongest other), written
+    as verification.per_component; the concept's components are the kept edges.
     Writes the ground-truth JSON (with 'passed' false when the check fails) and exits 2 when no head passes a
     diagnostic threshold.
     """
@@ -406,6 +412,9 @@ def _cmd_ground_truth(args: argparse.Namespace) -> int:
     edges = gt.circuit_edges(diag.previous_token_heads, diag.induction_heads)
     batch = encode_examples(examples, tok, max_len=lm.n_positions)
     verification = gt.verify_circuit(lm.weights.to(device), batch, edges, device=device)
+    planted = edges
+    edges, verification["per_component"] = gt.per_component_verification(lm.weights, batch, planted, verification,
+                                                                         device=device)
     cfg = lm.hf.config
     mlp_zero = all(float(b.mlp.c_proj.weight.abs().max()) == 0 and float(b.mlp.c_proj.bias.abs().max()) == 0
                    for b in lm.hf.transformer.h)
@@ -420,4 +429,10 @@ def _cmd_ground_truth(args: argparse.Namespace) -> int:
              "logit difference, without it %.1f%% remains (binary acc %.2f): %s -> %s", args.task,
              ",".join(diag.previous_token_heads), ",".join(diag.induction_heads), len(edges), 100 * v["recovery"],
              100 * v["remaining"], v["binary_accuracy_removed"], "passed" if v["passed"] else "FAILED", args.out)
+    pc = v["per_component"]
+    log.info("language-ground-truth: %s: per component, %d of %d planted edges kept (dropped %s): weakest true "
+             "effect delta %.4f, strongest other epsilon %.4f (delta/epsilon %s, required %g): %s", args.task,
+             len(edges), len(planted), pc["dropped"] or "none", pc["delta"], pc["epsilon"],
+             "inf" if pc["ratio"] is None else f"{pc['ratio']:.2f}", pc["required_ratio"],
+             "passed" if pc["passed"] else "FAILED")
     return 0

@@ -34,6 +34,9 @@ EMBEDDED_N_HEAD = 4
 #: shape of the compiled induction model (language/compiled.py), known at parse time without building it
 COMPILED_N_LAYER = 2
 COMPILED_N_HEAD = 4
+#: (layers, heads) of each compiled model (``language.train.compiled``): the clean induction control and the noisy
+#: variant (two previous-token and two induction heads among 12 distractors: 310 edges)
+COMPILED_SHAPES = {"induction": (COMPILED_N_LAYER, COMPILED_N_HEAD), "induction_noisy": (2, 8)}
 
 
 def n_edges_formula(n_layers: int, n_heads: int, parallel_attn_mlp: bool = False) -> int:

@@ -141,3 +141,29 @@ def test_language_train_compiled_writes_a_loadable_model(tmp_path):
     with torch.no_grad():
         bridge, hf = lm.bridge(ids), lm.hf(input_ids=ids).logits
     np.testing.assert_allclose(bridge.numpy(), hf.numpy(), atol=1e-4)
+
+
+@pytest.mark.parametrize("name", ["induction", "induction_noisy"])
+def test_language_ground_truth_writes_the_per_component_block(tmp_path, name):
+    """language-train --compiled NAME, then language-ground-truth: the concept's components are the edges kept by the
+    per-component rule and the one reader (analysis/recovery.read_ground_truth) validates the block."""
+    from certified_circuits.analysis.recovery import read_ground_truth
+    from certified_circuits.language.tasks import write_jsonl
+
+    tasks = tmp_path / "tasks" / "induction"
+    for split in ("train", "id_test", "ood_test", "validation"):
+        write_jsonl(tasks / f"{split}.jsonl", generate_examples("induction", split, 100, seed=0))
+    main(["language-train", "--compiled", name, "--seed", "0", "--tasks-dir", str(tmp_path / "tasks"),
+          "--out-dir", str(tmp_path / "model"), "--metrics", str(tmp_path / "metrics.json")])
+    assert json.loads((tmp_path / "metrics.json").read_text())["config"]["compiled"] == name
+    main(["language-ground-truth", "--model-path", str(tmp_path / "model"), "--examples",
+          str(tasks / "id_test.jsonl"), "--out", str(tmp_path / "gt.json")])
+    doc = json.loads((tmp_path / "gt.json").read_text())
+    concept = doc["concepts"]["induction"]
+    block = concept["verification"]["per_component"]
+    assert len(block["effects"]) == doc["n_components"] == {"induction": 110, "induction_noisy": 310}[name]
+    assert block["passed"] and sorted(concept["components"]) == sorted(
+        e for e in block["effects"] if e not in block["dropped"] and block["effects"][e] >= block["delta"])
+    assert len(concept["components"]) == {"induction": 3, "induction_noisy": 8}[name]
+    truth = read_ground_truth(tmp_path / "gt.json")
+    assert truth is not None
