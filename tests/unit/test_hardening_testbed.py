@@ -435,3 +435,21 @@ def test_the_leak_of_the_noisy_regime_is_checked_at_parse_time() -> None:
     raw["vision"]["train"]["planted_leak"] = 0.7
     with pytest.raises(Exception, match="0.7 is greater than the maximum of 0.5"):
         validate(raw, str(schema), set_default=True)
+
+
+def test_the_noisy_compiled_model_is_planned_with_its_own_shape_and_task() -> None:
+    from certified_circuits.language.graph import n_edges_formula
+    from certified_circuits.pipeline.config import check_compiled_tasks
+    from certified_circuits.pipeline.config_errors import ConfigError
+    from certified_circuits.pipeline.plans import language_shape
+    from tests.helpers.config import check
+
+    noisy = {"source": "embedded", "train": {"compiled": "induction_noisy"}, "tasks": ["induction"]}
+    assert language_shape(noisy) == (2, 8) and n_edges_formula(2, 8) == 310
+    assert language_shape({**noisy, "train": {"compiled": "induction"}}) == (2, 4)
+    check_compiled_tasks(noisy)  # its circuit is the induction task's
+    with pytest.raises(ConfigError, match=r"language.train.compiled: induction_noisy\) has the induction circuit "
+                                          r"only, none for \['ioi'\]: set language.tasks: \[induction\]"):
+        check_compiled_tasks({**noisy, "tasks": ["induction", "ioi"]})
+    checked = check(overrides={"language": {"train": {"compiled": "induction_noisy"}}})  # the whole parse-time check
+    assert checked.concepts and checked.plans

@@ -37,6 +37,8 @@ COMPILED_N_HEAD = 4
 #: (layers, heads) of each compiled model (``language.train.compiled``): the clean induction control and the noisy
 #: variant (two previous-token and two induction heads among 12 distractors: 310 edges)
 COMPILED_SHAPES = {"induction": (COMPILED_N_LAYER, COMPILED_N_HEAD), "induction_noisy": (2, 8)}
+#: the task whose circuit each compiled model holds (its only task: the config check refuses any other)
+COMPILED_TASK = {"induction": "induction", "induction_noisy": "induction"}
 
 
 def n_edges_formula(n_layers: int, n_heads: int, parallel_attn_mlp: bool = False) -> int:

@@ -290,12 +290,15 @@ def check_compiled_tasks(language) -> None:
     Raises:
         ConfigError: naming ``language.tasks``, the tasks without a circuit and the fix.
     """
+    from certified_circuits.language.graph import COMPILED_TASK
+
     compiled = (language.get("train") or {}).get("compiled")
-    other = [t for t in language["tasks"] if compiled and t != compiled]
+    task = COMPILED_TASK.get(compiled, compiled)
+    other = [t for t in language["tasks"] if compiled and t != task]
     if other:
         config_error("language.tasks", language["tasks"],
-                     f"the compiled model (language.train.compiled: {compiled}) has the {compiled} circuit only, none "
-                     f"for {other}: set language.tasks: [{compiled}], or drop train.compiled to train a model on them")
+                     f"the compiled model (language.train.compiled: {compiled}) has the {task} circuit only, none "
+                     f"for {other}: set language.tasks: [{task}], or drop train.compiled to train a model on them")
 
 
 def check_language_mib(language) -> None:

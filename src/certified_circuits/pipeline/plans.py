@@ -101,12 +101,12 @@ def _vision_plans(vision: Mapping[str, Any], folders_components: int | None) -> 
 
 def language_shape(language: Mapping[str, Any]) -> tuple[int, int] | None:
     """(layers, heads) of the configured language model, read without loading it; None when unknown."""
-    from certified_circuits.language.graph import COMPILED_N_HEAD, COMPILED_N_LAYER, EMBEDDED_N_HEAD, EMBEDDED_N_LAYER
+    from certified_circuits.language.graph import COMPILED_SHAPES, EMBEDDED_N_HEAD, EMBEDDED_N_LAYER
 
     if language["source"] == "embedded":
         train = language.get("train") or {}
-        if train.get("compiled"):  # the compiled induction model has a fixed shape (language/compiled.py)
-            return COMPILED_N_LAYER, COMPILED_N_HEAD
+        if train.get("compiled"):  # each compiled model has a fixed shape (language/compiled.py)
+            return COMPILED_SHAPES[train["compiled"]]
         return int(train.get("n_layer", EMBEDDED_N_LAYER)), int(train.get("n_head", EMBEDDED_N_HEAD))
     path = Path(language.get("model_path") or "") / "config.json"
     try:
