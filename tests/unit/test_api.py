@@ -194,10 +194,13 @@ def test_tau_is_checked_where_a_setting_is_built_and_not_again(monkeypatch):
     assert cert.radius == 0 and callers and set(callers) == {"__post_init__"}, callers
     callers.clear()
     # the public functions that take a raw tau still check it, once each
-    for call in (lambda: cc.certified_radius(1.0, 0.5), lambda: cc.min_samples(0.4, 0.01),
-                 lambda: certification.pvalues(np.zeros(2, int), np.zeros(2, int), 2, 2, 1.5),
-                 lambda: certification.decide(np.zeros(2, int), np.zeros(2, int), 2, 2, 0.2, 0.05),
-                 lambda: certification.certify_votes(votes, 1.0, 0.05)):
+    for call in (
+        lambda: cc.certified_radius(1.0, 0.5),
+        lambda: cc.min_samples(0.4, 0.01),
+        lambda: certification.pvalues(np.zeros(2, int), np.zeros(2, int), 2, 2, 1.5),
+        lambda: certification.decide(np.zeros(2, int), np.zeros(2, int), 2, 2, 0.2, 0.05),
+        lambda: certification.certify_votes(votes, 1.0, 0.05),
+    ):
         with pytest.raises(ValueError, match="tau="):
             call()
     assert len(callers) == 5

@@ -159,7 +159,7 @@ def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
         state[node] = 1
         for nxt in sorted(graph.get(node, ())):
             if state.get(nxt) == 1:
-                return trail[trail.index(nxt):] + [nxt]
+                return trail[trail.index(nxt) :] + [nxt]
             if nxt not in state:
                 found = visit(nxt, trail + [nxt])
                 if found:

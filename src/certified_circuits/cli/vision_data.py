@@ -184,8 +184,10 @@ def planted_spec_of(args: argparse.Namespace, n_classes: int):
         raise InputError("--planted-own and --planted-shared go together: pass both (4 values each) or neither")
     if args.planted_own is None:
         if args.planted_leak:
-            raise InputError("--planted-leak bounds the cross-class weights of a planted model: pass it with "
-                             "--planted-own and --planted-shared, or drop it")
+            raise InputError(
+                "--planted-leak bounds the cross-class weights of a planted model: pass it with "
+                "--planted-own and --planted-shared, or drop it"
+            )
         return None, tuple(args.widths or WORLD_WIDTHS)
     try:
         spec = PlantedSpec(n_classes, tuple(args.planted_own), tuple(args.planted_shared), args.planted_leak)
