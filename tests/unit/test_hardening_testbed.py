@@ -412,21 +412,19 @@ def test_the_leak_of_the_noisy_regime_is_checked_at_parse_time() -> None:
     config = _config()
     config["vision"]["train"]["planted_leak"] = 0.05
     check_testbed(config)  # the embedded planted model: it applies
-    alone = _config()
-    for key in ("planted_own", "planted_shared"):
-        alone["vision"]["train"].pop(key)
-    alone["vision"]["train"]["planted_leak"] = 0.05
+    def leak_without_planted(source: str) -> dict:
+        leaky = _config()
+        leaky["vision"]["source"] = source
+        leaky["vision"]["train"] = {k: v for k, v in leaky["vision"]["train"].items() if not k.startswith("planted_")}
+        leaky["vision"]["train"]["planted_leak"] = 0.05
+        return leaky
+
     with pytest.raises(ConfigError, match=r"vision.train.planted_leak = 0.05 is invalid: the leak bounds the "
                                           r"cross-class weights of a planted model"):
-        check_config(alone)
-    elsewhere = _config()
-    elsewhere["vision"]["source"] = "folders"
-    for key in ("planted_own", "planted_shared"):
-        elsewhere["vision"]["train"].pop(key)
-    elsewhere["vision"]["train"]["planted_leak"] = 0.05
+        check_config(leak_without_planted("embedded"))
     with pytest.raises(ConfigError, match=r"vision.train.planted_leak = 0.05 is invalid: planted_leak shape the "
                                           r"embedded model only"):
-        check_testbed(elsewhere)
+        check_testbed(leak_without_planted("folders"))
     import yaml
     from snakemake.utils import validate
 
