@@ -6,14 +6,13 @@ documented SeedSequence/PCG64 recipe, and p-values from scipy.stats.binom, never
 
 from __future__ import annotations
 
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 from scipy import stats
 
 import certified_circuits as cc
+from tests.helpers.fresh import fresh_output
 
 SETTING = cc.Setting(p_del=0.5, n0=20, n=200, seed=7, tau=0.75, alpha=0.05, correction="bonferroni")
 
@@ -163,9 +162,7 @@ def test_import_is_light():
         "'matplotlib', 'transformers', 'h5py') if m in sys.modules]; print(heavy); "
         "assert sorted(cc.__all__) == sorted(set(cc.__all__)); [getattr(cc, n) for n in cc.__all__]"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "[]"
+    assert fresh_output(code, timeout=60) == "[]"
 
 
 def test_tau_is_checked_where_a_setting_is_built_and_not_again(monkeypatch):

@@ -13,6 +13,7 @@ from snakemake.utils import validate
 from certified_circuits.pipeline.config import check_language
 from certified_circuits.pipeline.config_errors import ConfigError
 from certified_circuits.pipeline.jobs import mib_model_name
+from tests.helpers.fresh import fresh_output
 
 ROOT = Path(__file__).resolve().parents[2]
 FRACTIONS = [0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5]
@@ -84,9 +85,6 @@ def test_the_mib_config_check_loads_no_pandas() -> None:
     """Parsing the Snakefile checks language.mib (:func:`check_language_mib`): its MIB constants come from
     ``analysis/mib_constants.py``, not through ``reports.mib``, so a fresh interpreter that imports the config module
     and runs the check (a valid submission and a refused one) has not loaded pandas (nor torch)."""
-    import subprocess
-    import sys
-
     code = (
         "import sys\n"
         "from certified_circuits.analysis.mib_constants import SUBMISSION_FRACTIONS\n"
@@ -102,6 +100,4 @@ def test_the_mib_config_check_loads_no_pandas() -> None:
         "    raise AssertionError('a pair MIB does not evaluate passed')\n"
         "print([m for m in ('pandas', 'torch', 'matplotlib') if m in sys.modules])\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "[]"
+    assert fresh_output(code) == "[]"
