@@ -139,7 +139,7 @@ def _ln(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, eps: float) -> torch.
     return F.layer_norm(x, (x.shape[-1],), w, b, eps)
 
 
-def _gelu(x: torch.Tensor, act: str) -> torch.Tensor:
+def gelu(x: torch.Tensor, act: str) -> torch.Tensor:
     return F.gelu(x) if act == "gelu" else F.gelu(x, approximate="tanh")
 
 
@@ -193,7 +193,7 @@ def run(w: GPT2Weights, input_act: torch.Tensor, lengths: torch.Tensor, *,
                 x = x.clone()
         if keep_inputs or patch:
             inputs.append(x)
-        heads = _attention(w, l, x, causal)                                     # [B, H, P, d]
+        heads = head_attention(w, l, x, causal)                                     # [B, H, P, d]
         nodes.extend(heads.unbind(1))
         if patch:
             diff = torch.stack(nodes, 1) - corrupted.nodes[:, : n_up + H]
@@ -204,7 +204,7 @@ def run(w: GPT2Weights, input_act: torch.Tensor, lengths: torch.Tensor, *,
             xm = resid_mid.clone() if keep_inputs else resid_mid
         if keep_inputs or patch:
             inputs.append(xm)
-        hmid = _gelu(_ln(xm, w.ln2_w[l], w.ln2_b[l], w.eps) @ w.W_in[l] + w.b_in[l], w.act)
+        hmid = gelu(_ln(xm, w.ln2_w[l], w.ln2_b[l], w.eps) @ w.W_in[l] + w.b_in[l], w.act)
         mlp = hmid @ w.W_out[l] + w.b_out[l]
         nodes.append(mlp)
         if not patch:
@@ -234,7 +234,7 @@ def flat_inputs(cache: RunCache, n_heads: int) -> torch.Tensor:
     return torch.cat(parts, 1)
 
 
-def _attention(w: GPT2Weights, l: int, x: torch.Tensor, causal: torch.Tensor) -> torch.Tensor:
+def head_attention(w: GPT2Weights, l: int, x: torch.Tensor, causal: torch.Tensor) -> torch.Tensor:
     """Head outputs [B, H, P, d] of layer ``l`` from per-head q/k/v inputs x [B, H, 3, P, d]."""
     xn = _ln(x, w.ln1_w[l], w.ln1_b[l], w.eps)
     q = torch.einsum("bhpd,hde->bhpe", xn[:, :, 0], w.W_Q[l]) + w.b_Q[l][None, :, None]
@@ -270,11 +270,11 @@ def run_patched_groups(w: GPT2Weights, input_act: torch.Tensor, lengths: torch.T
         mq = masks[:, :u, col: col + 3 * H].transpose(1, 2)                   # [m, 3H, U]
         delta = torch.matmul(mq, D[:, :u].reshape(m, u, f)).view(m, H, 3, e, P, d)
         x = corrupted.inputs[2 * l][None] + delta.permute(0, 3, 1, 2, 4, 5)    # [m, e, H, 3, P, d]
-        heads = _attention(w, l, x.reshape(m * e, H, 3, P, d), causal)        # [m*e, H, P, d]
+        heads = head_attention(w, l, x.reshape(m * e, H, 3, P, d), causal)        # [m*e, H, P, d]
         D[:, u: u + H] = heads.view(m, e, H, P, d).transpose(1, 2) - ct[u: u + H][None]
         mm = masks[:, : u + H, col + 3 * H][:, None]                          # [m, 1, U+H]
         xm = corrupted.inputs[2 * l + 1][None] + torch.matmul(mm, D[:, : u + H].reshape(m, u + H, f)).view(m, e, P, d)
-        hmid = _gelu(_ln(xm, w.ln2_w[l], w.ln2_b[l], w.eps) @ w.W_in[l] + w.b_in[l], w.act)
+        hmid = gelu(_ln(xm, w.ln2_w[l], w.ln2_b[l], w.eps) @ w.W_in[l] + w.b_in[l], w.act)
         D[:, u + H] = hmid @ w.W_out[l] + w.b_out[l] - ct[u + H][None]
     ar = torch.arange(e, device=input_act.device)
     d_last = D[:, :, ar, lengths - 1]                                         # [m, n_up, e, d]

@@ -49,7 +49,7 @@ import torch.nn.functional as F
 from certified_circuits.analysis.recovery import GROUND_TRUTH_FORMAT
 from certified_circuits.language import names
 from certified_circuits.language.eap_ig import metric_per_example
-from certified_circuits.language.forward import GPT2Weights, _attention, _gelu, last_positions, run
+from certified_circuits.language.forward import GPT2Weights, gelu, head_attention, last_positions, run
 from certified_circuits.language.patching import evaluate_edge_masks
 from certified_circuits.language.tokenizer import EncodedBatch
 
@@ -378,7 +378,7 @@ def _finish(w: GPT2Weights, layer: int, resid: torch.Tensor, lengths: torch.Tens
     for l in range(layer, L):
         if l > layer or not heads_done:
             if l < L - 1:
-                heads = _attention(w, l, x[:, None, None].expand(-1, w.n_heads, 3, -1, -1), causal)
+                heads = head_attention(w, l, x[:, None, None].expand(-1, w.n_heads, 3, -1, -1), causal)
                 x = x + heads.sum(1) + w.b_O[l]
             else:
                 last = last_positions(x, lengths) + w.b_O[l] + _last_heads(w, l, range(w.n_heads), x[:, None], x[:, None],
@@ -392,7 +392,7 @@ def _finish(w: GPT2Weights, layer: int, resid: torch.Tensor, lengths: torch.Tens
 
 def _mlp(w: GPT2Weights, l: int, x: torch.Tensor) -> torch.Tensor:
     """Output of the MLP of layer ``l`` on its input ``x`` [..., d] (``ln_2``, then the two layers)."""
-    return _gelu(F.layer_norm(x, (x.shape[-1],), w.ln2_w[l], w.ln2_b[l], w.eps) @ w.W_in[l] + w.b_in[l],
+    return gelu(F.layer_norm(x, (x.shape[-1],), w.ln2_w[l], w.ln2_b[l], w.eps) @ w.W_in[l] + w.b_in[l],
                  w.act) @ w.W_out[l] + w.b_out[l]
 
 

@@ -78,7 +78,9 @@ def test_truth_verified_per_component(verified, noisy):
     summary = effect_summary(block["effects"], kept)
     assert summary["truth"]["n"] == 8 and summary["non_truth"]["n"] == 302
     assert summary["non_truth"]["max"] == pytest.approx(block["epsilon"])
-    assert summary["truth"]["min"] == pytest.approx(block["delta"])
+    assert block["delta"] == pytest.approx(RATIO * block["epsilon"])  # the threshold the truth must reach
+    assert summary["truth"]["min"] >= block["delta"] and summary["truth"]["min"] == pytest.approx(
+        block["ratio"] * block["epsilon"])  # the weakest true edge, ratio times the strongest other
 
 
 def test_graded_strengths(verified):
