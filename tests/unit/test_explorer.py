@@ -391,3 +391,9 @@ def test_the_overview_line_gives_each_methods_recovery_of_the_known_circuit(tmp_
     assert "(relevance)" in line and "baseline AUROC 0.800, precision 0.60 / recall 0.50 at K 20%" in line
     # the method's name in words, and each concept's held-out K where they differ
     assert "certified in + abstain AUROC 0.850, precision 1.00 / recall 0.50 at K 10%, 40%" in line
+    # a selected K of 100% is the whole model: its precision (the truth's share) and recall (1) are not shown
+    pd.DataFrame([{**r, "k_target": 1.0, "precision": 0.2, "recall": 1.0} if r["method"] == "baseline" else r
+                  for r in rows]).to_csv(tmp_path / "testbed" / "recovery_auroc.csv", index=False)
+    line = recovery_html(tmp_path)
+    assert "baseline AUROC 0.800 (its selected K is 100%, the whole model: no comparison there)" in line
+    assert "precision 0.20" not in line

@@ -65,7 +65,7 @@ from certified_circuits.reports.explorer_data import (
     vision_circuit_data,
 )
 from certified_circuits.reports.findings import METHOD_WORDS
-from certified_circuits.reports.flags import Flag, certificate_where, sorted_flags
+from certified_circuits.reports.flags import Flag, certificate_where, is_full_model, sorted_flags
 from certified_circuits.reports.html import (
     EDGE_PARTITION,
     EDGE_STYLES,
@@ -630,10 +630,14 @@ def recovery_html(tables: Path) -> str:
     for method, part in table.groupby("method", sort=False):
         name = METHOD_WORDS.get(method, method)
         k = ", ".join(f"{100 * v:g}%" for v in sorted(part["k_target"].unique())) if "k_target" in part else ""
-        words.append(
-            f"{name} AUROC {part['auroc'].mean():.3f}, precision {part['precision'].mean():.2f}"
-            f" / recall {part['recall'].mean():.2f}" + (f" at K {k}" if k else "")
+        whole = "k_target" in part and len(part) and part["k_target"].map(is_full_model).all()
+        point = (
+            " (its selected K is 100%, the whole model: no comparison there)"
+            if whole
+            else f", precision {part['precision'].mean():.2f} / recall {part['recall'].mean():.2f}"
+            + (f" at K {k}" if k else "")
         )
+        words.append(f"{name} AUROC {part['auroc'].mean():.3f}{point}")
     scorer = f" ({table['scorer'].iloc[0]})" if "scorer" in table and len(table) else ""
     summary = tables / "testbed" / "recovery_summary.md"
     return (
