@@ -9,7 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from certified_circuits.analysis.hypotheses import hypothesis_table, paired_test
+from certified_circuits.analysis.evaluation import signed_rank_test as paired_test
+from certified_circuits.analysis.hypotheses import hypothesis_table
 
 
 def exact_greater_p(diff: list[float]) -> float:

@@ -147,7 +147,8 @@ def check_block(block: Any, components: Sequence[str], where: str) -> None:
     Raises:
         ValueError: naming the key and what is wrong: a missing or misspelt key, a non-boolean ``passed``, a
             non-finite or negative effect, a true component without an effect, a dropped component in the truth,
-            or ``delta`` / ``epsilon`` that are not the truth's weakest effect and the strongest one outside it.
+            or, for a passed block, an ``epsilon`` that is not the strongest non-planted effect, a true component
+            below ``delta`` or a dropped one at or above it.
     """
     if not isinstance(block, Mapping):
         raise ValueError(f"{where}: verification.per_component must be an object with {list(BLOCK_KEYS)}")

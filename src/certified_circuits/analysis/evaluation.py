@@ -130,6 +130,28 @@ def _peak_rows(curves: pd.DataFrame, metric: str, by: list[str]) -> pd.DataFrame
     return ranked.groupby([*by, "method"], as_index=False).head(1)
 
 
+def signed_rank_test(certified: np.ndarray, baseline: np.ndarray,
+                     alternative: str = "two-sided") -> tuple[float, float]:
+    """The paired Wilcoxon signed-rank test of ``certified - baseline`` (``zero_method="zsplit"``: a tie counts half
+    for each side), the one implementation behind the class-level test (:func:`paired_test`) and the testbed's
+    one-sided hypotheses (:mod:`certified_circuits.analysis.hypotheses`).
+
+    Args:
+        certified, baseline: paired values (same length).
+        alternative: ``two-sided``, ``greater`` (certified above) or ``less``.
+
+    Returns:
+        ``(statistic, pvalue)``; ``(nan, nan)`` with fewer than 2 pairs, ``(0, 1)`` when every difference is 0.
+    """
+    diff = np.asarray(certified, dtype=np.float64) - np.asarray(baseline, dtype=np.float64)
+    if diff.size < 2:
+        return float("nan"), float("nan")
+    if not np.any(diff):
+        return 0.0, 1.0
+    result = stats.wilcoxon(diff, zero_method="zsplit", alternative=alternative)
+    return float(result.statistic), float(result.pvalue)
+
+
 def paired_test(certified: np.ndarray, baseline: np.ndarray, test: str = "wilcoxon") -> float:
     """Two-sided p-value of a paired class-level comparison (1.0 when all differences are zero)."""
     certified, baseline = np.asarray(certified, float), np.asarray(baseline, float)
@@ -141,7 +163,7 @@ def paired_test(certified: np.ndarray, baseline: np.ndarray, test: str = "wilcox
     if difference.size < 2 or np.allclose(difference, 0.0):
         return 1.0
     if test == "wilcoxon":
-        return float(stats.wilcoxon(certified, baseline, zero_method="zsplit").pvalue)
+        return signed_rank_test(certified, baseline)[1]
     return float(stats.ttest_rel(certified, baseline).pvalue)
 
 

@@ -2,8 +2,8 @@
 stability tables of one run or of several model seeds.
 
 Each hypothesis compares a certified circuit with the baseline on the same pairs (concept x model seed x setting),
-with a one-sided paired Wilcoxon signed-rank test (``scipy.stats.wilcoxon``, ``zero_method="zsplit"``: a tie
-counts half for each side, so identical pairs weigh against neither):
+with a one-sided paired Wilcoxon signed-rank test (:func:`~certified_circuits.analysis.evaluation.signed_rank_test`,
+``zero_method="zsplit"``: a tie counts half for each side, so identical pairs weigh against neither):
 
 - **H1a** certified-in precision > baseline precision at the truth's size (the grid K nearest the truth's share);
 - **H1b** the same at the K the certified method's held-out selection chose (both circuits read at that K: the
@@ -22,8 +22,8 @@ from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
+from certified_circuits.analysis.evaluation import signed_rank_test
 from certified_circuits.analysis.recovery import nearest_k, truth_size_k
 from certified_circuits.storage.tables import require_columns
 
@@ -42,26 +42,6 @@ CLAIMS = {
 }
 
 
-def paired_test(certified: np.ndarray, baseline: np.ndarray, alternative: str) -> tuple[float, float]:
-    """One-sided paired Wilcoxon signed-rank test of ``certified - baseline``.
-
-    Args:
-        certified, baseline: paired values (same length).
-        alternative: ``greater`` (certified above) or ``less``.
-
-    Returns:
-        ``(statistic, pvalue)``; ``(nan, nan)`` with fewer than 2 pairs, and ``(0, 1)`` when every difference is 0
-        (no evidence either way).
-    """
-    diff = np.asarray(certified, dtype=np.float64) - np.asarray(baseline, dtype=np.float64)
-    if diff.size < 2:
-        return float("nan"), float("nan")
-    if not np.any(diff):
-        return 0.0, 1.0
-    result = stats.wilcoxon(diff, zero_method="zsplit", alternative=alternative)
-    return float(result.statistic), float(result.pvalue)
-
-
 def _pairs(table: pd.DataFrame, value: str, a: str, b: str, keys: Sequence[str]) -> pd.DataFrame:
     """Rows of method ``a`` and ``b`` joined on ``keys`` (columns ``a``, ``b`` hold ``value``)."""
     wide = table[table["method"].isin([a, b])].pivot_table(index=list(keys), columns="method", values=value,
@@ -75,7 +55,7 @@ def _row(hypothesis: str, experiment: str, scorer: str, k: float, pairs: pd.Data
     superiority claim holds when the one-sided test rejects at :data:`ALPHA`; a non-inferiority claim (H3) when the
     test of "lower" does not reject and the mean difference is >= 0."""
     usable = pairs.dropna(subset=[a, b])
-    statistic, pvalue = paired_test(usable[a].to_numpy(), usable[b].to_numpy(), alternative)
+    statistic, pvalue = signed_rank_test(usable[a].to_numpy(), usable[b].to_numpy(), alternative)
     diff = float((usable[a] - usable[b]).mean()) if len(usable) else float("nan")
     if non_inferior:
         holds = bool(np.isfinite(pvalue) and pvalue >= ALPHA and diff >= 0)
