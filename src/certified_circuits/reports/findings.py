@@ -254,8 +254,9 @@ def hypotheses_finding(path: Path, scorer: str | None = None) -> str:
         scorer: the scorer to report; default the table's first.
 
     Returns:
-        ``"world hypotheses (relevance; one-sided paired Wilcoxon over 10 pairs, alpha 0.05): H1a certified-in
-        precision 0.55 vs baseline 0.47 at K 0.20, p 0.03: holds; ..."``, or "" without the recovery table.
+        ``"world hypotheses (relevance; one-sided paired Wilcoxon, alpha 0.05; docs/embedded_default.md): H1a
+        certified-in precision 0.55 vs baseline 0.47 at K 0.20, p 0.030 (10 pairs): holds; ..."``, or "" without
+        the recovery table.
     """
     from certified_circuits.analysis.hypotheses import ALPHA, hypothesis_table
 
@@ -263,7 +264,7 @@ def hypotheses_finding(path: Path, scorer: str | None = None) -> str:
     if not every_k.is_file():
         return ""
     stability = Path(path).with_name("stability.csv")
-    table = hypothesis_table(_read(every_k, CURVE_COLUMNS + ("experiment", "concept", "recall")),
+    table = hypothesis_table(_read(every_k, CURVE_COLUMNS + ("experiment", "concept")),
                              _read(stability, STABILITY_COLUMNS) if stability.is_file() else None,
                              _read(path, AUROC_COLUMNS))
     if table.empty:

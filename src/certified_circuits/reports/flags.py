@@ -62,6 +62,7 @@ import pandas as pd
 
 from certified_circuits.commands import COMMAND, plan_command
 from certified_circuits.core.setting import number
+from certified_circuits.analysis.evaluation import METHODS as SELECTED_METHODS
 from certified_circuits.storage.tables import read_csv_table
 
 #: Absolute tolerance above chance under which the full model counts as at chance (a 5-point margin: an
@@ -524,8 +525,7 @@ def read_curves(path: str | Path) -> pd.DataFrame:
 #: a selected K at least this is the whole model (K grids hold 1.0 exactly; the slack absorbs float text)
 FULL_MODEL_K = 1.0 - 1e-9
 #: the K columns of a selected table, by method (report-sufficiency --select-on)
-SELECTED_K_COLUMNS = {"baseline": "baseline_k_target", "majority": "majority_k_target",
-                      "certified": "certified_k_target"}
+SELECTED_K_COLUMNS = {method: f"{method}_k_target" for method in SELECTED_METHODS}
 SELECTED_FIX = "pass the selected_*_raw.csv that report-sufficiency --select-on wrote"
 
 
