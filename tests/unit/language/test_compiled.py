@@ -143,7 +143,7 @@ def test_language_train_compiled_writes_a_loadable_model(tmp_path):
     np.testing.assert_allclose(bridge.numpy(), hf.numpy(), atol=1e-4)
 
 
-@pytest.mark.parametrize("name", ["induction", "induction_noisy"])
+@pytest.mark.parametrize("name", ["induction", pytest.param("induction_noisy", marks=pytest.mark.slow)])
 def test_language_ground_truth_writes_the_per_component_block(tmp_path, name):
     """language-train --compiled NAME, then language-ground-truth: the concept's components are the edges kept by the
     per-component rule and the one reader (analysis/recovery.read_ground_truth) validates the block."""

@@ -18,6 +18,9 @@ from certified_circuits.language.patching import evaluate_edge_masks
 from certified_circuits.language.tasks import INDUCTION_SYMBOLS, generate_splits
 from certified_circuits.language.tokenizer import encode_examples
 
+#: the per-component fixture patches 310 edges on 100 prompts (about 40 s): in make test, not make test-fast
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def noisy():
