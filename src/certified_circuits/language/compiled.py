@@ -308,7 +308,7 @@ def noisy_layout(seed: int, n_positions: int = N_POSITIONS) -> NoisyLayout:
                        prev + 3 * n_sym)
 
 
-def compile_induction_noisy(seed: int, n_positions: int = N_POSITIONS):
+def compile_induction_noisy(seed: int, n_positions: int = N_POSITIONS, distractor_scale: float = 1.0):
     """The noisy compiled induction model (docs/embedded_default.md, "The noisy language model"), seeded.
 
     2 layers x 8 heads, the blocks of the clean model (module docstring), MLPs off, LayerNorm exact:
@@ -338,10 +338,20 @@ def compile_induction_noisy(seed: int, n_positions: int = N_POSITIONS):
     Args:
         seed: seed of the head choice, the distractors, the OTHER subspace and the noise.
         n_positions: context length.
+        distractor_scale: the noise strength ``s >= 0`` of the noise sweep (experiments/noise_sweep.py): the
+            distractors write ``s * NOISY_DISTRACTOR_OUT``; 1 is the model as the workflow compiles it, 0 silences
+            their writes (their reads, the graded circuit and the weight noise, relative to each matrix's size, stay;
+            every random draw is the same at every ``s``).
 
     Returns:
         ``(model, tokenizer, layout)`` as :func:`compile_induction`, with a :class:`NoisyLayout`.
+
+    Raises:
+        ValueError: a negative or non-finite ``distractor_scale``.
     """
+    if not (np.isfinite(distractor_scale) and distractor_scale >= 0):
+        raise ValueError(f"distractor_scale must be a finite number >= 0 (1: the compiled noisy model, 0: silent "
+                         f"distractors), got {distractor_scale}")
     from certified_circuits.language.train import ATTN_ONLY_D_MLP, switch_off_mlps
 
     tok = WordTokenizer.default()
@@ -396,8 +406,8 @@ def compile_induction_noisy(seed: int, n_positions: int = N_POSITIONS):
             wk[:, cols] = sigma_qk * torch.randn(d, dh, generator=gen)
             wv[lay.tok + t, h * dh + t] = 1.0
             mix = torch.randn(n_sym, n_sym, generator=gen)
-            wo[h * dh + t[:, None], lay.out + t[None, :]] = NOISY_DISTRACTOR_OUT[layer] / scale * mix / mix.norm(dim=1,
-                                                                                                         keepdim=True)
+            gain = distractor_scale * NOISY_DISTRACTOR_OUT[layer] / scale
+            wo[h * dh + t[:, None], lay.out + t[None, :]] = gain * mix / mix.norm(dim=1, keepdim=True)
         attn.append((torch.cat([wq, wk, wv], 1), torch.cat([bq, torch.zeros(2 * d)]), wo))
     _load_weights(model, wte, wpe, lm, attn, gen, NOISY_NOISE_REL)
     return model, tok, lay

@@ -120,3 +120,31 @@ def test_regime_condition_at_100_prompts(verified, noisy):
     for method in ("EAP-IG-inputs", "EAP"):
         jaccard, precision = gt.baseline_regime(GPT2Weights.from_hf(model), train, kept, method)
         assert jaccard <= gt.REGIME_MAX and precision <= gt.REGIME_MAX, (method, jaccard, precision)
+
+
+def test_distractor_scale_changes_only_what_the_distractors_write(noisy):
+    """The noise sweep's knob (experiments/noise_sweep.yaml): scale 1 is the workflow's model bit for bit; scale 0
+    removes the distractors' writes into OUT (what remains there is the 1% weight noise) and leaves every other
+    weight as it was (the same random draws; the output projection's noise, bias included, scales with its size)."""
+    model, _, lay, _ = noisy
+    one, _, _ = compile_induction_noisy(0, distractor_scale=1.0)
+    zero, _, _ = compile_induction_noisy(0, distractor_scale=0.0)
+    ref = model.state_dict()
+    assert all(torch.equal(ref[k], v) for k, v in one.state_dict().items())
+    d_head = lay.d_model // NOISY_N_HEAD
+    out = slice(lay.out, lay.out + len(INDUCTION_SYMBOLS))
+    circuit = {0: set(lay.previous_token_heads), 1: set(lay.induction_heads)}
+    for name, value in zero.state_dict().items():
+        if name.endswith("attn.c_proj.bias"):
+            continue
+        if not name.endswith("attn.c_proj.weight"):
+            assert torch.equal(ref[name], value), name
+            continue
+        layer = int(name.split(".")[2])
+        for h in sorted(set(range(NOISY_N_HEAD)) - circuit[layer]):
+            rows = slice(h * d_head, (h + 1) * d_head)
+            written, silenced = ref[name][rows, out].norm(), value[rows, out].norm()
+            assert silenced < 0.05 * written, (name, h, float(silenced), float(written))
+    for bad in (-0.5, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="distractor_scale must be a finite number >= 0"):
+            compile_induction_noisy(0, distractor_scale=bad)

@@ -1,0 +1,289 @@
+"""The noise x dataset-size sweep of issue 42 (docs/noise_sweep.md): what a certificate buys as the data get noisier.
+
+For each model of the config (the clean compiled induction model, and the noisy one at each distractor scale), each
+model seed, each dataset size |D| (the first |D| training prompts), each method (EAP-IG, EAP) and each certification
+setting, at K = the verified truth's size:
+
+- **recovery** (:func:`certified_circuits.analysis.recovery.recovery_rows`, full data): precision and recall of the
+  baseline (the method on all of D), the certified-in circuit and certified in + abstain; the AUROC of each over the
+  K grid (:func:`~certified_circuits.analysis.recovery.auroc_by_method`);
+- **stability** (:func:`certified_circuits.analysis.stability.stability`, B bootstrap resamples of D): the baseline's
+  mean Jaccard to its full-data circuit, the share of baseline memberships that change and of certified labels that
+  flip in <-> out between resamples;
+- **hypotheses** H1a, H2, H3 (:func:`certified_circuits.analysis.hypotheses.hypothesis_table`; pairs: model seed x
+  setting) per model, size and method. The pre-registered test (docs/embedded_default.md) is the noisy model as the
+  workflow compiles it (scale 1) at |D| = 100; the other cells are exploratory. H1b needs the workflow's held-out
+  selection and is not computed here.
+
+The truth of every model is verified first, as ``language-ground-truth`` does: the whole circuit, then every edge on
+its own (:func:`certified_circuits.language.ground_truth.per_component_verification`); a model whose check fails is
+reported and left out of the tables.
+
+Usage::
+
+    PYTHONPATH=src .venv/bin/python experiments/noise_sweep.py experiments/noise_sweep.yaml --out results/noise_sweep
+
+Writes ``language_rows.csv`` (one row per model, seed, size, method and setting), ``language_truth.csv`` (one row
+per model and seed), ``language_hypotheses.csv`` and ``noise_sweep.md`` (the docs' tables) under ``--out``; progress
+goes to stderr. About 2 CPU-minutes per model and seed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import yaml
+
+from certified_circuits.analysis.hypotheses import hypothesis_table
+from certified_circuits.analysis.recovery import auroc_by_method, recovery_rows
+from certified_circuits.analysis.stability import stability
+from certified_circuits.api import certify_scores
+from certified_circuits.core.certification import certified_radius
+from certified_circuits.core.planning import PlanWarning, plan
+from certified_circuits.core.setting import Setting
+from certified_circuits.storage.atomic import write_text
+
+#: the summary columns of the docs' tables, in order: (column of the rows, header)
+TABLE_COLUMNS = (
+    ("baseline_precision", "baseline P"), ("baseline_recall", "baseline R"),
+    ("certified_in_precision", "cert. in P"), ("certified_in_recall", "cert. in R"),
+    ("certified_in_abstain_recall", "in+abstain R"), ("baseline_auroc", "AUROC base"),
+    ("certified_in_auroc", "AUROC cert."), ("baseline_jaccard_mean", "base Jaccard"),
+    ("baseline_change_share", "base change"), ("certified_flip_share", "cert. flip"),
+    ("abstain_share", "abstain"),
+)  # fmt: skip
+
+
+def load_config(path: Path) -> dict[str, Any]:
+    """The sweep's config (``language`` section), checked before any model is compiled.
+
+    Raises:
+        ValueError: a missing key, a size below 2, a method that is not decomposed, an unknown compiled model.
+    """
+    from certified_circuits.language.compiled import compile_model  # noqa: F401  (import check only)
+    from certified_circuits.language.graph import COMPILED_SHAPES
+    from certified_circuits.language.methods import check_method
+
+    config = yaml.safe_load(path.read_text(encoding="utf-8"))
+    lang = config.get("language") if isinstance(config, dict) else None
+    if not isinstance(lang, dict):
+        raise ValueError(f"{path}: no 'language' section (see experiments/noise_sweep.yaml)")
+    needed = ("models", "sizes", "model_seeds", "task_seed", "held_out", "methods", "ig_steps", "settings",
+              "certification", "k_grid", "resamples", "bootstrap_seed")
+    missing = [key for key in needed if key not in lang]
+    if missing:
+        raise ValueError(f"{path}: language lacks {', '.join(missing)} (see experiments/noise_sweep.yaml)")
+    for model in lang["models"]:
+        if model.get("compiled") not in COMPILED_SHAPES:
+            raise ValueError(f"{path}: model {model.get('name')!r} has compiled {model.get('compiled')!r}; choose one "
+                             f"of {', '.join(COMPILED_SHAPES)}")
+    if min(lang["sizes"]) < 2 or sorted(lang["sizes"]) != list(lang["sizes"]):
+        raise ValueError(f"{path}: sizes must be increasing and >= 2 (bootstrap resamples), got {lang['sizes']}")
+    for method in lang["methods"]:
+        if not check_method(method, "edge", lang["ig_steps"], "reference").decomposed:
+            raise ValueError(f"{path}: method {method} is not computed by the decomposed forward")
+    for s in lang["settings"]:
+        _setting(lang, s)  # refuses a bad tau / p_del now
+    return lang
+
+
+def _setting(lang: dict[str, Any], s: dict[str, float]) -> Setting:
+    c = lang["certification"]
+    return Setting(p_del=float(s["p_del"]), n0=int(c["n0"]), n=int(c["n"]), seed=int(c["seed"]), tau=float(s["tau"]),
+                   alpha=float(c["alpha"]), correction=str(c["correction"]))
+
+
+def verified_model(model: dict[str, Any], seed: int, lang: dict[str, Any]) -> tuple[Any, list[str], dict, Any]:
+    """Compile one model and verify its truth on the held-out prompts.
+
+    Returns:
+        ``(weights, truth_edges, truth_row, train)``: the GPT-2 weights, the kept true edges, a row describing the
+        check (whole-circuit recovery, the per-component ``ratio``, the effects' min / median / max), and the first
+        ``max(sizes)`` training prompts encoded for this model.
+    """
+    from certified_circuits.analysis.component_truth import effect_summary
+    from certified_circuits.language import ground_truth as gt
+    from certified_circuits.language.compiled import compile_induction_noisy, compile_model
+    from certified_circuits.language.forward import GPT2Weights
+    from certified_circuits.language.tasks import INDUCTION_SYMBOLS, generate_splits
+    from certified_circuits.language.tokenizer import encode_examples
+
+    if model["compiled"] == "induction_noisy":
+        hf, tok, _ = compile_induction_noisy(seed, distractor_scale=float(model.get("distractor_scale", 1.0)))
+    else:
+        hf, tok, _ = compile_model(model["compiled"], seed)
+    weights = GPT2Weights.from_hf(hf)
+    diag = gt.diagnose(hf, [tok.answer_id(x) for x in INDUCTION_SYMBOLS], seed=0)
+    gt.check_heads(diag)
+    edges = gt.circuit_edges(diag.previous_token_heads, diag.induction_heads)
+    held_out = generate_splits("induction", int(lang["task_seed"]), int(lang["held_out"]))["id_test"]
+    batch = encode_examples(held_out, tok, max_len=hf.config.n_positions)
+    verification = gt.verify_circuit(weights, batch, edges)
+    kept, block = gt.per_component_verification(weights, batch, edges, verification)
+    effects = effect_summary(block["effects"], kept)
+    row = {"model": model["name"], "seed": seed, "n_edges": len(weights.graph.edge_names()),
+           "n_planted": len(edges), "n_truth": len(kept), "whole_passed": bool(verification["passed"]),
+           "per_component_passed": bool(block["passed"]), "recovery": verification["recovery"],
+           "ratio": block["ratio"], **{f"truth_{k}": v for k, v in effects["truth"].items()},
+           **{f"outside_{k}": v for k, v in effects["non_truth"].items()}}
+    train = generate_splits("induction", int(lang["task_seed"]), max(lang["sizes"]))["train"]
+    return weights, kept, row, encode_examples(train, tok, max_len=hf.config.n_positions)
+
+
+def score_prompts(weights: Any, batch: Any, lang: dict[str, Any], method: str) -> np.ndarray:
+    """Per-prompt edge scores ``[len(batch), E]`` (``eap_ig_scores`` with the method's points and factor)."""
+    from certified_circuits.language.eap_ig import eap_ig_scores
+    from certified_circuits.language.methods import check_method
+
+    spec = check_method(method, "edge", int(lang["ig_steps"]), "reference")
+    conv = spec.convention("edge", int(lang["ig_steps"]), "reference")
+    return eap_ig_scores(weights, batch, ig_steps=int(lang["ig_steps"]), points=list(conv.points), progress=False,
+                         factor=spec.factor)
+
+
+def cell_rows(scores: np.ndarray, truth: np.ndarray, absolute: bool, setting: Setting, lang: dict[str, Any],
+              labels: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, Any]]:
+    """One (model, seed, size, method, setting) cell.
+
+    Args:
+        scores: ``[|D|, E]`` per-prompt scores of this size.
+        truth: bool ``[E]``, the verified truth.
+        absolute: rank by ``|mean|`` (EAP-IG's convention).
+        setting: the certification setting.
+        lang: the config section.
+        labels: the cell's labels (model, seed, size, method, setting).
+
+    Returns:
+        ``(row, recovery, stability_row)``: the summary row at K = the truth's size, the recovery rows at that K
+        (every method, for the hypotheses), and the stability row.
+    """
+    n, n_edges = scores.shape
+    k_truth = truth.sum() / truth.size
+    k_grid = np.unique(np.append(np.asarray(lang["k_grid"], dtype=float), k_truth))
+    groups = np.zeros(n_edges, dtype=np.int64)
+    p = plan(n, n_edges, setting)
+    cert = certify_scores(scores, groups, k_grid, setting, absolute=absolute, allow_vacuous=True)
+    at = int(np.flatnonzero(np.isclose(k_grid, k_truth))[0])
+    common = {**labels, "n_true": int(truth.sum()), "n_components": n_edges}
+    recovery = [r for r in recovery_rows(cert, cert, truth, common) if np.isclose(r["k_target"], k_truth)]
+    row: dict[str, Any] = {**labels, "radius": certified_radius(setting.tau, setting.p_del),
+                           "can_certify_in": bool(p.can_certify_in), "n_true": int(truth.sum()), "k_truth": k_truth}
+    for r in recovery:
+        row[f"{r['method']}_precision"] = r["precision"]
+        row[f"{r['method']}_recall"] = r["recall"]
+        row[f"{r['method']}_size"] = r["size"]
+    row.update({f"{m}_auroc": v for m, v in auroc_by_method(cert, cert, truth).items()})
+    st = stability(scores, groups, [k_truth], setting, int(lang["resamples"]), int(lang["bootstrap_seed"]),
+                   absolute=absolute, truth=truth, allow_vacuous=True)
+    st_row = st.rows(common)[0]
+    for key in ("baseline_jaccard_mean", "baseline_change_share", "certified_flip_share", "certified_change_share",
+                "abstain_share", "baseline_precision_mean", "certified_in_precision_mean"):
+        row[key] = st_row[key]
+    row["cert_in_size_full"] = int((cert.decision[at] == 1).sum())
+    return row, recovery, st_row
+
+
+def run_language(lang: dict[str, Any]) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """Every cell of the language sweep (module docstring).
+
+    Returns:
+        ``(rows, truth, hypotheses)`` as written to ``language_rows.csv``, ``language_truth.csv`` and
+        ``language_hypotheses.csv``.
+    """
+    import torch
+
+    from certified_circuits.language.methods import check_method
+
+    torch.set_num_threads(1)
+    # a setting that cannot certify IN at a size is in the tables ("can certify IN": no), not a warning per cell
+    warnings.simplefilter("ignore", PlanWarning)
+    rows, truths, recoveries, stabilities = [], [], [], []
+    for model in lang["models"]:
+        for seed in lang["model_seeds"]:
+            start = time.perf_counter()
+            weights, kept, truth_row, train = verified_model(model, int(seed), lang)
+            truths.append(truth_row)
+            if not (truth_row["whole_passed"] and truth_row["per_component_passed"]):
+                print(f"noise sweep: {model['name']} seed {seed}: the truth fails its check ({truth_row}); left out",
+                      file=sys.stderr)
+                continue
+            truth = np.isin(weights.graph.edge_names(), kept)
+            for method in lang["methods"]:
+                absolute = check_method(method, "edge", int(lang["ig_steps"]), "reference").ranking == "absolute"
+                all_scores = score_prompts(weights, train, lang, method)
+                for size in lang["sizes"]:
+                    for s in lang["settings"]:
+                        setting = _setting(lang, s)
+                        labels = {"experiment": model["name"], "model": model["name"], "seed": int(seed),
+                                  "n_examples": int(size), "scorer": method, "concept": f"n{size}",
+                                  "setting": setting.tag}  # fmt: skip
+                        row, recovery, st_row = cell_rows(all_scores[:size], truth, absolute, setting, lang, labels)
+                        rows.append(row)
+                        recoveries.extend(recovery)
+                        stabilities.append(st_row)
+            print(f"noise sweep: {model['name']} seed {seed}: truth {len(kept)} edges, "
+                  f"{time.perf_counter() - start:.0f} s", file=sys.stderr)
+    rows_df, recovery_df, stability_df = pd.DataFrame(rows), pd.DataFrame(recoveries), pd.DataFrame(stabilities)
+    hypotheses = []
+    for (model, size), part in recovery_df.groupby(["model", "n_examples"], sort=False):
+        st = stability_df[(stability_df["model"] == model) & (stability_df["n_examples"] == size)]
+        # one experiment label per (model, size): the pairs are model seed x setting
+        table = hypothesis_table(part.assign(concept="induction"), st.assign(concept="induction"))
+        hypotheses.append(table.assign(model=model, n_examples=int(size)))
+    return rows_df, pd.DataFrame(truths), pd.concat(hypotheses, ignore_index=True)
+
+
+def markdown_tables(rows: pd.DataFrame, truth: pd.DataFrame, hypotheses: pd.DataFrame) -> str:
+    """The docs' tables: per method and setting, the mean over model seeds of every :data:`TABLE_COLUMNS` value per
+    model and size; the truths; the hypotheses."""
+    out = ["### The truths (held-out prompts)", "",
+           "| model | seed | edges | truth kept / planted | whole circuit recovery | weakest true effect / epsilon "
+           "| truth effects min / median / max | non-truth effects median / max |", "|---|---|---|---|---|---|---|---|"]
+    for r in truth.itertuples():
+        out.append(f"| {r.model} | {r.seed} | {r.n_edges} | {r.n_truth} / {r.n_planted} | {r.recovery:.2f} "
+                   f"| {r.ratio:.2f} | {r.truth_min:.3f} / {r.truth_median:.3f} / {r.truth_max:.3f} "
+                   f"| {r.outside_median:.4f} / {r.outside_max:.4f} |")
+    columns = [c for c, _ in TABLE_COLUMNS]
+    for (method, setting), part in rows.groupby(["scorer", "setting"], sort=False):
+        radius = int(part["radius"].iloc[0])
+        out += ["", f"### {method}, setting {setting} (radius {radius}): mean over model seeds at K = the truth's size",
+                "", "| model | \\|D\\| | can certify IN | " + " | ".join(h for _, h in TABLE_COLUMNS) + " |",
+                "|---|---|---|" + "---|" * len(TABLE_COLUMNS)]
+        means = part.groupby(["model", "n_examples"], sort=False)[columns].mean()
+        ok = part.groupby(["model", "n_examples"], sort=False)["can_certify_in"].all()
+        for (model, size), values in means.iterrows():
+            cells = " | ".join("-" if pd.isna(v) else f"{v:.3f}" for v in values)
+            out.append(f"| {model} | {size} | {'yes' if ok[(model, size)] else 'no'} | {cells} |")
+    out += ["", "### Hypotheses (one-sided paired Wilcoxon over model seed x setting; alpha 0.05)", "",
+            "| model | \\|D\\| | method | hypothesis | pairs | certified | baseline | mean difference | p | holds |",
+            "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in hypotheses.itertuples():
+        out.append(f"| {r.model} | {r.n_examples} | {r.scorer} | {r.hypothesis} | {r.n_pairs} | {r.certified:.3f} "
+                   f"| {r.baseline:.3f} | {r.mean_difference:+.3f} | {r.pvalue:.3g} | {'yes' if r.holds else 'no'} |")
+    return "\n".join(out) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("config", type=Path, help="the sweep's config (experiments/noise_sweep.yaml)")
+    p.add_argument("--out", type=Path, required=True, help="folder for the tables")
+    args = p.parse_args(argv)
+    lang = load_config(args.config)
+    rows, truth, hypotheses = run_language(lang)
+    args.out.mkdir(parents=True, exist_ok=True)
+    for name, table in (("language_rows", rows), ("language_truth", truth), ("language_hypotheses", hypotheses)):
+        write_text(args.out / f"{name}.csv", table.to_csv(index=False))
+    write_text(args.out / "noise_sweep.md", markdown_tables(rows, truth, hypotheses))
+    print(f"noise sweep: wrote {len(rows)} rows to {args.out}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,87 @@
+"""experiments/noise_sweep.py (issue 42's sweep) on the smallest config that still decides something: the clean
+compiled model, one seed, two dataset sizes, EAP, one setting. Its numbers are checked against numpy computations
+written here, and a size whose setting cannot certify IN is flagged, not scored."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+
+#: the sweep runs a compiled model's verification and EAP on 60 prompts (about 10 s)
+pytestmark = pytest.mark.slow
+
+
+def _load_sweep():
+    spec = importlib.util.spec_from_file_location("noise_sweep", ROOT / "experiments" / "noise_sweep.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def sweep():
+    return _load_sweep()
+
+
+@pytest.fixture(scope="module")
+def tiny(sweep, tmp_path_factory):
+    config = yaml.safe_load((ROOT / "experiments" / "noise_sweep.yaml").read_text())
+    lang = config["language"]
+    lang.update(models=[{"name": "clean", "compiled": "induction"}], sizes=[20, 60], model_seeds=[0], held_out=40,
+                methods=["EAP"], settings=[{"tau": 0.9, "p_del": 0.95}], resamples=3)
+    path = tmp_path_factory.mktemp("sweep") / "tiny.yaml"
+    path.write_text(yaml.safe_dump(config))
+    out = path.parent / "out"
+    assert sweep.main([str(path), "--out", str(out)]) == 0
+    return sweep.load_config(path), out
+
+
+def test_the_shipped_config_is_valid(sweep):
+    lang = sweep.load_config(ROOT / "experiments" / "noise_sweep.yaml")
+    assert [m["name"] for m in lang["models"]] == ["clean", "noisy s=0", "noisy s=0.5", "noisy s=1"]
+    assert lang["sizes"] == [20, 50, 100, 200] and lang["model_seeds"] == [0, 1, 2]
+
+
+def test_a_config_without_a_key_is_refused_by_name(sweep, tmp_path):
+    config = yaml.safe_load((ROOT / "experiments" / "noise_sweep.yaml").read_text())
+    del config["language"]["resamples"]
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(config))
+    with pytest.raises(ValueError, match="language lacks resamples"):
+        sweep.load_config(path)
+    config["language"]["resamples"], config["language"]["sizes"] = 20, [50, 20]
+    path.write_text(yaml.safe_dump(config))
+    with pytest.raises(ValueError, match="sizes must be increasing"):
+        sweep.load_config(path)
+
+
+def test_rows_match_an_independent_top_k_and_flag_what_cannot_certify(sweep, tiny):
+    import pandas as pd
+
+    lang, out = tiny
+    rows = pd.read_csv(out / "language_rows.csv")
+    truth = pd.read_csv(out / "language_truth.csv")
+    assert len(rows) == 2 and list(rows["n_examples"]) == [20, 60]
+    assert truth.loc[0, "n_truth"] == 3 and truth.loc[0, "n_edges"] == 110 and bool(truth.loc[0, "whole_passed"])
+    # |D| = 20 at p_del 0.95: no component is in more than 1 - 0.95^20 = 64% of the sub-datasets' circuits < tau 0.9
+    small, large = rows.iloc[0], rows.iloc[1]
+    assert not small["can_certify_in"] and small["certified_in_size"] == 0 and np.isnan(small["certified_in_precision"])
+    assert large["can_certify_in"] and large["certified_in_size"] >= 1  # something is decided IN at |D| = 60
+    # the baseline at K = the truth's size, recomputed here: top-3 edges by |mean EAP score| on the first |D| prompts
+    weights, kept, _, train = sweep.verified_model(lang["models"][0], 0, lang)
+    scores = sweep.score_prompts(weights, train, lang, "EAP")
+    true = np.isin(weights.graph.edge_names(), kept)
+    for row in (small, large):
+        top = np.argsort(-np.abs(scores[: row["n_examples"]].mean(axis=0)), kind="stable")[: int(true.sum())]
+        assert row["baseline_precision"] == pytest.approx(true[top].mean(), abs=1e-12)
+    table = (out / "noise_sweep.md").read_text()
+    assert "| clean | 20 | no |" in table and "| clean | 60 | yes |" in table
+    hypotheses = pd.read_csv(out / "language_hypotheses.csv")
+    assert set(hypotheses["hypothesis"]) == {"H1a", "H2", "H3"}
+    assert set(hypotheses["n_examples"]) == {20, 60}
