@@ -1,11 +1,12 @@
 # Language half: task prompts, the embedded tiny GPT-2 (or GPT-2 Small), EAP-IG attributions on the
 # train split, interchange-patched sufficiency per (task, certification setting).
 
-from certified_circuits.language.tasks import GENERATED_TASKS as ALL_TASKS, SPLITS as LANGUAGE_SPLITS, TASKS as MIXTURE_TASKS
+from certified_circuits.language.tasks import GENERATED_TASKS as ALL_TASKS, SPLITS as LANGUAGE_SPLITS
+from certified_circuits.pipeline.plans import language_train_tasks
 
 # the tasks whose prompts the embedded model's training sees (and excludes from its training stream): the configured
 # train.tasks, the compiled model's task, or the default mixture
-TRAIN_TASKS = list(LANGUAGE["train"].get("tasks") or ([LANGUAGE["train"]["compiled"]] if LANGUAGE["train"].get("compiled") else MIXTURE_TASKS))
+TRAIN_TASKS = language_train_tasks(LANGUAGE)
 
 
 if HF_LANGUAGE:

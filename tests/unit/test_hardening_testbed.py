@@ -451,3 +451,27 @@ def test_the_noisy_compiled_model_is_planned_with_its_own_shape_and_task() -> No
         check_compiled_tasks({**noisy, "tasks": ["induction", "ioi"]})
     checked = check(overrides={"language": {"train": {"compiled": "induction_noisy"}}})  # the whole parse-time check
     assert checked.concepts and checked.plans
+
+
+def test_the_noisy_compiled_model_trains_on_the_induction_prompts() -> None:
+    """Its training job reads the induction task's prompt files (the workflow once asked for tasks/induction_noisy/,
+    which no rule writes, so a run with configs/noisy_language.yaml failed to build its DAG)."""
+    from certified_circuits.language.tasks import TASKS
+    from certified_circuits.pipeline.plans import language_train_tasks
+    from tests.helpers.config import check
+
+    assert language_train_tasks({"train": {"compiled": "induction_noisy"}}) == ["induction"]
+    assert language_train_tasks({"train": {"compiled": "induction"}}) == ["induction"]
+    assert language_train_tasks({"train": {"tasks": ["ioi"], "seed": 0}}) == ["ioi"]
+    assert language_train_tasks({"train": {"seed": 0}}) == list(TASKS) and len(TASKS) >= 2
+    overlay = check(ROOT / "config.yaml", ROOT / "configs" / "noisy_language.yaml")  # the shipped overlay is valid
+    assert len(overlay.plans) == 2 and all(p.plan.can_certify_in and "induction" in p.where for p in overlay.plans)
+    assert {p.plan.n_components for p in overlay.plans} == {310}  # the noisy model's edges
+
+
+def test_model_seeds_names_a_missing_overlay(tmp_path: Path) -> None:
+    env = {**os.environ, "MODEL_SEEDS_DIR": str(tmp_path / "runs")}
+    done = subprocess.run(["bash", str(ROOT / "bin" / "model-seeds"), "config.yaml", str(tmp_path / "extra.yaml"),
+                           "0"], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "extra.yaml not found: give the config file(s)" in done.stderr
+    assert not (tmp_path / "runs").exists()

@@ -99,6 +99,27 @@ def _vision_plans(vision: Mapping[str, Any], folders_components: int | None) -> 
     return plans
 
 
+def language_train_tasks(language: Mapping[str, Any]) -> list[str]:
+    """The tasks whose prompts the embedded model's training sees (and excludes from its training stream).
+
+    Args:
+        language: the config's ``language`` section.
+
+    Returns:
+        ``train.tasks`` when set; else the compiled model's task (``COMPILED_TASK``: ``induction`` for both
+        ``induction`` and ``induction_noisy``, whose prompts are the induction task's); else the default mixture.
+    """
+    from certified_circuits.language.graph import COMPILED_TASK
+    from certified_circuits.language.tasks import TASKS
+
+    train = language.get("train") or {}
+    if train.get("tasks"):
+        return list(train["tasks"])
+    if train.get("compiled"):
+        return [COMPILED_TASK[train["compiled"]]]
+    return list(TASKS)
+
+
 def language_shape(language: Mapping[str, Any]) -> tuple[int, int] | None:
     """(layers, heads) of the configured language model, read without loading it; None when unknown."""
     from certified_circuits.language.graph import COMPILED_SHAPES, EMBEDDED_N_HEAD, EMBEDDED_N_LAYER
