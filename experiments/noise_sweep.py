@@ -31,6 +31,7 @@ goes to stderr. About 2 CPU-minutes per model and seed.
 from __future__ import annotations
 
 import argparse
+import subprocess
 import sys
 import time
 import warnings
@@ -41,6 +42,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
+from certified_circuits.analysis.component_truth import effect_summary
 from certified_circuits.analysis.hypotheses import hypothesis_table
 from certified_circuits.analysis.recovery import auroc_by_method, recovery_rows
 from certified_circuits.analysis.stability import stability
@@ -49,6 +51,8 @@ from certified_circuits.core.certification import certified_radius
 from certified_circuits.core.planning import PlanWarning, plan
 from certified_circuits.core.setting import Setting
 from certified_circuits.storage.atomic import write_text
+
+ROOT = Path(__file__).resolve().parents[1]
 
 #: the summary columns of the docs' tables, in order: (column of the rows, header)
 TABLE_COLUMNS = (
@@ -76,7 +80,7 @@ def load_config(path: Path) -> dict[str, Any]:
     if not isinstance(lang, dict):
         raise ValueError(f"{path}: no 'language' section (see experiments/noise_sweep.yaml)")
     needed = ("models", "sizes", "model_seeds", "task_seed", "held_out", "methods", "ig_steps", "settings",
-              "certification", "k_grid", "resamples", "bootstrap_seed")
+              "certification", "k_grid", "resamples", "bootstrap_seed", "preregistered")
     missing = [key for key in needed if key not in lang]
     if missing:
         raise ValueError(f"{path}: language lacks {', '.join(missing)} (see experiments/noise_sweep.yaml)")
@@ -108,7 +112,6 @@ def verified_model(model: dict[str, Any], seed: int, lang: dict[str, Any]) -> tu
         check (whole-circuit recovery, the per-component ``ratio``, the effects' min / median / max), and the first
         ``max(sizes)`` training prompts encoded for this model.
     """
-    from certified_circuits.analysis.component_truth import effect_summary
     from certified_circuits.language import ground_truth as gt
     from certified_circuits.language.compiled import compile_induction_noisy, compile_model
     from certified_circuits.language.forward import GPT2Weights
@@ -148,26 +151,28 @@ def score_prompts(weights: Any, batch: Any, lang: dict[str, Any], method: str) -
                          factor=spec.factor)
 
 
-def cell_rows(scores: np.ndarray, truth: np.ndarray, absolute: bool, setting: Setting, lang: dict[str, Any],
-              labels: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, Any]]:
-    """One (model, seed, size, method, setting) cell.
+def cell_rows(scores: np.ndarray, groups: np.ndarray, truth: np.ndarray, absolute: bool, setting: Setting,
+              section: dict[str, Any], labels: dict[str, Any]) -> tuple[dict[str, Any], list[dict], dict[str, Any]]:
+    """One (model, seed, size, scorer, setting) cell, at K = the truth's share ``|T| / U`` (added to the K grid; a
+    top-K per group then keeps about ``|T|`` components in all, exactly ``|T|`` with one group).
 
     Args:
-        scores: ``[|D|, E]`` per-prompt scores of this size.
-        truth: bool ``[E]``, the verified truth.
-        absolute: rank by ``|mean|`` (EAP-IG's convention).
+        scores: ``[|D|, U]`` per-example scores of this size.
+        groups: int ``[U]`` top-K groups (one for edges, the layer for channels).
+        truth: bool ``[U]``, the verified truth.
+        absolute: rank by ``|mean|`` (EAP-IG's convention; the vision sweep's absolute relevance).
         setting: the certification setting.
-        lang: the config section.
-        labels: the cell's labels (model, seed, size, method, setting).
+        section: the config section (``k_grid``, ``resamples``, ``bootstrap_seed``).
+        labels: the cell's labels (model, seed, size, scorer, setting).
 
     Returns:
         ``(row, recovery, stability_row)``: the summary row at K = the truth's size, the recovery rows at that K
         (every method, for the hypotheses), and the stability row.
     """
+    lang = section
     n, n_edges = scores.shape
     k_truth = truth.sum() / truth.size
     k_grid = np.unique(np.append(np.asarray(lang["k_grid"], dtype=float), k_truth))
-    groups = np.zeros(n_edges, dtype=np.int64)
     p = plan(n, n_edges, setting)
     cert = certify_scores(scores, groups, k_grid, setting, absolute=absolute, allow_vacuous=True)
     at = int(np.flatnonzero(np.isclose(k_grid, k_truth))[0])
@@ -215,6 +220,7 @@ def run_language(lang: dict[str, Any]) -> tuple[pd.DataFrame, pd.DataFrame, pd.D
                       file=sys.stderr)
                 continue
             truth = np.isin(weights.graph.edge_names(), kept)
+            groups = np.zeros(truth.size, dtype=np.int64)  # one global top-K over edges
             for method in lang["methods"]:
                 absolute = check_method(method, "edge", int(lang["ig_steps"]), "reference").ranking == "absolute"
                 all_scores = score_prompts(weights, train, lang, method)
@@ -222,27 +228,138 @@ def run_language(lang: dict[str, Any]) -> tuple[pd.DataFrame, pd.DataFrame, pd.D
                     for s in lang["settings"]:
                         setting = _setting(lang, s)
                         labels = {"experiment": model["name"], "model": model["name"], "seed": int(seed),
-                                  "n_examples": int(size), "scorer": method, "concept": f"n{size}",
+                                  "n_examples": int(size), "scorer": method, "concept": "induction",
                                   "setting": setting.tag}  # fmt: skip
-                        row, recovery, st_row = cell_rows(all_scores[:size], truth, absolute, setting, lang, labels)
+                        row, recovery, st_row = cell_rows(all_scores[:size], groups, truth, absolute, setting, lang,
+                                                          labels)
                         rows.append(row)
                         recoveries.extend(recovery)
                         stabilities.append(st_row)
             print(f"noise sweep: {model['name']} seed {seed}: truth {len(kept)} edges, "
                   f"{time.perf_counter() - start:.0f} s", file=sys.stderr)
-    rows_df, recovery_df, stability_df = pd.DataFrame(rows), pd.DataFrame(recoveries), pd.DataFrame(stabilities)
+    return pd.DataFrame(rows), pd.DataFrame(truths), cell_hypotheses(recoveries, stabilities, lang["preregistered"])
+
+
+def cell_hypotheses(recoveries: list[dict], stabilities: list[dict], preregistered: dict[str, Any]) -> pd.DataFrame:
+    """H1a, H2, H3 per (model, |D|) cell and scorer: pairs over concept x model seed x setting
+    (:func:`~certified_circuits.analysis.hypotheses.hypothesis_table`); ``preregistered`` marks the cell they were
+    written down for."""
+    recovery_df, stability_df = pd.DataFrame(recoveries), pd.DataFrame(stabilities)
     hypotheses = []
     for (model, size), part in recovery_df.groupby(["model", "n_examples"], sort=False):
         st = stability_df[(stability_df["model"] == model) & (stability_df["n_examples"] == size)]
-        # one experiment label per (model, size): the pairs are model seed x setting
-        table = hypothesis_table(part.assign(concept="induction"), st.assign(concept="induction"))
-        hypotheses.append(table.assign(model=model, n_examples=int(size)))
-    return rows_df, pd.DataFrame(truths), pd.concat(hypotheses, ignore_index=True)
+        # every concept is read at its own truth's share (cell_rows keeps those rows only); one shared K label lets
+        # hypothesis_table pair them, and the table's k column is then NaN ("each concept's own")
+        table = hypothesis_table(part.assign(k_target=1.0), st.assign(k_target=1.0)).assign(k=float("nan"))
+        first = model == preregistered["model"] and int(size) == int(preregistered["size"])
+        hypotheses.append(table.assign(model=model, n_examples=int(size), preregistered=first))
+    return pd.concat(hypotheses, ignore_index=True)
 
 
-def markdown_tables(rows: pd.DataFrame, truth: pd.DataFrame, hypotheses: pd.DataFrame) -> str:
-    """The docs' tables: per method and setting, the mean over model seeds of every :data:`TABLE_COLUMNS` value per
-    model and size; the truths; the hypotheses."""
+def load_vision_config(section: dict[str, Any], path: Path) -> dict[str, Any]:
+    """The sweep's ``vision`` section, checked before any model is trained.
+
+    Raises:
+        ValueError: a missing key, a leak outside the planted model's range, sizes not increasing or above the
+            world's concept images per class, an unknown scorer or ranking.
+    """
+    from certified_circuits.vision.networks.planted import MAX_LEAK
+
+    needed = ("world", "train", "leaks", "model_seeds", "concepts", "sizes", "scorers", "certification", "k_grid",
+              "reference_size", "resamples", "bootstrap_seed", "preregistered")
+    missing = [key for key in needed if key not in section]
+    if missing:
+        raise ValueError(f"{path}: vision lacks {', '.join(missing)} (see experiments/noise_sweep.yaml)")
+    if not all(0 <= float(x) <= MAX_LEAK for x in section["leaks"]):
+        raise ValueError(f"{path}: vision.leaks must be in [0, {MAX_LEAK}], got {section['leaks']}")
+    sizes = list(section["sizes"])
+    if min(sizes) < 2 or sorted(sizes) != sizes or max(sizes) > int(section["world"]["n_concept_per_class"]):
+        raise ValueError(f"{path}: vision.sizes must be increasing, >= 2 and at most world.n_concept_per_class "
+                         f"({section['world']['n_concept_per_class']}), got {sizes}")
+    for s in section["scorers"]:
+        if s.get("scorer") not in ("relevance", "activation") or s.get("ranking") not in ("signed", "absolute"):
+            raise ValueError(f"{path}: vision scorer {s} needs scorer relevance|activation and ranking signed|absolute")
+    _setting(section, section["certification"])
+    return section
+
+
+def _cli(*args: str, log: Path) -> None:
+    """One ``certified-circuits`` command (an argument list, no shell), its stderr to ``log``; a failure names it."""
+    with log.open("w") as err:
+        done = subprocess.run([str(ROOT / "bin" / "certified-circuits"), *args], stderr=err, check=False)
+    if done.returncode:
+        raise RuntimeError(f"certified-circuits {args[0]} failed (exit {done.returncode}); see {log}")
+
+
+def run_vision(section: dict[str, Any], work: Path) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """Every cell of the vision sweep: per leak and model seed, train the planted world ResNet (``vision-train``),
+    verify its truth per channel (``vision-ground-truth``), score the first ``max(sizes)`` concept images of each
+    class (``vision-attribute``), then :func:`cell_rows` per class, size and scorer. Files are reused when present
+    (an interrupted sweep resumes).
+
+    Returns:
+        ``(rows, truth, hypotheses)`` as written to ``vision_rows.csv``, ``vision_truth.csv``, ``vision_hypotheses.csv``.
+    """
+    from certified_circuits.analysis.recovery import read_ground_truth, truth_mask
+    from certified_circuits.storage.store import read_attributions
+
+    w, t = section["world"], section["train"]
+    world = work / "world"
+    if not (world / "world.json").is_file():
+        _cli("vision-world", "--out", str(world), "--seed", str(w["seed"]), "--n-classes", str(w["n_classes"]),
+             "--n-concept-per-class", str(w["n_concept_per_class"]), log=work / "world.log")
+    setting = _setting(section, section["certification"])
+    rows, truths, recoveries, stabilities = [], [], [], []
+    for leak in section["leaks"]:
+        for seed in section["model_seeds"]:
+            start = time.perf_counter()
+            name = f"leak{float(leak):g}_s{seed}"
+            model, gt_file = work / f"{name}.pt", work / f"{name}_truth.json"
+            if not model.is_file():
+                _cli("vision-train", "--world", str(world), "--seed", str(seed), "--epochs", str(t["epochs"]),
+                     "--lr", str(t["lr"]), "--planted-own", *map(str, t["planted_own"]), "--planted-shared",
+                     *map(str, t["planted_shared"]), *(["--planted-leak", str(leak)] if float(leak) else []),
+                     "--threads", "1", "--out-model", str(model), "--out-metrics", str(work / f"{name}_metrics.json"),
+                     log=work / f"{name}_train.log")
+            if not gt_file.is_file():
+                _cli("vision-ground-truth", "--checkpoint", str(model), "--world", str(world), "--out", str(gt_file),
+                     "--reference-size", str(section["reference_size"]), "--seed", "0", "--threads", "1",
+                     log=work / f"{name}_truth.log")
+            truth_file = read_ground_truth(gt_file)
+            label = f"leak {float(leak):g}"
+            for concept in section["concepts"]:
+                attributions = work / f"{name}_{concept}.h5"
+                if not attributions.is_file():
+                    _cli("vision-attribute", "--model", "world", "--checkpoint", str(model), "--threads", "1",
+                         "--data", str(world / "concept.npz"), "--n-examples", str(max(section["sizes"])),
+                         "--counterfactual", str(world / "counterfactual.npz"), "--concept", concept,
+                         "--split", "concept", "--experiment", "world", "--out", str(attributions),
+                         log=work / f"{name}_{concept}_attribute.log")
+                attr = read_attributions(attributions)
+                truth = truth_mask(truth_file, concept, attr.names, str(attributions))
+                block = truth_file.verification.get(concept, {}).get("per_component") or {}
+                effects = effect_summary(block.get("effects", {}), list(truth_file.concepts[concept]))
+                truths.append({"model": label, "seed": int(seed), "concept": concept, "n_components": truth.size,
+                               "n_truth": int(truth.sum()), "ratio": block.get("ratio", float("inf")),
+                               **{f"truth_{k}": v for k, v in effects["truth"].items()},
+                               **{f"outside_{k}": v for k, v in effects["non_truth"].items()}})
+                for scorer in section["scorers"]:
+                    for size in section["sizes"]:
+                        labels = {"experiment": label, "model": label, "seed": int(seed), "n_examples": int(size),
+                                  "scorer": scorer["name"], "concept": concept, "setting": setting.tag}
+                        row, recovery, st_row = cell_rows(attr.scores[scorer["scorer"]][:size], attr.groups, truth,
+                                                          scorer["ranking"] == "absolute", setting, section, labels)
+                        rows.append(row)
+                        recoveries.extend(recovery)
+                        stabilities.append(st_row)
+            print(f"noise sweep: vision {label} seed {seed}: {time.perf_counter() - start:.0f} s", file=sys.stderr)
+    hypotheses = cell_hypotheses(recoveries, stabilities, {"model": f"leak {float(section['preregistered']['leak']):g}",
+                                                           "size": section["preregistered"]["size"]})
+    return pd.DataFrame(rows), pd.DataFrame(truths), hypotheses
+
+
+def language_truth_lines(truth: pd.DataFrame) -> list[str]:
+    """The language truths' table: one row per model and seed."""
     out = ["### The truths (held-out prompts)", "",
            "| model | seed | edges | truth kept / planted | whole circuit recovery | weakest true effect / epsilon "
            "| truth effects min / median / max | non-truth effects median / max |", "|---|---|---|---|---|---|---|---|"]
@@ -250,6 +367,26 @@ def markdown_tables(rows: pd.DataFrame, truth: pd.DataFrame, hypotheses: pd.Data
         out.append(f"| {r.model} | {r.seed} | {r.n_edges} | {r.n_truth} / {r.n_planted} | {r.recovery:.2f} "
                    f"| {r.ratio:.2f} | {r.truth_min:.3f} / {r.truth_median:.3f} / {r.truth_max:.3f} "
                    f"| {r.outside_median:.4f} / {r.outside_max:.4f} |")
+    return out
+
+
+def vision_truth_lines(truth: pd.DataFrame) -> list[str]:
+    """The vision truths' table: one row per leak and seed, over its classes."""
+    out = ["### The truths (id_test images, one channel mean-ablated at a time)", "",
+           "| leak | seed | true channels per class: mean [min, max] of U | weakest true effect / epsilon (min over "
+           "classes) | truth effects min / median / max | non-truth effects median / max |", "|---|---|---|---|---|---|"]
+    for (model, seed), g in truth.groupby(["model", "seed"], sort=False):
+        out.append(f"| {model} | {seed} | {g['n_truth'].mean():.1f} [{g['n_truth'].min()}, {g['n_truth'].max()}] of "
+                   f"{g['n_components'].iloc[0]} | {g['ratio'].min():.2f} | {g['truth_min'].min():.3f} / "
+                   f"{g['truth_median'].median():.3f} / {g['truth_max'].max():.3f} | {g['outside_median'].median():.4f} "
+                   f"/ {g['outside_max'].max():.4f} |")
+    return out
+
+
+def markdown_tables(rows: pd.DataFrame, truth_lines: list[str], hypotheses: pd.DataFrame) -> str:
+    """The docs' tables: the truths; per scorer and setting, the mean over model seeds (and classes) of every
+    :data:`TABLE_COLUMNS` value per model and size; the hypotheses."""
+    out = list(truth_lines)
     columns = [c for c, _ in TABLE_COLUMNS]
     for (method, setting), part in rows.groupby(["scorer", "setting"], sort=False):
         radius = int(part["radius"].iloc[0])
@@ -261,11 +398,13 @@ def markdown_tables(rows: pd.DataFrame, truth: pd.DataFrame, hypotheses: pd.Data
         for (model, size), values in means.iterrows():
             cells = " | ".join("-" if pd.isna(v) else f"{v:.3f}" for v in values)
             out.append(f"| {model} | {size} | {'yes' if ok[(model, size)] else 'no'} | {cells} |")
-    out += ["", "### Hypotheses (one-sided paired Wilcoxon over model seed x setting; alpha 0.05)", "",
+    out += ["", "### Hypotheses (one-sided paired Wilcoxon; alpha 0.05; **bold**: the "
+            "pre-registered cell, the rest exploratory; pairs: class x model seed x setting)", "",
             "| model | \\|D\\| | method | hypothesis | pairs | certified | baseline | mean difference | p | holds |",
             "|---|---|---|---|---|---|---|---|---|---|"]
     for r in hypotheses.itertuples():
-        out.append(f"| {r.model} | {r.n_examples} | {r.scorer} | {r.hypothesis} | {r.n_pairs} | {r.certified:.3f} "
+        cell = f"**{r.model}**" if r.preregistered else r.model
+        out.append(f"| {cell} | {r.n_examples} | {r.scorer} | {r.hypothesis} | {r.n_pairs} | {r.certified:.3f} "
                    f"| {r.baseline:.3f} | {r.mean_difference:+.3f} | {r.pvalue:.3g} | {'yes' if r.holds else 'no'} |")
     return "\n".join(out) + "\n"
 
@@ -273,15 +412,28 @@ def markdown_tables(rows: pd.DataFrame, truth: pd.DataFrame, hypotheses: pd.Data
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("config", type=Path, help="the sweep's config (experiments/noise_sweep.yaml)")
-    p.add_argument("--out", type=Path, required=True, help="folder for the tables")
+    p.add_argument("--out", type=Path, required=True, help="folder for the tables (and the vision half's models)")
+    p.add_argument("--half", choices=("language", "vision", "both"), default="both")
     args = p.parse_args(argv)
-    lang = load_config(args.config)
-    rows, truth, hypotheses = run_language(lang)
+    lang = load_config(args.config) if args.half in ("language", "both") else None
+    vision = None
+    if args.half in ("vision", "both"):
+        config = yaml.safe_load(args.config.read_text(encoding="utf-8"))
+        vision = load_vision_config(config.get("vision") or {}, args.config)
     args.out.mkdir(parents=True, exist_ok=True)
-    for name, table in (("language_rows", rows), ("language_truth", truth), ("language_hypotheses", hypotheses)):
-        write_text(args.out / f"{name}.csv", table.to_csv(index=False))
-    write_text(args.out / "noise_sweep.md", markdown_tables(rows, truth, hypotheses))
-    print(f"noise sweep: wrote {len(rows)} rows to {args.out}", file=sys.stderr)
+    halves = []
+    if lang is not None:
+        rows, truth, hypotheses = run_language(lang)
+        halves.append(("language", rows, truth, hypotheses, language_truth_lines(truth)))
+    if vision is not None:
+        (args.out / "vision").mkdir(exist_ok=True)
+        rows, truth, hypotheses = run_vision(vision, args.out / "vision")
+        halves.append(("vision", rows, truth, hypotheses, vision_truth_lines(truth)))
+    for half, rows, truth, hypotheses, truth_lines in halves:
+        for name, table in (("rows", rows), ("truth", truth), ("hypotheses", hypotheses)):
+            write_text(args.out / f"{half}_{name}.csv", table.to_csv(index=False))
+        write_text(args.out / f"{half}_sweep.md", markdown_tables(rows, truth_lines, hypotheses))
+        print(f"noise sweep: {half}: wrote {len(rows)} rows to {args.out}", file=sys.stderr)
     return 0
 
 

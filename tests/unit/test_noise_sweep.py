@@ -38,7 +38,7 @@ def tiny(sweep, tmp_path_factory):
     path = tmp_path_factory.mktemp("sweep") / "tiny.yaml"
     path.write_text(yaml.safe_dump(config))
     out = path.parent / "out"
-    assert sweep.main([str(path), "--out", str(out)]) == 0
+    assert sweep.main([str(path), "--out", str(out), "--half", "language"]) == 0
     return sweep.load_config(path), out
 
 
@@ -61,6 +61,23 @@ def test_a_config_without_a_key_is_refused_by_name(sweep, tmp_path):
         sweep.load_config(path)
 
 
+def test_the_vision_section_is_checked_before_any_training(sweep, tmp_path):
+    config = yaml.safe_load((ROOT / "experiments" / "noise_sweep.yaml").read_text())
+    vision = sweep.load_vision_config(config["vision"], tmp_path / "x.yaml")
+    assert vision["leaks"] == [0.0, 0.02, 0.05] and vision["sizes"] == [20, 50, 100]
+    assert max(vision["sizes"]) <= vision["world"]["n_concept_per_class"]
+    for change, message in (({"leaks": [0.0, 0.9]}, "vision.leaks must be in"),
+                            ({"sizes": [20, 500]}, "at most world.n_concept_per_class"),
+                            ({"scorers": [{"name": "x", "scorer": "relevance", "ranking": "abs"}]}, "ranking signed"),
+                            ({"k_grid": None}, None)):
+        bad = {**config["vision"], **change}
+        if message is None:
+            del bad["k_grid"]
+            message = "vision lacks k_grid"
+        with pytest.raises(ValueError, match=message):
+            sweep.load_vision_config(bad, tmp_path / "x.yaml")
+
+
 def test_rows_match_an_independent_top_k_and_flag_what_cannot_certify(sweep, tiny):
     import pandas as pd
 
@@ -80,8 +97,9 @@ def test_rows_match_an_independent_top_k_and_flag_what_cannot_certify(sweep, tin
     for row in (small, large):
         top = np.argsort(-np.abs(scores[: row["n_examples"]].mean(axis=0)), kind="stable")[: int(true.sum())]
         assert row["baseline_precision"] == pytest.approx(true[top].mean(), abs=1e-12)
-    table = (out / "noise_sweep.md").read_text()
+    table = (out / "language_sweep.md").read_text()
     assert "| clean | 20 | no |" in table and "| clean | 60 | yes |" in table
     hypotheses = pd.read_csv(out / "language_hypotheses.csv")
     assert set(hypotheses["hypothesis"]) == {"H1a", "H2", "H3"}
     assert set(hypotheses["n_examples"]) == {20, 60}
+    assert not hypotheses["preregistered"].any()  # the pre-registered cell is the noisy model at |D| = 100
