@@ -399,7 +399,7 @@ def markdown_tables(rows: pd.DataFrame, truth_lines: list[str], hypotheses: pd.D
             cells = " | ".join("-" if pd.isna(v) else f"{v:.3f}" for v in values)
             out.append(f"| {model} | {size} | {'yes' if ok[(model, size)] else 'no'} | {cells} |")
     out += ["", "### Hypotheses (one-sided paired Wilcoxon; alpha 0.05; **bold**: the "
-            "pre-registered cell, the rest exploratory; pairs: class x model seed x setting)", "",
+            "pre-registered cell, the rest exploratory; pairs: concept x model seed x setting)", "",
             "| model | \\|D\\| | method | hypothesis | pairs | certified | baseline | mean difference | p | holds |",
             "|---|---|---|---|---|---|---|---|---|---|"]
     for r in hypotheses.itertuples():

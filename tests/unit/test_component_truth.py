@@ -132,3 +132,21 @@ def test_a_block_that_does_not_describe_its_truth_is_refused(tmp_path: Path, cha
                                       ["layer1.0", "layer2.0"]))
     with pytest.raises(ValueError):
         check_block(block, ["layer1.0", "layer2.0"], "here")
+
+
+def test_a_clean_truth_with_float_rounding_outside_reads_back(tmp_path: Path) -> None:
+    """A clean planted model's non-planted channels can move the logit by float rounding (7.2e-08 measured on a
+    seed-0 model of the noise sweep's world): split_truth counts effects below EFFECT_FLOOR (1e-6) as 0, so epsilon
+    is 0, and the reader's check must agree (it once compared epsilon 0 with the raw 7.2e-08 and refused the file).
+    Above the floor, an epsilon of 0 is still refused."""
+    names = ["layer1.0", "layer1.1", "layer2.0", "layer2.1"]
+    planted = np.array([True, True, True, False])
+    effects = np.array([0.8, 0.01, 0.4, 7.2e-08])
+    split = split_truth(effects, planted)
+    assert split.epsilon == 0.0 and split.kept.tolist() == [True, True, True, False]
+    block = per_component_block(names, effects, planted, split, metric="class logit", ablation="mean", unit="u")
+    truth = read_ground_truth(_truth_file(tmp_path, block, ["layer1.0", "layer1.1", "layer2.0"]))
+    assert truth.concepts["circle"] == ("layer1.0", "layer1.1", "layer2.0")
+    block["effects"]["layer2.1"] = 2e-6  # above the floor: no longer rounding, and epsilon 0 does not describe it
+    with pytest.raises(ValueError, match="does not describe this truth"):
+        check_block(block, ["layer1.0", "layer1.1", "layer2.0"], "here")

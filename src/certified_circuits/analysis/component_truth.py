@@ -178,6 +178,7 @@ def check_block(block: Any, components: Sequence[str], where: str) -> None:
     truth, weak = set(components), set(dropped)
     inside = min(effects[c] for c in components)
     outside = max((v for n, v in effects.items() if n not in truth and n not in weak), default=0.0)
+    outside = 0.0 if outside < EFFECT_FLOOR else outside  # as split_truth: below the floor is float rounding
     consistent = (np.isclose(block["epsilon"], outside) and inside >= block["delta"] * (1 - 1e-9)
                   and all(effects.get(n, 0.0) < block["delta"] for n in weak))
     if block["passed"] and not consistent:
