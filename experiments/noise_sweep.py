@@ -1,8 +1,13 @@
 """The noise x dataset-size sweep of issue 42 (docs/noise_sweep.md): what a certificate buys as the data get noisier.
 
-For each model of the config (the clean compiled induction model, and the noisy one at each distractor scale), each
-model seed, each dataset size |D| (the first |D| training prompts), each method (EAP-IG, EAP) and each certification
-setting, at K = the verified truth's size:
+Two halves, each a section of the config (experiments/noise_sweep.yaml):
+
+- **language**: the clean compiled induction model and the noisy one at each distractor scale, each model seed, each
+  dataset size |D| (the first |D| training prompts), each method (EAP-IG, EAP) and each certification setting;
+- **vision**: the planted world ResNet at each cross-class leak, each model seed, each class of ``concepts``, each
+  |D_c| (the first |D_c| concept images of the class) and each scorer (signed and absolute relevance, activation).
+
+Every cell is measured by :func:`cell_rows` at K = the verified truth's share:
 
 - **recovery** (:func:`certified_circuits.analysis.recovery.recovery_rows`, full data): precision and recall of the
   baseline (the method on all of D), the certified-in circuit and certified in + abstain; the AUROC of each over the
@@ -10,22 +15,25 @@ setting, at K = the verified truth's size:
 - **stability** (:func:`certified_circuits.analysis.stability.stability`, B bootstrap resamples of D): the baseline's
   mean Jaccard to its full-data circuit, the share of baseline memberships that change and of certified labels that
   flip in <-> out between resamples;
-- **hypotheses** H1a, H2, H3 (:func:`certified_circuits.analysis.hypotheses.hypothesis_table`; pairs: model seed x
-  setting) per model, size and method. The pre-registered test (docs/embedded_default.md) is the noisy model as the
-  workflow compiles it (scale 1) at |D| = 100; the other cells are exploratory. H1b needs the workflow's held-out
-  selection and is not computed here.
+- **hypotheses** H1a, H2, H3 (:func:`certified_circuits.analysis.hypotheses.hypothesis_table`; pairs: concept x model
+  seed x setting) per model, size and scorer. The pre-registered cell (``preregistered`` in the config;
+  docs/embedded_default.md) is marked; the other cells are exploratory. H1b needs the workflow's held-out selection
+  and is not computed here.
 
-The truth of every model is verified first, as ``language-ground-truth`` does: the whole circuit, then every edge on
-its own (:func:`certified_circuits.language.ground_truth.per_component_verification`); a model whose check fails is
-reported and left out of the tables.
+The truth of every model is verified first, as the ground-truth stages do: the whole circuit, then every component on
+its own (:func:`certified_circuits.language.ground_truth.per_component_verification`, ``vision-ground-truth``); a
+language model whose check fails is reported and left out of the tables.
 
 Usage::
 
-    PYTHONPATH=src .venv/bin/python experiments/noise_sweep.py experiments/noise_sweep.yaml --out results/noise_sweep
+    PYTHONPATH=src .venv/bin/python experiments/noise_sweep.py experiments/noise_sweep.yaml --out results/noise_sweep \\
+        [--half language|vision|both]
 
-Writes ``language_rows.csv`` (one row per model, seed, size, method and setting), ``language_truth.csv`` (one row
-per model and seed), ``language_hypotheses.csv`` and ``noise_sweep.md`` (the docs' tables) under ``--out``; progress
-goes to stderr. About 2 CPU-minutes per model and seed.
+Writes ``<half>_rows.csv`` (one row per model, seed, size, scorer and setting; for vision per class),
+``<half>_truth.csv``, ``<half>_hypotheses.csv`` and ``<half>_sweep.md`` (the docs' tables) under ``--out``, and the
+vision half's world, models, ground truths and attributions under ``--out/vision`` (reused when present, so an
+interrupted sweep resumes); progress goes to stderr. Cost on 2 shared cores: about 50 s per language model and seed
+(10 min in all), about 6 minutes per vision leak and seed (training 2-3 min).
 """
 
 from __future__ import annotations
