@@ -345,12 +345,19 @@ def run_vision(section: dict[str, Any], work: Path) -> tuple[pd.DataFrame, pd.Da
                          log=work / f"{name}_{concept}_attribute.log")
                 attr = read_attributions(attributions)
                 truth = truth_mask(truth_file, concept, attr.names, str(attributions))
-                block = truth_file.verification.get(concept, {}).get("per_component") or {}
+                checks = truth_file.verification.get(concept, {})
+                block = checks.get("per_component") or {}
                 effects = effect_summary(block.get("effects", {}), list(truth_file.concepts[concept]))
+                failed = sorted(k.removeprefix("check.") for k, v in checks.items() if k.startswith("check.") and not v)
                 truths.append({"model": label, "seed": int(seed), "concept": concept, "n_components": truth.size,
                                "n_truth": int(truth.sum()), "ratio": block.get("ratio", float("inf")),
+                               "passed": truth_file.verified(concept), "failed_checks": " ".join(failed),
                                **{f"truth_{k}": v for k, v in effects["truth"].items()},
                                **{f"outside_{k}": v for k, v in effects["non_truth"].items()}})
+                if not truth_file.verified(concept):  # nothing is scored against an unverified truth
+                    print(f"noise sweep: vision {label} seed {seed} {concept}: the truth fails {failed}; left out",
+                          file=sys.stderr)
+                    continue
                 for scorer in section["scorers"]:
                     for size in section["sizes"]:
                         labels = {"experiment": label, "model": label, "seed": int(seed), "n_examples": int(size),
@@ -373,21 +380,33 @@ def language_truth_lines(truth: pd.DataFrame) -> list[str]:
            "| truth effects min / median / max | non-truth effects median / max |", "|---|---|---|---|---|---|---|---|"]
     for r in truth.itertuples():
         out.append(f"| {r.model} | {r.seed} | {r.n_edges} | {r.n_truth} / {r.n_planted} | {r.recovery:.2f} "
-                   f"| {r.ratio:.2f} | {r.truth_min:.3f} / {r.truth_median:.3f} / {r.truth_max:.3f} "
+                   f"| {_ratio(r.ratio)} | {r.truth_min:.3f} / {r.truth_median:.3f} / {r.truth_max:.3f} "
                    f"| {r.outside_median:.4f} / {r.outside_max:.4f} |")
     return out
 
 
+def _ratio(value: float) -> str:
+    """The weakest true effect over epsilon; a clean model's epsilon is 0 (its file writes the ratio as null)."""
+    return "inf (epsilon 0)" if not np.isfinite(value) else f"{value:.2f}"
+
+
 def vision_truth_lines(truth: pd.DataFrame) -> list[str]:
     """The vision truths' table: one row per leak and seed, over its classes."""
-    out = ["### The truths (id_test images, one channel mean-ablated at a time)", "",
+    left_out: list[str] = []
+    out = ["### The truths (id_test images, one channel mean-ablated at a time; verified classes only)", "",
            "| leak | seed | true channels per class: mean [min, max] of U | weakest true effect / epsilon (min over "
            "classes) | truth effects min / median / max | non-truth effects median / max |", "|---|---|---|---|---|---|"]
     for (model, seed), g in truth.groupby(["model", "seed"], sort=False):
+        failing = g[~g["passed"].astype(bool)]
+        if len(failing):
+            left_out.extend(f"{model}, seed {seed}, {r.concept} ({r.failed_checks})" for r in failing.itertuples())
+        g = g[g["passed"].astype(bool)]
         out.append(f"| {model} | {seed} | {g['n_truth'].mean():.1f} [{g['n_truth'].min()}, {g['n_truth'].max()}] of "
-                   f"{g['n_components'].iloc[0]} | {g['ratio'].min():.2f} | {g['truth_min'].min():.3f} / "
+                   f"{g['n_components'].iloc[0]} | {_ratio(g['ratio'].min())} | {g['truth_min'].min():.3f} / "
                    f"{g['truth_median'].median():.3f} / {g['truth_max'].max():.3f} | {g['outside_median'].median():.4f} "
                    f"/ {g['outside_max'].max():.4f} |")
+    if left_out:
+        out += ["", f"Left out (the truth failed a check, so nothing is scored against it): {'; '.join(left_out)}."]
     return out
 
 

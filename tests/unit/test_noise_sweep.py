@@ -103,3 +103,21 @@ def test_rows_match_an_independent_top_k_and_flag_what_cannot_certify(sweep, tin
     assert set(hypotheses["hypothesis"]) == {"H1a", "H2", "H3"}
     assert set(hypotheses["n_examples"]) == {20, 60}
     assert not hypotheses["preregistered"].any()  # the pre-registered cell is the noisy model at |D| = 100
+
+
+def test_a_vision_truth_that_fails_its_check_is_listed_not_summarised(sweep):
+    """The vision table summarises verified classes only and names the others with the checks they failed (the
+    sweep scores nothing against them: a leak-0.05 model of seed 2 had two classes whose planted channels all stayed
+    below delta)."""
+    import pandas as pd
+
+    row = {"model": "leak 0.05", "seed": 2, "n_components": 180, "ratio": 5.0, "truth_min": 0.1, "truth_median": 0.3,
+           "truth_max": 0.9, "outside_median": 0.002, "outside_max": 0.2}
+    truth = pd.DataFrame([{**row, "concept": "circle", "n_truth": 9, "passed": True, "failed_checks": ""},
+                          {**row, "concept": "plus", "n_truth": 36, "passed": False, "failed_checks": "per_component",
+                           "ratio": float("nan")}])
+    lines = sweep.vision_truth_lines(truth)
+    assert "| leak 0.05 | 2 | 9.0 [9, 9] of 180 | 5.00 |" in "\n".join(lines)
+    assert lines[-1] == ("Left out (the truth failed a check, so nothing is scored against it): leak 0.05, seed 2, "
+                         "plus (per_component).")
+    assert sweep._ratio(float("nan")) == "inf (epsilon 0)" and sweep._ratio(7.891) == "7.89"
