@@ -410,14 +410,15 @@ def vision_truth_lines(truth: pd.DataFrame) -> list[str]:
     return out
 
 
-def markdown_tables(rows: pd.DataFrame, truth_lines: list[str], hypotheses: pd.DataFrame) -> str:
+def markdown_tables(rows: pd.DataFrame, truth_lines: list[str], hypotheses: pd.DataFrame,
+                    over: str = "model seeds") -> str:
     """The docs' tables: the truths; per scorer and setting, the mean over model seeds (and classes) of every
     :data:`TABLE_COLUMNS` value per model and size; the hypotheses."""
     out = list(truth_lines)
     columns = [c for c, _ in TABLE_COLUMNS]
     for (method, setting), part in rows.groupby(["scorer", "setting"], sort=False):
         radius = int(part["radius"].iloc[0])
-        out += ["", f"### {method}, setting {setting} (radius {radius}): mean over model seeds at K = the truth's size",
+        out += ["", f"### {method}, setting {setting} (radius {radius}): mean over {over} at K = the truth's size",
                 "", "| model | \\|D\\| | can certify IN | " + " | ".join(h for _, h in TABLE_COLUMNS) + " |",
                 "|---|---|---|" + "---|" * len(TABLE_COLUMNS)]
         means = part.groupby(["model", "n_examples"], sort=False)[columns].mean()
@@ -459,7 +460,8 @@ def main(argv: list[str] | None = None) -> int:
     for half, rows, truth, hypotheses, truth_lines in halves:
         for name, table in (("rows", rows), ("truth", truth), ("hypotheses", hypotheses)):
             write_text(args.out / f"{half}_{name}.csv", table.to_csv(index=False))
-        write_text(args.out / f"{half}_sweep.md", markdown_tables(rows, truth_lines, hypotheses))
+        over = "model seeds and classes" if half == "vision" else "model seeds"
+        write_text(args.out / f"{half}_sweep.md", markdown_tables(rows, truth_lines, hypotheses, over))
         print(f"noise sweep: {half}: wrote {len(rows)} rows to {args.out}", file=sys.stderr)
     return 0
 
