@@ -242,6 +242,7 @@ def trained(tmp_path_factory):
     return w, tmp / "m.pt"
 
 
+@pytest.mark.slow  # the `trained` fixture trains a planted model (about 15 s): make test, not make test-fast
 def test_trained_checkpoint_is_planted(trained):
     w, ckpt = trained
     model = load_world_model(ckpt)
@@ -250,6 +251,7 @@ def test_trained_checkpoint_is_planted(trained):
     assert masks_hold(model.net, spec)
 
 
+@pytest.mark.slow  # the `trained` fixture trains a planted model (about 15 s): make test, not make test-fast
 def test_verification_passes_on_a_trained_planted_model(trained):
     from certified_circuits.vision.data.image_sets import npz_set
     from certified_circuits.vision.ground_truth import (
@@ -284,6 +286,7 @@ def test_verification_passes_on_a_trained_planted_model(trained):
         assert all(block["effects"][n] < 1e-6 for n in block["dropped"])  # only dead planted channels are dropped
 
 
+@pytest.mark.slow  # the `trained` fixture trains a planted model (about 15 s): make test, not make test-fast
 def test_ground_truth_stage(trained, tmp_path):
     w, ckpt = trained
     out = tmp_path / "gt.json"
@@ -340,6 +343,7 @@ def test_ground_truth_stage(trained, tmp_path):
     assert not (tmp_path / "x.json").exists()
 
 
+@pytest.mark.slow  # the `trained` fixture trains a planted model (about 15 s): make test, not make test-fast
 def test_train_flags_are_checked(trained, tmp_path):
     w, _ = trained
     common = ["vision-train", "--world", w, "--out-model", tmp_path / "m.pt", "--out-metrics", tmp_path / "t.json"]
@@ -352,6 +356,7 @@ def test_train_flags_are_checked(trained, tmp_path):
     assert not (tmp_path / "m.pt").exists()
 
 
+@pytest.mark.slow  # the `trained` fixture trains a planted model (about 15 s): make test, not make test-fast
 def test_evaluate_with_two_ablations(trained, tmp_path):
     from certified_circuits.core.certification import certify_votes
     from certified_circuits.core.smoothing import compute_votes
@@ -486,6 +491,7 @@ def test_per_component_effects_are_zero_outside_a_clean_truth_and_not_outside_a_
         torch.set_grad_enabled(True)
 
 
+@pytest.mark.slow  # the `trained` fixture trains a planted model (about 15 s): make test, not make test-fast
 def test_a_leak_without_a_planted_model_is_refused_before_training(trained, tmp_path):
     w, _ = trained
     with pytest.raises(InputError, match="--planted-leak bounds the cross-class weights of a planted model"):

@@ -61,7 +61,8 @@ def test_an_additive_plugin_with_a_wrong_output_is_refused(tiny_model):
         score_batch(tiny_model, torch.zeros(2, 3, 32, 32), 0, [wrong])
 
 
-@pytest.mark.parametrize("workers", [1, 2])
+# two worker processes cost about 20 s of start-up: that case runs in make test, not make test-fast
+@pytest.mark.parametrize("workers", [1, pytest.param(2, marks=pytest.mark.slow)])
 def test_black_box_votes_equal_the_cached_votes_of_the_same_algorithm(tiny_model, workers):
     """A black box that is the activation scorer's top-K gets, through the naive path (the plugin re-run on
     every sub-dataset, in worker processes), exactly the votes the cached path counts from the per-example
