@@ -79,7 +79,6 @@ def load_config(path: Path) -> dict[str, Any]:
     Raises:
         ValueError: a missing key, a size below 2, a method that is not decomposed, an unknown compiled model.
     """
-    from certified_circuits.language.compiled import compile_model  # noqa: F401  (import check only)
     from certified_circuits.language.graph import COMPILED_SHAPES
     from certified_circuits.language.methods import check_method
 
@@ -177,13 +176,11 @@ def cell_rows(scores: np.ndarray, groups: np.ndarray, truth: np.ndarray, absolut
         ``(row, recovery, stability_row)``: the summary row at K = the truth's size, the recovery rows at that K
         (every method, for the hypotheses), and the stability row.
     """
-    lang = section
     n, n_edges = scores.shape
     k_truth = truth.sum() / truth.size
-    k_grid = np.unique(np.append(np.asarray(lang["k_grid"], dtype=float), k_truth))
+    k_grid = np.unique(np.append(np.asarray(section["k_grid"], dtype=float), k_truth))
     p = plan(n, n_edges, setting)
     cert = certify_scores(scores, groups, k_grid, setting, absolute=absolute, allow_vacuous=True)
-    at = int(np.flatnonzero(np.isclose(k_grid, k_truth))[0])
     common = {**labels, "n_true": int(truth.sum()), "n_components": n_edges}
     recovery = [r for r in recovery_rows(cert, cert, truth, common) if np.isclose(r["k_target"], k_truth)]
     row: dict[str, Any] = {**labels, "radius": certified_radius(setting.tau, setting.p_del),
@@ -193,13 +190,12 @@ def cell_rows(scores: np.ndarray, groups: np.ndarray, truth: np.ndarray, absolut
         row[f"{r['method']}_recall"] = r["recall"]
         row[f"{r['method']}_size"] = r["size"]
     row.update({f"{m}_auroc": v for m, v in auroc_by_method(cert, cert, truth).items()})
-    st = stability(scores, groups, [k_truth], setting, int(lang["resamples"]), int(lang["bootstrap_seed"]),
+    st = stability(scores, groups, [k_truth], setting, int(section["resamples"]), int(section["bootstrap_seed"]),
                    absolute=absolute, truth=truth, allow_vacuous=True)
     st_row = st.rows(common)[0]
     for key in ("baseline_jaccard_mean", "baseline_change_share", "certified_flip_share", "certified_change_share",
                 "abstain_share", "baseline_precision_mean", "certified_in_precision_mean"):
         row[key] = st_row[key]
-    row["cert_in_size_full"] = int((cert.decision[at] == 1).sum())
     return row, recovery, st_row
 
 
@@ -217,6 +213,7 @@ def run_language(lang: dict[str, Any]) -> tuple[pd.DataFrame, pd.DataFrame, pd.D
     torch.set_num_threads(1)
     # a setting that cannot certify IN at a size is in the tables ("can certify IN": no), not a warning per cell
     warnings.simplefilter("ignore", PlanWarning)
+    settings = [_setting(lang, s) for s in lang["settings"]]
     rows, truths, recoveries, stabilities = [], [], [], []
     for model in lang["models"]:
         for seed in lang["model_seeds"]:
@@ -233,8 +230,7 @@ def run_language(lang: dict[str, Any]) -> tuple[pd.DataFrame, pd.DataFrame, pd.D
                 absolute = check_method(method, "edge", int(lang["ig_steps"]), "reference").ranking == "absolute"
                 all_scores = score_prompts(weights, train, lang, method)
                 for size in lang["sizes"]:
-                    for s in lang["settings"]:
-                        setting = _setting(lang, s)
+                    for setting in settings:
                         labels = {"experiment": model["name"], "model": model["name"], "seed": int(seed),
                                   "n_examples": int(size), "scorer": method, "concept": "induction",
                                   "setting": setting.tag}  # fmt: skip

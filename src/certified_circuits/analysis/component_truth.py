@@ -68,6 +68,13 @@ class TruthSplit:
         return float("inf") if self.epsilon == 0 else self.weakest / self.epsilon
 
 
+def above_rounding(effects: Any) -> np.ndarray:
+    """``effects`` with every value below :data:`EFFECT_FLOOR` (float rounding) set to 0: the one place the floor is
+    applied, by :func:`split_truth` when it splits and by :func:`check_block` when it reads a block back."""
+    effects = np.asarray(effects, dtype=np.float64)
+    return np.where(effects < EFFECT_FLOOR, 0.0, effects)
+
+
 def split_truth(effects: np.ndarray, planted: np.ndarray, ratio: float = RATIO) -> TruthSplit:
     """The verified truth of one concept: the planted components whose own effect is at least ``ratio`` times the
     strongest non-planted one (module docstring).
@@ -94,7 +101,7 @@ def split_truth(effects: np.ndarray, planted: np.ndarray, ratio: float = RATIO) 
         raise ValueError("no planted component: there is no truth to verify")
     if ratio < 1:
         raise ValueError(f"ratio {ratio} must be >= 1 (delta >= ratio * epsilon)")
-    effects = np.where(effects < EFFECT_FLOOR, 0.0, effects)
+    effects = above_rounding(effects)
     epsilon = float(effects[~planted].max()) if (~planted).any() else 0.0
     positive = effects[planted & (effects > 0)]
     delta = ratio * epsilon if epsilon > 0 else (float(positive.min()) if positive.size else float("inf"))
@@ -178,7 +185,7 @@ def check_block(block: Any, components: Sequence[str], where: str) -> None:
     truth, weak = set(components), set(dropped)
     inside = min(effects[c] for c in components)
     outside = max((v for n, v in effects.items() if n not in truth and n not in weak), default=0.0)
-    outside = 0.0 if outside < EFFECT_FLOOR else outside  # as split_truth: below the floor is float rounding
+    outside = float(above_rounding(outside))  # as split_truth reads it
     consistent = (np.isclose(block["epsilon"], outside) and inside >= block["delta"] * (1 - 1e-9)
                   and all(effects.get(n, 0.0) < block["delta"] for n in weak))
     if block["passed"] and not consistent:
