@@ -63,3 +63,34 @@ def test_effective_k_averages_fractions_over_groups() -> None:
 def test_invalid_k_is_rejected(bad: float) -> None:
     with pytest.raises(ValueError, match="K"):
         top_k_circuit(np.ones(3), np.zeros(3, dtype=int), bad)
+
+
+def test_top_count_circuit_keeps_the_counts_per_group_with_ties_to_the_lower_index():
+    """A size per group: group 0 (ids 0, 2, 4) keeps 2, group 1 (ids 1, 3, 5) keeps 1; ids 2 and 4 tie at 0.5."""
+    from certified_circuits.core.discovery import GroupIndex, group_counts, top_count_circuit
+
+    score = np.array([0.9, 0.1, 0.5, 0.7, 0.5, 0.2])
+    groups = np.array([0, 1, 0, 1, 0, 1])
+    circuit = top_count_circuit(score, groups, np.array([2, 1]))
+    assert circuit.tolist() == [True, False, True, True, False, False]
+    assert group_counts(circuit, GroupIndex.from_groups(groups)).tolist() == [2, 1]
+
+
+def test_top_count_circuit_equals_top_k_at_the_k_counts():
+    from certified_circuits.core.discovery import GroupIndex, top_count_circuit
+
+    rng = np.random.default_rng(3)
+    groups = rng.integers(0, 4, size=40)
+    index = GroupIndex.from_groups(groups)
+    for k in (0.05, 0.2, 0.5, 1.0):
+        score = rng.normal(size=40).round(1)  # rounding makes ties
+        expected = top_k_circuit(score, groups, k)
+        assert (top_count_circuit(score, groups, k_count(k, index.sizes)) == expected).all()
+
+
+@pytest.mark.parametrize("counts", [[1], [1, 2, 3], [4, 0], [-1, 1], [0, 0], [1.0, 1.0]])
+def test_top_count_circuit_refuses_counts_a_group_cannot_hold(counts):
+    from certified_circuits.core.discovery import top_count_circuit
+
+    with pytest.raises(ValueError, match="counts"):
+        top_count_circuit(np.ones(5), np.array([0, 0, 0, 1, 1]), np.array(counts))

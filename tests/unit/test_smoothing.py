@@ -161,3 +161,36 @@ def test_property_shapes_determinism_and_agreement(n_examples, n_components, n_s
     assert counts.shape == (1, n_components) and counts.dtype == np.int32
     assert counts.min() >= 0 and counts.max() <= n_samples
     np.testing.assert_array_equal(counts, vote_counts_naive(TopKDiscovery(scores, groups, np.array([k])), masks))
+
+
+@pytest.mark.parametrize("absolute", [False, True])
+def test_votes_at_counts_equal_naive_top_count_on_every_mask(rng: np.random.Generator, absolute: bool) -> None:
+    """Per-group sizes (a circuit at the truth's size): the cached counts equal running ``top_count_circuit`` on
+    every sub-dataset, ties (scores rounded to one decimal) and the empty sub-dataset included."""
+    from certified_circuits.core.discovery import top_count_circuit
+    from certified_circuits.core.smoothing import vote_counts_at_counts
+
+    scores = rng.normal(size=(12, 30)).round(1)
+    groups = np.repeat([0, 1, 2], 10)
+    counts = np.array([3, 0, 7])
+    masks = deletion_masks(12, 300, 0.7, 5)
+    masks[0] = False  # the empty sub-dataset votes for nothing
+    expected = np.zeros(30, dtype=np.int64)
+    for m in masks[1:]:
+        mean = scores[m].mean(axis=0) if m.any() else np.zeros(30)
+        expected += top_count_circuit(np.abs(mean) if absolute else mean, groups, counts) * m.any()
+    got = vote_counts_at_counts(scores, groups, counts, masks, absolute)
+    assert got.dtype == np.int32 and got.tolist() == expected.tolist()
+    assert got[10:20].sum() == 0  # group 1 keeps nothing
+
+
+def test_votes_at_counts_equal_the_k_grid_votes_at_the_k_counts(rng: np.random.Generator) -> None:
+    from certified_circuits.core.discovery import GroupIndex, k_count
+    from certified_circuits.core.smoothing import vote_counts_at_counts
+
+    scores = rng.normal(size=(20, 48))
+    groups = np.repeat([4, 7, 9], [8, 16, 24])
+    masks = deletion_masks(20, 200, 0.5, 1)
+    counts = k_count(0.25, GroupIndex.from_groups(groups).sizes)
+    assert counts.tolist() == [2, 4, 6]
+    assert (vote_counts_at_counts(scores, groups, counts, masks) == vote_counts(scores, groups, [0.25], masks)[0]).all()

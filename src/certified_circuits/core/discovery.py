@@ -111,6 +111,65 @@ def count_table(k_grid: np.ndarray, index: GroupIndex) -> np.ndarray:
     return k_count(k[:, None], index.sizes[None, :])
 
 
+def group_counts(mask: np.ndarray, index: GroupIndex) -> np.ndarray:
+    """``int64 [G]``: how many components of a bool ``[U]`` mask lie in each group (``index.labels`` order).
+
+    The per-group size of a circuit, e.g. of a ground truth: :func:`top_count_circuit` with these counts keeps exactly
+    ``mask.sum()`` components, as many per group as ``mask`` has there ("a circuit at the truth's size").
+    """
+    mask = np.asarray(mask, dtype=bool)
+    total = int(sum(m.size for m in index.members))
+    if mask.shape != (total,):
+        raise ValueError(f"mask has shape {mask.shape}, expected ({total},): one entry per component")
+    return np.array([int(mask[members].sum()) for members in index.members], dtype=np.int64)
+
+
+def check_group_counts(counts: np.ndarray, index: GroupIndex) -> np.ndarray:
+    """``counts`` as int64 ``[G]`` with ``0 <= counts[g] <= |group g|`` and at least one component in all.
+
+    Raises:
+        ValueError: a wrong shape, a non-integer, a negative count, more than a group holds, or all zero.
+    """
+    raw = np.asarray(counts)
+    if raw.shape != index.sizes.shape or not np.issubdtype(raw.dtype, np.integer):
+        raise ValueError(
+            f"counts must be {index.sizes.size} integers (one per top-K group, in sorted group-id order), got "
+            f"shape {raw.shape} dtype {raw.dtype}"
+        )
+    counts = raw.astype(np.int64)
+    if (counts < 0).any() or (counts > index.sizes).any() or counts.sum() == 0:
+        raise ValueError(
+            f"counts {counts.tolist()} must lie in 0..{index.sizes.tolist()} per group and keep at least one component"
+        )
+    return counts
+
+
+def top_count_circuit(dataset_score: np.ndarray, groups: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """The base algorithm with a size per group: the top ``counts[g]`` components of each group ``g``.
+
+    :func:`top_k_circuit` is this with ``counts = k_count(k, |group|)``; a circuit "at the truth's size" (issue 50)
+    uses ``counts = group_counts(truth, index)``, so it has exactly ``|T|`` components and as many per group as the
+    truth (the top-K groups of the vision base algorithm are layers).
+
+    Args:
+        dataset_score: float ``[U]``, the dataset-level score of each component (already made absolute where the
+            ranking is absolute).
+        groups: int ``[U]`` group id per component.
+        counts: int ``[G]`` components kept per group, in sorted group-id order (:func:`group_counts`).
+
+    Returns:
+        bool ``[U]``: the circuit. Ties go to the lower component index.
+    """
+    dataset_score = np.asarray(dataset_score, dtype=np.float64)
+    index = GroupIndex.from_groups(groups)
+    kept = check_group_counts(counts, index)
+    circuit = np.zeros(dataset_score.shape[0], dtype=bool)
+    for members, count in zip(index.members, kept):
+        order = np.argsort(-dataset_score[members], kind="stable")
+        circuit[members[order[:count]]] = True
+    return circuit
+
+
 def top_k_circuit(dataset_score: np.ndarray, groups: np.ndarray, k: float) -> np.ndarray:
     """Reference base algorithm: top-K fraction per group of one score vector.
 
@@ -123,14 +182,8 @@ def top_k_circuit(dataset_score: np.ndarray, groups: np.ndarray, k: float) -> np
     Returns:
         bool ``[U]``: the circuit. Ties go to the lower component index.
     """
-    dataset_score = np.asarray(dataset_score, dtype=np.float64)
     index = GroupIndex.from_groups(groups)
-    kept = k_count(check_k_grid([k])[0], index.sizes)
-    circuit = np.zeros(dataset_score.shape[0], dtype=bool)
-    for members, count in zip(index.members, kept):
-        order = np.argsort(-dataset_score[members], kind="stable")
-        circuit[members[order[:count]]] = True
-    return circuit
+    return top_count_circuit(dataset_score, groups, k_count(check_k_grid([k])[0], index.sizes))
 
 
 @dataclass(frozen=True)

@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import numpy as np
 
 from certified_circuits.core.devices import vote_device
-from certified_circuits.core.discovery import GroupIndex, count_table
+from certified_circuits.core.discovery import GroupIndex, check_group_counts, count_table
 from certified_circuits.core.validation import check_count, check_k_grid, check_p_del
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -204,18 +204,20 @@ def _entry_histogram(
     absolute: bool,
     chunk_size: int,
     weights: np.ndarray | None,
+    kept_per_group: np.ndarray | None = None,
 ) -> np.ndarray:
     """``H [U, nK + 1]``: (weighted) number of samples in which ``u`` first enters at the j-th smallest K.
 
     Per chunk of samples: one matrix product gives every sample's dataset scores, :func:`first_entry`
     the entry position of every (sample, component), and one ``bincount`` of
     ``component * (nK + 1) + entry`` the histogram. Empty sub-datasets give the empty circuit and
-    contribute nothing.
+    contribute nothing. ``kept_per_group`` (int ``[nK, G]``, nondecreasing along K) replaces the counts
+    of the sorted K grid (:func:`vote_counts_at_counts`).
     """
-    k_sorted = np.sort(k_grid)
-    n_k, n_components = k_sorted.size, scores.shape[1]
     index = GroupIndex.from_groups(groups)
-    kept_per_group = count_table(k_sorted, index)  # [nK, G], nondecreasing along K
+    if kept_per_group is None:
+        kept_per_group = count_table(np.sort(k_grid), index)  # [nK, G], nondecreasing along K
+    n_k, n_components = kept_per_group.shape[0], scores.shape[1]
     histogram = np.zeros(n_components * (n_k + 1), dtype=np.float64 if weights is not None else np.int64)
     nonempty = np.flatnonzero(masks.any(axis=1))
     for start in range(0, nonempty.size, chunk_size):
@@ -380,6 +382,42 @@ def vote_counts_torch(scores: Any, groups: np.ndarray, k_grid: np.ndarray, masks
             histogram += torch.bincount(torch.cat(bins), minlength=histogram.numel())
     histogram_np = histogram.cpu().numpy().reshape(n_components, n_k + 1)
     return _counts_from_histogram(histogram_np, k_grid).astype(np.int32)
+
+
+def vote_counts_at_counts(
+    scores: np.ndarray, groups: np.ndarray, counts: np.ndarray, masks: np.ndarray, absolute: bool = False
+) -> np.ndarray:
+    """Algorithm 2 (``Sample``), cached, for a base algorithm with a size per group instead of a K fraction.
+
+    ``votes[u] = #{s : u in Top_counts(|eps_s @ S| / |eps_s|)}`` where ``Top_counts`` keeps the top ``counts[g]``
+    of each group (:func:`certified_circuits.core.discovery.top_count_circuit`; ties to the lower index, the empty
+    sub-dataset voting for nothing). Used for circuits "at the truth's size" (issue 50): ``counts =
+    group_counts(truth, index)`` gives exactly ``|T|`` components per sample. Any deterministic base algorithm can
+    be certified (Theorem 1), so the certificate of these votes is as valid as the K grid's.
+
+    Args:
+        scores: float ``[n_examples, U]`` cached per-example scores.
+        groups: int ``[U]`` top-K groups.
+        counts: int ``[G]`` components kept per group, in sorted group-id order.
+        masks: bool ``[n_samples, n_examples]`` deletion masks.
+        absolute: rank by ``|mean score|``.
+
+    Returns:
+        int32 ``[U]``: the number of samples whose circuit contains each component.
+    """
+    scores, groups, masks = _check_scores(scores, groups, masks)
+    index = GroupIndex.from_groups(groups)
+    kept = check_group_counts(counts, index)
+    # a group that keeps nothing gets a count of 1 in the histogram, and its votes are zeroed below
+    one_row = np.maximum(kept, 1)[None, :]
+    histogram = _entry_histogram(
+        scores, groups, np.ones(1), masks, absolute, default_chunk(scores.shape[1]), None, one_row
+    )
+    votes = histogram[:, 0].astype(np.int32)
+    for members, count in zip(index.members, kept):
+        if count == 0:
+            votes[members] = 0
+    return votes
 
 
 def inclusion_probabilities(
