@@ -31,7 +31,8 @@ def reference_split(effects: list[float], planted: list[bool], ratio: float) -> 
     kept = {i for i, (e, p) in enumerate(zip(effects, planted)) if p and e >= delta and e > 0}
     if not kept:
         return {i for i, p in enumerate(planted) if p}, False, delta
-    return kept, True, delta
+    grey = [i for i, (e, p) in enumerate(zip(effects, planted)) if p and i not in kept and e > epsilon]
+    return kept, len(grey) <= 0.1 * len(kept), delta
 
 
 def test_a_hand_made_concept_keeps_the_strong_planted_components_and_drops_the_weak_one() -> None:
@@ -118,6 +119,13 @@ def test_the_block_is_written_and_read_back_by_the_one_reader(tmp_path: Path) ->
     (lambda b: b.update(dropped=["layer1.0"]), "but it lists true ones: ['layer1.0']"),
     (lambda b: b.update(delta=0.7), "does not describe this truth"),
     (lambda b: b.update(epsilon=0.01), "does not describe this truth"),
+    # the rule the block states, checked on read (issue 53): delta below epsilon, a negative delta, a ratio of 1, a
+    # true component with no effect, a failed block under a passed concept
+    (lambda b: b.update(epsilon=0.05, delta=0.02), "delta 0.02 is not required_ratio x epsilon = 0.25"),
+    (lambda b: b.update(delta=-0.25), "per_component.delta is -0.25, expected a finite number >= 0"),
+    (lambda b: b.update(required_ratio=1), "required_ratio is 1.0; the truth rule needs delta >= 5.0 x epsilon"),
+    (lambda b: b["effects"].update({"layer2.0": 0.0}), "true component 'layer2.0' has effect 0.0, below delta 0.25"),
+    (lambda b: b.update(epsilon="0.05"), "per_component.epsilon is '0.05', expected a finite number >= 0"),
 ])
 def test_a_block_that_does_not_describe_its_truth_is_refused(tmp_path: Path, change, problem: str) -> None:
     names = ["layer1.0", "layer1.1", "layer2.0", "layer2.1"]
@@ -150,3 +158,33 @@ def test_a_clean_truth_with_float_rounding_outside_reads_back(tmp_path: Path) ->
     block["effects"]["layer2.1"] = 2e-6  # above the floor: no longer rounding, and epsilon 0 does not describe it
     with pytest.raises(ValueError, match="does not describe this truth"):
         check_block(block, ["layer1.0", "layer1.1", "layer2.0"], "here")
+
+
+def test_the_grey_zone_is_named_and_more_than_a_tenth_of_the_truth_fails_the_concept() -> None:
+    """epsilon 0.1, delta 0.5: planted 0.3 lies between (grey), planted 0.05 below epsilon (null)."""
+    planted = np.array([True] * 11 + [True, True, False])
+    effects = np.array([0.9] * 11 + [0.3, 0.05, 0.1])
+    split = split_truth(effects, planted)
+    assert split.kept.sum() == 11 and np.flatnonzero(split.grey).tolist() == [11]
+    assert split.passed  # 1 grey of 11 true: within 10%
+    effects[:2] = 0.2  # two true components become grey: 3 grey of 9 true
+    split = split_truth(effects, planted)
+    assert split.kept.sum() == 9 and split.grey.sum() == 3 and not split.passed
+    from certified_circuits.analysis.component_truth import grey_components
+
+    names = [f"c{i}" for i in range(14)]
+    block = per_component_block(names, effects, planted, split, metric="m", ablation="a", unit="u")
+    assert grey_components(block) == ["c0", "c1", "c11"]
+
+
+def test_a_failed_block_under_a_passed_concept_is_refused(tmp_path: Path) -> None:
+    names = ["layer1.0", "layer1.1", "layer2.0", "layer2.1"]
+    effects = np.array([0.8, 0.01, 0.4, 0.05])
+    planted = np.array([True, True, True, False])
+    block = per_component_block(names, effects, planted, split_truth(effects, planted), metric="class logit",
+                                ablation="mean", unit="u")
+    block["passed"] = False
+    check_block(block, ["layer1.0", "layer2.0"], "here")  # alone, a failed block is a valid (failed) record
+    with pytest.raises(ValueError, match="gt.json: concept 'circle': verification.passed is true but "
+                                         "verification.per_component.passed is false"):
+        read_ground_truth(_truth_file(tmp_path, block, ["layer1.0", "layer2.0"]))

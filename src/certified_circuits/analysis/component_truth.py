@@ -33,6 +33,9 @@ import numpy as np
 
 #: the smallest separation delta / epsilon between the weakest true and the strongest non-true component (issue 42)
 RATIO = 5.0
+#: the most grey components (planted, strictly between epsilon and delta) a passed truth may have, as a share of the
+#: truth's size (issue 50): they are neither true nor null, so they are left out of precision, recall and AUROC
+MAX_GREY_SHARE = 0.1
 #: effects below this (in units of the whole truth's effect) are float rounding of a batched forward pass, not an
 #: effect: a structurally disconnected channel measures about 1e-8; they count as 0
 EFFECT_FLOOR = 1e-6
@@ -50,7 +53,10 @@ class TruthSplit:
         delta: the threshold a true component's effect reaches (``RATIO * epsilon``).
         epsilon: the strongest effect of a non-planted component (0 when every component is planted).
         weakest: the weakest effect in the truth (NaN when nothing planted reaches ``delta``).
-        passed: some planted component reaches ``delta``.
+        passed: some planted component reaches ``delta`` and the grey zone is at most :data:`MAX_GREY_SHARE` of the
+            truth's size.
+        grey: bool ``[U]``: the planted components whose effect lies strictly between ``epsilon`` and ``delta``
+            (neither true nor null: issue 50 scores them as neither hit nor miss).
     """
 
     kept: np.ndarray
@@ -58,6 +64,7 @@ class TruthSplit:
     epsilon: float
     weakest: float
     passed: bool
+    grey: np.ndarray
 
     @property
     def ratio(self) -> float:
@@ -86,7 +93,9 @@ def split_truth(effects: np.ndarray, planted: np.ndarray, ratio: float = RATIO) 
 
     Returns:
         :class:`TruthSplit` with ``delta = ratio * epsilon`` (the smallest positive planted effect when epsilon is
-        0). When no planted component reaches ``delta``, ``kept`` is the planted set and ``passed`` is False.
+        0). When no planted component reaches ``delta``, ``kept`` is the planted set and ``passed`` is False; when
+        more than :data:`MAX_GREY_SHARE` of ``|kept|`` planted components lie strictly between ``epsilon`` and
+        ``delta`` (the grey zone), ``passed`` is False too.
 
     Raises:
         ValueError: shapes differ, an effect is negative or not finite, nothing is planted, or ``ratio < 1``.
@@ -106,9 +115,11 @@ def split_truth(effects: np.ndarray, planted: np.ndarray, ratio: float = RATIO) 
     positive = effects[planted & (effects > 0)]
     delta = ratio * epsilon if epsilon > 0 else (float(positive.min()) if positive.size else float("inf"))
     kept = planted & (effects >= delta) & (effects > 0)
+    grey = planted & ~kept & (effects > epsilon)
     if not kept.any():
-        return TruthSplit(planted.copy(), delta, epsilon, float("nan"), False)
-    return TruthSplit(kept, delta, epsilon, float(effects[kept].min()), True)
+        return TruthSplit(planted.copy(), delta, epsilon, float("nan"), False, grey)
+    passed = bool(grey.sum() <= MAX_GREY_SHARE * kept.sum())
+    return TruthSplit(kept, delta, epsilon, float(effects[kept].min()), passed, grey)
 
 
 def per_component_block(names: Sequence[str], effects: np.ndarray, planted: np.ndarray, split: TruthSplit, *,
@@ -143,19 +154,34 @@ def per_component_block(names: Sequence[str], effects: np.ndarray, planted: np.n
     }
 
 
-def check_block(block: Any, components: Sequence[str], where: str) -> None:
-    """Validate a ``verification.per_component`` block against its concept's ``components`` (the truth).
+def _number(block: Mapping, key: str, where: str) -> float:
+    """``block[key]`` as a finite number >= 0, or a ValueError naming the key."""
+    value = block[key]
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not np.isfinite(value) or value < 0:
+        raise ValueError(f"{where}: verification.per_component.{key} is {value!r}, expected a finite number >= 0")
+    return float(value)
+
+
+def check_block(block: Any, components: Sequence[str], where: str, concept_passed: bool | None = None) -> None:
+    """Validate a ``verification.per_component`` block against its concept's ``components`` (the truth) and against
+    the rule it states (module docstring), so that a file cannot claim a truth its own numbers contradict.
+
+    Checked always: the keys; ``passed`` a boolean; every effect finite and >= 0; ``delta`` and ``epsilon`` finite
+    and >= 0; ``required_ratio`` at least :data:`RATIO`; every true component has an effect; no dropped component is
+    in the truth; a block that fails while its concept's ``passed`` (``concept_passed``) says true. Checked for a
+    passed block (the rule): ``epsilon`` is the strongest non-planted effect; ``delta = required_ratio * epsilon``
+    (the smallest positive true effect when epsilon is 0, and then delta > 0); every true effect is >= delta and
+    > 0; every dropped component is below delta; the grey zone (dropped components above epsilon) is at most
+    :data:`MAX_GREY_SHARE` of the truth's size.
 
     Args:
         block: the parsed block.
         components: the concept's true component names.
         where: the file and concept, for messages.
+        concept_passed: the concept's ``verification.passed``, when the file has one.
 
     Raises:
-        ValueError: naming the key and what is wrong: a missing or misspelt key, a non-boolean ``passed``, a
-            non-finite or negative effect, a true component without an effect, a dropped component in the truth,
-            or, for a passed block, an ``epsilon`` that is not the strongest non-planted effect, a true component
-            below ``delta`` or a dropped one at or above it.
+        ValueError: naming the key, the values and what is wrong.
     """
     if not isinstance(block, Mapping):
         raise ValueError(f"{where}: verification.per_component must be an object with {list(BLOCK_KEYS)}")
@@ -179,20 +205,47 @@ def check_block(block: Any, components: Sequence[str], where: str) -> None:
     if not isinstance(dropped, list) or set(dropped) & set(components):
         raise ValueError(f"{where}: verification.per_component.dropped must list planted components left out of "
                          f"the truth, but it lists true ones: {sorted(set(dropped) & set(components))[:5]}")
-    for key in ("delta", "epsilon"):
-        if not isinstance(block[key], (int, float)) or isinstance(block[key], bool):
-            raise ValueError(f"{where}: verification.per_component.{key} is {block[key]!r}, expected a number")
+    delta, epsilon = _number(block, "delta", where), _number(block, "epsilon", where)
+    required = _number(block, "required_ratio", where)
+    if required < RATIO:
+        raise ValueError(f"{where}: verification.per_component.required_ratio is {required}; the truth rule needs "
+                         f"delta >= {RATIO} x epsilon (rerun the ground-truth stage)")
+    if concept_passed and not block["passed"]:
+        raise ValueError(f"{where}: verification.passed is true but verification.per_component.passed is false: "
+                         "a concept whose components fail their own check is not verified (rerun the ground-truth "
+                         "stage)")
+    if not block["passed"]:
+        return
     truth, weak = set(components), set(dropped)
-    inside = min(effects[c] for c in components)
+    true_effects = [float(above_rounding(effects[c])) for c in components]
     outside = max((v for n, v in effects.items() if n not in truth and n not in weak), default=0.0)
     outside = float(above_rounding(outside))  # as split_truth reads it
-    consistent = (np.isclose(block["epsilon"], outside) and inside >= block["delta"] * (1 - 1e-9)
-                  and all(effects.get(n, 0.0) < block["delta"] for n in weak))
-    if block["passed"] and not consistent:
-        raise ValueError(f"{where}: verification.per_component says delta {block['delta']} and epsilon "
-                         f"{block['epsilon']}, but the truth's weakest effect is {inside} and the strongest "
-                         f"non-planted one {outside}: the block does not describe this truth (rerun the ground-truth "
-                         "stage)")
+    expected_delta = required * epsilon if epsilon > 0 else min(true_effects)
+    grey = [n for n in dropped if float(above_rounding(effects.get(n, 0.0))) > epsilon]
+    problems = []
+    if not np.isclose(epsilon, outside):
+        problems.append(f"epsilon {epsilon} is not the strongest non-planted effect {outside}")
+    if not np.isclose(delta, expected_delta) or delta <= 0:
+        problems.append(f"delta {delta} is not required_ratio x epsilon = {expected_delta}" if epsilon > 0
+                        else f"delta {delta} is not the weakest true effect {expected_delta} (epsilon 0)")
+    if min(true_effects) < delta * (1 - 1e-9) or min(true_effects) <= 0:
+        weakest = components[int(np.argmin(true_effects))]
+        problems.append(f"true component {weakest!r} has effect {min(true_effects)}, below delta {delta}")
+    if any(effects.get(n, 0.0) >= delta for n in weak):
+        problems.append("a dropped component reaches delta")
+    if len(grey) > MAX_GREY_SHARE * len(components):
+        problems.append(f"{len(grey)} grey components (planted, between epsilon and delta) exceed "
+                        f"{MAX_GREY_SHARE:.0%} of the truth's {len(components)}")
+    if problems:
+        raise ValueError(f"{where}: verification.per_component says passed, but {'; '.join(problems)}: the block "
+                         "does not describe this truth (rerun the ground-truth stage)")
+
+
+def grey_components(block: Mapping[str, Any]) -> list[str]:
+    """The grey zone of a (checked) ``verification.per_component`` block: the dropped planted components whose
+    effect is above ``epsilon`` (below ``delta``): neither true nor null, left out of precision, recall and AUROC."""
+    epsilon = float(block["epsilon"])
+    return [n for n in block["dropped"] if float(above_rounding(block["effects"].get(n, 0.0))) > epsilon]
 
 
 def effect_summary(effects: Mapping[str, float], truth: Sequence[str]) -> dict[str, dict[str, float]]:

@@ -145,7 +145,7 @@ def _concept_entry(concept: str, entry: Any, path: str) -> tuple[tuple[str, ...]
                           f"({type(checks['passed']).__name__}), expected JSON true or false")
     if "per_component" in checks:  # the truth verified component by component (analysis/component_truth.py)
         try:
-            check_block(checks["per_component"], components, f"concept {concept!r}")
+            check_block(checks["per_component"], components, f"concept {concept!r}", checks.get("passed"))
         except ValueError as exc:
             raise _fail(path, str(exc)) from None
     return tuple(components), dict(checks)
