@@ -22,7 +22,7 @@ as flagged.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -31,7 +31,7 @@ from certified_circuits.analysis.recovery import nearest_k
 from certified_circuits.analysis.recovery import truth_size_k as truth_size_k_of
 from certified_circuits.reports.flags import is_full_model
 from certified_circuits.reports.tables import selection_name
-from certified_circuits.storage.tables import read_csv_table
+from certified_circuits.storage.tables import parse_k_column, read_csv_table
 
 __all__ = [
     "END_LINES",
@@ -77,11 +77,24 @@ STABILITY_COLUMNS = ("experiment", "scorer", "concept", "k_target", "baseline_ja
 MEAN_ABLATION_COLUMNS = ("experiment", "eval_set", "full", "baseline", "baseline_k", "certified", "certified_k")
 
 
-def _read(path: Path, columns: Sequence[str], allow_empty: bool = False) -> pd.DataFrame:
+#: the K columns of each table (shares of the components), with whether an empty cell (no K) is allowed: a recovery
+#: row of a run given no K, a method with no selected K
+AUROC_K = {"k_target": True}
+CURVE_K = {"k_target": False}
+STABILITY_K = {"k_target": False}
+MEAN_ABLATION_K = {"baseline_k": True, "certified_k": True}
+#: what to do when a table a finding reads is refused
+READ_FIX = "rerun the report stage that writes it (make reproduce reruns only what is missing)"
+
+
+def _read(path: Path, columns: Sequence[str], k_columns: Mapping[str, bool], allow_empty: bool = False) -> pd.DataFrame:
     """A table a finding reads (:func:`~certified_circuits.storage.tables.read_csv_table`: UTF-8 CSV with
-    ``columns``; concepts as text)."""
-    return read_csv_table(path, str(path), columns, "rerun the report stage that writes it (make reproduce reruns "
-                          "only what is missing)", {"concept": str}, allow_empty=allow_empty)
+    ``columns``, no ragged row; concepts as text), each K column of ``k_columns`` a share in (0, 1]
+    (:func:`~certified_circuits.storage.tables.parse_k_column`; ``{column: empty cell allowed}``)."""
+    table = read_csv_table(path, str(path), columns, READ_FIX, {"concept": str}, allow_empty=allow_empty)
+    for column, allow_missing in k_columns.items():
+        table = parse_k_column(table, column, str(path), READ_FIX, allow_missing=allow_missing)
+    return table
 
 
 def truth_finding(path: Path) -> str:
@@ -161,7 +174,7 @@ def recovery_finding(path: Path, scorer: str | None = None) -> str:
         (baseline 1.0, certified in 1.0): ..."``; precision is averaged over the non-empty circuits, the empty ones
         are counted.
     """
-    table = _read(path, AUROC_COLUMNS)
+    table = _read(path, (*AUROC_COLUMNS, "k_source"), AUROC_K)  # where each K came from, named in the line
     rows = _main_rows(table, scorer)
     if rows.empty:
         return f"{path}: no recovery row at a selected setting."
@@ -171,7 +184,7 @@ def recovery_finding(path: Path, scorer: str | None = None) -> str:
     line = f"**{experiment}** recovery of the truth ({used}; mean over {rows['concept'].nunique()} concepts): AUROC {areas}"
     every_k = Path(path).with_name("recovery.csv")
     if every_k.is_file():
-        curve = _read(every_k, CURVE_COLUMNS)
+        curve = _read(every_k, CURVE_COLUMNS, CURVE_K)
         curve = curve[(curve["scorer"] == used) & curve["setting"].isin(set(rows["setting"]))]
         k = truth_size_k(curve)
         if k is not None:
@@ -215,7 +228,7 @@ def stability_finding(path: Path, k: float | None, scorer: str | None = None) ->
         baseline memberships change, 0.0-3.1% of certified labels (in/out/abstain) and 0.00-0.10% flip in<->out; at
         the truth's size (K 0.20): 0.91, 3.1%, 1.2%, 0.00% (`testbed/stability.csv`)."``
     """
-    table = _read(path, STABILITY_COLUMNS, allow_empty=True)
+    table = _read(path, STABILITY_COLUMNS, STABILITY_K, allow_empty=True)
     if table.empty:
         return f"{path}: no stability rows."
     used = scorer if scorer is not None and (table["scorer"] == scorer).any() else table["scorer"].iloc[0]
@@ -264,9 +277,9 @@ def hypotheses_finding(path: Path, scorer: str | None = None) -> str:
     if not every_k.is_file():
         return ""
     stability = Path(path).with_name("stability.csv")
-    table = hypothesis_table(_read(every_k, CURVE_COLUMNS + ("experiment", "concept")),
-                             _read(stability, STABILITY_COLUMNS) if stability.is_file() else None,
-                             _read(path, AUROC_COLUMNS))
+    table = hypothesis_table(_read(every_k, CURVE_COLUMNS + ("experiment", "concept"), CURVE_K),
+                             _read(stability, STABILITY_COLUMNS, STABILITY_K) if stability.is_file() else None,
+                             _read(path, AUROC_COLUMNS, AUROC_K))
     if table.empty:
         return ""
     used = scorer if scorer is not None and (table["scorer"] == scorer).any() else table["scorer"].iloc[0]
@@ -303,7 +316,7 @@ def mean_ablation_finding(path: Path, eval_sets: Sequence[str], scorer: str | No
         ``"world, mean ablation, relevance, K chosen on id_test: balanced accuracy on context_shift: full 0.80,
         baseline 0.78 (K 10%), certified 0.77 (K 8%), p 0.4; ..."``.
     """
-    table = _read(path, MEAN_ABLATION_COLUMNS, allow_empty=True)
+    table = _read(path, MEAN_ABLATION_COLUMNS, MEAN_ABLATION_K, allow_empty=True)
     if "scorer" in table and len(table):
         table = table[table["scorer"] == (scorer if scorer in set(table["scorer"]) else table["scorer"].iloc[0])]
     parts, full = [], set()
@@ -357,19 +370,19 @@ def findings(
     lines = [truth_finding(Path(p)) for p in ground_truths]
     at_k: dict[str, float] = {}  # stability is read where circuits have the truth's size (contested membership)
     for path in map(Path, recovery):
-        table = _read(path, AUROC_COLUMNS)
+        table = _read(path, AUROC_COLUMNS, AUROC_K)
         scorers = list(dict.fromkeys(table["scorer"].astype(str))) if "scorer" in table else [None]
         if main_scorer in scorers:  # the main scorer first, then every other scorer of the experiment
             scorers = [main_scorer] + [s for s in scorers if s != main_scorer]
         lines += [recovery_finding(path, scorer) for scorer in scorers]
         rows = _main_rows(table, main_scorer)
         every_k = path.with_name("recovery.csv")
-        k = truth_size_k(_read(every_k, CURVE_COLUMNS)) if every_k.is_file() else None
+        k = truth_size_k(_read(every_k, CURVE_COLUMNS, CURVE_K)) if every_k.is_file() else None
         if len(rows) and k is not None:
             at_k[str(rows["experiment"].iloc[0])] = k
     lines += [line for line in (hypotheses_finding(Path(p), main_scorer) for p in recovery) if line]
     for path in map(Path, stability):
-        table = _read(path, STABILITY_COLUMNS, allow_empty=True)
+        table = _read(path, STABILITY_COLUMNS, STABILITY_K, allow_empty=True)
         experiment = str(table["experiment"].iloc[0]) if len(table) else ""
         lines.append(stability_finding(path, at_k.get(experiment), main_scorer))
     lines += [mean_ablation_finding(Path(p), eval_sets, main_scorer) for p in mean_ablation]

@@ -63,7 +63,7 @@ import pandas as pd
 from certified_circuits.commands import COMMAND, plan_command
 from certified_circuits.core.setting import number
 from certified_circuits.analysis.evaluation import METHODS as SELECTED_METHODS
-from certified_circuits.storage.tables import read_csv_table
+from certified_circuits.storage.tables import check_distinct_files, parse_k_column, read_csv_table
 
 #: Absolute tolerance above chance under which the full model counts as at chance (a 5-point margin: an
 #: eval set of a few dozen images has a standard error of that size at 0.5).
@@ -519,7 +519,7 @@ def read_curves(path: str | Path) -> pd.DataFrame:
     if table.empty:
         raise ValueError(f"{path} (--curves) holds no rows (header only): its warnings cannot be checked; rerun "
                          "report-sufficiency, or leave this file out")
-    return table
+    return parse_k_column(table, "k_target", f"{path} (--curves)", CURVES_FIX)
 
 
 #: a selected K at least this is the whole model (K grids hold 1.0 exactly; the slack absorbs float text)
@@ -578,14 +578,20 @@ def selection_flags(selected: pd.DataFrame, where: str = "") -> list[Flag]:
 
 
 def read_selected(path: str | Path) -> pd.DataFrame:
-    """A ``selected_*`` table for :func:`selection_flags`, checked to be one (readable UTF-8 CSV with rows and every
-    method's K column).
+    """A ``selected_*`` table for :func:`selection_flags`, checked to be one: readable UTF-8 CSV with rows, no ragged
+    row, and every method's K column a share in (0, 1] (:func:`~certified_circuits.storage.tables.parse_k_column`:
+    ``100%`` is the whole model, ``1.5``, ``inf`` or a word is refused; an empty cell is no K).
 
     Raises:
-        ValueError: naming the file, what is wrong and the fix.
+        ValueError: naming the file (and the row and column), what is wrong and the fix.
     """
-    return read_csv_table(path, f"{path} (--selected)", list(SELECTED_K_COLUMNS.values()), SELECTED_FIX,
-                          {"concept": str}, kind="selected table")
+    where = f"{path} (--selected)"
+    table = read_csv_table(path, where, list(SELECTED_K_COLUMNS.values()), SELECTED_FIX, {"concept": str},
+                           kind="selected table")
+    for column in SELECTED_K_COLUMNS.values():
+        table = parse_k_column(table, column, where, SELECTED_FIX, allow_missing=True)
+    return table
+
 
 
 def run_flags(curves: Sequence[str | Path] = (), certificates: Sequence[str | Path] = (),
@@ -602,9 +608,16 @@ def run_flags(curves: Sequence[str | Path] = (), certificates: Sequence[str | Pa
 
     Returns:
         Every flag, most severe first (:func:`sorted_flags`).
+
+    Raises:
+        ValueError: a file given twice to one argument
+            (:func:`~certified_circuits.storage.tables.check_distinct_files`), or a file that is not of its
+            kind (its reader's message: the file, the row and column, the fix).
     """
     from certified_circuits.storage.store import read_certificates
 
+    for paths, option in ((curves, "--curves"), (certificates, "--certificates"), (selected, "--selected")):
+        check_distinct_files(paths, option)
     found: list[Flag] = []
     for path in map(Path, curves):  # the mean-ablation tables say so (their places are otherwise the same)
         found += curve_flags(read_curves(path), "mean ablation" if path.parent.name == "mean_ablation" else "")

@@ -29,7 +29,7 @@ import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from certified_circuits.storage.tables import read_csv_table, require_columns
+from certified_circuits.storage.tables import parse_k_column, read_csv_table, require_columns
 from certified_circuits.analysis.recovery import (
     RECOVERY_METHODS,
     SELECTED_METHOD,
@@ -131,13 +131,8 @@ def read_selected_table(path: str | Path) -> pd.DataFrame:
     where = f"{path} (--selected)"
     columns = [f"{m}_k_target" for m in dict.fromkeys(SELECTED_METHOD.values())]
     table = read_csv_table(path, where, columns, SELECTED_FIX)
-    for column in columns:
-        values = pd.to_numeric(table[column], errors="coerce")
-        text = values.isna() & table[column].notna()  # a word where a K belongs (an empty cell stays allowed)
-        bad = table.index[text | (values.notna() & ~((values > 0) & (values <= 1)))]
-        if len(bad):
-            raise ValueError(f"{where}: column {column!r} holds {_cell(table, column, bad[0])!r} (row {int(bad[0]) + 2}),"
-                             f" not a K in (0, 1]; {SELECTED_FIX}")
+    for column in columns:  # a word where a K belongs is refused; an empty cell stays allowed (no K)
+        table = parse_k_column(table, column, where, SELECTED_FIX, allow_missing=True)
     return table
 
 
@@ -335,18 +330,14 @@ def read_stability_table(path: str | Path, option: str = "--inputs",
         if len(empty):
             raise ValueError(f"{where}: row {int(empty[0]) + 2} has no {column!r} ({len(empty)} rows lack it): every "
                              f"row is of one {', '.join(STABILITY_KEYS)}; {STABILITY_FIX}")
-    for column in ("k_target", *columns):
+    for column in columns:
         values = pd.to_numeric(table[column], errors="coerce")
         bad = table.index[values.isna() & table[column].notna()]
         if len(bad):
             raise ValueError(f"{where}: column {column!r} holds {_cell(table, column, bad[0])!r} (row {int(bad[0]) + 2}),"
                              f" not a number; {STABILITY_FIX}")
         table[column] = values
-    outside = table.index[~((table["k_target"] > 0) & (table["k_target"] <= 1))]
-    if len(outside):
-        raise ValueError(f"{where}: k_target {float(table['k_target'].iloc[outside[0]])!r} (row {int(outside[0]) + 2}) is "
-                         f"not a fraction in (0, 1]; {STABILITY_FIX}")
-    return table
+    return parse_k_column(table, "k_target", where, STABILITY_FIX)
 
 
 def _check_distinct(tables: Sequence[pd.DataFrame], inputs: Sequence[Path]) -> None:
@@ -409,6 +400,31 @@ SEED_STABILITY = ("baseline_jaccard_mean", "baseline_change_share", "certified_c
                   "certified_in_jaccard", "abstain_share")  # fmt: skip
 
 
+#: what to do when a recovery table read for its truth's size is refused
+RECOVERY_FIX = "pass the recovery.csv that report-recovery wrote (its recovery_auroc.csv beside it)"
+
+
+def read_recovery_beside(path: Path, option: str) -> pd.DataFrame:
+    """``recovery.csv`` beside ``path`` (the K grid and the truth's size of a stability or recovery table), checked:
+    readable CSV with rows, ``n_true``, ``n_components`` and ``k_target``, every K a share in (0, 1]
+    (:func:`~certified_circuits.storage.tables.parse_k_column`).
+
+    Args:
+        path: a table of a ``testbed/`` folder.
+        option: how it was given, for messages (``"beside --run 0 s0/stability.csv"``).
+
+    Returns:
+        The table.
+
+    Raises:
+        ValueError: naming the file (and row and column), what is wrong and the fix.
+    """
+    every_k = path.with_name("recovery.csv")
+    where = f"{every_k} ({option})"
+    table = read_csv_table(every_k, where, ["k_target", "n_true", "n_components"], RECOVERY_FIX)
+    return parse_k_column(table, "k_target", where, RECOVERY_FIX)
+
+
 def model_seeds_recovery(runs: dict[str, Sequence[Path]], out_dir: Path, name: str) -> dict[str, float]:
     """Recovery across model-training seeds: per seed and (experiment, scorer, setting, method) the mean over concepts
     of the AUROC and of precision and recall at the truth's size (from ``recovery.csv`` of each run, the K nearest
@@ -426,11 +442,12 @@ def model_seeds_recovery(runs: dict[str, Sequence[Path]], out_dir: Path, name: s
     rows = []
     for seed, paths in runs.items():
         for path in map(Path, paths):
-            fix = "pass the recovery.csv that report-recovery wrote (its recovery_auroc.csv beside it)"
-            every_k = read_csv_table(path, f"{path} (--run {seed})", ["method", "k_target", "precision", "recall",
-                                                                      "n_true", "n_components"], fix)
+            where = f"{path} (--run {seed})"
+            every_k = read_csv_table(path, where, ["method", "k_target", "precision", "recall", "n_true",
+                                                   "n_components"], RECOVERY_FIX)
+            every_k = parse_k_column(every_k, "k_target", where, RECOVERY_FIX)
             auroc = read_csv_table(path.with_name("recovery_auroc.csv"), f"{path.with_name('recovery_auroc.csv')} "
-                                   f"(beside --run {seed} {path})", ["method", "auroc"], fix)
+                                   f"(beside --run {seed} {path})", ["method", "auroc"], RECOVERY_FIX)
             k = truth_size_k(every_k["n_true"], every_k["n_components"], every_k["k_target"])
             at = every_k[np.isclose(every_k["k_target"], k)]
             keys = [c for c in ("experiment", "scorer", "setting") if c in every_k.columns]
@@ -486,7 +503,7 @@ def model_seeds_stability(runs: dict[str, Sequence[Path]], out_dir: Path, name: 
     for seed, paths in runs.items():
         for path in map(Path, paths):
             table = read_stability_table(path, option="--run", columns=SEED_STABILITY)
-            every_k = pd.read_csv(path.with_name("recovery.csv"))
+            every_k = read_recovery_beside(path, f"beside --run {seed} {path}")
             k = truth_size_k(every_k["n_true"], every_k["n_components"], every_k["k_target"])
             at_k = nearest_k(table["k_target"], k)
             at = table[np.isclose(table["k_target"], at_k)]

@@ -3,16 +3,24 @@ selected, curves and faithfulness tables, and the summary's findings).
 
 ``pandas.read_csv`` alone fails in ways that name no file: a file in another encoding raises a bare
 ``UnicodeDecodeError``, an empty file ``EmptyDataError``, a table of another kind a ``KeyError`` far from the
-read, and a header-only table silently yields no rows (a warning list that says "none" because it read nothing).
-:func:`read_csv_table` refuses each of them with the file (and option), what is wrong and the fix, before any work.
+read, a header-only table silently yields no rows (a warning list that says "none" because it read nothing), and a
+ragged row is read as something else (one field too many in the first row makes the first column the index and
+shifts every value one column left; a row with a field too few is padded with NaN). :func:`read_csv_table` refuses
+each of them with the file (and option), what is wrong and the fix, before any work.
+
+A K column (a circuit's size as a share of the components, or as a percentage) is read by one parser,
+:func:`parse_k_column`, wherever a table is read: a value outside the column's range, a word or an infinity is
+refused with the file, the row and the column, never flagged or averaged as if it were a K.
 """
 
 from __future__ import annotations
 
+import csv
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
+import numpy as np
 import pandas as pd
 
 
@@ -51,6 +59,44 @@ def _first_bad_byte(path: str | Path) -> str:
     return "a byte pandas could not decode"
 
 
+def _ragged_line(path: str | Path) -> str:
+    """The first line whose number of fields is not the header's, for a message (``"line 3 has 4 fields, the header
+    3"``), or ``""`` when every line has the header's (blank lines, which pandas skips, are not counted).
+
+    The widths come from :mod:`csv` (the quoting pandas uses) in one pass, ``map(len, reader)`` into one array; the
+    line is the record's number, exact unless a quoted cell spans lines (the tables this project writes have none).
+    """
+    with open(path, newline="", encoding="utf-8") as handle:
+        widths = np.fromiter(map(len, csv.reader(handle)), dtype=np.int64)
+    if widths.size < 2:
+        return ""
+    bad = np.flatnonzero((widths[1:] != widths[0]) & (widths[1:] > 0))
+    if not bad.size:
+        return ""
+    line = int(bad[0]) + 2
+    return f"line {line} has {int(widths[line - 1])} fields, the header {int(widths[0])}"
+
+
+def check_distinct_files(paths: Iterable[str | Path], option: str) -> None:
+    """Refuse a file given twice to one option, by any spelling (``a.csv``, ``./a.csv``, a symlink to it): a report
+    that reads it twice would count its rows twice.
+
+    Args:
+        paths: the option's files.
+        option: the option, for the message (``"--selected"``).
+
+    Raises:
+        ValueError: ``"<path> (<option>) is given twice (also as <first spelling>) ...; pass each file once"``.
+    """
+    seen: dict[Path, str | Path] = {}
+    for path in paths:
+        key = Path(path).resolve()
+        if key in seen:
+            raise ValueError(f"{path} ({option}) is given twice (also as {seen[key]}): its rows would be counted twice; "
+                             "pass each file once")
+        seen[key] = path
+
+
 def read_csv_table(path: str | Path, where: str, columns: Sequence[str], fix: str, dtype: dict[str, Any] | None = None,
                    *, kind: str = "CSV table", allow_empty: bool = False) -> pd.DataFrame:
     """A CSV table, checked before any work: an existing, readable UTF-8 CSV with the ``columns`` its reader needs
@@ -70,8 +116,8 @@ def read_csv_table(path: str | Path, where: str, columns: Sequence[str], fix: st
 
     Raises:
         ValueError: ``"<where> does not exist"``, ``"<where>: not a readable <kind> (<why>)"`` (not UTF-8, not CSV,
-            empty file), ``"<where> is missing column(s) ..."`` or ``"<where> holds no rows (header only)"``, each
-            followed by ``fix``.
+            empty file, a ragged row: the line and its number of fields), ``"<where> is missing column(s) ..."`` or
+            ``"<where> holds no rows (header only)"``, each followed by ``fix``.
     """
     if not Path(path).is_file():
         raise ValueError(f"{where} does not exist; {fix}")
@@ -81,6 +127,10 @@ def read_csv_table(path: str | Path, where: str, columns: Sequence[str], fix: st
         raise ValueError(f"{where}: not a readable {kind} (not UTF-8 text: {_first_bad_byte(path)}); {fix}") from None
     except (pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
         raise ValueError(f"{where}: not a readable {kind} ({str(exc).strip()}); {fix}") from None
+    ragged = _ragged_line(path)
+    if ragged:
+        raise ValueError(f"{where}: not a readable {kind} (a ragged row: {ragged}; a row with a field too many or too "
+                         f"few would be read shifted or padded); {fix}")
     try:
         require_columns(table, columns, where)
     except ValueError as exc:
@@ -88,3 +138,62 @@ def read_csv_table(path: str | Path, where: str, columns: Sequence[str], fix: st
     if table.empty and not allow_empty:
         raise ValueError(f"{where} holds no rows (header only); {fix}")
     return table
+
+
+#: the units a K column states, with the range of its values (a K of 0 keeps no component and is on no grid)
+K_UNITS = {"share": 1.0, "percent": 100.0}
+
+
+def parse_k_column(table: pd.DataFrame, column: str, where: str, fix: str, *,
+                   unit: Literal["share", "percent"] = "share", allow_missing: bool = False) -> pd.DataFrame:
+    """The one parser of a K column of a table read from a file: every value a number in the column's unit, a share
+    of the components ``K`` in (0, 1] (``unit="share"``: the ``*_k_target``, ``k_target`` and ``*_k`` columns the
+    reports write) or a percentage ``100 K`` in (0, 100] (``unit="percent"``). A value written with a ``%`` sign is a
+    percentage whatever the column's unit and is converted to it (``"100%"`` in a share column is 1.0, the whole
+    model; ``"50%"`` in a percent column is 50.0), so a hand-written ``100%`` is read as the whole model, never as no K.
+
+    Args:
+        table: the table (as read: numbers, or text where a cell is not a number).
+        column: the K column.
+        where: the file and option, for messages (``"selected.csv (--selected)"``).
+        fix: what to do when refused (the end of every message).
+        unit: the column's unit: ``"share"`` (range (0, 1]) or ``"percent"`` (range (0, 100]).
+        allow_missing: accept empty cells (read as NaN: no K, e.g. a recovery row read at no K).
+
+    Returns:
+        A copy of ``table`` whose ``column`` is float64 in the column's unit.
+
+    Raises:
+        ValueError: ``"<where>: column 'k_target' holds 1.5 (row 3), not a K in (0, 1] (...); <fix>"`` for the
+            first bad value (a word, an infinity, a value outside the range, an empty cell unless
+            ``allow_missing``), its row counted as the file's lines are (the header is row 1); a column that is
+            missing or an unknown unit.
+    """
+    if unit not in K_UNITS:
+        raise ValueError(f"unit {unit!r} is not a K unit: use one of {sorted(K_UNITS)}")
+    require_columns(table, [column], where)
+    top = K_UNITS[unit]
+    raw = table[column]
+    if pd.api.types.is_numeric_dtype(raw) and not pd.api.types.is_bool_dtype(raw):
+        values = raw.to_numpy(dtype=np.float64)  # numbers as read: no round trip through text
+    else:  # text somewhere in the column: each cell parsed, "50%" as a percentage
+        text = raw.astype("string").str.strip()
+        percent = text.str.endswith("%").fillna(False).to_numpy(dtype=bool)
+        numbers = pd.to_numeric(text.str.rstrip("%"), errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+        values = np.where(percent, numbers * (top / 100.0), numbers)
+    missing = raw.isna().to_numpy()
+    bad = ~missing & ~((values > 0) & (values <= top))  # a word or an infinity is NaN or outside: refused
+    if not allow_missing:
+        bad |= missing
+    rows = np.flatnonzero(bad)
+    if rows.size:
+        first = int(rows[0])
+        cell = raw.iloc[first]
+        shown = "an empty cell" if missing[first] else repr(cell.item() if hasattr(cell, "item") else cell)
+        words = ("in (0, 1] (a share of the components: the whole model is 1, or '100%')" if unit == "share" else
+                 "in (0, 100] (a percentage of the components)")
+        raise ValueError(f"{where}: column {column!r} holds {shown} (row {first + 2}), not a K {words}"
+                         f"{f'; {rows.size} rows are bad' if rows.size > 1 else ''}; {fix}")
+    out = table.copy()
+    out[column] = values
+    return out

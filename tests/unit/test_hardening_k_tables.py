@@ -1,0 +1,233 @@
+"""Issue 53: one parser for K wherever a table is read (storage/tables.parse_k_column), a ragged row refused by the
+one CSV reader, and ``report-warnings --selected``: K ``100%`` is the whole model (never "Warnings: none"), ``1.5``
+or ``inf`` is refused (never flagged as 100%), a ragged row is refused with its line, a file given twice is refused
+(never counted twice). Each bad input names the file, the column or line, exits 2 without a traceback; valid input
+still runs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from certified_circuits.cli.main import main
+from certified_circuits.storage.tables import check_distinct_files, parse_k_column, read_csv_table
+
+FIX = "rerun the stage"
+HEADER = "experiment,scorer,concept,metric,selected_on,baseline_k_target,majority_k_target,certified_k_target"
+
+
+# ------------------------------------------------------------------------------ the one K parser
+
+
+def test_parse_k_column_reads_shares_and_percent_signs_in_the_columns_unit() -> None:
+    table = pd.DataFrame({"k": ["0.25", " 1 ", "100%", "50%", "0.5%"]})
+    assert parse_k_column(table, "k", "t.csv", FIX)["k"].tolist() == [0.25, 1.0, 1.0, 0.5, 0.005]
+    percent = pd.DataFrame({"k": [25.0, 100.0]})
+    assert parse_k_column(percent, "k", "t.csv", FIX, unit="percent")["k"].tolist() == [25.0, 100.0]
+    mixed = pd.DataFrame({"k": ["25", "100%"]})
+    assert parse_k_column(mixed, "k", "t.csv", FIX, unit="percent")["k"].tolist() == [25.0, 100.0]
+    empty = pd.DataFrame({"k": [0.1, np.nan]})
+    assert parse_k_column(empty, "k", "t.csv", FIX, allow_missing=True)["k"].iloc[0] == 0.1
+    assert table["k"].tolist()[2] == "100%"  # the caller's table is not changed
+
+
+@pytest.mark.parametrize("values, unit, shown", [
+    ([0.5, 1.5], "share", "holds 1.5 (row 3), not a K in (0, 1]"),
+    ([0.5, np.inf], "share", "holds inf (row 3), not a K in (0, 1]"),
+    ([0.5, -np.inf], "share", "holds -inf (row 3), not a K in (0, 1]"),
+    ([0.0, 0.5], "share", "holds 0.0 (row 2), not a K in (0, 1]"),
+    ([-0.1], "share", "holds -0.1 (row 2), not a K in (0, 1]"),
+    (["0.5", "half"], "share", "holds 'half' (row 3), not a K in (0, 1]"),
+    (["150%"], "share", "holds '150%' (row 2), not a K in (0, 1]"),
+    ([0.5, np.nan], "share", "holds an empty cell (row 3), not a K in (0, 1]"),
+    ([True, False], "share", "holds True (row 2), not a K in (0, 1]"),
+    ([50, 101], "percent", "holds 101 (row 3), not a K in (0, 100] (a percentage of the components)"),
+])
+def test_parse_k_column_refuses_a_value_outside_its_range_with_file_row_and_column(values: list, unit: str,
+                                                                                   shown: str) -> None:
+    with pytest.raises(ValueError) as caught:
+        parse_k_column(pd.DataFrame({"k_target": values}), "k_target", "t.csv (--x)", FIX, unit=unit)
+    message = str(caught.value)
+    assert message.startswith(f"t.csv (--x): column 'k_target' {shown}") and message.endswith(f"; {FIX}")
+
+
+def test_parse_k_column_counts_the_bad_rows_and_refuses_a_missing_column_or_unknown_unit() -> None:
+    with pytest.raises(ValueError, match=r"holds 2.0 \(row 2\), not a K in \(0, 1\].*; 3 rows are bad; " + FIX):
+        parse_k_column(pd.DataFrame({"k": [2.0, 0.5, 3.0, 4.0]}), "k", "t.csv", FIX)
+    with pytest.raises(ValueError, match=r"t.csv is missing column\(s\) 'k'; it has 'j'"):
+        parse_k_column(pd.DataFrame({"j": [0.5]}), "k", "t.csv", FIX)
+    with pytest.raises(ValueError, match=r"unit 'fraction' is not a K unit: use one of \['percent', 'share'\]"):
+        parse_k_column(pd.DataFrame({"k": [0.5]}), "k", "t.csv", FIX, unit="fraction")
+
+
+# ------------------------------------------------------------------------------ ragged rows and files given twice
+
+
+@pytest.mark.parametrize("content, problem", [
+    ("a,b,c\n1,2,3,4\n5,6,7,8\n", "line 2 has 4 fields, the header 3"),  # pandas would make column a the index
+    ("a,b,c\n1,2,3\n5,6\n", "line 3 has 2 fields, the header 3"),  # pandas would pad c with NaN
+    ("a,b,c\n1,2,3\n\n5,6\n", "line 4 has 2 fields, the header 3"),  # a blank line is skipped, not ragged
+])
+def test_read_csv_table_refuses_a_ragged_row_with_its_line(tmp_path: Path, content: str, problem: str) -> None:
+    path = tmp_path / "t.csv"
+    path.write_text(content)
+    with pytest.raises(ValueError) as caught:
+        read_csv_table(path, f"{path} (--x)", ["a"], FIX)
+    assert str(caught.value) == (f"{path} (--x): not a readable CSV table (a ragged row: {problem}; a row with a field "
+                                 f"too many or too few would be read shifted or padded); {FIX}")
+
+
+def test_read_csv_table_keeps_empty_cells_quoted_commas_and_blank_lines(tmp_path: Path) -> None:
+    path = tmp_path / "t.csv"
+    path.write_text('a,b,c\n1,,3\n\n"x,y",2,\n')
+    table = read_csv_table(path, "t", ["a", "b", "c"], FIX)
+    assert table["a"].tolist() == ["1", "x,y"] and table["b"].iloc[1] == 2 and np.isnan(table["c"].iloc[1])
+
+
+def test_check_distinct_files_refuses_one_file_by_two_spellings(tmp_path: Path) -> None:
+    path = tmp_path / "a.csv"
+    path.write_text("a\n1\n")
+    (tmp_path / "link.csv").symlink_to(path)
+    check_distinct_files([path, tmp_path / "b.csv"], "--selected")  # two files: no error
+    for twice in (str(tmp_path / "." / "a.csv"), str(tmp_path / "link.csv")):
+        with pytest.raises(ValueError) as caught:
+            check_distinct_files([path, twice], "--selected")
+        assert str(caught.value) == (f"{twice} (--selected) is given twice (also as {path}): its rows would be "
+                                     "counted twice; pass each file once")
+
+
+# ------------------------------------------------------------------------------ report-warnings --selected
+
+
+def _selected(tmp_path: Path, certified: str, name: str = "selected_cacc_raw.csv", extra: str = "") -> Path:
+    path = tmp_path / name
+    path.write_text(f"{HEADER}\nworld,relevance,circle,cacc,id_test,0.2,0.3,{certified}{extra}\n")
+    return path
+
+
+def _warnings(tmp_path: Path, *selected: Path) -> list[dict]:
+    out = tmp_path / "warnings.json"
+    assert main(["report-warnings", "--selected", *map(str, selected), "--out", str(out)]) == 0
+    return json.loads(out.read_text())["flags"]
+
+
+@pytest.mark.parametrize("certified", ["1.0", "1", "100%", " 100% "])
+def test_report_warnings_flags_a_selected_k_of_the_whole_model_however_written(tmp_path: Path, certified: str) -> None:
+    flags = _warnings(tmp_path, _selected(tmp_path, certified))
+    assert [(f["code"], f["where"], f["concept"]) for f in flags] == [
+        ("full-model-k", "world / scorer relevance / concept circle / method certified", "circle")]
+
+
+def test_report_warnings_flags_nothing_below_the_whole_model(tmp_path: Path) -> None:
+    assert _warnings(tmp_path, _selected(tmp_path, "0.99"), _selected(tmp_path, "50%", "other_raw.csv")) == []
+
+
+@pytest.mark.parametrize("certified, shown", [
+    ("1.5", "holds 1.5 (row 2)"),
+    ("inf", "holds inf (row 2)"),
+    ("150%", "holds '150%' (row 2)"),
+    ("all", "holds 'all' (row 2)"),
+    ("0", "holds 0 (row 2)"),
+])
+def test_report_warnings_refuses_a_selected_k_outside_the_unit_interval(tmp_path: Path, capsys: pytest.CaptureFixture,
+                                                                        certified: str, shown: str) -> None:
+    path = _selected(tmp_path, certified)
+    with pytest.raises(SystemExit) as caught:
+        main(["report-warnings", "--selected", str(path), "--out", str(tmp_path / "warnings.json")])
+    err = capsys.readouterr().err
+    assert caught.value.code == 2 and "Traceback" not in err
+    assert f"{path} (--selected): column 'certified_k_target' {shown}, not a K in (0, 1]" in err
+    assert "pass the selected_*_raw.csv that report-sufficiency --select-on wrote" in err
+    assert not (tmp_path / "warnings.json").exists()
+
+
+@pytest.mark.parametrize("extra, line", [(",1.0", "line 2 has 9 fields, the header 8"),
+                                         ("\nworld,relevance,circle,cacc,id_test,0.2", "line 3 has 6 fields")])
+def test_report_warnings_refuses_a_ragged_selected_row(tmp_path: Path, capsys: pytest.CaptureFixture, extra: str,
+                                                       line: str) -> None:
+    path = _selected(tmp_path, "1.0", extra=extra)
+    with pytest.raises(SystemExit) as caught:
+        main(["report-warnings", "--selected", str(path), "--out", str(tmp_path / "warnings.json")])
+    err = capsys.readouterr().err
+    assert caught.value.code == 2 and "Traceback" not in err
+    assert f"{path} (--selected): not a readable selected table (a ragged row: {line}" in err
+    assert not (tmp_path / "warnings.json").exists()
+
+
+@pytest.mark.parametrize("option", ["--selected", "--curves"])
+def test_report_warnings_refuses_a_file_given_twice(tmp_path: Path, capsys: pytest.CaptureFixture,
+                                                    option: str) -> None:
+    path = _selected(tmp_path, "1.0")
+    with pytest.raises(SystemExit) as caught:
+        main(["report-warnings", option, str(path), str(tmp_path / "." / path.name), "--out",
+              str(tmp_path / "warnings.json")])
+    err = capsys.readouterr().err
+    assert caught.value.code == 2 and "Traceback" not in err
+    assert f"{tmp_path / '.' / path.name} ({option}) is given twice (also as {path}): its rows would be counted " \
+           "twice; pass each file once" in err
+    assert not (tmp_path / "warnings.json").exists()
+
+
+def test_report_warnings_refuses_a_curves_k_outside_the_unit_interval(tmp_path: Path,
+                                                                      capsys: pytest.CaptureFixture) -> None:
+    curves = tmp_path / "curves.csv"
+    curves.write_text("experiment,eval_set,method,k_target,k_effective,cacc\nw,id,baseline,0.5,0.5,0.9\n"
+                      "w,id,baseline,1.5,1.0,0.9\n")
+    with pytest.raises(SystemExit) as caught:
+        main(["report-warnings", "--curves", str(curves), "--out", str(tmp_path / "warnings.json")])
+    err = capsys.readouterr().err
+    assert caught.value.code == 2 and "Traceback" not in err
+    assert f"{curves} (--curves): column 'k_target' holds 1.5 (row 3), not a K in (0, 1]" in err
+
+
+# ------------------------------------------------------------------------------ the other readers of a K column
+
+
+def test_the_findings_read_their_k_columns_with_the_one_parser(tmp_path: Path) -> None:
+    from certified_circuits.reports.findings import mean_ablation_finding, recovery_finding, stability_finding
+
+    auroc = tmp_path / "recovery_auroc.csv"
+    auroc.write_text("experiment,scorer,setting,concept,method,auroc,at_selected_setting,k_target,k_source\n"
+                     "w,r,s,circle,baseline,0.6,True,,\nw,r,s,circle,certified_in,0.7,True,inf,--k\n")
+    with pytest.raises(ValueError, match=rf"^{auroc}: column 'k_target' holds inf \(row 3\), not a K in \(0, 1\]"):
+        recovery_finding(auroc)
+    auroc.write_text("experiment,scorer,setting,concept,method,auroc,at_selected_setting,k_target,k_source\n"
+                     "w,r,s,circle,baseline,0.6,True,,\n")  # AUROC only (no K given): allowed
+    assert recovery_finding(auroc).startswith("**w** recovery of the truth (r; mean over 1 concepts): AUROC baseline "
+                                              "0.600")
+    stability = tmp_path / "stability.csv"
+    stability.write_text("experiment,scorer,concept,k_target,baseline_jaccard_mean,baseline_change_share,"
+                         "certified_change_share,certified_flip_share\nw,r,circle,,1,0,0,0\n")
+    with pytest.raises(ValueError, match=rf"^{stability}: column 'k_target' holds an empty cell \(row 2\)"):
+        stability_finding(stability, None)
+    ablation = tmp_path / "selected_balanced_raw.csv"
+    ablation.write_text("experiment,eval_set,full,baseline,baseline_k,certified,certified_k\n"
+                        "w,id_test,0.9,0.8,100%,0.7,0.1\n")
+    assert "baseline 0.80 (K 100%), certified 0.70 (K 10%)" in mean_ablation_finding(ablation, ["id_test"])
+    ablation.write_text("experiment,eval_set,full,baseline,baseline_k,certified,certified_k\n"
+                        "w,id_test,0.9,0.8,10,0.7,0.1\n")  # a percentage written in a share column
+    with pytest.raises(ValueError, match=rf"^{ablation}: column 'baseline_k' holds 10 \(row 2\), not a K in \(0, 1\]"):
+        mean_ablation_finding(ablation, ["id_test"])
+
+
+def test_model_seeds_stability_reads_the_recovery_table_beside_it_strictly(tmp_path: Path) -> None:
+    from certified_circuits.reports.testbed import STABILITY_SHOWN, model_seeds_stability
+
+    (tmp_path / "0").mkdir()
+    stability = tmp_path / "0" / "stability.csv"
+    row = {"experiment": "w", "concept": "circle", "scorer": "r", "setting": "s", "k_target": 0.5,
+           **{c: 0.5 for c in STABILITY_SHOWN}}
+    pd.DataFrame([row]).to_csv(stability, index=False)
+    recovery = tmp_path / "0" / "recovery.csv"
+    recovery.write_text("k_target,n_true,n_components\n0.5,2,10\n2,2,10\n")
+    with pytest.raises(ValueError, match=rf"^{recovery} \(beside --run 0 {stability}\): column 'k_target' holds 2.0 "
+                                         r"\(row 3\), not a K in \(0, 1\]"):
+        model_seeds_stability({"0": [stability]}, tmp_path / "out", "w")
+    recovery.write_text("k_target,n_true,n_components\n0.5,2,10\n")
+    metrics = model_seeds_stability({"0": [stability]}, tmp_path / "out", "w")
+    assert metrics["w_baseline_jaccard_mean"] == 0.5
+    assert pd.read_csv(tmp_path / "out" / "w_model_seeds_raw.csv")["k_target"].tolist() == [0.5]
