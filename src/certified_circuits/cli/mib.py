@@ -97,8 +97,12 @@ def _export_circuits(args: argparse.Namespace) -> dict[str, tuple[str, Path, Pat
         task -> (attribution file, votes, certificates) of its chosen circuit.
 
     Raises:
-        InputError: naming the option, the task and the fix.
+        InputError: naming the option, the task and the fix (a vision run's attribution file included:
+            :func:`~certified_circuits.reports.mib_submission.graph_shape`).
     """
+    from certified_circuits.reports.mib_submission import graph_shape
+    from certified_circuits.storage.store import read_attributions
+
     for option, value in (("--method", args.method), ("--model-name", args.model_name)):
         if "_" in value or not value:
             raise InputError(f"{option} {value!r}: MIB's folders are <method>_<ablation>_<level> and <task>_<model>, "
@@ -120,6 +124,11 @@ def _export_circuits(args: argparse.Namespace) -> dict[str, tuple[str, Path, Pat
             raise InputError(f"--circuit {task}: {attr} does not exist")
         _, _, votes_path, certs_path = _selected_circuit(task, pairs, selected, "--circuit")
         chosen[task] = (attr, votes_path, certs_path)
+    for task, (attr, _, _) in chosen.items():  # a vision run's file records no EAP graph: refused before any write
+        try:
+            graph_shape(read_attributions(attr).attrs, f"{attr} (--circuit {task})")
+        except ValueError as error:
+            raise InputError(str(error)) from None
     return chosen
 
 

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import json
 import logging
+import numbers
 import os
 import re
 from pathlib import Path
@@ -252,6 +253,38 @@ def _field(row: Mapping[str, Any], where: str, *keys: Any) -> Any:
     return value
 
 
+def _choice(row: Mapping[str, Any], where: str, prefix: str) -> str:
+    """The answer of a multiple-choice row as MIB's ``HFEAPDataset`` reads it: ``choices.label[answerKey]``, where
+    ``answerKey`` is the 0-based index of the answer in ``choices.label`` (an integer, or its decimal digits), so
+    ``0 <= answerKey < len(choices.label)``. A letter (``"A"``: ARC's original answerKey, which MIB's files replace by
+    the index) or a negative index (Python would read -1 as the last label) is refused, never guessed.
+
+    Args:
+        row: the row (or its counterfactual, a nested mapping).
+        where: the row's place (file and row), for errors.
+        prefix: the key path of ``row`` in the file's row, for errors (``"symbol_counterfactual."``).
+
+    Returns:
+        The label, as written.
+
+    Raises:
+        MIBDataError: naming the file and row, the key, the value and what is accepted.
+    """
+    labels = _field(row, where, "choices", "label")
+    key = _field(row, where, "answerKey")
+    text = str(key).strip()
+    whole = isinstance(key, numbers.Integral) and not isinstance(key, bool)
+    if not isinstance(labels, (list, tuple)) or not labels:
+        raise MIBDataError(f"{where}: {prefix}choices.label is {labels!r}, not a list of the choices' labels: is this "
+                           "MIB's dataset of the task? download the split again")
+    if not (whole or (isinstance(key, str) and text.isdigit() and text.isascii())) or not 0 <= int(text) < len(labels):
+        raise MIBDataError(f"{where}: {prefix}answerKey is {key!r}; MIB reads it as the 0-based index of the answer in "
+                           f"{prefix}choices.label {list(labels)}, so it is an integer from 0 to {len(labels) - 1}: "
+                           "is this MIB's dataset of the task (ARC's original files give a letter)? download MIB's "
+                           "split again")
+    return str(labels[int(text)])
+
+
 def row_example(task: str, row: Mapping[str, Any], *, id: str, split: str, where: str = "") -> Example:
     """One MIB row as MIB's ``HFEAPDataset.__getitem__`` reads it (module docstring's table).
 
@@ -277,9 +310,8 @@ def row_example(task: str, row: Mapping[str, Any], *, id: str, split: str, where
     elif task.startswith("arithmetic"):
         answer, distractor = str(_field(row, where, "label")), str(_field(row, where, cf_col, "label"))
     else:
-        answer = str(_field(row, where, "choices", "label", int(_field(row, where, "answerKey"))))
-        cf = _field(row, where, cf_col)
-        distractor = str(_field(cf, where, "choices", "label", int(_field(cf, where, "answerKey"))))
+        answer = _choice(row, where, "")
+        distractor = _choice(_field(row, where, cf_col), where, f"{cf_col}.")
     return Example(id=id, task=task, split=split, clean=str(clean), corrupted=str(corrupted), answer=answer,
                    distractor=distractor)
 

@@ -340,6 +340,43 @@ def submission_cfg(n_layers: int, n_heads: int, d_model: int, parallel: bool, *,
                      method=method, level=level)
 
 
+#: what report-mib takes, said when it is given another run's files
+LANGUAGE_FILES = ("report-mib takes a language run's files: each task's train attribution file "
+                  "(attributions/language/train/<task>.h5), and its votes and certificates")
+
+
+def graph_shape(attrs: Mapping[str, Any], where: str) -> tuple[int, int]:
+    """The shape of the EAP graph an attribution file of a language run records (``n_layers`` L and ``n_heads`` H,
+    from which MIB's graph and its ``E = sum_l [3H(1 + l(H+1)) + (1 + l(H+1) + H)] + 1 + L(H+1)`` edges are built).
+
+    Args:
+        attrs: the attribution file's attributes.
+        where: the file and option, for messages (``"ATTR.h5 (--circuit ioi)"``).
+
+    Returns:
+        ``(n_layers, n_heads)``, each an integer >= 1.
+
+    Raises:
+        ValueError: the file records no shape (a vision run's file: its channels form no EAP graph) or a shape that
+            is not two positive integers; naming the file, the attribute and that report-mib takes a language run's
+            files.
+    """
+    missing = [key for key in ("n_layers", "n_heads") if key not in attrs]
+    if missing:
+        model = f" (its model: {attrs['model']!r})" if attrs.get("model") not in (None, "") else ""
+        raise ValueError(f"{where} is not a language run's attribution file{model}: it records no "
+                         f"{' or '.join(missing)}, the shape of the EAP graph whose edges MIB evaluates (a vision "
+                         f"run's channels form no such graph); {LANGUAGE_FILES}")
+    shape = []
+    for key in ("n_layers", "n_heads"):
+        value = attrs[key]
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or int(value) < 1:
+            raise ValueError(f"{where}: attribute {key} is {value!r}, not an integer >= 1: the file is damaged or not "
+                             f"an attribution file of the language stages; {LANGUAGE_FILES}")
+        shape.append(int(value))
+    return shape[0], shape[1]
+
+
 def submittable(task: str, model: str, n_layers: int, n_heads: int) -> str | None:
     """Why a task/model's files cannot be submitted to MIB (None when they can): a pair MIB does not evaluate, or
     a graph whose shape is not the MIB model's (``Graph.from_model`` would build another graph)."""
@@ -376,7 +413,7 @@ def write_submission(out_dir: str | os.PathLike, task: str, model: str, method: 
     scorer = str(v.attrs.get("scorer", "eap_ig"))
     scores = attr.scores[scorer].mean(0).astype(np.float64)
     level = str(attr.attrs.get("level", "edge"))
-    n_layers, n_heads = int(attr.attrs["n_layers"]), int(attr.attrs["n_heads"])
+    n_layers, n_heads = graph_shape(attr.attrs, str(attributions))
     cfg = submission_cfg(n_layers, n_heads, int(attr.attrs.get("d_model", 0)),
                          bool(int(attr.attrs.get("parallel_attn_mlp", 0))), task=task, model=model, method=method,
                          level=level)
