@@ -241,6 +241,82 @@ def conditions_markdown(table: pd.DataFrame) -> str:
     return "\n".join(out) + "\n"
 
 
+def stage_hypotheses(lang: dict[str, Any], work: Path) -> pd.DataFrame:
+    """Certified circuits at the truth's size, the size-matched rows and H1-H3 over the seeds (module docstring).
+
+    Refuses to run before the conditions table exists: the pre-registration reads the conditions first.
+    """
+    from certified_circuits.analysis.seed_tests import seed_hypothesis_table
+    from certified_circuits.analysis.size_matched import (certify_at_counts, resampled_labels, size_matched_rows,
+                                                          stability_shares)
+    from certified_circuits.core.discovery import GroupIndex, group_counts
+    from certified_circuits.core.planning import PlanWarning, plan
+    from certified_circuits.core.smoothing import mask_seed
+    from certified_circuits.language.methods import check_method
+
+    if not (work / "language_conditions.csv").is_file():
+        raise ConfigError(f"{work / 'language_conditions.csv'}: missing; run --stage conditions first (the "
+                          "pre-registration reads the baseline's conditions before any certified number)")
+    warnings.simplefilter("ignore", PlanWarning)
+    settings = [_setting(lang, s, "language.settings") for s in lang["settings"]]
+    matched, stability, seeds_used = [], [], []
+    for seed in lang["model_seeds"]:
+        truth_row, arrays = read_seed(work, "language", int(seed))
+        if not truth_row["passed"]:
+            continue
+        seeds_used.append(int(seed))
+        truth, grey, groups = arrays["truth"], arrays["grey"], arrays["groups"]
+        counts = group_counts(truth, GroupIndex.from_groups(groups))
+        for method in lang["methods"]:
+            absolute = check_method(method, "edge", int(lang["ig_steps"]), "reference").ranking == "absolute"
+            scores = arrays[f"scores/{method}"][: int(lang["size"])]
+            for setting in settings:
+                labels = {"seed": int(seed), "concept": truth_row["concept"], "scorer": method,
+                          "setting": setting.tag}
+                masks_from = mask_seed(setting.seed, truth_row["concept"])
+                cert = certify_at_counts(scores, groups, counts, setting, absolute=absolute, mask_seed=masks_from)
+                for row in size_matched_rows(scores, groups, cert, truth, absolute=absolute, exclude=grey):
+                    matched.append({**labels, **row})
+                baseline, decision = resampled_labels(scores, groups, counts, setting, int(lang["resamples"]),
+                                                      int(lang["bootstrap_seed"]), absolute=absolute,
+                                                      mask_seed=masks_from)
+                can_in = bool(plan(scores.shape[0], scores.shape[1], setting).can_certify_in)
+                stability.append({**labels, "can_certify_in": can_in, **stability_shares(baseline, decision)})
+        print(f"fair testbed: language seed {seed}: certified", file=sys.stderr)
+    matched_df, stability_df = pd.DataFrame(matched), pd.DataFrame(stability)
+    table = seed_hypothesis_table(matched_df, stability_df, [int(s) for s in lang["model_seeds"]])
+    for name, frame in (("matched", matched_df), ("stability", stability_df), ("hypotheses", table)):
+        write_text(work / f"language_{name}.csv", frame.to_csv(index=False))
+    write_text(work / "language_hypotheses.md", hypotheses_markdown(matched_df, stability_df, table))
+    return table
+
+
+def hypotheses_markdown(matched: pd.DataFrame, stability: pd.DataFrame, table: pd.DataFrame) -> str:
+    """The size-matched table (means over seeds of the per-seed means) and the hypotheses with Holm."""
+    out = ["| scorer | method | size (mean) | precision | baseline's top-size precision | recall | baseline's "
+           "recall | seeds with a non-empty circuit |", "|---|---|---|---|---|---|---|---|"]
+    per_seed = matched.groupby(["scorer", "method", "seed"], sort=False)[
+        ["size", "precision", "baseline_precision", "recall", "baseline_recall"]].mean()
+    for (scorer, method), part in per_seed.groupby(level=[0, 1], sort=False):
+        n = int(part["precision"].notna().sum())
+        out.append(f"| {scorer} | {method} | {part['size'].mean():.2f} | {part['precision'].mean():.3f} | "
+                   f"{part['baseline_precision'].mean():.3f} | {part['recall'].mean():.3f} | "
+                   f"{part['baseline_recall'].mean():.3f} | {n} of {len(part)} |")
+    out += ["", "| scorer | setting | can certify IN | baseline memberships changed | certified labels changed | "
+            "in <-> out flips | abstained |", "|---|---|---|---|---|---|---|"]
+    for (scorer, setting), part in stability.groupby(["scorer", "setting"], sort=False):
+        out.append(f"| {scorer} | {setting} | {'yes' if part['can_certify_in'].all() else 'no'} | "
+                   f"{part['baseline_change_share'].mean():.2%} | {part['certified_change_share'].mean():.2%} | "
+                   f"{part['certified_flip_share'].mean():.3%} | {part['abstain_share'].mean():.1%} |")
+    out += ["", "| hypothesis | scorer | method | seeds | certified | baseline | mean difference | p (exact) | p "
+            "(Holm) | smallest p possible | result |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in table.itertuples():
+        out.append(f"| {r.hypothesis} | {r.scorer} | {r.method} | {r.n_seeds} (dropped {r.n_dropped}) | "
+                   f"{r.certified:.4f} | {r.baseline:.4f} | {r.mean_difference:+.4f} | {r.pvalue:.4g} | "
+                   f"{r.pvalue_holm:.4g} | {r.min_pvalue:.4g} | {r.status} |")
+    return "\n".join(out) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("config", type=Path, help="the testbed's config (experiments/fair_testbed.yaml)")
@@ -259,7 +335,7 @@ def main(argv: list[str] | None = None) -> int:
         elif args.stage == "conditions":
             print(stage_conditions(lang, args.work).to_string(), file=sys.stderr)
         else:
-            raise ConfigError("--stage hypotheses: not yet available")
+            print(stage_hypotheses(lang, args.work).to_string(), file=sys.stderr)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
