@@ -167,3 +167,36 @@ def test_language_ground_truth_writes_the_per_component_block(tmp_path, name):
     assert len(concept["components"]) == {"induction": 3, "induction_noisy": 8}[name]
     truth = read_ground_truth(tmp_path / "gt.json")
     assert truth is not None
+
+
+def test_the_whole_circuit_checks_run_on_the_scored_truth(tmp_path, monkeypatch):
+    """A planted edge with no effect (an edge out of an MLP, which the compiled model switches off) is dropped by the
+    per-component rule; the whole-circuit checks written to the file are then those of the 3 kept edges, not of the
+    4 planted ones (issue 50)."""
+    from certified_circuits.language import ground_truth as gt
+    from certified_circuits.language.tasks import write_jsonl
+
+    tasks = tmp_path / "tasks" / "induction"
+    for split in ("train", "id_test", "ood_test", "validation"):
+        write_jsonl(tasks / f"{split}.jsonl", generate_examples("induction", split, 100, seed=0))
+    main(["language-train", "--compiled", "induction", "--seed", "0", "--tasks-dir", str(tmp_path / "tasks"),
+          "--out-dir", str(tmp_path / "model"), "--metrics", str(tmp_path / "metrics.json")])
+    real_edges, real_verify = gt.circuit_edges, gt.verify_circuit
+    checked: list[list[str]] = []
+
+    def with_a_dead_edge(prev, induction):
+        return [*real_edges(prev, induction), "m0->logits"]
+
+    def recording(weights, batch, edges, **kw):
+        checked.append(list(edges))
+        return real_verify(weights, batch, edges, **kw)
+
+    monkeypatch.setattr(gt, "circuit_edges", with_a_dead_edge)
+    monkeypatch.setattr(gt, "verify_circuit", recording)
+    main(["language-ground-truth", "--model-path", str(tmp_path / "model"), "--examples",
+          str(tasks / "id_test.jsonl"), "--out", str(tmp_path / "gt.json")])
+    doc = json.loads((tmp_path / "gt.json").read_text())
+    concept = doc["concepts"]["induction"]
+    assert concept["verification"]["per_component"]["dropped"] == ["m0->logits"]
+    assert len(checked) == 2 and len(checked[0]) == 4 and checked[1] == concept["components"]
+    assert len(concept["components"]) == 3 and concept["verification"]["passed"]
