@@ -125,7 +125,7 @@ def test_a_text_valued_stability_column_is_refused(tmp_path: Path) -> None:
 
 
 def test_a_stability_k_outside_the_unit_interval_is_refused(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match=r"k_target 1.5 \(row 2\) is not a fraction in \(0, 1\]"):
+    with pytest.raises(ValueError, match=r"column 'k_target' holds 1.5 \(row 2\), not a K in \(0, 1\]"):
         read_stability_table(_csv(tmp_path, _stability(k_target=1.5)))
 
 

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from certified_circuits.analysis.recovery import confusion, rates
+from certified_circuits.analysis.recovery import confusion, rates, scored_only
 from certified_circuits.analysis.stability import bootstrap_indices, jaccard_to
 from certified_circuits.core.discovery import GroupIndex, check_group_counts, group_counts, top_count_circuit
 
@@ -181,10 +181,8 @@ def baseline_conditions(scores: np.ndarray, groups: np.ndarray, truth: np.ndarra
         raise ValueError(f"the population has {population.shape[0]} examples; condition (a) compares with at least "
                          f"{min_population}: score more population examples")  # fmt: skip
     counts = group_counts(truth, GroupIndex.from_groups(groups))
-    scored = ~exclude
-
     def precision(circuits: np.ndarray) -> np.ndarray:
-        return rates(confusion(circuits[..., scored], truth[scored]))["precision"]
+        return rates(confusion(*scored_only(circuits, truth, exclude)))["precision"]
 
     full = top_count_circuit(dataset_scores(scores, np.ones((1, scores.shape[0])), absolute)[0], groups, counts)
     pop = top_count_circuit(dataset_scores(population, np.ones((1, population.shape[0])), absolute)[0], groups,

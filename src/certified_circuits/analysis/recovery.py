@@ -44,7 +44,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from certified_circuits.analysis.component_truth import check_block
+from certified_circuits.analysis.component_truth import check_block, grey_components
 from certified_circuits.core.certification import method_masks
 from certified_circuits.core.contracts import OUT, Certificates, Votes
 from certified_circuits.storage.documents import read_json_document
@@ -84,6 +84,12 @@ class GroundTruth:
     def verified(self, concept: str) -> bool:
         """Whether the concept's planted circuit passed its causal check (``verification.passed``)."""
         return bool(self.verification.get(concept, {}).get("passed", False))
+
+    def grey(self, concept: str) -> tuple[str, ...]:
+        """The concept's grey zone: planted components between epsilon and delta, neither true nor null (issue 50;
+        :func:`~certified_circuits.analysis.component_truth.grey_components`); empty without a per-component block."""
+        block = self.verification.get(concept, {}).get("per_component")
+        return tuple(grey_components(block)) if block else ()
 
 
 def _fail(path: str, problem: str) -> ValueError:
@@ -274,6 +280,11 @@ def truth_mask(
     return mask
 
 
+def grey_mask(truth: GroundTruth, concept: str, names: Sequence[str]) -> np.ndarray:
+    """The concept's grey components (:meth:`GroundTruth.grey`) as a bool ``[U]`` mask over ``names``."""
+    return np.isin(np.asarray([str(n) for n in names]), list(truth.grey(concept)))
+
+
 def method_circuits(votes: Votes, certificates: Certificates) -> dict[str, np.ndarray]:
     """The circuits of :data:`RECOVERY_METHODS`, bool ``[nK, U]`` each (module docstring): the paper's three from
     :func:`~certified_circuits.core.certification.method_masks`, renamed by :data:`METHOD_MASKS`, and
@@ -384,15 +395,25 @@ def roc_auc(fpr: np.ndarray, tpr: np.ndarray) -> np.ndarray:
     return np.where(np.isnan(fpr).any(axis=-1) | np.isnan(tpr).any(axis=-1), np.nan, area)
 
 
+def scored_only(circuits: np.ndarray, truth: np.ndarray, exclude: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """``circuits [..., U]`` and ``truth [U]`` restricted to the scored components: a grey component (``exclude``)
+    is neither a hit nor a miss, so it leaves precision, recall, FPR and AUROC (issue 50)."""
+    if exclude is None or not np.asarray(exclude).any():
+        return circuits, truth
+    keep = ~np.asarray(exclude, dtype=bool)
+    return circuits[..., keep], np.asarray(truth, dtype=bool)[keep]
+
+
 def recovery_rows(votes: Votes, certificates: Certificates, truth: np.ndarray,
-                  labels: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:  # fmt: skip
+                  labels: Mapping[str, Any] | None = None,
+                  exclude: np.ndarray | None = None) -> list[dict[str, Any]]:  # fmt: skip
     """Tidy rows of one circuit pair: one per (method, K) with the counts and rates, plus ``labels``.
 
     Columns: ``**labels, method, k_target, tp, fp, fn, tn, precision, recall, fpr, empty_circuit, size``
-    (``size``: the circuit's number of components).
+    (``size``: the circuit's number of scored components; ``exclude``: grey components, left out, :func:`scored_only`).
     """
     circuits = method_circuits(votes, certificates)
-    stacked = np.stack([circuits[m] for m in RECOVERY_METHODS])  # [M, nK, U]
+    stacked, truth = scored_only(np.stack([circuits[m] for m in RECOVERY_METHODS]), truth, exclude)  # [M, nK, U]
     counts = confusion(stacked, truth)
     measured = rates(counts)
     k_grid = np.asarray(votes.k_grid, dtype=np.float64)
@@ -408,10 +429,12 @@ def recovery_rows(votes: Votes, certificates: Certificates, truth: np.ndarray,
     return rows
 
 
-def auroc_by_method(votes: Votes, certificates: Certificates, truth: np.ndarray) -> dict[str, float]:
-    """AUROC of each of :data:`RECOVERY_METHODS` over the votes' K grid (:func:`roc_auc`)."""
+def auroc_by_method(votes: Votes, certificates: Certificates, truth: np.ndarray,
+                    exclude: np.ndarray | None = None) -> dict[str, float]:  # fmt: skip
+    """AUROC of each of :data:`RECOVERY_METHODS` over the votes' K grid (:func:`roc_auc`), grey components
+    (``exclude``) left out."""
     circuits = method_circuits(votes, certificates)
-    stacked = np.stack([circuits[m] for m in RECOVERY_METHODS])
+    stacked, truth = scored_only(np.stack([circuits[m] for m in RECOVERY_METHODS]), truth, exclude)
     measured = rates(confusion(stacked, truth))
     area = roc_auc(measured["fpr"], measured["recall"])
     return {method: float(area[m]) for m, method in enumerate(RECOVERY_METHODS)}

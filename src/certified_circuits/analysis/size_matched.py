@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from certified_circuits.analysis.baseline_conditions import dataset_scores
-from certified_circuits.analysis.recovery import confusion, rates
+from certified_circuits.analysis.recovery import confusion, rates, scored_only
 from certified_circuits.analysis.stability import bootstrap_indices, flip_share, label_change_share
 from certified_circuits.core.certification import decide_setting
 from certified_circuits.core.contracts import IN, OUT
@@ -95,9 +95,9 @@ def certify_at_counts(scores: np.ndarray, groups: np.ndarray, counts: np.ndarray
                                 counts), decision=decision.astype(np.int8), majority=majority.astype(bool))  # fmt: skip
 
 
-def _scored(circuit: np.ndarray, truth: np.ndarray, keep: np.ndarray) -> tuple[float, float]:
-    """Precision and recall of one circuit over the scored components ``keep``."""
-    r = rates(confusion(circuit[keep], truth[keep]))
+def _scored(circuit: np.ndarray, truth: np.ndarray, exclude: np.ndarray) -> tuple[float, float]:
+    """Precision and recall of one circuit over the scored components (``exclude``: grey, left out)."""
+    r = rates(confusion(*scored_only(circuit, truth, exclude)))
     return float(r["precision"]), float(r["recall"])
 
 
@@ -119,21 +119,21 @@ def size_matched_rows(scores: np.ndarray, groups: np.ndarray, certificate: Truth
         ``M`` is empty), ``n_true``, ``n_grey``.
     """
     truth = np.asarray(truth, dtype=bool)
-    keep = ~(np.zeros_like(truth) if exclude is None else np.asarray(exclude, dtype=bool))
+    grey = np.zeros_like(truth) if exclude is None else np.asarray(exclude, dtype=bool)
     index = GroupIndex.from_groups(groups)
     ranking = dataset_scores(np.asarray(scores, dtype=np.float64), np.ones((1, np.shape(scores)[0])), absolute)[0]
     rows = []
     for method, circuit in certificate.circuits().items():
         sizes = group_counts(circuit, index)
-        precision, recall = _scored(circuit, truth, keep)
+        precision, recall = _scored(circuit, truth, grey)
         if sizes.sum():
             matched = top_count_circuit(ranking, groups, sizes)
-            base_precision, base_recall = _scored(matched, truth, keep)
+            base_precision, base_recall = _scored(matched, truth, grey)
         else:
             base_precision = base_recall = float("nan")
         rows.append({"method": method, "size": int(circuit.sum()), "precision": precision, "recall": recall,
                      "baseline_precision": base_precision, "baseline_recall": base_recall,
-                     "n_true": int(truth[keep].sum()), "n_grey": int((~keep).sum())})  # fmt: skip
+                     "n_true": int(truth[~grey].sum()), "n_grey": int(grey.sum())})  # fmt: skip
     return rows
 
 
