@@ -449,3 +449,43 @@ def test_the_ground_truth_format_has_one_owner() -> None:
     for writer in ("vision/ground_truth.py", "language/ground_truth.py"):
         text = (package / writer).read_text()
         assert "from certified_circuits.analysis.recovery import GROUND_TRUTH_FORMAT" in text, writer
+
+
+def test_grey_components_are_neither_hits_nor_misses_in_recovery_rows_and_auroc() -> None:
+    """Truth {0, 4}; component 1 grey. The baseline {0, 1, 2} has precision 1/2 over its scored members {0, 2} (not
+    1/3), and FPR 1/3 over the scored negatives {2, 3, 5} (not 1/4)."""
+    from certified_circuits.analysis.recovery import auroc_by_method, recovery_rows
+
+    votes = Votes(k_grid=np.array([0.5]), baseline=_circuits({0, 1, 2}),
+                  selection_counts=np.zeros((1, 6), np.int32), certification_counts=np.zeros((1, 6), np.int32),
+                  groups=np.zeros(6, np.int32))
+    certificates = Certificates(k_grid=np.array([0.5]), decision=np.array([[1, -1, 0, 0, 1, -1]], dtype=np.int8),
+                                majority=_circuits({0, 4}), pvalue=np.zeros((1, 6)))
+    truth = np.array([True, False, False, False, True, False])
+    grey = np.array([False, True, False, False, False, False])
+    rows = {r["method"]: r for r in recovery_rows(votes, certificates, truth, exclude=grey)}
+    assert (rows["baseline"]["tp"], rows["baseline"]["fp"], rows["baseline"]["tn"]) == (1, 1, 2)
+    assert rows["baseline"]["precision"] == 0.5 and rows["baseline"]["fpr"] == pytest.approx(1 / 3)
+    assert rows["baseline"]["size"] == 2  # the scored members
+    plain = {r["method"]: r for r in recovery_rows(votes, certificates, truth)}
+    assert plain["baseline"]["precision"] == pytest.approx(1 / 3)
+    areas = auroc_by_method(votes, certificates, truth, exclude=grey)
+    assert set(areas) == set(rows)
+
+
+def test_the_ground_truth_names_its_grey_zone(tmp_path: Path) -> None:
+    from certified_circuits.analysis.component_truth import per_component_block, split_truth
+    from certified_circuits.analysis.recovery import grey_mask
+
+    names = [f"layer1.{i}" for i in range(14)]
+    effects = np.array([0.9] * 11 + [0.3, 0.05, 0.1])
+    planted = np.array([True] * 13 + [False])
+    split = split_truth(effects, planted)
+    block = per_component_block(names, effects, planted, split, metric="m", ablation="a", unit="u")
+    doc = {"format": GROUND_TRUTH_FORMAT, "experiment": "world", "kind": "vision", "n_components": 14,
+           "concepts": {"circle": {"components": names[:11], "verification": {"passed": True,
+                                                                             "per_component": block}}}}
+    write_json(tmp_path / "gt.json", doc)
+    truth = read_ground_truth(tmp_path / "gt.json")
+    assert truth.grey("circle") == ("layer1.11",)  # 0.3 lies between epsilon 0.1 and delta 0.5; 0.05 is null
+    assert np.flatnonzero(grey_mask(truth, "circle", names)).tolist() == [11]

@@ -35,6 +35,7 @@ from certified_circuits.analysis.recovery import (
     SELECTED_METHOD,
     GroundTruth,
     auroc_by_method,
+    grey_mask,
     nearest_k,
     read_ground_truth,
     recovery_rows,
@@ -164,12 +165,14 @@ def recovery_tables(truth: GroundTruth, circuits: Sequence[tuple[Path, Path]], e
             raise ValueError(f"{votes_path} records no concept: rerun the votes stage (it records the attribution "
                              "file's concept)")  # fmt: skip
         mask = truth_mask(truth, concept, votes.names, where=f"the votes {votes_path}")
+        grey = grey_mask(truth, concept, votes.names)  # neither hit nor miss (issue 50)
         labels = {"experiment": experiment, "concept": concept, **setting_columns(votes, certificates),
-                  "n_true": int(mask.sum()), "n_components": int(mask.size), "truth_verified": truth.verified(concept)}  # fmt: skip
-        rows = recovery_rows(votes, certificates, mask, labels)
+                  "n_true": int(mask.sum()), "n_components": int(mask.size), "n_grey": int(grey.sum()),
+                  "truth_verified": truth.verified(concept)}  # fmt: skip
+        rows = recovery_rows(votes, certificates, mask, labels, exclude=grey)
         recovery.extend(rows)
         picks = selected_k(selected, experiment, concept, labels.get("scorer")) if selected is not None else None
-        areas = auroc_by_method(votes, certificates, mask)
+        areas = auroc_by_method(votes, certificates, mask, exclude=grey)
         for method in RECOVERY_METHODS:
             row = {**labels, "method": method, "auroc": areas[method], "n_k": int(len(votes.k_grid))}
             at, pick_setting, source = picks[method] if picks else (k, None, "--k" if k is not None else "")
