@@ -170,47 +170,95 @@ def _cmd_report_stability(args: argparse.Namespace) -> int:
 def _hypotheses_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--run", nargs=2, action="append", required=True, metavar=("SEED", "TESTBED_DIR"),
                    help="one model seed's testbed folder (tables/<experiment>/testbed: recovery.csv, "
-                        "recovery_auroc.csv, stability.csv); repeat per seed")
+                        "recovery_auroc.csv, and stability.csv in every seed's folder or in none); repeat per seed, "
+                        "each seed and folder once")
     p.add_argument("--out-dir", required=True, type=Path, help="writes hypotheses.csv and hypotheses.md")
+
+
+#: what to do when a seed's table is refused
+HYPOTHESES_FIX = "pass the testbed folder of a finished run (tables/<experiment>/testbed)"
+#: the columns report-hypotheses reads from each table (besides the pairing keys the checks name)
+RECOVERY_READ = ("experiment", "scorer", "concept", "setting", "method", "k_target", "precision", "recall", "n_true",
+                 "n_components")
+AUROC_READ = ("experiment", "scorer", "concept", "setting", "method", "k_target", "at_selected_setting")
+#: the stability columns the hypotheses read
+STABILITY_READ = ("baseline_change_share", "certified_flip_share")
+
+
+def _seed_tables(seed: int, folder: Path) -> dict:
+    """One seed's recovery, AUROC and stability tables (stability None when the folder has none), each checked before
+    any pair is formed: readable CSV with rows, every K a share in (0, 1] (an AUROC row may have none: no selected K),
+    no empty pairing cell, no row twice, counts that agree (:mod:`certified_circuits.analysis.hypotheses`)."""
+    from certified_circuits.analysis.hypotheses import check_auroc, check_recovery, check_stability
+    from certified_circuits.reports.testbed import read_stability_table
+    from certified_circuits.storage.tables import parse_k_column, read_csv_table
+
+    text = {"experiment": str, "scorer": str, "concept": str, "setting": str, "method": str}
+    found = {}
+    for name, columns, check, allow_missing in (("recovery.csv", RECOVERY_READ, check_recovery, False),
+                                                ("recovery_auroc.csv", AUROC_READ, check_auroc, True)):
+        path = folder / name
+        where = f"{path} (--run {seed})"
+        table = read_csv_table(path, where, columns, HYPOTHESES_FIX, text)
+        table = parse_k_column(table, "k_target", where, HYPOTHESES_FIX, allow_missing=allow_missing)
+        check(table, where, HYPOTHESES_FIX)
+        found[name] = table.assign(seed=seed)
+    path = folder / "stability.csv"
+    found["stability.csv"] = None
+    if path.is_file():
+        table = read_stability_table(path, option=f"--run {seed}", columns=STABILITY_READ)
+        check_stability(table, f"{path} (--run {seed})", HYPOTHESES_FIX)
+        found["stability.csv"] = table.assign(seed=seed)
+    return found
 
 
 def _cmd_hypotheses(args: argparse.Namespace) -> int:
     """Pool each seed's recovery and stability tables (a ``seed`` column) and test H1-H3
-    (:func:`certified_circuits.analysis.hypotheses.hypothesis_table`): one row per hypothesis, experiment and scorer.
+    (:func:`certified_circuits.analysis.hypotheses.hypothesis_table`): one row per hypothesis, experiment and scorer,
+    with the seeds whose pairs entered it.
+
+    Refused before any pair is formed (issue 53): a seed that is not a decimal integer or is given twice, a folder
+    given twice (by any spelling), a seed whose table is missing or unreadable, or lacks ``stability.csv`` while
+    another seed has one, a K outside (0, 1], an empty cell in a column the pairs are formed on, a row given twice,
+    and a row whose ``n_true`` disagrees with ``tp + fn`` or with its concept's other rows.
     """
     import pandas as pd
 
     from certified_circuits.analysis.hypotheses import hypothesis_table
     from certified_circuits.reports.tables import markdown_table
     from certified_circuits.storage.atomic import write_csv, write_text
-    from certified_circuits.storage.tables import read_csv_table
+    from certified_circuits.storage.tables import check_distinct_files
 
-    seen: set[str] = set()
-    tables: dict[str, list] = {"recovery.csv": [], "recovery_auroc.csv": [], "stability.csv": []}
+    seeds: list[int] = []
     for seed_text, folder in args.run:
-        if not seed_text.isdigit() or (len(seed_text) > 1 and seed_text.startswith("0")) or seed_text in seen:
+        if not seed_text.isdigit() or (len(seed_text) > 1 and seed_text.startswith("0")) or int(seed_text) in seeds:
             raise InputError(f"--run {seed_text} {folder}: the seed must be a decimal integer without leading zeros, "
                              "each seed once")
-        seen.add(seed_text)
-        for name, frames in tables.items():
-            path = Path(folder) / name
-            if name == "stability.csv" and not path.is_file():
-                continue  # no stability jobs (testbed.resamples 0): H2 is left out
-            try:
-                frame = read_csv_table(path, f"--run {seed_text} {path}", ["experiment", "scorer", "concept"],
-                                       "pass the testbed folder of a finished run (tables/<experiment>/testbed)",
-                                       {"concept": str})
-            except ValueError as exc:
-                raise InputError(str(exc)) from None
-            frames.append(frame.assign(seed=int(seed_text)))
-    pooled = {name: pd.concat(frames, ignore_index=True) if frames else None for name, frames in tables.items()}
+        seeds.append(int(seed_text))
+    folders = [Path(folder) for _, folder in args.run]
+    check_distinct_files(folders, "--run")
+    read = {seed: _seed_tables(seed, folder) for seed, folder in zip(seeds, folders)}
+    with_stability = [seed for seed in seeds if read[seed]["stability.csv"] is not None]
+    if with_stability and len(with_stability) < len(seeds):
+        lacking = next(seed for seed in seeds if read[seed]["stability.csv"] is None)
+        raise InputError(f"{folders[seeds.index(lacking)] / 'stability.csv'} (--run {lacking}) does not exist, while "
+                         f"the folders of seeds {with_stability} hold one: H2 would silently drop seed {lacking}; "
+                         "rerun that seed's stability jobs (or pass only seeds that all have it)")
+    pooled = {name: pd.concat([read[s][name] for s in seeds], ignore_index=True) if name != "stability.csv"
+              or with_stability else None for name in ("recovery.csv", "recovery_auroc.csv", "stability.csv")}
     table = hypothesis_table(pooled["recovery.csv"], pooled["stability.csv"], pooled["recovery_auroc.csv"])
     args.out_dir.mkdir(parents=True, exist_ok=True)
     write_csv(args.out_dir / "hypotheses.csv", table)
     shown = table.drop(columns=["claim", "alternative"]).assign(holds=table["holds"].map({True: "yes", False: "no"}))
+    runs = "; ".join(f"{seed}: {folder}" for seed, folder in zip(seeds, folders))
+    h2 = ("H2 from every seed's stability.csv" if with_stability else
+          "H2 left out: no seed's folder holds stability.csv (testbed.resamples 0)")
     lines = ["Table: H1-H3 (docs/embedded_default.md): one-sided paired Wilcoxon signed-rank tests over concepts x "
-             f"model seeds {sorted(seen, key=int)} x settings, alpha 0.05; H3 holds when its test of 'lower' does not "
-             "reject and the mean difference is >= 0.", "", *markdown_table(shown, "{:.3g}")]
+             f"model seeds x settings, alpha 0.05; H3 holds when its test of 'lower' does not reject and the mean "
+             f"difference is >= 0. Model seeds given ({len(seeds)}): {runs}. {h2}. Each row's pairs are n_pairs "
+             "(concept x seed x setting with both values), from the model seeds in its seeds column; n_dropped pairs "
+             "lacked a value (an empty certified circuit, no selected K, no stability row).", "",
+             *markdown_table(shown, "{:.3g}")]
     write_text(args.out_dir / "hypotheses.md", "\n".join(lines) + "\n")
     add_metrics({"hypotheses_holding": int(table["holds"].sum()), "hypotheses": len(table)})
     log.info("report-hypotheses: %d of %d hold -> %s", int(table["holds"].sum()), len(table), args.out_dir)
