@@ -51,6 +51,7 @@ from certified_circuits.analysis.recovery import RECOVERY_METHODS, GroundTruth
 from certified_circuits.language import names as grammar
 from certified_circuits.reports.explorer_data import (
     CATEGORIES,
+    TABLE_FIX,
     Circuit,
     Experiment,
     circuit_json,
@@ -92,6 +93,7 @@ from certified_circuits.reports.html import (
 )
 from certified_circuits.reports.words import guarantee_words, setting_words, tag_words
 from certified_circuits.storage.atomic import atomic_dir
+from certified_circuits.storage.tables import read_k_table
 
 #: the page style and script, static files of the package (``explorer_static/``; pyproject.toml's package data),
 #: written next to the pages by :func:`build_explorer`
@@ -187,8 +189,8 @@ def attack_html(tables: Path, concept: str) -> str:
     raw = tables / "attack" / "attack_raw.csv"
     if not raw.is_file():
         return "<p>The dataset-edit attack is off for this run (<code>attack.enabled</code>).</p>"
-    rows = pd.read_csv(raw)
-    rows = rows[rows.concept.astype(str) == concept]
+    rows = read_k_table(raw, str(raw), [], TABLE_FIX, {"k_target": False}, {"concept": str}, allow_empty=True)
+    rows = rows[rows.concept.astype(str) == concept] if "concept" in rows else rows.iloc[:0]
     if not len(rows):
         return "<p>No attack on this concept (it has too few pool examples).</p>"
     summary = (
@@ -622,15 +624,16 @@ def recovery_html(tables: Path) -> str:
     path = tables / "testbed" / "recovery_auroc.csv"
     if not path.is_file():
         return ""
-    table = pd.read_csv(path)
+    table = read_k_table(path, str(path), ["method", "auroc", "precision", "recall", "at_selected_setting"], TABLE_FIX,
+                         {"k_target": True}, {"concept": str})
     table = table[table["at_selected_setting"].astype(bool)]
     if "scorer" in table and table["scorer"].nunique() > 1:
         table = table[table["scorer"] == table["scorer"].iloc[0]]
     words = []
     for method, part in table.groupby("method", sort=False):
         name = METHOD_WORDS.get(method, method)
-        k = ", ".join(f"{100 * v:g}%" for v in sorted(part["k_target"].unique())) if "k_target" in part else ""
-        whole = "k_target" in part and len(part) and part["k_target"].map(is_full_model).all()
+        k = ", ".join(f"{100 * v:g}%" for v in sorted(part["k_target"].dropna().unique()))
+        whole = len(part) and part["k_target"].map(is_full_model).all()
         point = (
             " (its selected K is 100%, the whole model: no comparison there)"
             if whole
@@ -819,9 +822,10 @@ def build_explorer(
                     figures.setdefault(experiment.name, []).append(
                         (source.name, f"{folder.name}/figures/{source.name}")
                     )
+            curves = experiment.tables / "sufficiency.csv"
             sufficiency = (
-                pd.read_csv(experiment.tables / "sufficiency.csv")
-                if (experiment.tables / "sufficiency.csv").is_file()
+                read_k_table(curves, str(curves), ["concept"], TABLE_FIX, {"k_target": False}, {"concept": str})
+                if curves.is_file()
                 else pd.DataFrame(columns=["concept"])
             )
             mine = [c for c in circuits if c.experiment == experiment.name]

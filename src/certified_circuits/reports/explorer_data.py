@@ -123,16 +123,24 @@ def circuit_json(names: Sequence[str], scores: np.ndarray, decision: np.ndarray,
     return json.dumps(graph)
 
 
+#: what to do when a table the explorer reads is refused
+TABLE_FIX = "rerun the report stage that writes it (make reproduce reruns only what is missing)"
+
+
 def _operating_choice(tables: Path, concept: str | None, scorer: str | None) -> tuple[float, str] | None:
     """The page's default K and, in words, what chose it (the one lookup behind :func:`operating_k` and
-    :func:`operating_k_name`), or None when the run chose none."""
+    :func:`operating_k_name`), or None when the run chose none. Each table's K column is read by the one K parser
+    (:func:`~certified_circuits.storage.tables.read_k_table`: a share in (0, 1], ``100%`` the whole model; a value
+    outside is refused with the file, row and column); a row with no K (an empty cell) chooses nothing."""
     from certified_circuits.reports.tables import selection_name
+    from certified_circuits.storage.tables import read_k_table
 
     for name, column in (("selected_cacc_raw.csv", "certified_k_target"), ("operating_points.csv", "k_target")):
         path = tables / name
         if not path.is_file():
             continue
-        rows = pd.read_csv(path)
+        rows = read_k_table(path, str(path), [], TABLE_FIX, {column: True}, {"concept": str}, allow_empty=True)
+        rows = rows[rows[column].notna()]
         if scorer is not None and "scorer" in rows:
             rows = rows[rows.scorer == scorer]
         if concept is not None and "concept" in rows:
@@ -140,7 +148,7 @@ def _operating_choice(tables: Path, concept: str | None, scorer: str | None) -> 
         if "criterion" in rows:
             rows = rows[rows.criterion == "certified_peak"]
             rows = rows.sort_values("eval_set", key=lambda e: ~e.isin(["id", "id_test"]), kind="stable")
-        if len(rows) and column in rows:
+        if len(rows):
             row = rows.iloc[0]
             why = (
                 f"the certified circuit's K {selection_name(row)}"
@@ -172,10 +180,12 @@ def nearest_index(k_grid: np.ndarray, k: float) -> int:
 
 def select_setting(tables: Path, task: str) -> str | None:
     """The certified setting chosen on held-out prompts (selected_cacc_raw.csv), or None."""
+    from certified_circuits.storage.tables import read_csv_table
+
     path = tables / "selected_cacc_raw.csv"
     if not path.is_file():
         return None
-    rows = pd.read_csv(path)
+    rows = read_csv_table(path, str(path), ["concept"], TABLE_FIX, {"concept": str}, allow_empty=True)
     rows = rows[rows.concept.astype(str) == task]
     return str(rows.iloc[0]["certified_setting"]) if len(rows) and "certified_setting" in rows else None
 

@@ -33,6 +33,7 @@ from certified_circuits.language import names as grammar
 from certified_circuits.reports.eap_graph import circuit_graph_json, decisions_sidecar, graph_cfg, write_graph_json
 from certified_circuits.storage.store import read_attributions, read_certificates, read_votes
 from certified_circuits.storage.atomic import write_json
+from certified_circuits.storage.tables import parse_k_column
 
 METHODS = ("baseline", "majority", "certified")
 
@@ -79,9 +80,13 @@ def node_to_edge_view(cfg: Mapping, names: Sequence[str], *per_node: np.ndarray)
     return (edges, *out)
 
 
+#: what to do when the selected table is refused
+GRAPHS_FIX = "pass the selected_cacc_raw.csv that report-sufficiency --select-on wrote"
+
+
 def write_task_graphs(out_dir: str | os.PathLike, task: str, attributions: str | os.PathLike,
                       circuits: Sequence[tuple[str | os.PathLike, str | os.PathLike]],
-                      selected: pd.DataFrame) -> list[Path]:
+                      selected: pd.DataFrame, where: str = "the selected table (--selected)") -> list[Path]:
     """Write one task's Graph JSON files (module docstring).
 
     Args:
@@ -89,11 +94,28 @@ def write_task_graphs(out_dir: str | os.PathLike, task: str, attributions: str |
         task: the task (concept) name.
         attributions: the task's train attribution file (scores, component names, model shape).
         circuits: ``(votes, certificates)`` paths of every setting of the task.
-        selected: the ``selected_cacc_raw.csv`` table (rows of every task and eval set).
+        selected: the ``selected_cacc_raw.csv`` table (rows of every task and eval set), as read (rows in file
+            order).
+        where: the table's file and option, for messages.
 
     Returns:
         The files written.
+
+    Raises:
+        ValueError: a method's ``<method>_k_target`` outside (0, 1] in any row (the one K parser,
+            :func:`~certified_circuits.storage.tables.parse_k_column`: file, row and column), or empty in the task's
+            row; no row of the task; a selected setting among no certificates given.
     """
+    for method in METHODS:  # every row checked, its number the file's; an empty cell is refused for this task below
+        selected = parse_k_column(selected, f"{method}_k_target", where, GRAPHS_FIX, allow_missing=True)
+    rows = selected[selected.concept == task]
+    if rows.empty:
+        raise ValueError(f"the selected table has no row for task {task!r}: was it made with --select-on?")
+    row = rows.iloc[0]
+    empty = [m for m in METHODS if np.isnan(row[f"{m}_k_target"])]
+    if empty:
+        raise ValueError(f"{where}: task {task!r} (row {selected.index.get_loc(rows.index[0]) + 2}) has no "
+                         f"{empty[0]}_k_target: the selection chose no K for it; {GRAPHS_FIX}")
     attr = read_attributions(attributions)
     scores = attr.scores["eap_ig"].mean(0).astype(np.float64)
     names = list(attr.names)
@@ -101,10 +123,6 @@ def write_task_graphs(out_dir: str | os.PathLike, task: str, attributions: str |
     cfg = graph_cfg(int(attr.attrs["n_layers"]), int(attr.attrs["n_heads"]), int(attr.attrs.get("d_model", 0)),
                     bool(int(attr.attrs.get("parallel_attn_mlp", 0))), model=str(attr.attrs.get("model_path", "")),
                     task=task, method=str(attr.attrs.get("method", "EAP-IG-inputs")), level=level)
-    rows = selected[selected.concept == task]
-    if rows.empty:
-        raise ValueError(f"the selected table has no row for task {task!r}: was it made with --select-on?")
-    row = rows.iloc[0]
     by_setting = {}
     for votes_path, cert_path in circuits:
         votes, certs = read_votes(votes_path), read_certificates(cert_path)

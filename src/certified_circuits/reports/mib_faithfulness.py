@@ -15,6 +15,7 @@ import pandas as pd
 from certified_circuits.analysis import faithfulness as fa
 from certified_circuits.reports import tables
 from certified_circuits.storage.atomic import write_csv
+from certified_circuits.storage.tables import check_distinct_files, read_k_table
 
 
 #: the caption of the MIB-grid table: the abs convention of each area stated
@@ -23,6 +24,10 @@ MIB_CAPTION = ("Faithfulness on MIB's grid (Mueller et al. 2025): f = (m(C) - m(
                "trapezoids over the nominal fractions. Baseline CPR ranks edges by their signed score (abs = False), "
                "baseline CMD by |score| (abs = True); a certified circuit is binary (no ranking): both areas from "
                "the same circuits, its certified-in edges at the largest K <= p. CPR: higher better; CMD: lower better.")
+
+
+#: what to do when an input table is refused
+MIB_FIX = "pass the CSVs that language-faithfulness-mib wrote, each once"
 
 
 def mib_faithfulness_report(inputs: Sequence[str | os.PathLike], out_dir: str | os.PathLike) -> dict[str, float]:
@@ -35,10 +40,16 @@ def mib_faithfulness_report(inputs: Sequence[str | os.PathLike], out_dir: str | 
 
     Returns:
         ``{"mib_<method>_cpr": mean, "mib_<method>_cmd": mean}``.
+
+    Raises:
+        ValueError: no table, a table given twice, or one that is unreadable, lacks a column or holds a ``k_target``
+            outside (0, 1] (the fraction of edges; file, row and column named), before anything is written.
     """
-    frames = [pd.read_csv(p) for p in inputs]
-    if not frames:
+    if not inputs:
         raise ValueError("no MIB-grid evaluation tables given")
+    check_distinct_files(inputs, "--inputs")
+    frames = [read_k_table(p, f"{p} (--inputs)", ["method", "ranking", *fa.FAITH_COLUMNS], MIB_FIX,
+                           {"k_target": False}) for p in inputs]
     table = pd.concat(frames, ignore_index=True)
     tables.require_rows(table, ["method", "ranking", "k_target", *fa.FAITH_COLUMNS], "MIB-grid evaluation tables")
     keys = [k for k in ("experiment", "setting", "eval_set") if k in table.columns]

@@ -34,7 +34,7 @@ from certified_circuits.core.certification import check_certified_from, method_m
 from certified_circuits.core.discovery import k_index
 from certified_circuits.core.contracts import Certificates, Votes
 from certified_circuits.storage.store import read_certificates, read_votes
-from certified_circuits.storage.tables import require_columns
+from certified_circuits.storage.tables import parse_k_column, read_csv_table, require_columns
 
 log = logging.getLogger(__name__)
 
@@ -272,6 +272,13 @@ def setting_tag(votes: Votes, certificates: Certificates) -> str:
     return setting_columns(votes, certificates)["setting"]
 
 
+#: what to do when a seed's table is refused
+SEEDS_FIX = "pass the table report-sufficiency wrote in each seed's run (bin/model-seeds passes them)"
+#: the K targets of a peaks_* or selected_* table, read by the one K parser where the table has them (shares in (0, 1];
+#: an empty cell: no K): the effective K columns (``*_k``, the share kept: 0 for an empty certified circuit) are
+#: measurements, not K targets
+SEEDS_K_TARGETS = ("baseline_k_target", "majority_k_target", "certified_k_target")
+
 #: Level at which a seed's per-example paired test counts as a significant win in the model-seeds tables.
 SIGNIFICANCE = 0.05
 
@@ -284,8 +291,8 @@ def model_seeds_faithfulness(tables_by_seed: dict[str, Sequence[Path]], out_dir:
     frames = []
     for seed, paths in tables_by_seed.items():
         for path in paths:
-            frame = pd.read_csv(path)
-            require_columns(frame, ["method", "eval_set", "cpr", "cmd"], f"{path} (a faithfulness.csv)")
+            frame = read_csv_table(path, f"{path} (--run {seed}, a faithfulness.csv)", ["method", "eval_set", "cpr", "cmd"],
+                                   SEEDS_FIX, {"concept": str})
             frames.append(frame.assign(model_seed=seed))
     table = pd.concat(frames, ignore_index=True)
     keys = [k for k in ("experiment", "scorer", "setting", "eval_set") if k in table.columns]
@@ -327,9 +334,12 @@ def model_seeds_report(tables_by_seed: dict[str, Sequence[Path]], out_dir: Path,
     frames = []
     for seed, paths in tables_by_seed.items():
         for path in paths:
-            frame = pd.read_csv(path)
-            require_columns(frame, ["eval_set", "baseline", "certified", "certified_k", "baseline_k"],
-                                       f"{path} (a peaks_* or selected_* table of report-sufficiency)")
+            where = f"{path} (--run {seed}, a peaks_* or selected_* table of report-sufficiency)"
+            frame = read_csv_table(path, where, ["eval_set", "baseline", "certified", "certified_k", "baseline_k"],
+                                   SEEDS_FIX, {"concept": str})
+            for column in SEEDS_K_TARGETS:
+                if column in frame:
+                    frame = parse_k_column(frame, column, where, SEEDS_FIX, allow_missing=True)
             frames.append(frame.assign(model_seed=seed))
     table = pd.concat(frames, ignore_index=True)
     keys = [k for k in ("experiment", "scorer", "concept", "eval_set") if k in table.columns]

@@ -16,7 +16,7 @@ refused with the file, the row and the column, never flagged or averaged as if i
 from __future__ import annotations
 
 import csv
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -197,3 +197,28 @@ def parse_k_column(table: pd.DataFrame, column: str, where: str, fix: str, *,
     out = table.copy()
     out[column] = values
     return out
+
+
+def read_k_table(path: str | Path, where: str, columns: Sequence[str], fix: str, k_columns: Mapping[str, bool],
+                 dtype: dict[str, Any] | None = None, *, kind: str = "CSV table", allow_empty: bool = False,
+                 unit: Literal["share", "percent"] = "share") -> pd.DataFrame:
+    """A CSV table with K columns: :func:`read_csv_table`, then each K column through :func:`parse_k_column` (the
+    one reader of a table a report reads a K from).
+
+    Args:
+        path, where, columns, fix, dtype, kind, allow_empty: as :func:`read_csv_table` (the K columns are required
+            too).
+        k_columns: ``{column: an empty cell (no K) allowed}``.
+        unit: the K columns' unit (:data:`K_UNITS`).
+
+    Returns:
+        The table, each K column float64 in its unit.
+
+    Raises:
+        ValueError: as :func:`read_csv_table` and :func:`parse_k_column` (file, row and column named).
+    """
+    table = read_csv_table(path, where, [*columns, *[c for c in k_columns if c not in columns]], fix, dtype,
+                           kind=kind, allow_empty=allow_empty)
+    for column, allow_missing in k_columns.items():
+        table = parse_k_column(table, column, where, fix, unit=unit, allow_missing=allow_missing)
+    return table
