@@ -88,3 +88,22 @@ def test_every_resample_is_certified_with_the_same_masks_and_the_shares_count_pa
     assert shares["baseline_change_share"] == pytest.approx(4 / 9)
     assert shares["certified_flip_share"] == pytest.approx(2 / 9)  # component 0: in on two, out on one
     assert shares["certified_in_any"] and shares["abstain_share"] == pytest.approx(2 / 9)
+
+
+def test_truth_size_rows_hold_the_baseline_every_method_and_the_stability_at_that_size():
+    from certified_circuits.analysis.size_matched import TRUTH_SIZE_COLUMNS, truth_size_rows
+
+    scores = _scores(np.random.default_rng(2))
+    groups = np.repeat([0, 1], 15)
+    truth = np.zeros(30, bool)
+    truth[[0, 1, 2, 3, 4]] = True  # the strong five, all in group 0
+    rows = truth_size_rows(scores, groups, truth, SETTING, n_resamples=4, bootstrap_seed=1)
+    assert [r["method"] for r in rows] == ["baseline", "certified_in", "certified_in_abstain", "majority"]
+    assert all(list(r) == list(TRUTH_SIZE_COLUMNS) for r in rows)
+    assert rows[0]["size"] == 5 and rows[0]["precision"] == rows[0]["baseline_precision"]
+    baseline, decision = resampled_labels(scores, groups, np.array([5, 0]), SETTING, 4, 1)
+    expected = stability_shares(baseline, decision)
+    assert {r["certified_change_share"] for r in rows} == {expected["certified_change_share"]}
+    assert {r["resamples"] for r in rows} == {4} and {r["can_certify_in"] for r in rows} == {True}
+    cert = certify_at_counts(scores, groups, np.array([5, 0]), SETTING)
+    assert rows[1]["size"] == int((cert.decision == 1).sum()) == 5 and rows[1]["precision"] == 1.0

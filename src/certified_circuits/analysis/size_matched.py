@@ -172,3 +172,54 @@ def stability_shares(baseline: np.ndarray, decision: np.ndarray) -> dict[str, fl
             "certified_flip_share": float(flip_share(decision)[0]),
             "certified_in_any": bool((decision == IN).any()),
             "abstain_share": float((decision == -1).mean())}  # fmt: skip
+
+
+#: the columns of :func:`truth_size_rows` after the caller's labels
+TRUTH_SIZE_COLUMNS = ("method", "size", "precision", "recall", "baseline_precision", "baseline_recall", "n_true",
+                      "n_grey", "n_components", "can_certify_in", "resamples", "baseline_jaccard_mean",
+                      "baseline_change_share", "certified_change_share", "certified_flip_share", "certified_in_any",
+                      "abstain_share")  # fmt: skip
+
+
+def truth_size_rows(scores: np.ndarray, groups: np.ndarray, truth: np.ndarray, setting: Setting, *,
+                    absolute: bool = False, exclude: np.ndarray | None = None, mask_seed: int | None = None,
+                    n_resamples: int = 20, bootstrap_seed: int = 0) -> list[dict[str, Any]]:  # fmt: skip
+    """One concept's circuits at the truth's size, compared at equal size, with their stability (module docstring):
+    the rows the ``stability`` stage writes beside its per-K table (``truth_size/...csv``).
+
+    Args:
+        scores: float ``[|D|, U]``.
+        groups: int ``[U]``.
+        truth: bool ``[U]`` the verified truth.
+        setting: the certification setting.
+        absolute: rank by ``|mean|``.
+        exclude: bool ``[U]`` grey components (neither hit nor miss).
+        mask_seed: the masks' seed (the votes stage's).
+        n_resamples, bootstrap_seed: the bootstrap of the stability columns.
+
+    Returns:
+        One row per method: ``baseline`` (``A_T`` on D: ``|T|`` components; its ``baseline_*`` columns are itself)
+        and each of :data:`METHODS` against the baseline's top-``|M|``; every row carries the concept's stability at
+        the truth's size (``baseline_jaccard_mean``: resampled ``A_T`` against ``A_T(D)``, and
+        :func:`stability_shares`) and the plan's ``can_certify_in``. Columns :data:`TRUTH_SIZE_COLUMNS`.
+    """
+    from certified_circuits.analysis.stability import jaccard_to
+    from certified_circuits.core.planning import plan
+
+    scores = np.asarray(scores, dtype=np.float64)
+    truth = np.asarray(truth, dtype=bool)
+    grey = np.zeros_like(truth) if exclude is None else np.asarray(exclude, dtype=bool)
+    counts = group_counts(truth, GroupIndex.from_groups(groups))
+    cert = certify_at_counts(scores, groups, counts, setting, absolute=absolute, mask_seed=mask_seed)
+    baseline, decision = resampled_labels(scores, groups, counts, setting, n_resamples, bootstrap_seed,
+                                          absolute=absolute, mask_seed=mask_seed)  # fmt: skip
+    common = {"n_true": int(truth[~grey].sum()), "n_grey": int(grey.sum()), "n_components": int(truth.size),
+              "can_certify_in": bool(plan(scores.shape[0], scores.shape[1], setting).can_certify_in),
+              "resamples": int(n_resamples),
+              "baseline_jaccard_mean": float(jaccard_to(baseline[:, None, :], cert.baseline[None, :])[:, 0].mean()),
+              **stability_shares(baseline, decision)}  # fmt: skip
+    precision, recall = _scored(cert.baseline, truth, grey)
+    rows = [{"method": "baseline", "size": int(cert.baseline.sum()), "precision": precision, "recall": recall,
+             "baseline_precision": precision, "baseline_recall": recall}]  # fmt: skip
+    rows += size_matched_rows(scores, groups, cert, truth, absolute=absolute, exclude=grey)
+    return [{**{k: v for k, v in row.items() if k not in common}, **common} for row in rows]
