@@ -25,11 +25,15 @@ Paired bootstrap, for ``balanced_accuracy``:
     positive/negative) stratum, the same indices for both circuits (paired). The p-value tests H0: Δ = 0
     by centring the bootstrap distribution on the null (Efron & Tibshirani 1993, Sec. 16.4):
     ``p = (1 + #{|Δ* - Δ| >= |Δ|}) / (1 + B)``; with every difference zero, p = 1.
+    A stratum's resampled difference depends only on how many draws land on its gained (+1) and lost (-1)
+    examples, so it is drawn as those two counts (a trinomial: the multinomial of the n_s examples, aggregated),
+    not as n_s counts: the same bootstrap distribution at 1/n_s of the draws.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Sequence
 
 import numpy as np
@@ -80,35 +84,80 @@ def paired_bootstrap_balanced(strata: Sequence[tuple[int, np.ndarray, np.ndarray
                               seed: int = 0) -> PairedResult:
     """Stratified paired bootstrap of the difference in mean balanced accuracy (module docstring).
 
-    ``strata``: ``(concept_index, baseline_correct, certified_correct)`` per (concept, positive or
-    negative) stratum, bool [n_s] each; a concept's balanced accuracy is the mean of its two strata
-    means (a concept with one stratum uses that one). Resampling weights come from one generator
-    seeded with ``seed``: every stratum draws ``Multinomial(n_s, 1/n_s)`` counts for all resamples
-    at once, so there is no loop over resamples or examples.
+    A stratum of ``n_s`` examples has per-example differences ``d_i = cert_i - base_i`` in {-1, 0, 1}, ``g`` of them
+    +1 (gained) and ``l`` of them -1 (lost). A resample draws ``Multinomial(n_s, 1/n_s)`` counts ``c_i`` of the
+    examples and its mean difference is ``sum_i c_i d_i / n_s = (G - L) / n_s``, where ``G``, ``L`` are the counts
+    landing on gained and lost examples. By the multinomial's aggregation property ``(G, L, n_s - G - L) ~
+    Multinomial(n_s; g/n_s, l/n_s, 1 - (g + l)/n_s)``, drawn as ``G ~ Binomial(n_s, g/n_s)`` and ``L | G ~
+    Binomial(n_s - G, l/(n_s - g))``: the same distribution as the examples' counts, with 2 draws a resample
+    instead of n_s (a stratum without a discordant example draws nothing: its resamples all have difference 0).
+
+    Args:
+        strata: ``(concept_index, baseline_correct, certified_correct)`` per (concept, positive or negative)
+            stratum, bool [n_s] each; a concept's balanced accuracy is the mean of its two strata means (a concept
+            with one stratum uses that one).
+        n_resamples: B, the bootstrap resamples (>= 1).
+        seed: the seed of the one generator of every draw: ``G`` of every stratum with a discordant example, then
+            ``L`` of each (arrays [strata, B]: no loop over resamples or examples).
+
+    Returns:
+        The :class:`PairedResult`: ``difference`` is ``Δ = mean_c mean_{s of c} (g_s - l_s) / n_s`` and
+        ``pvalue = (1 + #{|Δ* - Δ| >= |Δ|}) / (1 + B)`` (1 when no example is discordant).
+
+    Raises:
+        ValueError: ``n_resamples < 1``, or a stratum's two outcome vectors are not equal non-empty vectors.
     """
     if n_resamples < 1:
         raise ValueError(f"n_resamples must be >= 1, got {n_resamples}")
-    rng = np.random.default_rng(seed)
-    concepts = sorted({int(c) for c, _, _ in strata})
-    per_concept_observed = {c: [] for c in concepts}
-    per_concept_boot = {c: [] for c in concepts}
-    n_examples = discordant = 0
-    for concept, base, cert in strata:
+    sizes, gained, lost, concept_of = [], [], [], []
+    for concept, base, cert in strata:  # one iteration per stratum: counts only
         base, cert = np.asarray(base, bool), np.asarray(cert, bool)
         if base.shape != cert.shape or base.ndim != 1 or base.size == 0:
             raise ValueError(f"stratum of concept {concept}: paired outcomes must be two equal non-empty vectors")
-        diff = cert.astype(float) - base.astype(float)
-        counts = rng.multinomial(diff.size, np.full(diff.size, 1.0 / diff.size), size=n_resamples)
-        per_concept_observed[int(concept)].append(diff.mean())
-        per_concept_boot[int(concept)].append(counts @ diff / diff.size)
-        n_examples += diff.size
-        discordant += int(np.count_nonzero(diff))
-    observed = float(np.mean([np.mean(v) for v in per_concept_observed.values()]))
-    boot = np.mean([np.mean(per_concept_boot[c], axis=0) for c in concepts], axis=0)
+        sizes.append(base.size)
+        gained.append(np.count_nonzero(cert & ~base))
+        lost.append(np.count_nonzero(base & ~cert))
+        concept_of.append(int(concept))
+    return _bootstrap_from_counts(tuple(sizes), tuple(map(int, gained)), tuple(map(int, lost)), tuple(concept_of),
+                                  n_resamples, seed)
+
+
+@lru_cache(maxsize=256)
+def _bootstrap_from_counts(sizes: tuple[int, ...], gained: tuple[int, ...], lost: tuple[int, ...],
+                           concept_of: tuple[int, ...], n_resamples: int, seed: int) -> PairedResult:
+    """:func:`paired_bootstrap_balanced` from each stratum's size, gained and lost counts and concept: all its result
+    depends on, so a table's rows that pair the same circuits (a peak and a selected row at the same K) share one
+    computation.
+
+    Args:
+        sizes, gained, lost, concept_of: per stratum, ``n_s``, ``g_s``, ``l_s`` and its concept.
+        n_resamples, seed: as for :func:`paired_bootstrap_balanced`.
+
+    Returns:
+        Its :class:`PairedResult`.
+    """
+    sizes, gained, lost = (np.asarray(a, dtype=np.int64) for a in (sizes, gained, lost))
+    discordant = int(gained.sum() + lost.sum())
     if discordant == 0:
-        return PairedResult("bootstrap", 1.0, n_examples, 0, 0.0)
+        return PairedResult("bootstrap", 1.0, int(sizes.sum()), 0, 0.0)
+    concepts, column = np.unique(concept_of, return_inverse=True)
+    # [concepts, strata]: each concept's mean over its strata as a weighted row
+    weights = np.zeros((concepts.size, sizes.size))
+    weights[column, np.arange(sizes.size)] = 1.0
+    weights /= weights.sum(axis=1, keepdims=True)
+    observed = float(np.mean(weights @ ((gained - lost) / sizes)))
+    active = np.flatnonzero(gained + lost)
+    rng = np.random.default_rng(seed)
+    n = sizes[active, None]
+    up = rng.binomial(n, (gained / sizes)[active, None], size=(active.size, n_resamples))
+    undecided = (sizes - gained)[active]  # > 0 wherever a stratum lost an example
+    p_lost = np.divide(lost[active], undecided, out=np.zeros(active.size), where=undecided > 0)
+    down = rng.binomial(n - up, p_lost[:, None])
+    resampled = np.zeros((sizes.size, n_resamples))
+    resampled[active] = (up - down) / n
+    boot = np.mean(weights @ resampled, axis=0)
     extreme = np.count_nonzero(np.abs(boot - observed) >= abs(observed) - 1e-12)
-    return PairedResult("bootstrap", float((1 + extreme) / (1 + n_resamples)), n_examples, discordant, observed)
+    return PairedResult("bootstrap", float((1 + extreme) / (1 + n_resamples)), int(sizes.sum()), discordant, observed)
 
 
 def paired_example_test(baseline, certified, metric: str, *, n_resamples: int = 10_000,
@@ -129,17 +178,23 @@ def paired_example_test(baseline, certified, metric: str, *, n_resamples: int = 
     for name, rows in (("baseline", baseline), ("certified", certified)):
         if rows["concept"].duplicated().any():
             raise ValueError(f"{name} rows hold several rows per concept; a paired test needs one circuit per concept")
-    pairs = baseline.merge(certified, on="concept", suffixes=("_b", "_c"))
-    if pairs[[f"{OUTCOME_COLUMN}_b", f"{OUTCOME_COLUMN}_c"]].isna().any(axis=None):
+    # the concepts of both, in the baseline rows' order (an inner join on concept, without copying the rows)
+    base_paired = baseline["concept"].isin(certified["concept"]).to_numpy()
+    cert_paired = certified["concept"].isin(baseline["concept"]).to_numpy()
+    if baseline[OUTCOME_COLUMN][base_paired].isna().any() or certified[OUTCOME_COLUMN][cert_paired].isna().any():
         return None
+    certified_text = dict(zip(certified["concept"][cert_paired].tolist(), certified[OUTCOME_COLUMN][cert_paired].tolist()))
+    concepts = baseline["concept"][base_paired].tolist()
+    baseline_text = baseline[OUTCOME_COLUMN][base_paired].tolist()
+    with_sizes = "n_images" in baseline.columns and "n_images" in certified.columns  # else all are positives
+    positives = baseline["n_images"][base_paired].tolist() if with_sizes else [None] * len(concepts)
     strata = []
-    for index, row in enumerate(pairs.itertuples(index=False)):  # one iteration per concept
-        base = decode_outcomes(getattr(row, f"{OUTCOME_COLUMN}_b"))
-        cert = decode_outcomes(getattr(row, f"{OUTCOME_COLUMN}_c"))
+    for index, (concept, text, n_pos) in enumerate(zip(concepts, baseline_text, positives)):  # one per concept
+        base, cert = decode_outcomes(text), decode_outcomes(certified_text[concept])
         if base.size != cert.size:
-            raise ValueError(f"concept {row.concept}: the circuits were evaluated on different examples "
+            raise ValueError(f"concept {concept}: the circuits were evaluated on different examples "
                              f"({base.size} vs {cert.size}); rerun the evaluation stage")
-        n_pos = int(row.n_images_b) if "n_images_b" in pairs.columns else base.size
+        n_pos = base.size if n_pos is None else int(n_pos)
         strata.append((index, base[:n_pos], cert[:n_pos]))
         if metric == "balanced_accuracy" and n_pos < base.size:
             strata.append((index, base[n_pos:], cert[n_pos:]))
