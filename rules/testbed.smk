@@ -80,7 +80,8 @@ if STABILITY_JOBS:
             attributions=lambda w: stability_job(w)["attributions"],
             truth=lambda w: PATHS.ground_truth(w.experiment),
         output:
-            PATHS.stability(),
+            table=PATHS.stability(),
+            truth_size=PATHS.truth_size(),
         params:
             job=job_env("stability"),
             options=lambda w: jobs.stability_options(stability_job(w), TESTBED),
@@ -94,7 +95,7 @@ if STABILITY_JOBS:
             runtime=10,
         shell:
             "{params.job} certified-circuits stability --attributions {input.attributions:q} {params.options} "
-            "--ground-truth {input.truth:q} --out {output:q} 2> {log:q}"
+            "--ground-truth {input.truth:q} --out {output.table:q} --out-truth-size {output.truth_size:q} 2> {log:q}"
 
 
 TESTBED_TABLES = []  # read by the summary's findings
@@ -148,10 +149,13 @@ for _experiment, _kind in GROUND_TRUTHS.items():
             name:
                 f"stability_{_kind}"
             input:
-                _stability,
+                tables=_stability,
+                truth_size=[STABILITY_JOBS[path]["truth_size"] for path in _stability],
             output:
                 table=f"{_out}/stability.csv",
                 summary=f"{_out}/stability_summary.md",
+                truth_size=f"{_out}/truth_size.csv",
+                truth_size_summary=f"{_out}/truth_size_summary.md",
             params:
                 job=job_env(f"stability_{_kind}"),
                 out=lambda w, output: os.path.dirname(output.table),
@@ -160,7 +164,9 @@ for _experiment, _kind in GROUND_TRUTHS.items():
             conda:
                 ENV
             shell:
-                "{params.job} certified-circuits report-stability --inputs {input:q} --out-dir {params.out:q} 2> {log:q}"
+                "{params.job} certified-circuits report-stability --inputs {input.tables:q} --truth-size "
+                "{input.truth_size:q} --out-dir {params.out:q} 2> {log:q}"
 
-        TESTBED_TABLES += [f"{_out}/stability.csv"]
-        TESTBED_TARGETS += [f"{_out}/stability.csv", f"{_out}/stability_summary.md"]
+        TESTBED_TABLES += [f"{_out}/stability.csv", f"{_out}/truth_size.csv"]
+        TESTBED_TARGETS += [f"{_out}/stability.csv", f"{_out}/stability_summary.md", f"{_out}/truth_size.csv",
+                            f"{_out}/truth_size_summary.md"]

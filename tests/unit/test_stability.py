@@ -190,3 +190,34 @@ def test_stability_refuses_a_vacuous_setting(tmp_path: Path, capsys: pytest.Capt
     with pytest.raises(SystemExit) as exc:
         main(args)
     assert exc.value.code == 2 and "--allow-vacuous" in capsys.readouterr().err
+
+
+def test_the_stability_stage_writes_the_circuits_at_the_truths_size(tmp_path: Path,
+                                                                     capsys: pytest.CaptureFixture) -> None:
+    """The truth is the 3 components 20 standard deviations above the rest: at the truth's size the baseline and
+    the certified-IN circuit are those 3 (precision 1), and report-stability combines the tables (issue 50)."""
+    truth = write_json(tmp_path / "gt.json", {
+        "format": GROUND_TRUTH_FORMAT, "experiment": "world", "kind": "vision", "n_components": 12,
+        "concepts": {c: {"components": ["layer1.0", "layer1.1", "layer1.2"], "verification": {"passed": True}}
+                     for c in ("circle", "square")}})  # fmt: skip
+    sizes = []
+    for concept, kind in (("circle", "margin"), ("square", "ties")):
+        out, at = tmp_path / f"{concept}_s.csv", tmp_path / f"{concept}_t.csv"
+        assert main(_stage(_attributions(tmp_path, concept, kind, 0), out, "--ground-truth", str(truth),
+                           "--out-truth-size", str(at))) == 0
+        sizes.append(at)
+    circle = pd.read_csv(sizes[0]).set_index("method")
+    assert circle.index.tolist() == ["baseline", "certified_in", "certified_in_abstain", "majority"]
+    assert circle.loc["baseline", "size"] == 3 and circle.loc["baseline", "precision"] == 1.0
+    assert circle.loc["certified_in", "size"] == 3 and circle.loc["certified_in", "baseline_precision"] == 1.0
+    assert (circle["concept"] == "circle").all() and (circle["resamples"] == 20).all()
+    assert circle.loc["baseline", "setting"] == "p0.6_n050_n200_s3/t0.9_a0.01_bonferroni"
+    assert main(["report-stability", "--inputs", str(tmp_path / "circle_s.csv"), str(tmp_path / "square_s.csv"),
+                 "--truth-size", *map(str, sizes), "--out-dir", str(tmp_path / "t")]) == 0
+    combined = pd.read_csv(tmp_path / "t" / "truth_size.csv")
+    assert len(combined) == 8 and set(combined.concept) == {"circle", "square"}
+    assert "baseline's top-size precision" in (tmp_path / "t" / "truth_size_summary.md").read_text()
+    with pytest.raises(SystemExit) as exc:
+        main(_stage(_attributions(tmp_path, "circle", "margin", 0), tmp_path / "x.csv", "--out-truth-size",
+                    str(tmp_path / "y.csv")))
+    assert exc.value.code == 2 and "--out-truth-size needs --ground-truth" in capsys.readouterr().err

@@ -29,7 +29,8 @@ Stability at the truth's size (:func:`resampled_labels`, :func:`stability_shares
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -41,6 +42,9 @@ from certified_circuits.core.contracts import IN, OUT
 from certified_circuits.core.discovery import GroupIndex, group_counts, top_count_circuit
 from certified_circuits.core.setting import Setting
 from certified_circuits.core.smoothing import selection_and_certification_masks, vote_counts_at_counts
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
 
 #: the circuits compared with the baseline at their own size, in table order
 METHODS = ("certified_in", "certified_in_abstain", "majority")
@@ -223,3 +227,36 @@ def truth_size_rows(scores: np.ndarray, groups: np.ndarray, truth: np.ndarray, s
              "baseline_precision": precision, "baseline_recall": recall}]  # fmt: skip
     rows += size_matched_rows(scores, groups, cert, truth, absolute=absolute, exclude=grey)
     return [{**{k: v for k, v in row.items() if k not in common}, **common} for row in rows]
+
+
+def concept_truth_size(attributions: Path, scorer: str, setting: Setting, mask_seed: int, ground_truth: Path,
+                       n_resamples: int = 20, bootstrap_seed: int = 0) -> "pd.DataFrame":  # fmt: skip
+    """One concept's :func:`truth_size_rows` from its attribution file and the experiment's ground truth, labelled
+    as the stability table is (:func:`~certified_circuits.analysis.stability.stability_labels`): the ``stability``
+    stage's second table.
+
+    Raises:
+        ValueError: an unknown scorer, a truth of another experiment, names that do not match (named).
+    """
+    import pandas as pd
+
+    from certified_circuits.analysis.recovery import grey_mask, read_ground_truth, truth_mask
+    from certified_circuits.analysis.stability import stability_labels
+    from certified_circuits.storage.store import read_attributions
+
+    attr = read_attributions(attributions)
+    if scorer not in attr.scores:
+        raise ValueError(f"{attributions} has no scorer {scorer!r}; it has {sorted(attr.scores)}")
+    concept = str(attr.attrs.get("concept", ""))
+    known = read_ground_truth(ground_truth)
+    experiment = str(attr.attrs.get("experiment", "") or "")
+    if experiment and known.experiment != experiment:
+        raise ValueError(f"{ground_truth} (--ground-truth) is the ground truth of experiment {known.experiment!r}, "
+                         f"but {attributions} is of {experiment!r}: pass this experiment's ground truth")
+    truth = truth_mask(known, concept, attr.names, where=f"the attributions {attributions}")
+    rows = truth_size_rows(attr.scores[scorer], attr.groups, truth, setting, absolute=attr.absolute(scorer),
+                           exclude=grey_mask(known, concept, attr.names), mask_seed=mask_seed,
+                           n_resamples=n_resamples, bootstrap_seed=bootstrap_seed)  # fmt: skip
+    labels = {**stability_labels(attr.attrs, concept, scorer, setting, mask_seed),
+              "truth_verified": known.verified(concept), "n_examples": int(attr.scores[scorer].shape[0])}
+    return pd.DataFrame([{**labels, **row} for row in rows])

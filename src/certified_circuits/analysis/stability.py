@@ -343,9 +343,15 @@ def concept_stability(attributions: Path, scorer: str, k_grid: Sequence[float], 
     result = stability(attr.scores[scorer], attr.groups, k_grid, setting, n_resamples, bootstrap_seed,
                        absolute=attr.absolute(scorer), truth=truth, device=device, allow_vacuous=allow_vacuous,
                        mask_seed=mask_seed)  # fmt: skip
-    labels = {"experiment": str(attr.attrs.get("experiment", "")), "concept": concept, "scorer": scorer,
-              "split": str(attr.attrs.get("split", "")), "setting": setting.tag, "p_del": setting.p_del,
-              "n0": setting.n0, "n": setting.n, "seed": setting.seed, "tau": setting.tau, "alpha": setting.alpha,
-              "correction": setting.correction, "radius": certified_radius(setting.tau, setting.p_del),
-              "mask_seed": int(mask_seed)}  # fmt: skip
-    return pd.DataFrame(result.rows(labels))
+    return pd.DataFrame(result.rows(stability_labels(attr.attrs, concept, scorer, setting, mask_seed)))
+
+
+def stability_labels(attrs: Mapping[str, Any], concept: str, scorer: str, setting: Setting,
+                     mask_seed: int) -> dict[str, Any]:  # fmt: skip
+    """The columns that say what a stability row is of: experiment, concept, scorer, split, the setting's fields,
+    its radius and the mask seed (``attrs``: the attribution file's attributes)."""
+    return {"experiment": str(attrs.get("experiment", "")), "concept": concept, "scorer": scorer,
+            "split": str(attrs.get("split", "")), "setting": setting.tag, "p_del": setting.p_del,
+            "n0": setting.n0, "n": setting.n, "seed": setting.seed, "tau": setting.tau, "alpha": setting.alpha,
+            "correction": setting.correction, "radius": certified_radius(setting.tau, setting.p_del),
+            "mask_seed": int(mask_seed)}  # fmt: skip

@@ -80,6 +80,9 @@ def _stability_arguments(p: argparse.ArgumentParser) -> None:
                    help="ground-truth JSON: adds each resample's precision and recall")
     p.add_argument("--device", default="cpu", help="where votes are counted: cpu (numpy, default), auto, cuda[:N]")
     p.add_argument("--out", type=output_file, required=True, help="stability CSV (output)")
+    p.add_argument("--out-truth-size", type=output_file, default=None,
+                   help="with --ground-truth: the circuits at the truth's size, each against the baseline's circuit of "
+                        "its own size, and their stability (CSV, output; analysis/size_matched.py)")
 
 
 @STAGES.stage("stability", _stability_arguments,
@@ -108,6 +111,8 @@ def _cmd_stability(args: argparse.Namespace) -> int:
                          f"pairwise shares grow with its square); the protocol uses {PROTOCOL_RESAMPLES}")
     if args.resamples < PROTOCOL_RESAMPLES:
         log.warning("stability: %d resamples, fewer than the protocol's %d", args.resamples, PROTOCOL_RESAMPLES)
+    if args.out_truth_size is not None and args.ground_truth is None:
+        raise InputError("--out-truth-size needs --ground-truth: the truth's size is the ground truth's")
     setting = setting_of_args(args)
     concept = str(read_attributions(args.attributions).attrs.get("concept", ""))
     try:
@@ -129,6 +134,12 @@ def _cmd_stability(args: argparse.Namespace) -> int:
         raise InputError(f"{exc}\nChange the setting as suggested, or pass --allow-vacuous to run anyway.") from exc
     for warning in caught:
         log.warning("plan (%s, tau %s): %s", concept, number(args.tau), warning.message)
+    if args.out_truth_size is not None:
+        from certified_circuits.analysis.size_matched import concept_truth_size
+
+        at_truth = concept_truth_size(args.attributions, args.scorer, setting, mask_seed(args.seed, concept),
+                                      args.ground_truth, args.resamples, args.bootstrap_seed)  # fmt: skip
+        write_csv(args.out_truth_size, at_truth)
     write_csv(args.out, table)
     seconds = float(table["seconds"].iloc[0])
     add_metrics(
@@ -153,6 +164,8 @@ def _cmd_stability(args: argparse.Namespace) -> int:
 def _report_stability_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--inputs", nargs="+", required=True, type=existing_file, help="per-concept stability CSVs")
     p.add_argument("--k", type=k_fraction, default=None, help="also list every concept at this K of the grid")
+    p.add_argument("--truth-size", nargs="+", default=(), type=existing_file,
+                   help="per-concept truth-size CSVs (stability --out-truth-size): truth_size.csv and its summary")
     p.add_argument("--out-dir", required=True, type=Path)
 
 
@@ -161,9 +174,11 @@ def _report_stability_arguments(p: argparse.ArgumentParser) -> None:
 def _cmd_report_stability(args: argparse.Namespace) -> int:
     """Concatenate the stability CSVs (stability.csv) and write the mean over concepts per K (stability_summary),
     with every concept at --k when given."""
-    from certified_circuits.reports.testbed import stability_report
+    from certified_circuits.reports.testbed import stability_report, truth_size_report
 
     add_metrics(stability_report(args.inputs, args.out_dir, k=args.k))
+    if args.truth_size:
+        add_metrics(truth_size_report(args.truth_size, args.out_dir))
     return 0
 
 

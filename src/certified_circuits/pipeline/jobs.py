@@ -763,8 +763,8 @@ def stability_jobs(config: Config, paths: Layout, concepts: Sequence[str]) -> li
         concepts: the vision classes the config certifies.
 
     Returns:
-        Dicts with ``experiment``, ``concept``, ``scorer``, ``setting``, ``attributions``, ``out`` and
-        ``k_grid``: vision, every class at the main scorer and setting; language, the ground-truth task at every
+        Dicts with ``experiment``, ``concept``, ``scorer``, ``setting``, ``attributions``, ``out``, ``truth_size``
+        (the stage's second table, at the truth's size) and ``k_grid``: vision, every class at the main scorer and setting; language, the ground-truth task at every
         setting of it (the held-out selection picks among them).
     """
     if not int(config["testbed"]["resamples"]):
@@ -781,7 +781,8 @@ def stability_jobs(config: Config, paths: Layout, concepts: Sequence[str]) -> li
         for concept, setting in pairs:
             rows.append({"experiment": experiment, "concept": concept, "scorer": scorer, "setting": setting,
                          "k_grid": grid, "attributions": paths.attributions(experiment, split, concept),
-                         "out": paths.stability(experiment, split, concept, scorer, setting)})
+                         "out": paths.stability(experiment, split, concept, scorer, setting),
+                         "truth_size": paths.truth_size(experiment, split, concept, scorer, setting)})
     return rows
 
 

@@ -14,6 +14,7 @@ Layout (under ``results_dir``)::
     sufficiency/{experiment}/{split}/{concept}/{setting}/{decision}.csv     (all scorers of the job)
     faithfulness_mib/{experiment}/{concept}.csv                              (language.faithfulness.grid: mib)
     stability/{experiment}/{split}/{concept}/{scorer}/{setting}/{decision}.csv  (bootstrap resamples: testbed)
+    truth_size/{experiment}/{split}/{concept}/{scorer}/{setting}/{decision}.csv (at the truth's size: testbed)
     ground_truth/{experiment}.json          (the planted or verified circuits of a testbed model)
     tables/{experiment}/...   figures/{experiment}/...   mib/{experiment}/...   logs/  benchmarks/  mlflow.db
 
@@ -132,6 +133,12 @@ class Layout:
                   scorer: str = "{scorer}", setting: Setting | None = None) -> str:
         """One concept's circuits over bootstrap resamples of its dataset (``stability``; docs/embedded_default.md)."""
         return f"{self.root}/stability/{experiment}/{split}/{concept}/{scorer}/{self._setting_path(setting)}.csv"
+
+    def truth_size(self, experiment: str = "{experiment}", split: str = "{split}", concept: str = "{concept}",
+                   scorer: str = "{scorer}", setting: Setting | None = None) -> str:
+        """One concept's circuits at the truth's size, each against the baseline of its own size, and their
+        stability (the ``stability`` stage's second table; analysis/size_matched.py)."""
+        return f"{self.root}/truth_size/{experiment}/{split}/{concept}/{scorer}/{self._setting_path(setting)}.csv"
 
     def ground_truth(self, experiment: str = "{experiment}") -> str:
         """The true circuits of an experiment's model, causally verified (``vision-ground-truth``,

@@ -394,6 +394,77 @@ def stability_report(inputs: Sequence[Path], out_dir: Path, k: float | None = No
     return metrics
 
 
+#: what identifies one row of a truth-size table, and the numbers the report reads (analysis/size_matched.py)
+TRUTH_SIZE_KEYS = ("experiment", "concept", "scorer", "setting", "method")
+TRUTH_SIZE_NUMBERS = ("size", "precision", "recall", "baseline_precision", "baseline_recall", "n_true", "n_grey",
+                      "baseline_jaccard_mean", "baseline_change_share", "certified_change_share",
+                      "certified_flip_share", "abstain_share")  # fmt: skip
+TRUTH_SIZE_FIX = "rerun the stability stage with --out-truth-size (make reproduce reruns what is missing)"
+
+
+def read_truth_size_table(path: str | Path, option: str = "--truth-size") -> pd.DataFrame:
+    """One truth-size CSV (the ``stability`` stage's ``--out-truth-size``, or ``truth_size.csv``), checked: UTF-8 CSV
+    with rows, every key filled, the numbers numeric (precision may be empty: an empty circuit has none).
+
+    Raises:
+        ValueError: naming the file, the column or row, and the fix.
+    """
+    where = f"{path} ({option})"
+    table = read_csv_table(path, where, [*TRUTH_SIZE_KEYS, *TRUTH_SIZE_NUMBERS, "can_certify_in"], TRUTH_SIZE_FIX,
+                           dtype={"concept": str, "scorer": str, "setting": str, "experiment": str, "method": str})
+    for column in TRUTH_SIZE_KEYS:
+        empty = table.index[table[column].isna()]
+        if len(empty):
+            raise ValueError(f"{where}: row {int(empty[0]) + 2} has no {column!r}; {TRUTH_SIZE_FIX}")
+    for column in TRUTH_SIZE_NUMBERS:
+        values = pd.to_numeric(table[column], errors="coerce")
+        bad = table.index[values.isna() & table[column].notna()]
+        if len(bad):
+            raise ValueError(f"{where}: column {column!r} holds {_cell(table, column, bad[0])!r} (row "
+                             f"{int(bad[0]) + 2}), not a number; {TRUTH_SIZE_FIX}")
+        table[column] = values
+    return table
+
+
+def truth_size_report(inputs: Sequence[Path], out_dir: Path) -> dict[str, float]:
+    """Combine per-concept truth-size tables: ``truth_size.csv`` and ``truth_size_summary.{csv,md,tex}``, the mean
+    over concepts per experiment, scorer, setting and method (precision over the concepts whose circuit is not
+    empty: ``concepts with a circuit``).
+
+    Returns:
+        ``truth_size_<method>_precision`` and ``truth_size_<method>_baseline_precision`` (mean over the table).
+    """
+    frames = [read_truth_size_table(path) for path in inputs]
+    table = pd.concat(frames, ignore_index=True)
+    duplicated = table.duplicated(subset=list(TRUTH_SIZE_KEYS))
+    if duplicated.any():
+        row = table[duplicated].iloc[0]
+        raise ValueError(f"{', '.join(str(row[k]) for k in TRUTH_SIZE_KEYS)} is in two truth-size tables: pass each "
+                         "concept's table once")  # fmt: skip
+    out_dir = Path(out_dir)
+    write_csv(out_dir / "truth_size.csv", table)
+    keys = ["experiment", "scorer", "setting", "method"]
+    grouped = table.groupby(keys, sort=False)
+    summary = grouped[["size", "precision", "baseline_precision", "recall", "baseline_recall", "n_true", "n_grey",
+                       "baseline_change_share", "certified_change_share", "certified_flip_share"]].mean()
+    summary.insert(0, "concepts with a circuit", grouped["precision"].count())
+    summary = summary.reset_index().rename(columns={
+        "size": "size", "baseline_precision": "baseline's top-size precision", "baseline_recall": "baseline's "
+        "top-size recall", "baseline_change_share": "baseline changed", "certified_change_share": "label changed",
+        "certified_flip_share": "in<->out flips"})  # fmt: skip
+    tables.write_table(summary, out_dir / "truth_size_summary", caption=(
+        "Circuits at the truth's size (the base algorithm keeps |T| components, as many per group as the truth), "
+        "each compared with the baseline's circuit of its own size on the same data (issue 50); mean over concepts. "
+        "Grey components are neither hits nor misses. Stability: the shares of memberships and labels that change "
+        "between bootstrap resamples at that size."))  # fmt: skip
+    metrics = {}
+    for method, part in table.groupby("method", sort=False):
+        metrics[f"truth_size_{method}_precision"] = float(part["precision"].mean())
+        metrics[f"truth_size_{method}_baseline_precision"] = float(part["baseline_precision"].mean())
+    log.info("report-stability: %d truth-size tables -> %s", len(frames), out_dir)
+    return metrics
+
+
 # ------------------------------------------------------------------------------------------------ across model seeds
 
 #: the recovery methods in the across-seeds table, in order
