@@ -91,20 +91,16 @@ def test_the_truth_line_counts_passed_concepts_and_averages_the_check(tmp_path: 
 def test_the_recovery_line_reads_the_main_scorer_and_counts_empty_circuits(tmp_path: Path) -> None:
     path = _auroc(tmp_path)
     line = recovery_finding(path, "relevance")
-    assert "(relevance; mean over 2 concepts): AUROC baseline 0.900, certified in 0.800" in line
+    assert "over the K grid (relevance; mean over 2 concepts): AUROC baseline 0.900, certified in 0.800" in line
     # at the held-out K: precision of the empty certified circuit is undefined, the mean is over the non-empty one
     assert "at the K chosen by max balanced accuracy on id_test (baseline 0.10, certified in 0.10" in line
     assert "baseline 0.60 / 0.25, certified in 1.00 / 0.25 (1 of 2 empty)" in line
-    assert "truth's size" not in line  # no recovery.csv beside it
-    assert "AUROC baseline 0.500" in recovery_finding(path, "activation")
-    # with every K: the point where circuits have the truth's size (mean n_true / n_components = 0.2 -> K 0.25)
-    every_k = [dict(concept=c, scorer="relevance", setting="s", method=m, k_target=k, n_true=2, n_components=10,
-                    precision=p, recall=p, empty_circuit=False)
-               for c in "ab" for k in (0.1, 0.25, 0.5) for m, p in (("baseline", 0.5), ("certified_in", 0.75))]
-    pd.DataFrame(every_k).to_csv(path.with_name("recovery.csv"), index=False)
-    assert truth_size_k(pd.DataFrame(every_k)) == 0.25
-    line = recovery_finding(path, "relevance")
-    assert "precision / recall at the truth's size (K 0.25): baseline 0.50 / 0.50, certified in 0.75 / 0.75" in line
+    assert "truth's size" not in line  # circuits at the truth's size are truth_size_block's table
+    assert "AUROC baseline 0.500" in recovery_finding(path, "activation")  # equal AUROCs, a selected K to show
+    table = pd.read_csv(path)
+    table.loc[table["scorer"] == "activation", "k_target"] = 1.0  # the whole model for every method
+    table.to_csv(path, index=False)
+    assert recovery_finding(path, "activation") == ""  # equal AUROCs and no K that discriminates: nothing to say
 
 
 def test_the_stability_line_spans_the_k_grid_and_adds_the_nearest_k(tmp_path: Path) -> None:
@@ -184,35 +180,52 @@ def test_a_number_read_at_the_whole_model_says_so_in_its_own_line(tmp_path: Path
                  pvalue_examples=1.0)]
     path = tmp_path / "selected_balanced_raw.csv"
     pd.DataFrame(rows).to_csv(path, index=False)
+    assert mean_ablation_finding(path, ["context_shift"], "relevance") == ""  # p = 1 by construction: not shown
+    rows[0].update(certified_k=0.08)  # one method at the whole model: shown, and said
+    pd.DataFrame(rows).to_csv(path, index=False)
     line = mean_ablation_finding(path, ["context_shift"], "relevance")
     assert "K chosen by max balanced accuracy (mean ablation) on id_test" in line
-    assert ("K 100% for baseline and certified is the whole model: these numbers compare the full model with itself "
-            "and cannot tell methods apart") in line and "p = 1 by construction" in line
+    assert "K 100% for baseline is the whole model: these numbers compare the full model with itself" in line
     rows[0].update(baseline_k=0.1, certified_k=0.08)
     pd.DataFrame(rows).to_csv(path, index=False)
     assert "whole model" not in mean_ablation_finding(path, ["context_shift"], "relevance")
 
 
-def test_the_hypotheses_line_reads_the_testbed_folder_and_skips_what_cannot_be_tested(tmp_path: Path) -> None:
-    from certified_circuits.reports.findings import hypotheses_finding
+def _truth_size(tmp_path: Path) -> Path:
+    """Two concepts, two settings: certified IN (2 of 4 true) beside the baseline's top 2 (1 of 2 true)."""
+    rows = []
+    for concept in ("a", "b"):
+        for setting in ("p0.95_n0100_n1000_s0/t0.9_a0.001_bonferroni", "p0.9_n0100_n1000_s0/t0.9_a0.001_bonferroni"):
+            for method, size, precision, recall, bp, br in (
+                    ("baseline", 4, 0.75, 0.75, 0.75, 0.75), ("certified_in", 2, 1.0, 0.5, 0.5, 0.25),
+                    ("certified_in_abstain", 5, 0.8, 1.0, 0.6, 0.75), ("majority", 4, 1.0, 1.0, 1.0, 1.0)):
+                rows.append(dict(experiment="tiny", concept=concept, scorer="eap_ig", setting=setting, method=method,
+                                 size=size, precision=precision, recall=recall, baseline_precision=bp,
+                                 baseline_recall=br, n_true=4, n_grey=0, resamples=20, baseline_jaccard_mean=0.7,
+                                 baseline_change_share=0.05, certified_change_share=0.02, certified_flip_share=0.0,
+                                 can_certify_in=True))
+    path = tmp_path / "testbed" / "truth_size.csv"
+    path.parent.mkdir(exist_ok=True)
+    pd.DataFrame(rows).to_csv(path, index=False)
+    return path
 
-    rows, auroc = [], []
-    for i in range(6):  # 6 concepts: certified-in precision above the baseline in every one
-        for method, precision, recall in (("certified_in", 0.9, 0.4), ("baseline", 0.5, 0.5),
-                                          ("certified_in_abstain", 0.5, 0.6)):
-            for k in (0.2, 1.0):
-                rows.append(dict(experiment="world", scorer="relevance", concept=f"c{i}", setting="s", method=method,
-                                 k_target=k, precision=precision if k < 1 else 0.2, recall=recall, n_true=2,
-                                 n_components=10))
-            auroc.append(dict(experiment="world", scorer="relevance", setting="s", concept=f"c{i}", method=method,
-                              auroc=0.5, at_selected_setting=True, k_target=1.0))
-    folder = tmp_path / "testbed"
-    folder.mkdir()
-    pd.DataFrame(rows).to_csv(folder / "recovery.csv", index=False)
-    pd.DataFrame(auroc).to_csv(folder / "recovery_auroc.csv", index=False)
-    line = hypotheses_finding(folder / "recovery_auroc.csv", "relevance")
-    assert ("H1a certified-in precision 0.90 vs baseline 0.50 at K 0.20, p 0.016 (6 pairs): holds") in line  # 1/64
-    assert "H1b untestable: the K certified selection chose is 100% (the whole model)" in line
-    assert "H2" not in line  # no stability table: nothing said rather than n/a
-    assert "H3 certified-in+abstain recall 0.60 vs baseline 0.50, p 1.000 (6 pairs): holds" in line
-    assert hypotheses_finding(tmp_path / "elsewhere" / "recovery_auroc.csv") == ""
+
+def test_the_truth_size_table_puts_each_circuit_beside_the_baseline_of_its_size(tmp_path: Path) -> None:
+    from certified_circuits.reports.findings import truth_size_block
+
+    lines = truth_size_block(_truth_size(tmp_path), None)
+    assert lines[0].startswith("**tiny** at the truth's size (eap_ig; mean over 2 concepts")
+    assert "| baseline (top |T| of the full-data ranking) | (any) | 4.0 | 0.75 | 0.75 |  |" in lines
+    assert "| certified IN | p_del 0.95, tau 0.9 | 2.0 | 1.00 | 0.50 | 0.50 / 0.25 |" in lines
+    assert "| certified IN + abstain | p_del 0.9, tau 0.9 | 5.0 | 0.80 | 1.00 | 0.60 / 0.75 |" in lines
+    assert "| majority vote | p_del 0.95, tau 0.9 | 4.0 | both 1.00 | | (no difference possible) |" in lines
+    assert lines[-1] == (
+        "- **tiny**: the truth has 4 components per concept (0 grey at most, neither hit nor miss); between 20 "
+        "bootstrap resamples at this size (p_del 0.95, tau 0.9), the baseline's Jaccard to its full-data circuit is "
+        "0.70, 5.0% of baseline memberships change, 2.0% of certified labels and 0.00% flip in<->out.")
+    stability = tmp_path / "testbed" / "stability.csv"
+    pd.DataFrame([dict(experiment="tiny", scorer="eap_ig", concept="a", setting="s", resamples=20, k_target=0.1,
+                       baseline_jaccard_mean=0.7, baseline_change_share=0.05, certified_change_share=0.02,
+                       certified_flip_share=0.0)]).to_csv(stability, index=False)
+    block = findings([], [], [stability])
+    assert block[0] == lines[0] and sum(line.startswith("- ") for line in block) == 2  # the table's line, the grid's

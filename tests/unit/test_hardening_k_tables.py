@@ -197,8 +197,8 @@ def test_the_findings_read_their_k_columns_with_the_one_parser(tmp_path: Path) -
         recovery_finding(auroc)
     auroc.write_text("experiment,scorer,setting,concept,method,auroc,at_selected_setting,k_target,k_source\n"
                      "w,r,s,circle,baseline,0.6,True,,\n")  # AUROC only (no K given): allowed
-    assert recovery_finding(auroc).startswith("**w** recovery of the truth (r; mean over 1 concepts): AUROC baseline "
-                                              "0.600")
+    assert recovery_finding(auroc).startswith("**w** recovery of the truth over the K grid (r; mean over 1 concepts): "
+                                              "AUROC baseline 0.600")
     stability = tmp_path / "stability.csv"
     stability.write_text("experiment,scorer,concept,k_target,baseline_jaccard_mean,baseline_change_share,"
                          "certified_change_share,certified_flip_share\nw,r,circle,,1,0,0,0\n")

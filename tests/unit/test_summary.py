@@ -69,7 +69,7 @@ def test_the_summary_has_a_compact_table_per_family_with_the_raw_numbers(tmp_pat
     # the main scorer's rows only, named, in percent, K and the false-positive rate beside, what chose the K
     assert ("| world | set0 | relevance | chosen by max cACC on id | 90.0 (FPR 10.0) | 81.2 (25.0, 5.0) | 87.5 (20.3, 2.5) "
             "| 0.031 |") in text and text.count("| world | set") == 3 + 3
-    assert "| baseline (K %, FPR %) | certified (K %, FPR %) |" in text
+    assert "| baseline (K %, FPR % where measured) | certified (K %, FPR % where measured) |" in text
     assert "| world | set0 | relevance | 0.75 | 0.5 |" in text  # CPR baseline, certified (every table names its scorer)
     assert "| world | relevance | 2 | 0.65 | 0.55 |" in text  # mean AUROC over the 2 concepts
     assert "| world | relevance | 20 | 0.9 | 2 | 4 | 0 |" in text  # stability: shares in percent

@@ -5,18 +5,22 @@ the world model and the verified induction circuit of the language model. Its ta
 so the summary leads with them, each finding one line of numbers read from a table (never template prose that
 could contradict it), and the table it comes from:
 
-- the ground truth and its causal check (``ground_truth/<experiment>.json``);
-- recovery of the truth per method (``tables/<experiment>/testbed/recovery_auroc.csv`` and ``recovery.csv``): the
-  AUROC over the K grid, precision and recall at the truth's size (R-precision: no selection involved) and at the K
-  chosen on held-out data;
-- stability under bootstrap resamples of each concept dataset at the truth's size (``testbed/stability.csv``);
+- per experiment, one short table (issue 50): the circuits at the truth's size (``testbed/truth_size.csv``: the
+  baseline keeps exactly ``|T|`` components; certified IN, IN + abstain and majority vote each beside the baseline's
+  circuit of their own size, so that no method wins by being smaller), under it one line with the truth and its
+  causal check (``ground_truth/<experiment>.json``) and the stability at that size;
+- then at most :data:`MAX_FINDINGS` lines of prose: recovery of the truth per method over the K grid (AUROC,
+  ``testbed/recovery_auroc.csv``; at the K chosen on held-out data only where that K is not the whole model);
 - vision only: balanced accuracy under mean ablation at the K chosen on held-out images
   (``tables/<experiment>/mean_ablation/selected_balanced_raw.csv``), the evaluation a class-biased circuit cannot
   win (zero ablation's cACC rewards it; it stays as the paper's table with its false-positive rate beside it).
 
 A finding never cites a degenerate number as if it meant something: an empty circuit is said to be empty, a truth
-that failed its check is said to have failed, and a row that :mod:`certified_circuits.reports.flags` flags is named
-as flagged.
+that failed its check is said to have failed, and a number that cannot tell methods apart (a K of 100% chosen for
+every method, p = 1 by construction, two perfect scores) is not shown: its flag stays in the warning list
+(:mod:`certified_circuits.reports.flags`). The hypotheses tests are not on this page: one run's concepts and settings
+share a model, so they are not independent pairs; the tests over model seeds are ``experiments/fair_testbed.py``'s
+(docs/fair_testbed.md).
 """
 
 from __future__ import annotations
@@ -43,11 +47,11 @@ __all__ = [
     "recovery_finding",
     "stability_finding",
     "mean_ablation_finding",
-    "hypotheses_finding",
+    "truth_size_block",
 ]
 
-#: at most this many lines open the summary (a person reads them in a minute)
-MAX_FINDINGS = 10
+#: at most this many lines of prose follow the tables that open the summary (a person reads them in a minute)
+MAX_FINDINGS = 5
 #: the recovery methods, in the order a finding names them, with their words
 METHOD_WORDS = {
     "baseline": "baseline",
@@ -161,18 +165,20 @@ def _point(part: pd.DataFrame) -> str:
 
 
 def recovery_finding(path: Path, scorer: str | None = None) -> str:
-    """One line: how each method recovers the truth: AUROC over the K grid, precision / recall at the truth's size
-    (:func:`truth_size_k`, read from ``recovery.csv`` beside ``path``) and at each method's held-out-selected K.
+    """One line: how each method recovers the truth over the K grid (AUROC: no size or selection involved), then
+    precision / recall at each method's held-out-selected K unless that K is the whole model for some method (it
+    would compare the full model with itself: the full-model-k flag says so in the warning list). The circuits at
+    the truth's size are :func:`truth_size_block`'s table.
 
     Args:
         path: ``recovery_auroc.csv`` of ``report-recovery``.
         scorer: the scorer to report (vision's main scorer); default the table's first.
 
     Returns:
-        ``"world recovery of the truth (relevance; mean over 10 concepts): AUROC baseline 0.53, certified in 0.49,
-        ...; precision / recall at the truth's size (K 0.2): baseline 0.51 / 0.51, ...; at the K chosen on id_test
-        (baseline 1.0, certified in 1.0): ..."``; precision is averaged over the non-empty circuits, the empty ones
-        are counted.
+        ``"world recovery of the truth over the K grid (relevance; mean over 10 concepts): AUROC baseline 0.53,
+        certified in 0.49, ...; at the K chosen on id_test (...): ..."``, or "" when every method has the same AUROC
+        and no selected K can be shown (nothing tells the methods apart); precision is averaged over the non-empty
+        circuits, the empty ones are counted.
     """
     table = _read(path, (*AUROC_COLUMNS, "k_source"), AUROC_K)  # where each K came from, named in the line
     rows = _main_rows(table, scorer)
@@ -180,27 +186,19 @@ def recovery_finding(path: Path, scorer: str | None = None) -> str:
         return f"{path}: no recovery row at a selected setting."
     experiment, used = rows["experiment"].iloc[0], rows["scorer"].iloc[0]
     methods = [(m, w) for m, w in METHOD_WORDS.items() if (rows["method"] == m).any()]
-    areas = ", ".join(f"{w} {_num(rows[rows.method == m]['auroc'].mean(), 3)}" for m, w in methods)
-    line = f"**{experiment}** recovery of the truth ({used}; mean over {rows['concept'].nunique()} concepts): AUROC {areas}"
-    every_k = Path(path).with_name("recovery.csv")
-    if every_k.is_file():
-        curve = _read(every_k, CURVE_COLUMNS, CURVE_K)
-        curve = curve[(curve["scorer"] == used) & curve["setting"].isin(set(rows["setting"]))]
-        k = truth_size_k(curve)
-        if k is not None:
-            at = curve[np.isclose(curve["k_target"], k)]
-            line += f"; precision / recall at the truth's size (K {_num(k)}): " + ", ".join(
-                f"{w} {_point(at[at.method == m])}" for m, w in methods if (at.method == m).any()
-            )
+    means = {m: rows[rows.method == m]["auroc"].mean() for m, _ in methods}
+    areas = ", ".join(f"{w} {_num(means[m], 3)}" for m, w in methods)
+    line = (f"**{experiment}** recovery of the truth over the K grid ({used}; mean over {rows['concept'].nunique()} "
+            f"concepts): AUROC {areas}")
     source = sorted(set(rows["k_source"].dropna().astype(str)) - {""})
-    if source:
+    full = [w for m, w in methods if rows.loc[rows.method == m, "k_target"].map(is_full_model).all()]
+    if source and not full:
         picked = ", ".join(f"{w} {_num(rows[rows.method == m]['k_target'].mean())}" for m, w in methods)
         line += f"; at the K {', '.join(source)} ({picked}): " + ", ".join(
             f"{w} {_point(rows[rows.method == m])}" for m, w in methods
         )
-        full = [w for m, w in methods if rows.loc[rows.method == m, "k_target"].map(is_full_model).all()]
-        if full:
-            line += f" ({FULL_MODEL_CAVEAT.format(who=', '.join(full))})"
+    elif len(means) > 1 and len({round(float(v), 3) for v in means.values()}) == 1:
+        return ""  # one AUROC for every method and no selected K to show: nothing discriminates
     return line + f" (`{Path(path).parent.name}/`)."
 
 
@@ -257,53 +255,6 @@ def stability_finding(path: Path, k: float | None, scorer: str | None = None) ->
     return line + f" (`testbed/{Path(path).name}`)."
 
 
-def hypotheses_finding(path: Path, scorer: str | None = None) -> str:
-    """One line: H1-H3 of docs/embedded_default.md on this run's pairs (concepts x settings; the three-seed tests
-    are ``report-hypotheses`` of ``bin/model-seeds``), read from ``recovery.csv``, ``recovery_auroc.csv`` and
-    ``stability.csv`` of one ``testbed/`` folder (:func:`certified_circuits.analysis.hypotheses.hypothesis_table`).
-
-    Args:
-        path: ``recovery_auroc.csv`` of ``report-recovery`` (its folder holds the other two).
-        scorer: the scorer to report; default the table's first.
-
-    Returns:
-        ``"world hypotheses (relevance; one-sided paired Wilcoxon, alpha 0.05; docs/embedded_default.md): H1a
-        certified-in precision 0.55 vs baseline 0.47 at K 0.20, p 0.030 (10 pairs): holds; ..."``, or "" without
-        the recovery table.
-    """
-    from certified_circuits.analysis.hypotheses import ALPHA, hypothesis_table
-
-    every_k = Path(path).with_name("recovery.csv")
-    if not every_k.is_file():
-        return ""
-    stability = Path(path).with_name("stability.csv")
-    table = hypothesis_table(_read(every_k, CURVE_COLUMNS + ("experiment", "concept"), CURVE_K),
-                             _read(stability, STABILITY_COLUMNS, STABILITY_K) if stability.is_file() else None,
-                             _read(path, AUROC_COLUMNS, AUROC_K))
-    if table.empty:
-        return ""
-    used = scorer if scorer is not None and (table["scorer"] == scorer).any() else table["scorer"].iloc[0]
-    rows = table[table["scorer"] == used]
-    words = {"H1a": "certified-in precision {c} vs baseline {b} at K {k}",
-             "H1b": "the same at the K certified selection chose ({k}): {c} vs {b}",
-             "H2": "in<->out flips {c} vs baseline changes {b}",
-             "H3": "certified-in+abstain recall {c} vs baseline {b}"}
-    parts = []
-    for _, r in rows.iterrows():
-        if not r["n_pairs"]:  # e.g. no stability table for this scorer
-            continue
-        if is_full_model(r["k"]):  # a K of 100% compares the whole model with itself
-            parts.append(f"{r['hypothesis']} untestable: the K certified selection chose is 100% (the whole model)")
-            continue
-        scale, unit = (100, "%") if r["hypothesis"] == "H2" else (1, "")
-        text = words[r["hypothesis"]].format(c=f"{_num(r['certified'] * scale)}{unit}",
-                                             b=f"{_num(r['baseline'] * scale)}{unit}", k=_num(r["k"]))
-        verdict = "holds" if r["holds"] else "does not hold"
-        parts.append(f"{r['hypothesis']} {text}, p {_num(r['pvalue'], 3)} ({int(r['n_pairs'])} pairs): {verdict}")
-    return (f"**{rows['experiment'].iloc[0]}** hypotheses ({used}; one-sided paired Wilcoxon, alpha {ALPHA}; "
-            f"docs/embedded_default.md): " + "; ".join(parts) + f" (`{Path(path).parent.name}/`).")
-
-
 def mean_ablation_finding(path: Path, eval_sets: Sequence[str], scorer: str | None = None) -> str:
     """One line: balanced accuracy under mean ablation at the K chosen on held-out images, per method.
 
@@ -314,7 +265,8 @@ def mean_ablation_finding(path: Path, eval_sets: Sequence[str], scorer: str | No
 
     Returns:
         ``"world, mean ablation, relevance, K chosen on id_test: balanced accuracy on context_shift: full 0.80,
-        baseline 0.78 (K 10%), certified 0.77 (K 8%), p 0.4; ..."``.
+        baseline 0.78 (K 10%), certified 0.77 (K 8%), p 0.4; ..."``, or "" when both methods' K is 100% (the whole
+        model against itself: the full-model-k flag says so in the warning list).
     """
     table = _read(path, MEAN_ABLATION_COLUMNS, MEAN_ABLATION_K, allow_empty=True)
     if "scorer" in table and len(table):
@@ -339,11 +291,90 @@ def mean_ablation_finding(path: Path, eval_sets: Sequence[str], scorer: str | No
         f"**{table['experiment'].iloc[0]}** balanced accuracy under mean ablation "
         f"({table['scorer'].iloc[0] if 'scorer' in table else 'the one scorer'}, K {chosen}): " + "; ".join(parts)
     )
-    if full == {"baseline", "certified"}:  # the full model against itself: p = 1 by construction
-        line += f" ({FULL_MODEL_CAVEAT.format(who='baseline and certified')}; p = 1 by construction)"
-    elif full:
+    if full == {"baseline", "certified"}:  # the full model against itself, p = 1 by construction: not shown
+        return ""
+    if full:
         line += f" ({FULL_MODEL_CAVEAT.format(who=', '.join(sorted(full)))})"
     return line + " (`mean_ablation/selected_balanced.md`)."
+
+
+#: the truth-size table's rows: method -> words
+TRUTH_SIZE_WORDS = {"baseline": "baseline (top |T| of the full-data ranking)", "certified_in": "certified IN",
+                    "certified_in_abstain": "certified IN + abstain", "majority": "majority vote"}
+TRUTH_SIZE_COLUMNS = ("experiment", "concept", "scorer", "setting", "method", "size", "precision", "recall",
+                      "baseline_precision", "baseline_recall", "n_true", "n_grey", "resamples",
+                      "baseline_jaccard_mean", "baseline_change_share", "certified_change_share",
+                      "certified_flip_share")  # fmt: skip
+
+
+def _words_setting(setting: str) -> str:
+    """``p0.95_n0100_n1000_s0/t0.9_a0.001_bonferroni`` -> ``p_del 0.95, tau 0.9``."""
+    votes, _, decision = str(setting).partition("/")
+    p_del = votes.split("_", 1)[0].removeprefix("p")
+    tau = decision.split("_", 1)[0].removeprefix("t")
+    return f"p_del {p_del}, tau {tau}" if p_del and tau else str(setting)
+
+
+def truth_size_block(path: Path, ground_truth: Path | None, scorer: str | None = None) -> list[str]:
+    """One experiment's table at the truth's size (issue 50), mean over concepts, and one line under it.
+
+    Rows: the baseline at exactly ``|T|`` components, then certified IN, IN + abstain and majority vote, each with
+    the baseline's circuit of its own size beside it (``testbed/truth_size.csv``, the stability stage's second
+    table: analysis/size_matched.py). A row where both precisions are 1 says so instead of its numbers (two perfect
+    scores tell nothing apart). The line under it: the truth (its size, grey components, the causal check of
+    ``ground_truth``) and the stability at that size between bootstrap resamples.
+
+    Args:
+        path: ``testbed/truth_size.csv`` of ``report-stability --truth-size``.
+        ground_truth: the experiment's ground-truth JSON (None: the line names no check).
+        scorer: the scorer to report (vision's main scorer); default the table's first.
+
+    Returns:
+        Markdown lines: a heading line, the table, a blank line, a ``- `` line.
+    """
+    table = _read(path, TRUTH_SIZE_COLUMNS, {}, allow_empty=True)
+    if table.empty:
+        return []
+    used = scorer if scorer is not None and (table["scorer"] == scorer).any() else table["scorer"].iloc[0]
+    rows = table[table["scorer"] == used]
+    experiment, n_concepts = str(rows["experiment"].iloc[0]), rows["concept"].nunique()
+    settings = list(dict.fromkeys(rows["setting"]))
+    out = [f"**{experiment}** at the truth's size ({used}; mean over {n_concepts} concept"
+           f"{'s' if n_concepts > 1 else ''}; `testbed/{Path(path).name}`):", "",
+           "| circuit | setting | size | precision | recall | the baseline's circuit of that size: precision / "
+           "recall |", "|---|---|---:|---:|---:|---:|"]
+    for method, words in TRUTH_SIZE_WORDS.items():
+        for setting in settings if method != "baseline" else settings[:1]:
+            part = rows[(rows["method"] == method) & (rows["setting"] == setting)]
+            if part.empty:
+                continue
+            empty = int(part["precision"].isna().sum())
+            precision, base = part["precision"].mean(), part["baseline_precision"].mean()
+            shown_setting = _words_setting(setting) if method != "baseline" else "(any)"
+            if method != "baseline" and np.isclose(precision, 1.0) and np.isclose(base, 1.0):
+                cells = f"{_num(part['size'].mean(), 1)} | both 1.00 | | (no difference possible)"
+            else:
+                beside = "" if method == "baseline" else (
+                    f"{_num(base)} / {_num(part['baseline_recall'].mean())}")
+                cells = (f"{_num(part['size'].mean(), 1)} | {_num(precision)}"
+                         f"{f' ({empty} empty)' if empty else ''} | {_num(part['recall'].mean())} | {beside}")
+            out.append(f"| {words} | {shown_setting} | {cells} |")
+    first = rows[rows["setting"] == settings[0]]
+    line = (f"- **{experiment}**: the truth has {_num(first['n_true'].mean(), 0)} components per concept "
+            f"({int(first['n_grey'].max())} grey at most, neither hit nor miss)")
+    if ground_truth is not None:
+        from certified_circuits.analysis.recovery import read_ground_truth
+
+        truth = read_ground_truth(ground_truth)
+        passed = sum(truth.verified(c) for c in truth.concepts)
+        line += f"; its causal check passed for {passed} of {len(truth.concepts)} concepts (`{Path(ground_truth).name}`)"
+    stable = first.groupby("concept").first()
+    line += (f"; between {int(stable['resamples'].iloc[0])} bootstrap resamples at this size "
+             f"({_words_setting(settings[0])}), the baseline's Jaccard to its full-data circuit is "
+             f"{_num(stable['baseline_jaccard_mean'].mean())}, {100 * stable['baseline_change_share'].mean():.1f}% "
+             f"of baseline memberships change, {100 * stable['certified_change_share'].mean():.1f}% of certified "
+             f"labels and {100 * stable['certified_flip_share'].mean():.2f}% flip in<->out.")
+    return [*out, "", line]
 
 
 def findings(
@@ -354,39 +385,43 @@ def findings(
     main_scorer: str | None = None,
     eval_sets: Sequence[str] = ("id_test", "context_shift", "corruption"),
 ) -> list[str]:
-    """The findings block: at most :data:`MAX_FINDINGS` lines, experiment by experiment.
+    """The findings block: per experiment the table at the truth's size (:func:`truth_size_block`, read from the
+    ``truth_size.csv`` beside each ``stability.csv``), then at most :data:`MAX_FINDINGS` lines of prose.
 
     Args:
         ground_truths: ground-truth JSONs (one per experiment).
         recovery: ``recovery_auroc.csv`` per experiment (the folder's experiment is the table's).
-        stability: ``stability.csv`` per experiment.
+        stability: ``stability.csv`` per experiment (``truth_size.csv`` beside it).
         mean_ablation: ``mean_ablation/selected_balanced_raw.csv`` per vision experiment.
         main_scorer: vision's main scorer (the one recovery and mean ablation report).
         eval_sets: the vision eval sets the mean-ablation line names.
 
     Returns:
-        Markdown list items (``- ...``), truth first, then recovery, stability and mean ablation per experiment.
+        Markdown lines: tables and ``- `` items (an experiment without a truth-size table gets its truth line).
     """
-    lines = [truth_finding(Path(p)) for p in ground_truths]
-    at_k: dict[str, float] = {}  # stability is read where circuits have the truth's size (contested membership)
+    from certified_circuits.analysis.recovery import read_ground_truth
+
+    truths = {read_ground_truth(p).experiment: Path(p) for p in ground_truths}
+    blocks: list[str] = []
+    for path in map(Path, stability):
+        at_size = path.with_name("truth_size.csv")
+        table = _read(path, STABILITY_COLUMNS, STABILITY_K, allow_empty=True)
+        experiment = str(table["experiment"].iloc[0]) if len(table) else ""
+        block = truth_size_block(at_size, truths.get(experiment), main_scorer) if at_size.is_file() else []
+        if block:
+            truths.pop(experiment, None)
+            blocks += [*block, ""]
+    prose = [truth_finding(p) for p in truths.values()]  # experiments without a table at the truth's size
     for path in map(Path, recovery):
         table = _read(path, AUROC_COLUMNS, AUROC_K)
         scorers = list(dict.fromkeys(table["scorer"].astype(str))) if "scorer" in table else [None]
-        if main_scorer in scorers:  # the main scorer first, then every other scorer of the experiment
-            scorers = [main_scorer] + [s for s in scorers if s != main_scorer]
-        lines += [recovery_finding(path, scorer) for scorer in scorers]
-        rows = _main_rows(table, main_scorer)
-        every_k = path.with_name("recovery.csv")
-        k = truth_size_k(_read(every_k, CURVE_COLUMNS, CURVE_K)) if every_k.is_file() else None
-        if len(rows) and k is not None:
-            at_k[str(rows["experiment"].iloc[0])] = k
-    lines += [line for line in (hypotheses_finding(Path(p), main_scorer) for p in recovery) if line]
-    for path in map(Path, stability):
-        table = _read(path, STABILITY_COLUMNS, STABILITY_K, allow_empty=True)
-        experiment = str(table["experiment"].iloc[0]) if len(table) else ""
-        lines.append(stability_finding(path, at_k.get(experiment), main_scorer))
-    lines += [mean_ablation_finding(Path(p), eval_sets, main_scorer) for p in mean_ablation]
-    return [f"- {line}" for line in lines[:MAX_FINDINGS]]
+        if main_scorer in scorers:  # the main scorer only: the others are in the recovery tables
+            scorers = [main_scorer]
+        prose += [line for line in (recovery_finding(path, s) for s in scorers[:1]) if line]
+    prose += [stability_finding(Path(p), None, main_scorer) for p in stability]  # over the K grid
+    prose += [line for line in (mean_ablation_finding(Path(p), eval_sets, main_scorer) for p in mean_ablation)
+              if line]
+    return blocks + [f"- {line}" for line in prose[:MAX_FINDINGS]]
 
 
 def findings_section(lines: Sequence[str]) -> list[str]:
@@ -406,6 +441,8 @@ def findings_section(lines: Sequence[str]) -> list[str]:
 
 #: the most lines the end of a run prints (issue 35)
 END_LINES = 25
+#: the most finding lines it shows: each experiment's line under its table, then the prose (:data:`MAX_FINDINGS`)
+END_FINDINGS = 8
 
 
 def summary_findings(summary: str | Path) -> list[str]:
@@ -438,7 +475,7 @@ def end_message(results: str | Path) -> list[str]:
     lines.append(f"Explorer: {explorer}" + (" (open it in a browser)" if explorer.is_file() else " (not written by this run)"))
     found = summary_findings(summary)
     if found:
-        lines += ["What this run shows:", *found[:MAX_FINDINGS]]
+        lines += ["What this run shows:", *found[:END_FINDINGS]]
     if warnings.is_file():
         lines.append(counts_line(read_flags(warnings)) + " (each with its places and fix: summary.md, the explorer)")
     return lines[:END_LINES]

@@ -75,8 +75,8 @@ def sufficiency_table(tables: Path, experiment: str, main_scorer: str | None) ->
                 for _, row in raw.iterrows()]
     fpr = {"full_fpr", "baseline_fpr", "certified_fpr"} <= set(raw.columns)
     out["full"] = pct(raw["full"]) + ((" (FPR " + pct(raw["full_fpr"]) + ")") if fpr else "")
-    for method in ("baseline", "certified"):
-        out[f"{method} (K %{', FPR %' if fpr else ''})"] = (
+    for method in ("baseline", "certified"):  # one header for every experiment: no duplicate, empty columns
+        out[f"{method} (K %, FPR % where measured)"] = (
             pct(raw[method]) + " (" + pct(raw[f"{method}_k"]) + ((", " + pct(raw[f"{method}_fpr"])) if fpr else "")
             + ")")
     p = raw["pvalue_examples"] if "pvalue_examples" in raw else raw.get("pvalue")
