@@ -306,7 +306,8 @@ def _evaluate_arguments(p: argparse.ArgumentParser) -> None:
 def _cmd_evaluate(args: argparse.Namespace) -> int:
     """Ablate non-circuit channels at every block output (zero and/or mean ablation: rows for each) and measure class
     accuracy, false-positive rate on other classes and balanced accuracy for all K x methods (batched), plus the
-    unmasked model ('full'). Rows carry the scorer, the ablation and the setting of their circuits.
+    unmasked model ('full'). Rows carry the scorer, the ablation and the setting of their circuits. Every scorer and
+    ablation runs in this one process, in one pass over each eval set (``evaluate.class_tables``).
     """
 
     from certified_circuits.pipeline.tracking import add_metrics
@@ -335,27 +336,20 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         reference = open_set(args.reference, index, limit_per_class=args.reference_per_class)
         fills["mean"] = mean_ablation_fill(model, reference, args.reference_size, args.seed)
     log_startup("vision-evaluate")
-    tables = [
-        evaluate_circuits(
-            model,
-            isets,
-            label,
-            args.concept,
-            circuits,
-            experiment=args.experiment,
-            methods=args.methods,
-            ablation=ablation,
-            fill=fills[ablation],
-            n_negatives=args.n_negatives,
-            seed=args.seed,
-            max_batch=args.max_batch,
-            progress_log=lambda message, ablation=ablation: log.info("vision-evaluate (%s): %s", ablation, message),
-        )
-        for ablation in ablations
-    ]
-    import pandas as pd
-
-    table = pd.concat(tables, ignore_index=True)
+    table = evaluate_circuits(
+        model,
+        isets,
+        label,
+        args.concept,
+        circuits,
+        experiment=args.experiment,
+        methods=args.methods,
+        ablations={ablation: fills[ablation] for ablation in ablations},
+        n_negatives=args.n_negatives,
+        seed=args.seed,
+        max_batch=args.max_batch,
+        progress_log=lambda message: log.info("vision-evaluate: %s", message),
+    )
     write_csv(args.out, table)
     full = table[table.method == "full"].drop_duplicates("eval_set")
     add_metrics({f"full_accuracy_{r.eval_set}": r.accuracy for r in full.itertuples()})
