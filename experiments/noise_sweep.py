@@ -32,19 +32,26 @@ Usage::
 Writes ``<half>_rows.csv`` (one row per model, seed, size, scorer and setting; for vision per class),
 ``<half>_truth.csv``, ``<half>_hypotheses.csv`` and ``<half>_sweep.md`` (the docs' tables) under ``--out``, and the
 vision half's world, models, ground truths and attributions under ``--out/vision`` (reused when present, so an
-interrupted sweep resumes); progress goes to stderr. Cost on 2 shared cores: about 50 s per language model and seed
-(10 min in all), about 6 minutes per vision leak and seed (training 2-3 min).
+interrupted sweep resumes; ``--out/vision/built_from.json`` records the world, training, reference size and examples
+they were built from, and a folder built from others is refused); progress goes to stderr, each stage's to its log
+beside its files. Cost on 2 shared cores: about 50 s per language model and seed (10 min in all), about 6 minutes per
+vision leak and seed (training 2-3 min).
+
+Every refusal is one line on stderr, ``error: <file>: <key path>: <what is wrong>; <fix>``, exit 2, before any model
+is built: the config is checked key by key by one checker (:class:`Section`: :func:`load_config`,
+:func:`load_vision_config`), and a failed stage names its log and prints its last lines (:func:`run_stage`).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import subprocess
 import sys
 import time
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
@@ -55,6 +62,7 @@ from certified_circuits.analysis.hypotheses import hypothesis_table
 from certified_circuits.analysis.recovery import auroc_by_method, recovery_rows
 from certified_circuits.analysis.stability import stability
 from certified_circuits.api import certify_scores
+from certified_circuits.cli.stages import MAX_REFERENCE_SIZE, SEED_MAX  # vision-ground-truth's bound, the CLI's seeds
 from certified_circuits.core.certification import certified_radius
 from certified_circuits.core.planning import PlanWarning, plan
 from certified_circuits.core.setting import Setting
@@ -73,42 +81,289 @@ TABLE_COLUMNS = (
 )  # fmt: skip
 
 
-def load_config(path: Path) -> dict[str, Any]:
-    """The sweep's config (``language`` section), checked before any model is compiled.
+class ConfigError(ValueError):
+    """A refusal of the command line, the config, a work folder or a failed stage: printed by :func:`main` as
+    ``error: <file>: <key path>: <what is wrong>; <fix>`` with exit 2, no traceback."""
+
+
+#: the config this script documents its keys in (the end of every refusal)
+SEE = "see experiments/noise_sweep.yaml"
+#: the most held-out prompts the truth is verified on, and the most training prompts |D| of a size (each is a forward
+#: pass of every model; the sweep's are 100 and 200)
+MAX_PROMPTS = 10_000
+#: the most IG steps and training epochs a config may ask for
+MAX_STEPS = 1000
+#: the keys of each section, in the shipped config's order
+LANGUAGE_KEYS = ("models", "sizes", "model_seeds", "task_seed", "held_out", "methods", "ig_steps", "settings",
+                 "certification", "k_grid", "resamples", "bootstrap_seed", "preregistered")
+#: the certification section's keys (the language half's settings give tau and p_del, the vision section its own)
+CERTIFICATION_KEYS = ("alpha", "n0", "n", "correction", "seed")
+VISION_KEYS = ("leaks", "model_seeds", "world", "train", "concepts", "sizes", "scorers", "certification", "k_grid",
+               "reference_size", "resamples", "bootstrap_seed", "preregistered")
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and bool(np.isfinite(value))
+
+
+class Section:
+    """One mapping of the config, read key by key with its type and range: the one checker of both halves (every
+    refusal a :class:`ConfigError` ``"<file>: <key path>: <value>: <what is wrong>; <fix>"``).
+
+    Args:
+        path: the config file (for messages).
+        where: the key path of the mapping (``"language"``, ``"vision.world"``).
+        value: the mapping as loaded.
+        keys: its keys: each required, no other accepted (a misspelt key would be silently ignored).
+        optional: keys it may hold besides.
+    """
+
+    def __init__(self, path: Path, where: str, value: Any, keys: Sequence[str], optional: Sequence[str] = ()):
+        self.path, self.where = path, where
+        if not isinstance(value, dict):
+            raise ConfigError(f"{path}: {where}: {value!r} is not a mapping; {SEE}")
+        missing = [key for key in keys if key not in value]
+        if missing:
+            raise ConfigError(f"{path}: {where}.{missing[0]}: missing ({where} lacks {', '.join(missing)}); {SEE}")
+        unknown = [key for key in value if key not in (*keys, *optional)]
+        if unknown:
+            raise ConfigError(f"{path}: {where}.{unknown[0]}: not a key of {where} (a misspelt key would be ignored); "
+                              f"use {', '.join((*keys, *optional))}")
+        self.value = value
+
+    def fail(self, key: str, what: str, fix: str = SEE) -> ConfigError:
+        """The refusal of ``key``: ``"<file>: <where>.<key>: <value>: <what>; <fix>"``."""
+        shown = self.value.get(key, "missing") if isinstance(self.value, dict) else self.value
+        return ConfigError(f"{self.path}: {self.where}.{key}: {shown!r}: {what}; {fix}")
+
+    def integer(self, key: str, low: int, high: int) -> int:
+        """An integer in ``[low, high]`` (a float, a bool or a string is refused, never rounded)."""
+        value = self.value[key]
+        if not _is_int(value) or not low <= value <= high:
+            raise self.fail(key, f"must be an integer in [{low}, {high}]")
+        return value
+
+    def number(self, key: str, low: float, high: float, *, open_low: bool = False) -> float:
+        """A finite number in ``[low, high]`` (``(low, high]`` with ``open_low``)."""
+        value = self.value[key]
+        if not _is_number(value) or not (low < value if open_low else low <= value) or value > high:
+            raise self.fail(key, f"must be a number in {'(' if open_low else '['}{low:g}, {high:g}]")
+        return float(value)
+
+    def items(self, key: str, check: Any, what: str, *, increasing: bool = False, length: int | None = None,
+              distinct: bool = True) -> list:
+        """A non-empty list (of ``length`` items when given) whose items pass ``check`` (``what`` says what they must
+        be), none given twice unless not ``distinct`` (a level, seed or size given twice would be counted as two
+        cells), increasing when asked."""
+        value = self.value[key]
+        if (not isinstance(value, list) or not value or not all(check(v) for v in value)
+                or (length is not None and len(value) != length)):
+            raise self.fail(key, f"must be {f'{length} ' if length is not None else 'a non-empty list of '}{what}")
+        if distinct and len(set(value)) != len(value):
+            twice = next(v for i, v in enumerate(value) if v in value[:i])
+            raise self.fail(key, f"gives {twice!r} twice: each value is one level of the sweep (a repeated one would "
+                                 "be counted as two cells)")
+        if increasing and sorted(value) != value:
+            raise self.fail(key, f"{key} must be increasing (each extends the one before)")
+        return value
+
+    def section(self, key: str, keys: Sequence[str], optional: Sequence[str] = ()) -> "Section":
+        """The mapping under ``key``, checked as a :class:`Section`."""
+        return Section(self.path, f"{self.where}.{key}", self.value[key], keys, optional)
+
+
+def certification(c: Section) -> dict[str, Any]:
+    """The fixed certification values of a ``certification`` section (types and ranges; :class:`Setting` checks the
+    rest)."""
+    if c.value["correction"] not in ("bonferroni", "holm"):
+        raise c.fail("correction", "must be bonferroni or holm")
+    return {"n0": c.integer("n0", 1, 10**7), "n": c.integer("n", 1, 10**8), "seed": c.integer("seed", 0, SEED_MAX),
+            "alpha": c.number("alpha", 0, 1, open_low=True), "correction": c.value["correction"]}
+
+
+def _setting(s: Section, fixed: dict[str, Any]) -> Setting:
+    """One setting: ``tau`` and ``p_del`` of ``s`` with the fixed certification values, refused by key."""
+    tau, p_del = s.number("tau", 0, 1), s.number("p_del", 0, 1)
+    try:
+        return Setting(p_del=p_del, tau=tau, **fixed)
+    except ValueError as exc:
+        raise ConfigError(f"{s.path}: {s.where}: {exc}; {SEE}") from None
+
+
+def read_config(path: Path) -> dict[str, Any]:
+    """The config file as a mapping (``language`` and ``vision`` sections; no other key).
 
     Raises:
-        ValueError: a missing key, a size below 2, a method that is not decomposed, an unknown compiled model.
+        ConfigError: the file is missing, not UTF-8 YAML, not a mapping, or holds another top-level key.
     """
+    if not path.is_file():
+        raise ConfigError(f"{path}: not found; pass experiments/noise_sweep.yaml or a copy of it")
+    try:
+        config = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise ConfigError(f"{path}: cannot be read as YAML ({' '.join(str(exc).split())}); {SEE}") from None
+    if not isinstance(config, dict):
+        raise ConfigError(f"{path}: {type(config).__name__} at the top: the config is a mapping of language and "
+                          f"vision; {SEE}")
+    unknown = [key for key in config if key not in ("language", "vision")]
+    if unknown:
+        raise ConfigError(f"{path}: {unknown[0]}: not a section (language, vision); {SEE}")
+    return config
+
+
+def load_config(path: Path) -> dict[str, Any]:
+    """The sweep's ``language`` section, every key checked (:class:`Section`) before any model is compiled.
+
+    Returns:
+        A copy of the section with its settings as :class:`Setting` objects under ``"_settings"``.
+
+    Raises:
+        ConfigError: naming the file and the key path: a missing or unknown key; a model that is not a compiled
+            model, a ``distractor_scale`` on the clean model, a model name or noise level given twice; sizes, seeds,
+            methods or settings given twice; sizes not increasing or outside [2, 10000]; ``held_out`` outside [10,
+            10000]; a method that is not decomposed; a bad setting; a K grid outside (0, 1]; resamples outside [2,
+            1000]; a pre-registered cell that is not in the sweep.
+    """
+    from certified_circuits.analysis.stability import MAX_RESAMPLES
     from certified_circuits.language.graph import COMPILED_SHAPES
     from certified_circuits.language.methods import check_method
 
-    config = yaml.safe_load(path.read_text(encoding="utf-8"))
-    lang = config.get("language") if isinstance(config, dict) else None
-    if not isinstance(lang, dict):
-        raise ValueError(f"{path}: no 'language' section (see experiments/noise_sweep.yaml)")
-    needed = ("models", "sizes", "model_seeds", "task_seed", "held_out", "methods", "ig_steps", "settings",
-              "certification", "k_grid", "resamples", "bootstrap_seed", "preregistered")
-    missing = [key for key in needed if key not in lang]
-    if missing:
-        raise ValueError(f"{path}: language lacks {', '.join(missing)} (see experiments/noise_sweep.yaml)")
-    for model in lang["models"]:
-        if model.get("compiled") not in COMPILED_SHAPES:
-            raise ValueError(f"{path}: model {model.get('name')!r} has compiled {model.get('compiled')!r}; choose one "
-                             f"of {', '.join(COMPILED_SHAPES)}")
-    if min(lang["sizes"]) < 2 or sorted(lang["sizes"]) != list(lang["sizes"]):
-        raise ValueError(f"{path}: sizes must be increasing and >= 2 (bootstrap resamples), got {lang['sizes']}")
-    for method in lang["methods"]:
-        if not check_method(method, "edge", lang["ig_steps"], "reference").decomposed:
-            raise ValueError(f"{path}: method {method} is not computed by the decomposed forward")
-    for s in lang["settings"]:
-        _setting(lang, s)  # refuses a bad tau / p_del now
-    return lang
+    lang = Section(path, "language", read_config(path).get("language"), LANGUAGE_KEYS)
+    raw = lang.value["models"]
+    if not isinstance(raw, list) or not raw:
+        raise lang.fail("models", "must be a non-empty list of {name, compiled[, distractor_scale]}")
+    levels: dict[tuple, str] = {}
+    for i, item in enumerate(raw):
+        model = Section(path, f"language.models[{i}]", item, ("name", "compiled"), ("distractor_scale",))
+        if not isinstance(item["name"], str) or not item["name"].strip():
+            raise model.fail("name", "must be a non-empty name (the tables' model column)")
+        if item["compiled"] not in COMPILED_SHAPES:
+            raise model.fail("compiled", f"is not a compiled model; choose one of {', '.join(COMPILED_SHAPES)}")
+        if "distractor_scale" in item and item["compiled"] != "induction_noisy":
+            raise model.fail("distractor_scale", f"only the noisy model has distractors; remove it from "
+                                                 f"{item['compiled']!r} (it would be ignored)")
+        scale = model.number("distractor_scale", 0, np.inf) if "distractor_scale" in item else None
+        level = (item["compiled"], scale if scale is not None else (1.0 if item["compiled"] == "induction_noisy"
+                                                                    else None))
+        if item["name"] in levels.values() or level in levels:
+            raise model.fail("name", "repeats a model of language.models (name or compiled model and scale): it "
+                                     "would be counted as two")
+        levels[level] = item["name"]
+    sizes = lang.items("sizes", lambda v: _is_int(v) and 2 <= v <= MAX_PROMPTS,
+                       f"integers in [2, {MAX_PROMPTS}], increasing (bootstrap resamples need 2)", increasing=True)
+    lang.items("model_seeds", lambda v: _is_int(v) and 0 <= v <= SEED_MAX, f"distinct integers in [0, {SEED_MAX}]")
+    lang.integer("task_seed", 0, SEED_MAX)
+    lang.integer("held_out", 10, MAX_PROMPTS)
+    lang.integer("ig_steps", 1, MAX_STEPS)
+    for method in lang.items("methods", lambda v: isinstance(v, str), "distinct method names"):
+        try:
+            decomposed = check_method(method, "edge", lang.value["ig_steps"], "reference").decomposed
+        except ValueError as exc:
+            raise lang.fail("methods", str(exc)) from None
+        if not decomposed:
+            raise lang.fail("methods", f"{method} is not computed by the decomposed forward", "use EAP-IG-inputs or EAP")
+    fixed = certification(lang.section("certification", CERTIFICATION_KEYS))
+    raw = lang.value["settings"]
+    if not isinstance(raw, list) or not raw:
+        raise lang.fail("settings", "must be a non-empty list of {tau, p_del}")
+    settings = [_setting(Section(path, f"language.settings[{i}]", s, ("tau", "p_del")), fixed) for i, s in
+                enumerate(raw)]
+    if len({s.tag for s in settings}) != len(settings):
+        raise lang.fail("settings", "gives a setting twice: it would be counted as two pairs")
+
+    lang.items("k_grid", lambda v: _is_number(v) and 0 < v <= 1, "K in (0, 1], increasing", increasing=True)
+    lang.integer("resamples", 2, MAX_RESAMPLES)
+    lang.integer("bootstrap_seed", 0, SEED_MAX)
+    cell = lang.section("preregistered", ("model", "size"))
+    if cell.value["model"] not in levels.values():
+        raise cell.fail("model", f"is not a model of the sweep ({', '.join(levels.values())}): the pre-registered "
+                                 "cell would mark nothing")
+    if cell.value["size"] not in sizes or not _is_int(cell.value["size"]):
+        raise cell.fail("size", f"is not a size of the sweep ({sizes}): the pre-registered cell would mark nothing")
+    return {**lang.value, "_settings": settings}
 
 
-def _setting(lang: dict[str, Any], s: dict[str, float]) -> Setting:
-    c = lang["certification"]
-    return Setting(p_del=float(s["p_del"]), n0=int(c["n0"]), n=int(c["n"]), seed=int(c["seed"]), tau=float(s["tau"]),
-                   alpha=float(c["alpha"]), correction=str(c["correction"]))
+
+def load_vision_config(section: Any, path: Path) -> dict[str, Any]:
+    """The sweep's ``vision`` section, every key checked (:class:`Section`) before the world is built or any model
+    trained.
+
+    Returns:
+        A copy of the section with its certification setting under ``"_setting"``.
+
+    Raises:
+        ConfigError: naming the file and the key path: a missing or unknown key; a world or planted model its own
+            checks refuse (:class:`~certified_circuits.vision.data.world.WorldConfig`,
+            :class:`~certified_circuits.vision.networks.planted.PlantedSpec`); leaks outside [0, MAX_LEAK], seeds,
+            classes, sizes or scorers given twice; a class the world does not have; sizes not increasing or above
+            the world's concept images per class; an unknown scorer or ranking; a bad setting; a reference size
+            outside [1, 5000]; a pre-registered cell that is not in the sweep.
+    """
+    from certified_circuits.analysis.stability import MAX_RESAMPLES
+    from certified_circuits.vision.data.world import WorldConfig
+    from certified_circuits.vision.networks.planted import MAX_LEAK, PlantedSpec
+
+    vision = Section(path, "vision", section, VISION_KEYS)
+    w = vision.section("world", ("seed", "n_classes", "n_concept_per_class"))
+    given = {"seed": w.integer("seed", 0, SEED_MAX), "n_classes": w.integer("n_classes", 2, 1000),
+             "n_concept_per_class": w.integer("n_concept_per_class", 2, 5000)}
+    try:
+        world = WorldConfig(**given)
+        world.validate()
+    except ValueError as exc:
+        raise ConfigError(f"{path}: vision.world: {exc}; {SEE}") from None
+    leaks = vision.items("leaks", lambda v: _is_number(v) and 0 <= v <= MAX_LEAK,
+                         f"leaks in [0, {MAX_LEAK}] (vision.leaks must be in [0, {MAX_LEAK}]: the planted model's "
+                         "cross-class bound)")
+    t = vision.section("train", ("epochs", "lr", "planted_own", "planted_shared"))
+    t.integer("epochs", 1, MAX_STEPS)
+    t.number("lr", 0, 10, open_low=True)
+    own = t.items("planted_own", lambda v: _is_int(v) and v >= 1, "integers >= 1 (layer1..layer4)", length=4,
+                  distinct=False)
+    shared = t.items("planted_shared", lambda v: _is_int(v) and v >= 0, "integers >= 0 (layer1..layer4)", length=4,
+                     distinct=False)
+    try:
+        PlantedSpec(n_classes=world.n_classes, own=tuple(own), shared=tuple(shared), leak=max(leaks))
+    except ValueError as exc:
+        raise ConfigError(f"{path}: vision.train: {exc}; {SEE}") from None
+    vision.items("model_seeds", lambda v: _is_int(v) and 0 <= v <= SEED_MAX, f"distinct integers in [0, {SEED_MAX}]")
+    classes = world.class_names()
+    vision.items("concepts", lambda v: isinstance(v, str) and v in classes,
+                 f"distinct classes of the world ({', '.join(classes)})")
+    n_images = world.n_concept_per_class
+    sizes = vision.items("sizes", lambda v: _is_int(v) and 2 <= v <= n_images,
+                         f"integers, increasing, >= 2 and at most world.n_concept_per_class ({n_images}) (the first "
+                         "|D_c| concept images of a class)", increasing=True)
+    raw = vision.value["scorers"]
+    if not isinstance(raw, list) or not raw:
+        raise vision.fail("scorers", "must be a non-empty list of {name, scorer, ranking}")
+    seen: set = set()
+    for i, item in enumerate(raw):
+        s = Section(path, f"vision.scorers[{i}]", item, ("name", "scorer", "ranking"))
+        if s.value["scorer"] not in ("relevance", "activation"):
+            raise s.fail("scorer", "is not a scorer; use scorer relevance or activation")
+        if s.value["ranking"] not in ("signed", "absolute"):
+            raise s.fail("ranking", "is not a ranking; use ranking signed or absolute")
+        if not isinstance(s.value["name"], str) or {s.value["name"], (s.value["scorer"], s.value["ranking"])} & seen:
+            raise s.fail("name", "repeats a scorer of vision.scorers (its name, or its scorer and ranking): it would "
+                                 "be counted as two")
+        seen |= {s.value["name"], (s.value["scorer"], s.value["ranking"])}
+    cert = vision.section("certification", ("p_del", "tau", *CERTIFICATION_KEYS))
+    setting = _setting(cert, certification(cert))
+    vision.items("k_grid", lambda v: _is_number(v) and 0 < v <= 1, "K in (0, 1], increasing", increasing=True)
+    vision.integer("reference_size", 1, MAX_REFERENCE_SIZE)
+    vision.integer("resamples", 2, MAX_RESAMPLES)
+    vision.integer("bootstrap_seed", 0, SEED_MAX)
+    cell = vision.section("preregistered", ("leak", "size"))
+    if not _is_number(cell.value["leak"]) or float(cell.value["leak"]) not in set(map(float, leaks)):
+        raise cell.fail("leak", f"is not a leak of the sweep ({leaks}): the pre-registered cell would mark nothing")
+    if not _is_int(cell.value["size"]) or cell.value["size"] not in sizes:
+        raise cell.fail("size", f"is not a size of the sweep ({sizes}): the pre-registered cell would mark nothing")
+    return {**vision.value, "_setting": setting}
 
 
 def verified_model(model: dict[str, Any], seed: int, lang: dict[str, Any]) -> tuple[Any, list[str], dict, Any]:
@@ -213,7 +468,7 @@ def run_language(lang: dict[str, Any]) -> tuple[pd.DataFrame, pd.DataFrame, pd.D
     torch.set_num_threads(1)
     # a setting that cannot certify IN at a size is in the tables ("can certify IN": no), not a warning per cell
     warnings.simplefilter("ignore", PlanWarning)
-    settings = [_setting(lang, s) for s in lang["settings"]]
+    settings = lang["_settings"]
     rows, truths, recoveries, stabilities = [], [], [], []
     for model in lang["models"]:
         for seed in lang["model_seeds"]:
@@ -260,39 +515,71 @@ def cell_hypotheses(recoveries: list[dict], stabilities: list[dict], preregister
     return pd.concat(hypotheses, ignore_index=True)
 
 
-def load_vision_config(section: dict[str, Any], path: Path) -> dict[str, Any]:
-    """The sweep's ``vision`` section, checked before any model is trained.
+#: lines of a failed stage's log shown in its refusal
+LOG_TAIL = 12
+
+
+def run_stage(args: Sequence[str], log: Path) -> None:
+    """One ``certified-circuits`` command (an argument list, no shell), its stderr kept in ``log``.
 
     Raises:
-        ValueError: a missing key, a leak outside the planted model's range, sizes not increasing or above the
-            world's concept images per class, an unknown scorer or ranking.
+        ConfigError: the stage failed: ``"<log>: certified-circuits <stage> failed (exit N): <its last line>; ..."``
+            followed by the log's last :data:`LOG_TAIL` lines (the stage's own message, which names its input).
     """
-    from certified_circuits.vision.networks.planted import MAX_LEAK
-
-    needed = ("world", "train", "leaks", "model_seeds", "concepts", "sizes", "scorers", "certification", "k_grid",
-              "reference_size", "resamples", "bootstrap_seed", "preregistered")
-    missing = [key for key in needed if key not in section]
-    if missing:
-        raise ValueError(f"{path}: vision lacks {', '.join(missing)} (see experiments/noise_sweep.yaml)")
-    if not all(0 <= float(x) <= MAX_LEAK for x in section["leaks"]):
-        raise ValueError(f"{path}: vision.leaks must be in [0, {MAX_LEAK}], got {section['leaks']}")
-    sizes = list(section["sizes"])
-    if min(sizes) < 2 or sorted(sizes) != sizes or max(sizes) > int(section["world"]["n_concept_per_class"]):
-        raise ValueError(f"{path}: vision.sizes must be increasing, >= 2 and at most world.n_concept_per_class "
-                         f"({section['world']['n_concept_per_class']}), got {sizes}")
-    for s in section["scorers"]:
-        if s.get("scorer") not in ("relevance", "activation") or s.get("ranking") not in ("signed", "absolute"):
-            raise ValueError(f"{path}: vision scorer {s} needs scorer relevance|activation and ranking signed|absolute")
-    _setting(section, section["certification"])
-    return section
-
-
-def _cli(*args: str, log: Path) -> None:
-    """One ``certified-circuits`` command (an argument list, no shell), its stderr to ``log``; a failure names it."""
     with log.open("w") as err:
         done = subprocess.run([str(ROOT / "bin" / "certified-circuits"), *args], stderr=err, check=False)
     if done.returncode:
-        raise RuntimeError(f"certified-circuits {args[0]} failed (exit {done.returncode}); see {log}")
+        tail = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-LOG_TAIL:] or ["(no output)"]
+        raise ConfigError(f"{log}: certified-circuits {args[0]} failed (exit {done.returncode}): {tail[-1]}; fix what "
+                          "it names and rerun the same command (finished files are reused). Its last lines:\n"
+                          + "\n".join(f"  | {line}" for line in tail))
+
+
+#: the record of what a work folder's files were built from (:func:`work_record`)
+RECORD = "built_from.json"
+
+
+def work_record(folder: Path, built_from: dict[str, Any], option: str) -> None:
+    """Record what a folder's reusable files (world, models, truths, attributions) are built from, or refuse a folder
+    built from anything else: a reused file of another checkpoint or config would be read as this run's.
+
+    Args:
+        folder: the work folder.
+        built_from: JSON values that determine its files (a checkpoint's path and sha256, the config's keys).
+        option: the option that names the folder, for the fix (``"--work"``).
+
+    Raises:
+        ConfigError: ``"<folder>/built_from.json: <key>: the files here were built from X, this run gives Y; ..."``,
+            an unreadable record, or a folder that holds files but no record (made before records were kept).
+    """
+    from certified_circuits.storage.atomic import write_json
+    from certified_circuits.storage.documents import read_json_document
+
+    path = folder / RECORD
+    wanted = json.loads(json.dumps(built_from))
+    fix = f"pass another {option} folder, or delete {folder} to rebuild it"
+    if path.is_file():
+        try:
+            old = read_json_document(path, fix, what="work-folder record")
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+        for key, value in wanted.items():
+            if old.get(key) != value:
+                raise ConfigError(f"{path}: {key}: the files here were built from {old.get(key)!r}, this run gives "
+                                  f"{value!r}: they would be reused as this run's; {fix}")
+        return
+    if folder.is_dir() and any(folder.iterdir()):
+        raise ConfigError(f"{path}: missing, but {folder} holds files (made before records were kept): what they were "
+                          f"built from is unknown; {fix}")
+    folder.mkdir(parents=True, exist_ok=True)
+    write_json(path, wanted)
+
+
+def vision_built_from(section: dict[str, Any]) -> dict[str, Any]:
+    """What the vision half's reused files are built from: the world, the training, the truth's reference size and
+    the examples each attribution file holds (leaks, seeds and classes name their own files)."""
+    return {"world": section["world"], "train": section["train"], "reference_size": section["reference_size"],
+            "attribution_examples": max(section["sizes"])}
 
 
 def run_vision(section: dict[str, Any], work: Path) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
@@ -308,11 +595,12 @@ def run_vision(section: dict[str, Any], work: Path) -> tuple[pd.DataFrame, pd.Da
     from certified_circuits.storage.store import read_attributions
 
     w, t = section["world"], section["train"]
+    work_record(work, vision_built_from(section), "--out")
     world = work / "world"
     if not (world / "world.json").is_file():
-        _cli("vision-world", "--out", str(world), "--seed", str(w["seed"]), "--n-classes", str(w["n_classes"]),
-             "--n-concept-per-class", str(w["n_concept_per_class"]), log=work / "world.log")
-    setting = _setting(section, section["certification"])
+        run_stage(["vision-world", "--out", str(world), "--seed", str(w["seed"]), "--n-classes", str(w["n_classes"]),
+             "--n-concept-per-class", str(w["n_concept_per_class"])], work / "world.log")
+    setting = section["_setting"]
     rows, truths, recoveries, stabilities = [], [], [], []
     for leak in section["leaks"]:
         for seed in section["model_seeds"]:
@@ -320,31 +608,32 @@ def run_vision(section: dict[str, Any], work: Path) -> tuple[pd.DataFrame, pd.Da
             name = f"leak{float(leak):g}_s{seed}"
             model, gt_file = work / f"{name}.pt", work / f"{name}_truth.json"
             if not model.is_file():
-                _cli("vision-train", "--world", str(world), "--seed", str(seed), "--epochs", str(t["epochs"]),
+                run_stage(["vision-train", "--world", str(world), "--seed", str(seed), "--epochs", str(t["epochs"]),
                      "--lr", str(t["lr"]), "--planted-own", *map(str, t["planted_own"]), "--planted-shared",
                      *map(str, t["planted_shared"]), *(["--planted-leak", str(leak)] if float(leak) else []),
-                     "--threads", "1", "--out-model", str(model), "--out-metrics", str(work / f"{name}_metrics.json"),
-                     log=work / f"{name}_train.log")
+                           "--threads", "1", "--out-model", str(model), "--out-metrics",
+                           str(work / f"{name}_metrics.json")], work / f"{name}_train.log")
             if not gt_file.is_file():
-                _cli("vision-ground-truth", "--checkpoint", str(model), "--world", str(world), "--out", str(gt_file),
-                     "--reference-size", str(section["reference_size"]), "--seed", "0", "--threads", "1",
-                     log=work / f"{name}_truth.log")
+                run_stage(["vision-ground-truth", "--checkpoint", str(model), "--world", str(world), "--out",
+                           str(gt_file), "--reference-size", str(section["reference_size"]), "--seed", "0", "--threads",
+                           "1"], work / f"{name}_truth.log")
             truth_file = read_ground_truth(gt_file)
             label = f"leak {float(leak):g}"
             for concept in section["concepts"]:
                 attributions = work / f"{name}_{concept}.h5"
                 if not attributions.is_file():
-                    _cli("vision-attribute", "--model", "world", "--checkpoint", str(model), "--threads", "1",
-                         "--data", str(world / "concept.npz"), "--n-examples", str(max(section["sizes"])),
-                         "--counterfactual", str(world / "counterfactual.npz"), "--concept", concept,
-                         "--split", "concept", "--experiment", "world", "--out", str(attributions),
-                         log=work / f"{name}_{concept}_attribute.log")
+                    run_stage(["vision-attribute", "--model", "world", "--checkpoint", str(model), "--threads", "1",
+                               "--data", str(world / "concept.npz"), "--n-examples", str(max(section["sizes"])),
+                               "--counterfactual", str(world / "counterfactual.npz"), "--concept", concept,
+                               "--split", "concept", "--experiment", "world", "--out", str(attributions)],
+                              work / f"{name}_{concept}_attribute.log")
                 attr = read_attributions(attributions)
+                check_examples(attr, max(section["sizes"]), attributions)
                 truth = truth_mask(truth_file, concept, attr.names, str(attributions))
                 checks = truth_file.verification.get(concept, {})
                 block = checks.get("per_component") or {}
                 effects = effect_summary(block.get("effects", {}), list(truth_file.concepts[concept]))
-                failed = sorted(k.removeprefix("check.") for k, v in checks.items() if k.startswith("check.") and not v)
+                failed = failed_checks(truth_file, concept)
                 truths.append({"model": label, "seed": int(seed), "concept": concept, "n_components": truth.size,
                                "n_truth": int(truth.sum()), "ratio": block.get("ratio", float("inf")),
                                "passed": truth_file.verified(concept), "failed_checks": " ".join(failed),
@@ -367,6 +656,22 @@ def run_vision(section: dict[str, Any], work: Path) -> tuple[pd.DataFrame, pd.Da
     hypotheses = cell_hypotheses(recoveries, stabilities, {"model": f"leak {float(section['preregistered']['leak']):g}",
                                                            "size": section["preregistered"]["size"]})
     return pd.DataFrame(rows), pd.DataFrame(truths), hypotheses
+
+
+def failed_checks(truth: Any, concept: str) -> list[str]:
+    """The checks a concept's truth failed (its ``verification`` block's ``check.<name>: false``), sorted."""
+    checks = truth.verification.get(concept, {})
+    return sorted(k.removeprefix("check.") for k, v in checks.items() if k.startswith("check.") and not v)
+
+
+def check_examples(attr: Any, wanted: int, path: Path) -> None:
+    """Refuse an attribution file that holds another number of examples than the run asked for (the world's class
+    has fewer concept images, or the file is another run's): its first |D| rows would silently be fewer."""
+    held = next(iter(attr.scores.values())).shape[0]
+    if held != wanted:
+        raise ConfigError(f"{path}: examples: holds {held} examples, the run asked for {wanted}: the world's class has "
+                          f"fewer concept images, or the file is another run's; delete it (and rebuild the world with "
+                          f"--n-concept-per-class >= {wanted} if needed)")
 
 
 def language_truth_lines(truth: pd.DataFrame) -> list[str]:
@@ -434,25 +739,33 @@ def markdown_tables(rows: pd.DataFrame, truth_lines: list[str], hypotheses: pd.D
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The sweep's command line. Every refusal (the config, ``--out``, a work folder of another config, a failed
+    stage) is one ``error: <file>: <key path>: <what is wrong>; <fix>`` on stderr with exit 2, before any model is
+    built where the config decides it."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("config", type=Path, help="the sweep's config (experiments/noise_sweep.yaml)")
     p.add_argument("--out", type=Path, required=True, help="folder for the tables (and the vision half's models)")
     p.add_argument("--half", choices=("language", "vision", "both"), default="both")
     args = p.parse_args(argv)
-    lang = load_config(args.config) if args.half in ("language", "both") else None
-    vision = None
-    if args.half in ("vision", "both"):
-        config = yaml.safe_load(args.config.read_text(encoding="utf-8"))
-        vision = load_vision_config(config.get("vision") or {}, args.config)
-    args.out.mkdir(parents=True, exist_ok=True)
-    halves = []
-    if lang is not None:
-        rows, truth, hypotheses = run_language(lang)
-        halves.append(("language", rows, truth, hypotheses, language_truth_lines(truth)))
-    if vision is not None:
-        (args.out / "vision").mkdir(exist_ok=True)
-        rows, truth, hypotheses = run_vision(vision, args.out / "vision")
-        halves.append(("vision", rows, truth, hypotheses, vision_truth_lines(truth)))
+    try:
+        lang = load_config(args.config) if args.half in ("language", "both") else None
+        vision = (load_vision_config(read_config(args.config).get("vision"), args.config)
+                  if args.half in ("vision", "both") else None)
+        if args.out.exists() and not args.out.is_dir():
+            raise ConfigError(f"{args.out}: --out: a file, not a folder; pass a folder for the tables")
+        if vision is not None:  # before the language half's minutes: a vision folder of another config is refused
+            work_record(args.out / "vision", vision_built_from(vision), "--out")
+        args.out.mkdir(parents=True, exist_ok=True)
+        halves = []
+        if lang is not None:
+            rows, truth, hypotheses = run_language(lang)
+            halves.append(("language", rows, truth, hypotheses, language_truth_lines(truth)))
+        if vision is not None:
+            rows, truth, hypotheses = run_vision(vision, args.out / "vision")
+            halves.append(("vision", rows, truth, hypotheses, vision_truth_lines(truth)))
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     for half, rows, truth, hypotheses, truth_lines in halves:
         for name, table in (("rows", rows), ("truth", truth), ("hypotheses", hypotheses)):
             write_text(args.out / f"{half}_{name}.csv", table.to_csv(index=False))
