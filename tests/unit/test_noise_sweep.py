@@ -34,7 +34,8 @@ def tiny(sweep, tmp_path_factory):
     config = yaml.safe_load((ROOT / "experiments" / "noise_sweep.yaml").read_text())
     lang = config["language"]
     lang.update(models=[{"name": "clean", "compiled": "induction"}], sizes=[20, 60], model_seeds=[0], held_out=40,
-                methods=["EAP"], settings=[{"tau": 0.9, "p_del": 0.95}], resamples=3)
+                methods=["EAP"], settings=[{"tau": 0.9, "p_del": 0.95}], resamples=3,
+                preregistered={"model": "clean", "size": 60})
     path = tmp_path_factory.mktemp("sweep") / "tiny.yaml"
     path.write_text(yaml.safe_dump(config))
     out = path.parent / "out"
@@ -102,7 +103,7 @@ def test_rows_match_an_independent_top_k_and_flag_what_cannot_certify(sweep, tin
     hypotheses = pd.read_csv(out / "language_hypotheses.csv")
     assert set(hypotheses["hypothesis"]) == {"H1a", "H2", "H3"}
     assert set(hypotheses["n_examples"]) == {20, 60}
-    assert not hypotheses["preregistered"].any()  # the pre-registered cell is the noisy model at |D| = 100
+    assert hypotheses.loc[hypotheses["preregistered"], "n_examples"].unique().tolist() == [60]  # the pre-registered cell is the noisy model at |D| = 100
 
 
 def test_a_vision_truth_that_fails_its_check_is_listed_not_summarised(sweep):

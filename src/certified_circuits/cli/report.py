@@ -385,6 +385,7 @@ def _cmd_graphs(args: argparse.Namespace) -> int:
         by_task.setdefault(task, []).append((votes, certs))
     n = 0
     for task, circuits in by_task.items():
-        n += len(write_task_graphs(args.out_dir, task, attributions[task], circuits, selected))
+        n += len(write_task_graphs(args.out_dir, task, attributions[task], circuits, selected,
+                                   where=f"{args.selected} (--selected)"))
     log.info("report-graphs: %d files for %d tasks -> %s", n, len(by_task), args.out_dir)
     return 0
