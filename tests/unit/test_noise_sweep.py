@@ -103,7 +103,7 @@ def test_rows_match_an_independent_top_k_and_flag_what_cannot_certify(sweep, tin
     hypotheses = pd.read_csv(out / "language_hypotheses.csv")
     assert set(hypotheses["hypothesis"]) == {"H1a", "H2", "H3"}
     assert set(hypotheses["n_examples"]) == {20, 60}
-    assert hypotheses.loc[hypotheses["preregistered"], "n_examples"].unique().tolist() == [60]  # the pre-registered cell is the noisy model at |D| = 100
+    assert hypotheses.loc[hypotheses["preregistered"], "n_examples"].unique().tolist() == [60]  # the fixture's own cell
 
 
 def test_a_vision_truth_that_fails_its_check_is_listed_not_summarised(sweep):
