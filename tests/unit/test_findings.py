@@ -215,7 +215,7 @@ def test_the_truth_size_table_puts_each_circuit_beside_the_baseline_of_its_size(
 
     lines = truth_size_block(_truth_size(tmp_path), None)
     assert lines[0].startswith("**tiny** at the truth's size (eap_ig; mean over 2 concepts")
-    assert "| baseline (top |T| of the full-data ranking) | (any) | 4.0 | 0.75 | 0.75 |  |" in lines
+    assert "| baseline (top \\|T\\| of the full-data ranking) | (any) | 4.0 | 0.75 | 0.75 |  |" in lines
     assert "| certified IN | p_del 0.95, tau 0.9 | 2.0 | 1.00 | 0.50 | 0.50 / 0.25 |" in lines
     assert "| certified IN + abstain | p_del 0.9, tau 0.9 | 5.0 | 0.80 | 1.00 | 0.60 / 0.75 |" in lines
     assert "| majority vote | p_del 0.95, tau 0.9 | 4.0 | both 1.00 | | (no difference possible) |" in lines

@@ -299,7 +299,7 @@ def mean_ablation_finding(path: Path, eval_sets: Sequence[str], scorer: str | No
 
 
 #: the truth-size table's rows: method -> words
-TRUTH_SIZE_WORDS = {"baseline": "baseline (top |T| of the full-data ranking)", "certified_in": "certified IN",
+TRUTH_SIZE_WORDS = {"baseline": "baseline (top \\|T\\| of the full-data ranking)", "certified_in": "certified IN",
                     "certified_in_abstain": "certified IN + abstain", "majority": "majority vote"}
 TRUTH_SIZE_COLUMNS = ("experiment", "concept", "scorer", "setting", "method", "size", "precision", "recall",
                       "baseline_precision", "baseline_recall", "n_true", "n_grey", "resamples",
