@@ -23,6 +23,7 @@ Figures go to stdout; the last line is a one-line summary.
 from __future__ import annotations
 
 import argparse
+import os
 import time
 
 import numpy as np
@@ -65,12 +66,19 @@ def image_set(n: int, labels: np.ndarray, seed: int) -> ImageSet:
 
 
 def best_of(fn, repeats: int) -> float:
-    times = []
+    """The fastest of ``repeats`` runs, wall-clock seconds."""
+    return timed(fn, repeats)[0]
+
+
+def timed(fn, repeats: int) -> tuple[float, float]:
+    """(wall, CPU) seconds of the fastest of ``repeats`` runs; CPU time is this process's (other jobs on a shared
+    machine slow the wall clock, much less the CPU time)."""
+    runs = []
     for _ in range(repeats):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
+        runs.append((time.perf_counter() - t0, time.process_time() - c0))
+    return min(runs)
 
 
 def throughput(args: argparse.Namespace) -> dict[str, float]:
@@ -139,8 +147,8 @@ def default_job(repeats: int):
     def after():
         return class_tables(model, sets, label, circuits, ablations, **common)
 
-    t_before = best_of(before, repeats)
-    t_after = best_of(after, repeats)
+    t_before, c_before = timed(before, repeats)
+    t_after, c_after = timed(after, repeats)
     old, new = before(), after()
     for key, table in new.items():
         ref = old[key]
@@ -156,11 +164,12 @@ def default_job(repeats: int):
     images = sum(n + N_NEGATIVES for n in DEFAULT_SETS.values())
     print(f"default job: {rows} circuit rows ({len(ablations)} ablations x 2 scorers x 3 methods x {len(k_grid)} K; "
           f"{distinct} distinct circuits, mean kept share {stacked.mean():.2f}) x {n_sets} eval sets ({images} images)")
+    per = 1e3 / (rows * n_sets)
     print(f"  before (pass per ablation and scorer, hooks, one pass a set): {t_before:.2f} s = "
-          f"{1e3 * t_before / (rows * n_sets):.1f} ms per circuit and eval set")
+          f"{per * t_before:.1f} ms per circuit and eval set (CPU time {per * c_before:.1f} ms)")
     print(f"  after (class_tables, one pass, MaskedResNet):                 {t_after:.2f} s = "
-          f"{1e3 * t_after / (rows * n_sets):.1f} ms per circuit and eval set; tables equal (atol 1e-5)")
-    return 1e3 * t_before / (rows * n_sets), 1e3 * t_after / (rows * n_sets)
+          f"{per * t_after:.1f} ms per circuit and eval set (CPU time {per * c_after:.1f} ms); tables equal (atol 1e-5)")
+    return per * t_before, per * t_after, per * c_after
 
 
 def main() -> None:
@@ -174,11 +183,13 @@ def main() -> None:
     args = ap.parse_args()
     configure_torch(args.threads)  # the stages' settings
     rates = throughput(args)
-    ms_before, ms_after = default_job(args.repeats)
+    ms_before, ms_after, cpu_after = default_job(args.repeats)
     hooks_best = max(v for k, v in rates.items() if k.startswith("hooks@"))
-    print(f"SUMMARY masked-eval: default job {ms_after:.1f} ms per circuit and eval set (before {ms_before:.1f}, "
-          f"{ms_before / ms_after:.1f}x); random masks: MaskedResNet {rates['auto']:,.0f} image-masks/s = "
-          f"{rates['auto'] / hooks_best:.2f}x the best hooks pass, {rates['auto'] / rates['plain']:.2f}x plain")
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(f"SUMMARY masked-eval: default job {ms_after:.1f} ms per circuit and eval set (CPU time {cpu_after:.1f}; "
+          f"before {ms_before:.1f}, {ms_before / ms_after:.1f}x); random masks: MaskedResNet "
+          f"{rates['auto'] / hooks_best:.2f}x the best hooks pass, {rates['auto'] / rates['plain']:.2f}x plain; "
+          f"load average {load:.1f} on {os.cpu_count()} cores")
 
 
 if __name__ == "__main__":

@@ -207,7 +207,9 @@ rule vision_attribute_sized:
 
 rule vision_evaluate:
     """Sufficiency of baseline, majority and certified circuits of one class (every scorer of the
-    setting, one process) on every eval set: accuracy, false-positive rate, balanced accuracy."""
+    setting and every ablation, one process, one pass over each eval set) on every eval set: accuracy,
+    false-positive rate, balanced accuracy. docs/workflow.md ("The vision evaluation jobs") states why
+    one job per class."""
     input:
         circuits=vision_evaluate_circuits,
         model=vision_model_inputs(),
