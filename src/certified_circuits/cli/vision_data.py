@@ -4,8 +4,10 @@
 - ``vision-train``: train the world ResNet, write the checkpoint and ID/OOD accuracies (JSON);
 - ``vision-filter-ood``: build the adversarial and anomaly sets by filtration against a model, and
   write the full model's accuracy on every split (the calibration numbers);
-- ``vision-ground-truth``: the class circuits of a planted world model (``vision-train --planted-own ...``),
-  causally verified, as a ground-truth JSON.
+- ``vision-compile``: the hand-set marked ResNet of a marked world (``vision-world --cue-attributes A``; issue 50),
+  written as a world checkpoint;
+- ``vision-ground-truth``: the class circuits of a testbed model (``vision-train --planted-own ...`` or
+  ``vision-compile``), causally verified, as a ground-truth JSON.
 
 Every path is explicit so that a Snakemake rule can declare inputs and outputs.
 """
@@ -60,6 +62,19 @@ def _world_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--n-anomaly-pool", type=int, default=d.n_anomaly_pool, help="novel-shape pool before filtration")
     p.add_argument("--severity", type=int, default=d.corruption_severity, help="defocus blur severity (paper: 2)")
+    p.add_argument(
+        "--cue-attributes",
+        type=int,
+        default=d.cue_attributes,
+        help="0: no marks; A > 0: the marked world (issue 50): every image carries its class's badge, a stray mark of "
+        "another class and one cue mark per attribute (the model of vision-compile reads them)",
+    )
+    p.add_argument(
+        "--cue-values",
+        type=int,
+        default=d.cue_values,
+        help="values of each cue attribute: each value is on exactly 1 / V of a split's images of a class",
+    )
     p.add_argument("--splits", nargs="*", choices=SPLITS, help="only these splits (default: all)")
 
 
@@ -86,6 +101,8 @@ def _cmd_world(args: argparse.Namespace) -> int:
         n_anomaly_pool=args.n_anomaly_pool,
         corruption_severity=args.severity,
         n_fills=args.n_fills,
+        cue_attributes=args.cue_attributes,
+        cue_values=args.cue_values,
     )
     try:
         cfg.validate()
@@ -257,6 +274,92 @@ def _cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
+def _compile_arguments(p: argparse.ArgumentParser) -> None:
+    from certified_circuits.vision.networks.compiled import DEFAULT_MARGINS, MAX_JITTER
+
+    p.add_argument("--world", type=Path, required=True, help="a marked world (vision-world --cue-attributes A)")
+    p.add_argument("--out-model", type=output_file, required=True)
+    p.add_argument("--out-metrics", type=output_file, required=True)
+    p.add_argument("--seed", type=seed, default=0, help="the channel order of every stage")
+    p.add_argument(
+        "--distractors", type=positive_int, default=None, help="shared distractor channels per stage (default: "
+        "the cue codes per class, cue-attributes x cue-values)",
+    )
+    p.add_argument(
+        "--margins",
+        type=float,
+        nargs=4,
+        default=list(DEFAULT_MARGINS),
+        metavar="M",
+        help="per stage, a distractor's gradient x activation is (1 - M) p A, just below a cue chain's population "
+        "mean p A (each in (0, 1))",
+    )
+    p.add_argument(
+        "--jitter", type=float, default=0.3, help=f"the distractors' dependence on the image's grey level, in [0, "
+        f"{MAX_JITTER}] (their own effect on the logit)",
+    )
+    p.add_argument("--badge-gain", type=float, default=1.0, help="logit per badge mark (>= --cue-gain)")
+    p.add_argument("--cue-gain", type=float, default=1.0, help="logit per cue mark")
+    p.add_argument("--threads", type=positive_int, default=1, help="torch CPU threads (default 1)")
+
+
+@STAGES.stage("vision-compile", _compile_arguments, help="hand-set the marked ResNet of a marked world (issue 50)")
+def _cmd_compile(args: argparse.Namespace) -> int:
+    """Set every weight of a world ResNet by hand (vision/networks/compiled.py) for WORLD's marks, check on its train
+    split that every mark detector fires on its marks only, and write the checkpoint (a world checkpoint:
+    ``--model world --checkpoint``) and its accuracies (JSON).
+    """
+    import json
+
+    from certified_circuits.vision.data.world import WorldConfig, load_split, write_json_atomic
+    from certified_circuits.vision.networks.checkpoints import save_world_model
+    from certified_circuits.vision.networks.compiled import (
+        BLOCKS, DETECTOR_TOLERANCE, CompiledSpec, compile_marked_resnet, compile_spec, detector_error)
+    from certified_circuits.vision.networks.models import world_model_from_net
+    from certified_circuits.vision.train import accuracy
+
+    configure_torch(args.threads)
+    meta_path = args.world / "world.json"
+    if not meta_path.is_file():
+        raise InputError(f"{meta_path} does not exist: build a marked world with `{COMMAND} vision-world --out "
+                         f"{args.world} --cue-attributes 2`")
+    cfg = WorldConfig(**json.loads(meta_path.read_text())["config"])
+    if not cfg.cue_attributes:
+        raise InputError(f"{args.world} is not a marked world (cue_attributes 0): the compiled model reads marks; "
+                         f"build one with `{COMPILE_WORLD_HINT} --out {args.world}`")
+    tr = load_split(args.world / "train.npz")
+    luminance = float(tr["images"].mean() / 255.0)
+    try:
+        spec = compile_spec(CompiledSpec(
+            cfg.n_classes, cfg.cue_attributes, cfg.cue_values,
+            args.distractors or cfg.cue_attributes * cfg.cue_values, tuple(args.margins), args.jitter,
+            args.badge_gain, args.cue_gain, luminance, cfg.image_size, args.seed))
+        net = compile_marked_resnet(spec)
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
+    error = detector_error(net, spec, tr["images"], tr["labels"].astype(np.int64),
+                           {k: tr[k] for k in ("mark_slots", "stray", "cues")})
+    if error > DETECTOR_TOLERANCE:
+        raise InputError(f"a mark detector of the compiled model misfires on {args.world / 'train.npz'} (largest "
+                         f"error {error:.3g}): the world's scenes reach a mark's score; report this world's config")
+    model = world_model_from_net(net, cfg.class_names(), cfg.image_size)
+    metrics: dict[str, object] = {"compiled": spec.to_dict(), "detector_error_train": error}
+    for split in ("id_test", "context_shift", "corruption"):
+        p = args.world / f"{split}.npz"
+        if p.is_file():
+            d = load_split(p)
+            metrics[f"accuracy_{split}"] = accuracy(model, d["images"], d["labels"].astype(np.int64))
+    save_world_model(args.out_model, net, cfg.class_names(), (spec.width,) * 4, BLOCKS, cfg.image_size,
+                     meta={"seed": args.seed, "world": str(args.world), "compiled": spec.to_dict()})
+    write_json_atomic(args.out_metrics, metrics)
+    _report_accuracies("vision-compile", metrics)
+    return 0
+
+
+#: the command that builds the compiled model's world (the messages' fix)
+COMPILE_WORLD_HINT = f"{COMMAND} vision-world --image-size 16 --cue-attributes 2 --cue-values 4"
+
+
 def _report_accuracies(stage: str, metrics: dict) -> None:
     from certified_circuits.pipeline.tracking import add_metrics
 
@@ -327,7 +430,8 @@ def _cmd_filter(args: argparse.Namespace) -> int:
 def _ground_truth_arguments(p: argparse.ArgumentParser) -> None:
     _world_model_arguments(
         p,
-        "planted world model (vision-train --planted-own ... --planted-shared ...)",
+        "testbed model: a planted world model (vision-train --planted-own ... --planted-shared ...) or a compiled "
+        "one (vision-compile)",
         "folder written by vision-world (train, id_test; concept too when present)",
     )
     p.add_argument("--out", type=output_file, required=True, help="ground-truth JSON")
@@ -340,12 +444,13 @@ def _ground_truth_arguments(p: argparse.ArgumentParser) -> None:
 @STAGES.stage(
     "vision-ground-truth",
     _ground_truth_arguments,
-    help="the planted world model's class circuits, causally verified -> ground-truth JSON",
+    help="a testbed model's class circuits (planted or compiled), causally verified -> ground-truth JSON",
 )
 def _cmd_ground_truth(args: argparse.Namespace) -> int:
-    """Write every class's true components (its own channels + the shared channels of the planted model) with the
-    causal checks of :mod:`certified_circuits.vision.ground_truth` (class-absent mean, train mean and zero
-    ablation on id_test and the concept split); 'passed' per class. Exit 2 when the checkpoint is not a planted model.
+    """Write every class's true components (the planted model's own + shared channels, or the compiled model's badge
+    and cue chains, each kept by its own effect) with the causal checks of :mod:`certified_circuits.vision.
+    ground_truth` (class-absent mean, train mean and zero ablation on id_test and the concept split, run on the
+    components written); 'passed' per class. Exit 2 when the checkpoint is neither a planted nor a compiled model.
     """
 
     from certified_circuits.pipeline.tracking import add_metrics
@@ -353,7 +458,7 @@ def _cmd_ground_truth(args: argparse.Namespace) -> int:
     from certified_circuits.vision.data.image_sets import npz_set
     from certified_circuits.vision.ground_truth import ground_truth_document, log_line, verify_planted
     from certified_circuits.vision.networks.checkpoints import load_world_model
-    from certified_circuits.vision.networks.planted import spec_of_meta
+    from certified_circuits.vision.networks import compiled, planted
 
     configure_torch(args.threads)
     for split in ("train", "id_test"):
@@ -363,12 +468,13 @@ def _cmd_ground_truth(args: argparse.Namespace) -> int:
                 f"`{COMMAND} vision-world --out {args.world}`"
             )
     model = load_world_model(args.checkpoint)
-    spec = spec_of_meta(model.meta)
+    spec = planted.spec_of_meta(model.meta) or compiled.spec_of_meta(model.meta)
     if spec is None:
         raise InputError(
-            f"{args.checkpoint} is not a planted world model (its meta has no 'planted' spec), so its "
-            f"class circuits are unknown: train one with `{COMMAND} vision-train "
-            f"--planted-own 2 3 4 4 --planted-shared 6 6 8 0 ...`"
+            f"{args.checkpoint} is not a planted world model (its meta has no 'planted' spec) nor a compiled one (no "
+            f"'compiled' spec), so its class circuits are unknown: train one with `{COMMAND} vision-train "
+            f"--planted-own 2 3 4 4 --planted-shared 6 6 8 0 ...` or compile one with `{COMMAND} vision-compile "
+            "--world MARKED_WORLD ...`"
         )
     from certified_circuits.vision.data.world import load_split
     from certified_circuits.vision.ground_truth import check_model_world

@@ -19,6 +19,10 @@ fill drawn inside the shape in two tones of its (random) colour. Every shape is 
 every fill by n_classes / F classes, so a channel that detects a shape or a fill serves several classes,
 as ImageNet's features do; with F = 0 (the default) images are bit-identical to the shape-only world.
 
+With ``cue_attributes = A > 0`` the world is *marked* (issue 50, :mod:`.marks`): every labelled image also carries
+its class's badge, a stray mark of another class and one cue mark per attribute (each attribute's value on a
+``1 / cue_values`` minority of the class's images), drawn from their own seed stream over the unchanged scene.
+
 Everything is a pure function of ``WorldConfig`` (incl. its seed): each split draws from its own
 ``numpy.random.SeedSequence`` child, so splits are independent and reproducible.
 Rendering is vectorised over chunks of images (shape edges 2x2 supersampled for anti-aliasing).
@@ -36,6 +40,7 @@ import numpy as np
 from certified_circuits.commands import COMMAND
 from certified_circuits.storage.arrays import ArrayFileError, read_npz
 from certified_circuits.storage.atomic import write_npz, write_text
+from certified_circuits.vision.data.marks import MARK_STREAM, check_marks, draw_marks, paint_marks
 
 CLASS_SHAPES: tuple[str, ...] = (
     "circle", "square", "triangle", "plus", "star", "ring", "hexagon", "crescent", "bar", "ell",
@@ -74,6 +79,8 @@ class WorldConfig:
     n_counterfactual: int = 400
     corruption_severity: int = 2
     n_fills: int = 0                   # > 0: classes are (shape, fill) pairs (module docstring)
+    cue_attributes: int = 0            # > 0: the marked world (vision/data/marks.py): badge, stray mark, cue marks
+    cue_values: int = 4                # values of each cue attribute: each is on 1 / cue_values of a class's images
 
     def validate(self) -> None:
         if not 0 <= self.n_fills <= len(FILLS):
@@ -91,6 +98,7 @@ class WorldConfig:
         lo, hi = self.shape_radius
         if not 0.05 <= lo <= hi <= 0.5:
             raise ValueError(f"shape_radius must satisfy 0.05 <= lo <= hi <= 0.5, got {self.shape_radius}")
+        check_marks(self.n_classes, self.cue_attributes, self.cue_values, self.image_size)
 
     def class_names(self) -> list[str]:
         if self.n_fills:
@@ -325,6 +333,18 @@ def _split_rng(cfg: WorldConfig, split: str) -> np.random.Generator:
     return np.random.default_rng(np.random.SeedSequence([cfg.seed, SPLITS.index(split)]))
 
 
+def _marked(cfg: WorldConfig, split: str, labels: np.ndarray, images: np.ndarray,
+            out: dict[str, np.ndarray]) -> np.ndarray:
+    """``images`` with the marked world's marks (:mod:`.marks`; unchanged when ``cue_attributes`` is 0), drawn from
+    the split's own mark stream; the marks' arrays (``mark_slots``, ``stray``, ``cues``) go into ``out``."""
+    if not cfg.cue_attributes:
+        return images
+    rng = np.random.default_rng(np.random.SeedSequence([cfg.seed, SPLITS.index(split), MARK_STREAM]))
+    marks = draw_marks(rng, labels, cfg.n_classes, cfg.cue_attributes, cfg.cue_values, cfg.image_size)
+    out.update(marks)
+    return paint_marks(images, labels, marks, cfg.n_classes, cfg.cue_values)
+
+
 def make_split(cfg: WorldConfig, split: str) -> dict[str, np.ndarray]:
     """Generate one split as arrays: images uint8 [N,H,W,3], labels, habitat, shape, ids.
 
@@ -353,6 +373,7 @@ def make_split(cfg: WorldConfig, split: str) -> dict[str, np.ndarray]:
         habitat = _correlated_habitats(rng, labels, cfg.habitat_rate, nc)
         scenes = scenes_of(labels, habitat)
         images = render(scenes, cfg)
+        images = _marked(cfg, "id_test" if split == "corruption" else split, labels, images, out)
         if split == "corruption":
             from certified_circuits.vision.data.corruption import defocus_blur
 
@@ -361,14 +382,14 @@ def make_split(cfg: WorldConfig, split: str) -> dict[str, np.ndarray]:
     elif split == "context_shift":
         labels = _balanced_labels(cfg.n_ood_per_class, nc)
         habitat = _other_habitats(rng, labels, nc)
-        images = render(scenes_of(labels, habitat), cfg)
+        images = _marked(cfg, split, labels, render(scenes_of(labels, habitat), cfg), out)
         shape = labels
     elif split == "adversarial_pool":
         labels = _balanced_labels(cfg.n_pool_per_class, nc)
         mismatch = rng.uniform(size=len(labels)) < 0.6
         habitat = np.where(mismatch, _other_habitats(rng, labels, nc), labels)
         scenes = scenes_of(labels, habitat, radius_scale=0.75, contrast=cfg.shape_contrast * 0.35)
-        images = render(scenes, cfg)
+        images = _marked(cfg, split, labels, render(scenes, cfg), out)
         shape = labels
     elif split == "anomaly_pool":
         shape_names = NOVEL_SHAPES
@@ -386,10 +407,10 @@ def make_split(cfg: WorldConfig, split: str) -> dict[str, np.ndarray]:
         scenes = scenes_of(labels, habitat)
         other_h = (habitat + rng.integers(1, nc, n)) % nc
         other_s = (labels + rng.integers(1, nc, n)) % nc
-        images = render(scenes, cfg)
-        out["images_habitat_swap"] = render(scenes.replace(habitat=other_h), cfg)
+        images = _marked(cfg, split, labels, render(scenes, cfg), out)
         swapped = scenes.replace(shape=other_s // F, fill=other_s % F) if F else scenes.replace(shape=other_s)
-        out["images_shape_swap"] = render(swapped, cfg)
+        for key, variant in (("images_habitat_swap", scenes.replace(habitat=other_h)), ("images_shape_swap", swapped)):
+            out[key] = _marked(cfg, split, labels, render(variant, cfg), out)  # the same marks on every variant
         shape = labels
     n = len(labels)
     out.update(

@@ -239,9 +239,13 @@ def spec_of_meta(meta: dict | None) -> PlantedSpec | None:
 
 
 def gradient_outside_truth(
-    net: "nn.Module", hook_names: list[str], x: "torch.Tensor", spec: PlantedSpec, class_index: int
+    net: "nn.Module", hook_names: list[str], x: "torch.Tensor", spec: PlantedSpec, class_index: int,
+    truth: np.ndarray | None = None,
 ) -> float:
-    """max |d logit_c / d a_u| over the non-truth vertices u (0.0 exactly for a planted model), on images x."""
+    """max |d logit_c / d a_u| over the non-truth vertices u (0.0 exactly for a planted model), on images x.
+
+    ``truth``: bool [U], the planted set to measure outside of (default: ``truth_components(spec, class_index)``;
+    another testbed model passes its own)."""
     import torch
 
     acts: list[torch.Tensor] = []
@@ -253,5 +257,5 @@ def gradient_outside_truth(
             h.remove()
     grads = torch.autograd.grad(logits[:, class_index].sum(), acts)
     per_channel = torch.cat([g.abs().amax(dim=(0, 2, 3)) for g in grads])
-    outside = torch.as_tensor(~truth_components(spec, class_index))
+    outside = torch.as_tensor(~(truth_components(spec, class_index) if truth is None else np.asarray(truth, bool)))
     return float(per_channel[outside].max()) if outside.any() else 0.0
