@@ -73,7 +73,8 @@ def _world_arguments(p: argparse.ArgumentParser) -> None:
         "--cue-values",
         type=int,
         default=d.cue_values,
-        help="values of each cue attribute: each value is on exactly 1 / V of a split's images of a class",
+        help="values of each cue attribute: each value is on 1 / V of a class's images (exactly in a split of 1,000 "
+        "or more images of the class, a hypergeometric count in a smaller one such as D_c)",
     )
     p.add_argument("--splits", nargs="*", choices=SPLITS, help="only these splits (default: all)")
 
