@@ -10,11 +10,12 @@ Deletion masks
 Vote counts, cached path
     For base algorithms that score a dataset by the mean of per-example scores ``S [|D|, U]``, the
     sub-dataset score of every mask is one matrix product ``eps @ S / |eps|``. Each sample's scores are
-    sorted once per group and reused for the whole K grid: top-K circuits are nested in K, so it
-    suffices to find the first K at which each component enters (one comparison against each K's
-    threshold, ties to the lower index); the counts for all K are then one ``bincount`` plus a
-    cumulative sum. No Python loop runs over masks or components (only over sample chunks, to bound memory, and
-    over the few top-K groups).
+    ranked once per group and reused for the whole K grid: top-K circuits are nested in K, so the component at
+    position ``p`` of a sample's ranking (value descending, ties to the lower index) first enters at the first K
+    whose count exceeds ``p``. The ranking is one integer sort of keys that carry the component's index in their
+    low bits (:func:`top_order`: exact, with the rare near-equal values checked); the counts for all K are then one
+    ``bincount`` plus a cumulative sum. No Python loop runs over masks or components (only over sample chunks, to
+    bound memory, and over the few top-K groups).
 
 Vote counts on a device (torch)
     When the scores are a torch tensor on a GPU, or a ``device`` is asked for, the same counts are
@@ -138,6 +139,112 @@ def _check_scores(
     return scores, groups, masks
 
 
+#: ``x -> key``: flipping every bit below the sign of a non-negative float64 (and none of a negative one) gives a uint64
+#: that increases as the float decreases, so ascending keys are values descending (``-0.0`` is made ``+0.0`` first)
+_MAGNITUDE_BITS = np.uint64(0x7FFF_FFFF_FFFF_FFFF)
+
+
+def top_order(values: np.ndarray, depth: int) -> np.ndarray:
+    """Each row's first ``depth`` components in top-K order: value descending, equal values by lower index.
+
+    Args:
+        values: float64 ``[b, m]`` finite dataset scores of one group for ``b`` samples.
+        depth: how many leading positions are needed (1..m): the largest count kept at any K.
+
+    Returns:
+        intp ``[b, depth]``: ``order[s, p]`` is the component at position ``p`` of sample ``s``'s ranking, so the
+        top-``k`` circuit of sample ``s`` is ``order[s, :k]``.
+
+    Method (no argsort, no Python loop over samples): each value becomes an order-preserving uint64 key (values
+    descending = keys ascending, :func:`_descending_keys`) whose lowest ``b = bit_length(m - 1)`` bits are replaced by
+    the component's index, so one SIMD integer sort of the keys (after a partition at ``depth`` when fewer positions
+    are needed) orders the components by value with ties to the lower index. Replacing the low bits merges only
+    values within ``2^(b - 52)`` relative of each other; such neighbours are then ordered by index, which is right
+    unless their values differ. Every row holding neighbours whose truncated keys agree is therefore checked on its
+    values (and, after a partition, the values that share the last kept key with a left-out one), and a row where the
+    order is wrong is ranked again by a stable argsort: the result is exactly the stable order. Exact ties (zeros,
+    equal columns) are such neighbours too and cost one comparison each.
+    """
+    b, m = values.shape
+    shift = np.uint64(max(1, int(m - 1).bit_length()))
+    low = np.uint64((1 << int(shift)) - 1)
+    keys = _descending_keys(values)
+    keys &= ~low
+    keys |= np.arange(m, dtype=np.uint64)
+    rest_first = None
+    if depth < m:
+        keys.partition(depth - 1, axis=1)
+        rest_first = keys[:, depth:].min(axis=1)  # the first key left out of each row
+        keys = np.ascontiguousarray(keys[:, :depth])
+    keys.sort(axis=1)
+    # neighbours whose truncated keys agree (equal high bits: their XOR is below 2^shift) are ordered by index only;
+    # found on the flat array (pair p is positions p, p + 1), without the pairs that join two rows
+    flat = keys.reshape(-1)
+    merged = (flat[1:] ^ flat[:-1]) < (np.uint64(1) << shift)
+    merged[depth - 1 :: depth] = False
+    pairs = np.flatnonzero(merged)
+    edge = np.empty(0, dtype=np.intp)
+    if rest_first is not None:  # rows where a left-out key shares the last kept key's high bits
+        edge = np.flatnonzero((rest_first >> shift) == (keys[:, -1] >> shift))
+        edge_coarse = keys[edge] >> shift
+    keys &= low
+    order = keys.view(np.intp) if keys.itemsize == np.dtype(np.intp).itemsize else keys.astype(np.intp)
+    suspects = [np.empty(0, dtype=np.intp)]  # rows whose order is wrong
+    if pairs.size:  # each such pair's values
+        flat_order = order.reshape(-1)
+        row, first, second = pairs // depth, flat_order[pairs], flat_order[pairs + 1]
+        if values.flags.c_contiguous:  # flat gathers
+            flat_values = values.reshape(-1)
+            suspects.append(row[flat_values[row * m + first] < flat_values[row * m + second]])
+        else:  # a group's columns of the dataset scores (a view)
+            suspects.append(row[values[row, first] < values[row, second]])
+    if edge.size:  # none left out with that key may exceed a kept one
+        shared = edge_coarse[:, -1:]
+        kept_min = np.where(edge_coarse == shared, values[edge[:, None], order[edge]], np.inf).min(axis=1)
+        outside = np.ones((edge.size, m), dtype=bool)
+        np.put_along_axis(outside, order[edge], False, axis=1)
+        same = (_descending_keys(values[edge]) >> shift) == shared
+        left_max = np.where(outside & same, values[edge], -np.inf).max(axis=1)
+        suspects.append(edge[left_max > kept_min])
+    wrong = np.unique(np.concatenate(suspects))
+    if wrong.size:
+        order[wrong] = np.argsort(-values[wrong], axis=1, kind="stable")[:, :depth]
+    return order
+
+
+def _descending_keys(values: np.ndarray) -> np.ndarray:
+    """uint64 keys, ascending as the float64 ``values`` descend, equal exactly where the values are equal.
+
+    A non-negative float's bits below the sign are flipped (``bits ^ 0x7FFF...F``: larger values, smaller keys, all
+    below ``2^63``), a negative float's bits are kept (more negative, larger keys, all from ``2^63``); ``-0.0`` is
+    made ``+0.0`` first, so the two zeros are one value as they compare.
+    """
+    if not np.signbit(values).any():  # every value >= +0.0 (the usual case: |mean| scores, ReLU relevance)
+        return np.bitwise_xor(values.view(np.uint64), _MAGNITUDE_BITS)
+    keys = np.add(values, 0.0)  # a copy, with -0.0 made +0.0
+    bits = keys.view(np.uint64)
+    flip = bits >> np.uint64(63)
+    flip ^= np.uint64(1)
+    flip *= _MAGNITUDE_BITS
+    bits ^= flip
+    return bits
+
+
+def entry_of_position(kept: np.ndarray, depth: int) -> np.ndarray:
+    """``E [depth]``: the first position in the sorted K grid at which the component ranked ``p`` enters.
+
+    Args:
+        kept: int ``[nK]`` nondecreasing numbers of components kept at each sorted K.
+        depth: positions needed (``kept.max()``).
+
+    Returns:
+        ``E[p] = #{j : kept_j <= p}`` (uint8, int16 for grids of 255+ values): position ``p`` is in the top-``kept_j``
+        circuit iff ``p < kept_j``, so the component there first enters at ``E[p]``.
+    """
+    entry = np.searchsorted(kept, np.arange(depth), side="right")
+    return entry.astype(np.uint8 if kept.size < 255 else np.int16)
+
+
 def first_entry(values: np.ndarray, kept: np.ndarray) -> np.ndarray:
     """First position in a sorted K grid at which each component enters its sample's top-K circuit.
 
@@ -146,43 +253,14 @@ def first_entry(values: np.ndarray, kept: np.ndarray) -> np.ndarray:
         kept: int ``[nK]`` nondecreasing numbers of components kept at each sorted K.
 
     Returns:
-        uint8 (int16 for grids of 255+ values) ``[b, m]`` with values in ``0..nK`` (``nK``: never).
-
-    Method (no argsort): a component enters at the first K whose count exceeds its *rank* (its
-    position in the order value descending, index ascending). With ``d`` the row sorted descending,
-    K_j's threshold is ``t_j = d[kept_j - 1]``. Without ties at a threshold the entry is simply
-    ``#{j : t_j > x_u}``: one vectorised comparison per K. Where a tie straddles a cut
-    (``d[kept_j - 1] == d[kept_j]``, e.g. dead channels scoring exactly 0), the tied components' ranks
-    are computed exactly, ``#{x > t} + (number of equal values at a lower index)``, once per distinct
-    tied value and row, and their entries looked up with ``searchsorted`` on ``kept``.
+        uint8 (int16 for grids of 255+ values) ``[b, m]`` with values in ``0..nK`` (``nK``: never): the component
+        at position ``p`` of its sample's ranking (:func:`top_order`) enters at ``E[p]`` (:func:`entry_of_position`).
     """
     b, m = values.shape
-    n_k = kept.size
-    descending = np.sort(values, axis=1)[:, ::-1]
-    thresholds = np.ascontiguousarray(descending[:, kept - 1])  # [b, nK], nonincreasing along K
-    entry = np.zeros((b, m), dtype=np.uint8 if n_k < 255 else np.int16)
-    below = np.empty((b, m), dtype=bool)
-    step = below.view(np.uint8) if entry.dtype == np.uint8 else below
-    for j in range(n_k):
-        np.less(values, thresholds[:, j : j + 1], out=below)
-        entry += step
-    cut = kept < m
-    split = np.zeros((b, n_k), dtype=bool)
-    split[:, cut] = descending[:, kept[cut] - 1] == descending[:, kept[cut]]
-    if not split.any():
-        return entry
-    first_of_value = split.copy()  # one pass per distinct straddling value and row
-    first_of_value[:, 1:] &= ~(split[:, :-1] & (thresholds[:, 1:] == thresholds[:, :-1]))
-    for j in np.flatnonzero(first_of_value.any(axis=0)).tolist():
-        rows = np.flatnonzero(first_of_value[:, j])
-        row_values = values[rows]
-        tied_value = thresholds[rows, j : j + 1]
-        tied = row_values == tied_value
-        greater = (row_values > tied_value).sum(axis=1, keepdims=True)
-        rank = greater + np.cumsum(tied, axis=1) - 1
-        row_entry = entry[rows]
-        row_entry[tied] = np.searchsorted(kept, rank[tied], side="right")
-        entry[rows] = row_entry
+    depth = int(min(m, kept.max()))
+    entry_at = entry_of_position(kept, depth)
+    entry = np.full((b, m), kept.size, dtype=entry_at.dtype)
+    np.put_along_axis(entry, top_order(values, depth), entry_at[None, :], axis=1)
     return entry
 
 
@@ -208,30 +286,45 @@ def _entry_histogram(
 ) -> np.ndarray:
     """``H [U, nK + 1]``: (weighted) number of samples in which ``u`` first enters at the j-th smallest K.
 
-    Per chunk of samples: one matrix product gives every sample's dataset scores, :func:`first_entry`
-    the entry position of every (sample, component), and one ``bincount`` of
-    ``component * (nK + 1) + entry`` the histogram. Empty sub-datasets give the empty circuit and
-    contribute nothing. ``kept_per_group`` (int ``[nK, G]``, nondecreasing along K) replaces the counts
-    of the sorted K grid (:func:`vote_counts_at_counts`).
+    Per chunk of samples: one matrix product gives every sample's dataset scores, :func:`top_order` each
+    sample's ranking down to the largest count kept (in blocks of samples that fit the cache), and one ``bincount``
+    of ``E[p] * m + component`` per group of ``m`` components (:func:`entry_of_position`) the histogram. A component
+    ranked below every K's count never enters and is not counted: the last column (``nK``, "never") stays 0, and
+    only the first ``nK`` columns are read. Empty
+    sub-datasets give the empty circuit and contribute nothing. ``kept_per_group`` (int ``[nK, G]``,
+    nondecreasing along K) replaces the counts of the sorted K grid (:func:`vote_counts_at_counts`).
     """
     index = GroupIndex.from_groups(groups)
     if kept_per_group is None:
         kept_per_group = count_table(np.sort(k_grid), index)  # [nK, G], nondecreasing along K
     n_k, n_components = kept_per_group.shape[0], scores.shape[1]
-    histogram = np.zeros(n_components * (n_k + 1), dtype=np.float64 if weights is not None else np.int64)
+    histogram = np.zeros((n_components, n_k + 1), dtype=np.float64 if weights is not None else np.int64)
+    depths = [int(min(members.size, kept_per_group[:, g].max())) for g, members in enumerate(index.members)]
+    # E[p] * m: the histogram is counted entry-major ([nK + 1, m] per group), so that the long runs of positions
+    # with one entry (a K's segment of the ranking) add into one row of m counts, which stays in cache
+    offsets = [
+        entry_of_position(kept_per_group[:, g], depth).astype(np.intp) * members.size
+        for g, (depth, members) in enumerate(zip(depths, index.members))
+    ]
+    # each group's columns: a slice where its members are consecutive (no copy), else its index array
+    spans = [slice(int(mb[0]), int(mb[-1]) + 1) if mb[-1] - mb[0] + 1 == mb.size else mb for mb in index.members]
+    counted = [np.zeros(mb.size * (n_k + 1), dtype=histogram.dtype) for mb in index.members]  # entry-major
     nonempty = np.flatnonzero(masks.any(axis=1))
     for start in range(0, nonempty.size, chunk_size):
         rows = nonempty[start : start + chunk_size]
         dataset_scores = _sub_dataset_scores(scores, masks[rows], absolute)
-        for g, members in enumerate(index.members):
-            whole = members.size == n_components
-            local = dataset_scores if whole else dataset_scores[:, members]
-            entry = first_entry(local, kept_per_group[:, g])
-            component = np.arange(n_components) if whole else members
-            bins = (component * (n_k + 1))[None, :] + entry
-            w = None if weights is None else np.repeat(weights[rows], members.size)
-            histogram += np.bincount(bins.ravel(), weights=w, minlength=histogram.size)
-    return histogram.reshape(n_components, n_k + 1)
+        for g, (members, columns) in enumerate(zip(index.members, spans)):
+            local = dataset_scores[:, columns]  # a view for a group of consecutive components (vision layers)
+            bins = np.empty((rows.size, depths[g]), dtype=np.intp)
+            block = max(1, CHUNK_ELEMENTS // members.size)  # rankings of cache-sized blocks of samples
+            for first in range(0, rows.size, block):  # [rows, depth]: positions past the largest K never enter
+                bins[first : first + block] = top_order(local[first : first + block], depths[g])
+            bins += offsets[g][None, :]  # E[p] * m + local component
+            w = None if weights is None else np.repeat(weights[rows], depths[g])
+            counted[g] += np.bincount(bins.ravel(), weights=w, minlength=counted[g].size)
+    for g, columns in enumerate(spans):
+        histogram[columns] = counted[g].reshape(n_k + 1, -1).T
+    return histogram
 
 
 def _counts_from_histogram(histogram: np.ndarray, k_grid: np.ndarray) -> np.ndarray:
