@@ -18,10 +18,10 @@ codes per class, ``D`` distractors), a seeded permutation of these logical chann
 - **distractor i** (null; shared by every class): a near-constant map ``1 + s_i jitter (l(x) - lbar)`` (``l`` the
   image's grey level, the mean of its pixels over colours; ``s_i = +1, -1, +1, ..``) read by every logit with weight
   1. The grey level is class-neutral: the habitat tints and the marks' colours are zero-sum over colours, and a
-  shape is as often lighter as darker than its background. Its
-  gradient x activation for class c is its level, ``R_l = (1 - m_l) p A`` at stage l (a BatchNorm shift per stage
-  sets it), just below a cue chain's mean on the population (``p A``), while its own effect under mean ablation is
-  ``E |jitter (l - lbar)|`` times its level, about a thousandth of the truth's effect.
+  shape is as often lighter as darker than its background. Its gradient x activation for class c is its level,
+  ``R_l = (1 - m_l) p A`` at stage l (a BatchNorm shift per stage sets it), just below a cue chain's mean on the
+  population (``p A``), while its own effect under mean ablation is ``jitter R_1 E |l - lbar|``, about a thousandth
+  of the truth's effect.
 
 Every stage after the stem sums each channel over 2 x 2 positions (the stride-2 ``conv1`` with four unit taps; the
 downsample branch is zero), so a mark's mass reaches ``layer4`` whatever its position, and along a chain every
@@ -33,9 +33,9 @@ badge and the ``G`` largest of the cue chains and distractors per stage: the pop
 
 Per-component effects (mean ablation over the other classes' images, in units of the whole truth's effect ``2 B -
 B / (n - 1) + A A_attr``): a badge channel ``(2 - 1 / (n - 1)) B``, a cue channel ``p A`` (its fill is 0: the
-cue never appears on another class), a distractor ``jitter E |l_k - lbar_k|`` (the same at every stage), any other
-class's channel exactly 0 (no weight reaches logit c). The compile refuses margins that would put a cue chain below
-a distractor on the population.
+cue never appears on another class), a distractor ``jitter R_1 E |l - lbar|`` (the same at every stage), any other
+class's channel exactly 0 (no weight reaches logit c). The spec refuses margins outside (0, 1), which would put a
+cue chain below a distractor on the population.
 """
 
 from __future__ import annotations
@@ -48,10 +48,6 @@ import numpy as np
 from certified_circuits.vision.data.marks import BADGE, BLACK, CODES, HUE, PIXELS, WHITE, class_colours, \
     hue_directions, pattern_colours
 from certified_circuits.vision.networks.planted import STAGES
-from certified_circuits.vision.networks.world_resnet import WORLD_MEAN, WORLD_STD
-
-#: the world's normalisation, ``x = (P - MEAN) / STD`` (the same in every colour channel)
-MEAN, STD = WORLD_MEAN[0], WORLD_STD[0]
 
 if TYPE_CHECKING:  # pragma: no cover
     from torch import nn
@@ -286,17 +282,18 @@ def _set_bn(bn: "nn.BatchNorm2d", scale: np.ndarray, shift: np.ndarray) -> None:
 def compile_marked_resnet(spec: CompiledSpec) -> "nn.Module":
     """The hand-set world ResNet of ``spec`` (module docstring), in eval mode.
 
-    The stem reads normalized pixels ``x = (P - MEAN) / STD`` (0.5, 0.25): a detector's conv weight is
-    ``STD kappa w`` at the four taps of its cell (kernel rows and columns 1..2: the stem position's own 2 x 2 pixels)
-    and its BatchNorm shift ``kappa (MEAN sum w + const - theta)``. Stages 2..4 sum 2 x 2 positions per channel and add the
-    distractors' level steps; ``layer1`` is the identity (its residual branch is zero).
+    The stem reads the world's normalized pixels ``x = (P - MEAN) / STD`` (0.5 and 0.25 in every colour): a
+    detector's conv weight is ``STD kappa w`` at the four taps of its cell (kernel rows and columns 1..2: the stem
+    position's own 2 x 2 pixels) and its BatchNorm shift ``kappa (MEAN sum w + const - theta)``. Stages 2..4 sum
+    2 x 2 positions per channel and add the distractors' level steps; ``layer1`` is the identity (its residual
+    branch is zero).
 
     Raises:
         ValueError: a spec without a layout (call :func:`compile_spec`), or detectors without a margin.
     """
     import torch
 
-    from certified_circuits.vision.networks.world_resnet import world_resnet
+    from certified_circuits.vision.networks.world_resnet import WORLD_MEAN, WORLD_STD, world_resnet
 
     if not spec.layout:
         raise ValueError("the spec has no channel layout: pass it through compile_spec first")
@@ -307,6 +304,7 @@ def compile_marked_resnet(spec: CompiledSpec) -> "nn.Module":
     levels = spec.levels()
     lay = [np.asarray(r) for r in spec.layout]
     positions = spec.positions()
+    MEAN, STD = WORLD_MEAN[0], WORLD_STD[0]  # noqa: N806 (the same in every colour)
     with torch.no_grad():
         for p in net.parameters():
             p.zero_()
@@ -394,13 +392,16 @@ def detector_error(net: "nn.Module", spec: CompiledSpec, images: np.ndarray, lab
     """
     import torch
 
+    from certified_circuits.vision.networks.world_resnet import WORLD_MEAN, WORLD_STD
+
     if images.shape[1] != spec.image_size or marks["cues"].shape[1] < spec.attributes:
         raise ValueError(f"the split's images ({images.shape[1]} px, {marks['cues'].shape[1]} cue attributes) are "
                          f"not the marked world the model reads ({spec.image_size} px, {spec.attributes} attributes)")
     worst = 0.0
     for s0 in range(0, len(images), batch_size):
         sl = slice(s0, s0 + batch_size)
-        x = (torch.from_numpy(np.ascontiguousarray(images[sl])).permute(0, 3, 1, 2).float() / 255 - MEAN) / STD
+        x = (torch.from_numpy(np.ascontiguousarray(images[sl])).permute(0, 3, 1, 2).float() / 255 - WORLD_MEAN[0]) / \
+            WORLD_STD[0]
         with torch.no_grad():
             stem = net.layer1(net.relu(net.bn1(net.conv1(x))))
         want = torch.from_numpy(expected_stem(spec, labels[sl], {k: v[sl] for k, v in marks.items()}))
