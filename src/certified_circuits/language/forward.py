@@ -32,11 +32,17 @@ evaluated in one batched pass with per-batch-element masks, and the per-head, pe
 come from one ``torch.autograd.grad`` call; the weights are read from the same HF module that the
 ``TransformerBridge`` wraps, and the tests check every node and input against the bridge's hooks
 (``hook_result``, ``hook_mlp_out``, ``hook_{q,k,v}_input``, ``hook_mlp_in``) and the logits against HF.
+
+One downstream input changed alone (the single-edge patching of :mod:`.ground_truth`, one batch per input) is the
+hook :func:`run_input_deltas`: that input's node recomputed, then the plain forward continued by :func:`resume`
+(the last layer at the last positions only), built from the same :func:`head_attention`, :func:`mlp` and
+:func:`unembed` as :func:`run`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Sequence
 
 import torch
 import torch.nn.functional as F
@@ -143,6 +149,25 @@ def gelu(x: torch.Tensor, act: str) -> torch.Tensor:
     return F.gelu(x) if act == "gelu" else F.gelu(x, approximate="tanh")
 
 
+def mlp(w: GPT2Weights, l: int, x: torch.Tensor) -> torch.Tensor:
+    """Output of the MLP of layer ``l`` on its input.
+
+    Args:
+        w: the weights.
+        l: the layer.
+        x: the MLP input ``hook_mlp_in`` [..., d].
+
+    Returns:
+        ``m_l = gelu(ln_2(x) W_in + b_in) W_out + b_out``, [..., d].
+    """
+    return gelu(_ln(x, w.ln2_w[l], w.ln2_b[l], w.eps) @ w.W_in[l] + w.b_in[l], w.act) @ w.W_out[l] + w.b_out[l]
+
+
+def unembed(w: GPT2Weights, x: torch.Tensor) -> torch.Tensor:
+    """Logits ``ln_f(x) W_U`` [..., V] of the logits input ``x`` [..., d] (the residual after the last layer)."""
+    return _ln(x, w.lnf_w, w.lnf_b, w.eps) @ w.W_U
+
+
 @dataclass
 class RunCache:
     """Everything one run leaves behind: node outputs and the downstream inputs it saw."""
@@ -204,11 +229,10 @@ def run(w: GPT2Weights, input_act: torch.Tensor, lengths: torch.Tensor, *,
             xm = resid_mid.clone() if keep_inputs else resid_mid
         if keep_inputs or patch:
             inputs.append(xm)
-        hmid = gelu(_ln(xm, w.ln2_w[l], w.ln2_b[l], w.eps) @ w.W_in[l] + w.b_in[l], w.act)
-        mlp = hmid @ w.W_out[l] + w.b_out[l]
-        nodes.append(mlp)
+        out = mlp(w, l, xm)
+        nodes.append(out)
         if not patch:
-            resid = resid_mid + mlp   # never from xm: its gradient must hold only the MLP's path
+            resid = resid_mid + out   # never from xm: its gradient must hold only the MLP's path
     if patch:
         diff = torch.stack(nodes, 1) - corrupted.nodes
         xf = corrupted.inputs[2 * L] + torch.einsum("bu,bupd->bpd", masks[:, :, g.valid.shape[1] - 1], diff)
@@ -217,7 +241,7 @@ def run(w: GPT2Weights, input_act: torch.Tensor, lengths: torch.Tensor, *,
     if keep_inputs or patch:
         inputs.append(xf)
     last = last_positions(xf, lengths)
-    logits = _ln(last, w.lnf_w, w.lnf_b, w.eps) @ w.W_U
+    logits = unembed(w, last)
     return RunCache(torch.stack(nodes, 1), inputs, logits)
 
 
@@ -234,16 +258,143 @@ def flat_inputs(cache: RunCache, n_heads: int) -> torch.Tensor:
     return torch.cat(parts, 1)
 
 
-def head_attention(w: GPT2Weights, l: int, x: torch.Tensor, causal: torch.Tensor) -> torch.Tensor:
-    """Head outputs [B, H, P, d] of layer ``l`` from per-head q/k/v inputs x [B, H, 3, P, d]."""
+def head_attention(w: GPT2Weights, l: int, x: torch.Tensor, causal: torch.Tensor, *,
+                   heads: Sequence[int] | None = None, lengths: torch.Tensor | None = None) -> torch.Tensor:
+    """Head outputs of layer ``l`` from per-head q/k/v inputs.
+
+    Args:
+        w: the weights.
+        l: the layer.
+        x: the q/k/v inputs ``hook_{q,k,v}_input`` [B, H', 3, P, d], one per head (H' heads) or one that every
+            head reads (H' = 1, broadcast).
+        causal: bool [P, P], True where position i may attend to position j (j <= i).
+        heads: the heads' indices (default: all H heads of the layer).
+        lengths: int [B]; when given, only the query at each prompt's last position ``lengths - 1`` (all that the
+            last-position logits read of the last layer; it attends to positions ``0 .. lengths - 1``).
+
+    Returns:
+        ``a_h = softmax(q_h k_h^T / sqrt(d_head), causal) v_h W_O^h`` per head, with ``(q, k, v)_h =
+        ln_1(x_{q,k,v}) W_{Q,K,V}^h + b_{Q,K,V}^h``: [B, H, P, d], or [B, H, d] at the last positions with ``lengths``
+        (H = ``len(heads)`` when given).
+    """
+    pick = slice(None) if heads is None else torch.as_tensor(list(heads), device=x.device)
+    W_Q, W_K, W_V, W_O = (m[l][pick] for m in (w.W_Q, w.W_K, w.W_V, w.W_O))
+    b_Q, b_K, b_V = (b[l][pick][None, :, None] for b in (w.b_Q, w.b_K, w.b_V))
+    if lengths is not None:  # each letter normalised on its own: no copy where x[:, :, c] is contiguous or broadcast
+        xq = x[torch.arange(x.shape[0], device=x.device), :, 0, lengths - 1]               # [B, H', d]
+        q = torch.einsum("bhd,hde->bhe", _ln(xq, w.ln1_w[l], w.ln1_b[l], w.eps), W_Q) + b_Q[:, :, 0]
+        k = torch.einsum("bhpd,hde->bhpe", _ln(x[:, :, 1], w.ln1_w[l], w.ln1_b[l], w.eps), W_K) + b_K
+        v = torch.einsum("bhpd,hde->bhpe", _ln(x[:, :, 2], w.ln1_w[l], w.ln1_b[l], w.eps), W_V) + b_V
+        att = torch.einsum("bhe,bhpe->bhp", q, k) / (w.d_head ** 0.5)
+        after = torch.arange(k.shape[2], device=x.device)[None, :] >= lengths[:, None]   # [B, P]
+        att = att.masked_fill(after[:, None], torch.finfo(att.dtype).min).softmax(-1)
+        return torch.einsum("bhe,hed->bhd", torch.einsum("bhp,bhpe->bhe", att, v), W_O)
     xn = _ln(x, w.ln1_w[l], w.ln1_b[l], w.eps)
-    q = torch.einsum("bhpd,hde->bhpe", xn[:, :, 0], w.W_Q[l]) + w.b_Q[l][None, :, None]
-    k = torch.einsum("bhpd,hde->bhpe", xn[:, :, 1], w.W_K[l]) + w.b_K[l][None, :, None]
-    v = torch.einsum("bhpd,hde->bhpe", xn[:, :, 2], w.W_V[l]) + w.b_V[l][None, :, None]
+    q = torch.einsum("bhpd,hde->bhpe", xn[:, :, 0], W_Q) + b_Q
+    k = torch.einsum("bhpd,hde->bhpe", xn[:, :, 1], W_K) + b_K
+    v = torch.einsum("bhpd,hde->bhpe", xn[:, :, 2], W_V) + b_V
     att = torch.einsum("bhpe,bhqe->bhpq", q, k) / (w.d_head ** 0.5)
     att = att.masked_fill(~causal, torch.finfo(att.dtype).min).softmax(-1)
     z = torch.einsum("bhpq,bhqe->bhpe", att, v)
-    return torch.einsum("bhpe,hed->bhpd", z, w.W_O[l])
+    return torch.einsum("bhpe,hed->bhpd", z, W_O)
+
+
+def resume(w: GPT2Weights, resid: torch.Tensor, lengths: torch.Tensor, layer: int, *,
+           after_heads: bool = False) -> torch.Tensor:
+    """Last-position logits of the plain forward continued from the residual stream at ``layer``.
+
+    From there the forward of :func:`run` without patching: each layer ``l`` adds its heads,
+    ``resid_mid(l) = resid_pre(l) + sum_h a_{l,h} + b_O(l)``, then its MLP, ``resid_pre(l + 1) = resid_mid(l) +
+    m_l(resid_mid(l))``; the logits are ``ln_f(resid_post(L - 1)) W_U`` at each prompt's last position. The last
+    layer is computed at the last positions only (:func:`head_attention` with ``lengths``): the logits read
+    nothing else.
+
+    Args:
+        w: the weights.
+        resid: [N, P, d]: ``resid_pre(layer)``, or ``resid_mid(layer)`` with ``after_heads`` (the layer's MLP next);
+            ``layer = L`` takes ``resid_post(L - 1)`` (the unembedding only).
+        lengths: int [N], the prompts' lengths.
+        layer: 0 .. L.
+        after_heads: whether ``layer``'s heads are already in ``resid``.
+
+    Returns:
+        float [N, V]: :func:`run`'s ``logits_last`` for the run whose residual stream at ``layer`` is ``resid``.
+    """
+    L = w.n_layers
+    if not 0 <= layer <= L or (after_heads and layer == L):
+        raise ValueError(f"resume at layer {layer}{' after its heads' if after_heads else ''}: the model has layers "
+                         f"0 .. {L - 1} (layer {L}: after the last one, without after_heads)")
+    p = resid.shape[1]
+    causal = torch.ones(p, p, dtype=torch.bool, device=resid.device).tril()
+    x = resid if layer < L else last_positions(resid, lengths)
+    for l in range(layer, L):
+        last = l == L - 1
+        if not (l == layer and after_heads):
+            heads = head_attention(w, l, x[:, None, None].expand(-1, -1, 3, -1, -1), causal,
+                                   lengths=lengths if last else None).sum(1)
+            x = (last_positions(x, lengths) if last else x) + heads + w.b_O[l]
+        elif last:
+            x = last_positions(x, lengths)
+        x = x + mlp(w, l, x)
+    return unembed(w, x)
+
+
+@torch.no_grad()
+def run_input_deltas(w: GPT2Weights, clean: RunCache, lengths: torch.Tensor, v: int,
+                     deltas: torch.Tensor) -> torch.Tensor:
+    """Last-position logits of the plain run with one downstream input changed: the hook ``in_v -> in_v + delta``.
+
+    Downstream input ``v`` feeds only node v (module docstring), so with ``in_v + delta_j`` only v's output changes
+    and the rest of the model sees the changed residual stream:
+
+    * the logits input: ``ln_f(resid_post(L - 1) + delta_j) W_U``;
+    * the MLP of layer l: ``resid_pre(l + 1) + m_l(in + delta_j) - m_l(in)``, then :func:`resume` at ``l + 1``;
+    * the q, k or v input of head h of layer l: that head alone recomputed (:func:`head_attention` with
+      ``heads=[h]``), ``resid_mid(l) + a'_h - a_h``, then :func:`resume` after layer l's heads (the last layer: at
+      the last positions only).
+
+    Exact (no linearisation). With ``delta_j = a_u(corrupted) - a_u(clean)`` it is the interchange patching of the
+    edge u -> v alone (:func:`run_patched_groups` with the mask "every edge but u -> v").
+
+    Args:
+        w: the weights.
+        clean: the run to change, from :func:`run` with ``keep_inputs=True`` ([B, ...]).
+        lengths: int [B], the prompts' lengths.
+        v: the downstream input's index in graph order (per layer: q, k, v of each head, then the MLP; the logits
+            last).
+        deltas: [k, B, P, d], k changes of ``in_v``.
+
+    Returns:
+        float [k, B, V]: the last-position logits of each changed run.
+    """
+    g, H, L = w.graph, w.n_heads, w.n_layers
+    k, b, p = deltas.shape[:3]
+    kl = lengths.repeat(k)
+    if not 0 <= v < len(g.downstream):
+        raise ValueError(f"downstream input {v} is not one of the model's {len(g.downstream)}")
+    if v == len(g.downstream) - 1:  # the logits input
+        last = last_positions(clean.inputs[-1], lengths)[None] + deltas[:, torch.arange(b), lengths - 1]
+        return unembed(w, last)
+    l, rest = divmod(v, 3 * H + 1)
+    mid = clean.inputs[2 * l + 1]                                            # resid_mid(l) [B, P, d]
+    if rest == 3 * H:  # the MLP of layer l: its input changed, the residual from resid_mid(l) not
+        node = clean.nodes[:, 1 + l * (H + 1) + H]
+        resid = (mid + node)[None] + mlp(w, l, mid[None] + deltas) - node[None]
+        return resume(w, resid.reshape(k * b, p, -1), kl, l + 1).view(k, b, -1)
+    h, letter = divmod(rest, 3)
+    letters = torch.empty((3, k, b, p, deltas.shape[-1]), dtype=deltas.dtype, device=deltas.device)
+    letters.copy_(clean.inputs[2 * l][:, h].transpose(0, 1)[:, None])       # [3, k, B, P, d]: each letter contiguous
+    letters[letter] += deltas
+    x = letters.view(3, k * b, 1, p, -1).permute(1, 2, 0, 3, 4)               # [kB, 1, 3, P, d]
+    node = clean.nodes[:, 1 + l * (H + 1) + h]
+    causal = torch.ones(p, p, dtype=torch.bool, device=deltas.device).tril()
+    if l == L - 1:  # only the last positions reach the logits
+        change = head_attention(w, l, x, causal, heads=[h], lengths=kl)[:, 0] \
+            - last_positions(node, lengths).repeat(k, 1)
+        out = last_positions(mid, lengths).repeat(k, 1) + change
+        return unembed(w, out + mlp(w, l, out)).view(k, b, -1)
+    change = head_attention(w, l, x, causal, heads=[h])[:, 0] - node.repeat(k, 1, 1)
+    return resume(w, mid.repeat(k, 1, 1) + change, kl, l, after_heads=True).view(k, b, -1)
 
 
 @torch.no_grad()
@@ -274,10 +425,9 @@ def run_patched_groups(w: GPT2Weights, input_act: torch.Tensor, lengths: torch.T
         D[:, u: u + H] = heads.view(m, e, H, P, d).transpose(1, 2) - ct[u: u + H][None]
         mm = masks[:, : u + H, col + 3 * H][:, None]                          # [m, 1, U+H]
         xm = corrupted.inputs[2 * l + 1][None] + torch.matmul(mm, D[:, : u + H].reshape(m, u + H, f)).view(m, e, P, d)
-        hmid = gelu(_ln(xm, w.ln2_w[l], w.ln2_b[l], w.eps) @ w.W_in[l] + w.b_in[l], w.act)
-        D[:, u + H] = hmid @ w.W_out[l] + w.b_out[l] - ct[u + H][None]
+        D[:, u + H] = mlp(w, l, xm) - ct[u + H][None]
     ar = torch.arange(e, device=input_act.device)
     d_last = D[:, :, ar, lengths - 1]                                         # [m, n_up, e, d]
     mf = masks[:, :, -1][:, None]                                             # [m, 1, n_up]
     xf = last_positions(corrupted.inputs[-1], lengths)[None] + torch.matmul(mf, d_last.reshape(m, n_up, e * d)).view(m, e, d)
-    return _ln(xf, w.lnf_w, w.lnf_b, w.eps) @ w.W_U
+    return unembed(w, xf)

@@ -44,12 +44,11 @@ from typing import Sequence
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from certified_circuits.analysis.recovery import GROUND_TRUTH_FORMAT
 from certified_circuits.language import names
 from certified_circuits.language.eap_ig import metric_per_example
-from certified_circuits.language.forward import GPT2Weights, gelu, head_attention, last_positions, run
+from certified_circuits.language.forward import GPT2Weights, run, run_input_deltas
 from certified_circuits.language.patching import evaluate_edge_masks
 from certified_circuits.language.tokenizer import EncodedBatch
 
@@ -331,81 +330,15 @@ def ground_truth_document(
 # ------------------------------------------------------------------------------------------ per-component truth
 
 
-def _one_head(w: GPT2Weights, l: int, h: int, xq: torch.Tensor, xk: torch.Tensor, xv: torch.Tensor,
-              causal: torch.Tensor) -> torch.Tensor:
-    """Output ``z W_O`` [..., P, d] of head ``(l, h)`` from its own q, k and v inputs (each [..., P, d])."""
-    ln = [F.layer_norm(x, (x.shape[-1],), w.ln1_w[l], w.ln1_b[l], w.eps) for x in (xq, xk, xv)]
-    q, k, v = (x @ m[l, h] + b[l, h] for x, m, b in zip(ln, (w.W_Q, w.W_K, w.W_V), (w.b_Q, w.b_K, w.b_V)))
-    att = (q @ k.transpose(-1, -2)) / (w.d_head ** 0.5)
-    att = att.masked_fill(~causal, torch.finfo(att.dtype).min).softmax(-1)
-    return (att @ v) @ w.W_O[l, h]
-
-
-def _last_heads(w: GPT2Weights, l: int, heads: Sequence[int], xq: torch.Tensor, xk: torch.Tensor, xv: torch.Tensor,
-                lengths: torch.Tensor) -> torch.Tensor:
-    """Summed output ``sum_h z_h W_O^h`` [N, d] of ``heads`` of layer ``l`` at each prompt's last position only.
-
-    Args:
-        w: the weights.
-        l: the layer.
-        heads: head indices.
-        xq, xk, xv: the heads' q, k and v inputs [N, len(heads), P, d] (broadcastable).
-        lengths: int [N], the prompts' lengths (the query is position ``lengths - 1``; it attends to ``0..lengths-1``).
-    """
-    hs = torch.as_tensor(list(heads), device=lengths.device)
-
-    def proj(x: torch.Tensor, m: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-        return torch.einsum("nhpd,hde->nhpe", F.layer_norm(x, (x.shape[-1],), w.ln1_w[l], w.ln1_b[l], w.eps),
-                            m[l, hs]) + b[l, hs][None, :, None]
-
-    rows = torch.arange(lengths.shape[0], device=lengths.device)
-    q = proj(xq.expand(lengths.shape[0], -1, -1, -1)[rows, :, lengths - 1][:, :, None], w.W_Q, w.b_Q)  # [N,h,1,e]
-    k, v = proj(xk, w.W_K, w.b_K), proj(xv, w.W_V, w.b_V)                                              # [N,h,P,e]
-    att = torch.einsum("nhqe,nhpe->nhqp", q, k) / (w.d_head ** 0.5)
-    after = torch.arange(k.shape[2], device=lengths.device)[None, :] >= lengths[:, None]              # [N, P]
-    att = att.masked_fill(after[:, None, None], torch.finfo(att.dtype).min).softmax(-1)
-    z = torch.einsum("nhqp,nhpe->nhe", att, v)
-    return torch.einsum("nhe,hed->nd", z, w.W_O[l, hs])
-
-
-def _finish(w: GPT2Weights, layer: int, resid: torch.Tensor, lengths: torch.Tensor, causal: torch.Tensor, *,
-            heads_done: bool = True) -> torch.Tensor:
-    """Last-position logits [N, V] of the plain forward continued from the residual ``resid`` [N, P, d] of
-    ``layer``: after its heads (``heads_done``: its MLP next) or before them; then every later block, ``ln_f`` and
-    the unembedding (the last layer's heads and MLP at the last position only)."""
-    x, last = resid, None
-    L = w.n_layers
-    for l in range(layer, L):
-        if l > layer or not heads_done:
-            if l < L - 1:
-                heads = head_attention(w, l, x[:, None, None].expand(-1, w.n_heads, 3, -1, -1), causal)
-                x = x + heads.sum(1) + w.b_O[l]
-            else:
-                last = last_positions(x, lengths) + w.b_O[l] + _last_heads(w, l, range(w.n_heads), x[:, None], x[:, None],
-                                                                           x[:, None], lengths)
-        if l < L - 1:
-            x = x + _mlp(w, l, x)
-    last = last_positions(x, lengths) if last is None else last
-    last = last + _mlp(w, L - 1, last)
-    return F.layer_norm(last, (last.shape[-1],), w.lnf_w, w.lnf_b, w.eps) @ w.W_U
-
-
-def _mlp(w: GPT2Weights, l: int, x: torch.Tensor) -> torch.Tensor:
-    """Output of the MLP of layer ``l`` on its input ``x`` [..., d] (``ln_2``, then the two layers)."""
-    return gelu(F.layer_norm(x, (x.shape[-1],), w.ln2_w[l], w.ln2_b[l], w.eps) @ w.W_in[l] + w.b_in[l],
-                 w.act) @ w.W_out[l] + w.b_out[l]
-
-
 def single_edge_logit_diffs(weights: GPT2Weights, batch: EncodedBatch, *, batch_size: int = 32,
                             device: str | torch.device = "cpu") -> tuple[np.ndarray, np.ndarray]:
     """The logit difference with exactly one edge interchange-patched, for every edge and prompt.
 
     Patching edge ``u -> v`` alone (every other edge clean) adds ``a_u(corrupted) - a_u(clean)`` to ``v``'s input
-    only; everything downstream of ``v``'s consumer then sees the patched run's own values, i.e. a plain forward
-    pass continued from the changed residual. So per downstream input ``v`` the edges into it are one batch:
-    ``logits``: ``ln_f(x_L + delta_u) W_U``; a head's q, k or v input: that head alone recomputed with the one
-    input changed, its change added to the residual after its layer's heads, the rest of the model run plainly; an
-    MLP input: likewise. Exact (no linearisation); the same as :func:`~.patching.evaluate_edge_masks` with the
+    only; everything downstream of ``v``'s consumer then sees the patched run's own values, i.e. the plain forward
+    pass continued from the changed residual. So per downstream input ``v`` the edges into it are one batch of the
+    forward's hook ``in_v -> in_v + delta_u`` (:func:`~.forward.run_input_deltas`: node v alone recomputed, then
+    :func:`~.forward.resume`). Exact (no linearisation); the same as :func:`~.patching.evaluate_edge_masks` with the
     mask "every edge but one", at the cost of about one forward pass per downstream input and prompt batch.
 
     Args:
@@ -422,60 +355,24 @@ def single_edge_logit_diffs(weights: GPT2Weights, batch: EncodedBatch, *, batch_
     n, E = len(batch.ids), g.n_edges
     clean_ld, patched = np.empty(n), np.empty((n, E))
     edges_into = [np.nonzero(g.edge_down == v)[0] for v in range(len(g.downstream))]
-    H = w.n_heads
     with torch.no_grad():
         for s in range(0, n, batch_size):
             sl = slice(s, min(s + batch_size, n))
             lengths = torch.as_tensor(batch.lengths[sl], device=device)
             p = int(lengths.max())
-            causal = torch.ones(p, p, dtype=torch.bool, device=device).tril()
             clean = run(w, w.embed(torch.as_tensor(batch.clean[sl, :p], device=device)), lengths, keep_inputs=True)
             corr = run(w, w.embed(torch.as_tensor(batch.corrupted[sl, :p], device=device)), lengths)
             ans = torch.as_tensor(batch.answer[sl], device=device)
             dis = torch.as_tensor(batch.distractor[sl], device=device)
-            b = sl.stop - sl.start
             clean_ld[sl] = metric_per_example(clean.logits_last, ans, dis).double().cpu().numpy()
             delta = corr.nodes - clean.nodes                                        # [b, n_up, P, d]
             for v, idx in enumerate(edges_into):
                 if not idx.size:
                     continue
-                ups = torch.as_tensor(g.edge_up[idx], device=device)
-                dv = delta[:, ups].transpose(0, 1)                                  # [k, b, P, d]
-                k = dv.shape[0]
-                if v == len(g.downstream) - 1:  # logits
-                    last = last_positions(clean.inputs[-1], lengths)[None] + dv[:, torch.arange(b), lengths - 1]
-                    logits = F.layer_norm(last, (last.shape[-1],), w.lnf_w, w.lnf_b, w.eps) @ w.W_U
-                else:
-                    l, rest = divmod(v, 3 * H + 1)
-                    mid = clean.inputs[2 * l + 1]                                    # residual after layer l's heads
-                    if rest == 3 * H:  # the MLP of layer l: its input changed, the heads' residual not
-                        m_idx = 1 + l * (H + 1) + H
-                        resid = (mid + clean.nodes[:, m_idx])[None] + _mlp(w, l, mid[None] + dv) \
-                            - clean.nodes[:, m_idx][None]
-                        resid = resid.reshape(k * b, p, -1)
-                        if l + 1 < w.n_layers:
-                            logits = _finish(w, l + 1, resid, lengths.repeat(k), causal, heads_done=False)
-                        else:
-                            out = last_positions(resid, lengths.repeat(k))
-                            logits = F.layer_norm(out, (out.shape[-1],), w.lnf_w, w.lnf_b, w.eps) @ w.W_U
-                    else:
-                        h, letter = divmod(rest, 3)
-                        x = clean.inputs[2 * l][:, h]                                # [b, 3, P, d]
-                        xs = [x[None, :, c].expand(k, -1, -1, -1) for c in range(3)]
-                        xs[letter] = xs[letter] + dv
-                        kl = lengths.repeat(k)
-                        xs = [t.reshape(k * b, 1, p, -1) for t in xs]
-                        if l == w.n_layers - 1:  # the last layer: only the last position's change matters
-                            change = _last_heads(w, l, [h], *xs, kl) - last_positions(
-                                clean.nodes[:, 1 + l * (H + 1) + h], lengths).repeat(k, 1)
-                            out = last_positions(mid, lengths).repeat(k, 1) + change
-                            out = out + _mlp(w, l, out)
-                            logits = F.layer_norm(out, (out.shape[-1],), w.lnf_w, w.lnf_b, w.eps) @ w.W_U
-                        else:
-                            change = _one_head(w, l, h, *(t[:, 0] for t in xs), causal) \
-                                - clean.nodes[:, 1 + l * (H + 1) + h].repeat(k, 1, 1)
-                            logits = _finish(w, l, mid.repeat(k, 1, 1) + change, kl, causal)
-                ld = metric_per_example(logits.reshape(k * b, -1), ans.repeat(k), dis.repeat(k)).view(k, b)
+                dv = delta[:, torch.as_tensor(g.edge_up[idx], device=device)].transpose(0, 1)   # [k, b, P, d]
+                k, b = dv.shape[:2]
+                logits = run_input_deltas(w, clean, lengths, v, dv).reshape(k * b, -1)
+                ld = metric_per_example(logits, ans.repeat(k), dis.repeat(k)).view(k, b)
                 patched[sl, idx] = ld.T.double().cpu().numpy()
     return clean_ld, patched
 
