@@ -1,4 +1,4 @@
-"""Certification over GPT-2 Small's 32,491 EAP edges (DESIGN.md section 8).
+"""Certification over GPT-2 Small's 32,491 EAP edges (docs/testing.md, "Benchmarks").
 
 |D| = 100 prompts, signed per-example edge scores ranked by |mean| (global top-K), n0 = 100, n = 1000,
 20 K values. Target: masks + votes + decision < 5 s.

@@ -1,4 +1,4 @@
-"""Certification of one ResNet-101-shaped class (DESIGN.md section 8).
+"""Certification of one ResNet-101-shaped class (docs/testing.md, "Benchmarks").
 
 |D| = 50, 3,840 channels in per-layer groups 256/512/1024/2048, n0 = 100, n = 1000, a 20-value K grid.
 Times (best of 3): masks + votes + decision end to end, and the decision rule alone.

@@ -1,4 +1,4 @@
-"""Paper scale on one GPU (DESIGN.md section 8; paper App. D, Table runtime; issue 8).
+"""Paper scale on one GPU (docs/results.md, "GPU"; paper App. D, Table runtime; issue 8).
 
 Vision: ResNet-101 and ViT-B/16 (torchvision, random weights: the cost of a pass does not depend on them),
 |D| = 50 images at 224 px, n0 = 100, n = 1000, a 20-value K grid, p_del = 0.6, tau = 0.95, alpha = 0.001.

@@ -1,4 +1,4 @@
-"""Timing of the language hot paths on this CPU (DESIGN.md section 8; issue 4 budget).
+"""Timing of the language hot paths on this CPU (docs/testing.md, "Benchmarks"; issue 4 budget).
 
 EAP-IG per-example scores (ig_steps 5) for 100 prompts, and circuit-restricted evaluation of 60 edge masks
 (20 K values x 3 methods) on 100 prompts, for the embedded model shape (3 layers, 4 heads, d_model 64).

@@ -1,7 +1,7 @@
 """Builders of a paper-shaped fixture tree: what `configs/paper.yaml` reads, small and random.
 
 :func:`build_paper_tree` writes, under one root, everything the paper half of the workflow needs, in
-the real layouts and formats (DESIGN.md section 3), so the paper path runs with its real loading code:
+the real layouts and formats (docs/paper_scale.md, "Where to get the weights and data"), so the paper path runs with its real loading code:
 
 - ``LOC_synset_mapping.txt``: 1,000 unique wnid lines (ResNet-50's head has 1,000 classes);
 - ``val/<wnid>/*.JPEG``: a few classes x a few small noise JPEGs (the loader resizes them to 224 px);

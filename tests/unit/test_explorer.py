@@ -1,5 +1,5 @@
 """The circuit explorer's pieces: words, tables, page data and the language graph (the pages themselves are
-opened in a real browser by tests/integration/test_explorer_browser.py)."""
+opened in a real browser by tests/integration/test_workflow.py, test_the_explorer_opens_from_disk_in_a_browser)."""
 
 from __future__ import annotations
 

@@ -30,7 +30,7 @@ def load(name: str) -> dict:
 
 
 def section_exists(reference: str) -> bool:
-    """``docs/x.md, "Heading"`` names a heading of that page."""
+    """``docs/<page>.md, "Heading"`` names a heading of that page."""
     page, heading = re.fullmatch(r'(docs/[\w.]+), "([^"]+)"', reference).groups()
     return f"\n## {heading}\n" in (ROOT / page).read_text()
 

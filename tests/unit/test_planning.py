@@ -113,7 +113,7 @@ def test_power_in_is_the_exact_probability_of_certifying_a_component_in_every_no
 
 
 def test_the_issue_settings_are_diagnosed_as_the_design_says():
-    """DESIGN.md section 10's examples, with their numbers."""
+    """The planner's examples (docs/architecture.md, section 6; the README's p_del 0.99 at 100 prompts), with their numbers."""
     language = cc.plan(100, 32491, cc.Setting(p_del=0.99, tau=0.9))
     assert language.p_empty == pytest.approx(0.99**100) and round(language.p_empty, 3) == 0.366
     assert not language.can_certify_in and language.can_certify_out and language.power_in == 0.0

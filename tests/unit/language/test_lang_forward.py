@@ -79,7 +79,7 @@ def test_eap_scores_match_finite_differences(tiny_lm, ioi_batch):
     """EAP-IG with one step at the clean end (integration="endpoint": k = m = 1) = (a(corr) - a(clean)) .
     grad at clean; check several edges against finite differences of patching the edge by a fraction eps
     (in_v moves by eps * (a_u(corr) - a_u(clean))). The reference default (k = 0) takes the gradient at the
-    corrupted end instead: tests/language/test_eap_reference.py checks that one."""
+    corrupted end instead: tests/unit/language/test_eap_reference.py checks that one."""
     w = tiny_lm.weights
     w64 = type(w)(**{k: (v.double() if torch.is_tensor(v) else v) for k, v in w.__dict__.items()})
     g = w64.graph

@@ -1,4 +1,4 @@
-"""EAP graph (DESIGN.md section 1): edge counts, names, and the graph derived from GPT-2 Small's shape."""
+"""EAP graph (docs/architecture.md, section 3, "Graph sizes"): edge counts, names, and the graph derived from GPT-2 Small's shape."""
 
 from __future__ import annotations
 
