@@ -25,7 +25,8 @@ circuits, with equal results (predictions exactly, logits within float rounding:
 - a torchvision ResNet (the world model, ResNet-18/50/101) runs :class:`MaskedResNet`: ``layer1``'s output
   is computed once per image; per pass of circuits, each layer computes only the output channels some circuit
   of the pass keeps, and the next layer reads only those channels (a removed channel is zero, or under mean
-  ablation a constant whose contribution is computed once per pass). Its cost falls with the circuits' size;
+  ablation its fill, whose contribution is one map per layer, computed once). Its cost falls with the circuits'
+  size;
 - any other model (ViT) runs the generic hooks (``hooks.masked``): masks are a batch dimension after the
   shared prefix, every channel is computed and then masked.
 
@@ -102,10 +103,12 @@ def bytes_per_pair(model: VisionModel) -> int:
     return PAIR_SAFETY * max(largest[0], 1)
 
 
-#: (mask, image) pairs per forward pass on a CPU when ``max_batch`` is None. A pass's activations then stay in
-#: the cache: on the 2-core machine one pass of every pair of an eval set (31 circuits x 150 images, which
-#: memory allows) ran 2x slower than passes of a few hundred pairs, and :class:`MaskedResNet` is fastest with
-#: one circuit per pass (its pruning is per pass); benchmarks/bench_vision_masked_eval.py measures both.
+#: (mask, image) pairs per forward pass on a CPU when ``max_batch`` is None (measured on the 2-core machine, the
+#: default's world ResNet): the hooks ran one pass of every pair of an eval set (31 circuits x 150 images, which
+#: memory allows) 2x slower than passes of 248-496 pairs, whose activations stay in the cache; and
+#: :class:`MaskedResNet`, whose pruning is per pass, ran 150-image eval sets 1.6x faster with one circuit a
+#: pass than with three (it takes ``256 // images`` circuits a pass). The benchmark
+#: (benchmarks/bench_vision_masked_eval.py) compares pass sizes.
 CPU_PASS_PAIRS = 256
 
 
@@ -292,9 +295,17 @@ class MaskedResNet:
         return self._fills[key][1], self._fills[key][2]
 
     def logits(self, h: torch.Tensor, masks: torch.Tensor, fill: Sequence[torch.Tensor] | None = None) -> torch.Tensor:
-        """Logits [M, B, n_classes] of the images whose :meth:`prefix` is h [C_1, B, H, W] under each circuit of
-        masks (bool [M, U], 1 keep), removed channels zeroed (``fill`` None) or carrying ``fill`` (one map per
-        layer, :func:`~certified_circuits.vision.networks.hooks.reference_activations`)."""
+        """The network's logits under each circuit of a pass.
+
+        Args:
+            h: :meth:`prefix` of B images, [C_1, B, H, W].
+            masks: bool [M, U] (1 keep), the pass's circuits over the model's vertices.
+            fill: None zeroes removed channels; one [C_l, H_l, W_l] map per layer
+                (:func:`~certified_circuits.vision.networks.hooks.reference_activations`) is what they carry.
+
+        Returns:
+            float [M, B, n_classes], mask-major; ``fc(mean_hw(f_4 + d_4))`` with ``d`` as in the class docstring.
+        """
         m, b = masks.shape[0], h.shape[1]
         keep = torch.split(masks.to(torch.bool), self.widths, dim=1)
         union = [torch.nonzero(k.any(0)).flatten() for k in keep]
@@ -307,7 +318,7 @@ class MaskedResNet:
             if m == 1:  # one circuit: it keeps every channel of its union
                 return y
             k = keep[layer].index_select(1, union[layer]).to(y.dtype).repeat_interleave(b, dim=0)
-            return y.mul_(k[:, :, None, None]) if fill is not None else y * k[:, :, None, None]
+            return y.mul_(k[:, :, None, None])  # y is this pass's own tensor
 
         first = h.index_select(0, union[0]).transpose(0, 1).contiguous(memory_format=torch.channels_last)
         d = deviation(first.repeat(m, 1, 1, 1) if m > 1 else first, 0)
@@ -365,11 +376,22 @@ def outcomes_under_masks(model: VisionModel, imageset: ImageSet, idx: np.ndarray
     The images are loaded, and what precedes the masked layers computed, once per image batch for every run.
     Engine: :class:`MaskedResNet` where it serves the model (images per pass ``b = min(N, P)``, circuits per pass
     ``P // b``, circuits sorted by size so that a pass's union stays small), else ``hooks.masked_logits``
-    (``mc = min(M, P)`` masks by ``P // mc`` images), with ``P`` = :func:`batch_pairs`. ``engine="hooks"`` runs the
-    hooks for every model (the reference the benchmark and the tests compare with).
+    (``mc = min(M, P)`` masks by ``P // mc`` images), with ``P`` = :func:`batch_pairs`.
+
+    Args:
+        model, imageset, idx: the model and the images to score (indices into the set), N of them.
+        runs: ``[(masks bool [M_r, U], fill or None), ...]``: the circuits of each ablation.
+        label: the class whose margin is returned (None: predictions only).
+        max_batch, per_pair: pairs per pass, or its memory estimate (:func:`batch_pairs`).
+        progress, desc: a progress bar on stderr, and its label.
+        engine: :data:`ENGINES`; ``"hooks"`` runs the hooks for every model (the reference the benchmark and the
+            tests compare with).
 
     Returns:
         One ``(predictions, margins or None)`` per run, rows in the run's mask order.
+
+    Raises:
+        ValueError: an unknown engine, before any image is loaded.
     """
     if engine not in ENGINES:
         raise ValueError(f"engine={engine!r} is unknown: use one of {ENGINES}")

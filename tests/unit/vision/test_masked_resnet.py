@@ -51,10 +51,11 @@ def world(widths=(4, 8, 8, 8)):
 
 
 def bottleneck():
-    """torchvision's ResNet with Bottleneck blocks, two in layer2 (a first, a middle-less last block with an identity
-    shortcut), base width 8: the vertices are 32 + 64 + 128 + 256 channels; max-pool stem."""
+    """torchvision's ResNet with Bottleneck blocks, two in layer2 (a first block with a downsampling shortcut, a last
+    one with an identity shortcut), at 8, 16, 32, 64 planes: the vertices are 32 + 64 + 128 + 256 channels; 7x7
+    stem with max-pool, as ResNet-50's."""
     torch.manual_seed(0)
-    net = ResNet(Bottleneck, [1, 2, 1, 1], num_classes=5, width_per_group=8)
+    net = ResNet(Bottleneck, [1, 2, 1, 1], num_classes=5)
     net.inplanes = 8  # narrow everything: rebuild the stem and layers at 8, 16, 32, 64 planes
     net.conv1, net.bn1 = nn.Conv2d(3, 8, 7, 2, 3, bias=False), nn.BatchNorm2d(8)
     net.layer1 = net._make_layer(Bottleneck, 8, 1)
