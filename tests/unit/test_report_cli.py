@@ -323,7 +323,7 @@ def test_theory_figures_use_the_runs_u_and_d(tmp_path: Path, monkeypatch: pytest
     exact = [plan(40, 336, Setting(tau=float(t), alpha=0.001)).min_samples for t in taus]
     assert list(drawn) == exact  # min_samples over U = 336, not 3,840
     assert exact[-1] != plan(40, 3840, Setting(tau=float(taus[-1]), alpha=0.001)).min_samples
-    assert plan(40, 336, Setting(tau=0.95, alpha=0.001)).min_samples == 249  # DESIGN section 10's example
+    assert plan(40, 336, Setting(tau=0.95, alpha=0.001)).min_samples == 249  # the planner's example (docs/architecture.md section 6)
     # radius vs p_del: IN is impossible from p_del = (1 - tau)^(1/|D|) on (p_del^|D| >= 1 - tau), drawn dotted
     radius = captured["radius_vs_pdel"].axes[0]
     boundaries = sorted(l.get_xdata()[0] for l in radius.get_lines() if l.get_linestyle() == ":" and

@@ -77,7 +77,7 @@ def in_impossible_from(tau: float, n_examples: int) -> float:
     """The deletion probability from which no component can be certified IN at ``|D| = n_examples``.
 
     A component is in at most ``1 - p_empty = 1 - p_del^|D|`` of the circuits (an empty sub-dataset gives the
-    empty circuit), so IN needs ``p_del^|D| < 1 - tau``, i.e. ``p_del < (1 - tau)^(1/|D|)`` (DESIGN section 10;
+    empty circuit), so IN needs ``p_del^|D| < 1 - tau``, i.e. ``p_del < (1 - tau)^(1/|D|)`` (docs/architecture.md section 6;
     :attr:`Plan.can_certify_in` is False from here on, whatever n).
 
     Returns:

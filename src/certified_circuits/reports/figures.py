@@ -300,7 +300,7 @@ def plot_radius_curves(
     ``r = floor(log(1.5 - tau) / log p_del)`` (Eq. r) from
     :func:`certified_circuits.core.certification.certified_radius`, drawn as a step function per tau. With
     ``n_examples`` (the run's ``|D|``), each tau's curve turns faint and dotted where ``p_empty = p_del^|D| >= 1 - tau``:
-    there no component can be certified IN (DESIGN section 10), whatever the radius; a tick marks where that starts.
+    there no component can be certified IN (docs/architecture.md section 6), whatever the radius; a tick marks where that starts.
     """
     p_del = np.linspace(0.5, 0.995, 200) if p_del is None else np.asarray(p_del, dtype=float)
     fig, axes = _figure(1, 1, panel=(5.0, 3.6))
