@@ -115,6 +115,41 @@ def load_language(path: Path) -> dict[str, Any]:
     return lang
 
 
+def load_vision(path: Path) -> dict[str, Any]:
+    """The ``vision`` section (the hypotheses of the vision mechanism, read from experiments/vision_mechanism.py's
+    work folder), checked before any work.
+
+    Raises:
+        ConfigError: naming the file and the key.
+    """
+    config = yaml.safe_load(path.read_text(encoding="utf-8"))
+    vision = config.get("vision") if isinstance(config, dict) else None
+    if not isinstance(vision, dict):
+        raise ConfigError(f"{path}: vision: missing or not a mapping; see experiments/fair_testbed.yaml")
+    needed = ("from", "model_seeds", "size", "scorers", "settings", "certification", "resamples", "bootstrap_seed")
+    missing = [k for k in needed if k not in vision]
+    if missing:
+        raise ConfigError(f"{path}: vision: lacks {', '.join(missing)}; see experiments/fair_testbed.yaml")
+    seeds = vision["model_seeds"]
+    if (not isinstance(seeds, list) or not seeds or len(set(map(str, seeds))) != len(seeds)
+            or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in seeds)):
+        raise ConfigError(f"{path}: vision.model_seeds: {seeds!r} must be distinct non-negative integers")
+    for key, floor in (("size", 2), ("resamples", MIN_RESAMPLES)):
+        value = vision[key]
+        if not isinstance(value, int) or isinstance(value, bool) or value < floor or value > 100_000:
+            raise ConfigError(f"{path}: vision.{key}: {value!r} must be an integer in [{floor}, 100000]")
+    scorers = vision["scorers"]
+    if not isinstance(scorers, list) or not scorers or len({str(x) for x in scorers}) != len(scorers) or not all(
+            isinstance(x, dict) and x.get("scorer") in ("relevance", "activation")
+            and x.get("ranking") in ("signed", "absolute") and x.get("name") for x in scorers):
+        raise ConfigError(f"{path}: vision.scorers: {scorers!r} must be distinct {{name, scorer: relevance|"
+                          "activation, ranking: signed|absolute}")
+    tags = [_setting(vision, x, f"{path}: vision.settings[{i}]").tag for i, x in enumerate(vision["settings"])]
+    if len(set(tags)) != len(tags):
+        raise ConfigError(f"{path}: vision.settings: a setting is given twice ({tags})")
+    return vision
+
+
 def _language_seed(lang: dict[str, Any], seed: int) -> dict[str, Any]:
     """One model seed of the language half: the truth (whole circuit on the scored truth, then each edge) and every
     method's scores on the population prompts."""
@@ -241,53 +276,93 @@ def conditions_markdown(table: pd.DataFrame) -> str:
     return "\n".join(out) + "\n"
 
 
-def stage_hypotheses(lang: dict[str, Any], work: Path) -> pd.DataFrame:
-    """Certified circuits at the truth's size, the size-matched rows and H1-H3 over the seeds (module docstring).
+def language_cases(lang: dict[str, Any], work: Path):
+    """Every (seed, concept, scorer) of the language half whose truth passed: its scores on D and its truth."""
+    from certified_circuits.language.methods import check_method
 
-    Refuses to run before the conditions table exists: the pre-registration reads the conditions first.
-    """
+    for seed in lang["model_seeds"]:
+        truth_row, arrays = read_seed(work, "language", int(seed))
+        if not truth_row["passed"]:
+            continue
+        for method in lang["methods"]:
+            yield {"seed": int(seed), "concept": truth_row["concept"], "scorer": method,
+                   "scores": arrays[f"scores/{method}"][: int(lang["size"])], "groups": arrays["groups"],
+                   "truth": arrays["truth"], "grey": arrays["grey"],
+                   "absolute": check_method(method, "edge", int(lang["ig_steps"]), "reference").ranking == "absolute"}
+
+
+def vision_cases(vision: dict[str, Any]):
+    """Every (seed, class, scorer) of the vision half whose truth passed, read from experiments/vision_mechanism.py's
+    work folder (``vision.from``): ``s<seed>/ground_truth.json`` and ``s<seed>/dc_<class>.h5`` (D_c)."""
+    from certified_circuits.analysis.recovery import grey_mask, read_ground_truth, truth_mask
+    from certified_circuits.storage.store import read_attributions
+
+    root = Path(vision["from"])
+    for seed in vision["model_seeds"]:
+        truth_file = root / f"s{seed}" / "ground_truth.json"
+        if not truth_file.is_file():
+            raise ConfigError(f"{truth_file}: missing; run experiments/vision_mechanism.py with --work {root} first")
+        known = read_ground_truth(truth_file)
+        for concept in known.concepts:
+            if not known.verified(concept):
+                print(f"fair testbed: vision seed {seed} {concept}: the truth fails its check; left out",
+                      file=sys.stderr)
+                continue
+            attr = read_attributions(root / f"s{seed}" / f"dc_{concept}.h5")
+            truth = truth_mask(known, concept, attr.names, str(truth_file))
+            for scorer in vision["scorers"]:
+                yield {"seed": int(seed), "concept": concept, "scorer": scorer["name"],
+                       "scores": attr.scores[scorer["scorer"]][: int(vision["size"])], "groups": attr.groups,
+                       "truth": truth, "grey": grey_mask(known, concept, attr.names),
+                       "absolute": scorer["ranking"] == "absolute"}
+
+
+def hypotheses(cases, settings: list[Setting], section: dict[str, Any]) -> tuple[pd.DataFrame, pd.DataFrame,
+                                                                                  pd.DataFrame]:
+    """Certified circuits at the truth's size, the size-matched rows, the stability shares and H1-H3 over the
+    section's model seeds (module docstring): ``(matched, stability, hypotheses)``."""
     from certified_circuits.analysis.seed_tests import seed_hypothesis_table
     from certified_circuits.analysis.size_matched import (certify_at_counts, resampled_labels, size_matched_rows,
                                                           stability_shares)
     from certified_circuits.core.discovery import GroupIndex, group_counts
     from certified_circuits.core.planning import PlanWarning, plan
     from certified_circuits.core.smoothing import mask_seed
-    from certified_circuits.language.methods import check_method
 
-    if not (work / "language_conditions.csv").is_file():
-        raise ConfigError(f"{work / 'language_conditions.csv'}: missing; run --stage conditions first (the "
-                          "pre-registration reads the baseline's conditions before any certified number)")
     warnings.simplefilter("ignore", PlanWarning)
-    settings = [_setting(lang, s, "language.settings") for s in lang["settings"]]
-    matched, stability, seeds_used = [], [], []
-    for seed in lang["model_seeds"]:
-        truth_row, arrays = read_seed(work, "language", int(seed))
-        if not truth_row["passed"]:
-            continue
-        seeds_used.append(int(seed))
-        truth, grey, groups = arrays["truth"], arrays["grey"], arrays["groups"]
+    matched, stability = [], []
+    for case in cases:
+        scores, groups, truth, grey = case["scores"], case["groups"], case["truth"], case["grey"]
         counts = group_counts(truth, GroupIndex.from_groups(groups))
-        for method in lang["methods"]:
-            absolute = check_method(method, "edge", int(lang["ig_steps"]), "reference").ranking == "absolute"
-            scores = arrays[f"scores/{method}"][: int(lang["size"])]
-            for setting in settings:
-                labels = {"seed": int(seed), "concept": truth_row["concept"], "scorer": method,
-                          "setting": setting.tag}
-                masks_from = mask_seed(setting.seed, truth_row["concept"])
-                cert = certify_at_counts(scores, groups, counts, setting, absolute=absolute, mask_seed=masks_from)
-                for row in size_matched_rows(scores, groups, cert, truth, absolute=absolute, exclude=grey):
-                    matched.append({**labels, **row})
-                baseline, decision = resampled_labels(scores, groups, counts, setting, int(lang["resamples"]),
-                                                      int(lang["bootstrap_seed"]), absolute=absolute,
-                                                      mask_seed=masks_from)
-                can_in = bool(plan(scores.shape[0], scores.shape[1], setting).can_certify_in)
-                stability.append({**labels, "can_certify_in": can_in, **stability_shares(baseline, decision)})
-        print(f"fair testbed: language seed {seed}: certified", file=sys.stderr)
+        for setting in settings:
+            labels = {"seed": case["seed"], "concept": case["concept"], "scorer": case["scorer"],
+                      "setting": setting.tag}
+            masks_from = mask_seed(setting.seed, case["concept"])
+            cert = certify_at_counts(scores, groups, counts, setting, absolute=case["absolute"], mask_seed=masks_from)
+            for row in size_matched_rows(scores, groups, cert, truth, absolute=case["absolute"], exclude=grey):
+                matched.append({**labels, **row})
+            baseline, decision = resampled_labels(scores, groups, counts, setting, int(section["resamples"]),
+                                                  int(section["bootstrap_seed"]), absolute=case["absolute"],
+                                                  mask_seed=masks_from)
+            can_in = bool(plan(scores.shape[0], scores.shape[1], setting).can_certify_in)
+            stability.append({**labels, "can_certify_in": can_in, **stability_shares(baseline, decision)})
     matched_df, stability_df = pd.DataFrame(matched), pd.DataFrame(stability)
-    table = seed_hypothesis_table(matched_df, stability_df, [int(s) for s in lang["model_seeds"]])
+    table = seed_hypothesis_table(matched_df, stability_df, [int(s) for s in section["model_seeds"]])
+    return matched_df, stability_df, table
+
+
+def stage_hypotheses(half: str, section: dict[str, Any], work: Path) -> pd.DataFrame:
+    """The hypotheses stage of one half; refuses to run before its conditions were read (the pre-registration)."""
+    conditions = work / "language_conditions.csv" if half == "language" else Path(section["from"]) / "conditions.csv"
+    if not conditions.is_file():
+        first = "--stage conditions" if half == "language" else "experiments/vision_mechanism.py"
+        raise ConfigError(f"{conditions}: missing; run {first} first (the pre-registration reads the baseline's "
+                          "conditions before any certified number)")
+    settings = [_setting(section, s, f"{half}.settings") for s in section["settings"]]
+    cases = language_cases(section, work) if half == "language" else vision_cases(section)
+    matched_df, stability_df, table = hypotheses(cases, settings, section)
     for name, frame in (("matched", matched_df), ("stability", stability_df), ("hypotheses", table)):
-        write_text(work / f"language_{name}.csv", frame.to_csv(index=False))
-    write_text(work / "language_hypotheses.md", hypotheses_markdown(matched_df, stability_df, table))
+        write_text(work / f"{half}_{name}.csv", frame.to_csv(index=False))
+    write_text(work / f"{half}_hypotheses.md", hypotheses_markdown(matched_df, stability_df, table))
     return table
 
 
@@ -321,21 +396,26 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("config", type=Path, help="the testbed's config (experiments/fair_testbed.yaml)")
     p.add_argument("--work", type=Path, required=True, help="folder of the cached seeds and the tables")
-    p.add_argument("--half", choices=("language",), default="language")
+    p.add_argument("--half", choices=("language", "vision"), default="language",
+                   help="vision: the hypotheses of the vision mechanism (its truths and conditions are "
+                        "experiments/vision_mechanism.py's)")
     p.add_argument("--stage", choices=STAGES, required=True)
     args = p.parse_args(argv)
     try:
         if not args.config.is_file():
             raise ConfigError(f"{args.config}: not found; pass experiments/fair_testbed.yaml")
-        lang = load_language(args.config)
+        section = load_language(args.config) if args.half == "language" else load_vision(args.config)
+        if args.half == "vision" and args.stage != "hypotheses":
+            raise ConfigError(f"--stage {args.stage} --half vision: the vision truths and conditions are "
+                              "experiments/vision_mechanism.py's; run it, then --stage hypotheses")
         args.work.mkdir(parents=True, exist_ok=True)
         warnings.simplefilter("ignore", UserWarning)
         if args.stage == "score":
-            stage_score(lang, args.work)
+            stage_score(section, args.work)
         elif args.stage == "conditions":
-            print(stage_conditions(lang, args.work).to_string(), file=sys.stderr)
+            print(stage_conditions(section, args.work).to_string(), file=sys.stderr)
         else:
-            print(stage_hypotheses(lang, args.work).to_string(), file=sys.stderr)
+            print(stage_hypotheses(args.half, section, args.work).to_string(), file=sys.stderr)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -112,3 +112,42 @@ def test_the_conditions_and_hypotheses_stages_on_cached_seeds(fair, tmp_path, ca
     assert (matched.loc[matched["method"] == "certified_in", "size"] >= 1).all()  # something is certified IN
     text = (work / "language_hypotheses.md").read_text()
     assert "| H1 | EAP | certified_in | 8 (dropped 0) |" in text
+
+
+def test_the_vision_half_reads_the_mechanisms_work_folder(fair, tmp_path, capsys):
+    """Eight seeds of one class: the truth is the 3 strongest of 12 channels (one group of 6 per layer); the vision
+    hypotheses run on experiments/vision_mechanism.py's files and refuse to run before its conditions exist."""
+    from certified_circuits.analysis.recovery import GROUND_TRUTH_FORMAT
+    from certified_circuits.storage.atomic import write_json
+    from certified_circuits.storage.store import write_attributions
+
+    root = tmp_path / "mechanism"
+    names = [f"layer{1 + i // 6}.{i % 6}" for i in range(12)]
+    groups = np.repeat([0, 1], 6).astype(np.int32)
+    for seed in range(8):
+        rng = np.random.default_rng(seed)
+        scores = rng.normal(size=(50, 12))
+        scores[:, [0, 1, 6]] += 4.0
+        write_attributions(root / f"s{seed}" / "dc_circle.h5", {"relevance": scores, "activation": scores + 1.0},
+                           groups, names, [str(i) for i in range(50)], {"concept": "circle", "experiment": "world"})
+        write_json(root / f"s{seed}" / "ground_truth.json", {
+            "format": GROUND_TRUTH_FORMAT, "experiment": "world", "kind": "vision", "n_components": 12,
+            "concepts": {"circle": {"components": ["layer1.0", "layer1.1", "layer2.0"],
+                                    "verification": {"passed": True}}}})
+    path = tmp_path / "fair.yaml"
+    config = yaml.safe_load((ROOT / "experiments" / "fair_testbed.yaml").read_text())
+    config["vision"]["from"] = str(root)
+    path.write_text(yaml.safe_dump(config))
+    work = tmp_path / "work"
+    args = [str(path), "--work", str(work), "--half", "vision", "--stage"]
+    assert fair.main([*args, "score"]) == 2 and "experiments/vision_mechanism.py" in capsys.readouterr().err
+    assert fair.main([*args, "hypotheses"]) == 2 and "conditions.csv: missing" in capsys.readouterr().err
+    (root / "conditions.csv").write_text("seed\n0\n")
+    assert fair.main([*args, "hypotheses"]) == 0
+    matched = pd.read_csv(work / "vision_matched.csv")
+    assert len(matched) == 8 * 3 * 3  # seeds x scorers x methods (one setting)
+    certified = matched[matched["method"] == "certified_in"]
+    assert (certified["size"] == 3).all() and (certified["precision"] == 1.0).all()  # the strong three, certified
+    table = pd.read_csv(work / "vision_hypotheses.csv")
+    assert set(table["scorer"]) == {"relevance (signed)", "relevance (absolute)", "activation"}
+    assert set(table["n_seeds"]) == {8}
