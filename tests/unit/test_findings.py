@@ -15,7 +15,6 @@ from certified_circuits.reports.findings import (
     recovery_finding,
     stability_finding,
     truth_finding,
-    truth_size_k,
 )
 
 

@@ -283,8 +283,10 @@ def _compile_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out-metrics", type=output_file, required=True)
     p.add_argument("--seed", type=seed, default=0, help="the channel order of every stage")
     p.add_argument(
-        "--distractors", type=positive_int, default=None, help="shared distractor channels per stage (default: "
-        "the cue codes per class, cue-attributes x cue-values)",
+        "--distractors",
+        type=positive_int,
+        default=None,
+        help="shared distractor channels per stage (default: the cue codes per class, cue-attributes x cue-values)",
     )
     p.add_argument(
         "--margins",
@@ -296,7 +298,10 @@ def _compile_arguments(p: argparse.ArgumentParser) -> None:
         "mean p A (each in (0, 1))",
     )
     p.add_argument(
-        "--jitter", type=float, default=0.3, help=f"the distractors' dependence on the image's grey level, in [0, "
+        "--jitter",
+        type=float,
+        default=0.3,
+        help=f"the distractors' dependence on the image's grey level, in [0, "
         f"{MAX_JITTER}] (their own effect on the logit)",
     )
     p.add_argument("--badge-gain", type=float, default=1.0, help="logit per badge mark (>= --cue-gain)")
@@ -315,34 +320,59 @@ def _cmd_compile(args: argparse.Namespace) -> int:
     from certified_circuits.vision.data.world import WorldConfig, load_split, write_json_atomic
     from certified_circuits.vision.networks.checkpoints import save_world_model
     from certified_circuits.vision.networks.compiled import (
-        BLOCKS, DETECTOR_TOLERANCE, CompiledSpec, compile_marked_resnet, compile_spec, detector_error)
+        BLOCKS,
+        DETECTOR_TOLERANCE,
+        CompiledSpec,
+        compile_marked_resnet,
+        compile_spec,
+        detector_error,
+    )
     from certified_circuits.vision.networks.models import world_model_from_net
     from certified_circuits.vision.train import accuracy
 
     configure_torch(args.threads)
     meta_path = args.world / "world.json"
     if not meta_path.is_file():
-        raise InputError(f"{meta_path} does not exist: build a marked world with `{COMMAND} vision-world --out "
-                         f"{args.world} --cue-attributes 2`")
+        raise InputError(
+            f"{meta_path} does not exist: build a marked world with `{COMMAND} vision-world --out "
+            f"{args.world} --cue-attributes 2`"
+        )
     cfg = WorldConfig(**json.loads(meta_path.read_text())["config"])
     if not cfg.cue_attributes:
-        raise InputError(f"{args.world} is not a marked world (cue_attributes 0): the compiled model reads marks; "
-                         f"build one with `{COMPILE_WORLD_HINT} --out {args.world}`")
+        raise InputError(
+            f"{args.world} is not a marked world (cue_attributes 0): the compiled model reads marks; "
+            f"build one with `{COMMAND} vision-world --out {args.world} --image-size 16 "
+            "--cue-attributes 2 --cue-values 4`"
+        )
     tr = load_split(args.world / "train.npz")
     luminance = float(tr["images"].mean() / 255.0)
     try:
-        spec = compile_spec(CompiledSpec(
-            cfg.n_classes, cfg.cue_attributes, cfg.cue_values,
-            args.distractors or cfg.cue_attributes * cfg.cue_values, tuple(args.margins), args.jitter,
-            args.badge_gain, args.cue_gain, luminance, cfg.image_size, args.seed))
+        spec = compile_spec(
+            CompiledSpec(
+                cfg.n_classes,
+                cfg.cue_attributes,
+                cfg.cue_values,
+                args.distractors or cfg.cue_attributes * cfg.cue_values,
+                tuple(args.margins),
+                args.jitter,
+                args.badge_gain,
+                args.cue_gain,
+                luminance,
+                cfg.image_size,
+                args.seed,
+            )
+        )
         net = compile_marked_resnet(spec)
     except ValueError as exc:
         raise InputError(str(exc)) from None
-    error = detector_error(net, spec, tr["images"], tr["labels"].astype(np.int64),
-                           {k: tr[k] for k in ("mark_slots", "stray", "cues")})
+    error = detector_error(
+        net, spec, tr["images"], tr["labels"].astype(np.int64), {k: tr[k] for k in ("mark_slots", "stray", "cues")}
+    )
     if error > DETECTOR_TOLERANCE:
-        raise InputError(f"a mark detector of the compiled model misfires on {args.world / 'train.npz'} (largest "
-                         f"error {error:.3g}): the world's scenes reach a mark's score; report this world's config")
+        raise InputError(
+            f"a mark detector of the compiled model misfires on {args.world / 'train.npz'} (largest "
+            f"error {error:.3g}): the world's scenes reach a mark's score; report this world's config"
+        )
     model = world_model_from_net(net, cfg.class_names(), cfg.image_size)
     metrics: dict[str, object] = {"compiled": spec.to_dict(), "detector_error_train": error}
     for split in ("id_test", "context_shift", "corruption"):
@@ -350,15 +380,18 @@ def _cmd_compile(args: argparse.Namespace) -> int:
         if p.is_file():
             d = load_split(p)
             metrics[f"accuracy_{split}"] = accuracy(model, d["images"], d["labels"].astype(np.int64))
-    save_world_model(args.out_model, net, cfg.class_names(), (spec.width,) * 4, BLOCKS, cfg.image_size,
-                     meta={"seed": args.seed, "world": str(args.world), "compiled": spec.to_dict()})
+    save_world_model(
+        args.out_model,
+        net,
+        cfg.class_names(),
+        (spec.width,) * 4,
+        BLOCKS,
+        cfg.image_size,
+        meta={"seed": args.seed, "world": str(args.world), "compiled": spec.to_dict()},
+    )
     write_json_atomic(args.out_metrics, metrics)
     _report_accuracies("vision-compile", metrics)
     return 0
-
-
-#: the command that builds the compiled model's world (the messages' fix)
-COMPILE_WORLD_HINT = f"{COMMAND} vision-world --image-size 16 --cue-attributes 2 --cue-values 4"
 
 
 def _report_accuracies(stage: str, metrics: dict) -> None:

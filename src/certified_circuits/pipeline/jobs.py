@@ -764,8 +764,8 @@ def stability_jobs(config: Config, paths: Layout, concepts: Sequence[str]) -> li
 
     Returns:
         Dicts with ``experiment``, ``concept``, ``scorer``, ``setting``, ``attributions``, ``out``, ``truth_size``
-        (the stage's second table, at the truth's size) and ``k_grid``: vision, every class at the main scorer and setting; language, the ground-truth task at every
-        setting of it (the held-out selection picks among them).
+        (the stage's second table, at the truth's size) and ``k_grid``: vision, every class at the main scorer and
+        setting; language, the ground-truth task at every setting of it (the held-out selection picks among them).
     """
     if not int(config["testbed"]["resamples"]):
         return []

@@ -624,8 +624,14 @@ def recovery_html(tables: Path) -> str:
     path = tables / "testbed" / "recovery_auroc.csv"
     if not path.is_file():
         return ""
-    table = read_k_table(path, str(path), ["method", "auroc", "precision", "recall", "at_selected_setting"], TABLE_FIX,
-                         {"k_target": True}, {"concept": str})
+    table = read_k_table(
+        path,
+        str(path),
+        ["method", "auroc", "precision", "recall", "at_selected_setting"],
+        TABLE_FIX,
+        {"k_target": True},
+        {"concept": str},
+    )
     table = table[table["at_selected_setting"].astype(bool)]
     if "scorer" in table and table["scorer"].nunique() > 1:
         table = table[table["scorer"] == table["scorer"].iloc[0]]

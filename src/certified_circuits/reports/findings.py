@@ -32,7 +32,6 @@ import numpy as np
 import pandas as pd
 
 from certified_circuits.analysis.recovery import nearest_k
-from certified_circuits.analysis.recovery import truth_size_k as truth_size_k_of
 from certified_circuits.reports.flags import is_full_model
 from certified_circuits.reports.tables import selection_name
 from certified_circuits.storage.tables import parse_k_column, read_csv_table
@@ -150,14 +149,6 @@ def _main_rows(auroc: pd.DataFrame, scorer: str | None) -> pd.DataFrame:
     return rows
 
 
-def truth_size_k(rows: pd.DataFrame) -> float | None:
-    """The K of the grid nearest the truth's share of the components (mean over concepts of ``n_true / n_components``):
-    where a circuit has the truth's size, so precision equals recall there (R-precision, a selection-free point)."""
-    if rows.empty or "n_true" not in rows or "k_target" not in rows:
-        return None
-    return truth_size_k_of(rows["n_true"], rows["n_components"], rows["k_target"])
-
-
 def _point(part: pd.DataFrame) -> str:
     empty = int(part["empty_circuit"].astype(bool).sum()) if "empty_circuit" in part else 0
     text = f"{_num(part['precision'].mean())} / {_num(part['recall'].mean())}"
@@ -215,7 +206,8 @@ def stability_finding(path: Path, k: float | None, scorer: str | None = None) ->
 
     Args:
         path: ``stability.csv`` of ``report-stability`` (every concept and K).
-        k: the K to report besides the range (the truth's size: :func:`truth_size_k`); the grid's nearest K is used.
+        k: the K to report besides the range (the truth's size:
+            :func:`certified_circuits.analysis.recovery.truth_size_k`); the grid's nearest K is used.
             None: the range alone.
         scorer: the scorer to report (vision's main scorer); default the table's first. One setting (the table's
             first) is reported.

@@ -266,8 +266,17 @@ def test_verification_passes_on_a_trained_planted_model(trained):
     spec = PlantedSpec(6, TINY_OWN, TINY_SHARED)
     result = verify_planted(model, spec, {"id_test": npz_set(w / "id_test.npz")}, npz_set(w / "train.npz"), 200)
     assert list(result) == ["circle", "square", "triangle", "plus", "star", "ring"]
+    complete = 0
     for name, v in result.items():
         failed = [k for k, ok in v.items() if k.startswith("check.") and not ok]
+        if v["per_component"]["dropped"]:
+            # the whole-circuit checks run on the truth as written (issue 50): without the planted channels that
+            # have no effect of their own, a tiny model's class circuit may no longer carry its class, and fails
+            assert v["n_truth"] < v["n_planted"] and v["passed"] == (not failed and v["per_component"]["passed"])
+            dropped = v["per_component"]["dropped"]
+            assert all(v["per_component"]["effects"][n] < 1e-6 for n in dropped)  # only dead planted channels
+            continue
+        complete += 1
         assert v["passed"], f"{name}: {failed}"
         assert v["n_planted"] == (1 + 2) + (1 + 2) + (2 + 2) + 2 and v["n_images.id_test"] == 40
         assert v["max_gradient_outside"] == 0.0 and v["max_logit_change"] == 0.0
@@ -283,7 +292,7 @@ def test_verification_passes_on_a_trained_planted_model(trained):
         block = v["per_component"]
         assert block["passed"] and block["epsilon"] == 0.0 and block["delta"] > 1e-6  # nothing else reaches logit c
         assert v["n_truth"] == v["n_planted"] - len(block["dropped"]) and v["n_truth"] >= 6
-        assert all(block["effects"][n] < 1e-6 for n in block["dropped"])  # only dead planted channels are dropped
+    assert complete >= 3  # most classes keep every planted channel, and pass as before
 
 
 @pytest.mark.slow  # the `trained` fixture trains a planted model (about 15 s): make test, not make test-fast
