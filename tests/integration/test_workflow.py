@@ -174,7 +174,10 @@ def test_smoke_tables_equal_the_recorded_run(smoke_run: Path) -> None:
     again (the world tables only) when training moved off oneDNN (issue 15: oneDNN's weight-gradient
     kernel crashed training on an AVX2-only CPU, and native kernels round differently). The language tables are still
     the copy recorded on another machine: this machine's floats differ from them in the 7th significant
-    digit and pass within the tolerance. Whoever changes results on purpose regenerates the copy in the
+    digit and pass within the tolerance. The world's balanced-accuracy bootstrap p-values (``pvalue_examples``
+    of peaks_balanced_raw and selected_balanced_raw, and peaks_balanced's p column) were recorded again when the
+    bootstrap drew each stratum's gained and lost counts instead of a multinomial count per example (issue 51: the
+    same distribution, other draws). Whoever changes results on purpose regenerates the copy in the
     same commit and says why there."""
     import pandas as pd
 
