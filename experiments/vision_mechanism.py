@@ -46,30 +46,80 @@ CLI = str(ROOT / "bin" / "certified-circuits")
 KEYS = ("model_seeds", "world", "compile", "reference_size", "scorers", "resamples", "bootstrap_seed")
 
 
+class ConfigError(ValueError):
+    """A refusal of the command line or the config: one ``error: <file>: <key>: <what>; <fix>`` line, exit 2."""
+
+
+def _int(config: dict[str, Any], key: str, path: Path, minimum: int, maximum: int = 100_000) -> int:
+    value = config[key]
+    if not isinstance(value, int) or isinstance(value, bool) or not minimum <= value <= maximum:
+        raise ConfigError(f"{path}: {key}: {value!r} must be an integer in [{minimum}, {maximum}]")
+    return value
+
+
 def load_config(path: Path) -> dict[str, Any]:
     """The experiment's config, checked before any work.
 
     Raises:
-        ValueError: a missing or unknown key, fewer than 8 model seeds or 50 resamples, a seed given twice, a
-            scorer that is not relevance/activation with a signed/absolute ranking, or a world without cues.
+        ConfigError: naming the file and the key: an unreadable file, a missing or unknown key, fewer than 8 model
+            seeds or a seed that is not a distinct non-negative integer, resamples below the conditions' 50, a
+            scorer that is not relevance/activation with a signed/absolute ranking (or given twice), a world or
+            compile section that is not a mapping, or a world without cues.
     """
-    config = yaml.safe_load(Path(path).read_text())
+    try:
+        config = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise ConfigError(f"{path}: cannot be read as YAML ({exc}); pass experiments/vision_mechanism.yaml") from None
     if not isinstance(config, dict):
-        raise ValueError(f"{path}: expected a mapping with {list(KEYS)}")
+        raise ConfigError(f"{path}: expected a mapping with {list(KEYS)}; see experiments/vision_mechanism.yaml")
     missing, unknown = [k for k in KEYS if k not in config], [k for k in config if k not in KEYS]
     if missing or unknown:
-        raise ValueError(f"{path}: missing {missing}, unknown {unknown}; see experiments/vision_mechanism.yaml")
-    seeds = [int(s) for s in config["model_seeds"]]
-    if len(seeds) < 8 or len(set(seeds)) != len(seeds):
-        raise ValueError(f"{path}: model_seeds must be >= 8 distinct seeds (the unit of the tests), got {seeds}")
-    if int(config["resamples"]) < MIN_RESAMPLES:
-        raise ValueError(f"{path}: resamples {config['resamples']} is below the conditions' {MIN_RESAMPLES}")
-    for s in config["scorers"]:
-        if s.get("scorer") not in ("relevance", "activation") or s.get("ranking") not in ("signed", "absolute"):
-            raise ValueError(f"{path}: scorer {s} needs scorer relevance|activation and ranking signed|absolute")
-    if int(config["world"].get("cue_attributes", 0)) < 1:
-        raise ValueError(f"{path}: world.cue_attributes must be >= 1 (the compiled model reads the cue marks)")
+        raise ConfigError(f"{path}: missing {missing}, unknown {unknown}; see experiments/vision_mechanism.yaml")
+    seeds = config["model_seeds"]
+    if (not isinstance(seeds, list) or len(seeds) < 8 or len(set(map(str, seeds))) != len(seeds)
+            or not all(isinstance(x, int) and not isinstance(x, bool) and 0 <= x < 2**32 for x in seeds)):
+        raise ConfigError(f"{path}: model_seeds: {seeds!r} must be at least 8 distinct non-negative integers (the "
+                          "unit of the tests; a seed given twice would count twice)")
+    _int(config, "resamples", path, MIN_RESAMPLES)
+    _int(config, "reference_size", path, 1, 5000)
+    _int(config, "bootstrap_seed", path, 0, 2**32 - 1)
+    scorers = config["scorers"]
+    if not isinstance(scorers, list) or not scorers or len({str(x) for x in scorers}) != len(scorers) or not all(
+            isinstance(x, dict) and x.get("name") and x.get("scorer") in ("relevance", "activation")
+            and x.get("ranking") in ("signed", "absolute") for x in scorers):
+        raise ConfigError(f"{path}: scorers: {scorers!r} must be distinct {{name, scorer: relevance|activation, "
+                          "ranking: signed|absolute}")
+    for key in ("world", "compile"):
+        if not isinstance(config[key], dict):
+            raise ConfigError(f"{path}: {key}: {config[key]!r} must be a mapping; see experiments/vision_mechanism.yaml")
+    cues = config["world"].get("cue_attributes", 0)
+    if not isinstance(cues, int) or isinstance(cues, bool) or cues < 1:
+        raise ConfigError(f"{path}: world.cue_attributes: {cues!r} must be an integer >= 1 (the compiled model reads "
+                          "the cue marks)")
     return config
+
+
+def check_work(work: Path, config: dict[str, Any], path: Path) -> None:
+    """Record what ``work`` is built from (``built_from.json``: the config), and refuse a folder built from another
+    config, or one with files and no record: its models and attributions would be reused for the wrong setting.
+
+    Raises:
+        ConfigError: naming the folder and the fix.
+    """
+    import json
+
+    record = work / "built_from.json"
+    wanted = json.dumps(config, sort_keys=True)
+    if record.is_file():
+        if record.read_text(encoding="utf-8").strip() != wanted:
+            raise ConfigError(f"{work}: built from another config than {path} (built_from.json differs); pass a new "
+                              "--work folder, or delete this one")
+        return
+    if work.is_dir() and any(work.iterdir()):
+        raise ConfigError(f"{work}: holds files but no built_from.json, so what built them is unknown; pass a new "
+                          "--work folder, or delete this one")
+    work.mkdir(parents=True, exist_ok=True)
+    write_text(record, wanted + "\n")
 
 
 def cli(*args: Any, log: Path) -> None:
@@ -77,7 +127,8 @@ def cli(*args: Any, log: Path) -> None:
     with open(log, "a") as err:
         done = subprocess.run([CLI, *map(str, args)], stderr=err, stdout=err)
     if done.returncode:
-        raise RuntimeError(f"certified-circuits {args[0]} failed (exit {done.returncode}); see {log}")
+        tail = "".join(Path(log).read_text(errors="replace").splitlines(keepends=True)[-12:])
+        raise RuntimeError(f"certified-circuits {args[0]} failed (exit {done.returncode}); see {log}, which ends:\n{tail}")
 
 
 def options(section: dict[str, Any]) -> list[str]:
@@ -199,13 +250,17 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     try:
         config = load_config(args.config)
-    except ValueError as exc:
+        check_work(args.work, config, args.config)
+    except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    args.work.mkdir(parents=True, exist_ok=True)
     rows, effects, walls = [], [], {}
     for seed in config["model_seeds"]:
-        r, e, walls[int(seed)] = run_seed(config, int(seed), args.work)
+        try:
+            r, e, walls[int(seed)] = run_seed(config, int(seed), args.work)
+        except RuntimeError as exc:  # a stage failed: its message and the end of its log, no traceback
+            print(f"error: seed {seed}: {exc}", file=sys.stderr)
+            return 2
         rows += r
         effects += e
         name = config["scorers"][0]["name"]
