@@ -1,7 +1,7 @@
 """Certification over GPT-2 Small's 32,491 EAP edges (docs/testing.md, "Benchmarks").
 
 |D| = 100 prompts, signed per-example edge scores ranked by |mean| (global top-K), n0 = 100, n = 1000,
-20 K values. Target: masks + votes + decision < 5 s.
+20 K values. Target (issue 51, this project's 2-core CPU): masks + votes + decision < 0.5 s.
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ def main() -> None:
 
     total = best_of(pipeline, repeats=2)
     print(f"edges: {N_EDGES}, K values: {K_GRID.size}, n0 = {N0}, n = {N}, p_del = {P_DEL}")
-    print(f"masks + votes + decision: {total:.2f} s (target < 5 s, ratio to target {total / 5:.2f})")
-    print(f"SUMMARY certify_gpt2_edges: {total:.2f} s ({'meets' if total < 5 else 'misses'} target 5 s)")
+    print(f"masks + votes + decision: {total:.2f} s (target < 0.5 s, ratio to target {total / 0.5:.2f})")
+    print(f"SUMMARY certify_gpt2_edges: {total:.2f} s ({'meets' if total < 0.5 else 'misses'} target 0.5 s)")
 
 
 if __name__ == "__main__":
