@@ -240,20 +240,10 @@ def concept_truth_size(attributions: Path, scorer: str, setting: Setting, mask_s
     """
     import pandas as pd
 
-    from certified_circuits.analysis.recovery import grey_mask, read_ground_truth, truth_mask
-    from certified_circuits.analysis.stability import stability_labels
-    from certified_circuits.storage.store import read_attributions
+    from certified_circuits.analysis.recovery import grey_mask
+    from certified_circuits.analysis.stability import concept_inputs, stability_labels
 
-    attr = read_attributions(attributions)
-    if scorer not in attr.scores:
-        raise ValueError(f"{attributions} has no scorer {scorer!r}; it has {sorted(attr.scores)}")
-    concept = str(attr.attrs.get("concept", ""))
-    known = read_ground_truth(ground_truth)
-    experiment = str(attr.attrs.get("experiment", "") or "")
-    if experiment and known.experiment != experiment:
-        raise ValueError(f"{ground_truth} (--ground-truth) is the ground truth of experiment {known.experiment!r}, "
-                         f"but {attributions} is of {experiment!r}: pass this experiment's ground truth")
-    truth = truth_mask(known, concept, attr.names, where=f"the attributions {attributions}")
+    attr, concept, known, truth = concept_inputs(attributions, scorer, ground_truth)
     rows = truth_size_rows(attr.scores[scorer], attr.groups, truth, setting, absolute=attr.absolute(scorer),
                            exclude=grey_mask(known, concept, attr.names), mask_seed=mask_seed,
                            n_resamples=n_resamples, bootstrap_seed=bootstrap_seed)  # fmt: skip

@@ -302,6 +302,32 @@ def _recovery_columns(baseline: np.ndarray, certified_in: np.ndarray, truth: np.
     return columns
 
 
+def concept_inputs(attributions: Path, scorer: str, ground_truth: Path | None = None) -> tuple[Any, str, Any, Any]:
+    """One concept's attribution file and, with ``ground_truth``, its truth, checked against each other: the inputs
+    of the ``stability`` stage's two tables.
+
+    Returns:
+        ``(attributions, concept, ground truth or None, truth mask or None)``.
+
+    Raises:
+        ValueError: an unknown scorer, a truth of another experiment, names that do not match (named, with the fix).
+    """
+    from certified_circuits.storage.store import read_attributions
+
+    attr = read_attributions(attributions)
+    if scorer not in attr.scores:
+        raise ValueError(f"{attributions} has no scorer {scorer!r}; it has {sorted(attr.scores)}")
+    concept = str(attr.attrs.get("concept", ""))
+    if ground_truth is None:
+        return attr, concept, None, None
+    known = read_ground_truth(ground_truth)
+    experiment = str(attr.attrs.get("experiment", "") or "")
+    if experiment and known.experiment != experiment:
+        raise ValueError(f"{ground_truth} (--ground-truth) is the ground truth of experiment {known.experiment!r}, "
+                         f"but {attributions} is of {experiment!r}: pass this experiment's ground truth")
+    return attr, concept, known, truth_mask(known, concept, attr.names, where=f"the attributions {attributions}")
+
+
 def concept_stability(attributions: Path, scorer: str, k_grid: Sequence[float], setting: Setting, mask_seed: int,
                       n_resamples: int = 20, bootstrap_seed: int = 0, ground_truth: Path | None = None,
                       device: Any = "cpu", allow_vacuous: bool = False) -> "pd.DataFrame":  # fmt: skip
@@ -326,20 +352,8 @@ def concept_stability(attributions: Path, scorer: str, k_grid: Sequence[float], 
     """
     import pandas as pd
 
-    from certified_circuits.storage.store import read_attributions
 
-    attr = read_attributions(attributions)
-    if scorer not in attr.scores:
-        raise ValueError(f"{attributions} has no scorer {scorer!r}; it has {sorted(attr.scores)}")
-    concept = str(attr.attrs.get("concept", ""))
-    truth = None
-    if ground_truth is not None:
-        known = read_ground_truth(ground_truth)
-        experiment = str(attr.attrs.get("experiment", "") or "")
-        if experiment and known.experiment != experiment:
-            raise ValueError(f"{ground_truth} (--ground-truth) is the ground truth of experiment {known.experiment!r}, "
-                             f"but {attributions} is of {experiment!r}: pass this experiment's ground truth")
-        truth = truth_mask(known, concept, attr.names, where=f"the attributions {attributions}")
+    attr, concept, _, truth = concept_inputs(attributions, scorer, ground_truth)
     result = stability(attr.scores[scorer], attr.groups, k_grid, setting, n_resamples, bootstrap_seed,
                        absolute=attr.absolute(scorer), truth=truth, device=device, allow_vacuous=allow_vacuous,
                        mask_seed=mask_seed)  # fmt: skip

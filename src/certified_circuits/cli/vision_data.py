@@ -18,6 +18,7 @@ import argparse
 import logging
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -25,6 +26,9 @@ from certified_circuits.commands import COMMAND
 from certified_circuits.core.devices import configure_torch
 from certified_circuits.vision.networks.architectures import WORLD_BLOCKS, WORLD_WIDTHS
 from certified_circuits.cli.stages import InputError, Stages, existing_file, output_file, positive_int, seed
+
+if TYPE_CHECKING:  # pragma: no cover
+    from certified_circuits.vision.networks.models import VisionModel
 from certified_circuits.cli.stages import add_reference_size
 
 log = logging.getLogger(__name__)
@@ -227,7 +231,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
     """
 
     from certified_circuits.vision.networks.checkpoints import save_world_model
-    from certified_circuits.vision.train import accuracy, train_world_model
+    from certified_circuits.vision.train import train_world_model
     from certified_circuits.vision.data.world import load_split, write_json_atomic
 
     configure_torch(args.threads)
@@ -250,11 +254,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
         planted=planted,
     )
     metrics = {"train_log": train_log}
-    for split in ("id_test", "context_shift", "corruption"):
-        p = args.world / f"{split}.npz"
-        if p.is_file():
-            d = load_split(p)
-            metrics[f"accuracy_{split}"] = accuracy(model, d["images"], d["labels"].astype(np.int64))
+    metrics.update(split_accuracies(model, args.world))
     save_world_model(
         args.out_model,
         model.net,
@@ -328,7 +328,6 @@ def _cmd_compile(args: argparse.Namespace) -> int:
         detector_error,
     )
     from certified_circuits.vision.networks.models import world_model_from_net
-    from certified_circuits.vision.train import accuracy
 
     configure_torch(args.threads)
     meta_path = args.world / "world.json"
@@ -375,11 +374,7 @@ def _cmd_compile(args: argparse.Namespace) -> int:
         )
     model = world_model_from_net(net, cfg.class_names(), cfg.image_size)
     metrics: dict[str, object] = {"compiled": spec.to_dict(), "detector_error_train": error}
-    for split in ("id_test", "context_shift", "corruption"):
-        p = args.world / f"{split}.npz"
-        if p.is_file():
-            d = load_split(p)
-            metrics[f"accuracy_{split}"] = accuracy(model, d["images"], d["labels"].astype(np.int64))
+    metrics.update(split_accuracies(model, args.world))
     save_world_model(
         args.out_model,
         net,
@@ -392,6 +387,21 @@ def _cmd_compile(args: argparse.Namespace) -> int:
     write_json_atomic(args.out_metrics, metrics)
     _report_accuracies("vision-compile", metrics)
     return 0
+
+
+def split_accuracies(model: "VisionModel", world: Path) -> dict[str, float]:
+    """``accuracy_<split>`` of a world model on the world's id_test, context_shift and corruption splits (those that
+    exist): the training and compile stages' metrics."""
+    from certified_circuits.vision.data.world import load_split
+    from certified_circuits.vision.train import accuracy
+
+    out = {}
+    for split in ("id_test", "context_shift", "corruption"):
+        path = world / f"{split}.npz"
+        if path.is_file():
+            data = load_split(path)
+            out[f"accuracy_{split}"] = accuracy(model, data["images"], data["labels"].astype(np.int64))
+    return out
 
 
 def _report_accuracies(stage: str, metrics: dict) -> None:
