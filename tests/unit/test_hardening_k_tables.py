@@ -209,8 +209,11 @@ def test_the_findings_read_their_k_columns_with_the_one_parser(tmp_path: Path) -
                         "w,id_test,0.9,0.8,100%,0.7,0.1\n")
     assert "baseline 0.80 (K 100%), certified 0.70 (K 10%)" in mean_ablation_finding(ablation, ["id_test"])
     ablation.write_text("experiment,eval_set,full,baseline,baseline_k,certified,certified_k\n"
+                        "w,id_test,0.9,0.8,0.1,0.0,0\n")  # an empty certified circuit keeps a share of 0
+    assert "certified 0.00 (K 0%)" in mean_ablation_finding(ablation, ["id_test"])
+    ablation.write_text("experiment,eval_set,full,baseline,baseline_k,certified,certified_k\n"
                         "w,id_test,0.9,0.8,10,0.7,0.1\n")  # a percentage written in a share column
-    with pytest.raises(ValueError, match=rf"^{ablation}: column 'baseline_k' holds 10 \(row 2\), not a K in \(0, 1\]"):
+    with pytest.raises(ValueError, match=rf"^{ablation}: column 'baseline_k' holds 10 \(row 2\), not a K in \[0, 1\]"):
         mean_ablation_finding(ablation, ["id_test"])
 
 

@@ -221,6 +221,19 @@ def test_operating_points_without_their_columns_stop_report_iou_before_writing(t
     assert not out.exists()
 
 
+def test_an_operating_point_k_outside_the_unit_interval_is_refused_by_row(tmp_path: Path, capsys) -> None:
+    """Issue 53: every K read from a table goes through the one parser (storage/tables.parse_k_column)."""
+    bad = tmp_path / "points.csv"
+    pd.DataFrame({"eval_set": ["shift", "shift"], "criterion": ["peak", "gap"], "k_target": [0.2, 1.5]}).to_csv(
+        bad, index=False)
+    _, v, c = _votes_and_certificates(tmp_path, "id", 0, 0.0)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["report-iou", "--operating-points", str(bad), "--scorer", "relevance", "--circuits", str(v), str(c),
+              "--out-dir", str(tmp_path / "out")])
+    assert exit_info.value.code == 2
+    assert "points.csv: column 'k_target' holds 1.5 (row 3), not a K in (0, 1]" in capsys.readouterr().err
+
+
 def _summary_inputs(tmp_path: Path) -> tuple[Path, Path]:
     """Sufficiency tables whose false-positive rate varies with K (nothing degenerate), through report-sufficiency."""
     inputs = []

@@ -38,7 +38,7 @@ from scipy import stats
 
 from certified_circuits.core.contracts import ABSTAIN, IN, OUT
 from certified_circuits.analysis.paired_tests import OUTCOME_COLUMN, paired_example_test
-from certified_circuits.storage.tables import require_columns
+from certified_circuits.storage.tables import read_k_table, require_columns
 
 KEYS = ["experiment", "concept", "eval_set", "method", "k_target"]
 METHODS = ("baseline", "majority", "certified")
@@ -451,19 +451,12 @@ def read_operating_points(path: str | Path) -> pd.DataFrame:
     """``operating_points.csv`` of report-sufficiency, checked before a report does any work.
 
     Raises:
-        ValueError: the file is not readable as CSV or lacks :data:`OPERATING_POINT_COLUMNS`; the message
-            names the file and the fix.
+        ValueError: the file is not readable as CSV, lacks :data:`OPERATING_POINT_COLUMNS`, or holds a ``k_target``
+            outside (0, 1]; the message names the file (and row) and the fix.
     """
-    try:
-        points = pd.read_csv(path)
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
-        raise ValueError(f"{path}: not an operating-points CSV ({exc}); pass the operating_points.csv that "
-                         "report-sufficiency wrote") from None
-    try:
-        require_columns(points, OPERATING_POINT_COLUMNS, f"{path}")
-    except ValueError as exc:
-        raise ValueError(f"{exc}: pass the operating_points.csv that report-sufficiency wrote") from None
-    return points
+    fix = "pass the operating_points.csv that report-sufficiency wrote"
+    return read_k_table(path, f"{path}", OPERATING_POINT_COLUMNS, fix, {"k_target": False},
+                        kind="operating-points CSV")  # K through the one parser: a share in (0, 1], by row
 
 
 def operating_k(points: pd.DataFrame, *, eval_set: str, criterion: str, scorer: str | None = None) -> float:

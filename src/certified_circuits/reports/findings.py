@@ -86,6 +86,8 @@ AUROC_K = {"k_target": True}
 CURVE_K = {"k_target": False}
 STABILITY_K = {"k_target": False}
 MEAN_ABLATION_K = {"baseline_k": True, "certified_k": True}
+#: the K columns that hold an effective K (the share a circuit keeps), 0 for an empty circuit
+EFFECTIVE_K = ("baseline_k", "certified_k")
 #: what to do when a table a finding reads is refused
 READ_FIX = "rerun the report stage that writes it (make reproduce reruns only what is missing)"
 
@@ -95,8 +97,9 @@ def _read(path: Path, columns: Sequence[str], k_columns: Mapping[str, bool], all
     ``columns``, no ragged row; concepts as text), each K column of ``k_columns`` a share in (0, 1]
     (:func:`~certified_circuits.storage.tables.parse_k_column`; ``{column: empty cell allowed}``)."""
     table = read_csv_table(path, str(path), columns, READ_FIX, {"concept": str}, allow_empty=allow_empty)
-    for column, allow_missing in k_columns.items():
-        table = parse_k_column(table, column, str(path), READ_FIX, allow_missing=allow_missing)
+    for column, allow_missing in k_columns.items():  # an effective K (``*_k``) is 0 for an empty circuit
+        table = parse_k_column(table, column, str(path), READ_FIX, allow_missing=allow_missing,
+                               allow_zero=column in EFFECTIVE_K)
     return table
 
 

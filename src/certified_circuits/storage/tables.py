@@ -145,7 +145,8 @@ K_UNITS = {"share": 1.0, "percent": 100.0}
 
 
 def parse_k_column(table: pd.DataFrame, column: str, where: str, fix: str, *,
-                   unit: Literal["share", "percent"] = "share", allow_missing: bool = False) -> pd.DataFrame:
+                   unit: Literal["share", "percent"] = "share", allow_missing: bool = False,
+                   allow_zero: bool = False) -> pd.DataFrame:
     """The one parser of a K column of a table read from a file: every value a number in the column's unit, a share
     of the components ``K`` in (0, 1] (``unit="share"``: the ``*_k_target``, ``k_target`` and ``*_k`` columns the
     reports write) or a percentage ``100 K`` in (0, 100] (``unit="percent"``). A value written with a ``%`` sign is a
@@ -159,6 +160,8 @@ def parse_k_column(table: pd.DataFrame, column: str, where: str, fix: str, *,
         fix: what to do when refused (the end of every message).
         unit: the column's unit: ``"share"`` (range (0, 1]) or ``"percent"`` (range (0, 100]).
         allow_missing: accept empty cells (read as NaN: no K, e.g. a recovery row read at no K).
+        allow_zero: accept 0 (an *effective* K, the share a circuit keeps: 0 for an empty circuit; the ``*_k``
+            columns of the peak and selected tables), so the range is [0, 1].
 
     Returns:
         A copy of ``table`` whose ``column`` is float64 in the column's unit.
@@ -182,7 +185,8 @@ def parse_k_column(table: pd.DataFrame, column: str, where: str, fix: str, *,
         numbers = pd.to_numeric(text.str.rstrip("%"), errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
         values = np.where(percent, numbers * (top / 100.0), numbers)
     missing = raw.isna().to_numpy()
-    bad = ~missing & ~((values > 0) & (values <= top))  # a word or an infinity is NaN or outside: refused
+    low_ok = values >= 0 if allow_zero else values > 0
+    bad = ~missing & ~(low_ok & (values <= top))  # a word or an infinity is NaN or outside: refused
     if not allow_missing:
         bad |= missing
     rows = np.flatnonzero(bad)
@@ -190,8 +194,9 @@ def parse_k_column(table: pd.DataFrame, column: str, where: str, fix: str, *,
         first = int(rows[0])
         cell = raw.iloc[first]
         shown = "an empty cell" if missing[first] else repr(cell.item() if hasattr(cell, "item") else cell)
-        words = ("in (0, 1] (a share of the components: the whole model is 1, or '100%')" if unit == "share" else
-                 "in (0, 100] (a percentage of the components)")
+        low = "[0" if allow_zero else "(0"
+        words = (f"in {low}, 1] (a share of the components: the whole model is 1, or '100%')" if unit == "share" else
+                 f"in {low}, 100] (a percentage of the components)")
         raise ValueError(f"{where}: column {column!r} holds {shown} (row {first + 2}), not a K {words}"
                          f"{f'; {rows.size} rows are bad' if rows.size > 1 else ''}; {fix}")
     out = table.copy()
