@@ -37,5 +37,5 @@ def test_the_plan_example_is_the_embedded_model() -> None:
 
 def test_the_readme_links_the_mib_page_and_times_its_commands() -> None:
     assert "(docs/mib.md)" in README
-    for fact in ("make test-fast", "122 s", "bin/model-seeds", "3 here and by default", "2 min 14 s"):
+    for fact in ("make test-fast", "105 s", "bin/model-seeds", "3 here and by default", "2 min 14 s"):
         assert fact in README, fact
