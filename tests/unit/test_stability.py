@@ -221,3 +221,22 @@ def test_the_stability_stage_writes_the_circuits_at_the_truths_size(tmp_path: Pa
         main(_stage(_attributions(tmp_path, "circle", "margin", 0), tmp_path / "x.csv", "--out-truth-size",
                     str(tmp_path / "y.csv")))
     assert exc.value.code == 2 and "--out-truth-size needs --ground-truth" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"precision": "lots"}, "column 'precision' holds 'lots' (row 2), not a number"),
+    ({"method": None}, "row 2 has no 'method'"),
+])  # fmt: skip
+def test_a_bad_truth_size_table_is_refused_by_row_and_column(tmp_path: Path, capsys: pytest.CaptureFixture,
+                                                             change, message) -> None:
+    row = {"experiment": "world", "concept": "circle", "scorer": "relevance", "setting": "s", "method": "baseline",
+           "size": 3, "precision": 1.0, "recall": 1.0, "baseline_precision": 1.0, "baseline_recall": 1.0, "n_true": 3,
+           "n_grey": 0, "baseline_jaccard_mean": 1.0, "baseline_change_share": 0.0, "certified_change_share": 0.0,
+           "certified_flip_share": 0.0, "abstain_share": 0.0, "can_certify_in": True}
+    bad = tmp_path / "t.csv"
+    pd.DataFrame([{**row, **change}]).to_csv(bad, index=False)
+    stability = tmp_path / "s.csv"
+    assert main(_stage(_attributions(tmp_path, "circle", "margin", 0), stability)) == 0
+    with pytest.raises(SystemExit) as exc:
+        main(["report-stability", "--inputs", str(stability), "--truth-size", str(bad), "--out-dir", str(tmp_path / "o")])
+    assert exc.value.code == 2 and f"{bad} (--truth-size): " in (err := capsys.readouterr().err) and message in err

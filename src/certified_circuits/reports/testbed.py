@@ -328,19 +328,27 @@ def read_stability_table(path: str | Path, option: str = "--inputs",
     where = f"{path} ({option})"
     table = read_csv_table(path, where, [*STABILITY_KEYS, *columns], STABILITY_FIX,
                            dtype={"concept": str, "scorer": str, "setting": str, "experiment": str})
-    for column in STABILITY_KEYS:
+    table = filled_and_numeric(table, where, STABILITY_KEYS, columns, STABILITY_FIX)
+    return parse_k_column(table, "k_target", where, STABILITY_FIX)
+
+
+def filled_and_numeric(table: pd.DataFrame, where: str, keys: Sequence[str], numbers: Sequence[str],
+                       fix: str) -> pd.DataFrame:
+    """``table`` with every ``keys`` cell filled (a row without its key would drop out of a mean) and every
+    ``numbers`` column numeric (an empty cell stays NaN); the first bad cell is refused by row and column."""
+    for column in keys:
         empty = table.index[table[column].isna()]
         if len(empty):
             raise ValueError(f"{where}: row {int(empty[0]) + 2} has no {column!r} ({len(empty)} rows lack it): every "
-                             f"row is of one {', '.join(STABILITY_KEYS)}; {STABILITY_FIX}")
-    for column in columns:
+                             f"row is of one {', '.join(keys)}; {fix}")
+    for column in numbers:
         values = pd.to_numeric(table[column], errors="coerce")
         bad = table.index[values.isna() & table[column].notna()]
         if len(bad):
             raise ValueError(f"{where}: column {column!r} holds {_cell(table, column, bad[0])!r} (row {int(bad[0]) + 2}),"
-                             f" not a number; {STABILITY_FIX}")
+                             f" not a number; {fix}")
         table[column] = values
-    return parse_k_column(table, "k_target", where, STABILITY_FIX)
+    return table
 
 
 def _check_distinct(tables: Sequence[pd.DataFrame], inputs: Sequence[Path]) -> None:
@@ -412,18 +420,7 @@ def read_truth_size_table(path: str | Path, option: str = "--truth-size") -> pd.
     where = f"{path} ({option})"
     table = read_csv_table(path, where, [*TRUTH_SIZE_KEYS, *TRUTH_SIZE_NUMBERS, "can_certify_in"], TRUTH_SIZE_FIX,
                            dtype={"concept": str, "scorer": str, "setting": str, "experiment": str, "method": str})
-    for column in TRUTH_SIZE_KEYS:
-        empty = table.index[table[column].isna()]
-        if len(empty):
-            raise ValueError(f"{where}: row {int(empty[0]) + 2} has no {column!r}; {TRUTH_SIZE_FIX}")
-    for column in TRUTH_SIZE_NUMBERS:
-        values = pd.to_numeric(table[column], errors="coerce")
-        bad = table.index[values.isna() & table[column].notna()]
-        if len(bad):
-            raise ValueError(f"{where}: column {column!r} holds {_cell(table, column, bad[0])!r} (row "
-                             f"{int(bad[0]) + 2}), not a number; {TRUTH_SIZE_FIX}")
-        table[column] = values
-    return table
+    return filled_and_numeric(table, where, TRUTH_SIZE_KEYS, TRUTH_SIZE_NUMBERS, TRUTH_SIZE_FIX)
 
 
 def truth_size_report(inputs: Sequence[Path], out_dir: Path) -> dict[str, float]:
