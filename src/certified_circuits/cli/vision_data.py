@@ -232,7 +232,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
     from certified_circuits.vision.networks.checkpoints import save_world_model
     from certified_circuits.vision.train import train_world_model
-    from certified_circuits.vision.data.world import load_split, write_json_atomic
+    from certified_circuits.storage.atomic import write_json
+    from certified_circuits.vision.data.world import load_split
 
     configure_torch(args.threads)
     tr = load_split(args.world / "train.npz")
@@ -270,7 +271,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
             **({"planted": planted.to_dict()} if planted is not None else {}),
         },
     )
-    write_json_atomic(args.out_metrics, metrics)
+    write_json(args.out_metrics, metrics, sort_keys=True)
     _report_accuracies("vision-train", metrics)
     return 0
 
@@ -317,7 +318,8 @@ def _cmd_compile(args: argparse.Namespace) -> int:
     """
     import json
 
-    from certified_circuits.vision.data.world import WorldConfig, load_split, write_json_atomic
+    from certified_circuits.storage.atomic import write_json
+    from certified_circuits.vision.data.world import WorldConfig, load_split
     from certified_circuits.vision.networks.checkpoints import save_world_model
     from certified_circuits.vision.networks.compiled import (
         BLOCKS,
@@ -384,7 +386,7 @@ def _cmd_compile(args: argparse.Namespace) -> int:
         cfg.image_size,
         meta={"seed": args.seed, "world": str(args.world), "compiled": spec.to_dict()},
     )
-    write_json_atomic(args.out_metrics, metrics)
+    write_json(args.out_metrics, metrics, sort_keys=True)
     _report_accuracies("vision-compile", metrics)
     return 0
 
@@ -436,7 +438,8 @@ def _cmd_filter(args: argparse.Namespace) -> int:
 
     from certified_circuits.vision.networks.checkpoints import load_world_model
     from certified_circuits.vision.train import accuracy, filter_adversarial, filter_anomaly
-    from certified_circuits.vision.data.world import load_split, save_split, write_json_atomic
+    from certified_circuits.storage.atomic import write_json
+    from certified_circuits.vision.data.world import load_split, save_split
 
     configure_torch(args.threads)
     model = load_world_model(args.checkpoint)
@@ -463,7 +466,7 @@ def _cmd_filter(args: argparse.Namespace) -> int:
         metrics[f"per_class_{name}"] = np.bincount(
             d["labels"].astype(np.int64), minlength=len(model.class_names)
         ).tolist()
-    write_json_atomic(args.out_metrics, metrics)
+    write_json(args.out_metrics, metrics, sort_keys=True)
     _report_accuracies("vision-filter-ood", metrics)
     return 0
 

@@ -64,7 +64,9 @@ FULL_MODEL_CAVEAT = ("K 100% for {who} is the whole model: these numbers compare
                      "cannot tell methods apart; read the AUROC and the truth's size instead")
 
 
-def _pct(value: float) -> str:
+def _k_percent(value: float) -> str:
+    """A K share as a whole percentage with its sign (``0.1 -> '10%'``); :func:`certified_circuits.reports.tables.pct`
+    is the tables' one-decimal number without it."""
     return "n/a" if value is None or not np.isfinite(value) else f"{100 * value:.0f}%"
 
 
@@ -274,8 +276,8 @@ def mean_ablation_finding(path: Path, eval_sets: Sequence[str], scorer: str | No
         r = row.iloc[0]
         p = r.get("pvalue_examples", r.get("pvalue", np.nan))
         parts.append(
-            f"{eval_set}: full {_num(r['full'])}, baseline {_num(r['baseline'])} (K {_pct(r['baseline_k'])}), "
-            f"certified {_num(r['certified'])} (K {_pct(r['certified_k'])})"
+            f"{eval_set}: full {_num(r['full'])}, baseline {_num(r['baseline'])} (K {_k_percent(r['baseline_k'])}), "
+            f"certified {_num(r['certified'])} (K {_k_percent(r['certified_k'])})"
             + (f", p {_num(float(p), 3)}" if np.isfinite(float(p)) else "")
         )
         full |= {w for w in ("baseline", "certified") if is_full_model(r[f"{w}_k"])}

@@ -156,9 +156,10 @@ def write_text(path: str | os.PathLike, text: str) -> Path:
     return Path(path)
 
 
-def write_json(path: str | os.PathLike, value: Any) -> Path:
-    """Write ``value`` as indented JSON atomically; returns the path."""
-    return write_text(path, json.dumps(value, indent=2, sort_keys=False) + "\n")
+def write_json(path: str | os.PathLike, value: Any, sort_keys: bool = False) -> Path:
+    """Write ``value`` as indented JSON atomically (keys in the mapping's order, or sorted: ``sort_keys``); returns
+    the path. The project's one JSON writer."""
+    return write_text(path, json.dumps(value, indent=2, sort_keys=sort_keys) + "\n")
 
 
 def write_csv(path: str | os.PathLike, frame: "pd.DataFrame") -> Path:

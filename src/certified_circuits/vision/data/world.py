@@ -31,7 +31,6 @@ Rendering is vectorised over chunks of images (shape edges 2x2 supersampled for 
 from __future__ import annotations
 
 import dataclasses
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,7 +38,7 @@ import numpy as np
 
 from certified_circuits.commands import COMMAND
 from certified_circuits.storage.arrays import ArrayFileError, read_npz
-from certified_circuits.storage.atomic import write_npz, write_text
+from certified_circuits.storage.atomic import write_json, write_npz
 from certified_circuits.vision.data.marks import MARK_STREAM, check_marks, draw_marks, paint_marks
 
 CLASS_SHAPES: tuple[str, ...] = (
@@ -430,11 +429,6 @@ def save_split(path: Path, arrays: dict[str, np.ndarray]) -> Path:
     return write_npz(path, arrays, compressed=False)
 
 
-def write_json_atomic(path: Path, obj: object) -> Path:
-    """World metadata and metrics as sorted, indented JSON, written atomically."""
-    return write_text(path, json.dumps(obj, indent=2, sort_keys=True))
-
-
 def build_world(cfg: WorldConfig, out_dir: Path, splits: tuple[str, ...] = SPLITS, progress: bool = True) -> dict[str, Path]:
     """Generate every split into ``out_dir/<split>.npz`` plus ``world.json`` (config, class names)."""
     from tqdm import tqdm
@@ -446,7 +440,7 @@ def build_world(cfg: WorldConfig, out_dir: Path, splits: tuple[str, ...] = SPLIT
         paths[split] = save_split(out_dir / f"{split}.npz", make_split(cfg, split))
     meta = {"config": dataclasses.asdict(cfg), "class_names": cfg.class_names(), "habitats": [f"habitat{i}" for i in range(cfg.n_classes)],
             "novel_shapes": list(NOVEL_SHAPES), "splits": sorted(p.stem for p in out_dir.glob("*.npz"))}
-    paths["meta"] = write_json_atomic(out_dir / "world.json", meta)
+    paths["meta"] = write_json(out_dir / "world.json", meta, sort_keys=True)
     return paths
 
 
