@@ -2,7 +2,7 @@
 # attributions per class, sufficiency evaluation per (split, class, setting).
 
 from certified_circuits.vision.data.world import SPLITS as WORLD_SPLITS
-VSETTING = Setting.from_config(VISION["certification"])
+VSETTING = jobs.vision_setting(config)  # the one builder of the vision setting (pipeline/jobs.py)
 REDISCOVERY = list(VISION["rediscovery_sets"])
 CLASS_SPLITS = ["concept"] + REDISCOVERY
 VLARGE = f"{VDIR}/world_large/concept.npz"

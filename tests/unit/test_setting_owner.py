@@ -101,3 +101,15 @@ def test_the_runtime_rule_passes_the_whole_setting() -> None:
     for field in ("p_del", "seed", "tau", "alpha", "correction"):
         flag = "--" + field.replace("_", "-")
         assert re.search(rf"{flag} \{{params\.setting\.{field}\}}", shell), f"vision_runtime does not pass {flag}"
+
+
+def test_the_workflow_builds_its_settings_in_one_place() -> None:
+    """Issue 52, item 4: the workflow's settings come from pipeline/jobs.py (``vision_setting``, ``language_settings``);
+    the plans, the rules and the Snakefile ask it instead of building a Setting from the config again."""
+    builders = []
+    for path in [*(ROOT / "src" / "certified_circuits" / "pipeline").rglob("*.py"), *(ROOT / "rules").glob("*.smk"),
+                 ROOT / "Snakefile"]:
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            if "Setting.from_config(" in line:
+                builders.append(f"{path.relative_to(ROOT)}:{number}")
+    assert [b.split(":")[0] for b in builders] == ["src/certified_circuits/pipeline/jobs.py"] * 2, builders

@@ -28,7 +28,8 @@ from typing import Any, Mapping, Sequence
 
 from certified_circuits import commands
 from certified_circuits.core.planning import Plan, plan
-from certified_circuits.core.setting import Setting, number
+from certified_circuits.core.setting import number
+from certified_circuits.pipeline.jobs import language_settings, vision_setting
 
 
 class PlanConfigError(ValueError):
@@ -56,7 +57,8 @@ class ConfigPlan:
         return [f"{self.where} ({self.key}, radius {self.plan.radius}): {problem}" for problem in self.plan.problems()]
 
 
-def _vision_plans(vision: Mapping[str, Any], folders_components: int | None) -> list[ConfigPlan]:
+def _vision_plans(config: Mapping[str, Any], folders_components: int | None) -> list[ConfigPlan]:
+    vision = config["vision"]
     from certified_circuits.vision.networks.architectures import ARCHITECTURES, WORLD_WIDTHS
 
     source = vision["source"]
@@ -82,7 +84,7 @@ def _vision_plans(vision: Mapping[str, Any], folders_components: int | None) -> 
             return []  # the model could not be described at parse time: the certify stage checks it
         else:
             n_components = folders_components
-    setting = Setting.from_config(vision["certification"])
+    setting = vision_setting(config)  # the one builder of the workflow's vision setting
     where = f"vision {vision['experiment']}"
     plans = [ConfigPlan(f"{where}, every class", "vision.certification", plan(n_examples, n_components, setting))]
     sweep = vision.get("radius_sweep") or {}
@@ -142,7 +144,8 @@ def language_shape(language: Mapping[str, Any]) -> tuple[int, int] | None:
     return layers, heads
 
 
-def _language_plans(language: Mapping[str, Any], train_sizes: Mapping[str, int] | None) -> list[ConfigPlan]:
+def _language_plans(config: Mapping[str, Any], train_sizes: Mapping[str, int] | None) -> list[ConfigPlan]:
+    language = config["language"]
     from certified_circuits.language.graph import n_components as graph_components
 
     shape = language_shape(language)
@@ -151,13 +154,10 @@ def _language_plans(language: Mapping[str, Any], train_sizes: Mapping[str, int] 
     level = language.get("level", "edge")
     n_components = graph_components(*shape, level=level)
     note = "sequential graph: an upper bound on U if the model has parallel attention" if language["source"] == "hf" else ""
-    cert = language["certification"]
     plans = []
     for task in language["tasks"]:
         n_examples = int(train_sizes[task]) if train_sizes and task in train_sizes else int(language["n_per_split"])
-        entries = language["settings"].get(task) or [{"tau": cert["tau"], "p_del": cert["p_del"]}]
-        for index, entry in enumerate(entries):
-            setting = Setting.from_config(cert, tau=entry["tau"], p_del=entry["p_del"])
+        for index, setting in enumerate(language_settings(config, task)):  # the one builder of a task's settings
             key = f"language.settings.{task}[{index}]" if language["settings"].get(task) else "language.certification"
             where = f"language {language['experiment']}, task {task}"
             plans.append(ConfigPlan(where, key, plan(n_examples, n_components, setting), note))
@@ -181,9 +181,9 @@ def config_plans(
     """
     plans: list[ConfigPlan] = []
     if config["vision"]["enabled"]:
-        plans += _vision_plans(config["vision"], folders_components)
+        plans += _vision_plans(config, folders_components)
     if config["language"]["enabled"]:
-        plans += _language_plans(config["language"], train_sizes)
+        plans += _language_plans(config, train_sizes)
     return plans
 
 
