@@ -154,28 +154,15 @@ def _language_seed(lang: dict[str, Any], seed: int) -> dict[str, Any]:
     """One model seed of the language half: the truth (whole circuit on the scored truth, then each edge) and every
     method's scores on the population prompts."""
     from certified_circuits.analysis.component_truth import effect_summary, grey_components
-    from certified_circuits.language import ground_truth as gt
-    from certified_circuits.language.compiled import compile_induction_noisy, compile_model
-    from certified_circuits.language.forward import GPT2Weights
-    from certified_circuits.language.tasks import INDUCTION_SYMBOLS, generate_splits
+    from certified_circuits.language.tasks import generate_splits
     from certified_circuits.language.tokenizer import encode_examples
 
     sys.path.insert(0, str(Path(__file__).parent))
-    from noise_sweep import score_prompts
+    from noise_sweep import compiled_truth, score_prompts
 
-    if lang["compiled"] == "induction_noisy":
-        hf, tok, _ = compile_induction_noisy(seed, distractor_scale=float(lang["distractor_scale"]))
-    else:
-        hf, tok, _ = compile_model(lang["compiled"], seed)
-    weights = GPT2Weights.from_hf(hf)
-    diag = gt.diagnose(hf, [tok.answer_id(x) for x in INDUCTION_SYMBOLS], seed=0)
-    gt.check_heads(diag)
-    planted = gt.circuit_edges(diag.previous_token_heads, diag.induction_heads)
-    held_out = encode_examples(generate_splits("induction", int(lang["task_seed"]), int(lang["held_out"]))["id_test"],
-                               tok, max_len=hf.config.n_positions)
-    whole = gt.verify_circuit(weights, held_out, planted)
-    kept, block = gt.per_component_verification(weights, held_out, planted, whole)
-    scored = whole if list(kept) == list(planted) else gt.verify_circuit(weights, held_out, kept)
+    hf, tok, weights, planted, kept, scored = compiled_truth(lang["compiled"], seed, lang,
+                                                             float(lang["distractor_scale"]))
+    block = scored["per_component"]
     names = np.asarray(weights.graph.edge_names())
     grey = grey_components(block)
     effects = np.array([block["effects"][n] for n in names])

@@ -366,6 +366,32 @@ def load_vision_config(section: Any, path: Path) -> dict[str, Any]:
     return {**vision.value, "_setting": setting}
 
 
+def compiled_truth(compiled: str, seed: int, lang: dict[str, Any], distractor_scale: float = 1.0) -> tuple:
+    """Compile one model, find its heads by their attention scores and verify its truth on ``lang``'s held-out
+    prompts (:func:`certified_circuits.language.ground_truth.verified_truth`: whole circuit, every edge, and the
+    whole-circuit checks on the kept edges).
+
+    Returns:
+        ``(hf_model, tokenizer, weights, planted_edges, kept_edges, verification)`` (``verification["per_component"]``
+        the per-edge block).
+    """
+    from certified_circuits.language import ground_truth as gt
+    from certified_circuits.language.compiled import compile_model
+    from certified_circuits.language.forward import GPT2Weights
+    from certified_circuits.language.tasks import INDUCTION_SYMBOLS, generate_splits
+    from certified_circuits.language.tokenizer import encode_examples
+
+    hf, tok, _ = compile_model(compiled, seed, distractor_scale=distractor_scale)
+    weights = GPT2Weights.from_hf(hf)
+    diag = gt.diagnose(hf, [tok.answer_id(x) for x in INDUCTION_SYMBOLS], seed=0)
+    gt.check_heads(diag)
+    planted = gt.circuit_edges(diag.previous_token_heads, diag.induction_heads)
+    held_out = generate_splits("induction", int(lang["task_seed"]), int(lang["held_out"]))["id_test"]
+    batch = encode_examples(held_out, tok, max_len=hf.config.n_positions)
+    kept, verification = gt.verified_truth(weights, batch, planted)
+    return hf, tok, weights, planted, kept, verification
+
+
 def verified_model(model: dict[str, Any], seed: int, lang: dict[str, Any]) -> tuple[Any, list[str], dict, Any]:
     """Compile one model and verify its truth on the held-out prompts.
 
@@ -374,24 +400,12 @@ def verified_model(model: dict[str, Any], seed: int, lang: dict[str, Any]) -> tu
         check (whole-circuit recovery, the per-component ``ratio``, the effects' min / median / max), and the first
         ``max(sizes)`` training prompts encoded for this model.
     """
-    from certified_circuits.language import ground_truth as gt
-    from certified_circuits.language.compiled import compile_induction_noisy, compile_model
-    from certified_circuits.language.forward import GPT2Weights
-    from certified_circuits.language.tasks import INDUCTION_SYMBOLS, generate_splits
+    from certified_circuits.language.tasks import generate_splits
     from certified_circuits.language.tokenizer import encode_examples
 
-    if model["compiled"] == "induction_noisy":
-        hf, tok, _ = compile_induction_noisy(seed, distractor_scale=float(model.get("distractor_scale", 1.0)))
-    else:
-        hf, tok, _ = compile_model(model["compiled"], seed)
-    weights = GPT2Weights.from_hf(hf)
-    diag = gt.diagnose(hf, [tok.answer_id(x) for x in INDUCTION_SYMBOLS], seed=0)
-    gt.check_heads(diag)
-    edges = gt.circuit_edges(diag.previous_token_heads, diag.induction_heads)
-    held_out = generate_splits("induction", int(lang["task_seed"]), int(lang["held_out"]))["id_test"]
-    batch = encode_examples(held_out, tok, max_len=hf.config.n_positions)
-    verification = gt.verify_circuit(weights, batch, edges)
-    kept, block = gt.per_component_verification(weights, batch, edges, verification)
+    hf, tok, weights, edges, kept, verification = compiled_truth(model["compiled"], seed, lang,
+                                                                 float(model.get("distractor_scale", 1.0)))
+    block = verification["per_component"]
     effects = effect_summary(block["effects"], kept)
     row = {"model": model["name"], "seed": seed, "n_edges": len(weights.graph.edge_names()),
            "n_planted": len(edges), "n_truth": len(kept), "whole_passed": bool(verification["passed"]),

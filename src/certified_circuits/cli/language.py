@@ -411,12 +411,8 @@ def _cmd_ground_truth(args: argparse.Namespace) -> int:
         raise InputError(f"{args.model_path}: {exc}") from None
     edges = gt.circuit_edges(diag.previous_token_heads, diag.induction_heads)
     batch = encode_examples(examples, tok, max_len=lm.n_positions)
-    verification = gt.verify_circuit(lm.weights.to(device), batch, edges, device=device)
     planted = edges
-    edges, block = gt.per_component_verification(lm.weights, batch, planted, verification, device=device)
-    if list(edges) != list(planted):  # the whole-circuit checks run on the truth that is written and scored
-        verification = gt.verify_circuit(lm.weights.to(device), batch, edges, device=device)
-    verification["per_component"] = block
+    edges, verification = gt.verified_truth(lm.weights, batch, planted, device=device)  # checks on the scored truth
     cfg = lm.hf.config
     mlp_zero = all(float(b.mlp.c_proj.weight.abs().max()) == 0 and float(b.mlp.c_proj.bias.abs().max()) == 0
                    for b in lm.hf.transformer.h)

@@ -441,19 +441,25 @@ def _load_weights(model, wte, wpe, lm, attn, gen, noise_rel: float = NOISE_REL) 
         p.requires_grad_(False)
 
 
-def compile_model(name: str, seed: int, n_positions: int = N_POSITIONS):
+def compile_model(name: str, seed: int, n_positions: int = N_POSITIONS, distractor_scale: float = 1.0):
     """The compiled model ``name`` (a key of :data:`~.graph.COMPILED_SHAPES`): ``induction`` (the clean control,
-    :func:`compile_induction`) or ``induction_noisy`` (:func:`compile_induction_noisy`).
+    :func:`compile_induction`) or ``induction_noisy`` (:func:`compile_induction_noisy`, its distractors' writes scaled
+    by ``distractor_scale``).
 
     Returns:
         ``(model, tokenizer, layout)``.
 
     Raises:
-        ValueError: an unknown name (naming the known ones).
+        ValueError: an unknown name (naming the known ones), or a ``distractor_scale`` other than 1 for the clean
+            model, which has no distractors.
     """
     builders = {"induction": compile_induction, "induction_noisy": compile_induction_noisy}
     if name not in builders:
         raise ValueError(f"no compiled model {name!r}: choose one of {', '.join(builders)}")
+    if name == "induction_noisy":
+        return compile_induction_noisy(seed, n_positions, distractor_scale=distractor_scale)
+    if distractor_scale != 1.0:
+        raise ValueError(f"distractor_scale {distractor_scale}: the compiled model {name!r} has no distractors")
     return builders[name](seed, n_positions)
 
 

@@ -200,3 +200,13 @@ def test_the_whole_circuit_checks_run_on_the_scored_truth(tmp_path, monkeypatch)
     assert concept["verification"]["per_component"]["dropped"] == ["m0->logits"]
     assert len(checked) == 2 and len(checked[0]) == 4 and checked[1] == concept["components"]
     assert len(concept["components"]) == 3 and concept["verification"]["passed"]
+
+
+def test_compile_model_passes_the_distractor_scale_and_refuses_it_for_the_clean_model():
+    from certified_circuits.language.compiled import compile_model
+
+    with pytest.raises(ValueError, match="has no distractors"):
+        compile_model("induction", 0, distractor_scale=0.5)
+    quiet, _, _ = compile_model("induction_noisy", 0, distractor_scale=0.0)
+    loud, _, _ = compile_model("induction_noisy", 0)
+    assert any(not torch.equal(a, b) for a, b in zip(quiet.state_dict().values(), loud.state_dict().values()))
