@@ -7,26 +7,20 @@ files. Every expected number below is read off those files by hand.
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
-import sys
 from datetime import datetime
 from pathlib import Path
 
 import pytest
 
-from tests.helpers.paths import ROOT
+from tests.helpers.scripts import load_script
 
 FIXTURE = Path(__file__).parent / "data" / "rule_costs"
 LOG = FIXTURE / "snakemake.log"
 
 
 def load_bench():
-    spec = importlib.util.spec_from_file_location("bench_rule_costs", ROOT / "benchmarks" / "bench_rule_costs.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up while it loads
-    spec.loader.exec_module(module)
-    return module
+    return load_script("benchmarks/bench_rule_costs.py")
 
 
 bench = load_bench()

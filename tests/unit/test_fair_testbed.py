@@ -4,7 +4,6 @@ gated true edge that swaps with a distractor when its cue is rare)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
@@ -13,14 +12,13 @@ import pandas as pd
 import pytest
 import yaml
 
+from tests.helpers.scripts import load_script
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _load():
-    spec = importlib.util.spec_from_file_location("fair_testbed", ROOT / "experiments" / "fair_testbed.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("experiments/fair_testbed.py")
 
 
 @pytest.fixture(scope="module")

@@ -10,25 +10,21 @@ cached."""
 from __future__ import annotations
 
 import copy
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 import yaml
 
+from tests.helpers.scripts import load_script
+
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = yaml.safe_load((ROOT / "experiments" / "noise_sweep.yaml").read_text())
 
 
 def _load(name: str):
-    sys.path.insert(0, str(ROOT / "experiments"))
-    spec = importlib.util.spec_from_file_location(name, ROOT / "experiments" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(f"experiments/{name}.py")
 
 
 @pytest.fixture(scope="module")

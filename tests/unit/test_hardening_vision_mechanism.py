@@ -4,21 +4,19 @@ records the config it was built from."""
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
 import yaml
+
+from tests.helpers.scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
 def mech():
-    spec = importlib.util.spec_from_file_location("vision_mechanism", ROOT / "experiments" / "vision_mechanism.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("experiments/vision_mechanism.py")
 
 
 def _config(tmp_path: Path, **changes) -> Path:

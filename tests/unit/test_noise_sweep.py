@@ -4,12 +4,13 @@ written here, and a size whose setting cannot certify IN is flagged, not scored.
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import numpy as np
 import pytest
 import yaml
+
+from tests.helpers.scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -18,10 +19,7 @@ pytestmark = pytest.mark.slow
 
 
 def _load_sweep():
-    spec = importlib.util.spec_from_file_location("noise_sweep", ROOT / "experiments" / "noise_sweep.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("experiments/noise_sweep.py")
 
 
 @pytest.fixture(scope="module")
