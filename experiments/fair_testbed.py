@@ -309,29 +309,24 @@ def hypotheses(cases, settings: list[Setting], section: dict[str, Any]) -> tuple
     """Certified circuits at the truth's size, the size-matched rows, the stability shares and H1-H3 over the
     section's model seeds (module docstring): ``(matched, stability, hypotheses)``."""
     from certified_circuits.analysis.seed_tests import seed_hypothesis_table
-    from certified_circuits.analysis.size_matched import (certify_at_counts, resampled_labels, size_matched_rows,
-                                                          stability_shares)
-    from certified_circuits.core.discovery import GroupIndex, group_counts
-    from certified_circuits.core.planning import PlanWarning, plan
+    from certified_circuits.analysis.size_matched import METHODS, truth_size_rows
+    from certified_circuits.core.planning import PlanWarning
     from certified_circuits.core.smoothing import mask_seed
 
     warnings.simplefilter("ignore", PlanWarning)
+    shared = ("can_certify_in", "baseline_change_share", "certified_change_share", "certified_flip_share",
+              "certified_in_any", "abstain_share")  # a certificate's stability: the same on each of its rows
     matched, stability = [], []
     for case in cases:
-        scores, groups, truth, grey = case["scores"], case["groups"], case["truth"], case["grey"]
-        counts = group_counts(truth, GroupIndex.from_groups(groups))
         for setting in settings:
             labels = {"seed": case["seed"], "concept": case["concept"], "scorer": case["scorer"],
                       "setting": setting.tag}
-            masks_from = mask_seed(setting.seed, case["concept"])
-            cert = certify_at_counts(scores, groups, counts, setting, absolute=case["absolute"], mask_seed=masks_from)
-            for row in size_matched_rows(scores, groups, cert, truth, absolute=case["absolute"], exclude=grey):
-                matched.append({**labels, **row})
-            baseline, decision = resampled_labels(scores, groups, counts, setting, int(section["resamples"]),
-                                                  int(section["bootstrap_seed"]), absolute=case["absolute"],
-                                                  mask_seed=masks_from)
-            can_in = bool(plan(scores.shape[0], scores.shape[1], setting).can_certify_in)
-            stability.append({**labels, "can_certify_in": can_in, **stability_shares(baseline, decision)})
+            rows = truth_size_rows(case["scores"], case["groups"], case["truth"], setting, absolute=case["absolute"],
+                                   exclude=case["grey"], mask_seed=mask_seed(setting.seed, case["concept"]),
+                                   n_resamples=int(section["resamples"]),
+                                   bootstrap_seed=int(section["bootstrap_seed"]))  # the workflow's stage's rows
+            matched += [{**labels, **row} for row in rows if row["method"] in METHODS]
+            stability.append({**labels, **{key: rows[0][key] for key in shared}})
     matched_df, stability_df = pd.DataFrame(matched), pd.DataFrame(stability)
     table = seed_hypothesis_table(matched_df, stability_df, [int(s) for s in section["model_seeds"]])
     return matched_df, stability_df, table
