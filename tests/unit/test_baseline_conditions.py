@@ -10,10 +10,9 @@ from certified_circuits.analysis.baseline_conditions import (
     baseline_conditions,
     dataset_scores,
     resample_weights,
-    top_count_rows,
 )
 from certified_circuits.analysis.stability import bootstrap_indices
-from certified_circuits.core.discovery import top_count_circuit
+from certified_circuits.core.discovery import top_count_circuit, top_count_rows
 
 
 def test_resample_weights_count_the_bootstrap_draws_and_dataset_scores_average_them():
@@ -28,14 +27,21 @@ def test_resample_weights_count_the_bootstrap_draws_and_dataset_scores_average_t
     np.testing.assert_allclose(dataset_scores(scores, weights, absolute=True), np.abs(expected), rtol=0, atol=1e-12)
 
 
-def test_top_count_rows_equal_the_engine_row_by_row_with_ties():
+def test_top_count_rows_equal_a_sort_written_here_row_by_row_with_ties():
+    """The reference: per row and group, the members sorted by (value descending, index ascending), the first
+    ``count`` kept (plain Python, not the code under test)."""
     rng = np.random.default_rng(1)
-    values = rng.normal(size=(40, 12)).round(1)
+    values = rng.normal(size=(40, 12)).round(1)  # rounding makes ties
     groups = np.repeat([0, 1, 2], 4)
-    counts = np.array([1, 0, 3])
-    got = top_count_rows(values, groups, counts)
-    expected = np.stack([top_count_circuit(v, groups, counts) for v in values])
-    assert (got == expected).all()
+    counts = {0: 1, 1: 0, 2: 3}
+    got = top_count_rows(values, groups, np.array([1, 0, 3]))
+    for row, circuit in zip(values, got):
+        expected = set()
+        for g, count in counts.items():
+            members = [u for u in range(12) if groups[u] == g]
+            expected |= set(sorted(members, key=lambda u: (-row[u], u))[:count])
+        assert set(np.flatnonzero(circuit).tolist()) == expected
+        assert (top_count_circuit(row, groups, np.array([1, 0, 3])) == circuit).all()
     assert got.sum(axis=1).tolist() == [4] * 40
 
 

@@ -27,7 +27,7 @@ import numpy as np
 
 from certified_circuits.analysis.recovery import confusion, rates, scored_only
 from certified_circuits.analysis.stability import bootstrap_indices, jaccard_to
-from certified_circuits.core.discovery import GroupIndex, check_group_counts, group_counts, top_count_circuit
+from certified_circuits.core.discovery import GroupIndex, group_counts, top_count_circuit, top_count_rows
 
 #: (a): the least drop of the baseline's precision from the population to a sample of the paper's size
 PRECISION_GAP = 0.1
@@ -55,29 +55,6 @@ def dataset_scores(scores: np.ndarray, weights: np.ndarray, absolute: bool) -> n
     weights = np.asarray(weights, dtype=np.float64)
     means = weights @ np.asarray(scores, dtype=np.float64) / weights.sum(axis=1, keepdims=True)
     return np.abs(means) if absolute else means
-
-
-def top_count_rows(values: np.ndarray, groups: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """:func:`~certified_circuits.core.discovery.top_count_circuit` of every row of ``values``, vectorized over rows.
-
-    Args:
-        values: float ``[B, U]`` dataset scores.
-        groups: int ``[U]``.
-        counts: int ``[G]`` kept per group (sorted group-id order).
-
-    Returns:
-        bool ``[B, U]`` (ties to the lower index, as the engine).
-    """
-    values = np.asarray(values, dtype=np.float64)
-    index = GroupIndex.from_groups(groups)
-    kept = check_group_counts(counts, index)
-    circuits = np.zeros(values.shape, dtype=bool)
-    rows = np.arange(values.shape[0])[:, None]
-    for members, count in zip(index.members, kept):
-        if count:
-            order = np.argsort(-values[:, members], axis=1, kind="stable")[:, :count]
-            circuits[rows, members[order]] = True
-    return circuits
 
 
 def resample_weights(n_examples: int, n_resamples: int, seed: int) -> np.ndarray:

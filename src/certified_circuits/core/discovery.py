@@ -160,14 +160,30 @@ def top_count_circuit(dataset_score: np.ndarray, groups: np.ndarray, counts: np.
     Returns:
         bool ``[U]``: the circuit. Ties go to the lower component index.
     """
-    dataset_score = np.asarray(dataset_score, dtype=np.float64)
+    return top_count_rows(np.asarray(dataset_score, dtype=np.float64)[None, :], groups, counts)[0]
+
+
+def top_count_rows(values: np.ndarray, groups: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """:func:`top_count_circuit` of every row of ``values`` at once (bootstrap resamples, samples).
+
+    Args:
+        values: float ``[B, U]`` dataset scores.
+        groups: int ``[U]``.
+        counts: int ``[G]`` kept per group (sorted group-id order).
+
+    Returns:
+        bool ``[B, U]``; ties go to the lower component index.
+    """
+    values = np.asarray(values, dtype=np.float64)
     index = GroupIndex.from_groups(groups)
     kept = check_group_counts(counts, index)
-    circuit = np.zeros(dataset_score.shape[0], dtype=bool)
+    circuits = np.zeros(values.shape, dtype=bool)
+    rows = np.arange(values.shape[0])[:, None]
     for members, count in zip(index.members, kept):
-        order = np.argsort(-dataset_score[members], kind="stable")
-        circuit[members[order[:count]]] = True
-    return circuit
+        if count:
+            order = np.argsort(-values[:, members], axis=1, kind="stable")[:, :count]
+            circuits[rows, members[order]] = True
+    return circuits
 
 
 def top_k_circuit(dataset_score: np.ndarray, groups: np.ndarray, k: float) -> np.ndarray:
