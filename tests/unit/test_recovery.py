@@ -433,24 +433,6 @@ def test_the_truths_size_is_the_grid_k_nearest_its_share_of_the_components() -> 
     assert truth_size_k([3], [110], [0.02, 0.03, 0.05]) == 0.03  # 3 / 110 = 0.027
 
 
-def test_the_ground_truth_format_has_one_owner() -> None:
-    """``certified-circuits/ground-truth/1`` is defined once, by its reader (analysis/recovery.py); the writers
-    (vision/ground_truth.py, language/ground_truth.py) import it."""
-    import ast
-
-    package = Path(__file__).resolve().parents[2] / "src" / "certified_circuits"
-    defined = []
-    for path in sorted(package.rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text())):
-            if (isinstance(node, (ast.Assign, ast.AnnAssign)) and isinstance(node.value, ast.Constant)
-                    and node.value.value == GROUND_TRUTH_FORMAT):
-                defined.append(str(path.relative_to(package)))
-    assert defined == ["analysis/recovery.py"]
-    for writer in ("vision/ground_truth.py", "language/ground_truth.py"):
-        text = (package / writer).read_text()
-        assert "from certified_circuits.analysis.recovery import GROUND_TRUTH_FORMAT" in text, writer
-
-
 def test_grey_components_are_neither_hits_nor_misses_in_recovery_rows_and_auroc() -> None:
     """Truth {0, 4}; component 1 grey. The baseline {0, 1, 2} has precision 1/2 over its scored members {0, 2} (not
     1/3), and FPR 1/3 over the scored negatives {2, 3, 5} (not 1/4)."""

@@ -1,7 +1,8 @@
 """Recovery of a known circuit: confusion counts, precision, recall, FPR and AUROC per method (docs/embedded_default.md).
 
 The embedded testbed plants circuits whose true components are known (a ground-truth JSON file, format
-:data:`GROUND_TRUTH_FORMAT`). Every circuit the workflow produces is scored against that truth, per K of the
+:data:`GROUND_TRUTH_FORMAT`, with one reader, :func:`read_ground_truth`, and one writer, :func:`write_ground_truth`,
+which runs the reader's validation, :func:`parse_ground_truth`, before its atomic write). Every circuit the workflow produces is scored against that truth, per K of the
 grid, for four methods read from a votes file and its certificates file:
 
 ``baseline``
@@ -37,9 +38,11 @@ Everything is vectorized over K (and any leading axes) and components: one boole
 
 from __future__ import annotations
 
+import json
+import math
 import os
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -47,7 +50,8 @@ import numpy as np
 from certified_circuits.analysis.component_truth import check_block, grey_components
 from certified_circuits.core.certification import method_masks
 from certified_circuits.core.contracts import OUT, Certificates, Votes
-from certified_circuits.storage.documents import read_json_document
+from certified_circuits.storage.atomic import write_json
+from certified_circuits.storage.documents import read_json_document, unique_keys
 
 #: the ``format`` string every ground-truth file carries (the integrator's contract, version 1)
 GROUND_TRUTH_FORMAT = "certified-circuits/ground-truth/1"
@@ -92,10 +96,20 @@ class GroundTruth:
         return tuple(grey_components(block)) if block else ()
 
 
-def _fail(path: str, problem: str) -> ValueError:
-    return ValueError(
+class GroundTruthError(ValueError):
+    """A ground-truth document that the reader refuses; ``problem`` is what is wrong, without the file or the fix (the
+    reader and the writer, :func:`write_ground_truth`, each add their own)."""
+
+    def __init__(self, message: str, problem: str) -> None:
+        super().__init__(message)
+        self.problem = problem
+
+
+def _fail(path: str, problem: str) -> GroundTruthError:
+    return GroundTruthError(
         f"{path}: {problem}; a ground-truth file is JSON with format {GROUND_TRUTH_FORMAT!r}, 'experiment', 'kind', "
-        "'concepts': {concept: {'components': [names], 'verification': {...}}} (rerun the stage that writes it)"
+        "'concepts': {concept: {'components': [names], 'verification': {...}}} (rerun the stage that writes it)",
+        problem,
     )
 
 
@@ -130,9 +144,11 @@ def _misspelt(keys: Any, known: Sequence[str], absent_only: bool = True) -> tupl
     return None
 
 
-def _concept_entry(concept: str, entry: Any, path: str) -> tuple[tuple[str, ...], dict[str, Any]]:
+def _concept_entry(concept: str, entry: Any, path: str, require_passed: bool = False
+                   ) -> tuple[tuple[str, ...], dict[str, Any]]:
     """One concept's components (strings, none twice: checked in linear time) and its verification, whose
-    ``passed`` is a JSON true/false (the string "false" is not a boolean and would read as verified)."""
+    ``passed`` is a JSON true/false (the string "false" is not a boolean and would read as verified); with
+    ``require_passed`` (the writer's check), ``passed`` must be there."""
     components = entry.get("components") if isinstance(entry, Mapping) else None
     if not isinstance(components, list) or not components or not all(isinstance(c, str) for c in components):
         raise _fail(path, f"concept {concept!r} needs 'components', a non-empty list of component names")
@@ -146,6 +162,9 @@ def _concept_entry(concept: str, entry: Any, path: str) -> tuple[tuple[str, ...]
     typo = _misspelt(entry, ("components", "verification")) or _misspelt(checks, ("passed", "per_component"))
     if typo:
         raise _fail(path, f"concept {concept!r}: key {typo[0]!r} is not a field; did you mean {typo[1]!r}?")
+    if require_passed and "passed" not in checks:
+        raise _fail(path, f"concept {concept!r}: verification has no 'passed' (true or false: whether the concept's "
+                          "causal check passed)")
     if "passed" in checks and not isinstance(checks["passed"], bool):
         raise _fail(path, f"concept {concept!r}: verification.passed is {checks['passed']!r} "
                           f"({type(checks['passed']).__name__}), expected JSON true or false")
@@ -157,19 +176,24 @@ def _concept_entry(concept: str, entry: Any, path: str) -> tuple[tuple[str, ...]
     return tuple(components), dict(checks)
 
 
-def parse_ground_truth(data: Mapping[str, Any], path: str = "<ground truth>") -> GroundTruth:
-    """Validate a ground-truth mapping (the parsed JSON) and return it as a :class:`GroundTruth`.
+def parse_ground_truth(data: Mapping[str, Any], path: str = "<ground truth>", require_passed: bool = False
+                       ) -> GroundTruth:
+    """Validate a ground-truth mapping (the parsed JSON) and return it as a :class:`GroundTruth`: the one validation
+    of the format, run by the reader (:func:`read_ground_truth`) and by the writer (:func:`write_ground_truth`).
 
     Args:
         data: the parsed JSON.
         path: the file, for messages.
+        require_passed: every concept's verification must hold ``passed`` (the writer's rule; files written before
+            it, and hand-made ones, may leave it out and then read as not verified).
 
     Returns:
         The validated :class:`GroundTruth`.
 
     Raises:
-        ValueError: naming the file, the field and the fix (wrong format string, missing or mistyped field,
-            a concept with no or duplicated components, a ``passed`` that is not a boolean).
+        GroundTruthError: a ValueError naming the file, the field and the fix (wrong format string, missing or
+            mistyped field, a concept with no or duplicated components, a ``passed`` that is not a boolean, or
+            missing under ``require_passed``, a ``per_component`` block its truth contradicts).
     """
     if not isinstance(data, Mapping):
         raise _fail(path, f"the top level is a {type(data).__name__}, not a JSON object")
@@ -196,7 +220,7 @@ def parse_ground_truth(data: Mapping[str, Any], path: str = "<ground truth>") ->
     concepts: dict[str, tuple[str, ...]] = {}
     verification: dict[str, dict[str, Any]] = {}
     for concept, entry in concepts_in.items():
-        concepts[str(concept)], verification[str(concept)] = _concept_entry(str(concept), entry, path)
+        concepts[str(concept)], verification[str(concept)] = _concept_entry(str(concept), entry, path, require_passed)
     return GroundTruth(
         experiment=labels["experiment"], kind=labels["kind"], model=labels["model"], how=labels["how"],
         n_components=n_components, concepts=concepts, verification=verification, path=path,
@@ -222,6 +246,91 @@ def read_ground_truth(path: str | os.PathLike) -> GroundTruth:
     data = read_json_document(path, "rerun the stage that writes it (vision-ground-truth or language-ground-truth)",
                               fmt=GROUND_TRUTH_FORMAT, what="ground-truth file")
     return parse_ground_truth(data, str(path))
+
+
+#: the writer's fix, when the document a stage built is refused (nothing is written)
+WRITE_FIX = ("nothing was written: the stage built a ground truth its reader would refuse; give write_ground_truth "
+             "each concept's components as names of the model's components, none twice, and a verification with "
+             "'passed' (true or false) and the per_component block of analysis/component_truth.py")
+
+
+def _unwritable(value: Any, where: str = "") -> str | None:
+    """The first field of a document that JSON cannot carry as the reader reads it: a NaN or infinite number (the
+    reader refuses them) or a value of no JSON type (e.g. a numpy float32), as ``"<field> is <what>"``; None when
+    there is none."""
+    if isinstance(value, Mapping):
+        found = (_unwritable(v, f"{where}.{k}" if where else str(k)) for k, v in value.items())
+        return next((f for f in found if f), None)
+    if isinstance(value, (list, tuple)):
+        return next((f for f in (_unwritable(v, f"{where}[{i}]") for i, v in enumerate(value)) if f), None)
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"{where} is {value} (JSON has no NaN or infinity: write a finite number, or null)"
+    if value is None or isinstance(value, (str, int, float)):
+        return None
+    return f"{where} is a {type(value).__name__} (not a JSON value: convert it to a number, string, list or object)"
+
+
+def write_ground_truth(
+    path: str | os.PathLike,
+    *,
+    experiment: str,
+    kind: str,
+    model: str,
+    how: str,
+    names: Sequence[str],
+    concepts: Mapping[str, Mapping[str, Any]],
+    planted: Mapping[str, Any] | None = None,
+) -> GroundTruth:
+    """Write a ground-truth file (format :data:`GROUND_TRUTH_FORMAT`): the one writer of the format, which the
+    vision and language ground-truth stages call. The document is checked as the reader will read it before the
+    atomic write (:func:`~certified_circuits.storage.atomic.write_json`), so an invalid one leaves no file:
+
+    1. it survives JSON as the reader parses it (no NaN or infinity, every value a JSON type, no key twice);
+    2. :func:`parse_ground_truth` accepts it, with ``passed`` required of every concept;
+    3. every concept's components are among ``names`` and leave some out (:func:`truth_mask`, the check recovery
+       runs against the votes' names), so ``n_components = len(names)`` is the truth's ``U``.
+
+    Args:
+        path: the file to write.
+        experiment: the experiment's name.
+        kind: ``"vision"`` or ``"language"``.
+        model: the model, in words.
+        how: how the truth is known and checked.
+        names: the model's ``[U]`` component names, as in its attribution files.
+        concepts: concept -> ``{"components": [names], "verification": {"passed": bool, "per_component": {...},
+            ...}, ...}`` (an entry may carry more, e.g. the language truth's ``heads``).
+        planted: the planted model's spec (vision), written as ``planted``; None leaves it out.
+
+    Returns:
+        The validated :class:`GroundTruth` as it will be read back.
+
+    Raises:
+        ValueError: ``"<path> (not written): <the field and what is wrong>; nothing was written: ..."``, before
+            anything is written.
+    """
+    where = f"{path} (not written)"
+    document: dict[str, Any] = {
+        "format": GROUND_TRUTH_FORMAT,
+        "experiment": experiment,
+        "kind": kind,
+        "model": model,
+        "how": how,
+        "n_components": len(names),
+        **({} if planted is None else {"planted": planted}),
+        "concepts": concepts,
+    }
+    try:
+        as_read = json.loads(json.dumps(document, allow_nan=False), object_pairs_hook=unique_keys)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{where}: {_unwritable(document) or exc}; {WRITE_FIX}") from None
+    try:
+        truth = parse_ground_truth(as_read, where, require_passed=True)
+    except GroundTruthError as exc:
+        raise ValueError(f"{where}: {exc.problem}; {WRITE_FIX}") from None
+    for concept in truth.concepts:
+        truth_mask(truth, concept, names, f"the model's {len(names)} components")
+    write_json(path, document)
+    return replace(truth, path=str(path))
 
 
 def truth_mask(

@@ -386,7 +386,6 @@ def _cmd_ground_truth(args: argparse.Namespace) -> int:
     from certified_circuits.language.models import load_embedded
     from certified_circuits.language.tasks import INDUCTION_SYMBOLS, read_jsonl
     from certified_circuits.language.tokenizer import encode_examples
-    from certified_circuits.storage.atomic import write_json
 
     if args.task != INDUCTION:
         raise InputError(f"--task {args.task}: this stage finds and verifies the {INDUCTION} circuit only (the model "
@@ -419,9 +418,8 @@ def _cmd_ground_truth(args: argparse.Namespace) -> int:
     compiled = (getattr(cfg, "certified_circuits", None) or {}).get("compiled")
     model = (f"{f'compiled_{compiled}_' if compiled else ''}{'attn_only_' if mlp_zero else ''}"
              f"gpt2_{cfg.n_layer}x{cfg.n_head}_d{cfg.n_embd}")
-    doc = gt.ground_truth_document(experiment=args.experiment, task=args.task, model=model,
-                                   n_components=lm.graph.n_edges, edges=edges, verification=verification, diag=diag)
-    write_json(args.out, doc)
+    gt.write_induction_truth(args.out, experiment=args.experiment, task=args.task, model=model,  # checked, written
+                             edge_names=lm.graph.edge_names(), edges=edges, verification=verification, diag=diag)
     v = verification
     log.info("language-ground-truth: %s: heads prev %s induction %s, %d edges; circuit alone recovers %.1f%% of the "
              "logit difference, without it %.1f%% remains (binary acc %.2f): %s -> %s", args.task,

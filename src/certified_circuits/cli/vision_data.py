@@ -501,9 +501,8 @@ def _cmd_ground_truth(args: argparse.Namespace) -> int:
     """
 
     from certified_circuits.pipeline.tracking import add_metrics
-    from certified_circuits.storage.atomic import write_json
     from certified_circuits.vision.data.image_sets import npz_set
-    from certified_circuits.vision.ground_truth import ground_truth_document, log_line, verify_planted
+    from certified_circuits.vision.ground_truth import log_line, verify_planted, write_class_truths
     from certified_circuits.vision.networks.checkpoints import load_world_model
     from certified_circuits.vision.networks import compiled, planted
 
@@ -540,7 +539,7 @@ def _cmd_ground_truth(args: argparse.Namespace) -> int:
     verification = verify_planted(
         model, spec, sets, npz_set(args.world / "train.npz"), args.reference_size, seed=args.seed, log=log_line
     )
-    write_json(args.out, ground_truth_document(model, spec, verification, args.experiment))
+    write_class_truths(args.out, model, spec, verification, args.experiment)  # validated, then written
     passed = sum(v["passed"] for v in verification.values())
     add_metrics({"ground_truth_classes_passed": passed, "ground_truth_classes": len(verification)})
     log.info(

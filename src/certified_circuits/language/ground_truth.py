@@ -34,18 +34,20 @@ The truth is known *by diagnostic + patching* (Olsson et al. 2022; Elhage et al.
    planted edges are the candidates of :func:`certified_circuits.analysis.component_truth.split_truth`, whose kept
    edges are the concept's truth and whose block is written as ``verification.per_component``.
 
-:func:`ground_truth_document` writes all of it into the ground-truth file contract (``certified-circuits/ground-truth/1``).
+:func:`write_induction_truth` writes all of it as a ground-truth file, through the format's one writer
+(:func:`certified_circuits.analysis.recovery.write_ground_truth`).
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
 import torch
 
-from certified_circuits.analysis.recovery import GROUND_TRUTH_FORMAT
+from certified_circuits.analysis.recovery import GroundTruth, write_ground_truth
 from certified_circuits.language import names
 from certified_circuits.language.eap_ig import metric_per_example
 from certified_circuits.language.forward import GPT2Weights, run, run_input_deltas
@@ -274,57 +276,51 @@ def verify_circuit(
     return out
 
 
-def ground_truth_document(
+def write_induction_truth(
+    path: str | os.PathLike,
     *,
     experiment: str,
     task: str,
     model: str,
-    n_components: int,
+    edge_names: Sequence[str],
     edges: Sequence[str],
     verification: dict,
     diag: HeadDiagnostics,
-) -> dict:
-    """The ground-truth file (contract ``certified-circuits/ground-truth/1``) of one task's induction circuit.
+) -> GroundTruth:
+    """Write one task's induction circuit as a ground-truth file through the format's one writer
+    (:func:`certified_circuits.analysis.recovery.write_ground_truth`, which validates it before the atomic write).
 
     Args:
+        path: the file to write.
         experiment: the language experiment's name.
         task: the concept key (the task name, as in the attribution files).
         model: a short description of the model.
-        n_components: U, the number of edges of the model's EAP graph.
-        edges: the true edges.
-        verification: :func:`verify_circuit`'s result.
-        diag: the head diagnostics (recorded beside the verification).
+        edge_names: the ``[E]`` edge names of the model's EAP graph (U = E), as in its attribution files.
+        edges: the true edges (each one of ``edge_names``).
+        verification: :func:`verified_truth`'s result (``passed`` and the ``per_component`` block among it).
+        diag: the head diagnostics (recorded beside the verification, as the concept's ``heads``).
 
     Returns:
-        The JSON-ready dict.
+        The ground truth as it will be read back.
+
+    Raises:
+        ValueError: the document is not a valid ground truth (nothing is written).
     """
-    return {
-        "format": GROUND_TRUTH_FORMAT,
-        "experiment": experiment,
-        "kind": "language",
-        "model": model,
-        "how": (
-            "by diagnostic + patching: previous-token and induction heads found by their attention on repeated "
-            "random sequences, their K-composition edges verified by edge interchange patching"
-        ),
-        "n_components": int(n_components),
-        "concepts": {
-            task: {
-                "components": list(edges),
-                "verification": verification,
-                "heads": {
-                    "previous_token": diag.previous_token_heads,
-                    "induction": diag.induction_heads,
-                    "previous_token_scores": np.round(diag.previous_token, 6).tolist(),
-                    "induction_scores": np.round(diag.induction, 6).tolist(),
-                    "previous_token_threshold": PREV_TOKEN_THRESHOLD,
-                    "induction_threshold": INDUCTION_THRESHOLD,
-                    "diagnostic_half": DIAGNOSTIC_HALF,
-                    "diagnostic_n": DIAGNOSTIC_N,
-                },
-            }
-        },
+    heads = {
+        "previous_token": diag.previous_token_heads,
+        "induction": diag.induction_heads,
+        "previous_token_scores": np.round(diag.previous_token, 6).tolist(),
+        "induction_scores": np.round(diag.induction, 6).tolist(),
+        "previous_token_threshold": PREV_TOKEN_THRESHOLD,
+        "induction_threshold": INDUCTION_THRESHOLD,
+        "diagnostic_half": DIAGNOSTIC_HALF,
+        "diagnostic_n": DIAGNOSTIC_N,
     }
+    how = ("by diagnostic + patching: previous-token and induction heads found by their attention on repeated random "
+           "sequences, their K-composition edges verified by edge interchange patching")
+    return write_ground_truth(path, experiment=experiment, kind="language", model=model, how=how, names=edge_names,
+                              concepts={task: {"components": list(edges), "verification": verification,
+                                               "heads": heads}})
 
 
 # ------------------------------------------------------------------------------------------ per-component truth

@@ -45,6 +45,7 @@ of the other logits (:func:`~certified_circuits.vision.evaluate.class_margin`, f
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Mapping, Sequence
 
@@ -52,7 +53,7 @@ import numpy as np
 import torch
 
 from certified_circuits.analysis.component_truth import per_component_block, split_truth
-from certified_circuits.analysis.recovery import GROUND_TRUTH_FORMAT
+from certified_circuits.analysis.recovery import GroundTruth, write_ground_truth
 from certified_circuits.vision.data.image_sets import ImageSet
 from certified_circuits.vision.evaluate import class_margin
 from certified_circuits.vision.networks.hooks import block_masked_logits, captured, masked_logits, sequential_components
@@ -435,25 +436,34 @@ def _how(spec: TestbedSpec) -> str:
             "and zero ablation reported)")
 
 
-def ground_truth_document(
-    model: VisionModel, spec: TestbedSpec, verification: Mapping[str, dict], experiment: str
-) -> dict:
-    """The ground-truth JSON (format ``certified-circuits/ground-truth/1``) of a testbed model (``planted``: its
-    spec, the planted or the compiled one)."""
-    return {
-        "format": GROUND_TRUTH_FORMAT,
-        "experiment": experiment,
-        "kind": "vision",
-        "model": _model_label(spec),
-        "how": _how(spec),
-        "n_components": int(model.n_vertices),
-        "planted": spec.to_dict(),
-        "concepts": {
-            name: {"components": kept_names(model, spec, label, verification[name]),
-                   "verification": dict(verification[name])}
-            for label, name in enumerate(model.class_names)
-        },
+def write_class_truths(
+    path: str | os.PathLike, model: VisionModel, spec: TestbedSpec, verification: Mapping[str, dict], experiment: str
+) -> GroundTruth:
+    """Write a testbed model's ground-truth file through the format's one writer
+    (:func:`certified_circuits.analysis.recovery.write_ground_truth`, which validates it before the atomic write):
+    per class its components as written and scored (:func:`kept_names`) and its verification; ``planted``: the
+    model's spec (the planted or the compiled one).
+
+    Args:
+        path: the file to write.
+        model: the testbed model (its vertex names are the components).
+        spec: its planted or compiled spec.
+        verification: class name -> :func:`verify_planted`'s result for it.
+        experiment: the experiment's name.
+
+    Returns:
+        The ground truth as it will be read back.
+
+    Raises:
+        ValueError: the document is not a valid ground truth (nothing is written).
+    """
+    concepts = {
+        name: {"components": kept_names(model, spec, label, verification[name]),
+               "verification": dict(verification[name])}
+        for label, name in enumerate(model.class_names)
     }
+    return write_ground_truth(path, experiment=experiment, kind="vision", model=_model_label(spec), how=_how(spec),
+                              names=model.vertex_names(), concepts=concepts, planted=spec.to_dict())
 
 
 def kept_names(model: VisionModel, spec: TestbedSpec, label: int, verification: Mapping) -> list[str]:
