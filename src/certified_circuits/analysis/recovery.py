@@ -2,8 +2,9 @@
 
 The embedded testbed plants circuits whose true components are known (a ground-truth JSON file, format
 :data:`GROUND_TRUTH_FORMAT`, with one reader, :func:`read_ground_truth`, and one writer, :func:`write_ground_truth`,
-which runs the reader's validation, :func:`parse_ground_truth`, before its atomic write). Every circuit the workflow produces is scored against that truth, per K of the
-grid, for four methods read from a votes file and its certificates file:
+which runs the reader's validation, :func:`parse_ground_truth`, before its atomic write). Every circuit the
+workflow produces is scored against that truth, per K of the grid, for four methods read from a votes file and its
+certificates file:
 
 ``baseline``
     ``votes.baseline``: the base algorithm A on the full dataset.
