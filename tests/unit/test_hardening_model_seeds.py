@@ -178,3 +178,24 @@ def test_an_overlay_with_a_yaml_error_is_named_with_its_line(checkout: Path, tmp
     done = _run(checkout, tmp_path / "runs", "config.yaml", str(overlay), "0")
     assert done.returncode == 2 and f"{overlay}:3:3: duplicate key 'enabled'" in done.stderr
     assert _log(checkout) == [] and not (tmp_path / "runs").exists()
+
+
+# ------------------------------------------------------------------------------ the hypotheses across seeds
+
+TESTBED_TABLES = """results=$("$VENV/bin/python" -c 'import json, sys; print(json.load(open(sys.argv[1]))["results_dir"])' \\
+    "$overlay")
+mkdir -p "$results/tables/world/testbed" "$results/tables/tiny_gpt2/testbed"
+touch "$results/tables/world/testbed/truth_size.csv" "$results/tables/tiny_gpt2/testbed/recovery.csv"
+"""
+
+
+def test_the_hypotheses_read_each_seeds_testbed_folder_where_it_holds_truth_size(checkout: Path,
+                                                                                tmp_path: Path) -> None:
+    (checkout / "bin" / "workflow").write_text(FAKE_WORKFLOW + TESTBED_TABLES)
+    root = tmp_path / "runs #1"
+    done = _run(checkout, root, "config.yaml", "0", "1")
+    assert done.returncode == 0, done.stderr
+    hypotheses = [line for line in _log(checkout) if line.startswith("report-hypotheses")]
+    # tiny_gpt2's testbed has no truth_size.csv (no stability jobs): no hypotheses for it
+    assert hypotheses == [f"report-hypotheses --run 0 {root}/s0/tables/world/testbed --run 1 "
+                          f"{root}/s1/tables/world/testbed --out-dir {root}/tables/world_hypotheses"]

@@ -1,38 +1,48 @@
-"""The testbed's hypotheses H1-H3 (docs/embedded_default.md, "The noisy regime"), tested from the recovery and
-stability tables of one run or of several model seeds.
+"""The testbed's hypotheses H1-H3 (docs/embedded_default.md): over model seeds from the workflow's truth-size tables
+(``report-hypotheses``, :func:`truth_size_hypotheses`), and the noise sweep's older test (:func:`hypothesis_table`).
 
-Each hypothesis compares a certified circuit with the baseline on the same pairs (concept x model seed x setting),
-with a one-sided paired Wilcoxon signed-rank test (:func:`~certified_circuits.analysis.evaluation.signed_rank_test`,
-``zero_method="zsplit"``: a tie counts half for each side, so identical pairs weigh against neither):
+**Over model seeds, at equal size** (issue 50, the test of the fair testbed). Each seed's ``testbed/truth_size.csv``
+(:func:`certified_circuits.analysis.size_matched.truth_size_rows`: per certificate, i.e. experiment x concept x scorer
+x setting, certified IN of ``m`` components against the baseline's top-``m``, IN + abstain against the baseline's
+top-``|IN + abstain|``, and the certificate's stability at the truth's size) is checked (:func:`check_truth_size`),
+then H1-H3 are tested per experiment by :func:`certified_circuits.analysis.seed_tests.seed_hypothesis_table`: the
+unit is the model seed (concepts and settings averaged within a seed), the test the exact one-sided sign-flip test,
+Holm within each hypothesis, "untestable at n=..." where the smallest p the test can reach at that n is >= 0.05.
+
+**Pairs over concept x seed x setting** (:func:`hypothesis_table`, kept for ``experiments/noise_sweep.py``, whose
+recorded tables use it): a one-sided paired Wilcoxon signed-rank test
+(:func:`~certified_circuits.analysis.evaluation.signed_rank_test`, ``zero_method="zsplit"``: a tie counts half for
+each side, so identical pairs weigh against neither):
 
 - **H1a** certified-in precision > baseline precision at the truth's size (the grid K nearest the truth's share);
-- **H1b** the same at the K the certified method's held-out selection chose (both circuits read at that K: the
-  same K target, as H1 asks);
 - **H2** between bootstrap resamples, the share of certified labels that flip in <-> out < the share of baseline
   memberships that change (``testbed/stability.csv``, at the truth's size);
 - **H3** certified-in-plus-abstain recall >= baseline recall at the truth's size: tested against H0 "lower"
   (alternative ``less``); it holds when that test does not reject at alpha and the mean difference is >= 0.
 
 An empty certified circuit has no precision: its pair is left out of H1 and counted in ``n_dropped``; so is a pair
-of the recovery table that a hypothesis' other table lacks (no stability row, no selected K). ``seeds`` names the
-model seeds whose pairs entered each test.
+of the recovery table that the stability table lacks. ``seeds`` names the model seeds whose pairs entered each test.
 
 Refuse, never re-count (issue 53): every table is checked before any pair is formed (:func:`check_recovery`,
-:func:`check_stability`, :func:`check_auroc`): an empty cell in a column a pair is formed on (it would drop the row
-from every pair), a row given twice (it would be counted twice) and, in the recovery table, counts that contradict
-each other (``n_true != tp + fn``, or a concept whose ``n_true`` or ``n_components`` differs between its rows: either
-would move the truth's size, the K every pair is read at).
+:func:`check_stability`, :func:`check_truth_size`): an empty cell in a column a pair is formed on (it would drop the
+row from every pair), a row given twice (it would be counted twice) and counts that contradict each other
+(``n_true != tp + fn``, or a concept whose ``n_true`` or ``n_components`` differs between its rows: either would move
+the truth's size, the K every pair is read at; in a truth-size table, a certificate whose rows disagree on its
+stability).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from certified_circuits.analysis.evaluation import signed_rank_test
 from certified_circuits.analysis.recovery import nearest_k, truth_size_k
+from certified_circuits.analysis.seed_tests import COLUMNS as SEED_TEST_COLUMNS
+from certified_circuits.analysis.seed_tests import TESTS, seed_hypothesis_table
 from certified_circuits.storage.tables import require_columns
 
 #: the one-sided level every hypothesis is tested at
@@ -45,12 +55,10 @@ PAIR_KEYS = ("experiment", "scorer", "seed", "concept", "setting")
 #: the columns each table is paired on (with ``seed``): an empty cell would drop its row, a repeated key count it twice
 RECOVERY_KEYS = ("experiment", "scorer", "concept", "setting", "method", "k_target")
 STABILITY_KEYS = ("experiment", "scorer", "concept", "setting", "k_target")
-AUROC_KEYS = ("experiment", "scorer", "concept", "setting", "method", "at_selected_setting")
 #: what to do when a table is refused
 TABLE_FIX = "rerun the stage that wrote it (report-recovery, report-stability) rather than editing it"
 CLAIMS = {
     "H1a": "certified-in precision > baseline precision at the truth's size",
-    "H1b": "certified-in precision > baseline precision at the K certified selection chose on held-out data",
     "H2": "certified labels flip in<->out less often than baseline memberships change (bootstrap resamples)",
     "H3": "certified-in-plus-abstain recall >= baseline recall at the truth's size",
 }
@@ -137,13 +145,22 @@ def check_counts(recovery: pd.DataFrame, where: str, fix: str = TABLE_FIX) -> No
                              f"true component is found or missed): the truth's size would move every pair's K; {fix}")
     concept = [recovery[c].to_numpy() for c in ("experiment", "scorer", "seed", "concept") if c in recovery.columns]
     for column, values in (("n_true", n_true), ("n_components", n_components)):
-        first = pd.Series(values).groupby(concept, sort=False).transform("first").to_numpy()
-        differs = values != first
-        if differs.any():
-            row = _first_row(differs)
+        found = _disagreement(values, concept)
+        if found is not None:
+            row, value, first = found
             raise ValueError(f"{where}: the rows of concept {recovery['concept'].iloc[row - 2]!r} disagree on "
-                             f"{column} (row {row}: {values[row - 2]}, its first row: {first[row - 2]}): one concept "
-                             f"has one truth; {fix}")
+                             f"{column} (row {row}: {value}, its first row: {first}): one concept has one truth; {fix}")
+
+
+def _disagreement(values: np.ndarray, groups: list[np.ndarray]) -> tuple[int, Any, Any] | None:
+    """The first row (as the file counts it) whose value differs from its group's first row's: ``(row, its value,
+    the first row's value)``, or None when every group agrees."""
+    first = pd.Series(values).groupby(groups, sort=False).transform("first").to_numpy()
+    differs = values != first
+    if not differs.any():
+        return None
+    row = _first_row(differs)
+    return row, values[row - 2], first[row - 2]
 
 
 def check_recovery(recovery: pd.DataFrame, where: str, fix: str = TABLE_FIX) -> None:
@@ -160,14 +177,6 @@ def check_stability(stability: pd.DataFrame, where: str, fix: str = TABLE_FIX) -
     keys = [*STABILITY_KEYS, *(["seed"] if "seed" in stability.columns else [])]
     check_filled(stability, keys, where, fix)
     check_unique(stability, keys, where, fix)
-
-
-def check_auroc(auroc: pd.DataFrame, where: str, fix: str = TABLE_FIX) -> None:
-    """A recovery AUROC table's pairing columns filled and each (pair, method) once (``k_target`` may be empty: a
-    method with no selected K, whose H1b pair is counted dropped)."""
-    keys = [*AUROC_KEYS, *(["seed"] if "seed" in auroc.columns else [])]
-    check_filled(auroc, keys, where, fix)
-    check_unique(auroc, [k for k in keys if k != "at_selected_setting"], where, fix)
 
 
 def _on_units(pairs: pd.DataFrame, units: pd.DataFrame) -> pd.DataFrame:
@@ -203,22 +212,21 @@ def _row(hypothesis: str, experiment: str, scorer: str, k: float, pairs: pd.Data
             "statistic": statistic, "pvalue": pvalue, "alternative": alternative, "holds": holds}
 
 
-def hypothesis_table(recovery: pd.DataFrame, stability: pd.DataFrame | None = None,
-                     auroc: pd.DataFrame | None = None) -> pd.DataFrame:
-    """H1a, H1b, H2 and H3 per experiment and scorer (module docstring), pairs over concept x seed x setting.
+def hypothesis_table(recovery: pd.DataFrame, stability: pd.DataFrame | None = None) -> pd.DataFrame:
+    """H1a, H2 and H3 per experiment and scorer (module docstring), pairs over concept x seed x setting (the noise
+    sweep's test; the workflow's is :func:`truth_size_hypotheses`).
 
     Args:
         recovery: ``testbed/recovery.csv`` rows (every method and K), with a ``seed`` column when several model
             seeds are pooled (absent: one seed, 0).
         stability: ``testbed/stability.csv`` rows (likewise), or None (no H2).
-        auroc: ``testbed/recovery_auroc.csv`` rows (each method's K chosen on held-out data), or None (no H1b).
 
     Returns:
         One row per hypothesis, experiment and scorer, columns :data:`COLUMNS`.
 
     Raises:
         ValueError: a table lacks the columns it needs, leaves a pairing column empty, repeats a row or holds counts
-            that contradict each other (:func:`check_recovery`, :func:`check_stability`, :func:`check_auroc`; named).
+            that contradict each other (:func:`check_recovery`, :func:`check_stability`; named).
     """
     recovery = recovery.assign(seed=recovery["seed"] if "seed" in recovery else 0)
     require_columns(recovery, ["experiment", "scorer", "concept", "setting", "method", "k_target", "precision",
@@ -229,11 +237,6 @@ def hypothesis_table(recovery: pd.DataFrame, stability: pd.DataFrame | None = No
         require_columns(stability, ["experiment", "scorer", "concept", "setting", "k_target", "baseline_change_share",
                                     "certified_flip_share"], "the stability table")
         check_stability(stability, "the stability table")
-    if auroc is not None:
-        auroc = auroc.assign(seed=auroc["seed"] if "seed" in auroc else 0)
-        require_columns(auroc, ["experiment", "scorer", "concept", "setting", "method", "k_target",
-                                "at_selected_setting"], "the recovery AUROC table")
-        check_auroc(auroc, "the recovery AUROC table")
     rows = []
     for (experiment, scorer), part in recovery.groupby(["experiment", "scorer"], sort=False):
         k = truth_size_k(part["n_true"], part["n_components"], part["k_target"])
@@ -241,30 +244,12 @@ def hypothesis_table(recovery: pd.DataFrame, stability: pd.DataFrame | None = No
         units = part[list(PAIR_KEYS)].drop_duplicates()
         rows.append(_row("H1a", experiment, scorer, k, _pairs(at, "precision", "certified_in", "baseline", PAIR_KEYS),
                          "certified_in", "baseline", "greater"))
-        if auroc is not None:
-            rows.append(_h1b(part, auroc, experiment, scorer))
         if stability is not None:
             rows.append(_h2(stability, experiment, scorer, k, units))
         rows.append(_row("H3", experiment, scorer, k,
                          _pairs(at, "recall", "certified_in_abstain", "baseline", PAIR_KEYS),
                          "certified_in_abstain", "baseline", "less", non_inferior=True))
     return pd.DataFrame(rows, columns=list(COLUMNS))
-
-
-def _h1b(part: pd.DataFrame, auroc: pd.DataFrame, experiment: str, scorer: str) -> dict:
-    """H1b: both circuits at the K the certified-in selection chose (per concept, seed and setting); a pair with no
-    chosen K, or whose chosen K has no recovery row, is counted dropped."""
-    chosen = auroc[(auroc["experiment"] == experiment) & (auroc["scorer"] == scorer)
-                   & (auroc["method"] == "certified_in") & auroc["at_selected_setting"].astype(bool)]
-    units = chosen[list(PAIR_KEYS)].drop_duplicates()
-    keys = ["seed", "concept", "setting"]
-    picked = chosen[keys + ["k_target"]].rename(columns={"k_target": "chosen_k"}).dropna()
-    merged = part.merge(picked, on=keys)  # the chosen K is a K of the grid (report-recovery reads it there)
-    merged = merged[np.isclose(merged["k_target"], merged["chosen_k"])]
-    ks = sorted(set(picked["chosen_k"].round(9)))
-    return _row("H1b", experiment, scorer, float(ks[0]) if len(ks) == 1 else float("nan"),
-                _on_units(_pairs(merged, "precision", "certified_in", "baseline", PAIR_KEYS), units), "certified_in",
-                "baseline", "greater")
 
 
 def _h2(stability: pd.DataFrame, experiment: str, scorer: str, k: float, units: pd.DataFrame) -> dict:
@@ -279,3 +264,157 @@ def _h2(stability: pd.DataFrame, experiment: str, scorer: str, k: float, units: 
     units = units[units["setting"].isin(set(part["setting"]))]  # stability runs at some settings only (vision: one)
     return _row("H2", experiment, scorer, at_k, _on_units(at, units), "certified_flip_share", "baseline_change_share",
                 "less")
+
+
+# ------------------------------------------------------------------ over model seeds, from the truth-size tables
+
+#: one certificate of a truth-size table; its rows (one per method) carry its stability at the truth's size
+CERTIFICATE_KEYS = ("experiment", "concept", "scorer", "setting")
+#: the size-matched numbers (empty where the circuit is empty: no precision, no baseline of its size)
+MATCHED_SHARES = ("precision", "recall", "baseline_precision", "baseline_recall")
+#: the certificate's stability (filled; the same on each of its rows)
+STABILITY_SHARES = ("baseline_change_share", "certified_change_share")
+#: the certificate's flags H2 filters on (True or False; the same on each of its rows)
+STABILITY_FLAGS = ("can_certify_in", "certified_in_any")
+#: the methods H1 and H3 test: each certificate has a row of each
+TESTED_METHODS = tuple(dict.fromkeys(test[2] for test in TESTS if test[0] != "H2"))
+#: columns of :func:`truth_size_hypotheses`
+SEED_COLUMNS = ("experiment", *SEED_TEST_COLUMNS)
+
+
+def _share_column(table: pd.DataFrame, column: str, where: str, fix: str, allow_empty: bool) -> np.ndarray:
+    """A column of shares as float64, refused at the first cell that is not a number in [0, 1] (or, unless
+    ``allow_empty``, is empty)."""
+    raw = table[column]
+    values = pd.to_numeric(raw, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+    empty = raw.isna().to_numpy()
+    bad = ~empty & ~((values >= 0) & (values <= 1))  # a word is NaN here: refused
+    if not allow_empty:
+        bad |= empty
+    if bad.any():
+        row = _first_row(bad)
+        shown = "an empty cell" if empty[row - 2] else _shown(raw.iloc[row - 2])
+        also = " (or empty: an empty circuit has none)" if allow_empty else ""
+        raise ValueError(f"{where}: column {column!r} holds {shown} (row {row}), not a share in [0, 1]{also}; {fix}")
+    return values
+
+
+def _flag_column(table: pd.DataFrame, column: str, where: str, fix: str) -> np.ndarray:
+    """A True/False column as bool, refused at the first other cell (``.astype(bool)`` would read ``'False'`` as
+    true and an empty cell as true)."""
+    raw = table[column]
+    if pd.api.types.is_bool_dtype(raw):
+        return raw.to_numpy(dtype=bool)
+    text = raw.astype("string").str.strip()
+    true = (text == "True").fillna(False).to_numpy(dtype=bool)
+    bad = ~(true | (text == "False").fillna(False).to_numpy(dtype=bool))
+    if bad.any():
+        row = _first_row(bad)
+        shown = "an empty cell" if raw.isna().iloc[row - 2] else _shown(raw.iloc[row - 2])
+        raise ValueError(f"{where}: column {column!r} holds {shown} (row {row}), not True or False; {fix}")
+    return true
+
+
+def check_truth_size(table: pd.DataFrame, where: str, fix: str = TABLE_FIX) -> pd.DataFrame:
+    """One model seed's truth-size table checked before any seed mean is formed, and its numbers parsed.
+
+    Refused: a missing column; an empty key cell (:data:`CERTIFICATE_KEYS`, ``method``); a row given twice; a share
+    outside [0, 1] (the size-matched columns may be empty, the stability columns may not); a flag other than
+    True/False; counts that contradict each other (:func:`check_counts`: ``n_true`` above ``n_components``, a
+    concept whose rows disagree on either); a certificate whose rows disagree on its stability or flags (one
+    certificate has one stability); a certificate with no row of a tested method (:data:`TESTED_METHODS`).
+
+    Args:
+        table: ``testbed/truth_size.csv`` as read (rows in file order).
+        where: the file (and option), for messages.
+        fix: the end of every message.
+
+    Returns:
+        A copy with the shares as float64 and the flags as bool.
+
+    Raises:
+        ValueError: naming ``where``, the row (the header is row 1), the column and the values.
+    """
+    keys = [*CERTIFICATE_KEYS, "method"]
+    require_columns(table, [*keys, *MATCHED_SHARES, *STABILITY_SHARES, *STABILITY_FLAGS, "n_true", "n_components"],
+                    where)
+    check_filled(table, keys, where, fix)
+    check_unique(table, keys, where, fix)
+    out = table.copy()
+    for column in MATCHED_SHARES:
+        out[column] = _share_column(table, column, where, fix, allow_empty=True)
+    for column in STABILITY_SHARES:
+        out[column] = _share_column(table, column, where, fix, allow_empty=False)
+    for column in STABILITY_FLAGS:
+        out[column] = _flag_column(table, column, where, fix)
+    check_counts(out, where, fix)
+    certificate = [out[c].to_numpy() for c in CERTIFICATE_KEYS]
+    for column in (*STABILITY_SHARES, *STABILITY_FLAGS):
+        found = _disagreement(out[column].to_numpy(), certificate)
+        if found is not None:
+            row, value, first = found
+            raise ValueError(f"{where}: the rows of certificate ({_certificate(out, row)}) disagree on {column} (row "
+                             f"{row}: {_shown(value)}, its first row: {_shown(first)}): a certificate has one "
+                             f"stability, copied on each method's row; {fix}")
+    index = pd.MultiIndex.from_frame(out[list(CERTIFICATE_KEYS)])
+    for method in TESTED_METHODS:
+        lacking = ~index.isin(index[out["method"].to_numpy() == method])
+        if lacking.any():
+            row = _first_row(lacking)
+            raise ValueError(f"{where}: the certificate of row {row} ({_certificate(out, row)}) has no {method!r} row:"
+                             f" each certificate has a row of every method ({', '.join(TESTED_METHODS)} are tested), "
+                             f"and without one its concept would silently leave that test; {fix}")
+    return out
+
+
+def _certificate(table: pd.DataFrame, row: int) -> str:
+    """The certificate of a file row, for a message: ``experiment 'world', concept 'a', ...``."""
+    return ", ".join(f"{c} {_shown(table[c].iloc[row - 2])}" for c in CERTIFICATE_KEYS)
+
+
+def truth_size_hypotheses(tables: Mapping[int, pd.DataFrame], where: Mapping[int, str],
+                          fix: str = TABLE_FIX) -> pd.DataFrame:
+    """H1-H3 per experiment over model seeds, from each seed's truth-size table (module docstring; the test is
+    :func:`certified_circuits.analysis.seed_tests.seed_hypothesis_table`, Holm within each hypothesis of an experiment).
+
+    Each seed's value of a (hypothesis, scorer, method) is the mean over its concepts and settings of the rows with
+    both values (H1: ``precision`` against ``baseline_precision`` of ``certified_in`` and ``certified_in_abstain``;
+    H3: ``recall`` against ``baseline_recall`` of ``certified_in_abstain``; H2: one row per certificate whose
+    ``can_certify_in`` and ``certified_in_any`` hold, ``certified_change_share`` against ``baseline_change_share``);
+    the ``d_i = c_i - b_i`` of the ``n`` seeds enter the exact sign-flip test.
+
+    Args:
+        tables: model seed -> that seed's ``testbed/truth_size.csv`` (its ``seed`` column, the certification seed,
+            is replaced by the model seed; the setting's tag names the certification seed).
+        where: model seed -> the file (and option) its table came from, for messages.
+        fix: the end of a message about one table's content.
+
+    Returns:
+        One row per experiment, hypothesis, scorer and method, columns :data:`SEED_COLUMNS`.
+
+    Raises:
+        ValueError: a table refused by :func:`check_truth_size`, or two seeds whose tables hold different
+            certificates (a seed's mean would be over other concepts or settings), each naming the file.
+    """
+    seeds = [int(seed) for seed in tables]
+    checked = {seed: check_truth_size(table, where[seed], fix) for seed, table in tables.items()}
+    held = {seed: list(dict.fromkeys(table[list(CERTIFICATE_KEYS)].itertuples(index=False, name=None)))
+            for seed, table in checked.items()}
+    first = seeds[0]
+    for seed in seeds[1:]:
+        for a, b, verb in ((first, seed, "holds no rows of"), (seed, first, "holds")):
+            other = set(held[b])
+            extra = [key for key in held[a] if key not in other]
+            if extra:
+                shown = ", ".join(f"{c} {_shown(v)}" for c, v in zip(CERTIFICATE_KEYS, extra[0]))
+                owner = "lacks" if verb == "holds" else "holds"
+                raise ValueError(f"{where[seed]}: {verb} the certificate ({shown}) that seed {first}'s table {owner}: "
+                                 "each seed's mean is over the same concepts and settings; run every seed with one "
+                                 "config (bin/model-seeds), or pass only seeds whose tables hold the same certificates")
+    pooled = pd.concat([table.drop(columns="seed", errors="ignore").assign(seed=seed)
+                        for seed, table in checked.items()], ignore_index=True)
+    out = []
+    for experiment, part in pooled.groupby("experiment", sort=False):
+        stability = part.drop_duplicates(subset=["seed", *CERTIFICATE_KEYS])  # one row per certificate
+        out.append(seed_hypothesis_table(part, stability, seeds).assign(experiment=experiment))
+    return pd.concat(out, ignore_index=True)[list(SEED_COLUMNS)]

@@ -184,63 +184,32 @@ def _cmd_report_stability(args: argparse.Namespace) -> int:
 
 def _hypotheses_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--run", nargs=2, action="append", required=True, metavar=("SEED", "TESTBED_DIR"),
-                   help="one model seed's testbed folder (tables/<experiment>/testbed: recovery.csv, "
-                        "recovery_auroc.csv, and stability.csv in every seed's folder or in none); repeat per seed, "
-                        "each seed and folder once")
+                   help="one model seed's testbed folder (tables/<experiment>/testbed, whose truth_size.csv the "
+                        "stability jobs wrote); repeat per seed, each seed and folder once, at most 20 seeds")
     p.add_argument("--out-dir", required=True, type=Path, help="writes hypotheses.csv and hypotheses.md")
 
 
-#: what to do when a seed's table is refused
-HYPOTHESES_FIX = "pass the testbed folder of a finished run (tables/<experiment>/testbed)"
-#: the columns report-hypotheses reads from each table (besides the pairing keys the checks name)
-RECOVERY_READ = ("experiment", "scorer", "concept", "setting", "method", "k_target", "precision", "recall", "n_true",
-                 "n_components")
-AUROC_READ = ("experiment", "scorer", "concept", "setting", "method", "k_target", "at_selected_setting")
-#: the stability columns the hypotheses read
-STABILITY_READ = ("baseline_change_share", "certified_flip_share")
-
-
-def _seed_tables(seed: int, folder: Path) -> dict:
-    """One seed's recovery, AUROC and stability tables (stability None when the folder has none), each checked before
-    any pair is formed: readable CSV with rows, every K a share in (0, 1] (an AUROC row may have none: no selected K),
-    no empty pairing cell, no row twice, counts that agree (:mod:`certified_circuits.analysis.hypotheses`)."""
-    from certified_circuits.analysis.hypotheses import check_auroc, check_recovery, check_stability
-    from certified_circuits.reports.testbed import read_stability_table
-    from certified_circuits.storage.tables import parse_k_column, read_csv_table
-
-    text = {"experiment": str, "scorer": str, "concept": str, "setting": str, "method": str}
-    found = {}
-    for name, columns, check, allow_missing in (("recovery.csv", RECOVERY_READ, check_recovery, False),
-                                                ("recovery_auroc.csv", AUROC_READ, check_auroc, True)):
-        path = folder / name
-        where = f"{path} (--run {seed})"
-        table = read_csv_table(path, where, columns, HYPOTHESES_FIX, text)
-        table = parse_k_column(table, "k_target", where, HYPOTHESES_FIX, allow_missing=allow_missing)
-        check(table, where, HYPOTHESES_FIX)
-        found[name] = table.assign(seed=seed)
-    path = folder / "stability.csv"
-    found["stability.csv"] = None
-    if path.is_file():
-        table = read_stability_table(path, option=f"--run {seed}", columns=STABILITY_READ)
-        check_stability(table, f"{path} (--run {seed})", HYPOTHESES_FIX)
-        found["stability.csv"] = table.assign(seed=seed)
-    return found
+#: what to do when a seed's folder has no truth-size table
+HYPOTHESES_FIX = ("pass the testbed folder of a finished run whose testbed ran its stability jobs "
+                  "(tables/<experiment>/testbed with truth_size.csv; testbed.resamples > 0)")
 
 
 def _cmd_hypotheses(args: argparse.Namespace) -> int:
-    """Pool each seed's recovery and stability tables (a ``seed`` column) and test H1-H3
-    (:func:`certified_circuits.analysis.hypotheses.hypothesis_table`): one row per hypothesis, experiment and scorer,
-    with the seeds whose pairs entered it.
+    """Test H1-H3 over model seeds from each seed's ``truth_size.csv``
+    (:func:`certified_circuits.analysis.hypotheses.truth_size_hypotheses`): certified circuits against the
+    baseline's circuit of their own size, the model seed the unit (concepts and settings averaged within a seed),
+    the exact sign-flip test, Holm within each hypothesis; one row per experiment, hypothesis, scorer and method.
 
-    Refused before any pair is formed (issue 53): a seed that is not a decimal integer or is given twice, a folder
-    given twice (by any spelling), a seed whose table is missing or unreadable, or lacks ``stability.csv`` while
-    another seed has one, a K outside (0, 1], an empty cell in a column the pairs are formed on, a row given twice,
-    and a row whose ``n_true`` disagrees with ``tp + fn`` or with its concept's other rows.
+    Refused before any seed mean is formed (issue 53): a seed that is not a decimal integer or is given twice, more
+    seeds than the exact test enumerates, a folder given twice (by any spelling), a seed whose table is missing or
+    unreadable, an empty key cell, a share outside [0, 1], a flag not True/False, a row given twice, counts that
+    disagree (within a concept, or a certificate's stability between its rows), a certificate without a tested
+    method's row, and seeds whose tables hold different certificates.
     """
-    import pandas as pd
-
-    from certified_circuits.analysis.hypotheses import hypothesis_table
+    from certified_circuits.analysis.hypotheses import truth_size_hypotheses
+    from certified_circuits.analysis.seed_tests import ALPHA, MAX_SEEDS, TESTS
     from certified_circuits.reports.tables import markdown_table
+    from certified_circuits.reports.testbed import TRUTH_SIZE_FIX, read_truth_size_table
     from certified_circuits.storage.atomic import write_csv, write_text
     from certified_circuits.storage.tables import check_distinct_files
 
@@ -250,36 +219,48 @@ def _cmd_hypotheses(args: argparse.Namespace) -> int:
             raise InputError(f"--run {seed_text} {folder}: the seed must be a decimal integer without leading zeros, "
                              "each seed once")
         seeds.append(int(seed_text))
+    if len(seeds) > MAX_SEEDS:
+        raise InputError(f"--run is given {len(seeds)} times: the exact sign-flip test enumerates all 2^n sign "
+                         f"vectors of n model seeds, n <= {MAX_SEEDS}; pass at most {MAX_SEEDS} seeds")
     folders = [Path(folder) for _, folder in args.run]
     check_distinct_files(folders, "--run")
-    read = {seed: _seed_tables(seed, folder) for seed, folder in zip(seeds, folders)}
-    with_stability = [seed for seed in seeds if read[seed]["stability.csv"] is not None]
-    if with_stability and len(with_stability) < len(seeds):
-        lacking = next(seed for seed in seeds if read[seed]["stability.csv"] is None)
-        raise InputError(f"{folders[seeds.index(lacking)] / 'stability.csv'} (--run {lacking}) does not exist, while "
-                         f"the folders of seeds {with_stability} hold one: H2 would silently drop seed {lacking}; "
-                         "rerun that seed's stability jobs (or pass only seeds that all have it)")
-    pooled = {name: pd.concat([read[s][name] for s in seeds], ignore_index=True) if name != "stability.csv"
-              or with_stability else None for name in ("recovery.csv", "recovery_auroc.csv", "stability.csv")}
-    table = hypothesis_table(pooled["recovery.csv"], pooled["stability.csv"], pooled["recovery_auroc.csv"])
+    tables, where = {}, {}
+    for model_seed, folder in zip(seeds, folders):
+        path = folder / "truth_size.csv"
+        where[model_seed] = f"{path} (--run {model_seed})"
+        if not path.is_file():
+            raise InputError(f"{where[model_seed]} does not exist; {HYPOTHESES_FIX}")
+        tables[model_seed] = read_truth_size_table(path, option=f"--run {model_seed}")
+    table = truth_size_hypotheses(tables, where, TRUTH_SIZE_FIX)
     args.out_dir.mkdir(parents=True, exist_ok=True)
     write_csv(args.out_dir / "hypotheses.csv", table)
-    shown = table.drop(columns=["claim", "alternative"]).assign(holds=table["holds"].map({True: "yes", False: "no"}))
+    first = tables[seeds[0]]
+    within = "; ".join(f"{experiment}: {part['concept'].nunique()} concept(s) x {part['setting'].nunique()} "
+                       f"setting(s)" for experiment, part in first.groupby("experiment", sort=False))
     runs = "; ".join(f"{seed}: {folder}" for seed, folder in zip(seeds, folders))
-    h2 = ("H2 from every seed's stability.csv" if with_stability else
-          "H2 left out: no seed's folder holds stability.csv (testbed.resamples 0)")
-    lines = ["Table: H1-H3 (docs/embedded_default.md): one-sided paired Wilcoxon signed-rank tests over concepts x "
-             f"model seeds x settings, alpha 0.05; H3 holds when its test of 'lower' does not reject and the mean "
-             f"difference is >= 0. Model seeds given ({len(seeds)}): {runs}. {h2}. Each row's pairs are n_pairs "
-             "(concept x seed x setting with both values), from the model seeds in its seeds column; n_dropped pairs "
-             "lacked a value (an empty certified circuit, no selected K, no stability row).", "",
-             *markdown_table(shown, "{:.3g}")]
+    lines = [f"Table: H1-H3 (docs/embedded_default.md, the fair testbed's pre-registration) from each model seed's "
+             f"truth_size.csv: every certified circuit against the baseline's circuit of its own size. The unit is "
+             f"the model seed, n = {len(seeds)} ({runs}); within a seed the concepts and settings are averaged "
+             f"({within}), so each seed is one pair. Test: the exact one-sided paired sign-flip test over the 2^n "
+             f"sign vectors; correction: Holm within each hypothesis (across its scorers and methods, per "
+             f"experiment), family-wise alpha {ALPHA}. 'untestable at n=...' means the test cannot reach p < {ALPHA} "
+             "at that n (its smallest p, 2^-(seeds with a non-zero difference), is at least alpha: 4 seeds or "
+             "fewer), not that the hypothesis fails. H2 reads only the certificates whose setting can certify IN "
+             "and that certify something IN on some resample; H3 holds when its test of 'lower' is not rejected and "
+             "the mean difference is >= 0. n_seeds: the seeds with a value; n_dropped: the seeds with none (every "
+             "circuit empty, or no certificate H2 reads).", "",
+             *markdown_table(table.drop(columns=["claim", "alternative"]), "{:.4g}"), "",
+             *dict.fromkeys(f"- {name}, {method}: {claim} (alternative {alternative})"
+                            for name, claim, method, _, _, alternative in TESTS)]
     write_text(args.out_dir / "hypotheses.md", "\n".join(lines) + "\n")
-    add_metrics({"hypotheses_holding": int(table["holds"].sum()), "hypotheses": len(table)})
-    log.info("report-hypotheses: %d of %d hold -> %s", int(table["holds"].sum()), len(table), args.out_dir)
+    holding = int((table["status"] == "holds").sum())
+    untestable = int(table["status"].str.startswith("untestable").sum())
+    add_metrics({"hypotheses_holding": holding, "hypotheses_untestable": untestable, "hypotheses": len(table)})
+    log.info("report-hypotheses: %d of %d hold, %d untestable, over %d model seeds -> %s", holding, len(table),
+             untestable, len(seeds), args.out_dir)
     return 0
 
 
 STAGES.stage("report-hypotheses", _hypotheses_arguments,
-             help="H1-H3 of docs/embedded_default.md over concepts x model seeds: hypotheses.csv and hypotheses.md"
+             help="H1-H3 of docs/embedded_default.md over model seeds, size-matched: hypotheses.csv and hypotheses.md"
              )(_cmd_hypotheses)
