@@ -54,7 +54,8 @@ if EMBEDDED_VISION:
             "--splits concept --out {params.out:q} 2> {log:q}"
 
     rule vision_train:
-        """Train the world ResNet (torchvision BasicBlock ResNet, hooks at layer1..layer4)."""
+        """Build the world ResNet (torchvision BasicBlock ResNet, hooks at layer1..layer4): compiled by hand for a
+        marked world (vision.train.compiled) or trained (jobs.vision_model_command)."""
         input:
             expand(f"{WORLD}/{{split}}.npz", split=["train", "id_test", "context_shift", "corruption"]),
         output:
@@ -62,7 +63,7 @@ if EMBEDDED_VISION:
             metrics=f"{VDIR}/train_metrics.json",
         params:
             job=job_env("vision_train"),
-            options=cli_options(VISION["train"]),
+            command=jobs.vision_model_command(config),
             world=lambda w, input: os.path.dirname(input[0]),
         log:
             log_path("vision_train"),
@@ -76,7 +77,7 @@ if EMBEDDED_VISION:
             mem_mb=4000,
             runtime=30,
         shell:
-            "{params.job} certified-circuits vision-train --world {params.world:q} {params.options} --threads {threads} "
+            "{params.job} certified-circuits {params.command} --world {params.world:q} --threads {threads} "
             "--out-model {output.model:q} --out-metrics {output.metrics:q} 2> {log:q}"
 
     checkpoint vision_filter_ood:

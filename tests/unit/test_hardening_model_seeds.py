@@ -84,7 +84,9 @@ def test_an_output_folder_with_yaml_special_characters_reaches_the_workflow_unch
     assert done.returncode == 0, done.stderr
     for seed in (0, 1):
         overlay = root / f"s{seed}.json"
-        assert json.loads(overlay.read_text()) == {"results_dir": f"{root}/s{seed}", "vision": {"train": {"seed": seed}},
+        # the default compiles its vision model by hand: each model seed draws its own marked world too
+        assert json.loads(overlay.read_text()) == {"results_dir": f"{root}/s{seed}",
+                                                   "vision": {"train": {"seed": seed}, "world": {"seed": seed}},
                                                    "language": {"train": {"seed": seed}}}
         import yaml
 
@@ -199,3 +201,14 @@ def test_the_hypotheses_read_each_seeds_testbed_folder_where_it_holds_truth_size
     # tiny_gpt2's testbed has no truth_size.csv (no stability jobs): no hypotheses for it
     assert hypotheses == [f"report-hypotheses --run 0 {root}/s0/tables/world/testbed --run 1 "
                           f"{root}/s1/tables/world/testbed --out-dir {root}/tables/world_hypotheses"]
+
+
+def test_a_trained_vision_model_keeps_the_world_of_the_config(checkout: Path, tmp_path: Path) -> None:
+    """With ``vision.train.compiled: null`` (an overlay after config.yaml) the seed trains the model and the world
+    stays the config's: the overlay sets no world seed."""
+    overlay = tmp_path / "trained.yaml"
+    overlay.write_text("vision:\n  train:\n    compiled: null\n")
+    root = tmp_path / "runs"
+    done = _run(checkout, root, "config.yaml", str(overlay), "3")
+    assert done.returncode == 0, done.stderr
+    assert json.loads((root / "s3.json").read_text())["vision"] == {"train": {"seed": 3}}

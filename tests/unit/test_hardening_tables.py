@@ -114,12 +114,12 @@ def test_resamples_without_a_ground_truth_is_said_not_ignored() -> None:
     default = _default()
     assert default["testbed"]["resamples"] == 20 and jobs.testbed_notes(default) == []  # both models have a truth
     other = copy.deepcopy(default)
-    other["vision"]["train"].pop("planted_own")  # a world model without planted circuits
+    other["vision"]["train"]["compiled"] = None  # a trained world model without planted circuits
     other["language"]["tasks"] = [t for t in other["language"]["tasks"] if t != "induction"]
     assert jobs.ground_truth_experiments(other) == {}
     assert jobs.testbed_notes(other) == [
         "testbed.resamples is 20, but no enabled experiment has a ground truth (the embedded world model with "
-        "vision.train.planted_own, or the embedded language model with the induction task), so no stability jobs "
+        "vision.train.compiled or planted_own, or the embedded language model with the induction task), so no stability jobs "
         "run; set testbed.resamples: 0 to say so in the config"]
     other["testbed"]["resamples"] = 0
     assert jobs.testbed_notes(other) == []

@@ -159,11 +159,15 @@ def test_a_valid_stability_table_still_reports(tmp_path: Path) -> None:
 # ------------------------------------------------------------------------------ the config, at parse time
 
 
-def _config(name: str = "config.yaml") -> dict:
-    import yaml
+def _config(*names: str) -> dict:
+    """The config files ``names`` layered as ``--configfile`` layers them and validated; none: the clean testbed
+    (config.yaml with configs/clean_testbed.yaml: the trained planted ResNet and the clean induction model), whose
+    training options these checks exercise."""
     from snakemake.utils import validate
 
-    config = yaml.safe_load((ROOT / name).read_text())
+    from tests.helpers.config import merged_config
+
+    config = merged_config(*[ROOT / n for n in names or ("config.yaml", "configs/clean_testbed.yaml")])
     validate(config, str(ROOT / "config.schema.yaml"), set_default=True)
     return config
 
@@ -475,3 +479,58 @@ def test_model_seeds_names_a_missing_overlay(tmp_path: Path) -> None:
                            "0"], env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and "extra.yaml not found: give the config file(s)" in done.stderr
     assert not (tmp_path / "runs").exists()
+
+
+# ------------------------------------------------------------------------------ the compiled vision model (issue 50)
+
+
+def test_the_default_is_the_noisy_testbed_in_both_halves() -> None:
+    """config.yaml compiles the marked ResNet on a marked world and the noisy induction GPT-2, and both have a
+    truth; the clean overlay trains the planted ResNet and compiles the clean induction model."""
+    from certified_circuits.pipeline import jobs
+    from certified_circuits.pipeline.config import check_config
+
+    default = _config("config.yaml")
+    check_config(default)
+    assert default["vision"]["train"]["compiled"] == "marked" and default["vision"]["world"]["cue_attributes"] == 2
+    assert default["language"]["train"]["compiled"] == "induction_noisy"
+    assert jobs.ground_truth_experiments(default) == {"world": "vision", "tiny_gpt2": "language"}
+    assert jobs.vision_model_command(default) == "vision-compile --seed 0"
+    clean = _config()
+    check_config(clean)
+    assert clean["language"]["train"]["compiled"] == "induction"
+    assert jobs.ground_truth_experiments(clean) == {"world": "vision", "tiny_gpt2": "language"}
+    assert jobs.vision_model_command(clean) == ("vision-train --seed 0 --epochs 10 --lr 0.01 --planted-own 1 3 6 6 "
+                                                "--planted-shared 6 6 8 0")
+
+
+@pytest.mark.parametrize("layers, section, key, value, message", [
+    (("config.yaml",), "world", "cue_attributes", 0,
+     r"vision.world.cue_attributes = 0 is invalid: the compiled model \(vision.train.compiled: marked\) reads each "
+     r"image's badge and cue marks: set vision.world.cue_attributes: 2"),
+    (("config.yaml",), "train", "epochs", 10,
+     r"vision.train.epochs = 10 is invalid: the compiled model \(vision.train.compiled: marked\) is set by hand, not "
+     r"trained, so epochs would be ignored: remove them, or set vision.train.compiled: null"),
+    ((), "train", "margins", [0.1, 0.1, 0.1, 0.1],
+     r"vision.train.margins = \[0.1, 0.1, 0.1, 0.1\] is invalid: an option of the compiled model \(vision-compile\), "
+     r"but vision.train.compiled is not set: remove margins, or set vision.train.compiled: marked"),
+])
+def test_the_compiled_vision_model_is_checked_at_parse_time(layers: tuple, section: str, key: str, value: object,
+                                                            message: str) -> None:
+    from certified_circuits.pipeline.config import check_config
+    from certified_circuits.pipeline.config_errors import ConfigError
+
+    config = _config(*layers)
+    config["vision"][section][key] = value
+    with pytest.raises(ConfigError, match=message):
+        check_config(config)
+
+
+def test_the_compile_options_go_with_the_compiled_model() -> None:
+    from certified_circuits.pipeline import jobs
+    from certified_circuits.pipeline.config import check_config
+
+    tuned = _config("config.yaml")
+    tuned["vision"]["train"].update(margins=[0.02, 0.08, 0.14, 0.2], jitter=0.3)
+    check_config(tuned)
+    assert jobs.vision_model_command(tuned) == "vision-compile --seed 0 --margins 0.02 0.08 0.14 0.2 --jitter 0.3"

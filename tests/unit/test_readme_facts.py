@@ -24,15 +24,18 @@ def test_each_heredoc_writes_its_own_file() -> None:
 
 
 def test_the_plan_example_is_the_embedded_model() -> None:
-    """``cc.plan(100, 110, ...)``: the embedded induction task's 100 prompts a split and its 2-layer, 4-head GPT-2's
-    110 edges, as the comment says."""
+    """``cc.plan(100, 310, ...)``: the embedded induction task's 100 prompts a split and the default's compiled
+    2-layer, 8-head GPT-2's 310 edges, as the comment says."""
+    from certified_circuits.language.graph import COMPILED_SHAPES
+
     config = yaml.safe_load((ROOT / "config.yaml").read_text())
     found = re.search(r"# the paper's p_del 0\.99 at \|D\| = (\d+) prompts, U = (\d+) edges \(the embedded "
                       r"(\d)-layer, (\d)-head GPT-2\)\nplan = cc\.plan\((\d+), (\d+),", README)
     assert found, "the README's plan example"
     examples, edges, layers, heads, called_examples, called_edges = map(int, found.groups())
     assert examples == called_examples == config["language"]["n_per_split"]
-    assert edges == called_edges == build_graph(layers, heads).n_edges == 110
+    assert (layers, heads) == COMPILED_SHAPES[config["language"]["train"]["compiled"]]
+    assert edges == called_edges == build_graph(layers, heads).n_edges == 310
 
 
 def test_the_readme_links_the_mib_page_and_times_its_commands() -> None:

@@ -192,6 +192,7 @@ def check_vision(vision) -> int | None:
         except ValueError as exc:
             config_error("vision.world", vision["world"], str(exc))
         train = vision.get("train", {})
+        check_compiled_vision(vision["world"], train)
         if ("planted_own" in train) != ("planted_shared" in train):
             config_error("vision.train", train, "planted_own and planted_shared go together (4 values each: a class's "
                                                 "channels and the shared channels of layer1..layer4), or neither")
@@ -278,6 +279,42 @@ def check_language(language) -> dict[str, int] | None:
     if source == "hf":
         return check_hf_language(language)
     return None
+
+
+#: the vision.train keys a compiled model reads (vision-compile's options); every other one trains a model
+COMPILED_VISION_KEYS = ("seed", "compiled", "margins", "jitter", "badge_gain", "cue_gain")
+
+
+def check_compiled_vision(world: dict[str, Any], train: dict[str, Any]) -> None:
+    """``vision.train.compiled: marked`` (the hand-set marked ResNet, ``vision-compile``) reads a marked world and
+    takes no training option; the compile options go with it only.
+
+    Args:
+        world: ``vision.world`` (schema-validated).
+        train: ``vision.train``.
+
+    Raises:
+        ConfigError: a compiled model on an unmarked world, a training option beside it, or a compile option without it.
+    """
+    compiled = train.get("compiled")
+    if compiled:
+        if not world.get("cue_attributes"):
+            config_error("vision.world.cue_attributes", world.get("cue_attributes", 0),
+                         "the compiled model (vision.train.compiled: marked) reads each image's badge and cue marks: "
+                         "set vision.world.cue_attributes: 2 (and image_size: 16), or set vision.train.compiled: null "
+                         "to train a model")
+        ignored = [k for k in train if k not in COMPILED_VISION_KEYS]
+        if ignored:
+            config_error(f"vision.train.{ignored[0]}", train[ignored[0]],
+                         f"the compiled model (vision.train.compiled: {compiled}) is set by hand, not trained, so "
+                         f"{', '.join(ignored)} would be ignored: remove them, or set vision.train.compiled: null to "
+                         "train a model")
+        return
+    stray = [k for k in COMPILED_VISION_KEYS[2:] if k in train]
+    if stray:
+        config_error(f"vision.train.{stray[0]}", train[stray[0]],
+                     "an option of the compiled model (vision-compile), but vision.train.compiled is not set: remove "
+                     f"{', '.join(stray)}, or set vision.train.compiled: marked")
 
 
 def check_compiled_tasks(language) -> None:
@@ -432,7 +469,7 @@ class CheckedConfig:
 
 
 #: the testbed options of each half and the model source they apply to (elsewhere they would be ignored)
-TESTBED_OPTIONS = {"vision": ("embedded", ("planted_own", "planted_shared", "planted_leak")),
+TESTBED_OPTIONS = {"vision": ("embedded", ("planted_own", "planted_shared", "planted_leak", "compiled")),
                    "language": ("embedded", ("compiled",))}
 
 
@@ -459,7 +496,7 @@ def check_testbed(config: dict[str, Any]) -> None:
         block = config[half]
         if not block["enabled"] or block["source"] == source:
             continue
-        present = [k for k in keys if k in (block.get("train") or {})]
+        present = [k for k in keys if (block.get("train") or {}).get(k) is not None]  # compiled: null trains
         if present:
             config_error(f"{half}.train.{present[0]}", block["train"][present[0]],
                          f"{', '.join(present)} shape the {source} model only, but {half}.source is "

@@ -92,6 +92,25 @@ def cli_options(options: Mapping[str, Any]) -> str:
     return " ".join(p for p in parts if p)
 
 
+def vision_model_command(config: Config) -> str:
+    """The stage that builds the embedded world model, with its config options (the ``vision_train`` rule).
+
+    ``vision.train.compiled: marked`` sets every weight by hand (``vision-compile``: no training, the testbed's noisy
+    vision model); otherwise ``vision-train`` trains one (planted or plain). Either writes the same checkpoint and
+    metrics files, so every later rule is the same.
+
+    Args:
+        config: the run's checked config.
+
+    Returns:
+        ``"vision-compile --seed 0 ..."`` or ``"vision-train --seed 0 --epochs 10 ..."`` (without ``--world``, the
+        outputs and ``--threads``, which the rule adds).
+    """
+    train = dict(config["vision"]["train"])
+    compiled = train.pop("compiled", None)
+    return f"{'vision-compile' if compiled else 'vision-train'} {cli_options(train)}".strip()
+
+
 def item_options(flag: str, rows: Iterable[Sequence[Any]]) -> str:
     """Repeated table rows as options.
 
@@ -720,13 +739,14 @@ def ground_truth_experiments(config: Config) -> dict[str, str]:
         config: the run's config.
 
     Returns:
-        experiment name -> ``vision`` (the embedded world model trained with ``vision.train.planted_own``: its class
-        circuits are planted by construction) or ``language`` (the embedded model, when ``induction`` is among its
+        experiment name -> ``vision`` (the embedded world model compiled by hand, ``vision.train.compiled``, or
+        trained with ``vision.train.planted_own``: its class circuits are set by construction) or ``language`` (the embedded model, when ``induction`` is among its
         tasks: the circuit is found by diagnostics and verified by patching). Empty for every other source.
     """
     found = {}
     vision, language = config["vision"], config["language"]
-    if vision["enabled"] and embedded_vision(config) and vision["train"].get("planted_own"):
+    if vision["enabled"] and embedded_vision(config) and (vision["train"].get("planted_own")
+                                                          or vision["train"].get("compiled")):
         found[vision["experiment"]] = "vision"
     if language["enabled"] and embedded_language(config) and GROUND_TRUTH_TASK in language["tasks"]:
         found[language["experiment"]] = "language"
@@ -749,7 +769,7 @@ def testbed_notes(config: Config) -> list[str]:
     resamples = int(config.get("testbed", {}).get("resamples", 0))
     if resamples and not ground_truth_experiments(config):
         return [f"testbed.resamples is {resamples}, but no enabled experiment has a ground truth (the embedded world "
-                f"model with vision.train.planted_own, or the embedded language model with the {GROUND_TRUTH_TASK} "
+                f"model with vision.train.compiled or planted_own, or the embedded language model with the {GROUND_TRUTH_TASK} "
                 f"task), so no stability jobs run; set testbed.resamples: 0 to say so in the config"]
     return []
 
