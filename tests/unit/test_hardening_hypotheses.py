@@ -3,8 +3,8 @@ more seeds than the exact test enumerates, a results folder given twice (any spe
 table is missing or unreadable, an empty key cell, a share outside [0, 1], a flag that is not True/False, a row given
 twice, counts that disagree (a concept's truth, a certificate's stability between its rows), a certificate without a
 tested method's row and seeds whose tables hold different certificates are each refused with the file and the column
-or row, exit 2, no traceback, before any output; the library checks (also used by the noise sweep's
-``hypothesis_table``) refuse what the stage refuses."""
+or row, exit 2, no traceback, before any output; the library checks (also used by the noise sweep's own
+test, experiments/noise_sweep_wilcoxon.py) refuse what the stage refuses."""
 
 from __future__ import annotations
 
@@ -19,7 +19,6 @@ from certified_circuits.analysis.hypotheses import (
     check_filled,
     check_truth_size,
     check_unique,
-    hypothesis_table,
 )
 from certified_circuits.cli.main import main
 from tests.helpers.truth_size_tables import certificate, write_seed
@@ -208,12 +207,6 @@ def _recovery() -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _stability() -> pd.DataFrame:
-    return pd.DataFrame([dict(experiment="world", concept=c, scorer="relevance", setting="s", k_target=k,
-                              baseline_change_share=0.02 + 0.01 * i, certified_flip_share=0.0)
-                         for i, c in enumerate("abcde") for k in (0.2, 0.5)])
-
-
 def test_a_concept_whose_rows_disagree_on_its_truth_is_refused() -> None:
     table = _recovery().assign(seed=0)
     table.loc[7, ["n_true", "tp"]] = [3, 2]  # tp + fn = 3 agrees with the row, not with concept b's other rows
@@ -232,21 +225,7 @@ def test_a_concept_whose_rows_disagree_on_its_truth_is_refused() -> None:
     check_counts(_recovery().drop(columns=["tp", "fn"]), "t.csv", "fix")  # no counts to compare: n_true only
 
 
-def test_the_noise_sweeps_table_refuses_an_empty_or_repeated_pairing_cell() -> None:
-    recovery = _recovery()
-    recovery.loc[2, "k_target"] = np.nan
-    with pytest.raises(ValueError, match=r"^the recovery table: column 'k_target' is empty in row 4 \(1 rows\)"):
-        hypothesis_table(recovery)
-    stability = pd.concat([_stability(), _stability().iloc[[0]]], ignore_index=True)
-    with pytest.raises(ValueError, match=r"^the stability table: row 12 repeats row 2 \(experiment 'world'"):
-        hypothesis_table(_recovery(), stability)
+def test_the_key_checks_name_a_missing_column_and_pass_distinct_rows() -> None:
     with pytest.raises(ValueError, match="t.csv is missing column"):
         check_filled(pd.DataFrame({"a": [1]}), ["b"], "t.csv")
     check_unique(pd.DataFrame({"a": [1, 2]}), ["a"], "t.csv")  # distinct rows pass
-
-
-def test_a_pair_the_stability_table_lacks_is_counted_dropped() -> None:
-    stability = _stability()
-    stability = stability[stability["concept"] != "e"]  # concept e has no stability row: H2 drops it, by count
-    table = hypothesis_table(_recovery(), stability).set_index("hypothesis")
-    assert table.loc["H2", "n_pairs"] == 4 and table.loc["H2", "n_dropped"] == 1
