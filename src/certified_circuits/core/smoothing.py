@@ -149,67 +149,151 @@ def top_order(values: np.ndarray, depth: int) -> np.ndarray:
 
     Args:
         values: float64 ``[b, m]`` finite dataset scores of one group for ``b`` samples.
-        depth: how many leading positions are needed (1..m): the largest count kept at any K.
+        depth: how many leading positions are needed (1..m).
 
     Returns:
         intp ``[b, depth]``: ``order[s, p]`` is the component at position ``p`` of sample ``s``'s ranking, so the
-        top-``k`` circuit of sample ``s`` is ``order[s, :k]``.
+        top-``k`` circuit of sample ``s`` is ``order[s, :k]``; exactly ``argsort(-values, kind="stable")[:, :depth]``.
 
-    Method (no argsort, no Python loop over samples): each value becomes an order-preserving uint64 key (values
-    descending = keys ascending, :func:`_descending_keys`) whose lowest ``b = bit_length(m - 1)`` bits are replaced by
-    the component's index, so one SIMD integer sort of the keys (after a partition at ``depth`` when fewer positions
-    are needed) orders the components by value with ties to the lower index. Replacing the low bits merges only
-    values within ``2^(b - 52)`` relative of each other; such neighbours are then ordered by index, which is right
-    unless their values differ. Every row holding neighbours whose truncated keys agree is therefore checked on its
-    values (and, after a partition, the values that share the last kept key with a left-out one), and a row where the
-    order is wrong is ranked again by a stable argsort: the result is exactly the stable order. Exact ties (zeros,
-    equal columns) are such neighbours too and cost one comparison each.
+    :func:`top_segments` with a cut at every position (each segment one position). Vote counting needs only the
+    segments of its K grid; this whole order is the reference they are tested against. Its check costs ``O(m)`` per
+    pair of neighbours that share a key bucket (exact ties included), so rows of many ties cost ``O(m^2)``.
     """
-    b, m = values.shape
+    return top_segments(values, np.arange(1, depth + 1))
+
+
+def _index_keys(values: np.ndarray) -> tuple[np.ndarray, np.uint64, np.uint64]:
+    """uint64 ``[b, m]`` keys ascending as the values descend, with each component's index in their low bits.
+
+    Returns:
+        ``(keys, shift, low)``: ``keys[s, u] = (key(values[s, u]) >> shift << shift) | u`` (:func:`_descending_keys`),
+        ``shift = bit_length(m - 1)`` (at least 1) and ``low = 2^shift - 1``; ``keys >> shift`` is the value's key
+        without its low bits (its *bucket*), ``keys & low`` the component.
+    """
+    m = values.shape[1]
     shift = np.uint64(max(1, int(m - 1).bit_length()))
     low = np.uint64((1 << int(shift)) - 1)
+    index = np.arange(m, dtype=np.uint64)
+    if not np.signbit(values).any():  # key = bits ^ 0x7FFF...F, whose low bits are all ones: two passes
+        keys = np.bitwise_or(values.view(np.uint64), low)
+        keys ^= _MAGNITUDE_BITS ^ index  # (bits | low) ^ (0x7FFF...F ^ u) = (key >> shift << shift) | u
+        return keys, shift, low
     keys = _descending_keys(values)
-    keys &= ~low
-    keys |= np.arange(m, dtype=np.uint64)
-    rest_first = None
-    if depth < m:
-        keys.partition(depth - 1, axis=1)
-        rest_first = keys[:, depth:].min(axis=1)  # the first key left out of each row
-        keys = np.ascontiguousarray(keys[:, :depth])
-    keys.sort(axis=1)
-    # neighbours whose truncated keys agree (equal high bits: their XOR is below 2^shift) are ordered by index only;
-    # found on the flat array (pair p is positions p, p + 1), without the pairs that join two rows
-    flat = keys.reshape(-1)
-    merged = (flat[1:] ^ flat[:-1]) < (np.uint64(1) << shift)
-    merged[depth - 1 :: depth] = False
-    pairs = np.flatnonzero(merged)
-    edge = np.empty(0, dtype=np.intp)
-    if rest_first is not None:  # rows where a left-out key shares the last kept key's high bits
-        edge = np.flatnonzero((rest_first >> shift) == (keys[:, -1] >> shift))
-        edge_coarse = keys[edge] >> shift
-    keys &= low
-    order = keys.view(np.intp) if keys.itemsize == np.dtype(np.intp).itemsize else keys.astype(np.intp)
-    suspects = [np.empty(0, dtype=np.intp)]  # rows whose order is wrong
-    if pairs.size:  # each such pair's values
-        flat_order = order.reshape(-1)
-        row, first, second = pairs // depth, flat_order[pairs], flat_order[pairs + 1]
-        if values.flags.c_contiguous:  # flat gathers
-            flat_values = values.reshape(-1)
-            suspects.append(row[flat_values[row * m + first] < flat_values[row * m + second]])
-        else:  # a group's columns of the dataset scores (a view)
-            suspects.append(row[values[row, first] < values[row, second]])
-    if edge.size:  # none left out with that key may exceed a kept one
-        shared = edge_coarse[:, -1:]
-        kept_min = np.where(edge_coarse == shared, values[edge[:, None], order[edge]], np.inf).min(axis=1)
-        outside = np.ones((edge.size, m), dtype=bool)
-        np.put_along_axis(outside, order[edge], False, axis=1)
-        same = (_descending_keys(values[edge]) >> shift) == shared
-        left_max = np.where(outside & same, values[edge], -np.inf).max(axis=1)
-        suspects.append(edge[left_max > kept_min])
-    wrong = np.unique(np.concatenate(suspects))
-    if wrong.size:
-        order[wrong] = np.argsort(-values[wrong], axis=1, kind="stable")[:, :depth]
-    return order
+    keys |= low
+    keys ^= low ^ index
+    return keys, shift, low
+
+
+#: How :func:`top_segments` arranges a row: a sort of the ``d`` leading keys costs about ``_SORT_COST * d * log2(d)``
+#: element steps of a partition (numpy 2.4's AVX2 sort and partition of uint64 on this project's 2-core CPU: GPT-2's
+#: 20 geometric K of 32,491 edges partition, a ResNet layer's 20 evenly spaced K sort). Speed only: both give the same
+#: segments.
+_SORT_COST = 0.5
+
+#: Below these magnitudes a nonzero number could share the bucket of ``0.0`` (its key's high bits, for any
+#: ``shift <= 63``): a dataset score below ``2^-1011``, or a per-example score below ``2^-900`` (see
+#: :func:`_zeros_apart`).
+_ZERO_GAP_VALUES = 2.0**-1011
+_ZERO_GAP_SCORES = 2.0**-900
+
+
+def _zeros_apart(array: np.ndarray, gap: float) -> bool:
+    """True when every entry is zero or at least ``gap`` in magnitude.
+
+    With ``gap = _ZERO_GAP_VALUES`` on dataset scores: the bucket of ``0.0`` (keys below ``2^shift`` above its key:
+    the numbers in ``[0, 2^(shift - 1074))``) holds zeros only, so its members are equal and ordered by index rightly.
+    With ``gap = _ZERO_GAP_SCORES`` on the per-example scores ``S`` it implies the same of every dataset score
+    ``(eps @ S) / |eps|``: each score is a multiple of ``q = 2^-952``, so is every float64 sum of them (a rounded sum
+    that is not exact is a multiple of its ulp, at least ``2q`` there), and a nonzero sum divided by ``|eps| < 2^31`` is
+    at least ``2^-983``.
+    """
+    return bool(np.all((array == 0) | (np.abs(array) >= gap)))
+
+
+def top_segments(values: np.ndarray, kept: np.ndarray, zeros_apart: bool | None = None) -> np.ndarray:
+    """Each row's components at the positions of its top-K ranking, exact up to the order inside each K's segment.
+
+    Vote counting needs only the first K at which each component enters: for the distinct counts ``c_1 < ... < c_J``
+    of ``kept`` (and ``c_0 = 0``), which components a row ranks at positions ``c_{j-1} .. c_j - 1`` (value descending,
+    equal values by lower index: :func:`top_order`), not their order there.
+
+    Args:
+        values: float64 ``[b, m]`` finite dataset scores of one group for ``b`` samples.
+        kept: int ``[nK]`` counts kept (1..m, any order, repeats allowed); the depth is ``max(kept)``.
+        zeros_apart: the caller's guarantee that no value is a nonzero number below ``2^-1011`` in magnitude
+            (:func:`_zeros_apart`); ``None`` checks it on ``values``.
+
+    Returns:
+        intp ``[b, max(kept)]``: ``segments[s, p]`` is a component, and ``{segments[s, p] : c_{j-1} <= p < c_j}``
+        equals ``{order[s, p] : c_{j-1} <= p < c_j}`` for the stable descending ``order`` of :func:`top_order`, for
+        every ``j``.
+
+    Method (no Python loop over samples or components): the keys of :func:`_index_keys` (bucket in the high bits, index
+    in the low ones) are arranged by the cuts ``c_j < m``: one partition per cut, from the largest down, each on the
+    part left of the one before (``m + c_J + ... + c_2`` element steps), or one partition at the depth and a sort
+    (``_SORT_COST * d log2 d``), whichever costs less. Keys order the components rightly except inside one bucket,
+    where distinct values within ``2^(shift - 52)`` relative of each other are ordered by index; a cut is therefore
+    checked only where the largest key left of it and the smallest right of it share their bucket, and then on that
+    bucket's values: the row is wrong iff a value right of the cut exceeds one left of it, and a wrong row is ranked
+    again by a stable argsort. Exact ties are such buckets too (equal values: never wrong); the bucket of zero is
+    skipped when ``zeros_apart`` says it holds zeros only (the dead channels of a ReLU network).
+    """
+    b, m = values.shape
+    counts = np.unique(np.asarray(kept, dtype=np.int64))
+    depth = int(counts[-1])
+    cuts = counts[counts < m]  # where a segment ends and the next begins (the depth too, when below m)
+    if cuts.size == 0:  # every K keeps the whole group: one segment, in any order
+        return np.broadcast_to(np.arange(m, dtype=np.intp), (b, m)).copy()
+    keys, shift, low = _index_keys(values)
+    chain = m + int(cuts[1:].sum())
+    if (m if depth < m else 0) + _SORT_COST * depth * depth.bit_length() < chain:
+        if depth < m:
+            keys.partition(depth, axis=1)
+        keys[:, :depth].sort(axis=1)
+        right, left = keys[:, cuts], keys[:, cuts - 1]
+    else:
+        right = np.empty((b, cuts.size), dtype=np.uint64)  # the smallest key right of each cut
+        end = m
+        for j in range(cuts.size - 1, -1, -1):  # the largest cut first, then within the part left of it
+            keys[:, :end].partition(int(cuts[j]), axis=1)
+            right[:, j] = keys[:, cuts[j]]
+            end = int(cuts[j])
+        starts = np.concatenate([[0], cuts[:-1]])  # the largest key left of cut j is in the segment ending there
+        left = np.maximum.reduceat(keys[:, : cuts[-1]], starts, axis=1)
+    bucket = right >> shift
+    suspect = (left >> shift) == bucket
+    if zeros_apart is None:
+        zeros_apart = _zeros_apart(values, _ZERO_GAP_VALUES)
+    if zeros_apart:
+        suspect &= bucket != (_MAGNITUDE_BITS >> shift)
+    segments = np.bitwise_and(keys[:, :depth], low)
+    segments = segments.view(np.intp) if segments.itemsize == np.dtype(np.intp).itemsize else segments.astype(np.intp)
+    rows, at = np.nonzero(suspect)
+    if rows.size:
+        wrong = np.unique(rows[_misordered(values, keys, rows, cuts[at], bucket[rows, at], shift, low)])
+        if wrong.size:
+            segments[wrong] = np.argsort(-values[wrong], axis=1, kind="stable")[:, :depth]
+    return segments
+
+
+def _misordered(values: np.ndarray, keys: np.ndarray, rows: np.ndarray, cuts: np.ndarray, bucket: np.ndarray,
+                shift: np.uint64, low: np.uint64) -> np.ndarray:  # fmt: skip
+    """For each suspect cut (row ``rows[i]``, position ``cuts[i]``, shared bucket ``bucket[i]``): bool, whether a
+    member of the bucket right of the cut has a larger value than one left of it (``max right > min left``; equal values
+    are ordered by index, as the tie rule wants). Vectorized over the suspects, in blocks of bounded memory."""
+    m = keys.shape[1]
+    wrong = np.empty(rows.size, dtype=bool)
+    step = max(1, CHUNK_ELEMENTS // m)
+    for first in range(0, rows.size, step):
+        part = slice(first, first + step)
+        row_keys = keys[rows[part]]
+        member = (row_keys >> shift) == bucket[part, None]
+        left_of_cut = np.arange(m) < cuts[part, None]
+        member_values = values[rows[part, None], (row_keys & low).astype(np.intp)]
+        lowest_left = np.where(member & left_of_cut, member_values, np.inf).min(axis=1)
+        highest_right = np.where(member & ~left_of_cut, member_values, -np.inf).max(axis=1)
+        wrong[part] = highest_right > lowest_left
+    return wrong
 
 
 def _descending_keys(values: np.ndarray) -> np.ndarray:
@@ -260,14 +344,39 @@ def first_entry(values: np.ndarray, kept: np.ndarray) -> np.ndarray:
     depth = int(min(m, kept.max()))
     entry_at = entry_of_position(kept, depth)
     entry = np.full((b, m), kept.size, dtype=entry_at.dtype)
-    np.put_along_axis(entry, top_order(values, depth), entry_at[None, :], axis=1)
+    np.put_along_axis(entry, top_segments(values, np.minimum(kept, m)), entry_at[None, :], axis=1)
     return entry
 
 
+#: Masks that keep at most this fraction of their entries are summed by a sparse product, which skips the deleted
+#: rows (GPT-2's p_del = 0.95 keeps 5%); denser ones by the dense BLAS product. Speed only: both give the same floats.
+SPARSE_KEEP = 0.1
+
+
 def _sub_dataset_scores(scores: np.ndarray, masks: np.ndarray, absolute: bool) -> np.ndarray:
-    """``A``'s dataset score for every mask: ``|eps @ S| / |eps|`` (float64, one matrix product)."""
+    """``A``'s dataset score for every mask: ``|eps @ S| / |eps|`` (float64, one matrix product).
+
+    Args:
+        scores: float ``[n_examples, U]`` (read as float64: pass float64 to skip the conversion).
+        masks: bool ``[b, n_examples]``.
+        absolute: take ``|.|`` of the mean.
+
+    Returns:
+        float64 ``[b, U]``. ``eps @ S`` adds a mask's kept rows of ``S`` one after the other in example order, from
+        ``0.0``: OpenBLAS's dense kernel accumulates along the inner dimension in order (a deleted row adds ``0 * s``,
+        which changes no sum), and scipy's CSR product adds the kept rows only, in the order of their indices. The two
+        give the same floats (tested), so which one runs (:data:`SPARSE_KEEP`) changes no vote.
+    """
     n_kept = masks.sum(axis=1)
-    dataset_scores = masks.astype(np.float64) @ np.asarray(scores, dtype=np.float64)
+    scores = np.asarray(scores, dtype=np.float64)
+    if n_kept.sum() <= SPARSE_KEEP * masks.size:
+        import scipy.sparse
+
+        indptr = np.concatenate([[0], np.cumsum(n_kept)])
+        kept = scipy.sparse.csr_matrix((np.ones(int(indptr[-1])), np.nonzero(masks)[1], indptr), shape=masks.shape)
+        dataset_scores = np.asarray(kept @ scores)
+    else:
+        dataset_scores = masks.astype(np.float64) @ scores
     dataset_scores /= np.maximum(n_kept, 1)[:, None]
     if absolute:
         np.abs(dataset_scores, out=dataset_scores)
@@ -286,8 +395,8 @@ def _entry_histogram(
 ) -> np.ndarray:
     """``H [U, nK + 1]``: (weighted) number of samples in which ``u`` first enters at the j-th smallest K.
 
-    Per chunk of samples: one matrix product gives every sample's dataset scores, :func:`top_order` each
-    sample's ranking down to the largest count kept (in blocks of samples that fit the cache), and one ``bincount``
+    Per chunk of samples: one matrix product gives every sample's dataset scores, :func:`top_segments` which
+    components each sample ranks in each K's segment (in blocks of samples that fit the cache), and one ``bincount``
     of ``E[p] * m + component`` per group of ``m`` components (:func:`entry_of_position`) the histogram. A component
     ranked below every K's count never enters and is not counted: the last column (``nK``, "never") stays 0, and
     only the first ``nK`` columns are read. Empty
@@ -298,6 +407,10 @@ def _entry_histogram(
     if kept_per_group is None:
         kept_per_group = count_table(np.sort(k_grid), index)  # [nK, G], nondecreasing along K
     n_k, n_components = kept_per_group.shape[0], scores.shape[1]
+    # a nonzero float32 (or integer) is at least 2^-149 in magnitude: only float64 scores need the check
+    low_precision = scores.dtype.kind in "biu" or (scores.dtype.kind == "f" and scores.dtype.itemsize <= 4)
+    scores = np.asarray(scores, dtype=np.float64)  # once, not per chunk
+    zeros_apart = low_precision or _zeros_apart(scores, _ZERO_GAP_SCORES)
     histogram = np.zeros((n_components, n_k + 1), dtype=np.float64 if weights is not None else np.int64)
     depths = [int(min(members.size, kept_per_group[:, g].max())) for g, members in enumerate(index.members)]
     # E[p] * m: the histogram is counted entry-major ([nK + 1, m] per group), so that the long runs of positions
@@ -318,8 +431,8 @@ def _entry_histogram(
             bins = np.empty((rows.size, depths[g]), dtype=np.intp)
             block = max(1, CHUNK_ELEMENTS // members.size)  # rankings of cache-sized blocks of samples
             for first in range(0, rows.size, block):  # [rows, depth]: positions past the largest K never enter
-                bins[first : first + block] = top_order(local[first : first + block], depths[g])
-            bins += offsets[g][None, :]  # E[p] * m + local component
+                segments = top_segments(local[first : first + block], kept_per_group[:, g], zeros_apart)
+                np.add(segments, offsets[g][None, :], out=bins[first : first + block])  # E[p] * m + local component
             w = None if weights is None else np.repeat(weights[rows], depths[g])
             counted[g] += np.bincount(bins.ravel(), weights=w, minlength=counted[g].size)
     for g, columns in enumerate(spans):
