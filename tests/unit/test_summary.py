@@ -118,3 +118,25 @@ def test_the_end_of_the_run_says_where_the_results_are_in_at_most_25_lines(tmp_p
     empty = end_message(tmp_path / "nothing")
     assert "(not written by this run)" in empty[2] and len(empty) <= END_LINES
     assert np.all([len(line) < 1000 for line in lines])
+
+
+def test_rows_that_cannot_tell_the_methods_apart_are_left_out_and_counted(tmp_path):
+    """Issue 50: a whole-model K (either circuit at K 100%) or two perfect cACCs cannot discriminate: the compact table
+    leaves the row out and its title says how many; the other rows stay."""
+    world = _world(tmp_path / "tables" / "world")
+    raw = pd.read_csv(world / "selected_cacc_raw.csv")
+    raw.loc[(raw.scorer == "relevance") & (raw.eval_set == "set1"), ["baseline", "certified"]] = 1.0   # both perfect
+    raw.loc[(raw.scorer == "relevance") & (raw.eval_set == "set2"), "certified_k"] = 1.0              # the whole model
+    raw.loc[(raw.scorer == "relevance") & (raw.eval_set == "set0"), "baseline"] = 1.0                 # one perfect only
+    raw.to_csv(world / "selected_cacc_raw.csv", index=False)
+    text = "\n".join(summary_lines([("world", world)], [], main_scorer="relevance"))
+    assert ("### Sufficiency: cACC % of each circuit" in text and "; 2 rows that cannot tell the methods apart (a "
+            "whole-model K, or both circuits perfect) left out: see the warnings" in text)
+    assert "| world | set0 | relevance | chosen by max cACC on id | 90.0 (FPR 10.0) | 100.0 (25.0, 5.0) |" in text
+    assert "| world | set1 |" not in text.split("### Faithfulness")[0]
+    assert "| world | set2 |" not in text.split("### Faithfulness")[0]
+    raw.loc[raw.scorer == "relevance", ["baseline", "certified"]] = 1.0   # every row blind: the title alone
+    raw.to_csv(world / "selected_cacc_raw.csv", index=False)
+    lines = summary_lines([("world", world)], [], main_scorer="relevance")
+    at = next(i for i, line in enumerate(lines) if line.startswith("### Sufficiency"))
+    assert "3 rows that cannot tell the methods apart" in lines[at] and lines[at + 2].startswith("### Faithfulness")

@@ -69,6 +69,12 @@ def sufficiency_table(tables: Path, experiment: str, main_scorer: str | None) ->
     if not path.is_file():
         return None
     raw = _main(pd.read_csv(path, dtype={"concept": str}), main_scorer)
+    blind = cannot_discriminate(raw)
+    raw = raw[~blind]
+    if raw.empty:  # every row left out: the family's title says how many
+        empty = pd.DataFrame()
+        empty.attrs[HIDDEN] = int(blind.sum())
+        return empty
     out = pd.DataFrame({"experiment": experiment, "eval set": _label(raw, ["concept", "eval_set"])})
     out["scorer"] = raw["scorer"].astype(str) if "scorer" in raw else "--"
     out["K"] = [selection_name(row) if path.name.startswith("selected") else "the peak on the same set"
@@ -82,7 +88,32 @@ def sufficiency_table(tables: Path, experiment: str, main_scorer: str | None) ->
     p = raw["pvalue_examples"] if "pvalue_examples" in raw else raw.get("pvalue")
     if p is not None:
         out["p"] = p.map(lambda v: "--" if pd.isna(v) else f"{v:.2g}")
-    return out.reset_index(drop=True)
+    out = out.reset_index(drop=True)
+    out.attrs[HIDDEN] = int(blind.sum())
+    return out
+
+
+#: ``DataFrame.attrs`` key: the rows a compact table leaves out because they cannot tell the methods apart
+HIDDEN = "rows_that_cannot_discriminate"
+
+
+def cannot_discriminate(raw: pd.DataFrame) -> pd.Series:
+    """The rows of a selected / peak cACC table that cannot tell the baseline from the certified circuit (issue 50:
+    not shown at all; their flags, ``full-model-k`` and ``identical-curves``, stay in the warning list).
+
+    A row is blind when either circuit is the whole model at its K (``K = 100%``: the full model against itself), or
+    both score the same perfect cACC (1.0: no difference possible, p = 1 by construction).
+
+    Args:
+        raw: ``selected_cacc_raw.csv`` / ``peaks_cacc_raw.csv`` rows (``baseline``, ``certified``, ``baseline_k``,
+            ``certified_k``: shares in [0, 1]).
+
+    Returns:
+        bool per row, True where the row is left out.
+    """
+    whole = (raw["baseline_k"] >= 1.0) | (raw["certified_k"] >= 1.0)
+    perfect = (raw["baseline"] >= 1.0) & (raw["certified"] >= 1.0)
+    return whole | perfect
 
 
 def faithfulness_table(tables: Path, experiment: str, main_scorer: str | None) -> pd.DataFrame | None:
@@ -242,21 +273,26 @@ def family_tables(experiments: Sequence[tuple[str, Path]], main_scorer: str | No
     full tables); a family no experiment produced is left out."""
     found = []
     for title, what, build, full in FAMILIES:
-        frames, links = [], []
+        frames, links, hidden = [], [], 0
         for name, tables in experiments:
             extra = {"plan_warnings": plan_warnings} if build is radius_table else {}
             frame = build(Path(tables), name, main_scorer, **extra)
-            if frame is not None and len(frame):
+            hidden += int(frame.attrs.get(HIDDEN, 0)) if frame is not None else 0
+            if frame is not None and (len(frame) or frame.attrs.get(HIDDEN)):
                 frames.append(frame)
                 names = (full,) if isinstance(full, str) else full
                 shown = next((n for n in names if (Path(tables) / n).is_file()), names[0])
                 links.append(f"`tables/{Path(tables).name}/{shown}`")
         if frames:
-            found.append((title, what, pd.concat(frames, ignore_index=True), links))
+            note = (f"; {hidden} row{'s' if hidden > 1 else ''} that cannot tell the methods apart (a whole-model K, "
+                    "or both circuits perfect) left out: see the warnings") if hidden else ""
+            found.append((title, what + note, pd.concat(frames, ignore_index=True), links))
     return found
 
 
 def _section(title: str, what: str, frame: pd.DataFrame, links: Sequence[str], rows: int) -> list[str]:
+    if frame.empty:  # every row left out (the title says why)
+        return [f"### {title}: {what} ({', '.join(links)})", ""]
     shown = frame.head(rows)
     left = len(frame) - rows
     more = [f"... {left} more row{'s' if left > 1 else ''} in the full table{'s' if len(links) > 1 else ''}."] if left > 0 else []
