@@ -88,7 +88,7 @@ def parts(inputs: list[Path], out: Path, ablation: str) -> dict[str, float]:
     for owner, name, label in ((evaluation, "read_sufficiency", "read"), (evaluation, "peak_table", "peak tables"),
                                (evaluation, "selected_table", "selected tables"),
                                (paper, "_faithfulness_tables", "faithfulness"),
-                               (paper.figures, "plot_cacc_curves", "figures")):
+                               (paper.figures, "plot_cacc_figures", "figures")):
         timed(owner, name, label)
     begin = time.process_time()
     paper.sufficiency_report(inputs, ["scorer"], "wilcoxon", False, "world", out, select_on="id_test",

@@ -150,6 +150,84 @@ def test_plot_cacc_curves(tmp_path: Path, metric: str) -> None:
     assert_no_tmp(tmp_path)
 
 
+def _pixels(path: Path) -> np.ndarray:
+    from PIL import Image
+
+    with Image.open(path) as image:
+        return np.asarray(image.convert("RGBA"))
+
+
+def test_save_figure_lays_out_once_and_draws_each_file_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 51: a figure with a layout engine is drawn once per file (savefig alone draws it twice: once without
+    rendering, to run the engine), and the files are those of matplotlib's own path: the PNG's pixels those of a plain
+    ``savefig`` at 150 dpi, the PDF's bytes those of a PDF drawn with the PNG's layout."""
+    from matplotlib.figure import Figure
+
+    def build() -> Figure:
+        fig, axes = figures._figure(1, 2, sharey=True)
+        for ax, slope in zip(axes[0], (1.0, 2.5)):
+            ax.plot([0, 1, 2], [0.0, slope, 3 * slope], label=f"slope {slope}")
+            ax.set_title(f"panel {slope}")
+            ax.set_xlabel("x")
+        axes[0, 0].set_ylabel("y")
+        fig.legend(loc="outside lower center", ncol=2)
+        return fig
+
+    reference = build()
+    reference.savefig(tmp_path / "reference.png", format="png", dpi=150)
+    reference.set_layout_engine("none")
+    reference.savefig(tmp_path / "reference.pdf", format="pdf", metadata={"CreationDate": None})
+    draws: list[str] = []
+    draw = Figure.draw
+    monkeypatch.setattr(Figure, "draw", lambda self, renderer: draws.append(type(renderer).__name__) or draw(self, renderer))
+    png, pdf = figures.save_figure(build(), tmp_path / "saved")
+    assert draws == ["RendererAgg", "MixedModeRenderer"]  # one draw each (savefig alone: four)
+    assert np.array_equal(_pixels(png), _pixels(tmp_path / "reference.png"))
+    assert pdf.read_bytes() == (tmp_path / "reference.pdf").read_bytes()
+
+
+def test_cacc_figures_on_one_figure_equal_each_figure_drawn_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 51: the metrics' figures drawn in turn on one Figure are each the figure ``plot_cacc_curves`` draws alone
+    (PNG pixels and PDF bytes): no curve, constant mark, y limit or layout of a previous metric is left. Four eval
+    sets (two hidden panels); a constant metric first (its y axis narrowed to 0.5 ± 0.05, its panels marked), then
+    cACC, then a metric far outside [0, 1]."""
+    base = curves_table()
+    table = pd.concat([base, base.assign(eval_set=base["eval_set"] + "_c")], ignore_index=True)
+    table["flat"] = 0.5
+    table["wide"] = 40.0 + 10.0 * table["k_target"]
+    metrics = ("flat", "cacc", "wide")
+    seen: dict[str, list] = {}
+    save = figures.save_figure
+
+    def record(fig, stem):  # what each saved figure holds, read when it is written
+        seen[Path(stem).name] = [([np.asarray(line.get_ydata(), float).tolist() for line in ax.lines], ax.get_ylim(),
+                                  [t.get_text() for t in ax.texts])
+                                 for ax in fig.axes if ax.get_visible()]
+        return save(fig, stem)
+
+    monkeypatch.setattr(figures, "save_figure", record)
+    written = figures.plot_cacc_figures(table, {m: tmp_path / "one" / m for m in metrics}, title="world")
+    for metric in metrics:
+        alone = figures.plot_cacc_curves(table, tmp_path / "alone" / metric, metric=metric, title="world")
+        assert [p.name for p in written[metric]] == [f"{metric}.png", f"{metric}.pdf"]
+        assert np.array_equal(_pixels(written[metric][0]), _pixels(alone[0])), metric
+        assert written[metric][1].read_bytes() == alone[1].read_bytes(), metric
+    # the cACC figure's first panel (resnet101 then vit_b16 on imagenet): each method's curve sorted by K, the full
+    # model a horizontal line at 0.78; no constant mark, and its y axis is cACC's, not the flat metric's 0.5 ± 0.05
+    k = np.array([0.1, 0.3, 0.5, 0.7, 1.0])
+    expected = [np.clip(0.5 + 0.4 * k + shift, 0, 1).tolist() for shift in (0.0, 0.03, 0.08)] + [[0.78, 0.78]]
+    lines, (low, high), texts = seen["cacc"][0]
+    assert len(lines) == 8 and texts == []
+    for drawn, values in zip(lines, expected + expected):
+        np.testing.assert_allclose(drawn, values, rtol=0, atol=1e-12)
+    assert low < 0.7 and high > 0.95
+    assert all(t == ["constant: flat = 0.5 at every K"] for _, _, t in seen["flat"])
+    assert all(ylim == pytest.approx((0.45, 0.55)) for _, ylim, _ in seen["flat"])
+    assert all(lo <= 41.0 and hi >= 50.0 and t == [] for _, (lo, hi), t in seen["wide"])
+    with pytest.raises(ValueError, match="stems is empty"):
+        figures.plot_cacc_figures(table, {})
+
+
 def test_plot_iou_and_seed_stability(tmp_path: Path) -> None:
     rng = np.random.default_rng(0)
     iou = pd.DataFrame([

@@ -143,7 +143,7 @@ def test_report_equals_the_tables_written_before(tmp_path: Path, monkeypatch: py
     assert written == recorded, ("tests/helpers/sufficiency_tables.py no longer writes the CSVs the reference tables "
                                  "were made from: write them again with the code at dbd3f82 (git archive dbd3f82 src) "
                                  "and update tests/unit/data/sufficiency_reference")
-    monkeypatch.setattr(paper.figures, "plot_cacc_curves", lambda *args, **kwargs: [])
+    monkeypatch.setattr(paper.figures, "plot_cacc_figures", lambda *args, **kwargs: {})
     out = tmp_path / "tables"
     paper.sufficiency_report(inputs, ["scorer"], "wilcoxon", False, "world", out, select_on="id_test", bootstrap_seed=0)
     expected_sum = (REFERENCE / "outputs.sha256").read_text().split()[0]

@@ -33,7 +33,6 @@ from certified_circuits.commands import certify_command
 from certified_circuits.core.certification import check_certified_from, method_masks
 from certified_circuits.core.discovery import k_index
 from certified_circuits.core.contracts import Certificates, Votes
-from certified_circuits.storage.store import read_certificates, read_votes
 from certified_circuits.storage.tables import parse_k_column, read_csv_table, require_columns
 
 log = logging.getLogger(__name__)
@@ -143,8 +142,9 @@ def sufficiency_report(inputs: Sequence[Path], by: Sequence[str], test: str, bes
         if "setting" in named:
             named["setting"] = named["setting"].map(tag_words)
         panels["experiment"] = named.agg(" / ".join, axis=1)
-    for metric in [m for m in ("cacc", "balanced_accuracy", "false_positive_rate") if m in panels.columns]:
-        figures.plot_cacc_curves(panels, out_dir / f"curves_{metric}", metric=metric, title=title)
+    drawn = [m for m in ("cacc", "balanced_accuracy", "false_positive_rate") if m in panels.columns]
+    if drawn:
+        figures.plot_cacc_figures(panels, {m: out_dir / f"curves_{m}" for m in drawn}, title=title)
     log.info("sufficiency report for %d rows -> %s", len(table), out_dir)
     return headline
 
@@ -160,6 +160,8 @@ def read_circuits(pairs: Sequence[tuple[Path, Path]], scorer: str | None = None)
     Raises:
         ValueError: a pair does not belong together, or holds another scorer's circuits than ``scorer``.
     """
+    from certified_circuits.storage.store import read_certificates, read_votes  # here: h5py, which report-sufficiency never needs
+
     circuits = []
     for votes_path, certificates_path in pairs:
         votes, certificates = read_votes(votes_path), read_certificates(certificates_path)
