@@ -18,7 +18,7 @@ from snakemake.utils import min_version
 from certified_circuits.pipeline.config import check_workflow_config
 from certified_circuits.pipeline.config_errors import ConfigError
 from certified_circuits.pipeline.snakemake_args import snakemake_runs_jobs
-from certified_circuits.pipeline.plans import plan_records, plan_tags
+from certified_circuits.pipeline.plans.setting_plans import plan_records, plan_tags
 from certified_circuits.storage.locks import CHECKOUT_LOCK, RunLocked, hold_lock, lock_results
 
 min_version("9.0")
@@ -69,17 +69,20 @@ if PLAN_WARNINGS and workflow.is_main_process:
           *(f"  - {line}" for line in PLAN_WARNINGS), sep="\n", file=sys.stderr)
 
 
+# One rules file per domain; the planning functions of each are pipeline/plans/<same name>.py.
 include: "rules/common.smk"
 
 
 if VISION["enabled"]:
 
     include: "rules/vision.smk"
+    include: "rules/vision_reports.smk"
 
 
 if LANGUAGE["enabled"]:
 
     include: "rules/language.smk"
+    include: "rules/language_reports.smk"
 
 
 include: "rules/certification.smk"
@@ -87,9 +90,14 @@ include: "rules/testbed.smk"
 include: "rules/reports.smk"
 
 
+# Every result of the run, by domain (pipeline/plans/: each domain's report rules and what they write).
 rule all:
     input:
-        ALL_TARGETS,
+        reports.theory_targets(PATHS),
+        vision_reports.vision_targets(config, PATHS, VCONCEPTS),
+        language_reports.language_targets(config, PATHS),
+        testbed.testbed_targets(config, PATHS, VCONCEPTS),
+        reports.run_targets(PATHS),
     default_target: True
 
 

@@ -2,12 +2,7 @@
 
 # Each attribution file records how its scorers rank (EAP-IG: |mean score|); the votes stage reads it.
 # The settings come from the parse-time table of every configured setting (PATHS.setting_of), never
-# from the values in a path.
-K_GRIDS = {}
-if VISION["enabled"]:
-    K_GRIDS[VX] = words(VISION["k_grid"])
-if LANGUAGE["enabled"]:
-    K_GRIDS[LX] = words(LANGUAGE["k_grid"])
+# from the values in a path; pipeline/plans/certification.py spells them as the stages' options.
 
 
 rule votes:
@@ -18,8 +13,8 @@ rule votes:
         PATHS.votes(),
     params:
         job=job_env("votes"),
-        k_grid=lambda w: K_GRIDS[w.experiment],
-        setting=votes_options,
+        k_grid=partial(certification.votes_job_k_grid, config),
+        setting=partial(certification.votes_job_options, PATHS),
         device=q(DEVICE),
     log:
         log_path("votes", f"{{experiment}}/{{split}}/{{concept}}/{{scorer}}/{VOTES_PATTERN}"),
@@ -44,7 +39,7 @@ rule certify:
         PATHS.certificates(),
     params:
         job=job_env("certify"),
-        decision=decision_options,
+        decision=partial(certification.decision_job_options, PATHS),
     log:
         log_path("certify", f"{{experiment}}/{{split}}/{{concept}}/{{scorer}}/{SETTING_PATTERN}"),
     conda:

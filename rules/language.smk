@@ -2,11 +2,12 @@
 # train split, interchange-patched sufficiency per (task, certification setting).
 
 from certified_circuits.language.tasks import GENERATED_TASKS as ALL_TASKS, SPLITS as LANGUAGE_SPLITS
-from certified_circuits.pipeline.plans import language_train_tasks
 
 # the tasks whose prompts the embedded model's training sees (and excludes from its training stream): the configured
 # train.tasks, the compiled model's task, or the default mixture
-TRAIN_TASKS = language_train_tasks(LANGUAGE)
+TRAIN_TASKS = language.language_train_tasks(LANGUAGE)
+LANGUAGE_EVAL_FILES = partial(language.language_eval_job_files, config, PATHS)
+LANGUAGE_EVAL_OPTIONS = partial(language.language_eval_job_options, config, PATHS)
 
 
 if HF_LANGUAGE:
@@ -14,14 +15,14 @@ if HF_LANGUAGE:
     rule language_task_file:
         """Your own task: the task file checked against the model's tokenizer and split (ood_test may be empty)."""
         input:
-            file=lambda w: LANGUAGE["task_files"][w.task],
+            file=partial(language.language_task_job_file, config),
         output:
             expand(f"{LDIR}/tasks/{{{{task}}}}/{{split}}.jsonl", split=LANGUAGE_SPLITS),
         params:
             job=job_env("language_task_file"),
             model=q(LANGUAGE["model_path"]),
             seed=LANGUAGE["task_seed"],
-            out=lambda w: f"{LDIR}/tasks/{w.task}",
+            out=partial(language.language_task_job_dir, PATHS),
         log:
             log_path("language_task_file", "{task}"),
         conda:
@@ -43,7 +44,7 @@ else:
             n=LANGUAGE["n_per_split"],
             seed=LANGUAGE["task_seed"],
             tokenizer="" if EMBEDDED_LANGUAGE else f"--gpt2-tokenizer {q(LANGUAGE.get('model_path', ''))}",
-            out=lambda w: f"{LDIR}/tasks/{w.task}",
+            out=partial(language.language_task_job_dir, PATHS),
         log:
             log_path("language_tasks", "{task}"),
         conda:
@@ -69,8 +70,8 @@ if EMBEDDED_LANGUAGE:
         params:
             job=job_env("language_train"),
             options=cli_options(LANGUAGE["train"]),
-            tasks=lambda w, input: os.path.dirname(os.path.dirname(input[0])),
-            model=lambda w, output: os.path.dirname(output.model),
+            tasks=f"{LDIR}/tasks",
+            model=output_dir,
         log:
             log_path("language_train"),
         benchmark:
@@ -125,15 +126,14 @@ rule language_evaluate:
     input:
         votes=PATHS.votes(LX, scorer="eap_ig"),
         certificates=PATHS.certificates(LX, scorer="eap_ig"),
-        eval_sets=lambda w: [f"{LDIR}/tasks/{w.concept}/{name}.jsonl" for name in language_eval_sets(w.concept)],
+        eval_sets=LANGUAGE_EVAL_FILES,
         model=language_model_inputs(),
     output:
         PATHS.sufficiency(LX),
     params:
         job=job_env("language_evaluate"),
         model=language_model_args(),
-        eval_sets=lambda w: item_options("--eval-set", [(f"{name}={LDIR}/tasks/{w.concept}/{name}.jsonl",)
-                                                        for name in language_eval_sets(w.concept)]),
+        eval_sets=LANGUAGE_EVAL_OPTIONS,
         experiment=LX,
     log:
         log_path("language_evaluate", f"{{split}}/{{concept}}/{SETTING_PATTERN}"),
@@ -153,30 +153,28 @@ rule language_evaluate:
 
 
 if LANGUAGE["faithfulness"]["grid"] == "mib":
-    # every setting of each task and the held-out selection table: the job uses the selected setting (jobs.mib_circuits)
-    MIB_SELECTED = jobs.language_selected_table(config, PATHS)
-    MIB_TASK_CIRCUITS = {}
-    for _task, _attributions, _votes, _certificates in jobs.mib_circuits(config, PATHS):
-        MIB_TASK_CIRCUITS.setdefault(_task, (_attributions, []))[1].append((_votes, _certificates))
+    # every setting of each task and the held-out selection table: the job uses the selected setting
+    # (pipeline/plans/language.py mib_circuits)
+    MIB_SELECTED = language.language_selected_table(config, PATHS)
+    MIB_TASK_CIRCUITS = language.mib_task_circuits(config, PATHS)
 
     rule language_faithfulness_mib:
         """Faithfulness at MIB's edge fractions (0.1%..100%): baseline top-n by signed and by |score|, and the
         certified circuit of the setting selected on held-out prompts, pruned as MIB does (docs/mib.md)."""
         input:
-            attributions=lambda w: MIB_TASK_CIRCUITS[w.concept][0],
-            circuits=lambda w: [f for pair in MIB_TASK_CIRCUITS[w.concept][1] for f in pair],
+            attributions=partial(language.mib_job_attributions, MIB_TASK_CIRCUITS),
+            circuits=partial(language.mib_job_circuit_files, MIB_TASK_CIRCUITS),
             selected=[MIB_SELECTED] if MIB_SELECTED else [],
-            eval_sets=lambda w: [f"{LDIR}/tasks/{w.concept}/{name}.jsonl" for name in language_eval_sets(w.concept)],
+            eval_sets=LANGUAGE_EVAL_FILES,
             model=language_model_inputs(),
         output:
             PATHS.faithfulness_mib(LX),
         params:
             job=job_env("language_faithfulness_mib"),
             model=language_model_args(),
-            circuits=lambda w: item_options("--circuits", MIB_TASK_CIRCUITS[w.concept][1]),
+            circuits=partial(language.mib_job_circuit_options, MIB_TASK_CIRCUITS),
             selected=f"--selected {q(MIB_SELECTED)}" if MIB_SELECTED else "",
-            eval_sets=lambda w: item_options("--eval-set", [(f"{name}={LDIR}/tasks/{w.concept}/{name}.jsonl",)
-                                                            for name in language_eval_sets(w.concept)]),
+            eval_sets=LANGUAGE_EVAL_OPTIONS,
             experiment=LX,
         log:
             log_path("language_faithfulness_mib", "{concept}"),

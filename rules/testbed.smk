@@ -1,11 +1,10 @@
 # Circuits with a known answer (docs/embedded_default.md): the ground truth of each testbed model, causally verified;
 # recovery of it by every method (report-recovery); stability of the circuits under bootstrap resamples of each
 # concept dataset (stability, report-stability). Which experiments have a ground truth, and which jobs they get:
-# pipeline/jobs.py (ground_truth_experiments, stability_jobs).
+# pipeline/plans/testbed.py (ground_truth_experiments, stability_jobs, testbed_outputs).
 
-GROUND_TRUTHS = jobs.ground_truth_experiments(config)
 TESTBED = config["testbed"]
-for _note in jobs.testbed_notes(config) if workflow.is_main_process else []:  # a key that runs nothing is said
+for _note in testbed.testbed_notes(config) if workflow.is_main_process else []:  # a key that runs nothing is said
     print(f"Note: {_note}", file=sys.stderr)
 
 
@@ -21,7 +20,7 @@ if GROUND_TRUTHS.get(VX) == "vision":
             PATHS.ground_truth(VX),
         params:
             job=job_env("vision_ground_truth"),
-            world=lambda w, input: os.path.dirname(input.world[0]),
+            world=WORLD,
             seed=VSETTING.seed,
             experiment=VX,
         log:
@@ -46,13 +45,13 @@ if GROUND_TRUTHS.get(LX) == "language":
         leaves chance)."""
         input:
             model=language_model_inputs(),
-            examples=f"{LDIR}/tasks/{jobs.GROUND_TRUTH_TASK}/id_test.jsonl",
+            examples=f"{LDIR}/tasks/{testbed.GROUND_TRUTH_TASK}/id_test.jsonl",
         output:
             PATHS.ground_truth(LX),
         params:
             job=job_env("language_ground_truth"),
-            model=lambda w, input: os.path.dirname(input.model[0]),
-            task=jobs.GROUND_TRUTH_TASK,
+            model=language.language_dirs(PATHS)["model"],
+            task=testbed.GROUND_TRUTH_TASK,
             experiment=LX,
             seed=LANGUAGE["task_seed"],
             device=q(DEVICE),
@@ -77,14 +76,14 @@ if STABILITY_JOBS:
         """One concept's baseline and certified circuits over bootstrap resamples of its dataset (Wu, Tonin and
         Cevher 2026): Jaccard against the full-data circuit, label changes between resamples, recovery of the truth."""
         input:
-            attributions=lambda w: stability_job(w)["attributions"],
-            truth=lambda w: PATHS.ground_truth(w.experiment),
+            attributions=partial(testbed.stability_job_attributions, STABILITY_JOBS, PATHS),
+            truth=partial(testbed.ground_truth_job_path, PATHS),
         output:
             table=PATHS.stability(),
             truth_size=PATHS.truth_size(),
         params:
             job=job_env("stability"),
-            options=lambda w: jobs.stability_options(stability_job(w), TESTBED),
+            options=partial(testbed.stability_job_options, STABILITY_JOBS, PATHS, TESTBED),
         log:
             log_path("stability", f"{{experiment}}/{{split}}/{{concept}}/{{scorer}}/{SETTING_PATTERN}"),
         conda:
@@ -98,39 +97,28 @@ if STABILITY_JOBS:
             "--ground-truth {input.truth:q} --out {output.table:q} --out-truth-size {output.truth_size:q} 2> {log:q}"
 
 
-TESTBED_TABLES = []  # read by the summary's findings
-TESTBED_TARGETS = []  # rule all (rules/reports.smk)
+# the recovery and stability tables of each experiment with a ground truth (pipeline/plans/testbed.py testbed_outputs)
+TESTBED_OUTPUTS = testbed.testbed_outputs(config, PATHS, VCONCEPTS)
 for _experiment, _kind in GROUND_TRUTHS.items():
-    if _kind == "vision":
-        _circuits = [f for c in VCONCEPTS for s in vision_scorers("concept", VSETTING)
-                     for f in vision_circuits("concept", c, VSETTING, scorer=s)]
-        _tables = f"{PATHS.tables(VX)}/mean_ablation" if "mean" in VISION["ablations"] else PATHS.tables(VX)
-        _selected = [f"{_tables}/selected_balanced_raw.csv"] if VISION["selection_set"] else []
-    else:
-        _circuits = [f for s in language_settings(jobs.GROUND_TRUTH_TASK)
-                     for f in (PATHS.votes(LX, "train", jobs.GROUND_TRUTH_TASK, "eap_ig", s),
-                               PATHS.certificates(LX, "train", jobs.GROUND_TRUTH_TASK, "eap_ig", s))]
-        _selected = [jobs.language_selected_table(config, PATHS)] if LANGUAGE["selection_set"] else []
-    _out = f"{PATHS.tables(_experiment)}/testbed"
+    _recovery = TESTBED_OUTPUTS[f"recovery_{_kind}"]
+    _inputs = testbed.recovery_inputs(config, PATHS, VCONCEPTS, _experiment)
 
     rule:
         name:
             f"recovery_{_kind}"
         input:
-            truth=PATHS.ground_truth(_experiment),
-            circuits=_circuits,
-            selected=_selected,
+            **_inputs,
         output:
-            table=f"{_out}/recovery.csv",
-            auroc=f"{_out}/recovery_auroc.csv",
-            summary=f"{_out}/recovery_summary.md",
-            figure=report(f"{_out}/recovery.png", caption="../report/recovery.rst", category="Testbed"),
+            table=_recovery["table"],
+            auroc=_recovery["auroc"],
+            summary=_recovery["summary"],
+            figure=report(_recovery["figure"], caption="../report/recovery.rst", category="Testbed"),
         params:
             job=job_env(f"recovery_{_kind}"),
-            circuits=item_options("--circuits", zip(_circuits[::2], _circuits[1::2])),
-            selected=f"--selected {q(_selected[0])}" if _selected else "",
+            circuits=pair_options("--circuits", _inputs["circuits"]),
+            selected=f"--selected {q(_inputs['selected'][0])}" if _inputs["selected"] else "",
             experiment=_experiment,
-            out=lambda w, output: os.path.dirname(output.table),
+            out=output_dir,
         log:
             log_path(f"recovery_{_kind}"),
         conda:
@@ -139,26 +127,19 @@ for _experiment, _kind in GROUND_TRUTHS.items():
             "{params.job} certified-circuits report-recovery --ground-truth {input.truth:q} {params.circuits} "
             "{params.selected} --experiment {params.experiment:q} --out-dir {params.out:q} 2> {log:q}"
 
-    TESTBED_TABLES += [f"{_out}/recovery_auroc.csv"]
-    TESTBED_TARGETS += [f"{_out}/recovery.csv", f"{_out}/recovery_auroc.csv", f"{_out}/recovery_summary.md", f"{_out}/recovery.png"]
-
-    _stability = [path for path, job in STABILITY_JOBS.items() if job["experiment"] == _experiment]
-    if _stability:
+    if f"stability_{_kind}" in TESTBED_OUTPUTS:
+        _stability = TESTBED_OUTPUTS[f"stability_{_kind}"]
 
         rule:
             name:
                 f"stability_{_kind}"
             input:
-                tables=_stability,
-                truth_size=[STABILITY_JOBS[path]["truth_size"] for path in _stability],
+                **testbed.stability_table_inputs(config, PATHS, VCONCEPTS, _experiment),
             output:
-                table=f"{_out}/stability.csv",
-                summary=f"{_out}/stability_summary.md",
-                truth_size=f"{_out}/truth_size.csv",
-                truth_size_summary=f"{_out}/truth_size_summary.md",
+                **_stability,
             params:
                 job=job_env(f"stability_{_kind}"),
-                out=lambda w, output: os.path.dirname(output.table),
+                out=output_dir,
             log:
                 log_path(f"stability_{_kind}"),
             conda:
@@ -166,7 +147,3 @@ for _experiment, _kind in GROUND_TRUTHS.items():
             shell:
                 "{params.job} certified-circuits report-stability --inputs {input.tables:q} --truth-size "
                 "{input.truth_size:q} --out-dir {params.out:q} 2> {log:q}"
-
-        TESTBED_TABLES += [f"{_out}/stability.csv", f"{_out}/truth_size.csv"]
-        TESTBED_TARGETS += [f"{_out}/stability.csv", f"{_out}/stability_summary.md", f"{_out}/truth_size.csv",
-                            f"{_out}/truth_size_summary.md"]

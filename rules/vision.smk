@@ -2,10 +2,9 @@
 # attributions per class, sufficiency evaluation per (split, class, setting).
 
 from certified_circuits.vision.data.world import SPLITS as WORLD_SPLITS
-VSETTING = jobs.vision_setting(config)  # the one builder of the vision setting (pipeline/jobs.py)
-REDISCOVERY = list(VISION["rediscovery_sets"])
-CLASS_SPLITS = ["concept"] + REDISCOVERY
-VLARGE = f"{VDIR}/world_large/concept.npz"
+VSETTING = vision.vision_setting(config)  # the one builder of the vision setting (pipeline/plans/vision.py)
+REDISCOVERY = vision.rediscovery_sets(config)
+VLARGE = vision.vision_dirs(PATHS)["large"]
 
 
 if EMBEDDED_VISION:
@@ -18,7 +17,7 @@ if EMBEDDED_VISION:
         params:
             job=job_env("vision_world"),
             options=cli_options(VISION["world"]),
-            out=lambda w, output: os.path.dirname(output.meta),
+            out=output_dir,
         log:
             log_path("vision_world"),
         conda:
@@ -39,7 +38,7 @@ if EMBEDDED_VISION:
             job=job_env("vision_world_large"),
             options=cli_options({k: v for k, v in VISION["world"].items() if k != "n_concept_per_class"}),
             size=max(VISION["radius_sweep"]["sizes"]),
-            out=lambda w, output: os.path.dirname(output[0]),
+            out=output_dir,
         log:
             log_path("vision_world_large"),
         conda:
@@ -55,7 +54,7 @@ if EMBEDDED_VISION:
 
     rule vision_train:
         """Build the world ResNet (torchvision BasicBlock ResNet, hooks at layer1..layer4): compiled by hand for a
-        marked world (vision.train.compiled) or trained (jobs.vision_model_command)."""
+        marked world (vision.train.compiled) or trained (plans/vision.py vision_model_command)."""
         input:
             expand(f"{WORLD}/{{split}}.npz", split=["train", "id_test", "context_shift", "corruption"]),
         output:
@@ -63,8 +62,8 @@ if EMBEDDED_VISION:
             metrics=f"{VDIR}/train_metrics.json",
         params:
             job=job_env("vision_train"),
-            command=jobs.vision_model_command(config),
-            world=lambda w, input: os.path.dirname(input[0]),
+            command=vision.vision_model_command(config),
+            world=WORLD,
         log:
             log_path("vision_train"),
         benchmark:
@@ -94,7 +93,7 @@ if EMBEDDED_VISION:
             metrics=f"{VDIR}/calibration.json",
         params:
             job=job_env("vision_filter_ood"),
-            world=lambda w, input: os.path.dirname(input.pools[0]),
+            world=WORLD,
         log:
             log_path("vision_filter_ood"),
         conda:
@@ -110,11 +109,7 @@ if EMBEDDED_VISION:
             "--out-metrics {output.metrics:q} 2> {log:q}"
 
 
-VISION_ATTRIBUTE_INPUTS = (
-    vision_model_inputs()
-    + local_inputs(vision_eval_data(s) for s in ["id"] + REDISCOVERY)
-    + ([f"{WORLD}/counterfactual.npz"] if EMBEDDED_VISION else [])
-)
+VISION_ATTRIBUTE_INPUTS = vision.vision_attribute_inputs(config, PATHS)
 CLASSES_PER_JOB = int(VISION["classes_per_job"])
 
 
@@ -131,7 +126,7 @@ if CLASSES_PER_JOB == 1:
             rediscovery=[PATHS.attributions(VX, split, "{concept}") for split in REDISCOVERY],
         params:
             job=job_env("vision_attribute"),
-            invocation=lambda w: vision_attribute_invocation(w.concept),
+            invocation=partial(vision.vision_attribute_job_invocation, config, PATHS),
         log:
             log_path("vision_attribute", "{concept}"),
         benchmark:
@@ -159,10 +154,10 @@ else:
             input:
                 VISION_ATTRIBUTE_INPUTS,
             output:
-                [path for concept in group for path in vision_attribute_outputs(concept)],
+                [path for concept in group for path in vision.vision_attribute_outputs(config, PATHS, concept)],
             params:
                 job=job_env("vision_attribute"),
-                invocation=" :: ".join(vision_attribute_invocation(concept) for concept in group),
+                invocation=" :: ".join(vision.vision_attribute_invocation(config, PATHS, concept) for concept in group),
             log:
                 log_path("vision_attribute", f"group{group_index}"),
             benchmark:
@@ -188,7 +183,7 @@ rule vision_attribute_sized:
     params:
         job=job_env("vision_attribute_sized"),
         model=vision_model_args(),
-        data=lambda w: VLARGE if EMBEDDED_VISION else vision_eval_data("id"),
+        data=vision.vision_sized_data(config, PATHS),
         experiment=VX,
     log:
         log_path("vision_attribute_sized", "{size}/{concept}"),
@@ -212,18 +207,18 @@ rule vision_evaluate:
     false-positive rate, balanced accuracy. docs/workflow.md ("The vision evaluation jobs") states why
     one job per class."""
     input:
-        circuits=vision_evaluate_circuits,
+        circuits=partial(vision.vision_evaluate_job_circuits, config, PATHS),
         model=vision_model_inputs(),
-        data=lambda w: local_inputs(vision_eval_data(name) for name in vision_evaluate_sets(w)),
-        reference=jobs.vision_ablation_inputs(config, PATHS),
+        data=partial(vision.vision_evaluate_job_data, config, PATHS),
+        reference=vision.vision_ablation_inputs(config, PATHS),
     output:
         PATHS.sufficiency(VX),
     params:
         job=job_env("vision_evaluate"),
         model=vision_model_args(),
-        circuits=lambda w, input: item_options("--circuits", zip(input.circuits[::2], input.circuits[1::2])),
-        eval_sets=lambda w: item_options("--eval-set", [(f"{name}={vision_eval_data(name)}",) for name in vision_evaluate_sets(w)]),
-        ablation=jobs.vision_ablation_options(config, PATHS),
+        circuits=input_pairs("--circuits", "circuits"),
+        eval_sets=partial(vision.vision_evaluate_job_set_options, config, PATHS),
+        ablation=vision.vision_ablation_options(config, PATHS),
         experiment=VX,
     log:
         log_path("vision_evaluate", f"{{split}}/{{concept}}/{SETTING_PATTERN}"),
@@ -257,10 +252,10 @@ if VDISCOVERY_SCORERS:
             job=job_env("vision_discover"),
             model=vision_model_args(),
             data=vision_eval_data("id"),
-            size=vision_concept_size(),
-            spec=lambda w: VSCORER_SPECS[w.scorer],
+            size=vision.vision_concept_size(config),
+            spec=partial(vision.vision_discover_job_spec, config),
             k_grid=words(VISION["k_grid"]),
-            setting=votes_options,
+            setting=partial(certification.votes_job_options, PATHS),
             experiment=VX,
         log:
             log_path("vision_discover", f"{{concept}}/{{scorer}}/{VOTES_PATTERN}"),

@@ -26,7 +26,7 @@ from certified_circuits.language.tasks import GENERATED_TASKS, TASKS  # the buil
 from certified_circuits.pipeline.config_errors import ConfigError, config_error
 from certified_circuits.pipeline.config_files import check_before_schema, check_config_files, condense_schema_error
 from certified_circuits.pipeline.config_paths import check_paths, expand_user_paths, vision_source
-from certified_circuits.pipeline.plans import ConfigPlan, PlanConfigError, check_config_plans, config_plans
+from certified_circuits.pipeline.plans.setting_plans import ConfigPlan, PlanConfigError, check_config_plans, config_plans
 
 
 def require_finite(value, key="config"):
@@ -374,7 +374,7 @@ def check_language_mib(language) -> None:
 
 def check_mib_shape(language) -> None:
     """A submission's graph must be MIB's model's (its layers and heads), known from the config before any job
-    (:func:`certified_circuits.pipeline.plans.language_shape`): else only the last job, the export, refused it.
+    (:func:`certified_circuits.pipeline.plans.language.language_shape`): else only the last job, the export, refused it.
 
     Args:
         language: the config's language block (checked by :func:`check_language`).
@@ -383,7 +383,7 @@ def check_mib_shape(language) -> None:
         ConfigError: naming ``language.mib.submission``, both shapes and the fix.
     """
     from certified_circuits.analysis.mib_constants import MIB_MODEL_SHAPES, MIB_MODELS
-    from certified_circuits.pipeline.plans import language_shape
+    from certified_circuits.pipeline.plans.language import language_shape
 
     model = language["mib"].get("model")
     if not language["mib"].get("submission") or not model:
@@ -462,7 +462,7 @@ def hf_prompt_tokenizer(folder):
 @dataclass(frozen=True)
 class CheckedConfig:
     """What the config check found: the vision classes to certify ([] when vision is off) and the exact plan of
-    every setting (:mod:`certified_circuits.pipeline.plans`; the marginal ones carry warnings)."""
+    every setting (:mod:`certified_circuits.pipeline.plans.setting_plans`; the marginal ones carry warnings)."""
 
     concepts: list[str]
     plans: list[ConfigPlan]

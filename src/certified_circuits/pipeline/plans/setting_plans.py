@@ -21,15 +21,14 @@ The certify stage repeats the check with the exact ``|D|`` and ``U`` of each vot
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from certified_circuits import commands
 from certified_circuits.core.planning import Plan, plan
 from certified_circuits.core.setting import number
-from certified_circuits.pipeline.jobs import language_settings, vision_setting
+from certified_circuits.pipeline.plans.language import language_settings, language_shape
+from certified_circuits.pipeline.plans.vision import vision_setting
 
 
 class PlanConfigError(ValueError):
@@ -99,49 +98,6 @@ def _vision_plans(config: Mapping[str, Any], folders_components: int | None) -> 
                     )
                 )
     return plans
-
-
-def language_train_tasks(language: Mapping[str, Any]) -> list[str]:
-    """The tasks whose prompts the embedded model's training sees (and excludes from its training stream).
-
-    Args:
-        language: the config's ``language`` section.
-
-    Returns:
-        ``train.tasks`` when set; else the compiled model's task (``COMPILED_TASK``: ``induction`` for both
-        ``induction`` and ``induction_noisy``, whose prompts are the induction task's); else the default mixture.
-    """
-    from certified_circuits.language.graph import COMPILED_TASK
-    from certified_circuits.language.tasks import TASKS
-
-    train = language.get("train") or {}
-    if train.get("tasks"):
-        return list(train["tasks"])
-    if train.get("compiled"):
-        return [COMPILED_TASK[train["compiled"]]]
-    return list(TASKS)
-
-
-def language_shape(language: Mapping[str, Any]) -> tuple[int, int] | None:
-    """(layers, heads) of the configured language model, read without loading it; None when unknown."""
-    from certified_circuits.language.graph import COMPILED_SHAPES, EMBEDDED_N_HEAD, EMBEDDED_N_LAYER
-
-    if language["source"] == "embedded":
-        train = language.get("train") or {}
-        if train.get("compiled"):  # each compiled model has a fixed shape (language/compiled.py)
-            return COMPILED_SHAPES[train["compiled"]]
-        return int(train.get("n_layer", EMBEDDED_N_LAYER)), int(train.get("n_head", EMBEDDED_N_HEAD))
-    path = Path(language.get("model_path") or "") / "config.json"
-    try:
-        cfg = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    text_cfg = cfg.get("text_config", cfg)  # multimodal configs nest the language model's
-    layers = next((text_cfg[k] for k in ("num_hidden_layers", "n_layer", "num_layers") if k in text_cfg), None)
-    heads = next((text_cfg[k] for k in ("num_attention_heads", "n_head", "num_heads") if k in text_cfg), None)
-    if not isinstance(layers, int) or not isinstance(heads, int):
-        return None
-    return layers, heads
 
 
 def _language_plans(config: Mapping[str, Any], train_sizes: Mapping[str, int] | None) -> list[ConfigPlan]:

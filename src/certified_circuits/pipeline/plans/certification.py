@@ -1,0 +1,125 @@
+"""A certification setting as the options of a stage: the one place that spells a :class:`Setting` as words
+(``rules/certification.smk``'s votes and certify jobs, and the attack, stability and runtime stages that re-run
+Algorithms 1 and 2).
+
+The stages keep their ``--p-del ... --correction`` options (they are called by hand too, docs/workflow.md); the
+workflow never reads them back out of a path: a job's setting is looked up by its tag in the parse-time table of
+every configured setting (:meth:`~certified_circuits.pipeline.layout.Layout.setting_of`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from certified_circuits.core.setting import Setting, number
+from certified_circuits.pipeline.layout import Layout
+from certified_circuits.pipeline.plans.common import Config, q, words
+
+__all__ = ["votes_options", "decision_options", "setting_options", "runtime_options", "attack_options",
+           "votes_job_options", "decision_job_options", "votes_job_k_grid"]
+
+
+def votes_options(setting: Setting) -> str:
+    """Algorithm 2's part of a setting, the options of a votes job.
+
+    Args:
+        setting: the setting.
+
+    Returns:
+        ``--p-del P --n0 N0 --n N --seed S`` (numbers exact: ``--p-del 0.6 --n0 100 --n 1000 --seed 0``).
+    """
+    return f"--p-del {number(setting.p_del)} --n0 {setting.n0} --n {setting.n} --seed {setting.seed}"
+
+
+def decision_options(setting: Setting) -> str:
+    """Algorithm 1's part of a setting, the options of a certify job.
+
+    Args:
+        setting: the setting.
+
+    Returns:
+        ``--tau T --alpha A --correction C`` (numbers exact: ``--tau 0.95 --alpha 0.001 --correction bonferroni``).
+    """
+    return f"--tau {number(setting.tau)} --alpha {number(setting.alpha)} --correction {setting.correction}"
+
+
+def setting_options(setting: Setting) -> str:
+    """The whole setting, for a stage that runs both algorithms (report-attack, stability).
+
+    Args:
+        setting: the setting.
+
+    Returns:
+        :func:`votes_options` then :func:`decision_options`, space-separated.
+    """
+    return f"{votes_options(setting)} {decision_options(setting)}"
+
+
+def runtime_options(setting: Setting) -> str:
+    """The setting of ``vision-runtime``, which takes its ``n0`` and ``n`` from its own ``--n`` list.
+
+    Args:
+        setting: the setting whose cost is measured.
+
+    Returns:
+        ``--p-del P --seed S --tau T --alpha A --correction C`` (numbers exact).
+    """
+    return f"--p-del {number(setting.p_del)} --seed {setting.seed} {decision_options(setting)}"
+
+
+def attack_options(attack: Mapping[str, Any], setting: Setting, scorer: str) -> str:
+    """report-attack's options (Theorem 1 shown directly: the attack re-certifies edited datasets).
+
+    Args:
+        attack: a ``vision.attack`` or ``language.attack`` config block (``k_grid``, ``multiples``, ``trials``, ``seed``).
+        setting: the certification setting the attack re-runs.
+        scorer: the scorer whose certificates it attacks.
+
+    Returns:
+        ``--scorer S --k-grid ... `` then :func:`setting_options`, then ``--multiples ... --trials T --attack-seed A``.
+    """
+    return (f"--scorer {q(scorer)} --k-grid {words(attack['k_grid'])} {setting_options(setting)} "
+            f"--multiples {words(attack['multiples'])} --trials {attack['trials']} --attack-seed {attack['seed']}")
+
+
+def votes_job_options(paths: Layout, wildcards: Any) -> str:
+    """:func:`votes_options` of the configured setting that a votes job's wildcards name.
+
+    Args:
+        paths: the run's layout (its table of configured settings).
+        wildcards: the job's ``p_del, n0, n, seed``.
+
+    Returns:
+        The options; a KeyError names the known settings if no configured setting has these votes parameters.
+    """
+    return votes_options(paths.setting_of(wildcards, votes_only=True))
+
+
+def decision_job_options(paths: Layout, wildcards: Any) -> str:
+    """:func:`decision_options` of the configured setting that a certify job's wildcards name (every field of it).
+
+    Args:
+        paths: the run's layout (its table of configured settings).
+        wildcards: the job's ``p_del, n0, n, seed, tau, alpha, correction``.
+
+    Returns:
+        The options.
+    """
+    return decision_options(paths.setting_of(wildcards))
+
+
+def votes_job_k_grid(config: Config, wildcards: Any) -> str:
+    """The K grid of a votes job: its experiment's half's ``k_grid``, as words.
+
+    Args:
+        config: the run's config.
+        wildcards: the job's ``experiment`` (the vision or the language experiment).
+
+    Returns:
+        ``"0.01 0.05 ..."``; a KeyError names the experiments for any other name.
+    """
+    grids = {config[half]["experiment"]: words(config[half]["k_grid"]) for half in ("vision", "language")
+             if config[half]["enabled"]}
+    if wildcards.experiment not in grids:
+        raise KeyError(f"no enabled experiment is named {wildcards.experiment!r}; known: {sorted(grids)}")
+    return grids[wildcards.experiment]

@@ -1,0 +1,218 @@
+"""What every rule shares: shell words, log and benchmark paths, the cluster resources of a model job and the
+params functions that many rules use (the folder of an output, pairs of input files as options).
+
+Every config string that reaches a shell goes through :func:`q` (``shlex.quote``); numbers are written exactly
+(:func:`certified_circuits.core.setting.number`).
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+from certified_circuits.core.setting import number
+from certified_circuits.pipeline.layout import Layout
+from certified_circuits.pipeline.tracking.records import encode_wildcards
+
+__all__ = [
+    "Config", "q", "words", "cli_options", "item_options", "pair_options", "chunked", "job_env", "log_path",
+    "benchmark_path", "local_inputs", "model_resources", "output_dir", "input_pairs", "rule_files",
+]
+
+Config = Mapping[str, Any]
+
+
+def q(value: Any) -> str:
+    """One shell word: every config string that reaches a command goes through here (or Snakemake's ``:q``).
+
+    Args:
+        value: any value; it is converted with ``str``.
+
+    Returns:
+        ``shlex.quote(str(value))``: ``"a b"`` -> ``"'a b'"``, ``0.5`` -> ``"0.5"``.
+    """
+    return shlex.quote(str(value))
+
+
+def words(values: Iterable[Any]) -> str:
+    """A list as quoted shell words, the CLI's one list format (space-separated).
+
+    Args:
+        values: strings or numbers; floats are written exactly (``number``: ``1e-05``, never ``%g``).
+
+    Returns:
+        The quoted words joined by spaces: ``[0.25, "a b"]`` -> ``"0.25 'a b'"``.
+    """
+    return " ".join(q(number(v) if isinstance(v, float) else v) for v in values)
+
+
+def cli_options(options: Mapping[str, Any]) -> str:
+    """A config mapping as quoted options of a ``certified-circuits`` stage.
+
+    Args:
+        options: option name -> value; ``_`` in a name becomes ``-``; ``True`` is a bare flag and ``False``
+            leaves the option out; a list is the flag followed by :func:`words`.
+
+    Returns:
+        The options in the mapping's order: ``{"n_classes": 3, "widths": [8, 16]}`` -> ``"--n-classes 3 --widths 8 16"``.
+    """
+    parts = []
+    for key, value in options.items():
+        flag = f"--{key.replace('_', '-')}"
+        if isinstance(value, bool):
+            parts.append(flag if value else "")
+        elif isinstance(value, (list, tuple)):
+            parts.append(f"{flag} {words(value)}")
+        else:
+            parts.append(f"{flag} {q(number(value) if isinstance(value, float) else value)}")
+    return " ".join(p for p in parts if p)
+
+
+def item_options(flag: str, rows: Iterable[Sequence[Any]]) -> str:
+    """Repeated table rows as options.
+
+    Args:
+        flag: the option, e.g. ``--circuits``.
+        rows: one sequence of values per repetition.
+
+    Returns:
+        ``flag`` and the row's :func:`words` per row: ``("--also", [("a", "b c")])`` -> ``"--also a 'b c'"``.
+    """
+    return " ".join(f"{flag} {words(row)}" for row in rows)
+
+
+def pair_options(flag: str, files: Sequence[str]) -> str:
+    """Consecutive pairs of a flat file list as repeated options (a circuit is its votes and certificates files).
+
+    Args:
+        flag: the option, e.g. ``--circuits``.
+        files: ``[a1, b1, a2, b2, ...]`` (even length).
+
+    Returns:
+        ``"flag a1 b1 flag a2 b2 ..."`` (:func:`item_options` of the pairs).
+    """
+    return item_options(flag, zip(files[::2], files[1::2]))
+
+
+def chunked(values: Iterable[Any], size: int) -> list[list[Any]]:
+    """Consecutive groups of ``size`` values (the last may be shorter), in order.
+
+    Args:
+        values: any iterable.
+        size: the group size (>= 1).
+
+    Returns:
+        The groups: ``chunked("abcde", 2)`` -> ``[["a", "b"], ["c", "d"], ["e"]]``.
+    """
+    values = list(values)
+    return [values[i : i + size] for i in range(0, len(values), size)]
+
+
+def job_env(rule_name: str) -> Callable[[Any], str]:
+    """The environment prefix of a rule's command, which tells ``certified-circuits`` the rule and wildcards it
+    serves, so that the job's MLflow record is tagged with them (the parent run id comes from the environment).
+
+    Args:
+        rule_name: the rule's name (class-group rules give their kind, ``vision_attribute``).
+
+    Returns:
+        A params function of the job's wildcards (anything with ``items()``: Snakemake's ``Wildcards``, a dict)
+        that returns ``CC_RULE=<rule> CC_WILDCARDS=<JSON of the wildcards>``, both quoted.
+    """
+
+    def prefix(wildcards: Any) -> str:
+        return f"CC_RULE={q(rule_name)} CC_WILDCARDS={q(encode_wildcards(dict(wildcards.items())))}"
+
+    return prefix
+
+
+def log_path(paths: Layout, rule_name: str, pattern: str = "") -> str:
+    """The log file of a rule's job.
+
+    Args:
+        paths: the run's layout.
+        rule_name: the rule.
+        pattern: the job's name under the rule's folder (wildcards allowed); empty for a rule with one job.
+
+    Returns:
+        ``RESULTS/logs/<rule>/<pattern or "job">.log``.
+    """
+    return paths.log(rule_name, pattern or "job")
+
+
+def benchmark_path(paths: Layout, rule_name: str, pattern: str = "") -> str:
+    """The benchmark file of a rule's job: ``RESULTS/benchmarks/<rule>/<pattern or "job">.tsv`` (as :func:`log_path`)."""
+    return paths.benchmark(rule_name, pattern or "job")
+
+
+def local_inputs(paths: Layout, candidates: Iterable[Any]) -> list[Any]:
+    """Only files the workflow builds are inputs; user folders (ImageNet) are checked at parse time.
+
+    Args:
+        paths: the run's layout.
+        candidates: data paths of a job.
+
+    Returns:
+        Those under the results folder, in order.
+    """
+    return [p for p in candidates if str(p).startswith(f"{paths.root}/")]
+
+
+def model_resources(embedded: bool, device: str) -> tuple[int, int, int]:
+    """What a model job of one half asks the cluster for (profiles/slurm routes gpu > 0 to the GPU partition).
+
+    Args:
+        embedded: the half runs its embedded model (``vision.embedded_vision``, ``language.embedded_language``).
+        device: the config's ``device``.
+
+    Returns:
+        ``(gpu, mem_mb, runtime)``: an embedded model asks for no GPU, 4000 MB and 60 minutes; a torchvision or
+        Hugging Face model for 16000 MB and 120 minutes, and one GPU unless ``device: cpu``.
+    """
+    gpu = 0 if embedded or device == "cpu" else 1
+    return (gpu, 4000, 60) if embedded else (gpu, 16000, 120)
+
+
+def output_dir(wildcards: Any, output: Sequence[str]) -> str:
+    """The params function of a stage that writes a folder: the folder of the rule's first output.
+
+    Args:
+        wildcards: the job's wildcards (unused: the folder is the output's).
+        output: the job's outputs.
+
+    Returns:
+        ``os.path.dirname(output[0])``: ``R/tables/world/iou.csv`` -> ``R/tables/world``.
+    """
+    return os.path.dirname(output[0])
+
+
+def input_pairs(flag: str, name: str | None = None) -> Callable[[Any, Any], str]:
+    """A params function that passes a job's input files two by two (:func:`pair_options`).
+
+    Args:
+        flag: the option, e.g. ``--circuits`` (votes, certificates) or ``--class`` (concept, pool attributions).
+        name: the named input that holds the pairs; None: every input file.
+
+    Returns:
+        A function of ``(wildcards, input)`` that returns ``"flag a1 b1 flag a2 b2 ..."``.
+    """
+
+    def pairs(wildcards: Any, input: Any) -> str:  # noqa: A002 (Snakemake passes the inputs by this name)
+        return pair_options(flag, list(input if name is None else getattr(input, name)))
+
+    return pairs
+
+
+def rule_files(rules: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """Every output of planned rules, flattened: what ``rule all`` asks of them.
+
+    Args:
+        rules: rule name -> its named outputs (a path or a list of paths each), in the order the rules declare them.
+
+    Returns:
+        The paths in rule order, then output order (a list output's paths in place): ``{"r": {"a": "x", "b": ["y",
+        "z"]}}`` -> ``["x", "y", "z"]``.
+    """
+    return [path for outputs in rules.values() for value in outputs.values()
+            for path in ([value] if isinstance(value, str) else value)]
