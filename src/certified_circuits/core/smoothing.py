@@ -9,13 +9,15 @@ Deletion masks
 
 Vote counts, cached path
     For base algorithms that score a dataset by the mean of per-example scores ``S [|D|, U]``, the
-    sub-dataset score of every mask is one matrix product ``eps @ S / |eps|``. Each sample's scores are
-    ranked once per group and reused for the whole K grid: top-K circuits are nested in K, so the component at
-    position ``p`` of a sample's ranking (value descending, ties to the lower index) first enters at the first K
-    whose count exceeds ``p``. The ranking is one integer sort of keys that carry the component's index in their
-    low bits (:func:`top_order`: exact, with the rare near-equal values checked); the counts for all K are then one
-    ``bincount`` plus a cumulative sum. No Python loop runs over masks or components (only over sample chunks, to
-    bound memory, and over the few top-K groups).
+    sub-dataset score of every mask is one matrix product ``eps @ S / |eps|`` (a sparse one when the masks keep few
+    examples: the same floats, :func:`_sub_dataset_scores`). Each sample's scores are ranked once per group and
+    reused for the whole K grid: top-K circuits are nested in K, so the component at position ``p`` of a sample's
+    ranking (value descending, ties to the lower index) first enters at the first K whose count exceeds ``p``. Only
+    which components fall between two consecutive counts matters, so the keys (the component's index in their low
+    bits) are partitioned at the K grid's counts, or sorted where that is cheaper (:func:`top_segments`: exact, with
+    the rare near-equal values at a cut checked); the counts for all K are then one ``bincount`` plus a cumulative
+    sum. No Python loop runs over masks or components (only over sample chunks, to bound memory, over the few top-K
+    groups and over the K grid's counts).
 
 Vote counts on a device (torch)
     When the scores are a torch tensor on a GPU, or a ``device`` is asked for, the same counts are
@@ -174,7 +176,7 @@ def _index_keys(values: np.ndarray) -> tuple[np.ndarray, np.uint64, np.uint64]:
     shift = np.uint64(max(1, int(m - 1).bit_length()))
     low = np.uint64((1 << int(shift)) - 1)
     index = np.arange(m, dtype=np.uint64)
-    if not np.signbit(values).any():  # key = bits ^ 0x7FFF...F, whose low bits are all ones: two passes
+    if values.view(np.int64).min() >= 0:  # no sign bit set: key = bits ^ 0x7FFF...F (its low bits all ones)
         keys = np.bitwise_or(values.view(np.uint64), low)
         keys ^= _MAGNITUDE_BITS ^ index  # (bits | low) ^ (0x7FFF...F ^ u) = (key >> shift << shift) | u
         return keys, shift, low
