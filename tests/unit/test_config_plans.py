@@ -1,4 +1,4 @@
-"""The workflow plans every setting of a config exactly at parse time (pipeline/plans.py, issue 26)."""
+"""The workflow plans every setting of a config exactly at parse time (pipeline/plans/setting_plans.py, issue 26)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from snakemake.utils import validate
 
 import certified_circuits as cc
 from certified_circuits.language.graph import n_edges_formula
-from certified_circuits.pipeline.plans import PlanConfigError, check_config_plans, config_plans, plan_command, plan_tags
+from certified_circuits.pipeline.plans.setting_plans import PlanConfigError, check_config_plans, config_plans, plan_command, plan_tags
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -8,7 +8,7 @@ import pytest
 
 from certified_circuits.core.planning import plan
 from certified_circuits.core.setting import Setting
-from certified_circuits.pipeline.plans import plan_records
+from certified_circuits.pipeline.plans.setting_plans import plan_records
 from certified_circuits.reports import flags as fl
 from certified_circuits.reports.flags import Flag, certificate_flags, curve_flags, flag_tags
 
@@ -181,7 +181,7 @@ def test_a_stress_set_at_chance_is_flagged_as_expected_not_as_a_broken_model():
 
 
 def _config_plan(where: str, key: str, n_examples: int, p_del: float, tau: float):
-    from certified_circuits.pipeline.plans import ConfigPlan
+    from certified_circuits.pipeline.plans.setting_plans import ConfigPlan
 
     return ConfigPlan(where, key, plan(n_examples, 180, Setting(p_del=p_del, tau=tau, n0=100, n=1000, alpha=0.001)))
 

@@ -12,7 +12,7 @@ import yaml
 from snakemake.utils import validate
 
 from certified_circuits.cli.stages import MAX_REFERENCE_SIZE
-from certified_circuits.pipeline import jobs
+from certified_circuits.pipeline.plans import testbed
 from certified_circuits.storage.tables import read_csv_table, require_columns
 from tests.helpers.paths import ROOT, SCHEMA
 
@@ -112,17 +112,17 @@ def _default() -> dict:
 
 def test_resamples_without_a_ground_truth_is_said_not_ignored() -> None:
     default = _default()
-    assert default["testbed"]["resamples"] == 20 and jobs.testbed_notes(default) == []  # both models have a truth
+    assert default["testbed"]["resamples"] == 20 and testbed.testbed_notes(default) == []  # both models have a truth
     other = copy.deepcopy(default)
     other["vision"]["train"]["compiled"] = None  # a trained world model without planted circuits
     other["language"]["tasks"] = [t for t in other["language"]["tasks"] if t != "induction"]
-    assert jobs.ground_truth_experiments(other) == {}
-    assert jobs.testbed_notes(other) == [
+    assert testbed.ground_truth_experiments(other) == {}
+    assert testbed.testbed_notes(other) == [
         "testbed.resamples is 20, but no enabled experiment has a ground truth (the embedded world model with "
         "vision.train.compiled or planted_own, or the embedded language model with the induction task), so no stability jobs "
         "run; set testbed.resamples: 0 to say so in the config"]
     other["testbed"]["resamples"] = 0
-    assert jobs.testbed_notes(other) == []
+    assert testbed.testbed_notes(other) == []
     one = copy.deepcopy(default)
     one["language"]["enabled"] = False  # the vision truth alone: its stability jobs run, nothing to say
-    assert jobs.testbed_notes(one) == []
+    assert testbed.testbed_notes(one) == []

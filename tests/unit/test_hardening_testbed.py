@@ -443,7 +443,7 @@ def test_the_noisy_compiled_model_is_planned_with_its_own_shape_and_task() -> No
     from certified_circuits.language.graph import n_edges_formula
     from certified_circuits.pipeline.config import check_compiled_tasks
     from certified_circuits.pipeline.config_errors import ConfigError
-    from certified_circuits.pipeline.plans import language_shape
+    from certified_circuits.pipeline.plans.language import language_shape
     from tests.helpers.config import check
 
     noisy = {"source": "embedded", "train": {"compiled": "induction_noisy"}, "tasks": ["induction"]}
@@ -461,7 +461,7 @@ def test_the_noisy_compiled_model_trains_on_the_induction_prompts() -> None:
     """Its training job reads the induction task's prompt files (the workflow once asked for tasks/induction_noisy/,
     which no rule writes, so a run with configs/noisy_language.yaml failed to build its DAG)."""
     from certified_circuits.language.tasks import TASKS
-    from certified_circuits.pipeline.plans import language_train_tasks
+    from certified_circuits.pipeline.plans.language import language_train_tasks
     from tests.helpers.config import check
 
     assert language_train_tasks({"train": {"compiled": "induction_noisy"}}) == ["induction"]
@@ -487,20 +487,20 @@ def test_model_seeds_names_a_missing_overlay(tmp_path: Path) -> None:
 def test_the_default_is_the_noisy_testbed_in_both_halves() -> None:
     """config.yaml compiles the marked ResNet on a marked world and the noisy induction GPT-2, and both have a
     truth; the clean overlay trains the planted ResNet and compiles the clean induction model."""
-    from certified_circuits.pipeline import jobs
     from certified_circuits.pipeline.config import check_config
+    from certified_circuits.pipeline.plans import testbed, vision
 
     default = _config("config.yaml")
     check_config(default)
     assert default["vision"]["train"]["compiled"] == "marked" and default["vision"]["world"]["cue_attributes"] == 2
     assert default["language"]["train"]["compiled"] == "induction_noisy"
-    assert jobs.ground_truth_experiments(default) == {"world": "vision", "tiny_gpt2": "language"}
-    assert jobs.vision_model_command(default) == "vision-compile --seed 0"
+    assert testbed.ground_truth_experiments(default) == {"world": "vision", "tiny_gpt2": "language"}
+    assert vision.vision_model_command(default) == "vision-compile --seed 0"
     clean = _config()
     check_config(clean)
     assert clean["language"]["train"]["compiled"] == "induction"
-    assert jobs.ground_truth_experiments(clean) == {"world": "vision", "tiny_gpt2": "language"}
-    assert jobs.vision_model_command(clean) == ("vision-train --seed 0 --epochs 10 --lr 0.01 --planted-own 1 3 6 6 "
+    assert testbed.ground_truth_experiments(clean) == {"world": "vision", "tiny_gpt2": "language"}
+    assert vision.vision_model_command(clean) == ("vision-train --seed 0 --epochs 10 --lr 0.01 --planted-own 1 3 6 6 "
                                                 "--planted-shared 6 6 8 0")
 
 
@@ -527,10 +527,10 @@ def test_the_compiled_vision_model_is_checked_at_parse_time(layers: tuple, secti
 
 
 def test_the_compile_options_go_with_the_compiled_model() -> None:
-    from certified_circuits.pipeline import jobs
     from certified_circuits.pipeline.config import check_config
+    from certified_circuits.pipeline.plans import vision
 
     tuned = _config("config.yaml")
     tuned["vision"]["train"].update(margins=[0.02, 0.08, 0.14, 0.2], jitter=0.3)
     check_config(tuned)
-    assert jobs.vision_model_command(tuned) == "vision-compile --seed 0 --margins 0.02 0.08 0.14 0.2 --jitter 0.3"
+    assert vision.vision_model_command(tuned) == "vision-compile --seed 0 --margins 0.02 0.08 0.14 0.2 --jitter 0.3"

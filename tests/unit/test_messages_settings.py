@@ -14,7 +14,7 @@ import numpy as np
 import certified_circuits as cc
 from certified_circuits.cli.main import main
 from certified_circuits.core.setting import number
-from certified_circuits.pipeline.plans import ConfigPlan
+from certified_circuits.pipeline.plans.setting_plans import ConfigPlan
 
 
 def test_the_helper_is_exact() -> None:

@@ -12,7 +12,7 @@ from snakemake.utils import validate
 
 from certified_circuits.pipeline.config import check_language
 from certified_circuits.pipeline.config_errors import ConfigError
-from certified_circuits.pipeline.jobs import mib_model_name
+from certified_circuits.pipeline.plans.language import mib_model_name
 from tests.helpers.fresh import fresh_output
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,4 +1,4 @@
-"""The workflow's planning functions (pipeline/jobs.py): which jobs exist, their options and paths.
+"""The workflow's planning functions (pipeline/plans/): which jobs exist, their options and paths.
 
 Two kinds of tests: the functions called directly on the default config (config.yaml), the smoke config
 (configs/smoke.yaml) and the paper config (configs/paper.yaml), asserting exact option strings and job
@@ -23,7 +23,7 @@ import pytest
 import yaml
 from snakemake.utils import validate
 
-from certified_circuits.pipeline import jobs
+from certified_circuits.pipeline.plans import certification, common, language, reports, testbed, vision, vision_reports
 from certified_circuits.pipeline.config import check_config
 from certified_circuits.pipeline.layout import Layout
 
@@ -75,68 +75,68 @@ P = Layout("R")
 
 
 def test_shell_words_are_quoted_and_numbers_exact() -> None:
-    assert jobs.q("a b") == "'a b'" and jobs.q(0.5) == "0.5" and jobs.q("x;rm") == "'x;rm'"
-    assert jobs.words([0.25, 1e-05, 3, "a b"]) == "0.25 1e-05 3 'a b'"
-    assert jobs.cli_options({"n_classes": 3, "widths": [8, 16], "flag": True, "off": False, "lr": 0.001, "name": "a b"}) == (
+    assert common.q("a b") == "'a b'" and common.q(0.5) == "0.5" and common.q("x;rm") == "'x;rm'"
+    assert common.words([0.25, 1e-05, 3, "a b"]) == "0.25 1e-05 3 'a b'"
+    assert common.cli_options({"n_classes": 3, "widths": [8, 16], "flag": True, "off": False, "lr": 0.001, "name": "a b"}) == (
         "--n-classes 3 --widths 8 16 --flag --lr 0.001 --name 'a b'")
-    assert jobs.item_options("--also", [("a", "b c"), ("d", 0.6000001)]) == "--also a 'b c' --also d 0.6000001"
-    assert jobs.chunked("abcde", 2) == [["a", "b"], ["c", "d"], ["e"]] and jobs.chunked([], 3) == []
-    prefix = jobs.job_env("votes")
+    assert common.item_options("--also", [("a", "b c"), ("d", 0.6000001)]) == "--also a 'b c' --also d 0.6000001"
+    assert common.chunked("abcde", 2) == [["a", "b"], ["c", "d"], ["e"]] and common.chunked([], 3) == []
+    prefix = common.job_env("votes")
     assert prefix({}) == "CC_RULE=votes CC_WILDCARDS='{}'"
     assert prefix({"concept": "circle", "split": "concept"}) == (
         """CC_RULE=votes CC_WILDCARDS='{"concept": "circle", "split": "concept"}'""")
-    assert jobs.log_path(P, "vision_world") == "R/logs/vision_world/job.log"
-    assert jobs.benchmark_path(P, "votes", "{concept}") == "R/benchmarks/votes/{concept}.tsv"
-    assert jobs.local_inputs(P, ["R/vision/world/concept.npz", "/data/imagenet/val", "Rx/a"]) == ["R/vision/world/concept.npz"]
+    assert common.log_path(P, "vision_world") == "R/logs/vision_world/job.log"
+    assert common.benchmark_path(P, "votes", "{concept}") == "R/benchmarks/votes/{concept}.tsv"
+    assert common.local_inputs(P, ["R/vision/world/concept.npz", "/data/imagenet/val", "Rx/a"]) == ["R/vision/world/concept.npz"]
 
 
 def test_the_default_config_plans_the_embedded_world_and_tiny_gpt2(default: dict) -> None:
     concepts = default["concepts"]
     assert concepts == ["circle", "square", "triangle", "plus", "star", "ring", "hexagon", "crescent", "bar", "ell"]
-    assert jobs.embedded_vision(default) and jobs.embedded_language(default) and not jobs.hf_language(default)
-    assert jobs.vision_model_args(default, P) == "--model world --checkpoint R/vision/model.pt --device auto"
-    assert jobs.language_model_args(default, P) == "--model embedded --model-path R/language/model --device auto"
-    assert jobs.vision_model_inputs(default, P) == ["R/vision/model.pt"]
-    assert jobs.language_model_inputs(default, P) == ["R/language/model/config.json"]
-    assert jobs.vision_concept_size(default) == 50
-    assert jobs.model_resources(default, "vision") == jobs.model_resources(default, "language") == (0, 4000, 60)
-    assert [jobs.vision_eval_data(default, P, s) for s in ("id", "adversarial", "anomaly", "context_shift")] == [
+    assert vision.embedded_vision(default) and language.embedded_language(default) and not language.hf_language(default)
+    assert vision.vision_model_args(default, P) == "--model world --checkpoint R/vision/model.pt --device auto"
+    assert language.language_model_args(default, P) == "--model embedded --model-path R/language/model --device auto"
+    assert vision.vision_model_inputs(default, P) == ["R/vision/model.pt"]
+    assert language.language_model_inputs(default, P) == ["R/language/model/config.json"]
+    assert vision.vision_concept_size(default) == 50
+    assert common.model_resources(True, "auto") == common.model_resources(True, "cuda") == (0, 4000, 60)
+    assert [vision.vision_eval_data(default, P, s) for s in ("id", "adversarial", "anomaly", "context_shift")] == [
         "R/vision/world/concept.npz", "R/vision/adversarial.npz", "R/vision/anomaly.npz", "R/vision/world/context_shift.npz"]
-    assert jobs.vision_attribute_invocation(default, P, "circle") == (
+    assert vision.vision_attribute_invocation(default, P, "circle") == (
         "vision-attribute --model world --checkpoint R/vision/model.pt --device auto --threads 1 "
         "--data R/vision/world/concept.npz --n-examples 50 --counterfactual R/vision/world/counterfactual.npz "
         "--concept circle --split concept --experiment world --out R/attributions/world/concept/circle.h5  "
         "--also context_shift R/vision/world/context_shift.npz R/attributions/world/context_shift/circle.h5")
-    assert jobs.vision_attribute_outputs(default, P, "ell") == [
+    assert vision.vision_attribute_outputs(default, P, "ell") == [
         f"R/attributions/world/{s}/ell.h5" for s in ("concept", "context_shift")]
-    main = jobs.vision_setting(default)
-    assert jobs.votes_options(main) == "--p-del 0.6 --n0 100 --n 1000 --seed 0"
-    assert jobs.decision_options(main) == "--tau 0.95 --alpha 0.001 --correction bonferroni"
-    assert jobs.vision_scorers(default, "concept", main) == ["relevance", "activation"]
-    assert jobs.vision_scorers(default, "concept", main.replace(p_del=0.948)) == ["relevance"]
-    assert jobs.vision_scorers(default, "anomaly", main) == ["relevance"]
-    assert jobs.vision_evaluate_sets(default, "concept", main) == ["id", "id_test", "context_shift", "corruption",
-                                                                   "adversarial", "anomaly"]
-    assert jobs.vision_evaluate_sets(default, "concept_n200", main) == ["id"]
-    assert jobs.vision_evaluate_circuits(default, P, "concept", "star", main) == [
+    main = vision.vision_setting(default)
+    assert certification.votes_options(main) == "--p-del 0.6 --n0 100 --n 1000 --seed 0"
+    assert certification.decision_options(main) == "--tau 0.95 --alpha 0.001 --correction bonferroni"
+    assert vision.vision_scorers(default, "concept", main) == ["relevance", "activation"]
+    assert vision.vision_scorers(default, "concept", main.replace(p_del=0.948)) == ["relevance"]
+    assert vision.vision_scorers(default, "anomaly", main) == ["relevance"]
+    assert vision.vision_evaluate_sets(default, "concept", main) == ["id", "id_test", "context_shift"]
+    assert vision.vision_evaluate_sets(default, "concept_n200", main) == ["id"]
+    assert vision.vision_evaluate_circuits(default, P, "concept", "star", main) == [
         f"R/{kind}/world/concept/star/{scorer}/p0.6_n0100_n1000_s0{tail}"
         for scorer in ("relevance", "activation")
         for kind, tail in (("votes", ".h5"), ("certificates", "/t0.95_a0.001_bonferroni.h5"))]
     # both ablations in one evaluate job: mean ablation reads the world's train split
-    assert jobs.vision_ablation_options(default, P) == (
+    assert vision.vision_ablation_options(default, P) == (
         "--ablation zero mean --reference R/vision/world/train.npz --reference-size 1000 --seed 0")
-    assert jobs.vision_ablation_inputs(default, P) == ["R/vision/world/train.npz"]
-    assert jobs.attack_options(default["vision"]["attack"], main, "relevance") == (
+    assert vision.vision_ablation_inputs(default, P) == ["R/vision/world/train.npz"]
+    assert certification.attack_options(default["vision"]["attack"], main, "relevance") == (
         "--scorer relevance --k-grid 0.25 0.5 0.75 --p-del 0.6 --n0 100 --n 1000 --seed 0 --tau 0.95 --alpha 0.001 "
         "--correction bonferroni --multiples 1 2 4 --trials 3 --attack-seed 0")
-    assert jobs.cli_options(default["vision"]["world"]) == "--seed 0 --n-classes 10 --image-size 32 --n-concept-per-class 50"
-    assert jobs.cli_options(default["vision"]["train"]) == (
-        "--seed 0 --epochs 10 --lr 0.01 --planted-own 1 3 6 6 --planted-shared 6 6 8 0")
-    assert jobs.cli_options(default["language"]["train"]) == "--seed 0 --compiled induction"
-    assert {t: [s.tag for s in jobs.language_settings(default, t)] for t in default["language"]["tasks"]} == {
+    assert common.cli_options(default["vision"]["world"]) == (
+        "--seed 0 --n-classes 10 --image-size 16 --n-concept-per-class 50 --n-train-per-class 1000 --cue-attributes 2 "
+        "--cue-values 4")
+    assert vision.vision_model_command(default) == "vision-compile --seed 0"
+    assert common.cli_options(default["language"]["train"]) == "--seed 0 --compiled induction_noisy"
+    assert {t: [s.tag for s in language.language_settings(default, t)] for t in default["language"]["tasks"]} == {
         "induction": ["p0.95_n0100_n1000_s0/t0.9_a0.001_bonferroni", "p0.9_n0100_n1000_s0/t0.9_a0.001_bonferroni"]}
-    assert jobs.language_eval_sets(default, "induction") == ["id_test", "ood_test", "validation"]
-    rows = jobs.explorer_circuits(default, P, concepts)
+    assert language.language_eval_sets(default, "induction") == ["id_test", "ood_test", "validation"]
+    rows = reports.explorer_circuits(default, P, concepts)
     # one row per scorer of each class (the explorer's scorer switch), the main scorer first
     assert [(r[0], r[1]) for r in rows] == [("world", c) for c in concepts for _ in range(2)] + [
         ("tiny_gpt2", "induction")] * 2
@@ -145,39 +145,39 @@ def test_the_default_config_plans_the_embedded_world_and_tiny_gpt2(default: dict
                        "R/certificates/world/concept/circle/relevance/p0.6_n0100_n1000_s0/t0.95_a0.001_bonferroni.h5")
     assert [r[3] for r in rows[:2]] == [f"R/votes/world/concept/circle/{s}/p0.6_n0100_n1000_s0.h5"
                                         for s in ("relevance", "activation")]
-    assert [r[3:] for r in rows[:2]] == [jobs.vision_circuits(default, P, "concept", "circle", scorer=s)
-                                         for s in jobs.vision_scorers(default, "concept", main)]
+    assert [r[3:] for r in rows[:2]] == [vision.vision_circuits(default, P, "concept", "circle", scorer=s)
+                                         for s in vision.vision_scorers(default, "concept", main)]
     activation_first = copy.deepcopy(default)
     activation_first["vision"]["main_scorer"] = "activation"
-    assert [r[3].split("/")[-2] for r in jobs.explorer_circuits(activation_first, P, ["circle"])[:2]] == [
+    assert [r[3].split("/")[-2] for r in reports.explorer_circuits(activation_first, P, ["circle"])[:2]] == [
         "activation", "relevance"]
     assert rows[-1] == ("tiny_gpt2", "induction", "R/attributions/tiny_gpt2/train/induction.h5",
                         "R/votes/tiny_gpt2/train/induction/eap_ig/p0.9_n0100_n1000_s0.h5",
                         "R/certificates/tiny_gpt2/train/induction/eap_ig/p0.9_n0100_n1000_s0/t0.9_a0.001_bonferroni.h5")
-    assert jobs.vision_concepts(concepts) == concepts and jobs.vision_concepts(concepts, ["star"]) == ["star"]
+    assert vision.vision_concepts(concepts) == concepts and vision.vision_concepts(concepts, ["star"]) == ["star"]
     # MIB's grid and export choose among every setting of a task (the held-out selection picks one at run time);
     # without a selection set, a task's first setting alone
-    mib_rows = jobs.mib_circuits(default, P)
+    mib_rows = language.mib_circuits(default, P)
     assert [r[1:] for r in mib_rows] == [r[2:] for r in rows if r[0] == "tiny_gpt2"]
     assert [r[0] for r in mib_rows] == ["induction"] * 2
     unselected = copy.deepcopy(default)
     unselected["language"]["selection_set"] = None
-    assert jobs.language_selected_table(unselected, P) is None
-    assert jobs.mib_circuits(unselected, P) == [mib_rows[0]]
+    assert language.language_selected_table(unselected, P) is None
+    assert language.mib_circuits(unselected, P) == [mib_rows[0]]
     # the testbed: both experiments have a ground truth; one stability job per class (main scorer and setting) and
     # per language setting, each with the setting's options and the configured resamples
-    assert jobs.ground_truth_experiments(default) == {"world": "vision", "tiny_gpt2": "language"}
-    stability = jobs.stability_jobs(default, P, concepts)
+    assert testbed.ground_truth_experiments(default) == {"world": "vision", "tiny_gpt2": "language"}
+    stability = testbed.stability_jobs(default, P, concepts)
     assert [(j["experiment"], j["concept"]) for j in stability] == [("world", c) for c in concepts] + [
         ("tiny_gpt2", "induction")] * 2
     assert stability[0]["out"] == "R/stability/world/concept/circle/relevance/p0.6_n0100_n1000_s0/t0.95_a0.001_bonferroni.csv"
     assert stability[0]["attributions"] == "R/attributions/world/concept/circle.h5"
-    assert jobs.stability_options(stability[-1], default["testbed"]) == (
-        "--scorer eap_ig --k-grid " + jobs.words(default["language"]["k_grid"]) + " --p-del 0.9 --n0 100 --n 1000 "
+    assert testbed.stability_options(stability[-1], default["testbed"]) == (
+        "--scorer eap_ig --k-grid " + common.words(default["language"]["k_grid"]) + " --p-del 0.9 --n0 100 --n 1000 "
         "--seed 0 --tau 0.9 --alpha 0.001 --correction bonferroni --resamples 20 --bootstrap-seed 0")
     no_resamples = copy.deepcopy(default)
     no_resamples["testbed"]["resamples"] = 0
-    assert jobs.stability_jobs(no_resamples, P, concepts) == []
+    assert testbed.stability_jobs(no_resamples, P, concepts) == []
 
 
 def test_the_embedded_rediscovery_waits_for_the_filter_metrics_and_keeps_classes_with_enough_images(
@@ -191,19 +191,19 @@ def test_the_embedded_rediscovery_waits_for_the_filter_metrics_and_keeps_classes
     adversarial = [0, 12, 10, 19, 1, 2, 0, 17, 3, 16]  # per class of the world, in class order
     metrics.write_text(json.dumps({"per_class_adversarial": adversarial, "per_class_anomaly": [10] * 10}))
     assert default["vision"]["rediscovery_min_images"] == 10
-    counts = jobs.vision_images_per_class(default, P, concepts, "adversarial", lambda: str(metrics))
+    counts = vision.vision_images_per_class(default, P, concepts, "adversarial", lambda: str(metrics))
     assert counts == dict(zip(concepts, adversarial))
-    assert jobs.vision_images_per_class(default, P, concepts, "corruption", lambda: str(metrics)) == dict.fromkeys(concepts, 100)
-    pairs = jobs.vision_rediscovered(default, P, concepts, lambda: str(metrics))
+    assert vision.vision_images_per_class(default, P, concepts, "corruption", lambda: str(metrics)) == dict.fromkeys(concepts, 100)
+    pairs = vision.vision_rediscovered(default, P, concepts, lambda: str(metrics))
     assert [c for c, e in pairs if e == "adversarial"] == ["square", "triangle", "plus", "crescent", "ell"]
     assert [e for _, e in pairs] == ["context_shift"] * 10 + ["corruption"] * 10 + ["adversarial"] * 5 + ["anomaly"] * 10
-    iou = jobs.vision_iou_circuits(default, P, concepts, lambda: str(metrics))
+    iou = vision_reports.vision_iou_circuits(default, P, concepts, lambda: str(metrics))
     assert len(iou) == 4 * len(pairs)
     assert iou[:4] == ["R/votes/world/concept/circle/relevance/p0.6_n0100_n1000_s0.h5",
                        "R/certificates/world/concept/circle/relevance/p0.6_n0100_n1000_s0/t0.95_a0.001_bonferroni.h5",
                        "R/votes/world/context_shift/circle/relevance/p0.6_n0100_n1000_s0.h5",
                        "R/certificates/world/context_shift/circle/relevance/p0.6_n0100_n1000_s0/t0.95_a0.001_bonferroni.h5"]
-    attack = jobs.vision_attack_inputs(default, P, concepts, lambda: str(metrics))  # pool: context_shift, every class
+    attack = vision_reports.vision_attack_inputs(default, P, concepts, lambda: str(metrics))  # pool: context_shift, every class
     assert attack == [f for c in concepts for f in (f"R/attributions/world/concept/{c}.h5",
                                                      f"R/attributions/world/context_shift/{c}.h5")]
 
@@ -211,32 +211,32 @@ def test_the_embedded_rediscovery_waits_for_the_filter_metrics_and_keeps_classes
         raise LookupError("the checkpoint has not run")
 
     with pytest.raises(LookupError):  # Snakemake's IncompleteCheckpointException reaches the rule unchanged
-        jobs.vision_iou_circuits(default, P, concepts, pending)
+        vision_reports.vision_iou_circuits(default, P, concepts, pending)
 
 
 def test_the_smoke_config_plans_two_classes_one_task_and_small_settings(smoke: dict) -> None:
     assert smoke["concepts"] == ["circle", "square"]
-    assert jobs.vision_concept_size(smoke) == 12
-    assert jobs.vision_attribute_invocation(smoke, P, "square") == (
+    assert vision.vision_concept_size(smoke) == 12
+    assert vision.vision_attribute_invocation(smoke, P, "square") == (
         "vision-attribute --model world --checkpoint R/vision/model.pt --device auto --threads 1 "
         "--data R/vision/world/concept.npz --n-examples 12 --counterfactual R/vision/world/counterfactual.npz "
         "--concept square --split concept --experiment world --out R/attributions/world/concept/square.h5  "
         "--also context_shift R/vision/world/context_shift.npz R/attributions/world/context_shift/square.h5")
-    main = jobs.vision_setting(smoke)
-    assert jobs.votes_options(main) == "--p-del 0.6 --n0 20 --n 100 --seed 0"
-    assert jobs.decision_options(main) == "--tau 0.7 --alpha 0.05 --correction bonferroni"
-    assert jobs.vision_scorers(smoke, "concept", main) == ["relevance", "activation"]
-    assert jobs.vision_evaluate_sets(smoke, "concept", main) == ["id", "id_test", "context_shift"]
-    assert jobs.cli_options(smoke["vision"]["world"]) == (
+    main = vision.vision_setting(smoke)
+    assert certification.votes_options(main) == "--p-del 0.6 --n0 20 --n 100 --seed 0"
+    assert certification.decision_options(main) == "--tau 0.7 --alpha 0.05 --correction bonferroni"
+    assert vision.vision_scorers(smoke, "concept", main) == ["relevance", "activation"]
+    assert vision.vision_evaluate_sets(smoke, "concept", main) == ["id", "id_test", "context_shift"]
+    assert common.cli_options(smoke["vision"]["world"]) == (
         "--seed 0 --n-classes 3 --image-size 32 --n-concept-per-class 12 --n-train-per-class 60 --n-test-per-class 10 "
         "--n-ood-per-class 10 --n-pool-per-class 20 --n-anomaly-pool 60")
-    assert jobs.cli_options(smoke["vision"]["train"]) == "--seed 0 --epochs 1 --widths 8 8 16 16"
-    assert jobs.cli_options(smoke["language"]["train"]) == "--seed 0 --steps 20 --n-layer 1 --n-head 2 --n-embd 16"
-    assert jobs.attack_options(smoke["vision"]["attack"], main, "relevance") == (
+    assert common.cli_options(smoke["vision"]["train"]) == "--seed 0 --epochs 1 --widths 8 8 16 16"
+    assert common.cli_options(smoke["language"]["train"]) == "--seed 0 --steps 20 --n-layer 1 --n-head 2 --n-embd 16"
+    assert certification.attack_options(smoke["vision"]["attack"], main, "relevance") == (
         "--scorer relevance --k-grid 0.5 --p-del 0.6 --n0 20 --n 100 --seed 0 --tau 0.7 --alpha 0.05 "
         "--correction bonferroni --multiples 1 2 --trials 1 --attack-seed 0")
-    assert [s.tag for s in jobs.language_settings(smoke, "ioi")] == ["p0.6_n020_n100_s0/t0.7_a0.05_bonferroni"]
-    rows = jobs.explorer_circuits(smoke, P, smoke["concepts"])
+    assert [s.tag for s in language.language_settings(smoke, "ioi")] == ["p0.6_n020_n100_s0/t0.7_a0.05_bonferroni"]
+    rows = reports.explorer_circuits(smoke, P, smoke["concepts"])
     assert [(r[0], r[1], r[3].split("/")[-2]) for r in rows] == [
         ("world", "circle", "relevance"), ("world", "circle", "activation"), ("world", "square", "relevance"),
         ("world", "square", "activation"), ("tiny_gpt2", "ioi", "eap_ig")]
@@ -244,25 +244,25 @@ def test_the_smoke_config_plans_two_classes_one_task_and_small_settings(smoke: d
                            "R/certificates/tiny_gpt2/train/ioi/eap_ig/p0.6_n020_n100_s0/t0.7_a0.05_bonferroni.h5")
     # the smoke run exercises MIB's grid and export, on the setting selected on the validation prompts
     assert smoke["language"]["faithfulness"]["grid"] == "mib" and smoke["language"]["mib"]["export"]
-    assert jobs.language_selected_table(smoke, P) == "R/tables/tiny_gpt2/selected_cacc_raw.csv"
-    assert jobs.mib_circuits(smoke, P) == [("ioi", *rows[4][2:])]
-    assert jobs.mib_model_name(smoke) == "tiny-gpt2"
+    assert language.language_selected_table(smoke, P) == "R/tables/tiny_gpt2/selected_cacc_raw.csv"
+    assert language.mib_circuits(smoke, P) == [("ioi", *rows[4][2:])]
+    assert language.mib_model_name(smoke) == "tiny-gpt2"
 
 
 def test_the_paper_config_plans_torchvision_and_gpt2_small_with_every_setting(paper: dict) -> None:
-    assert not jobs.embedded_vision(paper) and not jobs.embedded_language(paper) and not jobs.hf_language(paper)
+    assert not vision.embedded_vision(paper) and not language.embedded_language(paper) and not language.hf_language(paper)
     model = ("--model resnet101 --class-index /data/imagenet/LOC_synset_mapping.txt "
              "--weights '~/.cache/torch/hub/checkpoints/resnet101-63fe2227.pth' --device auto")
-    assert jobs.vision_model_args(paper, P) == model  # an unexpanded ~ stays one quoted word
-    assert jobs.language_model_args(paper, P) == "--model gpt2 --model-path /data/hf/gpt2 --device auto"
-    assert jobs.vision_model_inputs(paper, P) == [] and jobs.language_model_inputs(paper, P) == []
-    assert jobs.vision_concept_size(paper) == 50
-    assert jobs.model_resources(paper, "vision") == jobs.model_resources(paper, "language") == (1, 16000, 120)
-    assert jobs.model_resources({**paper, "device": "cpu"}, "vision") == (0, 16000, 120)
-    assert jobs.vision_eval_data(paper, P, "id") == "/data/imagenet/val"
-    assert jobs.vision_eval_data(paper, P, "imagenet_c") == "/data/imagenet-c/defocus_blur/2"
-    assert jobs.local_inputs(P, [jobs.vision_eval_data(paper, P, s) for s in ["id", *jobs.rediscovery_sets(paper)]]) == []
-    assert jobs.vision_attribute_invocation(paper, P, "n01440764") == (
+    assert vision.vision_model_args(paper, P) == model  # an unexpanded ~ stays one quoted word
+    assert language.language_model_args(paper, P) == "--model gpt2 --model-path /data/hf/gpt2 --device auto"
+    assert vision.vision_model_inputs(paper, P) == [] and language.language_model_inputs(paper, P) == []
+    assert vision.vision_concept_size(paper) == 50
+    assert paper["device"] == "auto" and common.model_resources(False, paper["device"]) == (1, 16000, 120)
+    assert common.model_resources(False, "cpu") == (0, 16000, 120)
+    assert vision.vision_eval_data(paper, P, "id") == "/data/imagenet/val"
+    assert vision.vision_eval_data(paper, P, "imagenet_c") == "/data/imagenet-c/defocus_blur/2"
+    assert common.local_inputs(P, [vision.vision_eval_data(paper, P, s) for s in ["id", *vision.rediscovery_sets(paper)]]) == []
+    assert vision.vision_attribute_invocation(paper, P, "n01440764") == (
         f"vision-attribute {model} --threads 1 --data /data/imagenet/val --n-examples 50  --concept n01440764 "
         "--split concept --experiment resnet101_imagenet --out R/attributions/resnet101_imagenet/concept/n01440764.h5  "
         "--also imagenet_a /data/imagenet-a R/attributions/resnet101_imagenet/imagenet_a/n01440764.h5 "
@@ -271,21 +271,21 @@ def test_the_paper_config_plans_torchvision_and_gpt2_small_with_every_setting(pa
         "--also imagenet_o /data/imagenet-o R/attributions/resnet101_imagenet/imagenet_o/n01440764.h5")
     # 100 classes, 50 per attribution job: two class-group rules, in config order
     wnids = [f"n{i:08d}" for i in range(100)]
-    groups = jobs.chunked(jobs.vision_concepts(wnids), paper["vision"]["classes_per_job"])
+    groups = common.chunked(vision.vision_concepts(wnids), paper["vision"]["classes_per_job"])
     assert [len(g) for g in groups] == [50, 50] and groups[1][0] == "n00000050"
-    main = jobs.vision_setting(paper)
-    assert jobs.votes_options(main) + " " + jobs.decision_options(main) == (
+    main = vision.vision_setting(paper)
+    assert certification.votes_options(main) + " " + certification.decision_options(main) == (
         "--p-del 0.6 --n0 100 --n 1000 --seed 0 --tau 0.95 --alpha 0.001 --correction bonferroni")
-    assert jobs.vision_evaluate_sets(paper, "concept", main) == ["id", "imagenet_a", "ood_cv", "imagenet_c", "imagenet_o"]
+    assert vision.vision_evaluate_sets(paper, "concept", main) == ["id", "imagenet_a", "ood_cv", "imagenet_c", "imagenet_o"]
     # the paper's language grid: tau x p_del, 9 settings per task, tau-major
     expected = [f"p{p}_n0100_n1000_s0/t{t}_a0.001_bonferroni" for t in (0.85, 0.9, 0.95) for p in (0.85, 0.95, 0.99)]
     for task in ("ioi", "ioi_hard", "greater_than"):
-        assert [s.tag for s in jobs.language_settings(paper, task)] == expected
-    assert jobs.attack_options(paper["language"]["attack"], jobs.language_settings(paper, "ioi")[0], "eap_ig") == (
+        assert [s.tag for s in language.language_settings(paper, task)] == expected
+    assert certification.attack_options(paper["language"]["attack"], language.language_settings(paper, "ioi")[0], "eap_ig") == (
         "--scorer eap_ig --k-grid 0.25 0.5 0.75 --p-del 0.85 --n0 100 --n 1000 --seed 0 --tau 0.85 --alpha 0.001 "
         "--correction bonferroni --multiples 1 2 4 --trials 3 --attack-seed 0")
-    rows = jobs.explorer_circuits(paper, P, wnids[:2])
-    n_vision = 2 * len(jobs.vision_scorers_all(paper))
+    rows = reports.explorer_circuits(paper, P, wnids[:2])
+    n_vision = 2 * len(vision.vision_scorers_all(paper))
     assert len(rows) == n_vision + 3 * 9 and rows[0][:2] == ("resnet101_imagenet", "n00000000")
     assert rows[n_vision][:2] == ("gpt2_small", "ioi")
 
@@ -306,19 +306,19 @@ def test_a_folders_model_passes_only_what_the_config_sets_and_plugins_by_kind(sm
     config["device"] = "cpu"
     model = ("--model convnext_tiny --class-index classes.txt --weights 'my model.pth' --layers features.1 features.3 "
              "--image-size 224 --mean 0.5 0.5 0.5 --device cpu")
-    assert jobs.vision_model_args(config, P) == model
-    assert jobs.vision_concept_size(config) == 7 and jobs.vision_model_inputs(config, P) == []
-    assert jobs.vision_eval_data(config, P, "id") == "data/train" and jobs.vision_eval_data(config, P, "blur") == "data/blur"
-    assert jobs.vision_scorer_specs(config) == {"relevance": "relevance", "taylor": "docs.examples.my_scorers:taylor",
+    assert vision.vision_model_args(config, P) == model
+    assert vision.vision_concept_size(config) == 7 and vision.vision_model_inputs(config, P) == []
+    assert vision.vision_eval_data(config, P, "id") == "data/train" and vision.vision_eval_data(config, P, "blur") == "data/blur"
+    assert vision.vision_scorer_specs(config) == {"relevance": "relevance", "taylor": "docs.examples.my_scorers:taylor",
                                                 "median_activation": "docs.examples.my_scorers:median_activation"}
-    assert jobs.vision_main_scorer(config) == "taylor"
-    assert jobs.vision_additive_plugins(config) == ["docs.examples.my_scorers:taylor"]
-    assert jobs.vision_discovery_scorers(config) == ["median_activation"]
-    assert jobs.vision_attribute_invocation(config, P, "cat") == (
+    assert vision.vision_main_scorer(config) == "taylor"
+    assert vision.vision_additive_plugins(config) == ["docs.examples.my_scorers:taylor"]
+    assert vision.vision_discovery_scorers(config) == ["median_activation"]
+    assert vision.vision_attribute_invocation(config, P, "cat") == (
         f"vision-attribute {model} --threads 1 --data data/train --n-examples 7  --concept cat --split concept "
         "--experiment world --out R/attributions/world/concept/cat.h5 --scorer docs.examples.my_scorers:taylor "
         "--also blur data/blur R/attributions/world/blur/cat.h5")
-    assert jobs.vision_circuits(config, P, "blur", "cat")[0] == "R/votes/world/blur/cat/taylor/p0.6_n020_n100_s0.h5"
+    assert vision.vision_circuits(config, P, "blur", "cat")[0] == "R/votes/world/blur/cat/taylor/p0.6_n020_n100_s0.h5"
 
 
 def test_an_hf_task_file_without_ood_rows_is_evaluated_on_id_test_and_validation(smoke: dict, tmp_path: Path) -> None:
@@ -330,11 +330,11 @@ def test_an_hf_task_file_without_ood_rows_is_evaluated_on_id_test_and_validation
             json.dumps({**row, "clean": f"{row['clean']} {i}", "split": s}) + "\n" for i, s in enumerate(splits)))
     config["language"].update({"source": "hf", "model_path": "/models/my lm", "tasks": ["mine", "shifted"],
                                "task_files": {t: str(tmp_path / f"{t}.jsonl") for t in ("mine", "shifted")}})
-    assert jobs.hf_language(config) and not jobs.embedded_language(config)
-    assert jobs.language_eval_sets(config, "mine") == ["id_test", "validation"]
-    assert jobs.language_eval_sets(config, "shifted") == ["id_test", "ood_test", "validation"]
-    assert jobs.language_model_args(config, P) == "--model hf --model-path '/models/my lm' --device auto"
-    assert jobs.language_model_inputs(config, P) == []
+    assert language.hf_language(config) and not language.embedded_language(config)
+    assert language.language_eval_sets(config, "mine") == ["id_test", "validation"]
+    assert language.language_eval_sets(config, "shifted") == ["id_test", "ood_test", "validation"]
+    assert language.language_model_args(config, P) == "--model hf --model-path '/models/my lm' --device auto"
+    assert language.language_model_inputs(config, P) == []
 
 
 def dry_run(configs: tuple[str, ...], results: Path) -> str:

@@ -1,6 +1,6 @@
 # The workflow that wrote this fixture (Snakemake 9.27.1, `snakemake -s make_fixture.smk --cores 2` in a copy of this
 # folder; snakemake.log is its .snakemake/log file): the project's rule names, log and benchmark paths
-# (pipeline.jobs.log_path / benchmark_path, results_dir "run") and the start-up line the vision stages log.
+# (pipeline.plans.common.log_path / benchmark_path, results_dir "run") and the start-up line the vision stages log.
 CONCEPTS = ["circle", "square"]
 STARTUP = "{stamp} certified_circuits.cli.vision_common INFO {stage}: start-up {seconds}s before the first batch (imports, model, data index)"
 
