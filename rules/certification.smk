@@ -7,25 +7,17 @@
 
 rule votes:
     """Deletion masks and vote counts for the whole K grid (cached per-example scores)."""
-    input:
-        attributions=PATHS.attributions(),
-    output:
-        PATHS.votes(),
+    input: attributions=PATHS.attributions()
+    output: PATHS.votes()
     params:
         job=job_env("votes"),
         k_grid=partial(certification.votes_job_k_grid, config),
         setting=partial(certification.votes_job_options, PATHS),
         device=q(DEVICE),
-    log:
-        log_path("votes", f"{{experiment}}/{{split}}/{{concept}}/{{scorer}}/{VOTES_PATTERN}"),
-    benchmark:
-        benchmark_path("votes", f"{{experiment}}/{{split}}/{{concept}}/{{scorer}}/{VOTES_PATTERN}")
-    conda:
-        ENV
-    threads: 1
-    resources:
-        mem_mb=2000,
-        runtime=10,
+    log: log_path("votes", f"{{experiment}}/{{split}}/{{concept}}/{{scorer}}/{VOTES_PATTERN}")
+    benchmark: benchmark_path("votes", f"{{experiment}}/{{split}}/{{concept}}/{{scorer}}/{VOTES_PATTERN}")
+    conda: ENV
+    resources: **VOTES_JOB,
     shell:
         "{params.job} certified-circuits votes --attributions {input.attributions:q} --scorer {wildcards.scorer} "
         "--k-grid {params.k_grid} {params.setting} --device {params.device} --out {output:q} 2> {log:q}"
@@ -33,18 +25,13 @@ rule votes:
 
 rule certify:
     """Binomial test per component with family-wise error control; majority vote beside it."""
-    input:
-        votes=PATHS.votes(),
-    output:
-        PATHS.certificates(),
+    input: votes=PATHS.votes()
+    output: PATHS.certificates()
     params:
         job=job_env("certify"),
         decision=partial(certification.decision_job_options, PATHS),
-    log:
-        log_path("certify", f"{{experiment}}/{{split}}/{{concept}}/{{scorer}}/{SETTING_PATTERN}"),
-    conda:
-        ENV
-    threads: 1
+    log: log_path("certify", f"{{experiment}}/{{split}}/{{concept}}/{{scorer}}/{SETTING_PATTERN}")
+    conda: ENV
     resources:
         mem_mb=1000,
         runtime=5,

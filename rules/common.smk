@@ -14,10 +14,12 @@ from certified_circuits.pipeline.plans import testbed, vision, vision_reports
 from certified_circuits.pipeline.plans.common import (
     chunked,
     cli_options,
+    input_dir,
     input_pairs,
     item_options,
     job_env,
     output_dir,
+    output_stem,
     pair_options,
     q,
     words,
@@ -40,6 +42,11 @@ VDISCOVERY_SCORERS = vision.vision_discovery_scorers(config)
 # and a paper run with `device: cpu` ask for none (profiles/slurm routes gpu > 0 to the GPU partition).
 VISION_GPU, VISION_MEM_MB, VISION_RUNTIME = common.model_resources(EMBEDDED_VISION, DEVICE)
 LANGUAGE_GPU, LANGUAGE_MEM_MB, LANGUAGE_RUNTIME = common.model_resources(EMBEDDED_LANGUAGE, DEVICE)
+# what a job of each kind asks for: a model job of either half, a job on the embedded world (render, filter, truth)
+VISION_MODEL_JOB = {"mem_mb": VISION_MEM_MB, "runtime": VISION_RUNTIME, "gpu": VISION_GPU}
+LANGUAGE_MODEL_JOB = {"mem_mb": LANGUAGE_MEM_MB, "runtime": LANGUAGE_RUNTIME, "gpu": LANGUAGE_GPU}
+WORLD_JOB = {"mem_mb": 4000, "runtime": 15}
+VOTES_JOB = {"mem_mb": 2000, "runtime": 10}  # votes from cached scores (votes; stability, over resamples)
 VX = VISION["experiment"]
 LX = LANGUAGE["experiment"]
 VDIR = vision.vision_dirs(PATHS)["dir"]

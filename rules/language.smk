@@ -14,21 +14,16 @@ if HF_LANGUAGE:
 
     rule language_task_file:
         """Your own task: the task file checked against the model's tokenizer and split (ood_test may be empty)."""
-        input:
-            file=partial(language.language_task_job_file, config),
-        output:
-            expand(f"{LDIR}/tasks/{{{{task}}}}/{{split}}.jsonl", split=LANGUAGE_SPLITS),
+        input: file=partial(language.language_task_job_file, config)
+        output: expand(f"{LDIR}/tasks/{{{{task}}}}/{{split}}.jsonl", split=LANGUAGE_SPLITS)
         params:
             job=job_env("language_task_file"),
             model=q(LANGUAGE["model_path"]),
             seed=LANGUAGE["task_seed"],
             out=partial(language.language_task_job_dir, PATHS),
-        log:
-            log_path("language_task_file", "{task}"),
-        conda:
-            ENV
-        wildcard_constraints:
-            task="|".join(re.escape(t) for t in LANGUAGE["tasks"]),
+        log: log_path("language_task_file", "{task}")
+        conda: ENV
+        wildcard_constraints: task="|".join(re.escape(t) for t in LANGUAGE["tasks"])
         shell:
             "{params.job} certified-circuits language-task-file --task {wildcards.task} --file {input.file:q} "
             "--model-path {params.model} --seed {params.seed} --out-dir {params.out:q} 2> {log:q}"
@@ -37,20 +32,16 @@ else:
 
     rule language_tasks:
         """IOI / IOI-Hard / Greater-Than prompts: train, id_test and ood_test splits (seeded)."""
-        output:
-            expand(f"{LDIR}/tasks/{{{{task}}}}/{{split}}.jsonl", split=LANGUAGE_SPLITS),
+        output: expand(f"{LDIR}/tasks/{{{{task}}}}/{{split}}.jsonl", split=LANGUAGE_SPLITS)
         params:
             job=job_env("language_tasks"),
             n=LANGUAGE["n_per_split"],
             seed=LANGUAGE["task_seed"],
             tokenizer="" if EMBEDDED_LANGUAGE else f"--gpt2-tokenizer {q(LANGUAGE.get('model_path', ''))}",
             out=partial(language.language_task_job_dir, PATHS),
-        log:
-            log_path("language_tasks", "{task}"),
-        conda:
-            ENV
-        wildcard_constraints:
-            task="|".join(ALL_TASKS),
+        log: log_path("language_tasks", "{task}")
+        conda: ENV
+        wildcard_constraints: task="|".join(ALL_TASKS)
         shell:
             "{params.job} certified-circuits language-tasks --task {wildcards.task} --n-per-split {params.n} "
             "--seed {params.seed} {params.tokenizer} --out-dir {params.out:q} 2> {log:q}"
@@ -62,24 +53,19 @@ if EMBEDDED_LANGUAGE:
         """Train the tiny GPT-2 on fresh prompts of its training tasks (default: the three-task mixture, whatever
         `tasks` certifies), or compile the induction model (`train.compiled`: weights set by construction). The
         training tasks' evaluation prompts are inputs so that training can exclude them."""
-        input:
-            expand(f"{LDIR}/tasks/{{task}}/{{split}}.jsonl", task=TRAIN_TASKS, split=LANGUAGE_SPLITS),
+        input: expand(f"{LDIR}/tasks/{{task}}/{{split}}.jsonl", task=TRAIN_TASKS, split=LANGUAGE_SPLITS)
         output:
             model=f"{LDIR}/model/config.json",
             metrics=f"{LDIR}/train_metrics.json",
         params:
             job=job_env("language_train"),
             options=cli_options(LANGUAGE["train"]),
-            tasks=f"{LDIR}/tasks",
+            tasks=input_dir(up=2),
             model=output_dir,
-        log:
-            log_path("language_train"),
-        benchmark:
-            benchmark_path("language_train")
-        conda:
-            ENV
+        log: log_path("language_train")
+        benchmark: benchmark_path("language_train")
+        conda: ENV
         priority: 20
-        threads: 1
         resources:
             mem_mb=4000,
             runtime=30,
@@ -93,8 +79,7 @@ rule language_attribute:
     input:
         examples=f"{LDIR}/tasks/{{concept}}/{{split}}.jsonl",
         model=language_model_inputs(),
-    output:
-        PATHS.attributions(LX),
+    output: PATHS.attributions(LX)
     params:
         job=job_env("language_attribute"),
         model=language_model_args(),
@@ -103,18 +88,11 @@ rule language_attribute:
         method=LANGUAGE["method"],
         level=LANGUAGE["level"],
         experiment=LX,
-    log:
-        log_path("language_attribute", "{split}/{concept}"),
-    benchmark:
-        benchmark_path("language_attribute", "{split}/{concept}")
-    conda:
-        ENV
+    log: log_path("language_attribute", "{split}/{concept}")
+    benchmark: benchmark_path("language_attribute", "{split}/{concept}")
+    conda: ENV
     priority: 10
-    threads: 1
-    resources:
-        mem_mb=LANGUAGE_MEM_MB,
-        runtime=LANGUAGE_RUNTIME,
-        gpu=LANGUAGE_GPU,
+    resources: **LANGUAGE_MODEL_JOB,
     shell:
         "{params.job} certified-circuits language-attribute {params.model} --threads {threads} --task {wildcards.concept} "
         "--split {wildcards.split} --examples {input.examples:q} --ig-steps {params.ig_steps} --integration {params.integration} "
@@ -128,24 +106,16 @@ rule language_evaluate:
         certificates=PATHS.certificates(LX, scorer="eap_ig"),
         eval_sets=LANGUAGE_EVAL_FILES,
         model=language_model_inputs(),
-    output:
-        PATHS.sufficiency(LX),
+    output: PATHS.sufficiency(LX)
     params:
         job=job_env("language_evaluate"),
         model=language_model_args(),
         eval_sets=LANGUAGE_EVAL_OPTIONS,
         experiment=LX,
-    log:
-        log_path("language_evaluate", f"{{split}}/{{concept}}/{SETTING_PATTERN}"),
-    benchmark:
-        benchmark_path("language_evaluate", f"{{split}}/{{concept}}/{SETTING_PATTERN}")
-    conda:
-        ENV
-    threads: 1
-    resources:
-        mem_mb=LANGUAGE_MEM_MB,
-        runtime=LANGUAGE_RUNTIME,
-        gpu=LANGUAGE_GPU,
+    log: log_path("language_evaluate", f"{{split}}/{{concept}}/{SETTING_PATTERN}")
+    benchmark: benchmark_path("language_evaluate", f"{{split}}/{{concept}}/{SETTING_PATTERN}")
+    conda: ENV
+    resources: **LANGUAGE_MODEL_JOB,
     shell:
         "{params.job} certified-circuits language-evaluate {params.model} --threads {threads} --task {wildcards.concept} "
         "--votes {input.votes:q} --certificates {input.certificates:q} {params.eval_sets} "
@@ -167,8 +137,7 @@ if LANGUAGE["faithfulness"]["grid"] == "mib":
             selected=[MIB_SELECTED] if MIB_SELECTED else [],
             eval_sets=LANGUAGE_EVAL_FILES,
             model=language_model_inputs(),
-        output:
-            PATHS.faithfulness_mib(LX),
+        output: PATHS.faithfulness_mib(LX)
         params:
             job=job_env("language_faithfulness_mib"),
             model=language_model_args(),
@@ -176,15 +145,9 @@ if LANGUAGE["faithfulness"]["grid"] == "mib":
             selected=f"--selected {q(MIB_SELECTED)}" if MIB_SELECTED else "",
             eval_sets=LANGUAGE_EVAL_OPTIONS,
             experiment=LX,
-        log:
-            log_path("language_faithfulness_mib", "{concept}"),
-        conda:
-            ENV
-        threads: 1
-        resources:
-            mem_mb=LANGUAGE_MEM_MB,
-            runtime=LANGUAGE_RUNTIME,
-            gpu=LANGUAGE_GPU,
+        log: log_path("language_faithfulness_mib", "{concept}")
+        conda: ENV
+        resources: **LANGUAGE_MODEL_JOB,
         shell:
             "{params.job} certified-circuits language-faithfulness-mib {params.model} --threads {threads} "
             "--task {wildcards.concept} --attributions {input.attributions:q} {params.circuits} {params.selected} "

@@ -1,6 +1,6 @@
 # The language half's outputs after the sufficiency tables (rules/reports.smk): Graph JSON at the selected K, MIB's
-# faithfulness table and submission files, the attack. Which of them this config runs and what each reads and
-# writes: pipeline/plans/language_reports.py (language_report_outputs).
+# faithfulness table and submission files. Which of them this config runs and what each reads and writes:
+# pipeline/plans/language_reports.py (language_report_outputs). The attack: rules/reports.smk.
 
 LTABLES_OUT = tables.sufficiency_tables(config, PATHS, VCONCEPTS)["language_tables"].outputs
 LREPORTS = language_reports.language_report_outputs(config, PATHS)
@@ -14,15 +14,12 @@ if "language_graphs" in LREPORTS:
         input:
             selected=LTABLES_OUT["selected"],
             circuits=[path for row in LANGUAGE_CIRCUITS for path in row[2:]],
-        output:
-            directory(LREPORTS["language_graphs"]["folder"]),
+        output: directory(LREPORTS["language_graphs"]["folder"])
         params:
             job=job_env("language_graphs"),
             circuits=item_options("--circuit", LANGUAGE_CIRCUITS),
-        log:
-            log_path("language_graphs"),
-        conda:
-            ENV
+        log: log_path("language_graphs")
+        conda: ENV
         shell:
             "{params.job} certified-circuits report-graphs {params.circuits} --selected {input.selected:q} "
             "--out-dir {output:q} 2> {log:q}"
@@ -32,17 +29,13 @@ if "language_faithfulness_mib_table" in LREPORTS:
 
     rule language_faithfulness_mib_table:
         """CPR (signed ranking) and CMD (|score| ranking) on MIB's grid, per task and eval set (docs/mib.md)."""
-        input:
-            [PATHS.faithfulness_mib(LX, task) for task in LANGUAGE["tasks"]],
-        output:
-            **LREPORTS["language_faithfulness_mib_table"],
+        input: [PATHS.faithfulness_mib(LX, task) for task in LANGUAGE["tasks"]]
+        output: **LREPORTS["language_faithfulness_mib_table"],
         params:
             job=job_env("language_faithfulness_mib_table"),
             out=output_dir,
-        log:
-            log_path("language_faithfulness_mib_table"),
-        conda:
-            ENV
+        log: log_path("language_faithfulness_mib_table")
+        conda: ENV
         shell:
             "{params.job} certified-circuits report-mib-faithfulness --inputs {input:q} --out-dir {params.out:q} 2> {log:q}"
 
@@ -58,44 +51,15 @@ if "language_mib" in LREPORTS:
         input:
             circuits=list(dict.fromkeys(path for row in MIB_CIRCUITS for path in row[1:])),
             selected=[MIB_SELECTED_TABLE] if MIB_SELECTED_TABLE else [],
-        output:
-            directory(LREPORTS["language_mib"]["folder"]),
+        output: directory(LREPORTS["language_mib"]["folder"])
         params:
             job=job_env("language_mib"),
             circuits=item_options("--circuit", MIB_CIRCUITS),
             selected=f"--selected {q(MIB_SELECTED_TABLE)}" if MIB_SELECTED_TABLE else "",
             model=q(language.mib_model_name(config)),
             method=q(LANGUAGE["mib"]["method"]),
-        log:
-            log_path("language_mib"),
-        conda:
-            ENV
+        log: log_path("language_mib")
+        conda: ENV
         shell:
             "{params.job} certified-circuits report-mib {params.circuits} {params.selected} --model-name {params.model} "
             "--method {params.method} --out-dir {output:q} 2> {log:q}"
-
-
-if "language_attack" in LREPORTS:
-
-    rule language_attack:
-        """Theorem 1 shown directly on the tasks: edits drawn from the OOD prompts. Every task is
-        certified at one setting, the first task's first (tau, p_del), so one radius r holds for
-        the whole table (embedded: tau 0.90, p_del 0.95, r = 9)."""
-        input:
-            language_reports.language_attack_inputs(config, PATHS),
-        output:
-            table=LREPORTS["language_attack"]["table"],
-            summary=LREPORTS["language_attack"]["summary"],
-            figure=report(LREPORTS["language_attack"]["figure"], caption="../report/attack.rst", category="Language"),
-        params:
-            job=job_env("language_attack"),
-            classes=input_pairs("--class"),
-            options=certification.attack_options(LANGUAGE["attack"], language_settings(LANGUAGE["tasks"][0])[0], "eap_ig"),
-            out=output_dir,
-        log:
-            log_path("language_attack"),
-        conda:
-            ENV
-        shell:
-            "{params.job} certified-circuits report-attack {params.classes} {params.options} "
-            "--out-dir {params.out:q} 2> {log:q}"

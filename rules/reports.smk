@@ -1,6 +1,6 @@
 # The run's reports: the plan warnings, the theory figures, the sufficiency tables of every experiment (which every
-# later figure reads: the operating K comes from one table, operating_points.csv, never recomputed), the run's
-# warning list, summary.md and the explorer. What each reads and writes: pipeline/plans/reports.py and tables.py;
+# later figure reads: the operating K comes from one table, operating_points.csv, never recomputed), the attack of
+# each half, the run's warning list, summary.md and the explorer. What each reads and writes: pipeline/plans/reports.py and tables.py;
 # `rule all` (the Snakefile) asks for their targets by domain.
 
 import json
@@ -18,15 +18,12 @@ rule plan_warnings:
     """The plan warnings the Snakefile printed at parse time (PLAN_RECORDS: every setting the config certifies, the
     radius sweep's included), written into the results: the warning list, the summary, the explorer and the
     radius-sweep figure show them. Rerun when they change (params)."""
-    output:
-        PLAN_WARNINGS_FILE,
+    output: PLAN_WARNINGS_FILE
     params:
         job=job_env("plan_warnings"),
         records=json.dumps(PLAN_RECORDS),
-    log:
-        log_path("plan_warnings"),
-    conda:
-        ENV
+    log: log_path("plan_warnings")
+    conda: ENV
     shell:
         "{params.job} certified-circuits report-plan-warnings --records {params.records:q} --out {output:q} 2> {log:q}"
 
@@ -41,10 +38,8 @@ rule theory_figures:
         job=job_env("theory_figures"),
         sizes=reports.theory_options(CHECKED.plans),
         out=output_dir,
-    log:
-        log_path("theory_figures"),
-    conda:
-        ENV
+    log: log_path("theory_figures")
+    conda: ENV
     shell:
         "{params.job} certified-circuits report-theory {params.sizes} --out-dir {params.out:q} 2> {log:q}"
 
@@ -54,10 +49,8 @@ rule theory_figures:
 for _name, _tables in tables.sufficiency_tables(config, PATHS, VCONCEPTS).items():
 
     rule:
-        name:
-            _name
-        input:
-            _tables.inputs,
+        name: _name
+        input: _tables.inputs
         output:
             **{key: report(path, caption=_tables.captions[key], category=_tables.category)
                if key in _tables.captions else path for key, path in _tables.outputs.items()},
@@ -65,12 +58,34 @@ for _name, _tables in tables.sufficiency_tables(config, PATHS, VCONCEPTS).items(
             job=job_env(_name),
             options=_tables.options,
             out=output_dir,
-        log:
-            log_path(_name),
-        conda:
-            ENV
+        log: log_path(_name)
+        conda: ENV
         shell:
             "{params.job} certified-circuits report-sufficiency --inputs {input:q} {params.options} --out-dir {params.out:q} 2> {log:q}"
+
+
+# Theorem 1 shown directly, in each half: edit each class's (task's) concept dataset by r, 2r, 4r examples (random and
+# greedy adversarial) drawn from a pool (vision: the first re-discovery set; language: the OOD prompts), re-certify
+# with the same seeds, count baseline and certified label flips (pipeline/plans/reports.py attack_jobs).
+for _name, _attack in reports.attack_jobs(config, PATHS, VCONCEPTS, filter_metrics).items():
+
+    rule:
+        name: _name
+        input: _attack["inputs"]
+        output:
+            table=_attack["outputs"]["table"],
+            summary=_attack["outputs"]["summary"],
+            figure=report(_attack["outputs"]["figure"], caption="../report/attack.rst", category=_attack["category"]),
+        params:
+            job=job_env(_name),
+            classes=input_pairs("--class"),
+            options=_attack["options"],
+            out=output_dir,
+        log: log_path(_name)
+        conda: ENV
+        shell:
+            "{params.job} certified-circuits report-attack {params.classes} {params.options} "
+            "--out-dir {params.out:q} 2> {log:q}"
 
 
 rule warnings:
@@ -82,14 +97,10 @@ rule warnings:
         certificates=WARNINGS_INPUTS["certificates"],
         plan=PLAN_WARNINGS_FILE,
         selected=WARNINGS_INPUTS["selected"],
-    output:
-        RUN["warnings"]["list"],
-    params:
-        job=job_env("warnings"),
-    log:
-        log_path("warnings"),
-    conda:
-        ENV
+    output: RUN["warnings"]["list"]
+    params: job=job_env("warnings")
+    log: log_path("warnings")
+    conda: ENV
     shell:
         "{params.job} certified-circuits report-warnings --curves {input.curves:q} --certificates {input.certificates:q} "
         "--selected {input.selected:q} --plan-warnings {input.plan:q} --out {output:q} 2> {log:q}"
@@ -103,16 +114,13 @@ rule summary:
         warnings=RUN["warnings"]["list"],
         plan=PLAN_WARNINGS_FILE,
         **SUMMARY_INPUTS,
-    output:
-        RUN["summary"]["page"],
+    output: RUN["summary"]["page"]
     params:
         job=job_env("summary"),
         experiments=item_options("--experiment", [row[1:] for row in EXPERIMENT_TABLES]),
         testbed=partial(reports.summary_testbed_options, config),
-    log:
-        log_path("summary"),
-    conda:
-        ENV
+    log: log_path("summary")
+    conda: ENV
     shell:
         "{params.job} certified-circuits report-summary {params.experiments} --warnings {input.warnings:q} "
         "--plan-warnings {input.plan:q} {params.testbed} --out {output:q} 2> {log:q}"
@@ -138,10 +146,8 @@ rule explorer:
         theory=words(THEORY.values()),
         truth=reports.explorer_truth_option,
         out=output_dir,
-    log:
-        log_path("explorer"),
-    conda:
-        ENV
+    log: log_path("explorer")
+    conda: ENV
     shell:
         "{params.job} certified-circuits report-explorer {params.experiments} {params.circuits} {params.features} "
         "--theory {params.theory} --warnings {input.warnings:q} --summary {input.summary:q} {params.truth} "

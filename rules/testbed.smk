@@ -16,22 +16,16 @@ if GROUND_TRUTHS.get(VX) == "vision":
         input:
             model=f"{VDIR}/model.pt",
             world=expand(f"{WORLD}/{{split}}.npz", split=["train", "id_test", "concept"]),
-        output:
-            PATHS.ground_truth(VX),
+        output: PATHS.ground_truth(VX)
         params:
             job=job_env("vision_ground_truth"),
-            world=WORLD,
+            world=input_dir("world"),
             seed=VSETTING.seed,
             experiment=VX,
-        log:
-            log_path("vision_ground_truth"),
-        conda:
-            ENV
+        log: log_path("vision_ground_truth")
+        conda: ENV
         priority: 15
-        threads: 1
-        resources:
-            mem_mb=4000,
-            runtime=15,
+        resources: **WORLD_JOB,
         shell:
             "{params.job} certified-circuits vision-ground-truth --checkpoint {input.model:q} --world {params.world:q} "
             "--experiment {params.experiment:q} --seed {params.seed} --threads {threads} --out {output:q} 2> {log:q}"
@@ -46,21 +40,17 @@ if GROUND_TRUTHS.get(LX) == "language":
         input:
             model=language_model_inputs(),
             examples=f"{LDIR}/tasks/{testbed.GROUND_TRUTH_TASK}/id_test.jsonl",
-        output:
-            PATHS.ground_truth(LX),
+        output: PATHS.ground_truth(LX)
         params:
             job=job_env("language_ground_truth"),
-            model=language.language_dirs(PATHS)["model"],
+            model=input_dir("model"),
             task=testbed.GROUND_TRUTH_TASK,
             experiment=LX,
             seed=LANGUAGE["task_seed"],
             device=q(DEVICE),
-        log:
-            log_path("language_ground_truth"),
-        conda:
-            ENV
+        log: log_path("language_ground_truth")
+        conda: ENV
         priority: 15
-        threads: 1
         resources:
             mem_mb=LANGUAGE_MEM_MB,
             runtime=LANGUAGE_RUNTIME,
@@ -84,14 +74,9 @@ if STABILITY_JOBS:
         params:
             job=job_env("stability"),
             options=partial(testbed.stability_job_options, STABILITY_JOBS, PATHS, TESTBED),
-        log:
-            log_path("stability", f"{{experiment}}/{{split}}/{{concept}}/{{scorer}}/{SETTING_PATTERN}"),
-        conda:
-            ENV
-        threads: 1
-        resources:
-            mem_mb=2000,
-            runtime=10,
+        log: log_path("stability", f"{{experiment}}/{{split}}/{{concept}}/{{scorer}}/{SETTING_PATTERN}")
+        conda: ENV
+        resources: **VOTES_JOB,
         shell:
             "{params.job} certified-circuits stability --attributions {input.attributions:q} {params.options} "
             "--ground-truth {input.truth:q} --out {output.table:q} --out-truth-size {output.truth_size:q} 2> {log:q}"
@@ -104,10 +89,8 @@ for _experiment, _kind in GROUND_TRUTHS.items():
     _inputs = testbed.recovery_inputs(config, PATHS, VCONCEPTS, _experiment)
 
     rule:
-        name:
-            f"recovery_{_kind}"
-        input:
-            **_inputs,
+        name: f"recovery_{_kind}"
+        input: **_inputs,
         output:
             table=_recovery["table"],
             auroc=_recovery["auroc"],
@@ -119,10 +102,8 @@ for _experiment, _kind in GROUND_TRUTHS.items():
             selected=f"--selected {q(_inputs['selected'][0])}" if _inputs["selected"] else "",
             experiment=_experiment,
             out=output_dir,
-        log:
-            log_path(f"recovery_{_kind}"),
-        conda:
-            ENV
+        log: log_path(f"recovery_{_kind}")
+        conda: ENV
         shell:
             "{params.job} certified-circuits report-recovery --ground-truth {input.truth:q} {params.circuits} "
             "{params.selected} --experiment {params.experiment:q} --out-dir {params.out:q} 2> {log:q}"
@@ -131,19 +112,14 @@ for _experiment, _kind in GROUND_TRUTHS.items():
         _stability = TESTBED_OUTPUTS[f"stability_{_kind}"]
 
         rule:
-            name:
-                f"stability_{_kind}"
-            input:
-                **testbed.stability_table_inputs(config, PATHS, VCONCEPTS, _experiment),
-            output:
-                **_stability,
+            name: f"stability_{_kind}"
+            input: **testbed.stability_table_inputs(config, PATHS, VCONCEPTS, _experiment),
+            output: **_stability,
             params:
                 job=job_env(f"stability_{_kind}"),
                 out=output_dir,
-            log:
-                log_path(f"stability_{_kind}"),
-            conda:
-                ENV
+            log: log_path(f"stability_{_kind}")
+            conda: ENV
             shell:
                 "{params.job} certified-circuits report-stability --inputs {input.tables:q} --truth-size "
                 "{input.truth_size:q} --out-dir {params.out:q} 2> {log:q}"

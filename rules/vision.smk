@@ -18,36 +18,25 @@ if EMBEDDED_VISION:
             job=job_env("vision_world"),
             options=cli_options(VISION["world"]),
             out=output_dir,
-        log:
-            log_path("vision_world"),
-        conda:
-            ENV
+        log: log_path("vision_world")
+        conda: ENV
         priority: 20  # critical path first
-        threads: 1
-        resources:
-            mem_mb=4000,
-            runtime=15,
+        resources: **WORLD_JOB,
         shell:
             "{params.job} certified-circuits vision-world {params.options} --out {params.out:q} 2> {log:q}"
 
     rule vision_world_large:
         """Larger concept datasets for the radius x |D| sweep (App. D)."""
-        output:
-            VLARGE,
+        output: VLARGE
         params:
             job=job_env("vision_world_large"),
             options=cli_options({k: v for k, v in VISION["world"].items() if k != "n_concept_per_class"}),
             size=max(VISION["radius_sweep"]["sizes"]),
             out=output_dir,
-        log:
-            log_path("vision_world_large"),
-        conda:
-            ENV
+        log: log_path("vision_world_large")
+        conda: ENV
         priority: 5
-        threads: 1
-        resources:
-            mem_mb=4000,
-            runtime=15,
+        resources: **WORLD_JOB,
         shell:
             "{params.job} certified-circuits vision-world {params.options} --n-concept-per-class {params.size} "
             "--splits concept --out {params.out:q} 2> {log:q}"
@@ -55,21 +44,17 @@ if EMBEDDED_VISION:
     rule vision_train:
         """Build the world ResNet (torchvision BasicBlock ResNet, hooks at layer1..layer4): compiled by hand for a
         marked world (vision.train.compiled) or trained (plans/vision.py vision_model_command)."""
-        input:
-            expand(f"{WORLD}/{{split}}.npz", split=["train", "id_test", "context_shift", "corruption"]),
+        input: expand(f"{WORLD}/{{split}}.npz", split=["train", "id_test", "context_shift", "corruption"])
         output:
             model=f"{VDIR}/model.pt",
             metrics=f"{VDIR}/train_metrics.json",
         params:
             job=job_env("vision_train"),
             command=vision.vision_model_command(config),
-            world=WORLD,
-        log:
-            log_path("vision_train"),
-        benchmark:
-            benchmark_path("vision_train")
-        conda:
-            ENV
+            world=input_dir(),
+        log: log_path("vision_train")
+        benchmark: benchmark_path("vision_train")
+        conda: ENV
         priority: 20
         threads: 1  # the thread count changes the trained weights slightly: one thread everywhere, as calibrated
         resources:
@@ -93,16 +78,11 @@ if EMBEDDED_VISION:
             metrics=f"{VDIR}/calibration.json",
         params:
             job=job_env("vision_filter_ood"),
-            world=WORLD,
-        log:
-            log_path("vision_filter_ood"),
-        conda:
-            ENV
+            world=input_dir("pools"),
+        log: log_path("vision_filter_ood")
+        conda: ENV
         priority: 15
-        threads: 1
-        resources:
-            mem_mb=4000,
-            runtime=15,
+        resources: **WORLD_JOB,
         shell:
             "{params.job} certified-circuits vision-filter-ood --world {params.world:q} --checkpoint {input.model:q} "
             "--threads {threads} --out-adversarial {output.adversarial:q} --out-anomaly {output.anomaly:q} "
@@ -119,26 +99,18 @@ if CLASSES_PER_JOB == 1:
         """Attributions of one class on its concept set and on every OOD re-discovery set, in one process
         (one model start-up for all splits). A set without images of the class gets a valid file with
         zero examples, which the IoU report skips."""
-        input:
-            VISION_ATTRIBUTE_INPUTS,
+        input: VISION_ATTRIBUTE_INPUTS
         output:
             concept=PATHS.attributions(VX, "concept", "{concept}"),
             rediscovery=[PATHS.attributions(VX, split, "{concept}") for split in REDISCOVERY],
         params:
             job=job_env("vision_attribute"),
             invocation=partial(vision.vision_attribute_job_invocation, config, PATHS),
-        log:
-            log_path("vision_attribute", "{concept}"),
-        benchmark:
-            benchmark_path("vision_attribute", "{concept}")
-        conda:
-            ENV
+        log: log_path("vision_attribute", "{concept}")
+        benchmark: benchmark_path("vision_attribute", "{concept}")
+        conda: ENV
         priority: 10
-        threads: 1
-        resources:
-            mem_mb=VISION_MEM_MB,
-            runtime=VISION_RUNTIME,
-            gpu=VISION_GPU,
+        resources: **VISION_MODEL_JOB,
         shell:
             "{params.job} certified-circuits {params.invocation} 2> {log:q}"
 
@@ -149,23 +121,16 @@ else:
     for group_index, group in enumerate(chunked(vision_concepts(), CLASSES_PER_JOB)):
 
         rule:
-            name:
-                f"vision_attribute_group{group_index}"
-            input:
-                VISION_ATTRIBUTE_INPUTS,
-            output:
-                [path for concept in group for path in vision.vision_attribute_outputs(config, PATHS, concept)],
+            name: f"vision_attribute_group{group_index}"
+            input: VISION_ATTRIBUTE_INPUTS
+            output: [path for concept in group for path in vision.vision_attribute_outputs(config, PATHS, concept)]
             params:
                 job=job_env("vision_attribute"),
                 invocation=" :: ".join(vision.vision_attribute_invocation(config, PATHS, concept) for concept in group),
-            log:
-                log_path("vision_attribute", f"group{group_index}"),
-            benchmark:
-                benchmark_path("vision_attribute", f"group{group_index}")
-            conda:
-                ENV
+            log: log_path("vision_attribute", f"group{group_index}")
+            benchmark: benchmark_path("vision_attribute", f"group{group_index}")
+            conda: ENV
             priority: 10
-            threads: 1
             resources:
                 mem_mb=VISION_MEM_MB,
                 runtime=min(VISION_RUNTIME * len(group), 24 * 60),
@@ -176,25 +141,17 @@ else:
 
 rule vision_attribute_sized:
     """Attributions of one class on a concept dataset of another size |D| (radius x |D| sweep, App. D)."""
-    input:
-        vision_model_inputs() + ([VLARGE] if EMBEDDED_VISION else []),
-    output:
-        PATHS.attributions(VX, "concept_n{size}", "{concept}"),
+    input: vision_model_inputs() + ([VLARGE] if EMBEDDED_VISION else [])
+    output: PATHS.attributions(VX, "concept_n{size}", "{concept}")
     params:
         job=job_env("vision_attribute_sized"),
         model=vision_model_args(),
-        data=vision.vision_sized_data(config, PATHS),
+        data=partial(vision.vision_sized_job_data, config, PATHS),
         experiment=VX,
-    log:
-        log_path("vision_attribute_sized", "{size}/{concept}"),
-    conda:
-        ENV
+    log: log_path("vision_attribute_sized", "{size}/{concept}")
+    conda: ENV
     priority: 10
-    threads: 1
-    resources:
-        mem_mb=VISION_MEM_MB,
-        runtime=VISION_RUNTIME,
-        gpu=VISION_GPU,
+    resources: **VISION_MODEL_JOB,
     shell:
         "{params.job} certified-circuits vision-attribute {params.model} --threads {threads} --data {params.data:q} "
         "--n-examples {wildcards.size} --concept {wildcards.concept:q} --split concept_n{wildcards.size} "
@@ -211,8 +168,7 @@ rule vision_evaluate:
         model=vision_model_inputs(),
         data=partial(vision.vision_evaluate_job_data, config, PATHS),
         reference=vision.vision_ablation_inputs(config, PATHS),
-    output:
-        PATHS.sufficiency(VX),
+    output: PATHS.sufficiency(VX)
     params:
         job=job_env("vision_evaluate"),
         model=vision_model_args(),
@@ -220,17 +176,10 @@ rule vision_evaluate:
         eval_sets=partial(vision.vision_evaluate_job_set_options, config, PATHS),
         ablation=vision.vision_ablation_options(config, PATHS),
         experiment=VX,
-    log:
-        log_path("vision_evaluate", f"{{split}}/{{concept}}/{SETTING_PATTERN}"),
-    benchmark:
-        benchmark_path("vision_evaluate", f"{{split}}/{{concept}}/{SETTING_PATTERN}")
-    conda:
-        ENV
-    threads: 1
-    resources:
-        mem_mb=VISION_MEM_MB,
-        runtime=VISION_RUNTIME,
-        gpu=VISION_GPU,
+    log: log_path("vision_evaluate", f"{{split}}/{{concept}}/{SETTING_PATTERN}")
+    benchmark: benchmark_path("vision_evaluate", f"{{split}}/{{concept}}/{SETTING_PATTERN}")
+    conda: ENV
+    resources: **VISION_MODEL_JOB,
     shell:
         "{params.job} certified-circuits vision-evaluate {params.model} --threads {threads} {params.circuits} "
         "--concept {wildcards.concept:q} {params.eval_sets} {params.ablation} --experiment {params.experiment:q} --out {output:q} 2> {log:q}"
@@ -244,10 +193,8 @@ if VDISCOVERY_SCORERS:
         input:
             model=vision_model_inputs(),
             data=local_inputs([vision_eval_data("id")]),
-        output:
-            PATHS.votes(VX, "concept", "{concept}", "{scorer}"),
-        wildcard_constraints:
-            scorer="|".join(VDISCOVERY_SCORERS),
+        output: PATHS.votes(VX, "concept", "{concept}", "{scorer}")
+        wildcard_constraints: scorer="|".join(VDISCOVERY_SCORERS)
         params:
             job=job_env("vision_discover"),
             model=vision_model_args(),
@@ -257,17 +204,11 @@ if VDISCOVERY_SCORERS:
             k_grid=words(VISION["k_grid"]),
             setting=partial(certification.votes_job_options, PATHS),
             experiment=VX,
-        log:
-            log_path("vision_discover", f"{{concept}}/{{scorer}}/{VOTES_PATTERN}"),
-        benchmark:
-            benchmark_path("vision_discover", f"{{concept}}/{{scorer}}/{VOTES_PATTERN}")
-        conda:
-            ENV
+        log: log_path("vision_discover", f"{{concept}}/{{scorer}}/{VOTES_PATTERN}")
+        benchmark: benchmark_path("vision_discover", f"{{concept}}/{{scorer}}/{VOTES_PATTERN}")
+        conda: ENV
         threads: VISION["discovery_workers"]
-        resources:
-            mem_mb=VISION_MEM_MB,
-            runtime=VISION_RUNTIME,
-            gpu=VISION_GPU,
+        resources: **VISION_MODEL_JOB,
         shell:
             "{params.job} certified-circuits vision-discover {params.model} --threads 1 --data {params.data:q} "
             "--n-examples {params.size} --concept {wildcards.concept:q} --scorer {params.spec:q} --k-grid {params.k_grid} "

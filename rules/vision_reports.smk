@@ -1,13 +1,13 @@
-# The vision half's figures and tables after the sufficiency tables (rules/reports.smk): Fig. IoU, the attack, seed
+# The vision half's figures and tables after the sufficiency tables (rules/reports.smk): Fig. IoU, seed
 # stability, the radius sweep, Fig. 4's features, the runtime table and the spurious-cue index. Which of them this
-# config runs and what each reads and writes: pipeline/plans/vision_reports.py (vision_report_outputs).
+# config runs and what each reads and writes: pipeline/plans/vision_reports.py (vision_report_outputs). The attack:
+# rules/reports.smk.
 
 VTABLES_OUT = tables.sufficiency_tables(config, PATHS, VCONCEPTS)["vision_tables"].outputs
 VREPORTS = vision_reports.vision_report_outputs(config, PATHS, VCONCEPTS)
 # the figures over re-discovered classes wait for the filter checkpoint (how many images each class keeps)
-VISION_IOU_CIRCUITS, VISION_ATTACK_INPUTS = (
-    partial(vision_reports.vision_figure_job_inputs, inputs, config, PATHS, VCONCEPTS, filter_metrics)
-    for inputs in (vision_reports.vision_iou_circuits, vision_reports.vision_attack_inputs))
+VISION_IOU_CIRCUITS = partial(vision_reports.vision_figure_job_inputs, vision_reports.vision_iou_circuits, config, PATHS,
+                              VCONCEPTS, filter_metrics)
 
 
 if "vision_iou" in VREPORTS:
@@ -25,38 +25,11 @@ if "vision_iou" in VREPORTS:
             circuits=input_pairs("--circuits", "circuits"),
             scorer=VMAIN_SCORER,
             out=output_dir,
-        log:
-            log_path("vision_iou"),
-        conda:
-            ENV
+        log: log_path("vision_iou")
+        conda: ENV
         shell:
             "{params.job} certified-circuits report-iou --operating-points {input.operating_points:q} "
             "--scorer {params.scorer} {params.circuits} --out-dir {params.out:q} 2> {log:q}"
-
-
-if "vision_attack" in VREPORTS:
-
-    rule vision_attack:
-        """Theorem 1 shown directly: edit each class's concept dataset by r, 2r, 4r examples (random and
-        greedy adversarial), re-certify with the same seeds, count baseline and certified label flips."""
-        input:
-            VISION_ATTACK_INPUTS,
-        output:
-            table=VREPORTS["vision_attack"]["table"],
-            summary=VREPORTS["vision_attack"]["summary"],
-            figure=report(VREPORTS["vision_attack"]["figure"], caption="../report/attack.rst", category="Vision"),
-        params:
-            job=job_env("vision_attack"),
-            classes=input_pairs("--class"),
-            options=certification.attack_options(VISION["attack"], VSETTING, VMAIN_SCORER),
-            out=output_dir,
-        log:
-            log_path("vision_attack"),
-        conda:
-            ENV
-        shell:
-            "{params.job} certified-circuits report-attack {params.classes} {params.options} "
-            "--out-dir {params.out:q} 2> {log:q}"
 
 
 if "vision_seed_stability" in VREPORTS:
@@ -75,10 +48,8 @@ if "vision_seed_stability" in VREPORTS:
             circuits=pair_options("--circuits", SEED_CIRCUITS),
             scorer=VMAIN_SCORER,
             out=output_dir,
-        log:
-            log_path("vision_seed_stability"),
-        conda:
-            ENV
+        log: log_path("vision_seed_stability")
+        conda: ENV
         shell:
             "{params.job} certified-circuits report-seeds --operating-points {input.operating_points:q} "
             "--scorer {params.scorer} {params.circuits} --out-dir {params.out:q} 2> {log:q}"
@@ -102,10 +73,8 @@ if "vision_radius_sweep" in VREPORTS:
             circuits=pair_options("--circuits", RADIUS["circuits"]),
             k=VISION["radius_sweep"]["fixed_k"],
             out=output_dir,
-        log:
-            log_path("vision_radius_sweep"),
-        conda:
-            ENV
+        log: log_path("vision_radius_sweep")
+        conda: ENV
         shell:
             "{params.job} certified-circuits report-radius --k {params.k} {params.circuits} "
             "--sufficiency {input.sufficiency:q} --plan-warnings {input.plan:q} --out-dir {params.out:q} 2> {log:q}"
@@ -118,17 +87,14 @@ rule vision_features:
         attributions=PATHS.attributions(VX, "concept", "{concept}"),
         votes=PATHS.votes(VX, "concept", "{concept}", VMAIN_SCORER, VSETTING),
         certificates=PATHS.certificates(VX, "concept", "{concept}", VMAIN_SCORER, VSETTING),
-    output:
-        report(vision_reports.features_figure(PATHS, VX), caption="../report/features.rst", category="Vision"),
+    output: report(vision_reports.features_figure(PATHS, VX), caption="../report/features.rst", category="Vision")
     params:
         job=job_env("vision_features"),
         data=vision_eval_data("id"),
         scorer=VMAIN_SCORER,
         stem=partial(vision_reports.features_job_stem, PATHS, VX),
-    log:
-        log_path("vision_features", "{concept}"),
-    conda:
-        ENV
+    log: log_path("vision_features", "{concept}")
+    conda: ENV
     shell:
         "{params.job} certified-circuits report-features --operating-points {input.operating_points:q} "
         "--scorer {params.scorer} --attributions {input.attributions:q} --votes {input.votes:q} "
@@ -140,24 +106,19 @@ if "vision_runtime" in VREPORTS:
 
     rule vision_runtime:
         """App. D: naive (A re-run per mask) vs cached certification cost for one class."""
-        input:
-            vision_model_inputs() + local_inputs([vision_eval_data("id")]),
-        output:
-            VREPORTS["vision_runtime"]["table"],
+        input: vision_model_inputs() + local_inputs([vision_eval_data("id")])
+        output: VREPORTS["vision_runtime"]["table"]
         params:
             job=job_env("vision_runtime"),
             model=vision_model_args(),
-            data=vision_eval_data("id"),
+            data=partial(vision.vision_id_job_data, config, PATHS),
             concept=RUNTIME.get("concept", VCONCEPTS[0]),
             n=words(RUNTIME["n"]),
             k_grid=words(VISION["k_grid"]),
             setting=certification.runtime_options(VSETTING),  # the whole setting but n0 and n (per --n)
-            stem=VREPORTS["vision_runtime"]["table"].removesuffix(".csv"),
-        log:
-            log_path("vision_runtime"),
-        conda:
-            ENV
-        threads: 1
+            stem=output_stem,
+        log: log_path("vision_runtime")
+        conda: ENV
         resources:
             mem_mb=4000,
             runtime=60,
@@ -185,10 +146,8 @@ if "vision_spurious" in VREPORTS:
             circuits=pair_options("--circuits", SPURIOUS["circuits"]),
             scorer=VMAIN_SCORER,
             out=output_dir,
-        log:
-            log_path("vision_spurious"),
-        conda:
-            ENV
+        log: log_path("vision_spurious")
+        conda: ENV
         shell:
             "{params.job} certified-circuits report-spurious --operating-points {input.operating_points:q} "
             "--scorer {params.scorer} --attributions {input.attributions:q} {params.circuits} "

@@ -176,6 +176,11 @@ def test_the_shared_params_functions() -> None:
         "--circuits v1.h5 'c 1.h5' --circuits v2.h5 c2.h5")
     assert common.input_pairs("--class")({}, Input(["a.h5", "b.h5"])) == "--class a.h5 b.h5"
     assert common.model_resources(False, "cuda:1") == (1, 16000, 120)
+    assert common.output_stem({}, ["R/tables/world/runtime.csv"]) == "R/tables/world/runtime"
+    tasks = Input(["R/language/tasks/ioi/train.jsonl"], model=["R/language/model/config.json"])
+    assert common.input_dir()({}, tasks) == "R/language/tasks/ioi"
+    assert common.input_dir(up=2)({}, tasks) == "R/language/tasks"
+    assert common.input_dir("model")({}, tasks) == "R/language/model"
 
 
 def test_the_certification_jobs_options(default: dict) -> None:
@@ -203,7 +208,9 @@ def test_the_vision_jobs_functions(default: dict) -> None:
         "R/vision/world/counterfactual.npz"]
     assert vision.vision_attribute_job_invocation(default, P, Wildcards(concept="star")) == (
         vision.vision_attribute_invocation(default, P, "star"))
-    assert vision.vision_sized_data(default, P) == "R/vision/world_large/concept.npz"
+    assert vision.vision_sized_job_data(default, P, Wildcards(size="200", concept="star")) == (
+        "R/vision/world_large/concept.npz")
+    assert vision.vision_id_job_data(default, P, Wildcards()) == "R/vision/world/concept.npz"
     evaluate = Wildcards(split="concept", concept="star", p_del="0.6", n0="100", n="1000", seed="0", tau="0.95",
                          alpha="0.001", correction="bonferroni")
     paths = Layout("R")
@@ -320,6 +327,30 @@ def test_the_run_reports_inputs(default: dict, smoke: dict) -> None:
     assert reports.theory_options([p for p in plans if p.key.startswith("language.")]) == (
         "--n-components 13 --n-examples 12 --label 'language tiny_gpt2'")  # 1 layer x 2 heads: 13 edges
     assert reports.theory_options([]) == ""
+
+
+def test_the_attack_jobs_of_both_halves(default: dict, tmp_path: Path) -> None:
+    """One report-attack rule per half (the rules/reports.smk loop): the vision one waits for the filter checkpoint,
+    the language one certifies every task at the first task's first setting."""
+    metrics = tmp_path / "calibration.json"
+    metrics.write_text("{}")  # no filtered set among the re-discovery sets: n_ood_per_class images each
+    jobs = reports.attack_jobs(default, P, default["concepts"], lambda: str(metrics))
+    assert list(jobs) == ["vision_attack", "language_attack"]
+    vision_job, language_job = jobs["vision_attack"], jobs["language_attack"]
+    assert vision_job["inputs"](Wildcards())[:2] == ["R/attributions/world/concept/circle.h5",
+                                                    "R/attributions/world/context_shift/circle.h5"]
+    assert vision_job["options"] == (
+        "--scorer relevance --k-grid 0.25 0.5 0.75 --p-del 0.6 --n0 100 --n 1000 --seed 0 --tau 0.95 --alpha 0.001 "
+        "--correction bonferroni --multiples 1 2 4 --trials 3 --attack-seed 0")
+    assert vision_job["outputs"] == {"table": "R/tables/world/attack/attack_raw.csv",
+                                     "summary": "R/tables/world/attack/attack.md", "figure": "R/tables/world/attack/attack.png"}
+    assert language_job["inputs"] == ["R/attributions/tiny_gpt2/train/induction.h5",
+                                      "R/attributions/tiny_gpt2/ood_test/induction.h5"]
+    assert language_job["options"].startswith("--scorer eap_ig --k-grid 0.25 0.5 0.75 --p-del 0.95 --n0 100 ")
+    assert (vision_job["category"], language_job["category"]) == ("Vision", "Language")
+    off = copy.deepcopy(default)
+    off["vision"]["attack"]["enabled"] = off["language"]["attack"]["enabled"] = False
+    assert reports.attack_jobs(off, P, default["concepts"], lambda: str(metrics)) == {}
 
 
 def test_every_setting_of_the_workflow_comes_from_its_domain_builder(default: dict) -> None:

@@ -17,7 +17,8 @@ from certified_circuits.pipeline.tracking.records import encode_wildcards
 
 __all__ = [
     "Config", "q", "words", "cli_options", "item_options", "pair_options", "chunked", "job_env", "log_path",
-    "benchmark_path", "local_inputs", "model_resources", "output_dir", "input_pairs", "rule_files",
+    "benchmark_path", "local_inputs", "model_resources", "output_dir", "output_stem", "input_dir", "input_pairs",
+    "rule_files",
 ]
 
 Config = Mapping[str, Any]
@@ -185,6 +186,33 @@ def output_dir(wildcards: Any, output: Sequence[str]) -> str:
         ``os.path.dirname(output[0])``: ``R/tables/world/iou.csv`` -> ``R/tables/world``.
     """
     return os.path.dirname(output[0])
+
+
+def output_stem(wildcards: Any, output: Sequence[str]) -> str:
+    """The params function of a stage that writes files beside one stem: the rule's first output without its
+    extension (``R/tables/world/runtime.csv`` -> ``R/tables/world/runtime``)."""
+    return os.path.splitext(output[0])[0]
+
+
+def input_dir(name: str | None = None, up: int = 1) -> Callable[[Any, Any], str]:
+    """A params function that passes the folder of a job's input (a stage that reads a folder, not one file).
+
+    Args:
+        name: the named input whose first file is used; None: the job's first input.
+        up: how many folders up: 1 is the file's folder, 2 its parent.
+
+    Returns:
+        A function of ``(wildcards, input)``: ``input_dir(up=2)`` on ``R/language/tasks/ioi/train.jsonl`` gives
+        ``R/language/tasks``.
+    """
+
+    def folder(wildcards: Any, input: Any) -> str:  # noqa: A002 (Snakemake passes the inputs by this name)
+        path = (input if name is None else getattr(input, name))[0]
+        for _ in range(up):
+            path = os.path.dirname(path)
+        return path
+
+    return folder
 
 
 def input_pairs(flag: str, name: str | None = None) -> Callable[[Any, Any], str]:

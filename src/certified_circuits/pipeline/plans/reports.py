@@ -10,11 +10,19 @@ every target before it (:func:`summary_targets`), the explorer the summary too (
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from functools import partial
+from typing import Any, Callable, Sequence
 
 from certified_circuits.pipeline.layout import Layout
+from certified_circuits.pipeline.plans.certification import attack_options
 from certified_circuits.pipeline.plans.common import Config, q, rule_files, words
-from certified_circuits.pipeline.plans.language_reports import language_circuits, language_targets
+from certified_circuits.pipeline.plans.language import language_settings
+from certified_circuits.pipeline.plans.language_reports import (
+    language_attack_inputs,
+    language_circuits,
+    language_report_outputs,
+    language_targets,
+)
 from certified_circuits.pipeline.plans.setting_plans import ConfigPlan
 from certified_circuits.pipeline.plans.tables import mean_ablation_tables, sufficiency_tables
 from certified_circuits.pipeline.plans.testbed import ground_truth_experiments, testbed_outputs, testbed_targets
@@ -26,12 +34,18 @@ from certified_circuits.pipeline.plans.vision import (
     vision_scorers_all,
     vision_setting,
 )
-from certified_circuits.pipeline.plans.vision_reports import features_figure, vision_targets
+from certified_circuits.pipeline.plans.vision_reports import (
+    features_figure,
+    vision_attack_inputs,
+    vision_figure_job_inputs,
+    vision_report_outputs,
+    vision_targets,
+)
 
 __all__ = [
     "plan_warnings_file", "theory_outputs", "theory_options", "run_outputs", "theory_targets", "run_targets",
     "summary_targets", "explorer_targets", "warnings_inputs", "summary_inputs", "summary_testbed_options",
-    "experiment_tables", "explorer_circuits", "explorer_features", "explorer_truth_option",
+    "experiment_tables", "explorer_circuits", "explorer_features", "explorer_truth_option", "attack_jobs",
 ]
 
 
@@ -215,3 +229,38 @@ def explorer_truth_option(wildcards: Any, input: Any) -> str:  # noqa: A002 (Sna
     """report-explorer's ``--ground-truth FILE ...`` of the job's ``ground_truths`` input ("" without one)."""
     return f"--ground-truth {words(input.ground_truths)}" if input.ground_truths else ""
 
+
+def attack_jobs(config: Config, paths: Layout, concepts: Sequence[str],
+                filter_metrics: Callable[[], str]) -> dict[str, dict[str, Any]]:
+    """Every report-attack job (Theorem 1 shown directly: edit a concept dataset by r, 2r, 4r examples, re-certify
+    with the same seeds, count label flips), by rule name.
+
+    Args:
+        config: the run's checked config.
+        paths: the run's layout.
+        concepts: the vision classes the config certifies.
+        filter_metrics: the vision_filter_ood checkpoint's metrics file (the vision attack's classes wait for it).
+
+    Returns:
+        ``vision_attack`` (each class with enough images in the first re-discovery set, the edits' pool, at the main
+        setting and scorer) and ``language_attack`` (each task, edits from its OOD prompts, every task at the first
+        task's first setting so that one radius holds for the table), when the config runs them: each with
+        ``inputs`` (concept and pool attributions, pairwise; the vision one an input function), ``outputs``
+        (``table``, ``summary``, ``figure``), ``options`` and ``category`` (Snakemake's report).
+    """
+    jobs: dict[str, dict[str, Any]] = {}
+    vision_rules = vision_report_outputs(config, paths, concepts)
+    if "vision_attack" in vision_rules:
+        vision = config["vision"]
+        jobs["vision_attack"] = {
+            "inputs": partial(vision_figure_job_inputs, vision_attack_inputs, config, paths, concepts, filter_metrics),
+            "outputs": vision_rules["vision_attack"], "category": "Vision",
+            "options": attack_options(vision["attack"], vision_setting(config), vision_main_scorer(config))}
+    language_rules = language_report_outputs(config, paths)
+    if "language_attack" in language_rules:
+        language = config["language"]
+        jobs["language_attack"] = {
+            "inputs": language_attack_inputs(config, paths), "outputs": language_rules["language_attack"],
+            "category": "Language",
+            "options": attack_options(language["attack"], language_settings(config, language["tasks"][0])[0], "eap_ig")}
+    return jobs

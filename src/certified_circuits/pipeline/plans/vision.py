@@ -20,7 +20,8 @@ __all__ = [
     "vision_scorers_all", "vision_main_scorer", "vision_additive_plugins", "vision_discovery_scorers",
     "vision_discover_job_spec", "vision_model_command", "vision_concepts", "vision_eval_data", "vision_concept_size",
     "vision_model_args", "vision_model_inputs", "vision_attribute_invocation", "vision_attribute_outputs",
-    "vision_attribute_inputs", "vision_attribute_job_invocation", "vision_sized_data", "vision_scorers",
+    "vision_attribute_inputs", "vision_attribute_job_invocation", "vision_id_job_data", "vision_sized_job_data",
+    "vision_scorers",
     "vision_circuits", "vision_evaluate_circuits", "vision_evaluate_sets", "vision_evaluate_job_circuits",
     "vision_evaluate_job_sets", "vision_evaluate_job_data", "vision_evaluate_job_set_options",
     "vision_ablation_options", "vision_ablation_inputs", "vision_images_per_class", "vision_rediscovered",
@@ -279,12 +280,29 @@ def vision_attribute_job_invocation(config: Config, paths: Layout, wildcards: An
     return vision_attribute_invocation(config, paths, wildcards.concept)
 
 
-def vision_sized_data(config: Config, paths: Layout) -> str:
-    """The images the radius sweep's larger concept datasets are drawn from (vision_attribute_sized).
+def vision_id_job_data(config: Config, paths: Layout, wildcards: Any) -> str:
+    """The concept sets' images (:func:`vision_eval_data` of ``id``) as a params function of a job's wildcards (a
+    path that is also an input of the embedded world's jobs is passed by a function, as Snakemake's linter asks).
 
     Args:
         config: the run's config.
         paths: the run's layout.
+        wildcards: the job's (unused: every class reads the same data).
+
+    Returns:
+        ``R/vision/world/concept.npz`` (embedded) or the ``id`` root of the folders.
+    """
+    return vision_eval_data(config, paths, "id")
+
+
+def vision_sized_job_data(config: Config, paths: Layout, wildcards: Any) -> str:
+    """The images the radius sweep's larger concept datasets are drawn from (vision_attribute_sized), as a params
+    function of the job's wildcards (as :func:`vision_id_job_data`).
+
+    Args:
+        config: the run's config.
+        paths: the run's layout.
+        wildcards: the job's ``size`` and ``concept`` (unused: every size reads the same data).
 
     Returns:
         The embedded world's large concept set (``R/vision/world_large/concept.npz``), else the ``id`` data.
