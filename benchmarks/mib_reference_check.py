@@ -68,7 +68,7 @@ def prepare(out: Path) -> None:
     from certified_circuits.language.evaluate import load_evaluation_model, mib_circuit_masks, mib_table
     from certified_circuits.language.mib_data import load_mib_task
     from certified_circuits.language.tasks import write_jsonl
-    from certified_circuits.pipeline.config import hf_prompt_tokenizer
+    from certified_circuits.pipeline.config_language import hf_prompt_tokenizer
     from certified_circuits.reports import mib_submission as mib
     from certified_circuits.storage.store import read_attributions, read_certificates
     from tests.helpers.family_fixtures import save_family

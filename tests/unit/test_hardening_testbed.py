@@ -238,7 +238,7 @@ def test_two_experiments_sharing_a_name_are_refused() -> None:
 
 
 def test_a_compiled_model_with_a_task_it_has_no_circuit_for_is_refused() -> None:
-    from certified_circuits.pipeline.config import check_compiled_tasks
+    from certified_circuits.pipeline.config_language import check_compiled_tasks
     from certified_circuits.pipeline.config_errors import ConfigError
 
     config = _config()
@@ -249,7 +249,7 @@ def test_a_compiled_model_with_a_task_it_has_no_circuit_for_is_refused() -> None
 
 
 def test_a_mib_submission_of_a_model_not_shaped_like_mibs_is_refused_at_parse_time() -> None:
-    from certified_circuits.pipeline.config import check_mib_shape
+    from certified_circuits.pipeline.config_language import check_mib_shape
     from certified_circuits.pipeline.config_errors import ConfigError
 
     config = _config("configs/smoke.yaml")
@@ -441,7 +441,7 @@ def test_the_leak_of_the_noisy_regime_is_checked_at_parse_time() -> None:
 
 def test_the_noisy_compiled_model_is_planned_with_its_own_shape_and_task() -> None:
     from certified_circuits.language.graph import n_edges_formula
-    from certified_circuits.pipeline.config import check_compiled_tasks
+    from certified_circuits.pipeline.config_language import check_compiled_tasks
     from certified_circuits.pipeline.config_errors import ConfigError
     from certified_circuits.pipeline.plans.language import language_shape
     from tests.helpers.config import check

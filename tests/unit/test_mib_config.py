@@ -10,7 +10,7 @@ import pytest
 import yaml
 from snakemake.utils import validate
 
-from certified_circuits.pipeline.config import check_language
+from certified_circuits.pipeline.config_language import check_language
 from certified_circuits.pipeline.config_errors import ConfigError
 from certified_circuits.pipeline.plans.language import mib_model_name
 from tests.helpers.fresh import fresh_output
@@ -69,7 +69,7 @@ def test_the_submission_config_of_docs_mib_is_valid() -> None:
     """docs/mib.md's config (its yaml block) validates and passes the submission checks (paths aside)."""
     import re
 
-    from certified_circuits.pipeline.config import check_language_mib
+    from certified_circuits.pipeline.config_language import check_language_mib
 
     text = (ROOT / "docs" / "mib.md").read_text()
     [block] = re.findall(r"```yaml\n(.*?)```", text, re.S)
@@ -88,7 +88,8 @@ def test_the_mib_config_check_loads_no_pandas() -> None:
     code = (
         "import sys\n"
         "from certified_circuits.analysis.mib_constants import SUBMISSION_FRACTIONS\n"
-        "from certified_circuits.pipeline.config import ConfigError, check_language_mib\n"
+        "import certified_circuits.pipeline.config\n"
+        "from certified_circuits.pipeline.config_language import ConfigError, check_language_mib\n"
         "language = {'tasks': ['ioi'], 'level': 'edge', 'k_grid': list(SUBMISSION_FRACTIONS),\n"
         "            'mib': {'export': True, 'submission': True, 'model': 'gpt2'}}\n"
         "check_language_mib(language)\n"

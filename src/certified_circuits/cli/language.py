@@ -236,7 +236,7 @@ def _cmd_task_file(args: argparse.Namespace) -> int:
     """
     from certified_circuits.language.tasks import write_jsonl
     from certified_circuits.language.task_files import load_task_file
-    from certified_circuits.pipeline.config import hf_prompt_tokenizer
+    from certified_circuits.pipeline.config_language import hf_prompt_tokenizer
     from certified_circuits.pipeline.config_errors import ConfigError
 
     try:

@@ -304,7 +304,7 @@ def test_falcon_key_value_heads_are_read_from_num_kv_heads() -> None:
 @pytest.mark.parametrize("fixture", ["opt", "gpt-neo", "falcon-40b", "gemma2"])
 def test_the_config_check_refuses_at_parse_time_from_config_json_alone(tmp_path, fixture) -> None:
     """Only config.json is read (no weights, no tokenizer): the workflow refuses before any job."""
-    from certified_circuits.pipeline.config import check_language_family
+    from certified_circuits.pipeline.config_language import check_language_family
     from certified_circuits.pipeline.config_errors import ConfigError
 
     cfg, _ = family_config(fixture)
@@ -315,7 +315,7 @@ def test_the_config_check_refuses_at_parse_time_from_config_json_alone(tmp_path,
 
 
 def test_the_config_check_lets_supported_and_unknown_families_through(tmp_path) -> None:
-    from certified_circuits.pipeline.config import check_language_family
+    from certified_circuits.pipeline.config_language import check_language_family
 
     cfg, _ = family_config("phi3-gqa")
     tmp_path.joinpath("config.json").write_text(json.dumps(cfg.to_dict()))

@@ -53,13 +53,13 @@ def _language(method: str, level: str = "edge", ig_steps: int = 5) -> dict:
 
 @pytest.mark.parametrize("name", list(methods.METHODS))
 def test_the_config_check_accepts_every_registered_method(name) -> None:
-    from certified_circuits.pipeline.config import check_language_method
+    from certified_circuits.pipeline.config_language import check_language_method
 
     check_language_method(_language(name))
 
 
 def test_the_config_check_refuses_an_unknown_method_naming_the_registry() -> None:
-    from certified_circuits.pipeline.config import check_language_method
+    from certified_circuits.pipeline.config_language import check_language_method
     from certified_circuits.pipeline.config_errors import ConfigError
 
     with pytest.raises(ConfigError, match=r"language\.method = 'EAP-IG'.*EAP, EAP-IG-inputs, EAP-IG-activations, "
@@ -73,7 +73,7 @@ def test_the_config_check_refuses_an_unknown_method_naming_the_registry() -> Non
 
 def test_a_new_registry_entry_is_a_valid_config_method_with_no_other_edit(monkeypatch) -> None:
     """What 'one entry' means for the workflow: the config check reads the registry itself."""
-    from certified_circuits.pipeline.config import check_language_method
+    from certified_circuits.pipeline.config_language import check_language_method
     from certified_circuits.pipeline.config_errors import ConfigError
 
     with pytest.raises(ConfigError):
