@@ -13,3 +13,5 @@ SMOKE = ROOT / "configs" / "smoke.yaml"
 CUSTOM = ROOT / "configs" / "custom.yaml"
 PAPER = ROOT / "configs" / "paper.yaml"
 TESTBED_SMOKE = ROOT / "configs" / "testbed_smoke.yaml"
+#: the unit tests' fixture files (recorded dry runs, legacy result files, reference tables), shared by every room
+UNIT_DATA = ROOT / "tests" / "unit" / "data"

@@ -357,7 +357,7 @@ def test_help_has_an_example(stage: str, capsys) -> None:
 def test_the_library_page_example_prints_what_it_shows(tmp_path: Path, monkeypatch, capsys) -> None:
     """docs/library.md's "Certify any score file": its python block, then each `$ bin/certified-circuits` line of the shell
     block prints exactly the lines below it (stderr and stdout together; the shell block is not run by
-    tests/unit/test_docs_examples.py, which runs only `plan` commands)."""
+    tests/unit/project/test_docs_examples.py, which runs only `plan` commands)."""
     import shlex
 
     readme = (Path(__file__).resolve().parents[2] / "docs" / "library.md").read_text()

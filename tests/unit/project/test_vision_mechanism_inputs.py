@@ -10,8 +10,7 @@ import pytest
 import yaml
 
 from tests.helpers.scripts import load_script
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.helpers.paths import ROOT
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.helpers.paths import ROOT
+
 PACKAGE = ROOT / "src" / "certified_circuits"
 MAX_LINES = 500
 

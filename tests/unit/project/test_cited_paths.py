@@ -43,7 +43,7 @@ def test_the_scan_covers_every_folder_the_issue_names() -> None:
     """src, tests, configs, benchmarks, docs and the README (issue 52, item 7), and the workflow's files."""
     files = {p.relative_to(ROOT).as_posix() for p in citing_files()}
     for one in ("README.md", "Snakefile", "src/certified_circuits/api.py", "tests/helpers/paper_fixtures.py",
-                "tests/unit/test_cited_paths.py", "configs/paper_fixture.yaml", "benchmarks/bench_language_eap.py",
+                "tests/unit/project/test_cited_paths.py", "configs/paper_fixture.yaml", "benchmarks/bench_language_eap.py",
                 "benchmarks/gpu_session.sh", "docs/architecture.md", "rules/language.smk", "bin/certified-circuits"):
         assert one in files, one
 

@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.helpers.paths import ROOT
+
 VENV = ROOT / ".venv"
 
 FAKE_WORKFLOW = """#!/usr/bin/env bash

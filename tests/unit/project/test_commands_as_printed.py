@@ -25,8 +25,8 @@ import certified_circuits as cc
 from certified_circuits.commands import COMMAND, plan_command
 from certified_circuits.cli.main import build_parser
 from certified_circuits.pipeline.plans.setting_plans import plan_command as config_plan_command
+from tests.helpers.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 SOURCE = ROOT / "src" / "certified_circuits"
 ENV_BIN = Path(sys.executable).parent  # the environment `make` installed (.venv/bin)
 

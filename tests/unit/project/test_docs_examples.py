@@ -38,8 +38,8 @@ from typing import Callable
 import pytest
 
 from tests.helpers import custom_fixtures
+from tests.helpers.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
 MARKER = re.compile(r"^\s*<!--\s*docs-test:\s*(?P<key>[a-z]+)\s*(?:\((?P<arg>[^)]*)\))?\s*-->\s*$")

@@ -4,15 +4,14 @@ written here, and a size whose setting cannot certify IN is flagged, not scored.
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import numpy as np
 import pytest
 import yaml
 
 from tests.helpers.scripts import load_script
+from tests.helpers.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 
 #: the sweep runs a compiled model's verification and EAP on 60 prompts (about 10 s)
 pytestmark = pytest.mark.slow

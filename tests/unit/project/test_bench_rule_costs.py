@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.scripts import load_script
+from tests.helpers.paths import UNIT_DATA
 
-FIXTURE = Path(__file__).parent / "data" / "rule_costs"
+FIXTURE = UNIT_DATA / "rule_costs"
 LOG = FIXTURE / "snakemake.log"
 
 

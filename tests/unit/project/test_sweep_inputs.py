@@ -18,8 +18,8 @@ import pytest
 import yaml
 
 from tests.helpers.scripts import load_script
+from tests.helpers.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = yaml.safe_load((ROOT / "experiments" / "noise_sweep.yaml").read_text())
 
 

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.helpers.paths import ROOT
+
 DOC = ROOT / "docs" / "architecture.md"
 PACKAGE = ROOT / "src" / "certified_circuits"
 
