@@ -13,6 +13,7 @@ from snakemake.utils import validate
 import certified_circuits as cc
 from certified_circuits.language.graph import n_edges_formula
 from certified_circuits.pipeline.plans.setting_plans import PlanConfigError, check_config_plans, config_plans, plan_command, plan_tags
+from tests.helpers.config import merged_config
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -33,11 +34,17 @@ def test_the_embedded_default_plans_every_main_setting_ok_and_only_the_radius_sw
     config = load("config.yaml")
     plans = by_key(check_config_plans(config_plans(config)))
     vision = plans["vision.certification"].plan
-    # the planted world ResNet: widths 10 * own + shared = 16, 36, 68, 60
-    assert (vision.n_examples, vision.n_components) == (50, 16 + 36 + 68 + 60)
+    # the compiled marked ResNet: 4 stages of 10 classes x (1 badge + 2 x 4 cue chains) + 8 distractors = 98 channels
+    # (the checkpoint vision-compile writes has them: tests/unit/vision/test_compiled.py)
+    assert (vision.n_examples, vision.n_components) == (50, 4 * (10 * (1 + 2 * 4) + 2 * 4)) == (50, 392)
     assert vision.verdict == "ok" and vision.radius == 1 and vision.can_certify_in and vision.can_certify_out
-    language_u = n_edges_formula(2, 4)  # the compiled induction model: 2 layers x 4 heads
-    assert language_u == 110
+    clean_config = merged_config(ROOT / "config.yaml", ROOT / "configs" / "clean_testbed.yaml")
+    validate(clean_config, str(ROOT / "config.schema.yaml"), set_default=True)
+    clean = by_key(check_config_plans(config_plans(clean_config)))
+    # the clean control's planted world ResNet: widths 10 * own + shared = 16, 36, 68, 60
+    assert clean["vision.certification"].plan.n_components == 16 + 36 + 68 + 60
+    language_u = n_edges_formula(2, 8)  # the noisy compiled induction model: 2 layers x 8 heads
+    assert language_u == 310
     for key, radius in (("language.settings.induction[0]", 9), ("language.settings.induction[1]", 4)):
         p = plans[key].plan
         assert (p.n_examples, p.n_components, p.radius) == (100, language_u, radius)

@@ -67,7 +67,11 @@ def _vision_plans(config: Mapping[str, Any], folders_components: int | None) -> 
         world = WorldConfig(**vision["world"])
         n_examples = world.n_concept_per_class
         train = vision.get("train", {})
-        if train.get("planted_own"):  # the planted world ResNet: widths n_classes * own + shared (vision/networks/planted.py)
+        if train.get("compiled"):  # the compiled marked ResNet: 4 stages of n (1 + G) + D channels
+            from certified_circuits.vision.networks.compiled import STAGES, stage_width
+
+            n_components = len(STAGES) * stage_width(world.n_classes, world.cue_attributes * world.cue_values)
+        elif train.get("planted_own"):  # the planted world ResNet: widths n_classes * own + shared (vision/networks/planted.py)
             from certified_circuits.vision.networks.planted import PlantedSpec, planted_widths
 
             own, shared = train["planted_own"], train.get("planted_shared") or [0] * 4

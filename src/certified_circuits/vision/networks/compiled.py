@@ -141,7 +141,7 @@ class CompiledSpec:
     @property
     def width(self) -> int:
         """Channels per stage: ``n (1 + G) + D``."""
-        return self.n_classes * (1 + self.codes) + self.distractors
+        return stage_width(self.n_classes, self.codes, self.distractors)
 
     def positions(self) -> tuple[int, int, int, int]:
         """Spatial positions of each stage's output: ``(side / 2^(l+1))^2`` for l = 0..3."""
@@ -163,6 +163,21 @@ class CompiledSpec:
         return cls(int(d["n_classes"]), int(d["attributes"]), int(d["values"]), int(d["distractors"]),
                    tuple(d["margins"]), float(d["jitter"]), float(d["badge_gain"]), float(d["cue_gain"]),
                    float(d["luminance"]), int(d["image_size"]), int(d["seed"]), tuple(tuple(r) for r in d.get("layout", ())))
+
+
+def stage_width(n_classes: int, codes: int, distractors: int | None = None) -> int:
+    """Channels per stage of the compiled model: ``n (1 + G) + D`` (a badge chain and ``G`` cue chains per class, ``D``
+    shared distractors; ``D`` defaults to ``G``, as ``vision-compile`` sets it).
+
+    Args:
+        n_classes: ``n``.
+        codes: ``G = A_attr V``, the cue codes per class.
+        distractors: ``D`` (default ``G``).
+
+    Returns:
+        The width: 98 for the default's 10 classes, 2 attributes x 4 values.
+    """
+    return n_classes * (1 + codes) + (codes if distractors is None else distractors)
 
 
 def compile_spec(spec: CompiledSpec) -> CompiledSpec:
