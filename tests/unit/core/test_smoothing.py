@@ -18,7 +18,6 @@ from certified_circuits.core.smoothing import (
 )
 
 
-
 def test_masks_shape_dtype_and_keep_rate() -> None:
     masks = deletion_masks(50, 4000, p_del=0.6, seed=3)
     assert masks.shape == (4000, 50) and masks.dtype == bool
