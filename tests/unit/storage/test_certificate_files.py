@@ -14,8 +14,9 @@ from certified_circuits.cli.main import main
 from certified_circuits.core.certification import check_certified_from
 from certified_circuits.core.smoothing import compute_votes
 from certified_circuits.storage.store import read_certificates, read_votes
+from tests.helpers.paths import UNIT_DATA
 
-LEGACY = Path(__file__).parent / "data" / "legacy_results"
+LEGACY = UNIT_DATA / "legacy_results"
 SETTING = cc.Setting(p_del=0.85, n0=60, n=300, seed=5, tau=0.65, alpha=0.01)
 #: the decisions those files hold (integers: exact on any CPU)
 LEGACY_DECISIONS = np.array([[1, -1, -1, 0, 0, 0, 1, 1, 0, 0, 0, 0], [1, 1, 1, 0, 0, 0, 1, 1, 1, 0, 0, 0]])

@@ -20,8 +20,8 @@ import pytest
 from certified_circuits.pipeline.snakemake_args import snakemake_runs_jobs
 from certified_circuits.storage.atomic import TEMP_MARK
 from certified_circuits.storage.locks import CHECKOUT_LOCK, RESULTS_LOCK, RunLocked, hold_lock, lock_results
+from tests.helpers.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 
 HOLDER = """
