@@ -82,9 +82,9 @@ def test_shell_words_are_quoted_and_numbers_exact() -> None:
     assert common.item_options("--also", [("a", "b c"), ("d", 0.6000001)]) == "--also a 'b c' --also d 0.6000001"
     assert common.chunked("abcde", 2) == [["a", "b"], ["c", "d"], ["e"]] and common.chunked([], 3) == []
     prefix = common.job_env("votes")
-    assert prefix({}) == "CC_RULE=votes CC_WILDCARDS='{}'"
-    assert prefix({"concept": "circle", "split": "concept"}) == (
-        """CC_RULE=votes CC_WILDCARDS='{"concept": "circle", "split": "concept"}'""")
+    assert prefix({}) == "CC_RULE=votes CC_WILDCARDS='{}' OPENBLAS_NUM_THREADS=1"
+    assert prefix({"concept": "circle", "split": "concept"}, threads=4) == (
+        """CC_RULE=votes CC_WILDCARDS='{"concept": "circle", "split": "concept"}' OPENBLAS_NUM_THREADS=4""")
     assert common.log_path(P, "vision_world") == "R/logs/vision_world/job.log"
     assert common.benchmark_path(P, "votes", "{concept}") == "R/benchmarks/votes/{concept}.tsv"
     assert common.local_inputs(P, ["R/vision/world/concept.npz", "/data/imagenet/val", "Rx/a"]) == ["R/vision/world/concept.npz"]
