@@ -146,7 +146,7 @@ def positive_int(text: str) -> int:
 
 #: most reference images of a mean-ablation fill (``--reference-size``, ``vision.mean_reference_size``): the fill
 #: loads them as one batch (5000 images at 224 px are 3 GB of float32), and a mean over 1000 is already within about
-#: 3% of a channel's standard deviation; config.schema.yaml's maximum is this number (tests/unit/test_hardening_tables.py)
+#: 3% of a channel's standard deviation; config.schema.yaml's maximum is this number (tests/unit/cli/test_stages.py)
 MAX_REFERENCE_SIZE = 5000
 
 

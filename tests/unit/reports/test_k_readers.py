@@ -70,6 +70,23 @@ def test_report_graphs_refuses_a_task_whose_k_is_empty(tmp_path: Path) -> None:
         write_task_graphs(tmp_path / "graphs", "ioi", tmp_path / "none.h5", [], selected, f"{path} (--selected)")
 
 
+def test_report_graphs_refuses_a_selected_table_that_is_not_one_before_reading_any_circuit(
+        tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    from certified_circuits.cli.main import main
+
+    selected = tmp_path / "selected.csv"
+    selected.write_text("concept,baseline_setting\ninduction,s\n")
+    missing = str(tmp_path / "missing.h5")  # never opened: the table is refused first
+    with pytest.raises(SystemExit) as caught:
+        main(["report-graphs", "--circuit", "x", "induction", missing, missing, missing, "--selected", str(selected),
+              "--out-dir", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert caught.value.code == 2 and "Traceback" not in err
+    assert (f"{selected} (--selected) is missing column(s) 'baseline_k_target', 'majority_setting', "
+            f"'majority_k_target', 'certified_setting', 'certified_k_target'") in err
+    assert "report-sufficiency --select-on" in err and not (tmp_path / "out").exists()
+
+
 # ------------------------------------------------------------------------------ the explorer
 
 

@@ -1,103 +1,20 @@
-"""Issue 53: one parser for K wherever a table is read (storage/tables.parse_k_column), a ragged row refused by the
-one CSV reader, and ``report-warnings --selected``: K ``100%`` is the whole model (never "Warnings: none"), ``1.5``
-or ``inf`` is refused (never flagged as 100%), a ragged row is refused with its line, a file given twice is refused
-(never counted twice). Each bad input names the file, the column or line, exits 2 without a traceback; valid input
-still runs."""
+"""Issue 53, the report stages' K columns: ``report-warnings --selected``: K ``100%`` is the whole model (never
+"Warnings: none"), ``1.5`` or ``inf`` is refused (never flagged as 100%), a ragged row is refused with its line, a file
+given twice is refused (never counted twice); the findings and the model seeds' stability table read their K columns
+with the one parser (storage/tables.parse_k_column). Each bad input names the file, the column or line, exits 2
+without a traceback; valid input still runs."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import pytest
 
 from certified_circuits.cli.main import main
-from certified_circuits.storage.tables import check_distinct_files, parse_k_column, read_csv_table
 
-FIX = "rerun the stage"
 HEADER = "experiment,scorer,concept,metric,selected_on,baseline_k_target,majority_k_target,certified_k_target"
-
-
-# ------------------------------------------------------------------------------ the one K parser
-
-
-def test_parse_k_column_reads_shares_and_percent_signs_in_the_columns_unit() -> None:
-    table = pd.DataFrame({"k": ["0.25", " 1 ", "100%", "50%", "0.5%"]})
-    assert parse_k_column(table, "k", "t.csv", FIX)["k"].tolist() == [0.25, 1.0, 1.0, 0.5, 0.005]
-    percent = pd.DataFrame({"k": [25.0, 100.0]})
-    assert parse_k_column(percent, "k", "t.csv", FIX, unit="percent")["k"].tolist() == [25.0, 100.0]
-    mixed = pd.DataFrame({"k": ["25", "100%"]})
-    assert parse_k_column(mixed, "k", "t.csv", FIX, unit="percent")["k"].tolist() == [25.0, 100.0]
-    empty = pd.DataFrame({"k": [0.1, np.nan]})
-    assert parse_k_column(empty, "k", "t.csv", FIX, allow_missing=True)["k"].iloc[0] == 0.1
-    assert table["k"].tolist()[2] == "100%"  # the caller's table is not changed
-
-
-@pytest.mark.parametrize("values, unit, shown", [
-    ([0.5, 1.5], "share", "holds 1.5 (row 3), not a K in (0, 1]"),
-    ([0.5, np.inf], "share", "holds inf (row 3), not a K in (0, 1]"),
-    ([0.5, -np.inf], "share", "holds -inf (row 3), not a K in (0, 1]"),
-    ([0.0, 0.5], "share", "holds 0.0 (row 2), not a K in (0, 1]"),
-    ([-0.1], "share", "holds -0.1 (row 2), not a K in (0, 1]"),
-    (["0.5", "half"], "share", "holds 'half' (row 3), not a K in (0, 1]"),
-    (["150%"], "share", "holds '150%' (row 2), not a K in (0, 1]"),
-    ([0.5, np.nan], "share", "holds an empty cell (row 3), not a K in (0, 1]"),
-    ([True, False], "share", "holds True (row 2), not a K in (0, 1]"),
-    ([50, 101], "percent", "holds 101 (row 3), not a K in (0, 100] (a percentage of the components)"),
-])
-def test_parse_k_column_refuses_a_value_outside_its_range_with_file_row_and_column(values: list, unit: str,
-                                                                                   shown: str) -> None:
-    with pytest.raises(ValueError) as caught:
-        parse_k_column(pd.DataFrame({"k_target": values}), "k_target", "t.csv (--x)", FIX, unit=unit)
-    message = str(caught.value)
-    assert message.startswith(f"t.csv (--x): column 'k_target' {shown}") and message.endswith(f"; {FIX}")
-
-
-def test_parse_k_column_counts_the_bad_rows_and_refuses_a_missing_column_or_unknown_unit() -> None:
-    with pytest.raises(ValueError, match=r"holds 2.0 \(row 2\), not a K in \(0, 1\].*; 3 rows are bad; " + FIX):
-        parse_k_column(pd.DataFrame({"k": [2.0, 0.5, 3.0, 4.0]}), "k", "t.csv", FIX)
-    with pytest.raises(ValueError, match=r"t.csv is missing column\(s\) 'k'; it has 'j'"):
-        parse_k_column(pd.DataFrame({"j": [0.5]}), "k", "t.csv", FIX)
-    with pytest.raises(ValueError, match=r"unit 'fraction' is not a K unit: use one of \['percent', 'share'\]"):
-        parse_k_column(pd.DataFrame({"k": [0.5]}), "k", "t.csv", FIX, unit="fraction")
-
-
-# ------------------------------------------------------------------------------ ragged rows and files given twice
-
-
-@pytest.mark.parametrize("content, problem", [
-    ("a,b,c\n1,2,3,4\n5,6,7,8\n", "line 2 has 4 fields, the header 3"),  # pandas would make column a the index
-    ("a,b,c\n1,2,3\n5,6\n", "line 3 has 2 fields, the header 3"),  # pandas would pad c with NaN
-    ("a,b,c\n1,2,3\n\n5,6\n", "line 4 has 2 fields, the header 3"),  # a blank line is skipped, not ragged
-])
-def test_read_csv_table_refuses_a_ragged_row_with_its_line(tmp_path: Path, content: str, problem: str) -> None:
-    path = tmp_path / "t.csv"
-    path.write_text(content)
-    with pytest.raises(ValueError) as caught:
-        read_csv_table(path, f"{path} (--x)", ["a"], FIX)
-    assert str(caught.value) == (f"{path} (--x): not a readable CSV table (a ragged row: {problem}; a row with a field "
-                                 f"too many or too few would be read shifted or padded); {FIX}")
-
-
-def test_read_csv_table_keeps_empty_cells_quoted_commas_and_blank_lines(tmp_path: Path) -> None:
-    path = tmp_path / "t.csv"
-    path.write_text('a,b,c\n1,,3\n\n"x,y",2,\n')
-    table = read_csv_table(path, "t", ["a", "b", "c"], FIX)
-    assert table["a"].tolist() == ["1", "x,y"] and table["b"].iloc[1] == 2 and np.isnan(table["c"].iloc[1])
-
-
-def test_check_distinct_files_refuses_one_file_by_two_spellings(tmp_path: Path) -> None:
-    path = tmp_path / "a.csv"
-    path.write_text("a\n1\n")
-    (tmp_path / "link.csv").symlink_to(path)
-    check_distinct_files([path, tmp_path / "b.csv"], "--selected")  # two files: no error
-    for twice in (str(tmp_path / "." / "a.csv"), str(tmp_path / "link.csv")):
-        with pytest.raises(ValueError) as caught:
-            check_distinct_files([path, twice], "--selected")
-        assert str(caught.value) == (f"{twice} (--selected) is given twice (also as {path}): its rows would be "
-                                     "counted twice; pass each file once")
 
 
 # ------------------------------------------------------------------------------ report-warnings --selected
