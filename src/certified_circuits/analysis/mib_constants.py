@@ -1,7 +1,7 @@
 """MIB's benchmark constants: its edge fractions, tasks, models, their shapes and the task/model pairs it evaluates.
 
 One small module with no heavy import (no pandas, torch or datasets), so the workflow's config check
-(:func:`certified_circuits.pipeline.config.check_language_mib`, run when the Snakefile is parsed) reads them without
+(:func:`certified_circuits.pipeline.config_language.check_language_mib`, run when the Snakefile is parsed) reads them without
 loading the reports. It lives in ``analysis`` because the lowest layer that needs one of them is
 :mod:`certified_circuits.analysis.faithfulness` (MIB's fractions); ``language.mib_data`` (MIB's datasets),
 ``language.evaluate``, ``reports.mib_submission`` (submissions) and ``pipeline.config`` import them from here

@@ -206,7 +206,7 @@ def _cmd_theory(args: argparse.Namespace) -> int:
 
 def _plan_warnings_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--records", required=True,
-                   help="the parse-time plan warnings as a JSON list (pipeline/plans.py plan_records; the Snakefile's)")
+                   help="the parse-time plan warnings as a JSON list (pipeline/plans/setting_plans.py plan_records; the Snakefile's)")
     p.add_argument("--out", required=True, type=Path, help="RESULTS/plan/warnings.json")
 
 
@@ -221,7 +221,7 @@ def _cmd_plan_warnings(args: argparse.Namespace) -> int:
     from certified_circuits.storage.atomic import write_json
     from certified_circuits.storage.documents import unique_keys
 
-    fix = "pass the records of pipeline/plans.py plan_records as JSON (the workflow's rule `plan_warnings` does)"
+    fix = "pass the records of pipeline/plans/setting_plans.py plan_records as JSON (the workflow's rule `plan_warnings` does)"
     try:
         records = json.loads(args.records, object_pairs_hook=unique_keys)
     except ValueError as error:

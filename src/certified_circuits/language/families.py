@@ -2,7 +2,7 @@
 
 Read from a model folder's ``config.json`` alone (``model_type`` and the shape keys), so the workflow refuses an
 unsupported family when the config is parsed, before any weights are loaded or any job runs
-(``pipeline/config.py``), and :func:`~.models.load_hf_model` refuses it again before it loads weights.
+(``pipeline/config_language.py``), and :func:`~.models.load_hf_model` refuses it again before it loads weights.
 ``docs/language_families.md`` is the support table; ``tests/unit/language/test_families.py`` checks it
 against a tiny random-weight model of every family.
 

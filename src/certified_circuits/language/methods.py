@@ -2,7 +2,7 @@
 
 Every other place that names a method derives from this registry: the ``language-attribute`` stage's
 ``--method`` choices (:mod:`certified_circuits.cli.language`), the workflow's check of ``language.method``
-(:func:`certified_circuits.pipeline.config.check_language_method`; ``config.schema.yaml`` does not repeat the
+(:func:`certified_circuits.pipeline.config_language.check_language_method`; ``config.schema.yaml`` does not repeat the
 names), the dispatch of
 :func:`~.hooked.scores_batch` and :func:`~.attribution.score_examples` (which points, which activation
 factor, hook path or the GPT-2 decomposed path) and the method and ranking recorded in the attribution

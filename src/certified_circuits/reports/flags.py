@@ -2,7 +2,7 @@
 
 A reader takes "0 certified" or a flat curve as a finding. A run's flags are ONE list (issue 35):
 :func:`run_flags` checks every curves table and certificate of the run and adds the parse-time plan warnings
-(``plan/warnings.json``, :func:`certified_circuits.pipeline.plans.plan_records`); the ``report-warnings`` stage
+(``plan/warnings.json``, :func:`certified_circuits.pipeline.plans.setting_plans.plan_records`); the ``report-warnings`` stage
 writes it to ``warnings.json`` (:func:`write_flags`) and tags its job with :func:`flag_tags` (MLflow
 ``cc.flag.<code>``). Everything else reads that file: the ``## Warnings`` section of ``summary.md``
 (:func:`grouped_markdown`: one line per kind, :func:`kind_line`), the explorer (a one-line banner per kind on every
@@ -429,7 +429,7 @@ PLAN_FORMAT = "certified-circuits/plan-warnings/1"
 SHOWN_PLACES = 3
 
 
-#: fields of every plan record (:func:`certified_circuits.pipeline.plans.plan_records`) that :func:`plan_flags` reads
+#: fields of every plan record (:func:`certified_circuits.pipeline.plans.setting_plans.plan_records`) that :func:`plan_flags` reads
 PLAN_RECORD_FIELDS = ("where", "key", "radius", "message", "fix")
 #: what to do when a plan-warnings file is refused
 PLAN_FIX = (f"pass the plan/warnings.json that {COMMAND} report-plan-warnings wrote (the workflow's rule "
@@ -437,7 +437,7 @@ PLAN_FIX = (f"pass the plan/warnings.json that {COMMAND} report-plan-warnings wr
 
 
 def read_plan_records(path: str | Path) -> list[dict[str, Any]]:
-    """The records of ``plan/warnings.json`` (:func:`certified_circuits.pipeline.plans.plan_records`, written by
+    """The records of ``plan/warnings.json`` (:func:`certified_circuits.pipeline.plans.setting_plans.plan_records`, written by
     ``report-plan-warnings``), read strictly: its ``format`` must be :data:`PLAN_FORMAT` (a warnings list or any
     other JSON file would otherwise read as "no plan warnings").
 
@@ -457,7 +457,7 @@ def read_plan_records(path: str | Path) -> list[dict[str, Any]]:
 
 
 def check_plan_records(records: Any, where: str, fix: str) -> list[dict[str, Any]]:
-    """Plan records as :func:`certified_circuits.pipeline.plans.plan_records` writes them: a list of objects, each
+    """Plan records as :func:`certified_circuits.pipeline.plans.setting_plans.plan_records` writes them: a list of objects, each
     with :data:`PLAN_RECORD_FIELDS` (the one check of ``report-plan-warnings``' input and of its file).
 
     Args:
@@ -483,7 +483,7 @@ def check_plan_records(records: Any, where: str, fix: str) -> list[dict[str, Any
 
 def plan_flags(path: str | Path) -> list[Flag]:
     """``plan`` flags of the parse-time plan warnings written into the results (``plan/warnings.json``, records of
-    :func:`certified_circuits.pipeline.plans.plan_records`): the settings a config will certify whose plan is
+    :func:`certified_circuits.pipeline.plans.setting_plans.plan_records`): the settings a config will certify whose plan is
     marginal, the radius sweep's included."""
     return [Flag("plan", f"{r['where']} ({r['key']}, radius {r['radius']})", f"plan warning: {r['message']}",
                  r["fix"] or f"see `{COMMAND} plan --help`.", experiment=str(r.get("experiment", "")))
