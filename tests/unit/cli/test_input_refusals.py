@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import io
-import logging
 import pickle
 import sys
 from pathlib import Path
@@ -19,129 +18,11 @@ from certified_circuits.cli.main import _run_stage, check_inputs_not_empty, main
 from certified_circuits.cli.stages import InputError, check_circuit_files
 from certified_circuits.core.certification import certify_votes
 from certified_circuits.core.sampling import AlgorithmError, run_algorithm
-from certified_circuits.core.setting import Setting, SettingTypeError
+from certified_circuits.core.setting import Setting
 from certified_circuits.core.smoothing import compute_votes
-from certified_circuits.language.task_files import TaskFileError, assign_splits, load_task_file, read_task_file
+from tests.helpers.paths import ROOT, SCHEMA
 
 SMALL = Setting(p_del=0.5, n0=10, n=40, tau=0.6, alpha=0.2)
-
-
-# ------------------------------------------------------------------------------ Setting field types
-
-
-@pytest.mark.parametrize("field, value, message", [
-    ("tau", "0.9", "tau='0.9' is invalid: expected a number (int, float or numpy number), got str; write tau=0.9"),
-    ("p_del", "0.5", "p_del='0.5' is invalid: expected a number"),
-    ("n", "100", "n='100' is invalid: expected an integer (int or numpy integer), got str; write n=100"),
-    ("n", True, "n=True is invalid: expected an integer (int or numpy integer), got bool"),
-    ("seed", False, "seed=False is invalid"),
-    ("alpha", True, "alpha=True is invalid: expected a number"),
-    ("n0", 10.0, "n0=10.0 is invalid: expected an integer"),
-    ("correction", 1, "correction=1 is invalid: expected a string"),
-])
-def test_setting_fields_of_the_wrong_type_are_refused(field: str, value: object, message: str) -> None:
-    with pytest.raises(SettingTypeError) as caught:
-        Setting(**{field: value})
-    assert message in str(caught.value)
-    assert isinstance(caught.value, ValueError) and isinstance(caught.value, TypeError)
-
-
-def test_numpy_numbers_stay_accepted_as_plain_python_numbers() -> None:
-    setting = Setting(p_del=np.float64(0.6), n0=np.int32(100), n=np.int64(1000), seed=np.uint8(3), tau=np.float32(0.75))
-    assert setting == Setting(p_del=0.6, n0=100, n=1000, seed=3, tau=float(np.float32(0.75)))
-    assert type(setting.n) is int and type(setting.p_del) is float and setting.tag.startswith("p0.6_n0100_n1000_s3/")
-
-
-# ------------------------------------------------------------------------------ task files
-
-
-HEADER = "clean,corrupted,answer,distractor"
-
-
-def _rows(n: int) -> list[str]:
-    return [f"When A{i} and B{i} went out B{i} gave it to,When A{i} and B{i} went out C{i} gave it to, A{i}, B{i}"
-            for i in range(n)]
-
-
-def test_duplicate_rows_are_dropped_with_a_warning_and_no_prompt_is_in_two_splits(
-        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    rows = _rows(12)
-    path = tmp_path / "task.csv"
-    path.write_text("\n".join([HEADER, *rows, rows[0], rows[3], rows[0]]) + "\n")  # lines 14, 15, 16 repeat 2, 5, 2
-    with caplog.at_level(logging.WARNING):
-        read = read_task_file(path, "t")
-    assert len(read) == 12
-    assert f"task file {path}: dropped 3 duplicate row(s), so no prompt is in two splits: line 14 (repeats 2), " \
-           f"15 (repeats 5), 16 (repeats 2)" in caplog.text
-    for seed in range(30):
-        splits = load_task_file(path, "t", seed=seed)
-        where: dict[str, str] = {}
-        for split, examples in splits.items():
-            for example in examples:
-                assert where.setdefault(example.clean, split) == split, (seed, example.clean)
-
-
-def test_a_prompt_named_in_two_splits_is_refused(tmp_path: Path) -> None:
-    rows = _rows(4)
-    path = tmp_path / "task.csv"
-    path.write_text("\n".join([HEADER + ",split", *(f"{r},{s}" for r, s in zip(rows, ("train", "validation", "id_test",
-                                                                                      "train"))), f"{rows[0]},id_test"]))
-    with pytest.raises(TaskFileError, match=rf"{path}:6: this row repeats row 2 but names split id_test where row 2 "
-                                            r"names train: one prompt in two splits leaks"):
-        read_task_file(path, "t")
-    # one clean prompt with another corruption is a valid row, but not in another split than its first row
-    clean, corrupted, answer, distractor = rows[1].split(",")
-    other = f"{clean},{corrupted} again,{answer},{distractor}"
-    path.write_text("\n".join([HEADER + ",split", *(f"{r},{s}" for r, s in zip(rows, ("train", "validation", "id_test",
-                                                                                      "train"))), f"{other},id_test"]))
-    with pytest.raises(TaskFileError, match=r"the clean prompt .* is in split validation \(row 3\) and id_test \(row 6\)"):
-        load_task_file(path, "t", seed=0)
-
-
-def test_rows_sharing_a_clean_prompt_stay_in_one_split_of_the_seeded_split(tmp_path: Path) -> None:
-    """The unit of the seeded split is a clean prompt: 10 prompts, two of them with a second corruption, give
-    splits of 6/2/2 prompts (round(0.6 m), round(0.2 m) of m = 10), whatever the seed; with distinct prompts the
-    split is the 60/20/20 split of the rows."""
-    path = tmp_path / "task.csv"
-    rows = _rows(10)
-    extra = [r.replace(" went out C", " went home C") for r in rows[2:4]]  # rows 2 and 3 again, another corruption
-    path.write_text("\n".join([HEADER, *rows, *extra]))
-    read = read_task_file(path, "t")
-    assert len(read) == 12
-    for seed in range(30):
-        splits = assign_splits(read, "t", seed, path=path)
-        prompts = {split: {e.clean for e in examples} for split, examples in splits.items()}
-        assert [len(prompts[s]) for s in ("train", "validation", "id_test")] == [6, 2, 2]
-        assert sum(len(v) for v in splits.values()) == 12
-        for a in read[2:4]:
-            assert sum(a.clean in v for v in prompts.values()) == 1
-    distinct = tmp_path / "distinct.csv"
-    distinct.write_text("\n".join([HEADER, *rows]))
-    splits = load_task_file(distinct, "t", seed=3)
-    assert [len(splits[s]) for s in ("train", "validation", "id_test")] == [6, 2, 2]
-
-
-def test_rows_given_directly_keep_a_copied_prompt_in_one_split(tmp_path: Path) -> None:
-    path = tmp_path / "task.csv"
-    path.write_text("\n".join([HEADER, *_rows(6)]))
-    rows = read_task_file(path, "t")
-    copied = rows + [type(rows[0])(**{**rows[0].__dict__, "row": 99, "id": "copy"})]
-    for seed in range(20):  # before, some seed split the copy from its original
-        splits = assign_splits(copied, "t", seed, path=path)
-        assert sum(rows[0].clean in {e.clean for e in v} for v in splits.values()) == 1
-
-
-def test_a_task_file_path_that_is_a_folder_says_so(tmp_path: Path) -> None:
-    with pytest.raises(IsADirectoryError, match=rf"task file {tmp_path} \(task 't'\) is a folder, not a file: give the "
-                                                r"\.csv or \.jsonl file inside it"):
-        read_task_file(tmp_path, "t")
-
-
-def test_a_very_long_csv_field_is_valid_csv(tmp_path: Path) -> None:
-    long_prompt = "word " * 40_000  # 200,000 characters: more than csv's default field limit (131,072)
-    path = tmp_path / "task.csv"
-    path.write_text(HEADER + "\n" + "\n".join(f'"{long_prompt}{i}","{long_prompt}x{i}", a, b' for i in range(4)))
-    assert len(read_task_file(path, "t")[0].clean) == len(long_prompt) + 1
 
 
 # ------------------------------------------------------------------------------ votes and certificates of one circuit
@@ -191,11 +72,10 @@ def test_a_world_of_one_class_is_refused_at_parse_time() -> None:
     from snakemake.exceptions import WorkflowError
     from snakemake.utils import validate
 
-    root = Path(__file__).resolve().parents[2]
-    config = yaml.safe_load((root / "config.yaml").read_text())
+    config = yaml.safe_load((ROOT / "config.yaml").read_text())
     config["vision"]["world"] = {**config["vision"].get("world", {}), "n_classes": 1}
     with pytest.raises(WorkflowError) as caught:
-        validate(config, str(root / "config.schema.yaml"), set_default=True)
+        validate(config, str(SCHEMA), set_default=True)
     assert "1 is less than the minimum of 2" in str(caught.value.args) and "n_classes" in str(caught.value.args)
 
 
