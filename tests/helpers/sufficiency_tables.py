@@ -10,7 +10,7 @@ negatives), as the stage computes it, so the paired tests see consistent inputs:
     accuracy = mean of the positives' outcomes,  false_positive_rate = 1 - mean of the negatives' outcomes,
     balanced_accuracy = (accuracy + 1 - false_positive_rate) / 2.
 
-Used by ``benchmarks/bench_report_sufficiency.py`` and ``tests/unit/test_sufficiency_speed.py``.
+Used by ``benchmarks/bench_report_sufficiency.py`` and ``tests/unit/analysis/test_sufficiency_speed.py``.
 """
 
 from __future__ import annotations

@@ -21,8 +21,9 @@ from certified_circuits.analysis.evaluation import signed_rank_test
 from certified_circuits.analysis.faithfulness import curve_areas, curve_areas_by, faithfulness_table
 from certified_circuits.analysis.paired_tests import paired_bootstrap_balanced
 from tests.helpers.sufficiency_tables import write_default_tables
+from tests.helpers.paths import UNIT_DATA
 
-REFERENCE = Path(__file__).parent / "data" / "sufficiency_reference"
+REFERENCE = UNIT_DATA / "sufficiency_reference"
 #: bootstrap resamples of the report (analysis.paired_tests.paired_example_test's default)
 RESAMPLES = 10_000
 #: float columns: relative difference allowed (summation order only; every integer and text compares exactly)

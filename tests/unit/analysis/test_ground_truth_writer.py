@@ -14,8 +14,8 @@ import pytest
 
 from certified_circuits.analysis.component_truth import per_component_block, split_truth
 from certified_circuits.analysis.recovery import GROUND_TRUTH_FORMAT, read_ground_truth, write_ground_truth
+from tests.helpers.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "src" / "certified_circuits"
 NAMES = [f"layer1.{i}" for i in range(14)]
 #: planted 0..12, effects 0.9 x 11, then 0.3 (grey: between epsilon 0.1 and delta 0.5), 0.05 (null); 13 not planted
