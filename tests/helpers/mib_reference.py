@@ -1,4 +1,4 @@
-"""MIB's reading of a submission, reimplemented independently of the package (tests/unit/test_mib_submission.py
+"""MIB's reading of a submission, reimplemented independently of the package (tests/unit/reports/test_mib_submission.py
 and the smoke run's MIB check in tests/integration/test_workflow.py use it).
 
 What hannamw/MIB-circuit-track (b759df3) does with a submitted file: EAP-IG's (7af394a) ``Graph.from_model`` (the edge
