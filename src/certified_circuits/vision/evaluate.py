@@ -30,6 +30,10 @@ circuits, with equal results (predictions exactly, logits within float rounding:
 - any other model (ViT) runs the generic hooks (``hooks.masked``): masks are a batch dimension after the
   shared prefix, every channel is computed and then masked.
 
+The ground truth's per-vertex check (``vision.ground_truth.component_effects``: every circuit of all vertices but
+one) runs :meth:`MaskedResNet.ablations`, which carries only the change from the full model's activations
+(:class:`Trace`, :class:`Change`), and its whole-circuit checks keep every logit (:func:`logits_under_masks`).
+
 A circuit that keeps every vertex is the full model itself and is not run again. Passes hold as many
 (mask, image) pairs as fit in free device memory, at most :data:`CPU_PASS_PAIRS` on a CPU, unless
 ``max_batch`` is given.
@@ -205,6 +209,103 @@ class FoldedBlock:
             shortcut = x if outputs is None else x.index_select(1, outputs)
         return h.add_(shortcut).relu_()
 
+    def trace(self, x: torch.Tensor) -> "BlockTrace":
+        """The block on every channel of ``x`` with every intermediate kept (:meth:`__call__`'s arithmetic)."""
+        pre, post, h = [], [], x
+        for i, conv in enumerate(self.convs):
+            pre.append(conv(h))
+            if i < len(self.convs) - 1:
+                h = pre[-1].relu()
+                post.append(h)
+        shortcut = x if self.down is None else self.down(x)
+        return BlockTrace(x, tuple(pre), tuple(post), shortcut, (pre[-1] + shortcut).relu_())
+
+
+@dataclass(frozen=True)
+class BlockTrace:
+    """A block's activations on the full network ([B, C, H, W] each): its input, every conv's output (folded BatchNorm
+    included), the ReLU of every conv's output but the last, the shortcut and the block's output."""
+
+    x: torch.Tensor
+    pre: tuple[torch.Tensor, ...]
+    post: tuple[torch.Tensor, ...]
+    shortcut: torch.Tensor
+    out: torch.Tensor
+
+
+@dataclass(frozen=True)
+class Trace:
+    """The full network's activations on B images (:meth:`MaskedResNet.trace`): ``outputs`` the outputs of
+    ``layer1..layer4`` [B, C_l, H_l, W_l], ``blocks`` each block of ``layer2..layer4`` (:class:`BlockTrace`),
+    ``logits`` [B, n_classes]."""
+
+    outputs: tuple[torch.Tensor, ...]
+    blocks: tuple[tuple[BlockTrace, ...], ...]
+    logits: torch.Tensor
+
+
+#: :meth:`MaskedResNet.ablations` carries a change on the channels it reaches (through nonzero weights) while fewer
+#: than 1 / DENSE_SHARE of a conv's outputs are reached; from there on every channel is computed
+DENSE_SHARE = 2
+
+
+def tiled(t: torch.Tensor, m: int) -> torch.Tensor:
+    """``t`` [B, C, H, W] repeated for M circuits, [M*B, C, H, W] (mask-major), channels-last as the :class:`Trace`
+    is: a conv of it then runs the trace's kernel, so that a channel no change reaches keeps its value bit for bit."""
+    out = torch.empty((m * t.shape[0], *t.shape[1:]), dtype=t.dtype, device=t.device,
+                      memory_format=torch.channels_last)
+    out.unflatten(0, (m, t.shape[0])).copy_(t)
+    return out
+
+
+@dataclass(frozen=True)
+class Change:
+    """M circuits' activations [M*B, ...] (mask-major) at one point of the network against its :class:`Trace` value
+    ``base`` [B, ...]: either ``dense`` (the whole tensor) or, when the circuits change few channels, ``idx`` (the
+    changed channels, int [r]) and ``delta`` [M*B, r, H, W] (the change on them; every other channel is the base's,
+    bit for bit)."""
+
+    m: int
+    dense: torch.Tensor | None = None
+    idx: torch.Tensor | None = None
+    delta: torch.Tensor | None = None
+
+    def on(self, base: torch.Tensor) -> torch.Tensor:
+        """The whole tensor [M*B, C, H, W] given the base [B, C, H, W] it changes."""
+        if self.dense is not None:
+            return self.dense
+        return tiled(base, self.m).index_add_(1, self.idx, self.delta)
+
+    def linear(self, conv: FoldedConv, reach: torch.Tensor, base_out: torch.Tensor) -> "Change":
+        """The change of ``conv``'s output (``base_out``): ``conv(x + delta) = conv(x) + conv_{W[:, idx]}(delta)``
+        (the bias cancels) on the outputs ``reach`` (bool [O, I], a nonzero weight) lets the changed channels reach;
+        every output when that is at least 1 / :data:`DENSE_SHARE` of them."""
+        if self.dense is not None:
+            return Change(self.m, dense=conv(self.dense))
+        weight = conv.weight.index_select(1, self.idx)
+        out = torch.nonzero(reach.index_select(1, self.idx).any(1)).flatten()
+        if DENSE_SHARE * len(out) < len(reach):
+            return Change(self.m, idx=out, delta=conv.conv(self.delta, weight.index_select(0, out), None))
+        return Change(self.m, dense=tiled(base_out, self.m).add_(conv.conv(self.delta, weight, None)))
+
+    def relu(self, base_pre: torch.Tensor, base_post: torch.Tensor) -> "Change":
+        """The change of ``relu`` (``base_post = relu(base_pre)``)."""
+        if self.dense is not None:
+            return Change(self.m, dense=self.dense.relu())
+        pre, post = (t.index_select(1, self.idx).repeat(self.m, 1, 1, 1) for t in (base_pre, base_post))
+        return Change(self.m, idx=self.idx, delta=pre.add_(self.delta).relu_().sub_(post))
+
+    def add_relu(self, other: "Change", base: torch.Tensor, base_other: torch.Tensor,
+                 base_out: torch.Tensor) -> "Change":
+        """The change of ``relu(self + other)`` (``base_out``)."""
+        if self.dense is not None or other.dense is not None:
+            return Change(self.m, dense=self.on(base).add_(other.on(base_other)).relu_())
+        idx = torch.unique(torch.cat([self.idx, other.idx]))  # sorted
+        new = [t.index_select(1, idx).repeat(self.m, 1, 1, 1).index_add_(1, torch.searchsorted(idx, c.idx), c.delta)
+               for t, c in ((base, self), (base_other, other))]
+        out = base_out.index_select(1, idx).repeat(self.m, 1, 1, 1)
+        return Change(self.m, idx=idx, delta=new[0].add_(new[1]).relu_().sub_(out))
+
 
 class MaskedResNet:
     """Circuits of a torchvision ResNet (vertices: the channels of ``layer1..layer4``'s outputs) scored by pruning.
@@ -227,6 +328,7 @@ class MaskedResNet:
         self.net, self.widths, self.layers = model.net, list(model.widths), layers
         self.fc_weight, self.fc_bias = model.net.fc.weight, model.net.fc.bias
         self._fills: dict[int, tuple[Sequence[torch.Tensor], list, torch.Tensor]] = {}
+        self._reach: dict[int, torch.Tensor] = {}
 
     @classmethod
     @torch.no_grad()
@@ -334,12 +436,84 @@ class MaskedResNet:
                 else:
                     d = block(d, outputs=outputs)
             d = deviation(d, i)
-        n, c, hh, ww = d.shape
-        pooled = d.permute(0, 2, 3, 1).reshape(n, hh * ww, c).mean(1)  # channels-last: a contiguous reduction
-        logits = F.linear(pooled, self.fc_weight.index_select(1, union[-1]), self.fc_bias)
+        logits = F.linear(pooled(d), self.fc_weight.index_select(1, union[-1]), self.fc_bias)
         if head is not None:
             logits += head
         return logits.reshape(m, b, -1)
+
+    def trace(self, h: torch.Tensor) -> Trace:
+        """The full network's activations on the images of :meth:`prefix` ``h`` (:class:`Trace`), the base of
+        :meth:`ablations`."""
+        y = h.transpose(0, 1).contiguous(memory_format=torch.channels_last)
+        outputs, blocks = [y], []
+        for layer in self.layers:
+            traced = []
+            for block in layer:
+                traced.append(block.trace(y))
+                y = traced[-1].out
+            blocks.append(tuple(traced))
+            outputs.append(y)
+        return Trace(tuple(outputs), tuple(blocks), F.linear(pooled(y), self.fc_weight, self.fc_bias))
+
+    def ablations(self, trace: Trace, layer: int, channels: torch.Tensor,
+                  fill: torch.Tensor | None = None) -> torch.Tensor:
+        """The logits with each of ``channels`` of the output of ``layer`` (0 for ``layer1``) removed alone: the
+        circuits of every vertex but one (``vision.ground_truth.component_effects``).
+
+        From the full network's :class:`Trace`, only the change is computed: at ``layer`` it is ``f - y`` on the
+        removed channel, and a conv passes it on to the output channels a nonzero weight connects it to (by
+        linearity: ``conv(y + delta) = conv(y) + conv(delta)``), a ReLU or a residual sum to the same channels
+        (:class:`Change`). In a network with structural zeros (the testbed's planted and compiled ResNets) a
+        channel reaches few others and each circuit costs a sliver of a forward pass; where the change reaches
+        half of a conv's outputs, every channel is computed from there on. A channel that no change reaches keeps
+        the base's value bit for bit, so a vertex with no path to a logit leaves it exactly unchanged.
+
+        Args:
+            trace: :meth:`trace` of B images.
+            layer: the vertex layer (0..3 for ``layer1..layer4``).
+            channels: int [M], the channels removed (one a circuit).
+            fill: [C, H, W], what a removed channel carries (mean ablation), None for zero.
+
+        Returns:
+            float [M, B, n_classes], mask-major.
+        """
+        y = trace.outputs[layer]
+        m, b = len(channels), y.shape[0]
+        idx, pos = torch.unique(channels, return_inverse=True)
+        removed = y.index_select(1, channels).transpose(0, 1)  # [M, B, H, W]: y of circuit i's own channel
+        carried = torch.zeros_like(removed) if fill is None else fill.index_select(0, channels)[:, None].to(y.dtype)
+        delta = y.new_zeros((m, b, len(idx), *y.shape[2:]))
+        delta[torch.arange(m), :, pos] = carried - removed
+        change = Change(m, idx=idx, delta=delta.flatten(0, 1).contiguous(memory_format=torch.channels_last))
+        for blocks, traced in zip(self.layers[layer:], trace.blocks[layer:]):
+            for block, t in zip(blocks, traced):
+                inner = change
+                for i, conv in enumerate(block.convs):
+                    inner = inner.linear(conv, self.reach(conv), t.pre[i])
+                    if i < len(block.convs) - 1:
+                        inner = inner.relu(t.pre[i], t.post[i])
+                shortcut = change if block.down is None else change.linear(block.down, self.reach(block.down),
+                                                                           t.shortcut)
+                change = inner.add_relu(shortcut, t.pre[-1], t.shortcut, t.out)
+        if change.dense is not None:
+            logits = F.linear(pooled(change.dense), self.fc_weight, self.fc_bias)
+        else:
+            cut = F.linear(pooled(change.delta), self.fc_weight.index_select(1, change.idx))
+            logits = trace.logits.repeat(m, 1).add_(cut)  # a logit no change reaches: the trace's, bit for bit
+        return logits.reshape(m, b, -1)
+
+    def reach(self, conv: FoldedConv) -> torch.Tensor:
+        """bool [O, I]: which input channels a conv's nonzero weights connect to which outputs (kept per conv)."""
+        key = id(conv)
+        if key not in self._reach:
+            self._reach[key] = conv.weight.ne(0).flatten(2).any(2)
+        return self._reach[key]
+
+
+def pooled(x: torch.Tensor) -> torch.Tensor:
+    """The spatial mean [N, C] of x [N, C, H, W], reduced along the contiguous axis of a channels-last tensor."""
+    n, c, hh, ww = x.shape
+    return x.permute(0, 2, 3, 1).reshape(n, hh * ww, c).mean(1)
 
 
 @contextmanager
@@ -366,12 +540,12 @@ ENGINES = ("auto", "hooks")
 
 
 @torch.no_grad()
-def outcomes_under_masks(model: VisionModel, imageset: ImageSet, idx: np.ndarray,
-                         runs: Sequence[tuple[np.ndarray, Sequence[torch.Tensor] | None]], label: int | None = None,
-                         max_batch: int | None = None, per_pair: int | None = None, progress: bool = False,
-                         desc: str = "masks", engine: str = "auto") -> list[tuple[np.ndarray, np.ndarray | None]]:
-    """Predicted class int64 [M_r, N] (and with ``label`` the class margin float64 [M_r, N], :func:`class_margin`)
-    of the images ``idx`` under every mask of each run ``(masks bool [M_r, U], fill)``.
+def masked_passes(model: VisionModel, imageset: ImageSet, idx: np.ndarray,
+                  runs: Sequence[tuple[np.ndarray, Sequence[torch.Tensor] | None]], max_batch: int | None = None,
+                  per_pair: int | None = None, progress: bool = False, desc: str = "masks",
+                  engine: str = "auto") -> Iterator[tuple[int, np.ndarray, slice, torch.Tensor]]:
+    """The logits of the images ``idx`` under every mask of each run ``(masks bool [M_r, U], fill)``, pass by pass:
+    the one masked-forward loop of :func:`outcomes_under_masks` and :func:`logits_under_masks`.
 
     The images are loaded, and what precedes the masked layers computed, once per image batch for every run.
     Engine: :class:`MaskedResNet` where it serves the model (images per pass ``b = min(N, P)``, circuits per pass
@@ -381,14 +555,15 @@ def outcomes_under_masks(model: VisionModel, imageset: ImageSet, idx: np.ndarray
     Args:
         model, imageset, idx: the model and the images to score (indices into the set), N of them.
         runs: ``[(masks bool [M_r, U], fill or None), ...]``: the circuits of each ablation.
-        label: the class whose margin is returned (None: predictions only).
         max_batch, per_pair: pairs per pass, or its memory estimate (:func:`batch_pairs`).
         progress, desc: a progress bar on stderr, and its label.
         engine: :data:`ENGINES`; ``"hooks"`` runs the hooks for every model (the reference the benchmark and the
             tests compare with).
 
-    Returns:
-        One ``(predictions, margins or None)`` per run, rows in the run's mask order.
+    Yields:
+        ``(run, rows, images, logits)``: the run's index, the rows of its masks in this pass (int [m]), the slice of
+        ``idx`` imaged (b of them) and their logits float [m, b, n_classes] (mask-major), until every (mask, image)
+        pair of every run has been yielded once.
 
     Raises:
         ValueError: an unknown engine, before any image is loaded.
@@ -405,8 +580,6 @@ def outcomes_under_masks(model: VisionModel, imageset: ImageSet, idx: np.ndarray
     else:
         mc = max(1, min(max(sizes, default=1), pairs))
         b = max(1, pairs // mc)
-    results = [(np.empty((k, n), np.int64), np.empty((k, n), np.float64) if label is not None else None)
-               for k in sizes]
     ordered = []
     for masks, fill in runs:
         masks = np.asarray(masks)
@@ -417,15 +590,57 @@ def outcomes_under_masks(model: VisionModel, imageset: ImageSet, idx: np.ndarray
             sl = slice(s0, min(n, s0 + b))
             x = imageset.load(idx[sl], model).to(model.device)
             h = engine.prefix(x) if engine is not None else x
-            for (order, masks_t, fill), (pred, margin) in zip(ordered, results):
+            for r, (order, masks_t, fill) in enumerate(ordered):
                 for m0 in range(0, len(order), mc):
                     chunk = masks_t[m0 : m0 + mc]
                     logits = (engine.logits(h, chunk, fill) if engine is not None
                               else masked_logits(model, x, chunk.to(torch.float32), fill))
-                    rows = order[m0 : m0 + mc]
-                    pred[rows, sl] = logits.argmax(-1).cpu().numpy()
-                    if margin is not None:
-                        margin[rows, sl] = class_margin(logits, label).double().cpu().numpy()
+                    yield r, order[m0 : m0 + mc], sl, logits
+
+
+@torch.no_grad()
+def outcomes_under_masks(model: VisionModel, imageset: ImageSet, idx: np.ndarray,
+                         runs: Sequence[tuple[np.ndarray, Sequence[torch.Tensor] | None]], label: int | None = None,
+                         max_batch: int | None = None, per_pair: int | None = None, progress: bool = False,
+                         desc: str = "masks", engine: str = "auto") -> list[tuple[np.ndarray, np.ndarray | None]]:
+    """Predicted class int64 [M_r, N] (and with ``label`` the class margin float64 [M_r, N], :func:`class_margin`)
+    of the images ``idx`` under every mask of each run ``(masks bool [M_r, U], fill)``, from the passes of
+    :func:`masked_passes` (its arguments).
+
+    Args:
+        label: the class whose margin is returned (None: predictions only).
+
+    Returns:
+        One ``(predictions, margins or None)`` per run, rows in the run's mask order.
+
+    Raises:
+        ValueError: an unknown engine, before any image is loaded.
+    """
+    n = len(idx)
+    results = [(np.empty((len(masks), n), np.int64), np.empty((len(masks), n), np.float64) if label is not None
+                else None) for masks, _ in runs]
+    for r, rows, sl, logits in masked_passes(model, imageset, idx, runs, max_batch, per_pair, progress, desc, engine):
+        pred, margin = results[r]
+        pred[rows, sl] = logits.argmax(-1).cpu().numpy()
+        if margin is not None:
+            margin[rows, sl] = class_margin(logits, label).double().cpu().numpy()
+    return results
+
+
+@torch.no_grad()
+def logits_under_masks(model: VisionModel, imageset: ImageSet, idx: np.ndarray,
+                       runs: Sequence[tuple[np.ndarray, Sequence[torch.Tensor] | None]], max_batch: int | None = None,
+                       progress: bool = False, desc: str = "masks", engine: str = "auto") -> list[torch.Tensor]:
+    """The logits float32 [M_r, N, n_classes] (on the CPU) of the images ``idx`` under every mask of each run
+    ``(masks bool [M_r, U], fill)``: the passes of :func:`masked_passes` (its arguments), kept whole.
+
+    Raises:
+        ValueError: an unknown engine, before any image is loaded.
+    """
+    n, c = len(idx), len(model.class_names)
+    results = [torch.empty((len(masks), n, c), dtype=torch.float32) for masks, _ in runs]
+    for r, rows, sl, logits in masked_passes(model, imageset, idx, runs, max_batch, None, progress, desc, engine):
+        results[r][torch.as_tensor(rows), sl] = logits.float().cpu()
     return results
 
 
@@ -444,11 +659,17 @@ def predictions_under_masks(model: VisionModel, imageset: ImageSet, idx: np.ndar
 
 
 @torch.no_grad()
+def plain_logits(model: VisionModel, imageset: ImageSet, idx: np.ndarray, batch_size: int = 256) -> list[torch.Tensor]:
+    """Logits of the unmasked model on the images ``idx``, one [b, n_classes] tensor per batch of ``batch_size``."""
+    return [model.net(imageset.load(idx[s : s + batch_size], model).to(model.device))
+            for s in range(0, len(idx), batch_size)]
+
+
+@torch.no_grad()
 def plain_predictions(model: VisionModel, imageset: ImageSet, idx: np.ndarray, batch_size: int = 256,
                       label: int | None = None):
     """Predicted class of the unmasked model [len(idx)]; with ``label``, also its class margin."""
-    logits = [model.net(imageset.load(idx[s : s + batch_size], model).to(model.device))
-              for s in range(0, len(idx), batch_size)]
+    logits = plain_logits(model, imageset, idx, batch_size)
     pred = np.concatenate([x.argmax(1).cpu().numpy() for x in logits]) if logits else np.zeros(0, np.int64)
     if label is None:
         return pred

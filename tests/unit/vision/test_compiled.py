@@ -152,8 +152,7 @@ def test_the_truth_has_no_grey_zone_and_is_checked_as_written(marked, monkeypatc
     roles = np.array(channel_roles(spec))
     calls = []
     real = gt.circuit_logits
-    monkeypatch.setattr(gt, "circuit_logits", lambda m, s, masks, fill, **kw: calls.append(masks) or real(
-        m, s, masks, fill, **kw))
+    monkeypatch.setattr(gt, "circuit_logits", lambda m, s, runs: calls.append(runs) or real(m, s, runs))
     # class 0's candidates plus class 1's badge chain (no path to logit 0): the per-component check drops the
     # latter, and the whole-circuit checks keep / ablate what it kept
     planted = truth_components(spec, 0) | np.isin(roles, ["badge 1"])
@@ -165,7 +164,9 @@ def test_the_truth_has_no_grey_zone_and_is_checked_as_written(marked, monkeypatc
     names = np.array(model.vertex_names())
     assert sorted(block["dropped"]) == sorted(names[roles == "badge 1"]) and v["n_truth"] == 4 * 9
     kept = truth_components(spec, 0)
-    assert all((m[0] == kept).all() and (m[1] == ~kept).all() for m in calls[:3])  # 3 ablations, one set
+    # one pass over the set for every class: class 0's 3 ablations first, each keeping / ablating what was kept
+    assert len(calls) == 1 and len(calls[0]) == 3 * len(model.class_names)
+    assert all((m[0] == kept).all() and (m[1] == ~kept).all() for m, _ in calls[0][:3])
     assert gt.kept_names(model, spec, 0, v) == list(names[kept])
     for name, v in result.items():
         block = v["per_component"]

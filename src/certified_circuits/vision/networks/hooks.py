@@ -83,47 +83,6 @@ def masked_logits(model: VisionModel, x: torch.Tensor, masks: torch.Tensor,
     return out.reshape(masks.shape[0], x.shape[0], -1)
 
 
-def sequential_components(model: VisionModel) -> bool:
-    """Whether the model's hook outputs are the network's stream itself (a ResNet's ``layer1..layer4``: the batch is
-    expanded at the first one's output), so a pass may be expanded at any block's output
-    (:func:`block_masked_logits`)."""
-    return model.expand_at == (model.hook_names[0], "output")
-
-
-@torch.no_grad()
-def block_masked_logits(model: VisionModel, x: torch.Tensor, block: int, masks: torch.Tensor,
-                        fill: torch.Tensor | None = None) -> torch.Tensor:
-    """Logits [M, B, n_classes] with only block ``block``'s channels masked: ``masks`` float [M, C_block] (1 keep, 0
-    replace by ``fill`` [C, H, W], or by 0 when None). The batch is expanded to M x B at that block's output, so the
-    network before it runs once per image: the same logits as :func:`masked_logits` with every other block's mask
-    all ones, at the cost of the blocks after it only.
-
-    Raises:
-        ValueError: a model whose components are not its stream (:func:`sequential_components`), or a mask of
-            another width.
-    """
-    if not sequential_components(model):
-        raise ValueError(f"{model.arch}: its components are not the network's stream (expand_at {model.expand_at}); "
-                         "mask it with masked_logits")
-    if masks.ndim != 2 or masks.shape[1] != model.widths[block]:
-        raise ValueError(f"masks must be [M, {model.widths[block]}] for block {model.block_names[block]}, got "
-                         f"{tuple(masks.shape)}")
-    m = masks.shape[0]
-
-    def hook(_m, _i, out: torch.Tensor) -> torch.Tensor:
-        view = out.unsqueeze(0).expand(m, *out.shape)
-        keep = _channel_view(masks.to(out.dtype), out.ndim, model.channel_dim)
-        kept = view * keep if fill is None else view * keep + (1 - keep) * fill.to(out.dtype)
-        return kept.reshape(m * out.shape[0], *out.shape[1:])
-
-    handle = model.net.get_submodule(model.hook_names[block]).register_forward_hook(hook)
-    try:
-        out = model.net(x)
-    finally:
-        handle.remove()
-    return out.reshape(m, x.shape[0], -1)
-
-
 @contextmanager
 def captured(model: VisionModel, retain_grad: bool = False) -> Iterator[list[torch.Tensor]]:
     """Collect the block outputs (one tensor per hook point, in block order) of the next forward pass."""
