@@ -42,7 +42,7 @@ print("cuda", torch.cuda.is_available(), torch.cuda.get_device_name() if torch.c
 if want cuda; then
     step "1. CUDA tests: the modules with CUDA paths (gpu-marked tests run here, not skipped)"
     timeout 150 python3 -m pytest -q -p no:cacheprovider -rs tests/unit/core/test_devices.py tests/unit/core/test_votes_torch.py \
-        tests/unit/test_cli_errors.py -m "gpu or not slow" >"$OUT/cuda_tests.log" 2>&1
+        tests/unit/cli/test_errors.py -m "gpu or not slow" >"$OUT/cuda_tests.log" 2>&1
     step "CUDA tests rc $? ($(tail -1 "$OUT/cuda_tests.log"))"
 fi
 

@@ -24,6 +24,7 @@ from certified_circuits.core.certification import certify_votes
 from certified_circuits.core.smoothing import compute_votes
 from certified_circuits.reports.flags import certificate_flags
 from certified_circuits.storage.store import write_attributions, write_certificates, write_votes
+from tests.helpers.paths import ROOT
 
 N, U, GROUPS = 50, 64, np.repeat(np.arange(4), 16)
 K_GRID = [0.25, 0.5]
@@ -360,7 +361,7 @@ def test_the_library_page_example_prints_what_it_shows(tmp_path: Path, monkeypat
     tests/unit/project/test_docs_examples.py, which runs only `plan` commands)."""
     import shlex
 
-    readme = (Path(__file__).resolve().parents[2] / "docs" / "library.md").read_text()
+    readme = (ROOT / "docs" / "library.md").read_text()
     section = readme[readme.index("## Certify any score file"):]
     section = section[:section.index("\n## ")]
     python = section[section.index("```python\n") + 10:]
