@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import copy
-from pathlib import Path
 
 import pytest
 import yaml
@@ -14,8 +13,8 @@ from certified_circuits.pipeline.config_language import check_language
 from certified_circuits.pipeline.config_errors import ConfigError
 from certified_circuits.pipeline.plans.language import mib_model_name
 from tests.helpers.fresh import fresh_output
+from tests.helpers.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 FRACTIONS = [0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5]
 
 

@@ -19,8 +19,7 @@ from snakemake.utils import validate
 from certified_circuits.pipeline.config import check_config
 from certified_circuits.pipeline.config_errors import ConfigError
 from tests.helpers.workflow import override, snakemake
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.helpers.paths import ROOT
 
 
 def load(name: str) -> dict:

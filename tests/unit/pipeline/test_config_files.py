@@ -16,8 +16,8 @@ from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
 from certified_circuits.pipeline.config_files import condense_schema_error
+from tests.helpers.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = ROOT / "config.schema.yaml"
 NAME = "a name used in result paths and commands (letters, digits, _ and -)"
 

@@ -13,8 +13,7 @@ import pytest
 from certified_circuits.cli.main import main
 from certified_circuits.pipeline.tracking.progress import INTERVAL, progress_interval
 from certified_circuits.reports.testbed import STABILITY_KEYS, STABILITY_SHOWN, read_stability_table, stability_report
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.helpers.paths import ROOT
 
 
 # ------------------------------------------------------------------------------ bin/model-seeds
