@@ -34,7 +34,7 @@ test-fast: $(STAMP)
 # ruff format owns the engine, the public API, the tracking package and the modules written since; the other modules keep their
 # hand-wrapped style (dense argument lists) and are linted like everything else.
 FORMATTED := src/certified_circuits/core src/certified_circuits/api.py src/certified_circuits/__init__.py \
-             src/certified_circuits/pipeline/tracking tests/unit/test_api.py tests/unit/test_architecture.py \
+             src/certified_circuits/pipeline/tracking tests/unit/project/test_api.py tests/unit/project/test_architecture.py \
              src/certified_circuits/reports/explorer.py src/certified_circuits/reports/explorer_data.py \
              src/certified_circuits/reports/html.py src/certified_circuits/reports/words.py \
              src/certified_circuits/vision/networks/families.py src/certified_circuits/vision/scoring/plugins.py src/certified_circuits/vision/data/folders.py \

@@ -25,13 +25,7 @@ NOT_ROOMS = {"data"}
 ALLOWED_FILES = {"conftest.py", "__init__.py"}
 #: test files still directly in tests/unit/, each with why it waits (the lead's later pass empties this)
 WAITING = {
-    "test_api.py": "the Makefile's FORMATTED list names it (outside this pass's files); goes to project/",
-    "test_architecture.py": "the Makefile's FORMATTED list names it (outside this pass's files); goes to project/",
-    "test_config_plans.py": "pipeline/plans is being changed by the pipeline helper; goes to pipeline/",
     "test_pipeline_jobs.py": "pipeline/plans is being changed by the pipeline helper; goes to pipeline/",
-    "test_pipeline_plans.py": "pipeline/plans is being changed by the pipeline helper; goes to pipeline/",
-    "test_planning_domain.py": "reserved for the pipeline helper in this pass; goes to core/ (core.planning)",
-    "test_setting_owner.py": "reserved for the pipeline helper in this pass; goes to core/ (core.setting)",
     "test_hardening_truth_stages.py": "vision/ground_truth.py is being changed by the vision helper; goes to vision/",
 }
 
@@ -74,10 +68,10 @@ def test_every_waiting_file_is_still_waiting() -> None:
 def test_the_checks_find_a_loose_file_and_a_folder_that_is_no_room(tmp_path: Path) -> None:
     for name in ("core", "project", "data", "helpers", "__pycache__"):
         (tmp_path / name).mkdir()
-    for name in ("conftest.py", "__init__.py", "test_api.py", "test_x.py", "notes.md"):
+    for name in ("conftest.py", "__init__.py", "test_pipeline_jobs.py", "test_x.py", "notes.md"):
         (tmp_path / name).write_text("")
     assert foreign_rooms(tmp_path, {"core", "storage"}) == ["helpers"]
-    assert loose_files(tmp_path) == ["notes.md", "test_x.py"]  # test_api.py waits (WAITING)
+    assert loose_files(tmp_path) == ["notes.md", "test_x.py"]  # test_pipeline_jobs.py waits (WAITING)
 
 
 def test_the_rooms_include_the_package_layers() -> None:

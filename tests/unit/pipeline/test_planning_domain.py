@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 import certified_circuits as cc
 from certified_circuits.core.planning import MAX_SAMPLES, SUGGEST_MAX_N
 
-SCHEMA = yaml.safe_load((Path(__file__).resolve().parents[2] / "config.schema.yaml").read_text())
+SCHEMA = yaml.safe_load((Path(__file__).resolve().parents[3] / "config.schema.yaml").read_text())
 N_MIN = SCHEMA["definitions"]["samples"]["minimum"]
 N_MAX = SCHEMA["definitions"]["samples"]["maximum"]
 

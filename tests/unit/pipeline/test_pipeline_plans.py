@@ -27,7 +27,7 @@ from certified_circuits.pipeline.plans import (
 )
 from certified_circuits.pipeline.plans.setting_plans import config_plans
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 GOLDEN = ROOT / "tests" / "unit" / "data" / "dry_run_jobs"
 P = Layout("R")
 CIRCLE_VOTES = "R/votes/world/concept/circle/relevance/p0.6_n0100_n1000_s0.h5"

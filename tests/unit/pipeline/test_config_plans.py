@@ -15,7 +15,7 @@ from certified_circuits.language.graph import n_edges_formula
 from certified_circuits.pipeline.plans.setting_plans import PlanConfigError, check_config_plans, config_plans, plan_command, plan_tags
 from tests.helpers.config import merged_config
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def load(name: str, **changes) -> dict:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parents[2] / "src" / "certified_circuits"
+PACKAGE = Path(__file__).resolve().parents[3] / "src" / "certified_circuits"
 ROOT = "certified_circuits"
 
 #: layer -> the layers it may import (its own included). ``certified_circuits`` itself (the root: version,

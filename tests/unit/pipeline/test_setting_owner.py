@@ -12,7 +12,7 @@ import pytest
 from certified_circuits.core.setting import Setting
 from certified_circuits.reports.words import row_words, short_words, tag_words
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 SETTINGS = [
     Setting(),
