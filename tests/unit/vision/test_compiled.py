@@ -241,3 +241,25 @@ def test_compiled_model_reads_its_marks_in_every_split(marked):
                                ["circle", "square", "triangle"], 16).net
     saved = load_world_model(ckpt).net
     assert all(torch.equal(a, b) for a, b in zip(net.state_dict().values(), saved.state_dict().values()))
+
+
+def test_checking_every_class_in_one_pass_equals_checking_each_alone(marked):
+    """verify_planted scores every class's kept and ablated truth under its three fills in one pass per eval set;
+    each class checked alone (verify_class, its own runs only) gives the same verification, every float bit for
+    bit."""
+    from certified_circuits.vision import ground_truth as gt
+    from certified_circuits.vision.data.image_sets import npz_set
+    from certified_circuits.vision.evaluate import mean_ablation_fill
+
+    w, ckpt = marked
+    model = load_world_model(ckpt)
+    spec = CompiledSpec.from_dict(model.meta["compiled"])
+    sets = {name: npz_set(w / f"{name}.npz") for name in ("id_test", "concept")}
+    train = npz_set(w / "train.npz")
+    together = gt.verify_planted(model, spec, sets, train, reference_size=300, seed=4)
+    mean = mean_ablation_fill(model, train, 300, 4)
+    for label in (0, 2):
+        fills = {"mean_absent": gt.class_absent_fill(model, train, label, 300, 4), "mean": mean, "zero": None}
+        alone = gt.verify_class(model, spec, sets, label, fills, seed=4)
+        assert alone == together[model.class_names[label]] and alone["passed"]
+        assert alone["n_images.concept"] == 50 and alone["concept.mean_absent.ablated.accuracy"] == 0.0

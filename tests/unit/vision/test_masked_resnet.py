@@ -19,7 +19,9 @@ from certified_circuits.vision.evaluate import (
     CPU_PASS_PAIRS,
     MaskedResNet,
     batch_pairs,
+    class_margin,
     class_tables,
+    logits_under_masks,
     outcomes_under_masks,
     predictions_under_masks,
     written_outputs,
@@ -139,11 +141,16 @@ def test_engine_logits_equal_a_plain_forward_per_circuit(name, ablation, per_pas
         torch.testing.assert_close(got[-2], model.net.fc.bias.expand(5, -1), rtol=0, atol=LOGIT_ATOL)
 
 
-def test_both_engines_give_the_same_predictions_and_margins_in_any_pass_size(rng):
-    model = world()
+def synthetic_set():
+    """The world model, 11 seeded random images as an image set (labels i mod 4) and the images themselves."""
     x = torch.randn(11, 3, 32, 32, generator=torch.Generator().manual_seed(3))
     iset = ImageSet(labels=np.arange(11) % 4, ids=np.array([f"i{i}" for i in range(11)]),
                     loader=lambda idx, m: x[torch.as_tensor(idx)], source="synthetic")
+    return world(), iset, x
+
+
+def test_both_engines_give_the_same_predictions_and_margins_in_any_pass_size(rng):
+    model, iset, _ = synthetic_set()
     masks = circuits(model, rng, 13)
     fill = random_fill(model, torch.randn(6, 3, 32, 32))
     idx = np.arange(11)
@@ -294,3 +301,83 @@ def test_vision_evaluate_on_the_smoke_setting_counts_exactly_what_a_forward_per_
                     np.testing.assert_allclose(rows.m, margin.numpy(), rtol=0, atol=LOGIT_ATOL)
                     checked += 3
     assert checked == 2 * 2 * 3 * 3 * 3  # every circuit row of the table
+
+
+def grouped(width: int = 16, groups: int = 4):
+    """A world ResNet with structural zeros: every conv connects channel i to channel o only when i = o mod ``groups``
+    (``groups`` independent chains of 4 channels a layer), and logit 0 reads only the chain of channel 0. A change
+    of one channel reaches 4 of a conv's 16 outputs: :meth:`MaskedResNet.ablations` carries it on those only. (At 16
+    channels a conv of a tensor in another memory format than the trace's rounds differently: at 8 it did not.)"""
+    model = world(widths=(width,) * 4)
+    with torch.no_grad():
+        for m in model.net.modules():
+            if isinstance(m, nn.Conv2d) and m.in_channels == m.out_channels == width:
+                o, i = torch.meshgrid(torch.arange(width), torch.arange(width), indexing="ij")
+                m.weight.mul_(((o % groups) == (i % groups)).to(m.weight.dtype)[:, :, None, None])
+        model.net.fc.weight[0].mul_((torch.arange(width) % groups == 0).to(model.net.fc.weight.dtype))
+    return model
+
+
+def single_vertex_masks(model, layer: int, channels) -> np.ndarray:
+    """bool [M, U]: every vertex kept but channel c of ``layer``, one circuit per c."""
+    start = int(np.sum(model.widths[:layer]))
+    masks = np.ones((len(channels), model.n_vertices), bool)
+    masks[np.arange(len(channels)), start + np.asarray(channels)] = False
+    return masks
+
+
+@pytest.mark.parametrize("name", sorted(MODELS) + ["grouped"])
+@pytest.mark.parametrize("ablation", ["zero", "mean"])
+def test_single_vertex_ablations_equal_a_plain_forward_per_circuit(name, ablation, monkeypatch):
+    import certified_circuits.vision.evaluate as ev
+
+    model = grouped() if name == "grouped" else MODELS[name]()
+    engine = MaskedResNet.of(model)
+    x = torch.randn(5, 3, model.image_size, model.image_size, generator=torch.Generator().manual_seed(2))
+    fill = random_fill(model, torch.randn(7, 3, model.image_size, model.image_size)) if ablation == "mean" else None
+    changes = []
+    real = ev.Change.linear
+    monkeypatch.setattr(ev.Change, "linear", lambda self, *a: changes.append(real(self, *a)) or changes[-1])
+
+    def ablations(layer: int, channels: list[int]) -> torch.Tensor:
+        """The engine's logits [M, B, C] (checked against a plain forward per circuit) and which convs it carried
+        sparsely."""
+        changes.clear()
+        got = engine.ablations(trace, layer, torch.as_tensor(channels), None if fill is None else fill[layer])
+        expected = reference_logits(model, x, single_vertex_masks(model, layer, channels), fill)
+        torch.testing.assert_close(got, expected, rtol=0, atol=LOGIT_ATOL)
+        np.testing.assert_array_equal(got.argmax(-1).numpy(), expected.argmax(-1).numpy())
+        return got, [c.dense is None for c in changes]
+
+    with torch.no_grad(), written_outputs():
+        trace = engine.trace(engine.prefix(x))
+        torch.testing.assert_close(trace.logits, model.net(x), rtol=0, atol=LOGIT_ATOL)
+        for layer, width in enumerate(model.widths):
+            if name != "grouped":  # dense weights: a change reaches every output, so every channel is computed
+                _, sparse = ablations(layer, [0, width - 1, 1] if width > 2 else [0])  # a chunk, out of order
+                assert not any(sparse) and (layer == 3 or sparse)
+                continue
+            # one chain (channels 4 and 0 of chain 0): a change reaches 4 of 16 outputs, carried on those only
+            _, sparse = ablations(layer, [4, 0])
+            assert all(sparse) and (layer == 3 or sparse)
+            # off logit 0's chain, carried sparsely (chain 1) or densely (chains 1 to 3): logit 0 is the full
+            # model's, bit for bit
+            for channels, carried in (([1, 5], True), ([1, 2, 3], False)):
+                got, sparse = ablations(layer, channels)
+                assert torch.equal(got[..., 0], trace.logits[:, 0].expand(len(channels), -1))
+                assert layer == 3 or sparse[0] == carried
+
+
+def test_logits_under_masks_are_the_passes_logits(rng):
+    model, iset, x = synthetic_set()
+    masks = circuits(model, rng, 5)
+    fill = random_fill(model, torch.randn(6, 3, 32, 32))
+    idx = np.arange(2, 11)
+    for max_batch in (None, 4):
+        runs = logits_under_masks(model, iset, idx, [(masks, None), (masks[:3], fill)], max_batch)
+        assert [r.shape for r in runs] == [(len(masks), 9, 4), (3, 9, 4)]
+        torch.testing.assert_close(runs[0], reference_logits(model, x[2:], masks), rtol=0, atol=LOGIT_ATOL)
+        torch.testing.assert_close(runs[1], reference_logits(model, x[2:], masks[:3], fill), rtol=0, atol=LOGIT_ATOL)
+        pred, margin = outcomes_under_masks(model, iset, idx, [(masks[:3], fill)], 2, max_batch)[0]
+        np.testing.assert_array_equal(pred, runs[1].argmax(-1).numpy())  # the same passes: the same logits
+        np.testing.assert_array_equal(margin, class_margin(runs[1], 2).double().numpy())

@@ -481,8 +481,8 @@ def test_per_component_effects_are_zero_outside_a_clean_truth_and_not_outside_a_
         effects = component_effects(model, _random_set(3), 1, planted, fill=None, max_images=8, chunk=7)
         assert effects.shape == (sum(planted_widths(spec)),) and (effects >= 0).all()
         outside = effects[~planted]
-        if outside_zero:  # another class's channel never reaches logit c: exactly no effect (float rounding aside)
-            assert outside.max() < 1e-5 and split_truth(effects, planted).passed
+        if outside_zero:  # another class's channel never reaches logit c: exactly no effect, bit for bit
+            assert outside.max() == 0.0 and split_truth(effects, planted).passed
         else:
             assert outside.max() > 1e-4  # the leak: a small, nonzero effect
         # one vertex at a time, recomputed with a plain loop over masked_logits
@@ -498,6 +498,43 @@ def test_per_component_effects_are_zero_outside_a_clean_truth_and_not_outside_a_
             z = masked_logits(model, x, keep)[0, :, 1]
             assert effects[u] == pytest.approx(float((z - base).abs().mean() / unit), rel=1e-4, abs=1e-6)
         torch.set_grad_enabled(True)
+
+
+#: component effects against a float64 forward per vertex: float32 logits of order 1 round at about 1e-7, and an
+#: effect is a mean of logit differences in units of another one
+EFFECT_RTOL = 1e-5
+
+
+@pytest.mark.parametrize("ablation", ["zero", "mean"])
+def test_per_component_effects_equal_a_float64_forward_per_vertex(ablation):
+    """Every vertex's effect as :func:`component_effects` computes it (the engine's change from one traced forward)
+    equals one float64 forward per ablated vertex through the hooks, within :data:`EFFECT_RTOL` relative; a vertex
+    with no path to the class logit has exactly 0 in both."""
+    import copy
+
+    from certified_circuits.vision.ground_truth import component_effects
+    from certified_circuits.vision.networks.hooks import masked_logits, reference_activations
+
+    names = ["circle", "square", "triangle"]
+    for spec in (SPEC, NOISY):
+        model = world_model_from_net(planted_net(spec), names, 32)
+        planted = truth_components(spec, 2)
+        iset = _random_set(3, n=30)
+        fill = reference_activations(model, iset.load(np.arange(30), model)) if ablation == "mean" else None
+        effects = component_effects(model, iset, 2, planted, fill, max_images=8, chunk=3)
+        double = copy.deepcopy(model)
+        double.net = double.net.double()
+        x = iset.load(np.flatnonzero(iset.labels == 2)[:8], model).double()
+        fill64 = None if fill is None else [f.double() for f in fill]
+        with torch.no_grad():
+            base = double.net(x)[:, 2]
+            u = model.n_vertices
+            masks = torch.cat([torch.as_tensor(~planted[None]), ~torch.eye(u, dtype=torch.bool)]).double()
+            z = masked_logits(double, x, masks, fill64)[..., 2]  # [1 + U, B]: the whole truth, then each vertex
+        moved = (z - base).abs().mean(1).numpy()
+        expected = moved[1:] / moved[0]
+        np.testing.assert_allclose(effects, expected, rtol=EFFECT_RTOL, atol=0)
+        assert (effects[expected == 0] == 0).all() and (expected == 0).any() == (spec is SPEC)
 
 
 @pytest.mark.slow  # the `trained` fixture trains a planted model (about 15 s): make test, not make test-fast
