@@ -258,6 +258,75 @@ def flat_inputs(cache: RunCache, n_heads: int) -> torch.Tensor:
     return torch.cat(parts, 1)
 
 
+def qkv_projections(w: GPT2Weights, l: int, x: torch.Tensor, *,
+                    heads: Sequence[int] | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Queries, keys and values of layer ``l``'s heads from their q/k/v inputs.
+
+    Args:
+        w: the weights.
+        l: the layer.
+        x: the q/k/v inputs ``hook_{q,k,v}_input`` [B, H', 3, P, d], one per head (H' heads) or one that every
+            head reads (H' = 1, broadcast).
+        heads: the heads' indices (default: all H heads of the layer).
+
+    Returns:
+        ``(q, k, v)_h = ln_1(x_{q,k,v}) W_{Q,K,V}^h + b_{Q,K,V}^h``, each [B, H, P, d_head] (H = ``len(heads)``
+        when given).
+    """
+    pick = slice(None) if heads is None else torch.as_tensor(list(heads), device=x.device)
+    xn = _ln(x, w.ln1_w[l], w.ln1_b[l], w.eps)
+    return tuple(torch.einsum("bhpd,hde->bhpe", xn[:, :, c], W[l][pick]) + b[l][pick][None, :, None]
+                 for c, (W, b) in enumerate(((w.W_Q, w.b_Q), (w.W_K, w.b_K), (w.W_V, w.b_V))))
+
+
+def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, W_O: torch.Tensor, causal: torch.Tensor) -> torch.Tensor:
+    """Causal attention of per-head queries, keys and values, each head's output through its ``W_O``.
+
+    Args:
+        q, k, v: [B, H, P, d_head] (:func:`qkv_projections`).
+        W_O: [H, d_head, d], each head's output projection.
+        causal: bool [P, P], True where position i may attend to position j (j <= i).
+
+    Returns:
+        ``a_h = softmax(q_h k_h^T / sqrt(d_head), causal) v_h W_O^h`` [B, H, P, d].
+    """
+    att = torch.einsum("bhpe,bhqe->bhpq", q, k) / (q.shape[-1] ** 0.5)
+    att = att.masked_fill(~causal, torch.finfo(att.dtype).min).softmax(-1)
+    z = torch.einsum("bhpq,bhqe->bhpe", att, v)
+    return torch.einsum("bhpe,hed->bhpd", z, W_O)
+
+
+def last_query_attention(w: GPT2Weights, l: int, xq: torch.Tensor, xk: torch.Tensor, xv: torch.Tensor,
+                         lengths: torch.Tensor, *, heads: Sequence[int] | None = None) -> torch.Tensor:
+    """Head outputs of layer ``l`` at each prompt's last position only (all that the last layer gives the logits).
+
+    :func:`attend`'s row at position ``lengths - 1``: the query there attends to the keys and values of positions
+    ``0 .. lengths - 1``.
+
+    Args:
+        w: the weights.
+        l: the layer.
+        xq: the q inputs at the last positions [B, H', d].
+        xk, xv: the k and v inputs [B, H', P, d] (H' = 1: one input that every head reads, broadcast).
+        lengths: int [B], the prompts' lengths.
+        heads: the heads' indices (default: all H heads of the layer).
+
+    Returns:
+        [B, H, d]: ``a_h = softmax(q_h k_h^T / sqrt(d_head)) v_h W_O^h`` at positions ``lengths - 1`` (H =
+        ``len(heads)`` when given), with ``(q, k, v)_h = ln_1(x_{q,k,v}) W_{Q,K,V}^h + b_{Q,K,V}^h``.
+    """
+    pick = slice(None) if heads is None else torch.as_tensor(list(heads), device=xq.device)
+    W_Q, W_K, W_V, W_O = (m[l][pick] for m in (w.W_Q, w.W_K, w.W_V, w.W_O))
+    b_Q, b_K, b_V = (b[l][pick][None, :, None] for b in (w.b_Q, w.b_K, w.b_V))
+    q = torch.einsum("bhd,hde->bhe", _ln(xq, w.ln1_w[l], w.ln1_b[l], w.eps), W_Q) + b_Q[:, :, 0]
+    k = torch.einsum("bhpd,hde->bhpe", _ln(xk, w.ln1_w[l], w.ln1_b[l], w.eps), W_K) + b_K
+    v = torch.einsum("bhpd,hde->bhpe", _ln(xv, w.ln1_w[l], w.ln1_b[l], w.eps), W_V) + b_V
+    att = torch.einsum("bhe,bhpe->bhp", q, k) / (w.d_head ** 0.5)
+    after = torch.arange(k.shape[2], device=xq.device)[None, :] >= lengths[:, None]   # [B, P]
+    att = att.masked_fill(after[:, None], torch.finfo(att.dtype).min).softmax(-1)
+    return torch.einsum("bhe,hed->bhd", torch.einsum("bhp,bhpe->bhe", att, v), W_O)
+
+
 def head_attention(w: GPT2Weights, l: int, x: torch.Tensor, causal: torch.Tensor, *,
                    heads: Sequence[int] | None = None, lengths: torch.Tensor | None = None) -> torch.Tensor:
     """Head outputs of layer ``l`` from per-head q/k/v inputs.
@@ -270,33 +339,18 @@ def head_attention(w: GPT2Weights, l: int, x: torch.Tensor, causal: torch.Tensor
         causal: bool [P, P], True where position i may attend to position j (j <= i).
         heads: the heads' indices (default: all H heads of the layer).
         lengths: int [B]; when given, only the query at each prompt's last position ``lengths - 1`` (all that the
-            last-position logits read of the last layer; it attends to positions ``0 .. lengths - 1``).
+            last-position logits read of the last layer; :func:`last_query_attention`).
 
     Returns:
         ``a_h = softmax(q_h k_h^T / sqrt(d_head), causal) v_h W_O^h`` per head, with ``(q, k, v)_h =
         ln_1(x_{q,k,v}) W_{Q,K,V}^h + b_{Q,K,V}^h``: [B, H, P, d], or [B, H, d] at the last positions with ``lengths``
         (H = ``len(heads)`` when given).
     """
-    pick = slice(None) if heads is None else torch.as_tensor(list(heads), device=x.device)
-    W_Q, W_K, W_V, W_O = (m[l][pick] for m in (w.W_Q, w.W_K, w.W_V, w.W_O))
-    b_Q, b_K, b_V = (b[l][pick][None, :, None] for b in (w.b_Q, w.b_K, w.b_V))
     if lengths is not None:  # each letter normalised on its own: no copy where x[:, :, c] is contiguous or broadcast
         xq = x[torch.arange(x.shape[0], device=x.device), :, 0, lengths - 1]               # [B, H', d]
-        q = torch.einsum("bhd,hde->bhe", _ln(xq, w.ln1_w[l], w.ln1_b[l], w.eps), W_Q) + b_Q[:, :, 0]
-        k = torch.einsum("bhpd,hde->bhpe", _ln(x[:, :, 1], w.ln1_w[l], w.ln1_b[l], w.eps), W_K) + b_K
-        v = torch.einsum("bhpd,hde->bhpe", _ln(x[:, :, 2], w.ln1_w[l], w.ln1_b[l], w.eps), W_V) + b_V
-        att = torch.einsum("bhe,bhpe->bhp", q, k) / (w.d_head ** 0.5)
-        after = torch.arange(k.shape[2], device=x.device)[None, :] >= lengths[:, None]   # [B, P]
-        att = att.masked_fill(after[:, None], torch.finfo(att.dtype).min).softmax(-1)
-        return torch.einsum("bhe,hed->bhd", torch.einsum("bhp,bhpe->bhe", att, v), W_O)
-    xn = _ln(x, w.ln1_w[l], w.ln1_b[l], w.eps)
-    q = torch.einsum("bhpd,hde->bhpe", xn[:, :, 0], W_Q) + b_Q
-    k = torch.einsum("bhpd,hde->bhpe", xn[:, :, 1], W_K) + b_K
-    v = torch.einsum("bhpd,hde->bhpe", xn[:, :, 2], W_V) + b_V
-    att = torch.einsum("bhpe,bhqe->bhpq", q, k) / (w.d_head ** 0.5)
-    att = att.masked_fill(~causal, torch.finfo(att.dtype).min).softmax(-1)
-    z = torch.einsum("bhpq,bhqe->bhpe", att, v)
-    return torch.einsum("bhpe,hed->bhpd", z, W_O)
+        return last_query_attention(w, l, xq, x[:, :, 1], x[:, :, 2], lengths, heads=heads)
+    pick = slice(None) if heads is None else torch.as_tensor(list(heads), device=x.device)
+    return attend(*qkv_projections(w, l, x, heads=heads), w.W_O[l][pick], causal)
 
 
 def resume(w: GPT2Weights, resid: torch.Tensor, lengths: torch.Tensor, layer: int, *,
@@ -397,37 +451,120 @@ def run_input_deltas(w: GPT2Weights, clean: RunCache, lengths: torch.Tensor, v: 
     return resume(w, mid.repeat(k, 1, 1) + change, kl, l, after_heads=True).view(k, b, -1)
 
 
+def first_layer_bits(bits: torch.Tensor, n_heads: int) -> torch.Tensor | None:
+    """Each mask's q/k/v bits of every layer-0 head as one number, or None where a layer-0 mask entry is not 0 or 1.
+
+    Args:
+        bits: [m, 3 H], the mask entries of the edges input -> q/k/v input ``3 h + c`` of layer 0.
+        n_heads: H.
+
+    Returns:
+        int [m, H]: ``4 b_q + 2 b_k + b_v`` of head h, the row of :func:`first_layer_table` that the mask reads.
+    """
+    if not bool(((bits == 0) | (bits == 1)).all()):
+        return None
+    b = bits.reshape(-1, n_heads, 3).long()
+    return b[..., 0] * 4 + b[..., 1] * 2 + b[..., 2]
+
+
+@torch.no_grad()
+def first_layer_table(w: GPT2Weights, input_act: torch.Tensor, corrupted: RunCache) -> torch.Tensor:
+    """Layer 0's head outputs minus the corrupted run's for the 8 combinations of q/k/v bits: what every 0/1 mask
+    reads of layer 0.
+
+    Layer 0's q/k/v inputs have one upstream node, the input: the corrupted run's is ``x0 = a_input(corr)``
+    (``resid_pre(0)``), and input ``c`` of head ``h`` under a mask is ``x0 + b (a_input(clean) - x0)`` with its mask
+    bit ``b`` in {0, 1}. So ``ln_1`` and the projections run once per prompt for both inputs and the attention 8
+    times per prompt, instead of all of it once per (mask, prompt) pair; a mask gathers its heads' rows
+    (:func:`first_layer_bits`).
+
+    Args:
+        w: the weights.
+        input_act: [e, P, d], the clean run's ``input`` node.
+        corrupted: the corrupted run (:func:`run` with ``keep_inputs``) on the same e prompts.
+
+    Returns:
+        [8, e, H, P, d]: row ``4 b_q + 2 b_k + b_v`` holds ``a_{0,h}(b_q, b_k, b_v) - a_{0,h}(corr)``.
+    """
+    H = w.n_heads
+    x0 = corrupted.nodes[:, 0]
+    e, P, d = x0.shape
+    both = torch.stack([x0, x0 + (input_act - x0)])                          # bit 0, bit 1: x0 + 1 (clean - x0)
+    q, k, v = (t.view(2, e, H, P, -1) for t in
+               qkv_projections(w, 0, both.view(2 * e, 1, 1, P, d).expand(-1, -1, 3, -1, -1)))
+    bits = torch.arange(8, device=x0.device)
+    q, k, v = (t[(bits >> shift) & 1].view(8 * e, H, P, -1) for t, shift in ((q, 2), (k, 1), (v, 0)))
+    causal = torch.ones(P, P, dtype=torch.bool, device=x0.device).tril()
+    return attend(q, k, v, w.W_O[0], causal).view(8, e, H, P, d).sub_(corrupted.nodes[:, 1: 1 + H])
+
+
 @torch.no_grad()
 def run_patched_groups(w: GPT2Weights, input_act: torch.Tensor, lengths: torch.Tensor, corrupted: RunCache,
-                       masks: torch.Tensor) -> torch.Tensor:
-    """Last-position logits [m, e, V] of m edge masks (float [m, n_up, n_down]) on the same e examples.
+                       masks: torch.Tensor, *, first_layer: torch.Tensor | None = None) -> torch.Tensor:
+    """Last-position logits of m edge masks on the same e prompts: ``run(..., corrupted=, masks=)`` on every
+    (mask, prompt) pair, without copying the corrupted cache per mask.
 
-    Same computation as ``run(..., corrupted=, masks=)`` on the (mask, example) product, without copying the
-    corrupted cache per mask: node differences live in one buffer [m, n_up, e, P, d] and each downstream
-    input is the corrupted input plus one batched matmul of mask columns with that buffer.
+    Node differences ``D_u = a_u(patched) - a_u(corr)`` of the nodes before the last layer live in one buffer
+    [m, e, U, P, d], and each downstream input is ``in_v(corr) + sum_u mask_uv D_u``: one batched matmul of mask
+    columns with that buffer. Only what the last-position logits read is computed:
+
+    * layer 0 (when it is not the last layer and its masks are 0/1): gathered from :func:`first_layer_table`, computed
+      once per prompt (``first_layer``: computed once for calls on the same prompts);
+    * the last layer: keys and values at every position, the query, the heads, the MLP and the logits input at
+      each prompt's last position only (:func:`last_query_attention`).
+
+    Args:
+        w: the weights.
+        input_act: [e, P, d], the clean run's ``input`` node.
+        lengths: int [e], the prompts' lengths.
+        corrupted: the corrupted run (:func:`run` with ``keep_inputs``) on the same e prompts.
+        masks: float [m, n_up, n_down] (1: the edge carries the patched run's activation, 0: the corrupted one);
+            invalid (u, v) pairs must be 0.
+        first_layer: [8, e, H, P, d], :func:`first_layer_table` of these prompts, or None (computed here).
+
+    Returns:
+        float [m, e, V]: the logits at each prompt's last position under each mask.
     """
     L, H = w.n_layers, w.n_heads
     e, P, d = input_act.shape
     m = masks.shape[0]
-    n_up = masks.shape[1]
-    f = e * P * d
-    causal = torch.ones(P, P, dtype=torch.bool, device=input_act.device).tril()
-    ct = corrupted.nodes.transpose(0, 1)                                      # [n_up, e, P, d] view
-    D = torch.empty(m, n_up, e, P, d, dtype=input_act.dtype, device=input_act.device)
-    D[:, 0] = (input_act - ct[0])[None]
-    for l in range(L):
-        u = 1 + l * (H + 1)
-        col = l * (3 * H + 1)
-        mq = masks[:, :u, col: col + 3 * H].transpose(1, 2)                   # [m, 3H, U]
-        delta = torch.matmul(mq, D[:, :u].reshape(m, u, f)).view(m, H, 3, e, P, d)
-        x = corrupted.inputs[2 * l][None] + delta.permute(0, 3, 1, 2, 4, 5)    # [m, e, H, 3, P, d]
-        heads = head_attention(w, l, x.reshape(m * e, H, 3, P, d), causal)        # [m*e, H, P, d]
-        D[:, u: u + H] = heads.view(m, e, H, P, d).transpose(1, 2) - ct[u: u + H][None]
-        mm = masks[:, : u + H, col + 3 * H][:, None]                          # [m, 1, U+H]
-        xm = corrupted.inputs[2 * l + 1][None] + torch.matmul(mm, D[:, : u + H].reshape(m, u + H, f)).view(m, e, P, d)
-        D[:, u + H] = mlp(w, l, xm) - ct[u + H][None]
-    ar = torch.arange(e, device=input_act.device)
-    d_last = D[:, :, ar, lengths - 1]                                         # [m, n_up, e, d]
-    mf = masks[:, :, -1][:, None]                                             # [m, 1, n_up]
-    xf = last_positions(corrupted.inputs[-1], lengths)[None] + torch.matmul(mf, d_last.reshape(m, n_up, e * d)).view(m, e, d)
+    masks = masks.to(input_act.dtype)
+    dev = input_act.device
+    causal = torch.ones(P, P, dtype=torch.bool, device=dev).tril()
+    ar = torch.arange(e, device=dev)
+    U = 1 + (L - 1) * (H + 1)                              # the nodes before the last layer, at every position
+    D = torch.empty(m, e, U, P, d, dtype=input_act.dtype, device=dev)
+    D[:, :, 0] = input_act - corrupted.nodes[:, 0]
+
+    def patched(cols: torch.Tensor, u: int) -> torch.Tensor:   # [m, u, k] mask columns -> [m, e, k, P * d]
+        return torch.matmul(cols.transpose(1, 2)[:, None], D[:, :, :u].reshape(m, e, u, P * d))
+
+    for l in range(L - 1):
+        u, col = 1 + l * (H + 1), l * (3 * H + 1)
+        cols = masks[:, :u, col: col + 3 * H]
+        bits = first_layer_bits(cols[:, 0], H) if l == 0 else None
+        if bits is not None:
+            if first_layer is None:
+                first_layer = first_layer_table(w, input_act, corrupted)
+            D[:, :, 1: 1 + H] = first_layer[bits[:, None], ar[None, :, None], torch.arange(H, device=dev)]
+        else:
+            x = patched(cols, u).view(m, e, H, 3, P, d).add_(corrupted.inputs[2 * l])
+            heads = head_attention(w, l, x.view(m * e, H, 3, P, d), causal)
+            D[:, :, u: u + H] = heads.view(m, e, H, P, d) - corrupted.nodes[:, u: u + H]
+        xm = patched(masks[:, : u + H, col + 3 * H, None], u + H).view(m, e, P, d).add_(corrupted.inputs[2 * l + 1])
+        D[:, :, u + H] = mlp(w, l, xm) - corrupted.nodes[:, u + H]
+    col = (L - 1) * (3 * H + 1)
+    cols = masks[:, :U, col: col + 3 * H].view(m, U, H, 3)
+    ins = corrupted.inputs[2 * (L - 1)]                                       # [e, H, 3, P, d]
+    at_last = D.transpose(2, 3)[:, ar, lengths - 1]                          # [m, e, U, d]
+    xq = torch.matmul(cols[..., 0].transpose(1, 2)[:, None], at_last).add_(ins[ar, :, 0, lengths - 1])
+    xk, xv = (patched(cols[..., c], U).view(m, e, H, P, d).add_(ins[:, :, c]) for c in (1, 2))
+    heads = last_query_attention(w, L - 1, xq.view(m * e, H, d), xk.view(m * e, H, P, d), xv.view(m * e, H, P, d),
+                                 lengths.repeat(m)).view(m, e, H, d)
+    c_last = corrupted.nodes[ar, :, lengths - 1]                              # [e, n_up, d]
+    at_last = torch.cat([at_last, heads - c_last[:, U: U + H]], 2)           # [m, e, U + H, d]
+    xm = torch.matmul(masks[:, None, None, : U + H, col + 3 * H], at_last)[:, :, 0]
+    xm += last_positions(corrupted.inputs[2 * L - 1], lengths)
+    at_last = torch.cat([at_last, (mlp(w, L - 1, xm) - c_last[:, U + H])[:, :, None]], 2)   # [m, e, n_up, d]
+    xf = torch.matmul(masks[:, None, None, :, -1], at_last)[:, :, 0] + last_positions(corrupted.inputs[-1], lengths)
     return unembed(w, xf)

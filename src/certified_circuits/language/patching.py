@@ -23,8 +23,14 @@ from tqdm.auto import tqdm
 
 from certified_circuits.core.devices import batch_from_memory
 from certified_circuits.language.eap_ig import metric_per_example
-from certified_circuits.language.forward import GPT2Weights, run, run_patched_groups
+from certified_circuits.language.forward import GPT2Weights, first_layer_table, run, run_patched_groups
 from certified_circuits.language.tokenizer import EncodedBatch
+
+#: Bytes one patched pass may work in on a CPU (:func:`patch_chunks`): beyond a few tens of MB the pass's tensors
+#: leave the caches and every (mask, prompt) pair costs more. Measured with the decomposed forward on the noisy
+#: induction GPT-2 (2 x 8 heads, d_model 552; 70 masks x 100 prompts, one thread, CPU seconds on the 2-core
+#: machine): 2 pairs a pass 12 s, 8 pairs 6.7 s, 16-24 pairs 5.6-6.5 s, 70 pairs 8.8 s.
+CPU_PASS_BYTES = 32 << 20
 
 
 @dataclass
@@ -51,6 +57,7 @@ class DecomposedGraphModel:
 
     def __init__(self, w: GPT2Weights):
         self.w, self.graph, self.d_model = w, w.graph, w.d_model
+        self._first_layer: tuple | None = None    # (corrupted cache, clean tokens, their layer-0 head table)
 
     def plain_logits(self, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         return run(self.w, self.w.embed(tokens), lengths).logits_last
@@ -59,25 +66,56 @@ class DecomposedGraphModel:
         return run(self.w, self.w.embed(tokens), lengths, keep_inputs=True)
 
     def patched_group_logits(self, clean: torch.Tensor, lengths: torch.Tensor, cache, masks: torch.Tensor):
-        return run_patched_groups(self.w, self.w.embed(clean), lengths, cache, masks)
+        """Logits [m, e, V] of m dense masks [m, n_up, n_down] on the same e prompts (:func:`~.forward.run_patched_groups`).
+
+        Layer 0's head table of these prompts (:func:`~.forward.first_layer_table`) is computed at the first call
+        with this ``cache`` and ``clean`` and reused by the calls that follow with the same two tensors: every mask
+        chunk of a prompt chunk in :func:`evaluate_edge_masks`.
+        """
+        x = self.w.embed(clean)
+        memo = self._first_layer
+        if memo is None or memo[0] is not cache or memo[1] is not clean:
+            self._first_layer = None                      # the previous prompts' table is freed before this one
+            table = first_layer_table(self.w, x, cache) if self.w.n_layers > 1 else None
+            self._first_layer = memo = (cache, clean, table)
+        return run_patched_groups(self.w, x, lengths, cache, masks, first_layer=memo[2])
 
     def pair_bytes(self, n_positions: int) -> int:
-        """Estimated peak bytes of one (mask, prompt) pair in :func:`run_patched_groups`.
+        """Estimated peak bytes of one (mask, prompt) pair in :func:`~.forward.run_patched_groups`.
 
-        Per pair, in elements of the weights' dtype: the node-difference buffer ``n_up * P * d``; the
-        patched q/k/v inputs and their LayerNorm (``3 x 3H * P * d``: the matmul result, the sum with the
-        corrupted input, the normalised copy); attention scores ``H * P^2``; the MLP hidden layer
-        ``P * d_mlp``, plus the MLP input and output (``2 P d``); the last-position logits ``V``.
+        In elements of the weights' dtype, with U = 1 + (L - 1)(H + 1) the nodes before the last layer: the
+        node-difference buffer ``U P d``, plus the largest of the stages that follow one another:
+
+        * a layer before the last one computed per pair (layers 1 .. L - 2): its patched q/k/v inputs, their
+          LayerNorm and the heads (``9 H P d``) and the attention scores (``3 H P^2``);
+        * layer 0 gathered from its head table (the masks are 0/1, as :func:`evaluate_edge_masks` passes them):
+          ``2 H P d``;
+        * an MLP: its input, LayerNorm, output and difference ``4 P d`` and the hidden layer ``3 P d_mlp``;
+        * the last layer: its k and v inputs, one LayerNorm of them and its copy per head (``4 H P d``), keys and
+          values ``2 H P d_head`` and the scores ``H P``;
+
+        and the last-position tensors: node differences ``2 n_up d``, queries ``3 H d``, logits ``V``. (Checked
+        against the measured peak: benchmarks/bench_language_patched_eval.py.)
         """
         w, g, p = self.w, self.graph, int(n_positions)
-        d, h, d_mlp = w.d_model, w.n_heads, w.W_in.shape[-1]
-        elements = g.valid.shape[0] * p * d + 9 * h * p * d + h * p * p + p * d_mlp + 2 * p * d + w.W_U.shape[-1]
+        d, h, d_mlp, L = w.d_model, w.n_heads, w.W_in.shape[-1], w.n_layers
+        stages = [2 * h * p * d, 4 * p * d + 3 * p * d_mlp, 4 * h * p * d + 2 * h * p * w.d_head + h * p]
+        if L > 2:
+            stages.append(9 * h * p * d + 3 * h * p * p)
+        elements = (1 + (L - 1) * (h + 1)) * p * d + max(stages) + 2 * g.valid.shape[0] * d + 3 * h * d \
+            + w.W_U.shape[-1]
         return int(elements * w.wte.element_size())
 
     def cache_bytes(self, n_positions: int) -> int:
-        """Bytes of one prompt's corrupted-run cache (node outputs and every downstream input, ``keep_inputs``)."""
-        g = self.graph
-        return int((g.valid.shape[0] + g.valid.shape[1]) * int(n_positions) * self.w.d_model * self.w.wte.element_size())
+        """Estimated bytes of one prompt in a patched pass: its corrupted-run cache (node outputs and every downstream
+        input, ``keep_inputs``: ``(n_up + n_down) P d``) and, with two layers or more, layer 0's head table of
+        :func:`~.forward.first_layer_table` (8 bit combinations x H heads: heads ``P d``, q/k/v, ``z`` and the
+        attention ``4 P d_head + 3 P^2`` each; both inputs, their LayerNorm and projections ``6 P d + 6 H P
+        d_head``)."""
+        w, g, p = self.w, self.graph, int(n_positions)
+        d, h, dh = w.d_model, w.n_heads, w.d_head
+        table = 8 * h * (p * d + 4 * p * dh + 3 * p * p) + 6 * p * d + 6 * h * p * dh if w.n_layers > 1 else 0
+        return int(((g.valid.shape[0] + g.valid.shape[1]) * p * d + table) * w.wte.element_size())
 
 
 def graph_model(model):
@@ -109,13 +147,16 @@ def full_model_metrics(model, batch: EncodedBatch, *, batch_size: int = 64,
 
 def patch_chunks(model, n_examples: int, n_masks: int, n_positions: int, *, max_batch: int | None = None,
                  budget_floats: float | None = None, device: str | torch.device = "cpu") -> tuple[int, int]:
-    """(prompts, masks) per patched pass.
+    """(prompts, masks) per patched pass: as many masks as fit beside one prompt, then as many prompts as fit.
 
-    ``max_batch`` (pairs) or ``budget_floats`` (the older float budget, ``2 n_up P d`` floats a pair) fix
-    the number of (mask, prompt) pairs ``b``; otherwise it comes from free device memory:
-    ``b = batch_from_memory(device, pair + cache)`` (conservative: each pair also pays a prompt cache),
-    prompts ``e = min(n, b)``, then masks ``m = (b (pair + cache) - e cache) / (e pair)``: whatever
-    the budget leaves after the ``e`` corrupted caches.
+    Masks first: what a pass computes once per prompt (the decomposed forward's layer-0 head table,
+    :func:`~.forward.first_layer_table`) is then shared by as many masks as possible. ``max_batch``
+    (pairs) or ``budget_floats`` (the older float budget, ``2 n_up P d`` floats a pair) fix the number of (mask,
+    prompt) pairs ``b``: ``m = min(M, b)``, ``e = min(n, b // m)``. Otherwise the pass fits the budget of
+    ``b = batch_from_memory(device, pair + cache)`` pairs, ``T = b (pair + cache)`` bytes: ``m = min(M, (T - cache)
+    // pair)`` masks beside one prompt's cache, then ``e = min(n, T // (cache + m pair))`` prompts, so that ``e
+    cache + e m pair <= T``; on a CPU ``T`` is at most :data:`CPU_PASS_BYTES`. Masks first also pads each
+    pass to the longest of fewer prompts.
     """
     ops = graph_model(model)
     if max_batch is not None or budget_floats is not None:
@@ -126,14 +167,15 @@ def patch_chunks(model, n_examples: int, n_masks: int, n_positions: int, *, max_
             b_max = max(1, int(budget_floats // per_elem))
         if b_max < 1:
             raise ValueError(f"max_batch={max_batch!r} is invalid: expected a positive number of (mask, prompt) pairs")
-        e_chunk = max(1, min(n_examples, b_max))
-        return e_chunk, min(max(1, n_masks), max(1, b_max // e_chunk))
+        m_chunk = max(1, min(n_masks, b_max))
+        return max(1, min(n_examples, b_max // m_chunk)), m_chunk
     pair = ops.pair_bytes(n_positions)
     cache = ops.cache_bytes(n_positions)
-    b_max = batch_from_memory(device, pair + cache, cap=max(1, n_examples * n_masks))
-    e_chunk = max(1, min(n_examples, b_max))
-    m_chunk = (b_max * (pair + cache) - e_chunk * cache) // (e_chunk * pair)
-    return e_chunk, int(min(n_masks, max(1, m_chunk)))
+    total = batch_from_memory(device, pair + cache, cap=max(1, n_examples * n_masks)) * (pair + cache)
+    if torch.device(device).type == "cpu":
+        total = min(total, max(CPU_PASS_BYTES, pair + cache))
+    m_chunk = int(max(1, min(n_masks, (total - cache) // pair)))
+    return int(max(1, min(n_examples, total // (cache + m_chunk * pair)))), m_chunk
 
 
 def evaluate_edge_masks(model, batch: EncodedBatch, edge_masks: np.ndarray, *,

@@ -269,7 +269,7 @@ def test_patched_eval_batch_from_memory(tiny_lm_batch, monkeypatch: pytest.Monke
     assert pair > 0 and cache > 0
     masks = np.random.default_rng(0).uniform(size=(5, w.graph.n_edges)) < np.linspace(0.1, 1.0, 5)[:, None]
     reference = evaluate_edge_masks(w, batch, masks, max_batch=4, progress=False)
-    assert patch_chunks(w, 6, 5, p, max_batch=4) == (4, 1)
+    assert patch_chunks(w, 6, 5, p, max_batch=4) == (1, 4)  # masks first: 4 masks beside one prompt
     assert patch_chunks(w, 6, 5, p, budget_floats=1e12) == (6, 5)  # the older float budget still works
     monkeypatch.setattr(devices, "available_cpu_bytes", lambda: 64 << 30)
     assert patch_chunks(w, 6, 5, p) == (6, 5)  # everything in one pass
