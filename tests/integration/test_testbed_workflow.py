@@ -1,4 +1,4 @@
-"""The testbed end to end (configs/testbed_smoke.yaml): a 3-class planted world ResNet and the compiled induction
+"""The testbed end to end (configs/testbed_smoke.yaml): a 2-class planted world ResNet and the compiled induction
 GPT-2, their causally verified ground truths, recovery of the truth per method, bootstrap stability, and the findings
 that open summary.md and the explorer's recovery line. Tiny data: the numbers checked are the ones that hold by
 construction (the truth's size, the induction circuit's verification, the baseline recovering the 3 true edges), the
@@ -31,8 +31,8 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_the_ground_truths_name_the_planted_components_and_pass_their_checks(run: Path) -> None:
     vision = json.loads((run / "ground_truth" / "world.json").read_text())
     assert vision["format"] == "certified-circuits/ground-truth/1" and vision["kind"] == "vision"
-    # widths 3 * own + shared = 5, 8, 8, 6 (27 channels); a class's truth: its own 1 + 2 + 2 + 2 and the 2 + 2 + 2 shared
-    assert vision["n_components"] == 27 and sorted(vision["concepts"]) == ["circle", "square", "triangle"]
+    # widths 2 * own + shared = 4, 6, 6, 4 (20 channels); a class's truth: its own 1 + 2 + 2 + 2 and the 2 + 2 + 2 shared
+    assert vision["n_components"] == 20 and sorted(vision["concepts"]) == ["circle", "square"]
     # the truth is verified per component too: the planted channels that move their class logit (a dead one, with
     # no effect of its own, is dropped); nothing else reaches the logit (clean regime: epsilon exactly 0)
     for concept in vision["concepts"].values():
@@ -50,7 +50,7 @@ def test_the_ground_truths_name_the_planted_components_and_pass_their_checks(run
 def test_recovery_scores_every_method_at_every_k_against_the_truth(run: Path) -> None:
     import pandas as pd
 
-    for experiment, concepts, n_k in (("world", 3, 3), ("tiny_gpt2", 1, 3)):
+    for experiment, concepts, n_k in (("world", 2, 3), ("tiny_gpt2", 1, 3)):
         recovery = pd.read_csv(run / "tables" / experiment / "testbed" / "recovery.csv")
         assert set(recovery["method"]) == METHODS and recovery["concept"].nunique() == concepts
         assert len(recovery) == concepts * len(METHODS) * n_k
@@ -72,7 +72,7 @@ def test_stability_resamples_each_dataset_twenty_times(run: Path) -> None:
     import pandas as pd
 
     stability = pd.read_csv(run / "tables" / "world" / "testbed" / "stability.csv")
-    assert set(stability["resamples"]) == {20} and stability["concept"].nunique() == 3
+    assert set(stability["resamples"]) == {20} and stability["concept"].nunique() == 2
     for column in ("baseline_change_share", "certified_change_share", "certified_flip_share", "baseline_jaccard_mean"):
         assert stability[column].between(0, 1).all(), column
     assert (run / "tables" / "tiny_gpt2" / "testbed" / "stability_summary.md").is_file()
