@@ -37,6 +37,11 @@ One downstream input changed alone (the single-edge patching of :mod:`.ground_tr
 hook :func:`run_input_deltas`: that input's node recomputed, then the plain forward continued by :func:`resume`
 (the last layer at the last positions only), built from the same :func:`head_attention`, :func:`mlp` and
 :func:`unembed` as :func:`run`.
+
+Many masks on the same prompts (circuit evaluation) are :func:`run_patched_groups`: the same patched forward with
+layer 0 gathered from a per-prompt table of its heads under the 8 combinations of q/k/v bits
+(:func:`first_layer_table`) and the last layer at the last positions only (:func:`last_query_attention`, also
+:func:`head_attention`'s ``lengths`` mode).
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ carry the patched run's own activation:
 the whole vocabulary equals the answer token; the paper's cACC), binary accuracy (answer logit above the
 distractor's) and the logit difference. Many masks (all K x methods) are evaluated in one batched pass:
 the batch axis is (mask, example) pairs, chunked to fit in free device memory (or an explicit pair or
-float budget); duplicate masks are evaluated once.
+float budget), masks first and, on a CPU, at most :data:`CPU_PASS_BYTES` a pass; duplicate masks are evaluated once.
 """
 
 from __future__ import annotations
