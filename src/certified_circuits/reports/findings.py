@@ -317,9 +317,9 @@ def truth_size_block(path: Path, ground_truth: Path | None, scorer: str | None =
 
     Rows: the baseline at exactly ``|T|`` components, then certified IN, IN + abstain and majority vote, each with
     the baseline's circuit of its own size beside it (``testbed/truth_size.csv``, the stability stage's second
-    table: analysis/size_matched.py). A row where both precisions are 1 says so instead of its numbers (two perfect
-    scores tell nothing apart). The line under it: the truth (its size, grey components, the causal check of
-    ``ground_truth``) and the stability at that size between bootstrap resamples.
+    table: analysis/size_matched.py). A row where both precisions are 1 is not shown (two perfect scores tell nothing
+    apart: issue 50); the line under the table names it. That line: the truth (its size, grey components, the causal
+    check of ``ground_truth``) and the stability at that size between bootstrap resamples.
 
     Args:
         path: ``testbed/truth_size.csv`` of ``report-stability --truth-size``.
@@ -340,6 +340,7 @@ def truth_size_block(path: Path, ground_truth: Path | None, scorer: str | None =
            f"{'s' if n_concepts > 1 else ''}; `testbed/{Path(path).name}`):", "",
            "| circuit | setting | size | precision | recall | the baseline's circuit of that size: precision / "
            "recall |", "|---|---|---:|---:|---:|---:|"]
+    blind: list[str] = []  # circuits whose precision and the baseline's at their size are both 1
     for method, words in TRUTH_SIZE_WORDS.items():
         for setting in settings if method != "baseline" else settings[:1]:
             part = rows[(rows["method"] == method) & (rows["setting"] == setting)]
@@ -349,12 +350,11 @@ def truth_size_block(path: Path, ground_truth: Path | None, scorer: str | None =
             precision, base = part["precision"].mean(), part["baseline_precision"].mean()
             shown_setting = _words_setting(setting) if method != "baseline" else "(any)"
             if method != "baseline" and np.isclose(precision, 1.0) and np.isclose(base, 1.0):
-                cells = f"{_num(part['size'].mean(), 1)} | both 1.00 | | (no difference possible)"
-            else:
-                beside = "" if method == "baseline" else (
-                    f"{_num(base)} / {_num(part['baseline_recall'].mean())}")
-                cells = (f"{_num(part['size'].mean(), 1)} | {_num(precision)}"
-                         f"{f' ({empty} empty)' if empty else ''} | {_num(part['recall'].mean())} | {beside}")
+                blind.append(f"{words} ({shown_setting}, {_num(part['size'].mean(), 1)} components)")
+                continue
+            beside = "" if method == "baseline" else f"{_num(base)} / {_num(part['baseline_recall'].mean())}"
+            cells = (f"{_num(part['size'].mean(), 1)} | {_num(precision)}"
+                     f"{f' ({empty} empty)' if empty else ''} | {_num(part['recall'].mean())} | {beside}")
             out.append(f"| {words} | {shown_setting} | {cells} |")
     first = rows[rows["setting"] == settings[0]]
     line = (f"- **{experiment}**: the truth has {_num(first['n_true'].mean(), 0)} components per concept "
@@ -371,6 +371,9 @@ def truth_size_block(path: Path, ground_truth: Path | None, scorer: str | None =
              f"{_num(stable['baseline_jaccard_mean'].mean())}, {100 * stable['baseline_change_share'].mean():.1f}% "
              f"of baseline memberships change, {100 * stable['certified_change_share'].mean():.1f}% of certified "
              f"labels and {100 * stable['certified_flip_share'].mean():.2f}% flip in<->out.")
+    if blind:
+        line += (f" Not shown: {'; '.join(blind)}: precision 1.00 and so is the baseline's circuit of that size, "
+                 "which tells the methods nothing apart.")
     return [*out, "", line]
 
 
@@ -415,7 +418,7 @@ def findings(
         if main_scorer in scorers:  # the main scorer only: the others are in the recovery tables
             scorers = [main_scorer]
         prose += [line for line in (recovery_finding(path, s) for s in scorers[:1]) if line]
-    prose += [stability_finding(Path(p), None, main_scorer) for p in stability]  # over the K grid
+    # stability over the K grid stays in the Results section's table; the table at the truth's size says it at |T|
     prose += [line for line in (mean_ablation_finding(Path(p), eval_sets, main_scorer) for p in mean_ablation)
               if line]
     return blocks + [f"- {line}" for line in prose[:MAX_FINDINGS]]
