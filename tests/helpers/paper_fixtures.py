@@ -4,9 +4,10 @@
 the real layouts and formats (docs/paper_scale.md, "Where to get the weights and data"), so the paper path runs with its real loading code:
 
 - ``LOC_synset_mapping.txt``: 1,000 unique wnid lines (ResNet-50's head has 1,000 classes);
-- ``val/<wnid>/*.JPEG``: a few classes x a few small noise JPEGs (the loader resizes them to 224 px);
+- ``val/<wnid>/*.JPEG``: three classes x one or two small noise JPEGs (the loader resizes them to 256 px and crops
+  224 px, the IMAGENET1K_V1 preprocessing, so every image costs a 224 px ResNet-50 pass whatever its file size);
 - ``imagenet-a/``, ``imagenet-o/``, ``imagenet-c/defocus_blur/2/``, ``ood-cv/wnid/``: the same layout,
-  each lacking some classes (the real ImageNet-A/O hold 200 of the 1,000; OOD-CV 6);
+  each lacking a certified class (the real ImageNet-A/O hold 200 of the 1,000; OOD-CV 6);
 - ``resnet50.pth``: ``torchvision.models.resnet50(weights=None).state_dict()`` under a fixed seed;
 - ``gpt2/``: a random ``GPT2LMHeadModel`` (2 layers, 4 heads, 64 dims) saved with ``save_pretrained``
   and, beside it, a GPT-2-style byte-level BPE tokenizer trained with the ``tokenizers`` library on
@@ -31,18 +32,21 @@ FIXTURE_CONFIG = ROOT / "configs" / "paper_fixture.yaml"
 #: the prefix of every path configs/paper_fixture.yaml reads from the tree
 DATA_PREFIX = "paper_fixture_data"
 
-#: classes with image folders (indices into the 1,000-line class index); val holds all of them, and
-#: configs/paper_fixture.yaml's class draw (n_classes 2, class_seed 0) picks 409 and 817 of them.
-VAL_CLASSES = (1, 409, 817)
+#: val: {class index (into the 1,000-line class index): number of images}. configs/paper_fixture.yaml's class draw
+#: (n_classes 2, class_seed 0) picks 409 and 817 of the three folders; each holds concept_size (2) images, the
+#: undrawn class 1 one image: it keeps the draw a choice among folders and is the others' negative on id. Every
+#: image is evaluated under every distinct circuit of every vision_evaluate job (issue 51: the evaluations are the
+#: run's largest cost), so the tree holds no image the checks do not need.
+VAL = {1: 1, 409: 2, 817: 2}
 CERTIFIED_CLASSES = (409, 817)
-N_VAL_PER_CLASS = 2
 #: eval set -> (folder under the root, {class index: number of images}); absent classes mimic the real
-#: sets' missing ones (ImageNet-A/O hold 200 of the 1,000 classes). Every set holds >= 2 images
-#: (rediscovery_min_images) of one certified class, so each has a re-discovered circuit (Fig. IoU).
+#: sets' missing ones (ImageNet-A/O hold 200 of the 1,000 classes): each set lacks one certified class, whose
+#: evaluation on it is skipped. Every set holds >= 2 images (rediscovery_min_images) of one certified class, so each
+#: has a re-discovered circuit (Fig. IoU), and an image of another class, its negative (balanced accuracy).
 OOD_SETS = {
     "imagenet_a": ("imagenet-a", {1: 1, 409: 2}),
     "imagenet_o": ("imagenet-o", {1: 1, 817: 2}),
-    "imagenet_c": ("imagenet-c/defocus_blur/2", {1: 1, 409: 1, 817: 2}),
+    "imagenet_c": ("imagenet-c/defocus_blur/2", {1: 1, 817: 2}),
     "ood_cv": ("ood-cv/wnid", {409: 2, 817: 1}),
 }
 IMAGE_SIZE = (40, 30)  # width, height: tiny files; the paper loader resizes (256) and centre-crops (224)
@@ -161,8 +165,8 @@ def build_paper_tree(root: Path) -> dict:
     root = Path(root)
     root.mkdir(parents=True, exist_ok=True)
     wnids = write_class_index(root / "LOC_synset_mapping.txt")
-    write_images(root / "val", {i: N_VAL_PER_CLASS for i in VAL_CLASSES}, seed=SEED, odd=True)
-    ood_roots, counts = {}, {"id": {wnid(i): N_VAL_PER_CLASS for i in VAL_CLASSES}}
+    write_images(root / "val", VAL, seed=SEED, odd=True)
+    ood_roots, counts = {}, {"id": {wnid(i): n for i, n in VAL.items()}}
     for k, (name, (folder, per_class)) in enumerate(OOD_SETS.items()):
         write_images(root / folder, per_class, seed=SEED + 1 + k, odd=True)
         ood_roots[name] = str(root / folder)
@@ -177,7 +181,7 @@ def build_paper_tree(root: Path) -> dict:
         "weights": str(root / "resnet50.pth"),
         "model_path": str(root / "gpt2"),
         "wnids": wnids,
-        "folder_wnids": [wnid(i) for i in VAL_CLASSES],
+        "folder_wnids": [wnid(i) for i in VAL],
         "certified_wnids": [wnid(i) for i in CERTIFIED_CLASSES],
         "counts": counts,
     }
