@@ -79,7 +79,10 @@ def custom_override(tree: dict, results: Path, out: Path, **vision: object) -> P
                         "root": tree["data_root"], "ood_roots": tree["ood_roots"], "concept_size": 4,
                         "image_size": tree["image_size"]},
             "k_grid": [0.5, 1.0],
-            "certification": {"n0": 20, "n": 100, "tau": 0.7, "p_del": 0.3},
+            # n0 10, n 50: IN and OUT both possible (`certified-circuits plan --examples 4 --components 1440
+            # --p-del 0.3 --tau 0.7 --n 50 --n0 10`, ConvNeXt-Tiny's 1,440 channels); each mask is one call of a
+            # black-box scorer (vision-discover), so the masks are the ConvNeXt run's largest cost (issue 51)
+            "certification": {"n0": 10, "n": 50, "tau": 0.7, "p_del": 0.3},
             "discovery_workers": 1,
             **vision,
         },
