@@ -1,6 +1,6 @@
 # Shared by every rule: the result layout, the run's constants, and the planning functions of
 # certified_circuits.pipeline.plans (which jobs exist, their options, inputs and outputs; one module per rules file:
-# plans/vision.py for rules/vision.smk, ...; tested in tests/unit/test_pipeline_jobs.py) bound to this run's config,
+# plans/vision.py for rules/vision.smk, ...; tested in tests/unit/pipeline/test_pipeline_jobs.py) bound to this run's config,
 # PATHS and VCONCEPTS. The path layout itself lives in certified_circuits.pipeline.layout (one owner). The one function
 # defined here is the thin wrapper of a Snakemake object (the filter checkpoint's output); a job's wildcards go to
 # the plans' *_job_* functions.

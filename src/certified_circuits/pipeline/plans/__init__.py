@@ -6,7 +6,7 @@ Pure functions of the checked config (as the Snakefile sees it: validated, schem
 (:class:`~certified_circuits.pipeline.layout.Layout`) and of the classes the config certifies
 (``check_config(config).concepts``). ``rules/common.smk`` binds them to the run's ``config``, ``PATHS`` and
 ``VCONCEPTS``; a rule's input or params function takes the job's ``wildcards`` (``*_job_*`` functions, bound with
-:func:`functools.partial`). tests/unit/test_pipeline_jobs.py calls them on the default, smoke and paper configs and
+:func:`functools.partial`). tests/unit/pipeline/test_pipeline_jobs.py calls them on the default, smoke and paper configs and
 compares the whole dry run with recorded job lists.
 
 =================  =====================================================================  ==========================

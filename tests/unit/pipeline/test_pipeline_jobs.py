@@ -5,7 +5,7 @@ Two kinds of tests: the functions called directly on the default config (config.
 lists; and the dry run of the whole workflow, whose jobs (rule, wildcards, inputs, outputs, log, shell
 command) must stay those recorded in tests/unit/data/dry_run_jobs/ before the functions moved out of
 rules/common.smk. Regenerate a golden list (after a deliberate change) with
-``python tests/unit/test_pipeline_jobs.py``.
+``python tests/unit/pipeline/test_pipeline_jobs.py``.
 """
 
 from __future__ import annotations
@@ -27,9 +27,9 @@ from certified_circuits.pipeline.plans import certification, common, language, r
 from certified_circuits.pipeline.config import check_config
 from certified_circuits.pipeline.layout import Layout
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 BIN = Path(sys.executable).parent
-GOLDEN = Path(__file__).resolve().parent / "data" / "dry_run_jobs"
+GOLDEN = Path(__file__).resolve().parents[1] / "data" / "dry_run_jobs"
 #: golden list -> the config files of its dry run (none: config.yaml, the Snakefile's default); paper_fixture is
 #: configs/paper.yaml with the fixture tree of tests/helpers/paper_fixtures.py (built in a temporary folder)
 DRY_RUNS = {"default": (), "smoke": ("configs/smoke.yaml",), "paper_fixture": ("configs/paper.yaml",)}
@@ -397,7 +397,7 @@ def test_the_dry_run_schedules_the_recorded_jobs_and_commands(name: str) -> None
     extra = [j for j in jobs if j not in expected]
     assert not missing and not extra, (
         f"the {name} dry run changed ({len(missing)} recorded jobs missing, {len(extra)} new); if deliberate, "
-        f"regenerate with `python tests/unit/test_pipeline_jobs.py {name}` and review the diff\n"
+        f"regenerate with `python tests/unit/pipeline/test_pipeline_jobs.py {name}` and review the diff\n"
         f"missing: {missing[:3]}\nextra: {extra[:3]}")
     assert jobs == expected  # the same multiset (a job twice would be a different plan)
 
