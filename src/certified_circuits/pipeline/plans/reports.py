@@ -102,9 +102,7 @@ def summary_targets(config: Config, paths: Layout, concepts: Sequence[str]) -> l
     targets, then the warning list (``rule all``'s order).
 
     Args:
-        config: the run's checked config.
-        paths: the run's layout.
-        concepts: the vision classes the config certifies.
+        config, paths, concepts: the run's checked config, its layout and the vision classes it certifies.
 
     Returns:
         The paths, in ``rule all``'s order.
@@ -122,9 +120,7 @@ def warnings_inputs(config: Config, paths: Layout, concepts: Sequence[str]) -> d
     """What the run's one warning list checks (report-warnings; reports/flags.py ``run_flags``).
 
     Args:
-        config: the run's checked config.
-        paths: the run's layout.
-        concepts: the vision classes the config certifies.
+        config, paths, concepts: the run's checked config, its layout and the vision classes it certifies.
 
     Returns:
         ``curves`` (every curves table: vision under mean ablation, vision, language), ``certificates`` (every
@@ -147,9 +143,7 @@ def summary_inputs(config: Config, paths: Layout, concepts: Sequence[str]) -> di
     """The testbed's files that summary.md's findings read.
 
     Args:
-        config: the run's checked config.
-        paths: the run's layout.
-        concepts: the vision classes the config certifies.
+        config, paths, concepts: the run's checked config, its layout and the vision classes it certifies.
 
     Returns:
         ``ground_truths`` (one per experiment with a ground truth), ``recovery`` (their recovery AUROC tables),
@@ -236,9 +230,7 @@ def attack_jobs(config: Config, paths: Layout, concepts: Sequence[str],
     with the same seeds, count label flips), by rule name.
 
     Args:
-        config: the run's checked config.
-        paths: the run's layout.
-        concepts: the vision classes the config certifies.
+        config, paths, concepts: the run's checked config, its layout and the vision classes it certifies.
         filter_metrics: the vision_filter_ood checkpoint's metrics file (the vision attack's classes wait for it).
 
     Returns:

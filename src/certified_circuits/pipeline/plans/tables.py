@@ -72,9 +72,7 @@ def sufficiency_tables(config: Config, paths: Layout, concepts: Sequence[str]) -
     """Every report-sufficiency job of the config, by rule name.
 
     Args:
-        config: the run's checked config.
-        paths: the run's layout.
-        concepts: the vision classes the config certifies.
+        config, paths, concepts: the run's checked config, its layout and the vision classes it certifies.
 
     Returns:
         ``vision_tables`` (every class at the main setting, ``--by scorer``), ``vision_tables_mean`` (the same

@@ -12,13 +12,8 @@ from certified_circuits.pipeline.plans.certification import setting_options
 from certified_circuits.pipeline.plans.common import Config, q, rule_files, words
 from certified_circuits.pipeline.plans.language import embedded_language, language_selected_table, language_settings
 from certified_circuits.pipeline.plans.tables import mean_ablation_tables
-from certified_circuits.pipeline.plans.vision import (
-    embedded_vision,
-    vision_circuits,
-    vision_main_scorer,
-    vision_scorers,
-    vision_setting,
-)
+from certified_circuits.pipeline.plans.vision import (embedded_vision, vision_circuits, vision_main_scorer,
+                                                      vision_scorers, vision_setting)
 
 __all__ = [
     "GROUND_TRUTH_TASK", "ground_truth_experiments", "testbed_notes", "stability_jobs", "stability_options",
@@ -148,9 +143,7 @@ def recovery_inputs(config: Config, paths: Layout, concepts: Sequence[str], expe
     """What the recovery table of an experiment with a ground truth reads (report-recovery).
 
     Args:
-        config: the run's checked config.
-        paths: the run's layout.
-        concepts: the vision classes the config certifies.
+        config, paths, concepts: the run's checked config, its layout and the vision classes it certifies.
         experiment: a key of :func:`ground_truth_experiments`.
 
     Returns:
@@ -177,9 +170,7 @@ def stability_table_inputs(config: Config, paths: Layout, concepts: Sequence[str
     """What the stability tables of an experiment read (report-stability): its stability jobs' two tables.
 
     Args:
-        config: the run's checked config.
-        paths: the run's layout.
-        concepts: the vision classes the config certifies.
+        config, paths, concepts: the run's checked config, its layout and the vision classes it certifies.
         experiment: a key of :func:`ground_truth_experiments`.
 
     Returns:
@@ -194,9 +185,7 @@ def testbed_outputs(config: Config, paths: Layout, concepts: Sequence[str]) -> d
     """The testbed's report rules and what each writes, per experiment with a ground truth.
 
     Args:
-        config: the run's checked config.
-        paths: the run's layout.
-        concepts: the vision classes the config certifies.
+        config, paths, concepts: the run's checked config, its layout and the vision classes it certifies.
 
     Returns:
         ``recovery_<kind>`` (``table``, ``auroc``, ``summary``, ``figure`` in ``R/tables/<x>/testbed``) and, when the

@@ -41,9 +41,7 @@ def vision_report_outputs(config: Config, paths: Layout, concepts: Sequence[str]
     """The vision report rules this config runs after the sufficiency tables, and what each writes.
 
     Args:
-        config: the run's checked config.
-        paths: the run's layout.
-        concepts: the vision classes the config certifies.
+        config, paths, concepts: the run's checked config, its layout and the vision classes it certifies.
 
     Returns:
         Rule name -> named outputs, in ``rule all``'s order: ``vision_iou`` (with re-discovery sets),
@@ -114,9 +112,7 @@ def seed_stability_circuits(config: Config, paths: Layout, concepts: Sequence[st
     setting with seeds ``seed``, ``seed + 1``, ..., ``seed + n_seeds - 1``.
 
     Args:
-        config: the run's checked config.
-        paths: the run's layout.
-        concepts: the vision classes the config certifies.
+        config, paths, concepts: the run's checked config, its layout and the vision classes it certifies.
 
     Returns:
         (votes, certificates) of the main scorer, flattened, by class, then seed.
@@ -131,9 +127,7 @@ def radius_sweep_inputs(config: Config, paths: Layout, concepts: Sequence[str]) 
     every ``p_del``, the other fields from the main setting.
 
     Args:
-        config: the run's checked config.
-        paths: the run's layout.
-        concepts: the vision classes the config certifies.
+        config, paths, concepts: the run's checked config, its layout and the vision classes it certifies.
 
     Returns:
         ``circuits`` ((votes, certificates) of the main scorer, flattened) and ``sufficiency`` (one table per
@@ -156,9 +150,7 @@ def spurious_inputs(config: Config, paths: Layout, concepts: Sequence[str]) -> d
     """What the spurious-cue index reads: every class's concept attributions and its main circuit.
 
     Args:
-        config: the run's checked config.
-        paths: the run's layout.
-        concepts: the vision classes the config certifies.
+        config, paths, concepts: the run's checked config, its layout and the vision classes it certifies.
 
     Returns:
         ``attributions`` (one per class) and ``circuits`` ((votes, certificates) per class, flattened), in class order.
