@@ -1,6 +1,6 @@
-"""The testbed end to end (configs/testbed_smoke.yaml): a 2-class planted world ResNet and the compiled induction
-GPT-2, their causally verified ground truths, recovery of the truth per method, bootstrap stability, and the findings
-that open summary.md and the explorer's recovery line. Tiny data: the numbers checked are the ones that hold by
+"""The testbed end to end (configs/testbed_smoke.yaml): a 3-class planted world ResNet (2 classes certified) and the
+compiled induction GPT-2, their causally verified ground truths, recovery of the truth per method, bootstrap
+stability, and the findings that open summary.md and the explorer's recovery line. Tiny data: the numbers checked are the ones that hold by
 construction (the truth's size, the induction circuit's verification, the baseline recovering the 3 true edges), the
 rest are checked for shape and range."""
 
@@ -31,8 +31,8 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_the_ground_truths_name_the_planted_components_and_pass_their_checks(run: Path) -> None:
     vision = json.loads((run / "ground_truth" / "world.json").read_text())
     assert vision["format"] == "certified-circuits/ground-truth/1" and vision["kind"] == "vision"
-    # widths 2 * own + shared = 4, 6, 6, 4 (20 channels); a class's truth: its own 1 + 2 + 2 + 2 and the 2 + 2 + 2 shared
-    assert vision["n_components"] == 20 and sorted(vision["concepts"]) == ["circle", "square"]
+    # widths 3 * own + shared = 5, 8, 8, 6 (27 channels); a class's truth: its own 1 + 2 + 2 + 2 and the 2 + 2 + 2 shared
+    assert vision["n_components"] == 27 and sorted(vision["concepts"]) == ["circle", "square", "triangle"]
     # the truth is verified per component too: the planted channels that move their class logit (a dead one, with
     # no effect of its own, is dropped); nothing else reaches the logit (clean regime: epsilon exactly 0)
     for concept in vision["concepts"].values():
