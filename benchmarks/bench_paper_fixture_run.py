@@ -23,7 +23,7 @@ BUDGET_CPU_SECONDS = 2 * 180
 
 
 def load_fixtures():
-    spec = importlib.util.spec_from_file_location("paper_fixtures", ROOT / "tests" / "integration" / "paper_fixtures.py")
+    spec = importlib.util.spec_from_file_location("paper_fixtures", ROOT / "tests" / "helpers" / "paper_fixtures.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
