@@ -43,5 +43,5 @@ def test_the_readme_links_the_mib_page_and_times_its_commands() -> None:
     for fact in ("bin/model-seeds", "3 here and by default", "2-4 min"):
         assert fact in README, fact
     head = README.split("# certified-circuits", 1)[0]
-    assert re.search(r"\d+ min \d+ s on 2 cores[^.]*, \d+ CPU-s", head), "the default's measured wall and CPU time"
+    assert re.search(r"\d+ min \d+ s on 2 idle cores, \d+ CPU-s", head), "the default's measured wall and CPU time"
     assert "[docs/testing.md](docs/testing.md) has its\ntime" in head, "where the suite's time is"
