@@ -230,6 +230,27 @@ def check_vision(vision) -> int | None:
 COMPILED_VISION_KEYS = ("seed", "compiled", "margins", "jitter", "badge_gain", "cue_gain")
 
 
+def refuse_training_options(half: str, train: dict[str, Any], allowed: tuple[str, ...], made: str, fix: str) -> None:
+    """A compiled model (``<half>.train.compiled``) is not trained: a ``train`` key outside ``allowed`` would be
+    ignored, so it is refused (both halves' one check).
+
+    Args:
+        half: ``vision`` or ``language``.
+        train: ``<half>.train`` (``compiled`` set).
+        allowed: the keys the compiled model reads.
+        made: how its weights are set (``by hand``, ``by construction``).
+        fix: the other way out, after "remove them, or".
+
+    Raises:
+        ConfigError: naming the first ignored key, every ignored key and the fix.
+    """
+    ignored = [k for k in train if k not in allowed]
+    if ignored:
+        config_error(f"{half}.train.{ignored[0]}", train[ignored[0]],
+                     f"the compiled model ({half}.train.compiled: {train['compiled']}) is set {made}, not trained, so "
+                     f"{', '.join(ignored)} would be ignored: remove them, or {fix}")
+
+
 def check_compiled_vision(world: dict[str, Any], train: dict[str, Any]) -> None:
     """``vision.train.compiled: marked`` (the hand-set marked ResNet, ``vision-compile``) reads a marked world and
     takes no training option; the compile options go with it only.
@@ -248,12 +269,8 @@ def check_compiled_vision(world: dict[str, Any], train: dict[str, Any]) -> None:
                          "the compiled model (vision.train.compiled: marked) reads each image's badge and cue marks: "
                          "set vision.world.cue_attributes: 2 (and image_size: 16), or set vision.train.compiled: null "
                          "to train a model")
-        ignored = [k for k in train if k not in COMPILED_VISION_KEYS]
-        if ignored:
-            config_error(f"vision.train.{ignored[0]}", train[ignored[0]],
-                         f"the compiled model (vision.train.compiled: {compiled}) is set by hand, not trained, so "
-                         f"{', '.join(ignored)} would be ignored: remove them, or set vision.train.compiled: null to "
-                         "train a model")
+        refuse_training_options("vision", train, COMPILED_VISION_KEYS, "by hand",
+                                "set vision.train.compiled: null to train a model")
         return
     stray = [k for k in COMPILED_VISION_KEYS[2:] if k in train]
     if stray:
@@ -306,12 +323,9 @@ def check_testbed(config: dict[str, Any]) -> None:
                          f"{block['source']!r}, whose model is not built here: remove {half}.train.{present[0]} "
                          f"(a layered config.yaml sets it: start from a config without it)")
     language_train = config["language"].get("train") or {}
-    ignored = [k for k in language_train if k not in ("seed", "compiled")] if language_train.get("compiled") else []
-    if config["language"]["enabled"] and ignored:
-        config_error(f"language.train.{ignored[0]}", language_train[ignored[0]],
-                     f"the compiled model (language.train.compiled: {language_train['compiled']}) is set by "
-                     f"construction, not trained, so {', '.join(ignored)} would be ignored: remove them, or drop "
-                     f"train.compiled to train a model")
+    if config["language"]["enabled"] and language_train.get("compiled"):
+        refuse_training_options("language", language_train, ("seed", "compiled"), "by construction",
+                                "drop train.compiled to train a model")
     names = {half: config[half]["experiment"] for half in ("vision", "language") if config[half]["enabled"]}
     if len(set(names.values())) < len(names):
         config_error("language.experiment", names["language"], "vision.experiment has the same name, and an "
