@@ -327,24 +327,18 @@ def test_report_recovery_takes_each_methods_selected_k(tmp_path: Path) -> None:
     assert "truth not verified" in (out / "recovery_summary.md").read_text()
 
 
+def _refused_report_recovery(tmp_path: Path, gt: Path, votes: Path, certs: Path) -> pytest.ExceptionInfo:
+    """``report-recovery`` of experiment ``world`` on one circuit, which must exit (its SystemExit)."""
+    command = ["report-recovery", "--ground-truth", str(gt), "--circuits", str(votes), str(certs)]
+    with pytest.raises(SystemExit) as exc:
+        main([*command, "--experiment", "world", "--out-dir", str(tmp_path / "out")])
+    return exc
+
+
 def test_report_recovery_names_an_unknown_component(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     gt = _truth_file(tmp_path / "gt.json", {"circle": ["layer1.0", "layer4.2"]})
     votes, certs = _circuit_files(tmp_path, "circle", [0, 1], 0)
-    with pytest.raises(SystemExit) as exc:
-        main(
-            [
-                "report-recovery",
-                "--ground-truth",
-                str(gt),
-                "--circuits",
-                str(votes),
-                str(certs),
-                "--experiment",
-                "world",
-                "--out-dir",
-                str(tmp_path / "out"),
-            ]
-        )
+    exc = _refused_report_recovery(tmp_path, gt, votes, certs)
     assert exc.value.code == 2
     error = capsys.readouterr().err
     assert "'layer4.2'" in error and "components/name" in error
@@ -353,21 +347,7 @@ def test_report_recovery_names_an_unknown_component(tmp_path: Path, capsys: pyte
 def test_report_recovery_refuses_another_experiments_truth(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     gt = _truth_file(tmp_path / "gt.json", {"circle": ["layer1.0"]}, experiment="tiny_gpt2")
     votes, certs = _circuit_files(tmp_path, "circle", [0, 1], 0)
-    with pytest.raises(SystemExit):
-        main(
-            [
-                "report-recovery",
-                "--ground-truth",
-                str(gt),
-                "--circuits",
-                str(votes),
-                str(certs),
-                "--experiment",
-                "world",
-                "--out-dir",
-                str(tmp_path / "out"),
-            ]
-        )
+    _refused_report_recovery(tmp_path, gt, votes, certs)
     assert "ground truth of experiment 'tiny_gpt2'" in capsys.readouterr().err
 
 
