@@ -34,7 +34,6 @@ from typing import Sequence
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from certified_circuits.core.contracts import ABSTAIN, IN, OUT
 from certified_circuits.analysis.paired_tests import OUTCOME_COLUMN, paired_example_test
@@ -136,6 +135,10 @@ def signed_rank_test(certified: np.ndarray, baseline: np.ndarray,
     for each side), the one implementation behind the class-level test (:func:`paired_test`) and the testbed's
     one-sided hypotheses (:mod:`certified_circuits.analysis.hypotheses`).
 
+    With at most :data:`PERMUTATION_MAX_PAIRS` finite differences the p-value is exact, from all ``2**n`` sign flips
+    (:func:`_signed_rank_exact`), and equals ``scipy.stats.wilcoxon``'s (its exact branch without zeros and ties, its
+    permutation branch with them); above, scipy (imported here: ~0.7 s a process, issue 51) runs its own branches.
+
     Args:
         certified, baseline: paired values (same length).
         alternative: ``two-sided``, ``greater`` (certified above) or ``less``.
@@ -148,54 +151,72 @@ def signed_rank_test(certified: np.ndarray, baseline: np.ndarray,
         return float("nan"), float("nan")
     if not np.any(diff):
         return 0.0, 1.0
-    magnitude = np.abs(diff)
-    if diff.size <= PERMUTATION_MAX_PAIRS and np.isfinite(diff).all() and (
-            np.unique(magnitude).size < diff.size or not magnitude.all()):
-        return _signed_rank_permutation(diff, alternative)
+    if diff.size <= PERMUTATION_MAX_PAIRS and np.isfinite(diff).all():
+        return _signed_rank_exact(diff, alternative)
+    from scipy import stats
+
     result = stats.wilcoxon(diff, zero_method="zsplit", alternative=alternative)
     return float(result.statistic), float(result.pvalue)
 
 
-#: scipy's ``wilcoxon(method="auto")`` runs an exact permutation test (all ``2**n`` sign flips) when the differences
-#: hold a zero or a tie and ``n <= 13``; :func:`signed_rank_test` runs that branch with a vectorised statistic
+#: scipy's ``wilcoxon(method="auto")`` is exact for ``n <= 13`` pairs: its exact null distribution without zeros and
+#: ties, an exact permutation test (all ``2**n`` sign flips) with them; :func:`signed_rank_test` computes both as one
+#: enumeration of the sign flips, vectorised
 PERMUTATION_MAX_PAIRS = 13
 
 
-def _zsplit_rank_sums(diff: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Wilcoxon's rank sums with zeros split, along the last axis.
+def _average_ranks(values: np.ndarray) -> np.ndarray:
+    """Ranks 1..n of a 1-D array, ties sharing their mean rank (``scipy.stats.rankdata(method="average")``).
 
     Args:
-        diff: paired differences ``d``, shape ``[..., n]``.
+        values: ``[n]``.
 
     Returns:
-        ``(r_plus, r_minus)``: with ``r_i`` the average rank of ``|d_i|`` among ``|d|`` (ties share their mean rank,
-        zeros included), ``r_plus = sum_{d_i > 0} r_i + z`` and ``r_minus = sum_{d_i < 0} r_i + z``, where
-        ``z = sum_{d_i = 0} r_i / 2``. Ranks are multiples of 1/2, so the sums are exact in float64.
+        float64 ``[n]``: a run of tied values at sorted positions ``s..e-1`` (0-based) gets ``(s + 1 + e) / 2``,
+        a multiple of 1/2.
     """
-    ranks = stats.rankdata(np.abs(diff), axis=-1)
-    zero_half = np.sum(ranks * (diff == 0), axis=-1) / 2
-    return np.sum(ranks * (diff > 0), axis=-1) + zero_half, np.sum(ranks * (diff < 0), axis=-1) + zero_half
+    order = np.argsort(values, kind="stable")
+    ordered = values[order]
+    starts = np.r_[True, ordered[1:] != ordered[:-1]]
+    run = np.cumsum(starts) - 1
+    bounds = np.flatnonzero(np.r_[starts, True])  # where each run starts, then n
+    ranks = np.empty(values.size)
+    ranks[order] = (bounds[run] + 1 + bounds[run + 1]) / 2
+    return ranks
 
 
-def _signed_rank_permutation(diff: np.ndarray, alternative: str) -> tuple[float, float]:
-    """scipy's permutation branch of ``wilcoxon(diff, zero_method="zsplit")``, with the statistic vectorised over the
-    sign flips (scipy evaluates it once per flip in Python: 0.2 s for n = 10, 44 times in one default table).
+def _signed_rank_exact(diff: np.ndarray, alternative: str) -> tuple[float, float]:
+    """Exact Wilcoxon signed-rank test with zeros split, over all ``2**n`` sign flips of ``diff`` (vectorised).
 
-    The null distribution is ``r_plus`` of :func:`_zsplit_rank_sums` over all ``2**n`` sign flips of ``diff`` (exact:
-    ``stats.permutation_test`` enumerates them, with its own tolerance and two-sided rule), so the p-value equals
-    ``stats.wilcoxon``'s (tested on random inputs with zeros and ties).
+    With ``r_i`` the average rank of ``|d_i|`` (:func:`_average_ranks`, zeros included) and ``z = sum_{d_i = 0} r_i / 2``,
+    the statistic is ``r_plus = sum_{d_i > 0} r_i + z`` (``r_minus`` likewise over ``d_i < 0``). A sign flip keeps the
+    ranks, so the null distribution is ``z + sum_{d_i != 0} r_i b_i`` over every ``b`` in ``{0, 1}^n`` (a zero's flip
+    counts twice, as scipy's permutation test enumerates it). The p-values are counts over the ``2**n`` flips:
+    ``less = #{null <= r_plus} / 2**n``, ``greater = #{null >= r_plus} / 2**n``, two-sided ``min(1, 2 min(less,
+    greater))``: scipy's ``wilcoxon(zero_method="zsplit")`` for ``n <= 13`` (its exact distribution without zeros and
+    ties, ``permutation_test`` with them), exactly (ranks are multiples of 1/2, so every sum is exact in float64).
 
     Args:
-        diff: ``n <= PERMUTATION_MAX_PAIRS`` finite differences, with a zero or a tie in ``|diff|``.
+        diff: ``n <= PERMUTATION_MAX_PAIRS`` finite differences, not all zero.
         alternative: ``two-sided``, ``greater`` or ``less``.
 
     Returns:
         ``(statistic, pvalue)``: ``min(r_plus, r_minus)`` for ``two-sided``, else ``r_plus`` (as scipy reports it).
+
+    Raises:
+        ValueError: ``alternative`` is none of the three.
     """
-    r_plus, r_minus = _zsplit_rank_sums(diff)
-    pvalue = stats.permutation_test((diff,), lambda d, axis: _zsplit_rank_sums(np.moveaxis(d, axis, -1))[0],
-                                    permutation_type="samples", vectorized=True, n_resamples=9999,
-                                    alternative=alternative).pvalue
+    if alternative not in ("two-sided", "greater", "less"):
+        raise ValueError(f"alternative={alternative!r} is invalid: choose 'two-sided', 'greater' or 'less'")
+    ranks = _average_ranks(np.abs(diff))
+    zero_half = float(np.sum(ranks[diff == 0])) / 2
+    r_plus = float(np.sum(ranks[diff > 0])) + zero_half
+    r_minus = float(np.sum(ranks[diff < 0])) + zero_half
+    flips = (np.arange(2 ** diff.size)[:, None] >> np.arange(diff.size)) & 1  # [2**n, n]: every b
+    null = zero_half + flips @ np.where(diff != 0, ranks, 0.0)
+    less = np.count_nonzero(null <= r_plus) / null.size
+    greater = np.count_nonzero(null >= r_plus) / null.size
+    pvalue = {"less": less, "greater": greater, "two-sided": min(1.0, 2 * min(less, greater))}[alternative]
     statistic = min(r_plus, r_minus) if alternative == "two-sided" else r_plus
     return float(statistic), float(pvalue)
 
@@ -212,6 +233,8 @@ def paired_test(certified: np.ndarray, baseline: np.ndarray, test: str = "wilcox
         return 1.0
     if test == "wilcoxon":
         return signed_rank_test(certified, baseline)[1]
+    from scipy import stats  # here: the t-test only (scipy.stats takes ~0.7 s to import, issue 51)
+
     return float(stats.ttest_rel(certified, baseline).pvalue)
 
 
@@ -246,6 +269,24 @@ def paired_columns(baseline: pd.DataFrame, certified: pd.DataFrame, metric: str,
 ROW_COLUMNS = ("concept", "method", "k_target", "k_effective", "setting", FPR_COLUMN, OUTCOME_COLUMN, "n_images")
 
 
+def _slim(table: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
+    """``table``'s ``columns`` (those it has, each once), text columns as Python objects.
+
+    A table row filters and copies its sufficiency rows many times (a mask per method, a group per concept): numpy's
+    object arrays take rows several times faster than pandas' Arrow-backed ``str`` columns, with the same values.
+
+    Args:
+        table: a sufficiency table.
+        columns: the columns wanted, in order (repeats and absent ones skipped).
+
+    Returns:
+        A new frame of those columns.
+    """
+    slim = table[[c for c in dict.fromkeys(columns) if c in table.columns]]
+    text = [c for c in slim.columns if pd.api.types.is_string_dtype(slim[c].dtype)]
+    return slim.astype(dict.fromkeys(text, object)) if text else slim
+
+
 def _rows_by(table: pd.DataFrame, by: Sequence[str], metric: str) -> dict[tuple, pd.DataFrame]:
     """The sufficiency rows of each ``by`` key, with only the columns a table row reads (:data:`ROW_COLUMNS`).
 
@@ -260,8 +301,7 @@ def _rows_by(table: pd.DataFrame, by: Sequence[str], metric: str) -> dict[tuple,
     Returns:
         ``{key tuple: rows}``, each in the table's order.
     """
-    columns = [c for c in dict.fromkeys([*by, *ROW_COLUMNS, metric]) if c in table.columns]
-    slim = table[columns]
+    slim = _slim(table, [*by, *ROW_COLUMNS, metric])
     if not by:
         return {(): slim}
     return {key if isinstance(key, tuple) else (key,): slim.iloc[positions]
@@ -350,7 +390,7 @@ def selected_table(
     chosen = validation.sort_values(order, ascending=ascending).groupby([*keys, "method"], as_index=False).head(1)
     chosen = chosen[[*keys, "method", "k_target"] + (["setting"] if choose_setting else [])]
     rows = []
-    slim = table[[c for c in dict.fromkeys([*keys, "eval_set", *ROW_COLUMNS, metric]) if c in table.columns]]
+    slim = _slim(table, [*keys, "eval_set", *ROW_COLUMNS, metric])
     for key, tested in slim[slim.eval_set != select_on].groupby([*keys, "eval_set"], sort=True):
         key = key if isinstance(key, tuple) else (key,)
         label = dict(zip([*keys, "eval_set"], key))

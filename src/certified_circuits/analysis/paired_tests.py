@@ -72,11 +72,15 @@ def mcnemar_exact(baseline: np.ndarray, certified: np.ndarray) -> PairedResult:
     baseline, certified = np.asarray(baseline, bool), np.asarray(certified, bool)
     if baseline.shape != certified.shape:
         raise ValueError(f"paired outcomes differ in shape: {baseline.shape} vs {certified.shape}")
-    from scipy import stats  # here, not at import: vision jobs import this module for the outcome strings
+    # P[X <= k] for X ~ Binomial(m, 1/2) is the regularised upper incomplete beta I_{1/2}(m - k, k + 1) complemented,
+    # betaincc(k + 1, m - k, 1/2): within 3e-16 of the exact sum_{i <= k} C(m, i) / 2^m (scipy.stats.binom.cdf: 1e-13),
+    # from scipy.special, which loads in a tenth of scipy.stats' ~0.7 s (issue 51)
+    from scipy.special import betaincc
 
     b = int(np.sum(baseline & ~certified))
     c = int(np.sum(certified & ~baseline))
-    p = 1.0 if b + c == 0 else min(1.0, 2.0 * float(stats.binom.cdf(min(b, c), b + c, 0.5)))
+    k, m = min(b, c), b + c
+    p = 1.0 if m == 0 else min(1.0, 2.0 * float(betaincc(k + 1, m - k, 0.5)))
     return PairedResult("mcnemar", p, int(baseline.size), b + c, (c - b) / max(1, baseline.size))
 
 
@@ -153,9 +157,9 @@ def _bootstrap_from_counts(sizes: tuple[int, ...], gained: tuple[int, ...], lost
     undecided = (sizes - gained)[active]  # > 0 wherever a stratum lost an example
     p_lost = np.divide(lost[active], undecided, out=np.zeros(active.size), where=undecided > 0)
     down = rng.binomial(n - up, p_lost[:, None])
-    resampled = np.zeros((sizes.size, n_resamples))
-    resampled[active] = (up - down) / n
-    boot = np.mean(weights @ resampled, axis=0)
+    # Δ* = mean_c mean_{s of c} (G_s - L_s) / n_s = sum_s w_s (G_s - L_s) / n_s, w_s = mean over concepts of weights[:, s];
+    # strata without a discordant example add 0: one product over the active strata, no [strata, B] float array
+    boot = (weights.mean(axis=0)[active] / sizes[active]) @ (up - down)
     extreme = np.count_nonzero(np.abs(boot - observed) >= abs(observed) - 1e-12)
     return PairedResult("bootstrap", float((1 + extreme) / (1 + n_resamples)), int(sizes.sum()), discordant, observed)
 

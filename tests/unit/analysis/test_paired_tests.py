@@ -48,6 +48,16 @@ def test_mcnemar_equals_binomial_test_and_ignores_concordant_pairs() -> None:
             assert padded.pvalue == got
 
 
+@pytest.mark.parametrize("b, c", [(37, 263), (140, 160), (1000, 1130), (0, 1000), (3, 1000)])
+def test_mcnemar_exact_on_many_discordant_pairs(b: int, c: int) -> None:
+    """Hundreds to thousands of discordant pairs (pooled positives of ten classes, or a language task's prompts):
+    ``2 sum_{i <= min(b, c)} C(b + c, i) / 2^(b + c)``, summed exactly in integers, to 1e-13 relative."""
+    n, k = b + c, min(b, c)
+    exact = min(1.0, 2 * sum(comb(n, i) for i in range(k + 1)) / 2**n)
+    got = mcnemar_exact(*_pairs(b, c)).pvalue
+    assert exact > 0 and got == pytest.approx(exact, rel=1e-13, abs=0)
+
+
 def test_outcome_strings_round_trip_with_leading_zeros() -> None:
     rng = np.random.default_rng(0)
     correct = rng.uniform(size=(5, 37)) < 0.5

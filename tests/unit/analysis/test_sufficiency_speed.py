@@ -17,9 +17,10 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from certified_circuits.analysis.evaluation import signed_rank_test
+from certified_circuits.analysis.evaluation import _average_ranks, signed_rank_test
 from certified_circuits.analysis.faithfulness import curve_areas, curve_areas_by, faithfulness_table
 from certified_circuits.analysis.paired_tests import paired_bootstrap_balanced
+from tests.helpers.fresh import fresh_output
 from tests.helpers.sufficiency_tables import write_default_tables
 from tests.helpers.paths import UNIT_DATA
 
@@ -53,6 +54,52 @@ def test_signed_rank_test_equals_scipy_wilcoxon_on_zeros_and_ties() -> None:
         compared += 1
         permuted += n <= 13
     assert compared >= 55 and permuted >= 50
+
+
+def test_signed_rank_test_equals_scipy_wilcoxon_without_zeros_or_ties() -> None:
+    """Distinct non-zero differences: scipy's exact null distribution (n <= 13) is the same enumeration of sign flips,
+    so statistic and p-value are equal exactly; 14-20 pairs go to scipy itself."""
+    rng = np.random.default_rng(8)
+    for trial, n in enumerate([*range(2, 14), *range(2, 14), 14, 20]):
+        certified, baseline = rng.random(n), rng.random(n)  # continuous: no zero, no tie
+        alternative = ("two-sided", "greater", "less")[trial % 3]
+        expected = stats.wilcoxon(certified - baseline, zero_method="zsplit", alternative=alternative)
+        assert signed_rank_test(certified, baseline, alternative) == (float(expected.statistic), float(expected.pvalue))
+
+
+def test_signed_rank_test_by_hand() -> None:
+    """Differences (1, 2, 3): r_plus = 6, the 8 sign flips give r_plus* in {0, 1, 2, 3, 3, 4, 5, 6}, so P[>= 6] = 1/8
+    and the two-sided p = 2/8 (statistic min(6, 0) = 0). Differences (0, 1, -2): ranks 1, 2, 3, the zero's 1 split
+    (z = 1/2), r_plus = 2.5, r_minus = 3.5; r_plus* = 0.5 + {0, 2, 3, 5}, each twice: P[<= 2.5] = 1/2, P[>= 2.5] =
+    3/4, two-sided min(1, 2 * 1/2) = 1, one-sided ``less`` 1/2."""
+    assert signed_rank_test(np.array([1.0, 2.0, 3.0]), np.zeros(3)) == (0.0, 0.25)
+    assert signed_rank_test(np.array([1.0, 2.0, 3.0]), np.zeros(3), "greater") == (6.0, 0.125)
+    assert signed_rank_test(np.array([0.0, 1.0, -2.0]), np.zeros(3)) == (2.5, 1.0)
+    assert signed_rank_test(np.array([0.0, 1.0, -2.0]), np.zeros(3), "less") == (2.5, 0.5)
+    assert signed_rank_test(np.array([0.0, 1.0, -2.0]), np.zeros(3), "greater") == (2.5, 0.75)
+    with pytest.raises(ValueError, match="alternative='sideways' is invalid"):
+        signed_rank_test(np.array([1.0, 2.0]), np.zeros(2), "sideways")
+
+
+def test_average_ranks_share_the_mean_rank_of_a_tie() -> None:
+    """(3, 1, 3, 2, 3): sorted 1, 2, 3, 3, 3, so the three 3s share (3 + 4 + 5) / 3 = 4."""
+    np.testing.assert_array_equal(_average_ranks(np.array([3.0, 1.0, 3.0, 2.0, 3.0])), [4.0, 1.0, 4.0, 2.0, 4.0])
+    np.testing.assert_array_equal(_average_ranks(np.array([0.5, 0.5])), [1.5, 1.5])
+
+
+def test_the_report_modules_run_their_tests_without_scipy_stats() -> None:
+    """scipy.stats takes ~0.7 s of CPU to import, a seventh of report-sufficiency (issue 51): the report's modules do
+    not import it, and neither do its class-level Wilcoxon test (<= 13 pairs), McNemar test and bootstrap."""
+    loaded = fresh_output(
+        "import sys, numpy as np\n"
+        "from certified_circuits.reports import paper\n"
+        "from certified_circuits.analysis.evaluation import paired_test\n"
+        "from certified_circuits.analysis.paired_tests import mcnemar_exact, paired_bootstrap_balanced\n"
+        "assert paired_test(np.array([0.5, 0.7, 0.9, 0.9]), np.array([0.5, 0.6, 0.7, 0.8])) == 0.25\n"
+        "assert mcnemar_exact(np.array([1, 0, 0], bool), np.array([0, 1, 1], bool)).pvalue == 1.0\n"
+        "paired_bootstrap_balanced([(0, np.array([1, 0], bool), np.array([1, 1], bool))], n_resamples=10)\n"
+        "print(sorted(m for m in sys.modules if m.startswith('scipy.stats')))")
+    assert loaded == "[]"
 
 
 def _multinomial_bootstrap(strata, n_resamples: int, seed: int) -> float:
