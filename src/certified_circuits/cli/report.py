@@ -1,7 +1,8 @@
 """``certified-circuits report-*`` stages (declared with :mod:`certified_circuits.cli.stages`).
 
 The implementations live in :mod:`certified_circuits.reports.paper` and :mod:`certified_circuits.reports.features`,
-which import pandas, matplotlib and scipy.stats (seconds); they are imported only when a report stage
+which import pandas and matplotlib (seconds; scipy.stats only where a report needs a test beyond the exact ones of
+:mod:`certified_circuits.analysis.evaluation`); they are imported only when a report stage
 runs, so every other ``certified-circuits`` stage starts fast. Circuits are given as ``--circuits
 VOTES CERTS`` pairs (repeatable); their concept, split, seed and scorer come from the files.
 """
