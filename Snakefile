@@ -4,7 +4,8 @@
 #   snakemake --cores all --configfile configs/paper.yaml   # the paper's setup on real data
 #   snakemake --profile profiles/slurm --configfile configs/paper.yaml
 #
-# Rules are thin: each calls one `certified-circuits <stage>` with explicit inputs and outputs.
+# Rules are thin: each calls one `certified-circuits <stage>` with explicit inputs and outputs, through
+# stage_command (pipeline/plans/common.py: the job's environment in front, the stage's stderr to the job's log).
 # Config: config.yaml (the embedded default) is read only when no --configfile is given, so a paper
 # run never inherits an embedded choice; every other default lives in config.schema.yaml. Layer
 # overrides after a full config: --configfile configs/paper.yaml my_paths.yaml.

@@ -14,26 +14,23 @@ rule votes:
         k_grid=partial(certification.votes_job_k_grid, config),
         setting=partial(certification.votes_job_options, PATHS),
         device=q(DEVICE),
-    log: log_path("votes", f"{{experiment}}/{{split}}/{{concept}}/{{scorer}}/{VOTES_PATTERN}")
-    benchmark: benchmark_path("votes", f"{{experiment}}/{{split}}/{{concept}}/{{scorer}}/{VOTES_PATTERN}")
+    log: log_path("votes", PER_VOTES)
+    benchmark: benchmark_path("votes", PER_VOTES)
     conda: ENV
     resources: **VOTES_JOB,
     shell:
-        "{params.job} certified-circuits votes --attributions {input.attributions:q} --scorer {wildcards.scorer} "
-        "--k-grid {params.k_grid} {params.setting} --device {params.device} --out {output:q} 2> {log:q}"
+        stage_command("votes --attributions {input.attributions:q} --scorer {wildcards.scorer} "
+                      "--k-grid {params.k_grid} {params.setting} --device {params.device} --out {output:q}")
 
 
 rule certify:
     """Binomial test per component with family-wise error control; majority vote beside it."""
     input: votes=PATHS.votes()
     output: PATHS.certificates()
-    params:
-        job=job_env("certify"),
-        decision=partial(certification.decision_job_options, PATHS),
-    log: log_path("certify", f"{{experiment}}/{{split}}/{{concept}}/{{scorer}}/{SETTING_PATTERN}")
+    params: job=job_env("certify"), decision=partial(certification.decision_job_options, PATHS)
+    log: log_path("certify", PER_CERTIFICATE)
     conda: ENV
     resources:
         mem_mb=1000,
         runtime=5,
-    shell:
-        "{params.job} certified-circuits certify --votes {input.votes:q} {params.decision} --out {output:q} 2> {log:q}"
+    shell: stage_command("certify --votes {input.votes:q} {params.decision} --out {output:q}")

@@ -22,6 +22,7 @@ from certified_circuits.pipeline.plans.common import (
     output_stem,
     pair_options,
     q,
+    stage_command,
     words,
 )
 
@@ -66,6 +67,11 @@ wildcard_constraints:
 
 log_path = partial(common.log_path, PATHS)
 benchmark_path = partial(common.benchmark_path, PATHS)
+# a job's name under its rule's folder of logs and benchmarks, for the rules with one job per votes file, per
+# certificate (votes and a decision setting) or per sufficiency table (a class or task, an eval split, a setting)
+PER_VOTES = f"{{experiment}}/{{split}}/{{concept}}/{{scorer}}/{VOTES_PATTERN}"
+PER_CERTIFICATE = f"{{experiment}}/{{split}}/{{concept}}/{{scorer}}/{SETTING_PATTERN}"
+PER_SUFFICIENCY = f"{{split}}/{{concept}}/{SETTING_PATTERN}"
 local_inputs = partial(common.local_inputs, PATHS)
 vision_concepts = partial(vision.vision_concepts, VCONCEPTS)
 vision_eval_data = partial(vision.vision_eval_data, config, PATHS)

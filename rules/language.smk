@@ -25,8 +25,8 @@ if HF_LANGUAGE:
         conda: ENV
         wildcard_constraints: task="|".join(re.escape(t) for t in LANGUAGE["tasks"])
         shell:
-            "{params.job} certified-circuits language-task-file --task {wildcards.task} --file {input.file:q} "
-            "--model-path {params.model} --seed {params.seed} --out-dir {params.out:q} 2> {log:q}"
+            stage_command("language-task-file --task {wildcards.task} --file {input.file:q} "
+                          "--model-path {params.model} --seed {params.seed} --out-dir {params.out:q}")
 
 else:
 
@@ -43,8 +43,8 @@ else:
         conda: ENV
         wildcard_constraints: task="|".join(ALL_TASKS)
         shell:
-            "{params.job} certified-circuits language-tasks --task {wildcards.task} --n-per-split {params.n} "
-            "--seed {params.seed} {params.tokenizer} --out-dir {params.out:q} 2> {log:q}"
+            stage_command("language-tasks --task {wildcards.task} --n-per-split {params.n} "
+                          "--seed {params.seed} {params.tokenizer} --out-dir {params.out:q}")
 
 
 if EMBEDDED_LANGUAGE:
@@ -70,8 +70,8 @@ if EMBEDDED_LANGUAGE:
             mem_mb=4000,
             runtime=30,
         shell:
-            "{params.job} certified-circuits language-train --tasks-dir {params.tasks:q} {params.options} "
-            "--threads {threads} --out-dir {params.model:q} --metrics {output.metrics:q} 2> {log:q}"
+            stage_command("language-train --tasks-dir {params.tasks:q} {params.options} --threads {threads} "
+                          "--out-dir {params.model:q} --metrics {output.metrics:q}")
 
 
 rule language_attribute:
@@ -94,9 +94,10 @@ rule language_attribute:
     priority: 10
     resources: **LANGUAGE_MODEL_JOB,
     shell:
-        "{params.job} certified-circuits language-attribute {params.model} --threads {threads} --task {wildcards.concept} "
-        "--split {wildcards.split} --examples {input.examples:q} --ig-steps {params.ig_steps} --integration {params.integration} "
-        "--method {params.method} --level {params.level} --experiment {params.experiment:q} --out {output:q} 2> {log:q}"
+        stage_command("language-attribute {params.model} --threads {threads} --task {wildcards.concept} "
+                      "--split {wildcards.split} --examples {input.examples:q} --ig-steps {params.ig_steps} "
+                      "--integration {params.integration} --method {params.method} --level {params.level} "
+                      "--experiment {params.experiment:q} --out {output:q}")
 
 
 rule language_evaluate:
@@ -112,14 +113,14 @@ rule language_evaluate:
         model=language_model_args(),
         eval_sets=LANGUAGE_EVAL_OPTIONS,
         experiment=LX,
-    log: log_path("language_evaluate", f"{{split}}/{{concept}}/{SETTING_PATTERN}")
-    benchmark: benchmark_path("language_evaluate", f"{{split}}/{{concept}}/{SETTING_PATTERN}")
+    log: log_path("language_evaluate", PER_SUFFICIENCY)
+    benchmark: benchmark_path("language_evaluate", PER_SUFFICIENCY)
     conda: ENV
     resources: **LANGUAGE_MODEL_JOB,
     shell:
-        "{params.job} certified-circuits language-evaluate {params.model} --threads {threads} --task {wildcards.concept} "
-        "--votes {input.votes:q} --certificates {input.certificates:q} {params.eval_sets} "
-        "--experiment {params.experiment:q} --out {output:q} 2> {log:q}"
+        stage_command("language-evaluate {params.model} --threads {threads} --task {wildcards.concept} "
+                      "--votes {input.votes:q} --certificates {input.certificates:q} {params.eval_sets} "
+                      "--experiment {params.experiment:q} --out {output:q}")
 
 
 if LANGUAGE["faithfulness"]["grid"] == "mib":
@@ -149,6 +150,6 @@ if LANGUAGE["faithfulness"]["grid"] == "mib":
         conda: ENV
         resources: **LANGUAGE_MODEL_JOB,
         shell:
-            "{params.job} certified-circuits language-faithfulness-mib {params.model} --threads {threads} "
-            "--task {wildcards.concept} --attributions {input.attributions:q} {params.circuits} {params.selected} "
-            "{params.eval_sets} --experiment {params.experiment:q} --out {output:q} 2> {log:q}"
+            stage_command("language-faithfulness-mib {params.model} --threads {threads} --task {wildcards.concept} "
+                          "--attributions {input.attributions:q} {params.circuits} {params.selected} "
+                          "{params.eval_sets} --experiment {params.experiment:q} --out {output:q}")

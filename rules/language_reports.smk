@@ -20,9 +20,7 @@ if "language_graphs" in LREPORTS:
             circuits=item_options("--circuit", LANGUAGE_CIRCUITS),
         log: log_path("language_graphs")
         conda: ENV
-        shell:
-            "{params.job} certified-circuits report-graphs {params.circuits} --selected {input.selected:q} "
-            "--out-dir {output:q} 2> {log:q}"
+        shell: stage_command("report-graphs {params.circuits} --selected {input.selected:q} --out-dir {output:q}")
 
 
 if "language_faithfulness_mib_table" in LREPORTS:
@@ -36,8 +34,7 @@ if "language_faithfulness_mib_table" in LREPORTS:
             out=output_dir,
         log: log_path("language_faithfulness_mib_table")
         conda: ENV
-        shell:
-            "{params.job} certified-circuits report-mib-faithfulness --inputs {input:q} --out-dir {params.out:q} 2> {log:q}"
+        shell: stage_command("report-mib-faithfulness --inputs {input:q} --out-dir {params.out:q}")
 
 
 if "language_mib" in LREPORTS:
@@ -61,5 +58,5 @@ if "language_mib" in LREPORTS:
         log: log_path("language_mib")
         conda: ENV
         shell:
-            "{params.job} certified-circuits report-mib {params.circuits} {params.selected} --model-name {params.model} "
-            "--method {params.method} --out-dir {output:q} 2> {log:q}"
+            stage_command("report-mib {params.circuits} {params.selected} --model-name {params.model} "
+                          "--method {params.method} --out-dir {output:q}")

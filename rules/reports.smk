@@ -24,8 +24,7 @@ rule plan_warnings:
         records=json.dumps(PLAN_RECORDS),
     log: log_path("plan_warnings")
     conda: ENV
-    shell:
-        "{params.job} certified-circuits report-plan-warnings --records {params.records:q} --out {output:q} 2> {log:q}"
+    shell: stage_command("report-plan-warnings --records {params.records:q} --out {output:q}")
 
 
 rule theory_figures:
@@ -40,8 +39,7 @@ rule theory_figures:
         out=output_dir,
     log: log_path("theory_figures")
     conda: ENV
-    shell:
-        "{params.job} certified-circuits report-theory {params.sizes} --out-dir {params.out:q} 2> {log:q}"
+    shell: stage_command("report-theory {params.sizes} --out-dir {params.out:q}")
 
 
 # Table 1 / Table 3 (vision, every scorer), the same under mean ablation, Table 1's language rows (per task and eval
@@ -60,8 +58,7 @@ for _name, _tables in tables.sufficiency_tables(config, PATHS, VCONCEPTS).items(
             out=output_dir,
         log: log_path(_name)
         conda: ENV
-        shell:
-            "{params.job} certified-circuits report-sufficiency --inputs {input:q} {params.options} --out-dir {params.out:q} 2> {log:q}"
+        shell: stage_command("report-sufficiency --inputs {input:q} {params.options} --out-dir {params.out:q}")
 
 
 # Theorem 1 shown directly, in each half: edit each class's (task's) concept dataset by r, 2r, 4r examples (random and
@@ -83,9 +80,7 @@ for _name, _attack in reports.attack_jobs(config, PATHS, VCONCEPTS, filter_metri
             out=output_dir,
         log: log_path(_name)
         conda: ENV
-        shell:
-            "{params.job} certified-circuits report-attack {params.classes} {params.options} "
-            "--out-dir {params.out:q} 2> {log:q}"
+        shell: stage_command("report-attack {params.classes} {params.options} --out-dir {params.out:q}")
 
 
 rule warnings:
@@ -102,8 +97,8 @@ rule warnings:
     log: log_path("warnings")
     conda: ENV
     shell:
-        "{params.job} certified-circuits report-warnings --curves {input.curves:q} --certificates {input.certificates:q} "
-        "--selected {input.selected:q} --plan-warnings {input.plan:q} --out {output:q} 2> {log:q}"
+        stage_command("report-warnings --curves {input.curves:q} --certificates {input.certificates:q} "
+                      "--selected {input.selected:q} --plan-warnings {input.plan:q} --out {output:q}")
 
 
 rule summary:
@@ -122,8 +117,8 @@ rule summary:
     log: log_path("summary")
     conda: ENV
     shell:
-        "{params.job} certified-circuits report-summary {params.experiments} --warnings {input.warnings:q} "
-        "--plan-warnings {input.plan:q} {params.testbed} --out {output:q} 2> {log:q}"
+        stage_command("report-summary {params.experiments} --warnings {input.warnings:q} "
+                      "--plan-warnings {input.plan:q} {params.testbed} --out {output:q}")
 
 
 rule explorer:
@@ -149,6 +144,6 @@ rule explorer:
     log: log_path("explorer")
     conda: ENV
     shell:
-        "{params.job} certified-circuits report-explorer {params.experiments} {params.circuits} {params.features} "
-        "--theory {params.theory} --warnings {input.warnings:q} --summary {input.summary:q} {params.truth} "
-        "--out-dir {params.out:q} 2> {log:q}"
+        stage_command("report-explorer {params.experiments} {params.circuits} {params.features} "
+                      "--theory {params.theory} --warnings {input.warnings:q} "
+                      "--summary {input.summary:q} {params.truth} --out-dir {params.out:q}")

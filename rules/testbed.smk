@@ -20,15 +20,16 @@ if GROUND_TRUTHS.get(VX) == "vision":
         params:
             job=job_env("vision_ground_truth"),
             world=input_dir("world"),
-            seed=VSETTING.seed,
             experiment=VX,
+            seed=VSETTING.seed,
         log: log_path("vision_ground_truth")
         conda: ENV
         priority: 15
         resources: **WORLD_JOB,
         shell:
-            "{params.job} certified-circuits vision-ground-truth --checkpoint {input.model:q} --world {params.world:q} "
-            "--experiment {params.experiment:q} --seed {params.seed} --threads {threads} --out {output:q} 2> {log:q}"
+            stage_command("vision-ground-truth --checkpoint {input.model:q} --world {params.world:q} "
+                          "--experiment {params.experiment:q} --seed {params.seed} --threads {threads} "
+                          "--out {output:q}")
 
 
 if GROUND_TRUTHS.get(LX) == "language":
@@ -55,9 +56,9 @@ if GROUND_TRUTHS.get(LX) == "language":
             mem_mb=LANGUAGE_MEM_MB,
             runtime=LANGUAGE_RUNTIME,
         shell:
-            "{params.job} certified-circuits language-ground-truth --model-path {params.model:q} --examples {input.examples:q} "
-            "--task {params.task} --experiment {params.experiment:q} --seed {params.seed} --device {params.device} "
-            "--out {output:q} 2> {log:q}"
+            stage_command("language-ground-truth --model-path {params.model:q} --examples {input.examples:q} "
+                          "--task {params.task} --experiment {params.experiment:q} --seed {params.seed} "
+                          "--device {params.device} --out {output:q}")
 
 
 if STABILITY_JOBS:
@@ -74,12 +75,13 @@ if STABILITY_JOBS:
         params:
             job=job_env("stability"),
             options=partial(testbed.stability_job_options, STABILITY_JOBS, PATHS, TESTBED),
-        log: log_path("stability", f"{{experiment}}/{{split}}/{{concept}}/{{scorer}}/{SETTING_PATTERN}")
+        log: log_path("stability", PER_CERTIFICATE)
         conda: ENV
         resources: **VOTES_JOB,
         shell:
-            "{params.job} certified-circuits stability --attributions {input.attributions:q} {params.options} "
-            "--ground-truth {input.truth:q} --out {output.table:q} --out-truth-size {output.truth_size:q} 2> {log:q}"
+            stage_command("stability --attributions {input.attributions:q} {params.options} "
+                          "--ground-truth {input.truth:q} --out {output.table:q} "
+                          "--out-truth-size {output.truth_size:q}")
 
 
 # the recovery and stability tables of each experiment with a ground truth (pipeline/plans/testbed.py testbed_outputs)
@@ -105,8 +107,8 @@ for _experiment, _kind in GROUND_TRUTHS.items():
         log: log_path(f"recovery_{_kind}")
         conda: ENV
         shell:
-            "{params.job} certified-circuits report-recovery --ground-truth {input.truth:q} {params.circuits} "
-            "{params.selected} --experiment {params.experiment:q} --out-dir {params.out:q} 2> {log:q}"
+            stage_command("report-recovery --ground-truth {input.truth:q} {params.circuits} {params.selected} "
+                          "--experiment {params.experiment:q} --out-dir {params.out:q}")
 
     if f"stability_{_kind}" in TESTBED_OUTPUTS:
         _stability = TESTBED_OUTPUTS[f"stability_{_kind}"]
@@ -121,5 +123,5 @@ for _experiment, _kind in GROUND_TRUTHS.items():
             log: log_path(f"stability_{_kind}")
             conda: ENV
             shell:
-                "{params.job} certified-circuits report-stability --inputs {input.tables:q} --truth-size "
-                "{input.truth_size:q} --out-dir {params.out:q} 2> {log:q}"
+                stage_command("report-stability --inputs {input.tables:q} --truth-size {input.truth_size:q} "
+                              "--out-dir {params.out:q}")

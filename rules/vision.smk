@@ -22,24 +22,17 @@ if EMBEDDED_VISION:
         conda: ENV
         priority: 20  # critical path first
         resources: **WORLD_JOB,
-        shell:
-            "{params.job} certified-circuits vision-world {params.options} --out {params.out:q} 2> {log:q}"
+        shell: stage_command("vision-world {params.options} --out {params.out:q}")
 
-    rule vision_world_large:
-        """Larger concept datasets for the radius x |D| sweep (App. D)."""
+    use rule vision_world as vision_world_large with:
+        """Larger concept datasets for the radius x |D| sweep (App. D): the concept split alone, at the largest |D|."""
         output: VLARGE
         params:
             job=job_env("vision_world_large"),
-            options=cli_options({k: v for k, v in VISION["world"].items() if k != "n_concept_per_class"}),
-            size=max(VISION["radius_sweep"]["sizes"]),
-            out=output_dir,
+            options=cli_options({**{k: v for k, v in VISION["world"].items() if k != "n_concept_per_class"},
+                                 "n_concept_per_class": max(VISION["radius_sweep"]["sizes"]), "splits": "concept"}),
         log: log_path("vision_world_large")
-        conda: ENV
         priority: 5
-        resources: **WORLD_JOB,
-        shell:
-            "{params.job} certified-circuits vision-world {params.options} --n-concept-per-class {params.size} "
-            "--splits concept --out {params.out:q} 2> {log:q}"
 
     rule vision_train:
         """Build the world ResNet (torchvision BasicBlock ResNet, hooks at layer1..layer4): compiled by hand for a
@@ -61,8 +54,8 @@ if EMBEDDED_VISION:
             mem_mb=4000,
             runtime=30,
         shell:
-            "{params.job} certified-circuits {params.command} --world {params.world:q} --threads {threads} "
-            "--out-model {output.model:q} --out-metrics {output.metrics:q} 2> {log:q}"
+            stage_command("{params.command} --world {params.world:q} --threads {threads} --out-model {output.model:q} "
+                          "--out-metrics {output.metrics:q}")
 
     checkpoint vision_filter_ood:
         """Natural-adversarial and semantic-anomaly sets by filtration against the trained model.
@@ -84,9 +77,9 @@ if EMBEDDED_VISION:
         priority: 15
         resources: **WORLD_JOB,
         shell:
-            "{params.job} certified-circuits vision-filter-ood --world {params.world:q} --checkpoint {input.model:q} "
-            "--threads {threads} --out-adversarial {output.adversarial:q} --out-anomaly {output.anomaly:q} "
-            "--out-metrics {output.metrics:q} 2> {log:q}"
+            stage_command("vision-filter-ood --world {params.world:q} --checkpoint {input.model:q} "
+                          "--threads {threads} --out-adversarial {output.adversarial:q} "
+                          "--out-anomaly {output.anomaly:q} --out-metrics {output.metrics:q}")
 
 
 VISION_ATTRIBUTE_INPUTS = vision.vision_attribute_inputs(config, PATHS)
@@ -111,8 +104,7 @@ if CLASSES_PER_JOB == 1:
         conda: ENV
         priority: 10
         resources: **VISION_MODEL_JOB,
-        shell:
-            "{params.job} certified-circuits {params.invocation} 2> {log:q}"
+        shell: stage_command("{params.invocation}")
 
 else:
     # vision.classes_per_job > 1 (paper scale on a GPU): one job, one process, one model start-up per
@@ -135,8 +127,7 @@ else:
                 mem_mb=VISION_MEM_MB,
                 runtime=min(VISION_RUNTIME * len(group), 24 * 60),
                 gpu=VISION_GPU,
-            shell:
-                "{params.job} certified-circuits batch {params.invocation} 2> {log:q}"
+            shell: stage_command("batch {params.invocation}")
 
 
 rule vision_attribute_sized:
@@ -153,9 +144,9 @@ rule vision_attribute_sized:
     priority: 10
     resources: **VISION_MODEL_JOB,
     shell:
-        "{params.job} certified-circuits vision-attribute {params.model} --threads {threads} --data {params.data:q} "
-        "--n-examples {wildcards.size} --concept {wildcards.concept:q} --split concept_n{wildcards.size} "
-        "--experiment {params.experiment:q} --out {output:q} 2> {log:q}"
+        stage_command("vision-attribute {params.model} --threads {threads} --data {params.data:q} "
+                      "--n-examples {wildcards.size} --concept {wildcards.concept:q} "
+                      "--split concept_n{wildcards.size} --experiment {params.experiment:q} --out {output:q}")
 
 
 rule vision_evaluate:
@@ -176,13 +167,14 @@ rule vision_evaluate:
         eval_sets=partial(vision.vision_evaluate_job_set_options, config, PATHS),
         ablation=vision.vision_ablation_options(config, PATHS),
         experiment=VX,
-    log: log_path("vision_evaluate", f"{{split}}/{{concept}}/{SETTING_PATTERN}")
-    benchmark: benchmark_path("vision_evaluate", f"{{split}}/{{concept}}/{SETTING_PATTERN}")
+    log: log_path("vision_evaluate", PER_SUFFICIENCY)
+    benchmark: benchmark_path("vision_evaluate", PER_SUFFICIENCY)
     conda: ENV
     resources: **VISION_MODEL_JOB,
     shell:
-        "{params.job} certified-circuits vision-evaluate {params.model} --threads {threads} {params.circuits} "
-        "--concept {wildcards.concept:q} {params.eval_sets} {params.ablation} --experiment {params.experiment:q} --out {output:q} 2> {log:q}"
+        stage_command("vision-evaluate {params.model} --threads {threads} {params.circuits} "
+                      "--concept {wildcards.concept:q} {params.eval_sets} {params.ablation} "
+                      "--experiment {params.experiment:q} --out {output:q}")
 
 
 if VDISCOVERY_SCORERS:
@@ -210,8 +202,9 @@ if VDISCOVERY_SCORERS:
         threads: VISION["discovery_workers"]
         resources: **VISION_MODEL_JOB,
         shell:
-            "{params.job} certified-circuits vision-discover {params.model} --threads 1 --data {params.data:q} "
-            "--n-examples {params.size} --concept {wildcards.concept:q} --scorer {params.spec:q} --k-grid {params.k_grid} "
-            "{params.setting} --workers {threads} --experiment {params.experiment:q} --out {output:q} 2> {log:q}"
+            stage_command("vision-discover {params.model} --threads 1 --data {params.data:q} "
+                          "--n-examples {params.size} --concept {wildcards.concept:q} --scorer {params.spec:q} "
+                          "--k-grid {params.k_grid} {params.setting} --workers {threads} "
+                          "--experiment {params.experiment:q} --out {output:q}")
 
     ruleorder: vision_discover > votes

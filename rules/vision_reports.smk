@@ -1,58 +1,10 @@
-# The vision half's figures and tables after the sufficiency tables (rules/reports.smk): Fig. IoU, seed
-# stability, the radius sweep, Fig. 4's features, the runtime table and the spurious-cue index. Which of them this
-# config runs and what each reads and writes: pipeline/plans/vision_reports.py (vision_report_outputs). The attack:
-# rules/reports.smk.
+# The vision half's figures and tables after the sufficiency tables (rules/reports.smk): the radius sweep, Fig. 4's
+# features, the runtime table, and Fig. IoU, seed stability and the spurious-cue index (one rule each, from one table).
+# Which of them this config runs and what each reads and writes: pipeline/plans/vision_reports.py
+# (vision_report_outputs). The attack: rules/reports.smk.
 
 VTABLES_OUT = tables.sufficiency_tables(config, PATHS, VCONCEPTS)["vision_tables"].outputs
 VREPORTS = vision_reports.vision_report_outputs(config, PATHS, VCONCEPTS)
-# the figures over re-discovered classes wait for the filter checkpoint (how many images each class keeps)
-VISION_IOU_CIRCUITS = partial(vision_reports.vision_figure_job_inputs, vision_reports.vision_iou_circuits, config, PATHS,
-                              VCONCEPTS, filter_metrics)
-
-
-if "vision_iou" in VREPORTS:
-
-    rule vision_iou:
-        """Fig. IoU: ID circuits vs circuits re-discovered on each OOD set (at the max-gap K)."""
-        input:
-            operating_points=VTABLES_OUT["operating_points"],
-            circuits=VISION_IOU_CIRCUITS,
-        output:
-            table=VREPORTS["vision_iou"]["table"],
-            figure=report(VREPORTS["vision_iou"]["figure"], caption="../report/iou.rst", category="Vision"),
-        params:
-            job=job_env("vision_iou"),
-            circuits=input_pairs("--circuits", "circuits"),
-            scorer=VMAIN_SCORER,
-            out=output_dir,
-        log: log_path("vision_iou")
-        conda: ENV
-        shell:
-            "{params.job} certified-circuits report-iou --operating-points {input.operating_points:q} "
-            "--scorer {params.scorer} {params.circuits} --out-dir {params.out:q} 2> {log:q}"
-
-
-if "vision_seed_stability" in VREPORTS:
-    SEED_CIRCUITS = vision_reports.seed_stability_circuits(config, PATHS, VCONCEPTS)
-
-    rule vision_seed_stability:
-        """Pairwise IoU of certified circuits across independent certification seeds."""
-        input:
-            operating_points=VTABLES_OUT["operating_points"],
-            circuits=SEED_CIRCUITS,
-        output:
-            table=VREPORTS["vision_seed_stability"]["table"],
-            figure=report(VREPORTS["vision_seed_stability"]["figure"], caption="../report/seeds.rst", category="Vision"),
-        params:
-            job=job_env("vision_seed_stability"),
-            circuits=pair_options("--circuits", SEED_CIRCUITS),
-            scorer=VMAIN_SCORER,
-            out=output_dir,
-        log: log_path("vision_seed_stability")
-        conda: ENV
-        shell:
-            "{params.job} certified-circuits report-seeds --operating-points {input.operating_points:q} "
-            "--scorer {params.scorer} {params.circuits} --out-dir {params.out:q} 2> {log:q}"
 
 
 if "vision_radius_sweep" in VREPORTS:
@@ -76,8 +28,8 @@ if "vision_radius_sweep" in VREPORTS:
         log: log_path("vision_radius_sweep")
         conda: ENV
         shell:
-            "{params.job} certified-circuits report-radius --k {params.k} {params.circuits} "
-            "--sufficiency {input.sufficiency:q} --plan-warnings {input.plan:q} --out-dir {params.out:q} 2> {log:q}"
+            stage_command("report-radius --k {params.k} {params.circuits} --sufficiency {input.sufficiency:q} "
+                          "--plan-warnings {input.plan:q} --out-dir {params.out:q}")
 
 
 rule vision_features:
@@ -96,9 +48,9 @@ rule vision_features:
     log: log_path("vision_features", "{concept}")
     conda: ENV
     shell:
-        "{params.job} certified-circuits report-features --operating-points {input.operating_points:q} "
-        "--scorer {params.scorer} --attributions {input.attributions:q} --votes {input.votes:q} "
-        "--certificates {input.certificates:q} --data {params.data:q} --out-stem {params.stem:q} 2> {log:q}"
+        stage_command("report-features --operating-points {input.operating_points:q} --scorer {params.scorer} "
+                      "--attributions {input.attributions:q} --votes {input.votes:q} "
+                      "--certificates {input.certificates:q} --data {params.data:q} --out-stem {params.stem:q}")
 
 
 if "vision_runtime" in VREPORTS:
@@ -124,31 +76,45 @@ if "vision_runtime" in VREPORTS:
             runtime=60,
             gpu=VISION_GPU,
         shell:
-            "{params.job} certified-circuits vision-runtime {params.model} --threads {threads} --data {params.data:q} "
-            "--concept {params.concept:q} --n {params.n} --k-grid {params.k_grid} {params.setting} "
-            "--out-stem {params.stem:q} 2> {log:q}"
+            stage_command("vision-runtime {params.model} --threads {threads} --data {params.data:q} "
+                          "--concept {params.concept:q} --n {params.n} --k-grid {params.k_grid} {params.setting} "
+                          "--out-stem {params.stem:q}")
 
 
+# Fig. IoU, seed stability and the spurious-cue index differ only in their stage, what they read beside the operating
+# points and their caption (report/): each writes a table and a figure of certified circuits (votes and certificates
+# files, in pairs) at the operating K of the main scorer. Fig. IoU compares each class's ID circuit with those
+# re-discovered on each OOD set (they wait for the filter checkpoint: how many images each class keeps); seed
+# stability, each class's circuits at independent certification seeds; the spurious-cue index reads each class's
+# attributions beside its circuit.
+CIRCUIT_REPORTS = {}  # rule: (stage, inputs beside the operating points, caption)
+if "vision_iou" in VREPORTS:
+    CIRCUIT_REPORTS["vision_iou"] = ("report-iou", {"circuits": partial(
+        vision_reports.vision_figure_job_inputs, vision_reports.vision_iou_circuits, config, PATHS, VCONCEPTS,
+        filter_metrics)}, "iou")
+if "vision_seed_stability" in VREPORTS:
+    CIRCUIT_REPORTS["vision_seed_stability"] = (
+        "report-seeds", {"circuits": vision_reports.seed_stability_circuits(config, PATHS, VCONCEPTS)}, "seeds")
 if "vision_spurious" in VREPORTS:
-    SPURIOUS = vision_reports.spurious_inputs(config, PATHS, VCONCEPTS)
+    CIRCUIT_REPORTS["vision_spurious"] = (
+        "report-spurious", vision_reports.spurious_inputs(config, PATHS, VCONCEPTS), "spurious")
+for _name, (_stage, _inputs, _caption) in CIRCUIT_REPORTS.items():
 
-    rule vision_spurious:
-        """Spurious-cue index of certified-in vs abstained vs certified-out channels."""
-        input:
-            operating_points=VTABLES_OUT["operating_points"],
-            attributions=SPURIOUS["attributions"],
-            circuits=SPURIOUS["circuits"],
+    rule:
+        """Fig. IoU, seed stability or the spurious-cue index (CIRCUIT_REPORTS), at the operating K."""
+        name: _name
+        input: operating_points=VTABLES_OUT["operating_points"], **_inputs,
         output:
-            table=VREPORTS["vision_spurious"]["table"],
-            figure=report(VREPORTS["vision_spurious"]["figure"], caption="../report/spurious.rst", category="Vision"),
+            table=VREPORTS[_name]["table"],
+            figure=report(VREPORTS[_name]["figure"], caption=f"../report/{_caption}.rst", category="Vision"),
         params:
-            job=job_env("vision_spurious"),
-            circuits=pair_options("--circuits", SPURIOUS["circuits"]),
+            job=job_env(_name),
+            circuits=input_pairs("--circuits", "circuits"),
             scorer=VMAIN_SCORER,
             out=output_dir,
-        log: log_path("vision_spurious")
+        log: log_path(_name)
         conda: ENV
         shell:
-            "{params.job} certified-circuits report-spurious --operating-points {input.operating_points:q} "
-            "--scorer {params.scorer} --attributions {input.attributions:q} {params.circuits} "
-            "--out-dir {params.out:q} 2> {log:q}"
+            stage_command(_stage + " --operating-points {input.operating_points:q} --scorer {params.scorer} "
+                          + ("--attributions {input.attributions:q} " if "attributions" in _inputs else "")
+                          + "{params.circuits} --out-dir {params.out:q}")

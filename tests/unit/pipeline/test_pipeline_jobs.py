@@ -90,6 +90,26 @@ def test_shell_words_are_quoted_and_numbers_exact() -> None:
     assert common.local_inputs(P, ["R/vision/world/concept.npz", "/data/imagenet/val", "Rx/a"]) == ["R/vision/world/concept.npz"]
 
 
+def test_every_rule_runs_one_stage_with_its_job_environment_and_log() -> None:
+    """common.stage_command is every rule's shell command: the job's environment (params.job), one
+    `certified-circuits` stage, its stderr to the job's log; Snakemake formats it with the job's values."""
+    from types import SimpleNamespace
+
+    from snakemake.utils import format as snakemake_format
+
+    command = common.stage_command("certify --votes {input.votes:q} --out {output:q}")
+    assert command == "{params.job} certified-circuits certify --votes {input.votes:q} --out {output:q} 2> {log:q}"
+    job = SimpleNamespace(job=common.job_env("certify")({"concept": "circle"}))
+    assert snakemake_format(command, params=job, input=SimpleNamespace(votes="R/votes/a b.h5"), output="R/c.h5",
+                            log="R/logs/certify/c.log") == (
+        """CC_RULE=certify CC_WILDCARDS='{"concept": "circle"}' OPENBLAS_NUM_THREADS=1 certified-circuits certify """
+        "--votes 'R/votes/a b.h5' --out R/c.h5 2> R/logs/certify/c.log")
+    for path in sorted((ROOT / "rules").glob("*.smk")):  # each rule's one shell (`use rule` inherits its parent's)
+        text = path.read_text()
+        rules = re.findall(r"^\s*(?:rule|checkpoint)\b", text, flags=re.M)
+        assert re.findall(r"\bshell:\s*(\w*)", text) == ["stage_command"] * len(rules), path.name
+
+
 def test_the_default_config_plans_the_embedded_world_and_tiny_gpt2(default: dict) -> None:
     concepts = default["concepts"]
     assert concepts == ["circle", "square", "triangle", "plus", "star", "ring", "hexagon", "crescent", "bar", "ell"]

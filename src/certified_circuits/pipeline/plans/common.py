@@ -16,7 +16,7 @@ from certified_circuits.pipeline.layout import Layout
 from certified_circuits.pipeline.tracking.records import encode_wildcards
 
 __all__ = [
-    "Config", "q", "words", "cli_options", "item_options", "pair_options", "chunked", "job_env", "log_path",
+    "Config", "q", "words", "cli_options", "item_options", "pair_options", "chunked", "job_env", "stage_command", "log_path",
     "benchmark_path", "local_inputs", "model_resources", "output_dir", "output_stem", "input_dir", "input_pairs",
     "rule_files",
 ]
@@ -130,6 +130,20 @@ def job_env(rule_name: str) -> Callable[[Any], str]:
                 f"OPENBLAS_NUM_THREADS={int(threads)}")
 
     return prefix
+
+
+def stage_command(command: str) -> str:
+    """The shell command of a rule: one ``certified-circuits`` stage, run with the job's environment prefix
+    (``params.job``, :func:`job_env`), its stderr to the job's log (stdout stays free for what a stage prints).
+
+    Args:
+        command: the stage and its options, a Snakemake shell template (``{input.votes:q}``, ``{params.k_grid}``, ...).
+
+    Returns:
+        ``"{params.job} certified-circuits <command> 2> {log:q}"``, for a rule with a ``job`` param and a ``log``:
+        ``"certify --out {output:q}"`` -> ``"{params.job} certified-circuits certify --out {output:q} 2> {log:q}"``.
+    """
+    return f"{{params.job}} certified-circuits {command} 2> {{log:q}}"
 
 
 def log_path(paths: Layout, rule_name: str, pattern: str = "") -> str:
