@@ -321,7 +321,7 @@ def add_setting_tag(parser: argparse.ArgumentParser, kind: str) -> None:
 
     parts, words = TAG_KINDS[kind]
     declared = parser.get_default(SETTING_WORDS) or SettingWords()
-    if set(words) - set(declared.defaults):  # a declaration bug, seen by tests/unit/cli/test_setting_tag.py
+    if set(words) - set(declared.defaults):  # a declaration bug, seen by tests/unit/cli/test_stages.py
         raise TypeError(f"--setting of kind {kind!r} needs the words {sorted(words)} declared first")
     example = "/".join(getattr(Setting(), f"{part}_tag") for part in parts)
     written = {("votes",): "Setting.votes_tag", ("decision",): "Setting.decision_tag"}.get(parts, "Setting.tag")
