@@ -17,7 +17,10 @@ Handlers raise :class:`InputError` (or ``ValueError``) for bad input with a mess
 problem and the fix; :func:`certified_circuits.cli.main` turns it into ``error: ...`` and exit code 2.
 Lists are always space-separated (``--k-grid 0.1 0.2``); heavy libraries are imported inside handlers,
 so every stage starts fast. Outputs need no declaration: every file written through
-:mod:`certified_circuits.storage.atomic` is recorded as an output of the job.
+:mod:`certified_circuits.storage.atomic` is recorded as an output of the job. A stage that runs Algorithm 1 or 2
+declares its setting words with :func:`add_votes_setting` / :func:`add_decision_setting` and their one-tag
+alternative with :func:`add_setting_tag`; :func:`resolve_setting` fills ``args.p_del`` ... ``args.correction``
+from either before the stage runs.
 """
 
 from __future__ import annotations
