@@ -20,7 +20,8 @@ import argparse
 import logging
 from pathlib import Path
 
-from certified_circuits.cli.stages import InputError, Stages, add_k_grid, existing_file, positive_int, probability
+from certified_circuits.cli.stages import InputError, Stages, add_decision_setting, add_k_grid, add_setting_tag
+from certified_circuits.cli.stages import add_votes_setting, existing_file, positive_int
 from certified_circuits.cli.stages import seed as seed_option
 from certified_circuits.cli.stages import setting_of_args
 
@@ -36,13 +37,9 @@ def _attack_arguments(p: argparse.ArgumentParser) -> None:
                    "attribution files of candidate examples of the same concept (repeatable, one per class)")
     p.add_argument("--scorer", required=True, help="score matrix to use, e.g. relevance or eap_ig")
     add_k_grid(p)
-    p.add_argument("--p-del", type=probability, required=True, help="deletion probability in (0, 1)")
-    p.add_argument("--n0", type=positive_int, default=100, help="selection samples (default 100)")
-    p.add_argument("--n", type=positive_int, default=1000, help="certification samples (default 1000)")
-    p.add_argument("--seed", type=seed_option, default=0, help="config seed of the deletion masks (as for votes)")
-    p.add_argument("--tau", type=float, required=True, help="confidence threshold in [0.5, 1)")
-    p.add_argument("--alpha", type=probability, default=0.001, help="family-wise failure probability")
-    p.add_argument("--correction", choices=("bonferroni", "holm"), default="bonferroni")
+    add_votes_setting(p, seed_help="config seed of the deletion masks (as for votes)")
+    add_decision_setting(p)
+    add_setting_tag(p, "setting")
     p.add_argument("--multiples", type=positive_int, nargs="+", default=[1, 2, 4],
                    help="edits in multiples of the certified radius (of one edit when r = 0); default 1 2 4")
     p.add_argument("--kinds", nargs="+", choices=("insert", "delete", "substitute"),

@@ -30,11 +30,13 @@ pin_cpu_code_paths()  # before any stage module imports torch: the same CPU kern
 from certified_circuits.cli.stages import (  # noqa: E402
     InputError,
     Stages,
+    add_decision_setting,
     add_k_grid,
+    add_setting_tag,
     add_votes_setting,
     existing_file, output_file,
     positive_int,
-    probability,
+    resolve_setting,
 )
 from certified_circuits.pipeline.tracking import add_metrics  # noqa: E402
 
@@ -63,6 +65,7 @@ def _votes_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scorer", required=True, help="score matrix to use, e.g. relevance or eap_ig")
     add_k_grid(p)
     add_votes_setting(p)
+    add_setting_tag(p, "votes")
     p.add_argument("--device", default="auto",
                    help="where votes are counted: auto (torch on CUDA when available, else numpy), cpu (numpy), "
                    "cuda or cuda:N (torch on that device); see core.devices.vote_device")
@@ -122,9 +125,8 @@ def _cmd_votes(args: argparse.Namespace) -> int:
 
 def _certify_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--votes", type=existing_file, required=True, help="votes HDF5 (input)")
-    p.add_argument("--tau", type=float, required=True, help="confidence threshold in [0.5, 1)")
-    p.add_argument("--alpha", type=probability, default=0.001, help="family-wise failure probability")
-    p.add_argument("--correction", choices=("bonferroni", "holm"), default="bonferroni")
+    add_decision_setting(p)
+    add_setting_tag(p, "decision")
     p.add_argument("--allow-vacuous", action="store_true",
                    help="certify even when the plan says no component can be certified (every one would abstain)")
     p.add_argument("--out", type=output_file, required=True, help="certificates HDF5 (output)")
@@ -168,18 +170,11 @@ def _cmd_certify(args: argparse.Namespace) -> int:
 
 
 def _plan_arguments(p: argparse.ArgumentParser) -> None:
-    from certified_circuits.core.setting import Setting
-
-    default = Setting()
     p.add_argument("--examples", type=positive_int, required=True, help="|D|: examples in the concept dataset")
     p.add_argument("--components", type=positive_int, required=True,
                    help="U: components tested (channels, heads or edges; per K of the grid)")
-    p.add_argument("--p-del", type=probability, default=default.p_del, help=f"deletion probability (default {default.p_del})")
-    p.add_argument("--tau", type=float, default=default.tau, help=f"confidence threshold in [0.5, 1) (default {default.tau})")
-    p.add_argument("--alpha", type=probability, default=default.alpha, help=f"family-wise failure probability (default {default.alpha})")
-    p.add_argument("--n", type=positive_int, default=default.n, help=f"certification samples (default {default.n})")
-    p.add_argument("--n0", type=positive_int, default=default.n0, help=f"selection samples (default {default.n0})")
-    p.add_argument("--correction", choices=("bonferroni", "holm"), default=default.correction)
+    add_votes_setting(p, required=False, words=("p_del", "n0", "n"))
+    add_decision_setting(p, required=False)
     p.add_argument("--radius", type=int, default=None,
                    help="also list settings (p_del, tau, n) that reach this radius with IN and OUT certifiable")
 
@@ -351,7 +346,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     A batch pays the start-up (imports of torch and torchvision, the model build and its weights, which
     the vision stages keep for the process: :func:`certified_circuits.vision.networks.loading.load_cached`) once for
     every invocation, e.g. the attributions of 25 ImageNet classes in one GPU job. Every invocation is
-    parsed before the first runs, so a typo in the last stops the batch before any work; they then
+    parsed, and its setting filled (:func:`certified_circuits.cli.stages.resolve_setting`: from ``--setting TAG`` or
+    the words), before the first runs, so a typo in the last stops the batch before any work; they then
     run in order and the batch stops at the first failure (exit 2, naming the invocation). A batch
     leaves one MLflow job record holding every file its invocations wrote.
     """
@@ -365,6 +361,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         invocations = [parser.parse_args(part) for part in parts]
     else:
         invocations = [parser.parse_args(argv)]
+    for index, args in enumerate(invocations):  # every setting filled (or refused) before any stage runs
+        try:
+            resolve_setting(args)
+        except ValueError as exc:
+            parser.exit(2, f"certified-circuits {_prefix(index, invocations)}{args.command}: error: {exc}\n")
     before = list(logging.getLogger().handlers)
     logging.basicConfig(
         level=logging.DEBUG if any(args.verbose for args in invocations) else logging.INFO,
@@ -378,12 +379,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     forget_written()
     started = time.time() - (time.perf_counter() - PROCESS_START)  # the job's start, imports included
     for index, args in enumerate(invocations):
-        prefix = f"{BATCH} [{index + 1}/{len(invocations)}] " if len(invocations) > 1 else ""
-        status = _run_stage(parser, args, prefix)
+        status = _run_stage(parser, args, _prefix(index, invocations))
         if status != 0:
             return status
     _record_job(invocations, started, time.time())
     return 0
+
+
+def _prefix(index: int, invocations: Sequence[argparse.Namespace]) -> str:
+    """How a message names invocation ``index`` of a batch (``batch [2/3] ``); nothing for a single stage."""
+    return f"{BATCH} [{index + 1}/{len(invocations)}] " if len(invocations) > 1 else ""
 
 
 def _params(args: argparse.Namespace) -> dict[str, object]:

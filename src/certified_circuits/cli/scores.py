@@ -21,8 +21,8 @@ from typing import Any
 import numpy as np
 
 from certified_circuits.commands import COMMAND
-from certified_circuits.cli.stages import InputError, Stages, existing_file, k_fraction, output_file, positive_int
-from certified_circuits.cli.stages import probability, seed, setting_of_args
+from certified_circuits.cli.stages import InputError, Stages, add_decision_setting, add_setting_tag, add_votes_setting
+from certified_circuits.cli.stages import existing_file, k_fraction, output_file, setting_of_args
 from certified_circuits.core.setting import number
 from certified_circuits.storage.scores import ScoreFileError, Scores, checked_groups, checked_names, checked_scores
 from certified_circuits.storage.scores import is_attribution_file, read_groups, read_names, read_scores
@@ -39,9 +39,6 @@ DEFAULT_K_GRID = (0.05, 0.1, 0.2, 0.3, 0.5)
 
 
 def _certify_scores_arguments(p: argparse.ArgumentParser) -> None:
-    from certified_circuits.core.setting import Setting
-
-    default = Setting()  # the paper's vision setting: the defaults are Setting()'s, never retyped
     p.add_argument("--scores", type=existing_file, required=True,
                    help="per-example scores [N, U]: .npy, .npz (scores, groups, names), .pt/.pth (a tensor or a "
                         "dict with scores, groups, names), an attribution .h5, or any HDF5 (--dataset)")
@@ -57,16 +54,10 @@ def _certify_scores_arguments(p: argparse.ArgumentParser) -> None:
                         f"{' '.join(map(str, DEFAULT_K_GRID))})")
     p.add_argument("--absolute", action="store_true",
                    help="rank by |mean score| (EAP-IG's convention); an attribution file's recorded ranking is used")
-    p.add_argument("--p-del", type=probability, default=default.p_del,
-                   help=f"deletion probability (default {default.p_del})")
-    p.add_argument("--n0", type=positive_int, default=default.n0, help=f"selection samples (default {default.n0})")
-    p.add_argument("--n", type=positive_int, default=default.n, help=f"certification samples (default {default.n})")
-    p.add_argument("--seed", type=seed, default=default.seed, help=f"seed of both mask streams (default {default.seed})")
-    p.add_argument("--tau", type=float, default=default.tau, help=f"confidence threshold in [0.5, 1) (default {default.tau})")
-    p.add_argument("--alpha", type=probability, default=default.alpha,
-                   help=f"family-wise failure probability (default {default.alpha})")
-    p.add_argument("--correction", choices=("bonferroni", "holm"), default=default.correction,
-                   help=f"multiple-testing correction (default {default.correction})")
+    # the paper's vision setting: the defaults are Setting()'s, never retyped
+    add_votes_setting(p, required=False, seed_help="seed of both mask streams")
+    add_decision_setting(p, required=False)
+    add_setting_tag(p, "setting")
     p.add_argument("--allow-vacuous", action="store_true",
                    help="certify even when the plan says no component can be certified (every one would abstain)")
     p.add_argument("--out", type=output_file, required=True, help="certificate HDF5 (output; Certificate.load reads it)")

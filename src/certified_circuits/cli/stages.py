@@ -17,7 +17,10 @@ Handlers raise :class:`InputError` (or ``ValueError``) for bad input with a mess
 problem and the fix; :func:`certified_circuits.cli.main` turns it into ``error: ...`` and exit code 2.
 Lists are always space-separated (``--k-grid 0.1 0.2``); heavy libraries are imported inside handlers,
 so every stage starts fast. Outputs need no declaration: every file written through
-:mod:`certified_circuits.storage.atomic` is recorded as an output of the job.
+:mod:`certified_circuits.storage.atomic` is recorded as an output of the job. A stage that runs Algorithm 1 or 2
+declares its setting words with :func:`add_votes_setting` / :func:`add_decision_setting` and their one-tag
+alternative with :func:`add_setting_tag`; :func:`resolve_setting` fills ``args.p_del`` ... ``args.correction``
+from either before the stage runs.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ import argparse
 import inspect
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
@@ -211,14 +214,182 @@ def setting_of_args(args: argparse.Namespace) -> "Setting":
                    correction=args.correction)
 
 
-def add_votes_setting(parser: argparse.ArgumentParser) -> None:
+# ------------------------------------------------------------------------------ the setting of a stage
+
+#: the words of each part of a setting: the Setting's fields, in the order of its tag
+VOTES_WORDS = ("p_del", "n0", "n", "seed")
+DECISION_WORDS = ("tau", "alpha", "correction")
+
+#: what a stage's ``--setting TAG`` is, by kind: the tag's parts (``Setting.votes_tag``, ``Setting.decision_tag`` or
+#: both, ``Setting.tag``) and the words it stands for (vision-runtime's n0 and n come from its own --n list)
+TAG_KINDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "votes": (("votes",), VOTES_WORDS),
+    "decision": (("decision",), DECISION_WORDS),
+    "setting": (("votes", "decision"), VOTES_WORDS + DECISION_WORDS),
+    "runtime": (("votes", "decision"), ("p_del", "seed") + DECISION_WORDS),
+}
+
+#: the attribute of a parsed stage that holds its :class:`SettingWords` until :func:`resolve_setting` fills the words
+SETTING_WORDS = "setting_words"
+
+
+@dataclass(frozen=True)
+class SettingWords:
+    """The setting words a stage declares (``--p-del ... --correction``) and what its ``--setting TAG`` stands for.
+
+    Attributes:
+        defaults: each word's default, ``None`` for a word the stage needs (given, or in ``--setting``). The
+            words are declared with the argparse default ``None``, so :func:`resolve_setting` sees which were given.
+        kind: the kind of :data:`TAG_KINDS` the stage's ``--setting`` takes; ``None``: the stage has no ``--setting``.
+    """
+
+    defaults: dict = field(default_factory=dict)
+    kind: str | None = None
+
+
+def option(word: str) -> str:
+    """The option of a setting word: ``p_del`` -> ``--p-del``."""
+    return "--" + word.replace("_", "-")
+
+
+def _declare(parser: argparse.ArgumentParser, word: str, default, help: str, **kwargs) -> None:
+    """One setting word: declared with the argparse default ``None``, its own default (``None``: needed) kept in
+    the parser's :class:`SettingWords` for :func:`resolve_setting`; the help says the default."""
+    from certified_circuits.core.setting import number
+
+    shown = (" (required, or in --setting TAG)" if default is None
+             else f" (default {default if isinstance(default, str) else number(default)})")
+    parser.add_argument(option(word), default=None, help=help + shown, **kwargs)
+    words = parser.get_default(SETTING_WORDS) or SettingWords()
+    parser.set_defaults(**{SETTING_WORDS: SettingWords({**words.defaults, word: default}, words.kind)})
+
+
+def add_votes_setting(parser: argparse.ArgumentParser, required: bool = True, words: tuple[str, ...] = VOTES_WORDS,
+                      seed_help: str = "config seed; the masks are drawn from (seed, concept) so every concept has "
+                                       "its own draw") -> None:
     """--p-del, --n0, --n and --seed: the votes' part of a Setting (paper Algorithm 2), for every stage that
-    draws the deletion masks (``votes``, ``vision-discover``)."""
-    parser.add_argument("--p-del", type=probability, required=True, help="deletion probability in (0, 1)")
-    parser.add_argument("--n0", type=positive_int, default=100, help="selection samples (default 100)")
-    parser.add_argument("--n", type=positive_int, default=1000, help="certification samples (default 1000)")
-    parser.add_argument("--seed", type=seed, default=0,
-                        help="config seed; the masks are drawn from (seed, concept) so every concept has its own draw")
+    draws the deletion masks (``votes``, ``vision-discover``, ``stability``, ``report-attack``, ...).
+
+    Args:
+        parser: the stage's parser.
+        required: ``--p-del`` is needed (given, or in ``--setting``); else it defaults to ``Setting().p_del``.
+            n0, n and seed default to ``Setting()``'s (100, 1000, 0).
+        words: the words to declare, of :data:`VOTES_WORDS` (``plan`` takes no seed, ``vision-runtime`` no n0, n).
+        seed_help: what the seed seeds, for ``--help``.
+    """
+    from certified_circuits.core.setting import Setting
+
+    default = Setting()
+    declared = {
+        "p_del": dict(type=probability, help="deletion probability in (0, 1)"),
+        "n0": dict(type=positive_int, help="selection samples"),
+        "n": dict(type=positive_int, help="certification samples"),
+        "seed": dict(type=seed, help=seed_help),
+    }
+    for word in words:
+        needed = required and word == "p_del"
+        _declare(parser, word, None if needed else getattr(default, word), **declared[word])
+
+
+def add_decision_setting(parser: argparse.ArgumentParser, required: bool = True) -> None:
+    """--tau, --alpha and --correction: the test's part of a Setting (paper Algorithm 1), for every stage that
+    certifies (``certify``, ``plan``, ``stability``, ``report-attack``, ``certify-scores``, ``vision-runtime``).
+
+    Args:
+        parser: the stage's parser.
+        required: ``--tau`` is needed (given, or in ``--setting``); else it defaults to ``Setting().tau``. alpha
+            and correction default to ``Setting()``'s (0.001, bonferroni).
+    """
+    from certified_circuits.core.setting import Setting
+
+    default = Setting()
+    _declare(parser, "tau", None if required else default.tau, type=float, help="confidence threshold in [0.5, 1)")
+    _declare(parser, "alpha", default.alpha, type=probability, help="family-wise failure probability")
+    _declare(parser, "correction", default.correction, choices=("bonferroni", "holm"),
+             help="multiple-testing correction")
+
+
+def add_setting_tag(parser: argparse.ArgumentParser, kind: str) -> None:
+    """``--setting TAG``: the stage's setting as one tag, instead of the words declared before it (the workflow
+    passes it so; people may type either, not both: :func:`resolve_setting`).
+
+    Args:
+        parser: the stage's parser, whose setting words are declared (:func:`add_votes_setting`,
+            :func:`add_decision_setting`).
+        kind: a key of :data:`TAG_KINDS`: ``votes`` (``votes``, ``vision-discover``), ``decision`` (``certify``),
+            ``setting`` (stages that run both algorithms) or ``runtime`` (``vision-runtime``: the whole tag, its n0
+            and n unused).
+    """
+    from certified_circuits.core.setting import Setting
+
+    parts, words = TAG_KINDS[kind]
+    declared = parser.get_default(SETTING_WORDS) or SettingWords()
+    if set(words) - set(declared.defaults):  # a declaration bug, seen by tests/unit/cli/test_stages.py
+        raise TypeError(f"--setting of kind {kind!r} needs the words {sorted(words)} declared first")
+    example = "/".join(getattr(Setting(), f"{part}_tag") for part in parts)
+    written = {("votes",): "Setting.votes_tag", ("decision",): "Setting.decision_tag"}.get(parts, "Setting.tag")
+    unused = "; its n0 and n are not used: the sample sizes are --n's" if kind == "runtime" else ""
+    parser.add_argument("--setting", type=lambda text: _checked_tag(kind, text), default=None, metavar="TAG",
+                        help=f"the setting as one tag ({written}, e.g. {example}) instead of "
+                             f"{' '.join(map(option, words))}{unused}")
+    parser.set_defaults(**{SETTING_WORDS: SettingWords(declared.defaults, kind)})
+
+
+def tag_values(kind: str, tag: str) -> dict:
+    """The words a ``--setting`` tag of ``kind`` gives, by field (a ValueError names the tag, its form and the
+    bad field: :mod:`certified_circuits.core.setting`'s readers)."""
+    from dataclasses import asdict
+
+    from certified_circuits.core.setting import Setting, parse_decision_tag, parse_votes_tag
+
+    parts, words = TAG_KINDS[kind]
+    read = {("votes",): parse_votes_tag, ("decision",): parse_decision_tag}.get(parts, lambda t: asdict(Setting.from_tag(t)))
+    values = read(tag)
+    return {word: values[word] for word in words}
+
+
+def _checked_tag(kind: str, text: str) -> str:
+    """argparse type of ``--setting``: the tag, once read (refused at parse time, with its form)."""
+    try:
+        tag_values(kind, text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    return text
+
+
+def resolve_setting(args: argparse.Namespace) -> argparse.Namespace:
+    """Fill a parsed stage's setting words on ``args`` (``args.p_del`` ... ``args.correction``), from its
+    ``--setting TAG`` or from the words given, the rest from their defaults; called once for every parsed
+    invocation by :func:`certified_circuits.cli.main.main`, before any stage runs. A stage without setting words
+    is returned as it is.
+
+    Raises:
+        InputError: ``--setting`` and a word it stands for both given (naming both and the fix), or a needed word
+            given by neither (the argparse "required" message, naming ``--setting`` too).
+    """
+    words = vars(args).pop(SETTING_WORDS, None)
+    if words is None:
+        return args
+    given = [word for word in words.defaults if getattr(args, word) is not None]
+    tag = getattr(args, "setting", None) if words.kind else None
+    if tag is not None:
+        values = tag_values(words.kind, tag)
+        both = [option(word) for word in given if word in values]
+        if both:
+            raise InputError(f"--setting {tag} and {' '.join(both)} both give the setting's "
+                             f"{', '.join(word for word in given if word in values)}: pass --setting alone, or the words "
+                             f"{' '.join(map(option, values))} without --setting")
+        for word, value in values.items():
+            setattr(args, word, value)
+    missing = [option(word) for word, default in words.defaults.items()
+               if default is None and getattr(args, word) is None]
+    if missing:
+        alternative = " (or --setting TAG instead)" if words.kind else ""
+        raise InputError(f"the following arguments are required: {', '.join(missing)}{alternative}")
+    for word, default in words.defaults.items():
+        if getattr(args, word) is None:
+            setattr(args, word, default)
+    return args
 
 
 # ------------------------------------------------------------------------------ input checks shared by stages

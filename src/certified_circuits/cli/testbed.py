@@ -14,8 +14,9 @@ import logging
 import warnings
 from pathlib import Path
 
-from certified_circuits.cli.stages import InputError, Stages, add_k_grid, add_votes_setting, existing_file, k_fraction
-from certified_circuits.cli.stages import output_file, positive_int, probability, seed, setting_of_args
+from certified_circuits.cli.stages import InputError, Stages, add_decision_setting, add_k_grid, add_setting_tag
+from certified_circuits.cli.stages import add_votes_setting, existing_file, k_fraction
+from certified_circuits.cli.stages import output_file, positive_int, seed, setting_of_args
 from certified_circuits.pipeline.tracking import add_metrics
 
 log = logging.getLogger(__name__)
@@ -69,9 +70,8 @@ def _stability_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scorer", required=True, help="score matrix to use, e.g. relevance or eap_ig")
     add_k_grid(p)
     add_votes_setting(p)
-    p.add_argument("--tau", type=float, required=True, help="confidence threshold in [0.5, 1)")
-    p.add_argument("--alpha", type=probability, default=0.001, help="family-wise failure probability")
-    p.add_argument("--correction", choices=("bonferroni", "holm"), default="bonferroni")
+    add_decision_setting(p)
+    add_setting_tag(p, "setting")
     p.add_argument("--allow-vacuous", action="store_true", help="run even when the setting can certify nothing")
     p.add_argument("--resamples", type=positive_int, default=PROTOCOL_RESAMPLES,
                    help=f"bootstrap resamples B (default {PROTOCOL_RESAMPLES}; at least 2)")

@@ -24,7 +24,9 @@ from certified_circuits.cli.stages import (
     InputError,
     Stages,
     add_k_grid,
+    add_decision_setting,
     add_reference_size,
+    add_setting_tag,
     add_votes_setting,
     check_circuit_files,
     existing_file,
@@ -177,6 +179,7 @@ def _discover_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--n-examples", type=positive_int, default=None, help="first N images of the class (default: all)")
     add_k_grid(p)
     add_votes_setting(p)
+    add_setting_tag(p, "votes")
     p.add_argument("--workers", type=positive_int, default=1, help="processes running the sub-datasets (default 1)")
     p.add_argument("--experiment", default="vision")
     p.add_argument("--split", default="concept", help="split name stored in the file's attrs")
@@ -366,19 +369,11 @@ def _runtime_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--n-examples", type=positive_int, default=50)
     p.add_argument("--n", type=positive_int, nargs="+", default=[100, 500, 1000], help="certification sample sizes")
     add_k_grid(p, required=False, default=[float(k) for k in np.linspace(0.05, 1.0, 20)])
-    default = Setting()  # the setting's defaults and its checks are the Setting's (core/setting.py)
-    p.add_argument("--p-del", type=float, default=default.p_del, help=f"deletion probability (default {default.p_del})")
-    p.add_argument("--tau", type=float, default=default.tau, help=f"confidence threshold (default {default.tau})")
-    p.add_argument(
-        "--alpha", type=float, default=default.alpha, help=f"family-wise failure probability (default {default.alpha})"
-    )
-    p.add_argument("--correction", choices=("bonferroni", "holm"), default=default.correction)
-    p.add_argument(
-        "--seed",
-        type=int,
-        default=default.seed,
-        help="config seed; the masks are drawn from (seed, concept), as for votes",
-    )
+    # the setting's defaults and its checks are the Setting's (core/setting.py); n0 and n are --n's
+    add_votes_setting(p, required=False, words=("p_del", "seed"),
+                      seed_help="config seed; the masks are drawn from (seed, concept), as for votes")
+    add_decision_setting(p, required=False)
+    add_setting_tag(p, "runtime")
     p.add_argument("--out-stem", type=Path, required=True, help="writes STEM.csv, STEM.md and STEM.tex")
 
 

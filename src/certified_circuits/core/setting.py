@@ -7,13 +7,14 @@ in result paths (:mod:`certified_circuits.pipeline.layout` builds paths from the
 
 Numbers appear *exactly*: a float is written as Python's shortest round-trip ``repr`` (``0.95``,
 ``0.001``, ``1e-05``, ``0.6000001``), so ``float(tag) == value`` always; a 6-digit ``%g`` would turn
-``tau: 0.9999999`` into ``1`` and ``p_del: 0.6000001`` into ``0.6``.
+``tau: 0.9999999`` into ``1`` and ``p_del: 0.6000001`` into ``0.6``. Each tag has one exact inverse:
+:meth:`Setting.from_tag`, :func:`parse_votes_tag` and :func:`parse_decision_tag` (one reader, ``_parse_tag``); a
+stage's ``--setting TAG`` is read through them.
 """
 
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -161,37 +162,14 @@ class Setting:
     def from_tag(cls, tag: str) -> "Setting":
         """The setting a :attr:`tag` names: its exact inverse, for data whose only record of the setting is the
         tag (a table's ``setting`` column); anything that has the values as columns or attributes reads those.
+        Built from the inverses of the two parts, :func:`parse_votes_tag` and :func:`parse_decision_tag`.
 
         Raises:
             ValueError: ``tag`` is not ``p{p_del}_n0{n0}_n{n}_s{seed}/t{tau}_a{alpha}_{correction}`` as
-                :attr:`tag` writes it (numbers exact), or names an invalid setting.
+                :attr:`tag` writes it (numbers exact), or names an invalid setting; the message names the tag,
+                the expected form and the bad field.
         """
-        match = _TAG.fullmatch(str(tag))
-        if match is None:
-            raise ValueError(
-                f"{tag!r} is not a setting tag (p{{p_del}}_n0{{n0}}_n{{n}}_s{{seed}}/t{{tau}}_a{{alpha}}_"
-                f"{{correction}})"
-            )
-        p_del, n0, n, seed, tau, alpha, correction = match.groups()
-        try:
-            setting = cls(
-                p_del=float(p_del),
-                n0=int(n0),
-                n=int(n),
-                seed=int(seed),
-                tau=float(tau),
-                alpha=float(alpha),
-                correction=correction,
-            )
-        except ValueError as error:  # a tag of an invalid setting (or an unparsable number)
-            raise ValueError(f"{tag!r} does not name a valid setting: {error}") from error
-        if setting.tag != tag:  # "p0.60_..." or "s007": not written by this class
-            raise ValueError(f"{tag!r} is not a setting tag as Setting.tag writes it ({setting.tag!r})")
-        return setting
-
-
-#: ``Setting.tag``'s pattern; numbers are validated by parsing them, the form by writing the tag again
-_TAG = re.compile(r"p([^_/]+)_n0([0-9]+)_n([0-9]+)_s([0-9]+)/t([^_/]+)_a([^_/]+)_([a-z]+)")
+        return cls(**_parse_tag(tag, ("votes", "decision")))
 
 
 def votes_tag(p_del: float | str, n0: int | str, n: int | str, seed: int | str) -> str:
@@ -205,3 +183,103 @@ def decision_tag(tau: float | str, alpha: float | str, correction: str) -> str:
 def _text(value: float | int | str) -> str:
     """Wildcard placeholders (``"{tau}"``) pass through; numbers are written exactly."""
     return value if isinstance(value, str) else number(value)
+
+
+def parse_votes_tag(tag: str) -> dict[str, float | int]:
+    """The exact inverse of :attr:`Setting.votes_tag`: the votes' part of a setting (Algorithm 2).
+
+    Args:
+        tag: ``p{p_del}_n0{n0}_n{n}_s{seed}`` as :func:`votes_tag` writes it (numbers exact: ``p0.6``, not ``p0.60``).
+
+    Returns:
+        ``{"p_del": float, "n0": int, "n": int, "seed": int}``, so that
+        ``votes_tag(**parse_votes_tag(t)) == t`` and ``setting.replace(**parse_votes_tag(setting.votes_tag)) == setting``.
+
+    Raises:
+        ValueError: naming the tag, the expected form and the bad field (a field that is not a number, is out of
+            the Setting's range, or is not written as :func:`votes_tag` writes it).
+    """
+    return _parse_tag(tag, ("votes",))
+
+
+def parse_decision_tag(tag: str) -> dict[str, float | str]:
+    """The exact inverse of :attr:`Setting.decision_tag`: the test's part of a setting (Algorithm 1).
+
+    Args:
+        tag: ``t{tau}_a{alpha}_{correction}`` as :func:`decision_tag` writes it (``t0.95_a0.001_bonferroni``).
+
+    Returns:
+        ``{"tau": float, "alpha": float, "correction": str}``, so that ``decision_tag(**parse_decision_tag(t)) == t``.
+
+    Raises:
+        ValueError: naming the tag, the expected form and the bad field.
+    """
+    return _parse_tag(tag, ("decision",))
+
+
+#: each part of a tag: its fields in order, each as (field, prefix in the tag, type); the fields are joined by "_"
+_PARTS: dict[str, tuple[tuple[str, str, type], ...]] = {
+    "votes": (("p_del", "p", float), ("n0", "n0", int), ("n", "n", int), ("seed", "s", int)),
+    "decision": (("tau", "t", float), ("alpha", "a", float), ("correction", "", str)),
+}
+#: each part's form and its writer
+_FORMS = {"votes": "p{p_del}_n0{n0}_n{n}_s{seed}", "decision": "t{tau}_a{alpha}_{correction}"}
+_WRITERS = {"votes": votes_tag, "decision": decision_tag}
+
+
+def _parse_tag(tag: str, parts: tuple[str, ...]) -> dict[str, Any]:
+    """The fields a tag of ``parts`` names: the one reader of every tag (parts joined by ``/``, each part's fields
+    by ``_``); each field is parsed, checked by :class:`Setting` and must be written back exactly.
+
+    Args:
+        tag: the tag.
+        parts: ``("votes",)``, ``("decision",)`` or both, in the order of :attr:`Setting.tag`.
+
+    Returns:
+        The fields of ``parts`` by name, as Python ``float``, ``int`` and ``str``.
+
+    Raises:
+        ValueError: ``'{tag}' is not a {name} ({form}, e.g. {example}): ...`` for the form (naming the field at
+            fault), ``'{tag}' does not name a valid setting: ...`` for a field that is not a number or is out of
+            range, ``'{tag}' is not a {name} as {writer} writes it (...)`` for a field written otherwise
+            (``p0.60``, ``s007``).
+    """
+    name = "setting tag" if len(parts) > 1 else f"{parts[0]} tag"
+    writer = "Setting.tag" if len(parts) > 1 else f"Setting.{parts[0]}_tag"
+    form = "/".join(_FORMS[part] for part in parts)
+    example = "/".join(getattr(Setting(), f"{part}_tag") for part in parts)
+    refusal = f"is not a {name} ({form}, e.g. {example})"
+    if not isinstance(tag, str):
+        raise ValueError(f"{tag!r} {refusal}: expected a string, got {type(tag).__name__}")
+    pieces = tag.split("/")
+    if len(pieces) != len(parts):
+        raise ValueError(f"{tag!r} {refusal}: it has {len(pieces)} part(s) joined by '/', expected {len(parts)}")
+    raw: dict[str, str] = {}
+    kinds: dict[str, type] = {}
+    for piece, part in zip(pieces, parts):
+        fields = _PARTS[part]
+        words = piece.split("_")
+        if len(words) != len(fields):
+            raise ValueError(f"{tag!r} {refusal}: {piece!r} has {len(words)} field(s) joined by '_', expected "
+                             f"{len(fields)}")
+        for word, (field, prefix, kind) in zip(words, fields):
+            if not word.startswith(prefix) or len(word) == len(prefix):
+                raise ValueError(f"{tag!r} {refusal}: field {field} is {word!r}, expected {prefix}{{{field}}}")
+            raw[field], kinds[field] = word[len(prefix):], kind
+    values: dict[str, Any] = {}
+    for field, text in raw.items():
+        try:
+            values[field] = kinds[field](text)
+        except ValueError:
+            what = "an integer" if kinds[field] is int else "a number"
+            raise ValueError(f"{tag!r} does not name a valid setting: {field} {text!r} is not {what}") from None
+    try:
+        Setting(**values)  # the Setting's own checks, naming the field
+    except ValueError as error:
+        raise ValueError(f"{tag!r} does not name a valid setting: {error}") from error
+    for field, text in raw.items():
+        if _text(values[field]) != text:
+            canonical = "/".join(_WRITERS[part](*(values[f] for f, _prefix, _kind in _PARTS[part])) for part in parts)
+            raise ValueError(f"{tag!r} is not a {name} as {writer} writes it ({canonical!r}): {field} is written "
+                             f"{_text(values[field])!r}, not {text!r}")
+    return values

@@ -161,3 +161,60 @@ def test_certify_checks_the_exact_plan_of_its_votes(tmp_path: Path, attribution_
     assert main(["certify", "--votes", str(votes_path), "--tau", "0.7", "--out", str(tmp_path / "m.h5")]) == 0
     attrs = read_certificates(tmp_path / "m.h5").attrs
     assert attrs["plan_verdict"] == "marginal" and "radius 0" in attrs["plan_warnings"]
+
+
+def _frozen_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Stages record their seconds in their files; a frozen clock makes two runs' files comparable byte for byte."""
+    import time
+
+    monkeypatch.setattr(time, "perf_counter", lambda: 1.0)
+
+
+def test_votes_and_certify_write_the_same_bytes_from_the_words_and_from_the_tag(
+        tmp_path: Path, attribution_file: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--setting TAG (what the workflow passes) and the words (what people type) are one setting: byte-identical
+    votes and certificates, at numbers a 6-digit print would round (p_del 0.6000001, tau 0.9000001, alpha 1e-05)."""
+    _frozen_clock(monkeypatch)
+    common = ["votes", "--attributions", str(attribution_file), "--scorer", "relevance", "--k-grid", "0.125", "0.5"]
+    words, tagged = tmp_path / "words", tmp_path / "tagged"
+    for folder in (words, tagged):
+        folder.mkdir()
+    assert main([*common, "--p-del", "0.6000001", "--n0", "50", "--n", "300", "--seed", "4",
+                 "--out", str(words / "v.h5")]) == 0
+    assert main([*common, "--setting", "p0.6000001_n050_n300_s4", "--out", str(tagged / "v.h5")]) == 0
+    assert main(["certify", "--votes", str(words / "v.h5"), "--tau", "0.9000001", "--alpha", "1e-05",
+                 "--correction", "holm", "--out", str(words / "c.h5")]) == 0
+    assert main(["certify", "--votes", str(tagged / "v.h5"), "--setting", "t0.9000001_a1e-05_holm",
+                 "--out", str(tagged / "c.h5")]) == 0
+    for name in ("v.h5", "c.h5"):
+        assert (words / name).read_bytes() == (tagged / name).read_bytes(), name
+    votes, certificates = read_votes(tagged / "v.h5"), read_certificates(tagged / "c.h5")
+    assert (votes.attrs["p_del"], votes.attrs["n0"], votes.attrs["n"], votes.attrs["seed"]) == (0.6000001, 50, 300, 4)
+    assert (certificates.attrs["tau"], certificates.attrs["alpha"], certificates.attrs["correction"]) == (
+        0.9000001, 1e-05, "holm")
+    # the defaults fill what the words leave out, as the tag would give them
+    assert main([*common, "--p-del", "0.6000001", "--seed", "4", "--out", str(words / "d.h5")]) == 0
+    assert main([*common, "--setting", "p0.6000001_n0100_n1000_s4", "--out", str(tagged / "d.h5")]) == 0
+    assert (words / "d.h5").read_bytes() == (tagged / "d.h5").read_bytes()
+
+
+def test_a_batch_takes_each_invocations_setting_tag(
+        tmp_path: Path, attribution_file: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+    """A batch fills every invocation's setting before the first runs: its files equal those of single stages given
+    the words, and a conflict in its last invocation stops it before the first writes anything."""
+    _frozen_clock(monkeypatch)
+    votes = ["votes", "--attributions", str(attribution_file), "--scorer", "relevance", "--k-grid", "0.125"]
+    assert main([*votes, "--p-del", "0.6", "--n0", "20", "--n", "200", "--out", str(tmp_path / "v.h5")]) == 0
+    assert main(["certify", "--votes", str(tmp_path / "v.h5"), "--tau", "0.9", "--out", str(tmp_path / "c.h5")]) == 0
+    assert main(["batch", *votes, "--setting", "p0.6_n020_n200_s0", "--out", str(tmp_path / "bv.h5"), "::",
+                 "certify", "--votes", str(tmp_path / "v.h5"), "--setting", "t0.9_a0.001_bonferroni",
+                 "--out", str(tmp_path / "bc.h5")]) == 0  # a batch's inputs exist when it is parsed
+    assert (tmp_path / "v.h5").read_bytes() == (tmp_path / "bv.h5").read_bytes()
+    assert (tmp_path / "c.h5").read_bytes() == (tmp_path / "bc.h5").read_bytes()
+    with pytest.raises(SystemExit) as stop:
+        main(["batch", *votes, "--setting", "p0.6_n020_n200_s0", "--out", str(tmp_path / "never.h5"), "::",
+              "certify", "--votes", str(tmp_path / "bv.h5"), "--setting", "t0.9_a0.001_bonferroni", "--tau", "0.9",
+              "--out", str(tmp_path / "never_c.h5")])
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and "batch [2/2] certify: error: --setting t0.9_a0.001_bonferroni and --tau" in err
+    assert not (tmp_path / "never.h5").exists() and not (tmp_path / "never_c.h5").exists()

@@ -130,8 +130,8 @@ def test_the_default_config_plans_the_embedded_world_and_tiny_gpt2(default: dict
     assert vision.vision_attribute_outputs(default, P, "ell") == [
         f"R/attributions/world/{s}/ell.h5" for s in ("concept", "context_shift")]
     main = vision.vision_setting(default)
-    assert certification.votes_options(main) == "--p-del 0.6 --n0 100 --n 1000 --seed 0"
-    assert certification.decision_options(main) == "--tau 0.95 --alpha 0.001 --correction bonferroni"
+    assert certification.votes_options(main) == "--setting p0.6_n0100_n1000_s0"
+    assert certification.decision_options(main) == "--setting t0.95_a0.001_bonferroni"
     assert vision.vision_scorers(default, "concept", main) == ["relevance", "activation"]
     assert vision.vision_scorers(default, "concept", main.replace(p_del=0.948)) == ["relevance"]
     assert vision.vision_scorers(default, "anomaly", main) == ["relevance"]
@@ -146,8 +146,8 @@ def test_the_default_config_plans_the_embedded_world_and_tiny_gpt2(default: dict
         "--ablation zero mean --reference R/vision/world/train.npz --reference-size 1000 --seed 0")
     assert vision.vision_ablation_inputs(default, P) == ["R/vision/world/train.npz"]
     assert certification.attack_options(default["vision"]["attack"], main, "relevance") == (
-        "--scorer relevance --k-grid 0.25 0.5 0.75 --p-del 0.6 --n0 100 --n 1000 --seed 0 --tau 0.95 --alpha 0.001 "
-        "--correction bonferroni --multiples 1 2 4 --trials 3 --attack-seed 0")
+        "--scorer relevance --k-grid 0.25 0.5 0.75 --setting p0.6_n0100_n1000_s0/t0.95_a0.001_bonferroni "
+        "--multiples 1 2 4 --trials 3 --attack-seed 0")
     assert common.cli_options(default["vision"]["world"]) == (
         "--seed 0 --n-classes 10 --image-size 16 --n-concept-per-class 50 --n-train-per-class 1000 --cue-attributes 2 "
         "--cue-values 4")
@@ -193,8 +193,8 @@ def test_the_default_config_plans_the_embedded_world_and_tiny_gpt2(default: dict
     assert stability[0]["out"] == "R/stability/world/concept/circle/relevance/p0.6_n0100_n1000_s0/t0.95_a0.001_bonferroni.csv"
     assert stability[0]["attributions"] == "R/attributions/world/concept/circle.h5"
     assert testbed.stability_options(stability[-1], default["testbed"]) == (
-        "--scorer eap_ig --k-grid " + common.words(default["language"]["k_grid"]) + " --p-del 0.9 --n0 100 --n 1000 "
-        "--seed 0 --tau 0.9 --alpha 0.001 --correction bonferroni --resamples 20 --bootstrap-seed 0")
+        "--scorer eap_ig --k-grid " + common.words(default["language"]["k_grid"]) + " --setting "
+        "p0.9_n0100_n1000_s0/t0.9_a0.001_bonferroni --resamples 20 --bootstrap-seed 0")
     no_resamples = copy.deepcopy(default)
     no_resamples["testbed"]["resamples"] = 0
     assert testbed.stability_jobs(no_resamples, P, concepts) == []
@@ -243,8 +243,8 @@ def test_the_smoke_config_plans_two_classes_one_task_and_small_settings(smoke: d
         "--concept square --split concept --experiment world --out R/attributions/world/concept/square.h5  "
         "--also context_shift R/vision/world/context_shift.npz R/attributions/world/context_shift/square.h5")
     main = vision.vision_setting(smoke)
-    assert certification.votes_options(main) == "--p-del 0.6 --n0 20 --n 100 --seed 0"
-    assert certification.decision_options(main) == "--tau 0.7 --alpha 0.05 --correction bonferroni"
+    assert certification.votes_options(main) == "--setting p0.6_n020_n100_s0"
+    assert certification.decision_options(main) == "--setting t0.7_a0.05_bonferroni"
     assert vision.vision_scorers(smoke, "concept", main) == ["relevance", "activation"]
     assert vision.vision_evaluate_sets(smoke, "concept", main) == ["id", "id_test", "context_shift"]
     assert common.cli_options(smoke["vision"]["world"]) == (
@@ -253,8 +253,8 @@ def test_the_smoke_config_plans_two_classes_one_task_and_small_settings(smoke: d
     assert common.cli_options(smoke["vision"]["train"]) == "--seed 0 --epochs 1 --widths 8 8 16 16"
     assert common.cli_options(smoke["language"]["train"]) == "--seed 0 --steps 20 --n-layer 1 --n-head 2 --n-embd 16"
     assert certification.attack_options(smoke["vision"]["attack"], main, "relevance") == (
-        "--scorer relevance --k-grid 0.5 --p-del 0.6 --n0 20 --n 100 --seed 0 --tau 0.7 --alpha 0.05 "
-        "--correction bonferroni --multiples 1 2 --trials 1 --attack-seed 0")
+        "--scorer relevance --k-grid 0.5 --setting p0.6_n020_n100_s0/t0.7_a0.05_bonferroni "
+        "--multiples 1 2 --trials 1 --attack-seed 0")
     assert [s.tag for s in language.language_settings(smoke, "ioi")] == ["p0.6_n020_n100_s0/t0.7_a0.05_bonferroni"]
     rows = reports.explorer_circuits(smoke, P, smoke["concepts"])
     assert [(r[0], r[1], r[3].split("/")[-2]) for r in rows] == [
@@ -294,16 +294,15 @@ def test_the_paper_config_plans_torchvision_and_gpt2_small_with_every_setting(pa
     groups = common.chunked(vision.vision_concepts(wnids), paper["vision"]["classes_per_job"])
     assert [len(g) for g in groups] == [50, 50] and groups[1][0] == "n00000050"
     main = vision.vision_setting(paper)
-    assert certification.votes_options(main) + " " + certification.decision_options(main) == (
-        "--p-del 0.6 --n0 100 --n 1000 --seed 0 --tau 0.95 --alpha 0.001 --correction bonferroni")
+    assert certification.setting_options(main) == "--setting p0.6_n0100_n1000_s0/t0.95_a0.001_bonferroni"
     assert vision.vision_evaluate_sets(paper, "concept", main) == ["id", "imagenet_a", "ood_cv", "imagenet_c", "imagenet_o"]
     # the paper's language grid: tau x p_del, 9 settings per task, tau-major
     expected = [f"p{p}_n0100_n1000_s0/t{t}_a0.001_bonferroni" for t in (0.85, 0.9, 0.95) for p in (0.85, 0.95, 0.99)]
     for task in ("ioi", "ioi_hard", "greater_than"):
         assert [s.tag for s in language.language_settings(paper, task)] == expected
     assert certification.attack_options(paper["language"]["attack"], language.language_settings(paper, "ioi")[0], "eap_ig") == (
-        "--scorer eap_ig --k-grid 0.25 0.5 0.75 --p-del 0.85 --n0 100 --n 1000 --seed 0 --tau 0.85 --alpha 0.001 "
-        "--correction bonferroni --multiples 1 2 4 --trials 3 --attack-seed 0")
+        "--scorer eap_ig --k-grid 0.25 0.5 0.75 --setting p0.85_n0100_n1000_s0/t0.85_a0.001_bonferroni "
+        "--multiples 1 2 4 --trials 3 --attack-seed 0")
     rows = reports.explorer_circuits(paper, P, wnids[:2])
     n_vision = 2 * len(vision.vision_scorers_all(paper))
     assert len(rows) == n_vision + 3 * 9 and rows[0][:2] == ("resnet101_imagenet", "n00000000")

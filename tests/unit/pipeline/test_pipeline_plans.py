@@ -189,10 +189,11 @@ def test_the_certification_jobs_options(default: dict) -> None:
     paths.votes("world", setting=main)  # the parse-time table of the settings the workflow's paths name
     wildcards = Wildcards(experiment="world", p_del="0.6", n0="100", n="1000", seed="0", tau="0.95", alpha="0.001",
                           correction="bonferroni")
-    assert certification.votes_job_options(paths, wildcards) == "--p-del 0.6 --n0 100 --n 1000 --seed 0"
-    assert certification.decision_job_options(paths, wildcards) == "--tau 0.95 --alpha 0.001 --correction bonferroni"
-    assert certification.setting_options(main) == (
-        "--p-del 0.6 --n0 100 --n 1000 --seed 0 --tau 0.95 --alpha 0.001 --correction bonferroni")
+    # the configured Setting's tags (one name per part), never the wildcards' text
+    assert certification.votes_job_options(paths, wildcards) == "--setting p0.6_n0100_n1000_s0"
+    assert certification.decision_job_options(paths, wildcards) == "--setting t0.95_a0.001_bonferroni"
+    assert certification.setting_options(main) == "--setting p0.6_n0100_n1000_s0/t0.95_a0.001_bonferroni"
+    assert certification.runtime_options(main) == certification.setting_options(main)
     assert certification.votes_job_k_grid(default, wildcards) == "0.05 0.1 0.15 0.2 0.25 0.3 0.4 0.5 0.75 1"  # 1.0 exact
     assert certification.votes_job_k_grid(default, Wildcards(experiment="tiny_gpt2")).startswith("0.002 0.005 0.01 ")
     with pytest.raises(KeyError, match="no enabled experiment is named 'other'; known: \\['tiny_gpt2', 'world'\\]"):
@@ -271,8 +272,8 @@ def test_the_testbed_jobs_functions(default: dict) -> None:
                      n="1000", seed="0", tau="0.95", alpha="0.001", correction="bonferroni")
     assert testbed.stability_job_attributions(planned, P, star) == "R/attributions/world/concept/star.h5"
     assert testbed.stability_job_options(planned, P, default["testbed"], star) == (
-        "--scorer relevance --k-grid 0.05 0.1 0.15 0.2 0.25 0.3 0.4 0.5 0.75 1 --p-del 0.6 --n0 100 --n 1000 --seed 0 "
-        "--tau 0.95 --alpha 0.001 --correction bonferroni --resamples 20 --bootstrap-seed 0")
+        "--scorer relevance --k-grid 0.05 0.1 0.15 0.2 0.25 0.3 0.4 0.5 0.75 1 "
+        "--setting p0.6_n0100_n1000_s0/t0.95_a0.001_bonferroni --resamples 20 --bootstrap-seed 0")
     assert testbed.ground_truth_job_path(P, star) == "R/ground_truth/world.json"
     recovery = testbed.recovery_inputs(default, P, concepts, "world")
     assert recovery["truth"] == "R/ground_truth/world.json"
@@ -340,13 +341,13 @@ def test_the_attack_jobs_of_both_halves(default: dict, tmp_path: Path) -> None:
     assert vision_job["inputs"](Wildcards())[:2] == ["R/attributions/world/concept/circle.h5",
                                                     "R/attributions/world/context_shift/circle.h5"]
     assert vision_job["options"] == (
-        "--scorer relevance --k-grid 0.25 0.5 0.75 --p-del 0.6 --n0 100 --n 1000 --seed 0 --tau 0.95 --alpha 0.001 "
-        "--correction bonferroni --multiples 1 2 4 --trials 3 --attack-seed 0")
+        "--scorer relevance --k-grid 0.25 0.5 0.75 --setting p0.6_n0100_n1000_s0/t0.95_a0.001_bonferroni "
+        "--multiples 1 2 4 --trials 3 --attack-seed 0")
     assert vision_job["outputs"] == {"table": "R/tables/world/attack/attack_raw.csv",
                                      "summary": "R/tables/world/attack/attack.md", "figure": "R/tables/world/attack/attack.png"}
     assert language_job["inputs"] == ["R/attributions/tiny_gpt2/train/induction.h5",
                                       "R/attributions/tiny_gpt2/ood_test/induction.h5"]
-    assert language_job["options"].startswith("--scorer eap_ig --k-grid 0.25 0.5 0.75 --p-del 0.95 --n0 100 ")
+    assert language_job["options"].startswith("--scorer eap_ig --k-grid 0.25 0.5 0.75 --setting p0.95_n0100_n1000_s0/")
     assert (vision_job["category"], language_job["category"]) == ("Vision", "Language")
     off = copy.deepcopy(default)
     off["vision"]["attack"]["enabled"] = off["language"]["attack"]["enabled"] = False

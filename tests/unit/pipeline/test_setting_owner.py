@@ -78,8 +78,9 @@ def _runtime_argv(tmp_path: Path, *extra: str) -> list[str]:
 
 def test_runtime_cli_defaults_are_the_settings(tmp_path: Path) -> None:
     from certified_circuits.cli.main import build_parser
+    from certified_circuits.cli.stages import resolve_setting
 
-    args = build_parser().parse_args(_runtime_argv(tmp_path))
+    args = resolve_setting(build_parser().parse_args(_runtime_argv(tmp_path)))
     default = Setting()
     assert (args.p_del, args.tau, args.alpha, args.seed, args.correction) == (
         default.p_del, default.tau, default.alpha, default.seed, default.correction)
@@ -94,9 +95,11 @@ def test_runtime_cli_refuses_an_invalid_setting_before_loading(tmp_path: Path, c
 
 
 def test_the_runtime_rule_passes_the_whole_setting(tmp_path: Path) -> None:
-    """vision_runtime passes every field of the main setting but n0 and n (its own --n list), through the one writer
-    of a setting's options (pipeline/plans/certification.py), with numbers exact: the stage reads them back."""
+    """vision_runtime gets the main setting as its whole tag through the one writer of a setting's options
+    (pipeline/plans/certification.py), with numbers exact: the stage reads back every field but n0 and n (its own
+    --n list)."""
     from certified_circuits.cli.main import build_parser
+    from certified_circuits.cli.stages import resolve_setting
     from certified_circuits.pipeline.plans.certification import runtime_options
 
     rules = (ROOT / "rules/vision_reports.smk").read_text()
@@ -104,6 +107,8 @@ def test_the_runtime_rule_passes_the_whole_setting(tmp_path: Path) -> None:
     rule = rule[:rule.index("\nif ")]
     assert "setting=certification.runtime_options(VSETTING)" in rule and " {params.setting} " in rule
     setting = Setting(p_del=0.6000001, n0=5, n=7, seed=3, tau=0.9999999, alpha=1e-05, correction="holm")
-    assert runtime_options(setting) == "--p-del 0.6000001 --seed 3 --tau 0.9999999 --alpha 1e-05 --correction holm"
-    args = build_parser().parse_args(_runtime_argv(tmp_path, *runtime_options(setting).split()))
+    assert runtime_options(setting) == "--setting p0.6000001_n05_n7_s3/t0.9999999_a1e-05_holm"
+    argv = _runtime_argv(tmp_path, *runtime_options(setting).split(), "--n", "10", "20")
+    args = resolve_setting(build_parser().parse_args(argv))
     assert (args.p_del, args.seed, args.tau, args.alpha, args.correction) == (0.6000001, 3, 0.9999999, 1e-05, "holm")
+    assert args.n == [10, 20] and not hasattr(args, "n0")  # the sample sizes are --n's, not the tag's

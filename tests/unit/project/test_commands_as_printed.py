@@ -24,6 +24,8 @@ import pytest
 import certified_circuits as cc
 from certified_circuits.commands import COMMAND, plan_command
 from certified_circuits.cli.main import build_parser
+from certified_circuits.cli.stages import SETTING_WORDS
+from certified_circuits.cli.stages import option as option_of
 from certified_circuits.pipeline.plans.setting_plans import plan_command as config_plan_command
 from tests.helpers.paths import ROOT
 
@@ -49,17 +51,21 @@ SYSTEM = {"cat", "ls", "cd", "export", "for", "do", "done", "if", "then", "fi", 
 BARE_TOOLS = {"certified-circuits", "snakemake", "mlflow", "pytest", "python", "ruff", "mypy", "pip"}
 
 
-def stages() -> tuple[dict[str, set[str]], dict[str, set[str]]]:
-    """Stage name -> its option strings, and -> its required options, from the CLI's own parser."""
+def stages() -> tuple[dict[str, set[str]], dict[str, set[str]], dict[str, set[str]]]:
+    """Stage name -> its option strings, -> its required options, and -> the setting words it needs when a command
+    gives no ``--setting TAG`` (votes' --p-del: cli/stages.py declares them optional to argparse), from the CLI's own
+    parser."""
     parser = build_parser()
     action = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction")
     options = {name: {o for a in sub._actions for o in a.option_strings} for name, sub in action.choices.items()}
     required = {name: {a.option_strings[0] for a in sub._actions if a.required and a.option_strings}
                 for name, sub in action.choices.items()}
-    return options, required
+    needs = {name: {option_of(w) for w, default in words.defaults.items() if default is None}
+             for name, sub in action.choices.items() if (words := sub.get_default(SETTING_WORDS))}
+    return options, required, needs
 
 
-STAGES, REQUIRED = stages()
+STAGES, REQUIRED, SETTING_NEEDS = stages()
 STAGES["batch"] = set()  # `certified-circuits batch STAGE ARGS :: STAGE ARGS`: each invocation is checked below
 BARE = re.compile(r"(?<![\w./-])certified-circuits ([a-z][a-z0-9-]*)")
 PREFIXED = re.compile(re.escape(COMMAND) + r" ([a-z][a-z0-9-]*)((?:[ \t]+[^\s`'\"),;|][^\s`'\",;|]*)*)")
@@ -88,7 +94,8 @@ def check_stage_command(text: str, where: str) -> None:
                 f"{where}: {text!r}: {words[0]} has no option {option} (it has {sorted(STAGES[words[0]])})")
         if given and "--help" not in given and "..." not in words and "ARGS" not in words:
             # a whole command (options given, nothing elided): it names every required option, so it runs as printed
-            missing = REQUIRED.get(words[0], set()) - set(given)
+            needs = REQUIRED.get(words[0], set()) | (set() if "--setting" in given else SETTING_NEEDS.get(words[0], set()))
+            missing = needs - set(given)
             assert not missing, f"{where}: {text!r}: {words[0]} also needs {sorted(missing)}"
 
 

@@ -1,17 +1,20 @@
-"""A certification setting as the options of a stage: the one place that spells a :class:`Setting` as words
+"""A certification setting as the option of a stage: the one place that writes a :class:`Setting` into a command
 (``rules/certification.smk``'s votes and certify jobs, and the attack, stability and runtime stages that re-run
 Algorithms 1 and 2).
 
-The stages keep their ``--p-del ... --correction`` options (they are called by hand too, docs/workflow.md); the
-workflow never reads them back out of a path: a job's setting is looked up by its tag in the parse-time table of
-every configured setting (:meth:`~certified_circuits.pipeline.layout.Layout.setting_of`).
+The workflow passes a setting by one name, ``--setting TAG``: the part of its tag the stage takes
+(:attr:`~Setting.votes_tag`, :attr:`~Setting.decision_tag` or the whole :attr:`~Setting.tag`), which the stage reads
+back exactly (:func:`certified_circuits.cli.stages.resolve_setting`). The stages keep their ``--p-del ...
+--correction`` words for people who call them by hand (docs/calibration.md); the workflow never reads a setting
+out of a path: a job's setting is looked up by its tag in the parse-time table of every configured setting
+(:meth:`~certified_circuits.pipeline.layout.Layout.setting_of`).
 """
 
 from __future__ import annotations
 
 from typing import Any, Mapping
 
-from certified_circuits.core.setting import Setting, number
+from certified_circuits.core.setting import Setting
 from certified_circuits.pipeline.layout import Layout
 from certified_circuits.pipeline.plans.common import Config, q, words
 
@@ -20,27 +23,27 @@ __all__ = ["votes_options", "decision_options", "setting_options", "runtime_opti
 
 
 def votes_options(setting: Setting) -> str:
-    """Algorithm 2's part of a setting, the options of a votes job.
+    """Algorithm 2's part of a setting, the option of a votes (or vision-discover) job.
 
     Args:
         setting: the setting.
 
     Returns:
-        ``--p-del P --n0 N0 --n N --seed S`` (numbers exact: ``--p-del 0.6 --n0 100 --n 1000 --seed 0``).
+        ``--setting {votes_tag}`` (numbers exact: ``--setting p0.6_n0100_n1000_s0``).
     """
-    return f"--p-del {number(setting.p_del)} --n0 {setting.n0} --n {setting.n} --seed {setting.seed}"
+    return f"--setting {q(setting.votes_tag)}"
 
 
 def decision_options(setting: Setting) -> str:
-    """Algorithm 1's part of a setting, the options of a certify job.
+    """Algorithm 1's part of a setting, the option of a certify job.
 
     Args:
         setting: the setting.
 
     Returns:
-        ``--tau T --alpha A --correction C`` (numbers exact: ``--tau 0.95 --alpha 0.001 --correction bonferroni``).
+        ``--setting {decision_tag}`` (numbers exact: ``--setting t0.95_a0.001_bonferroni``).
     """
-    return f"--tau {number(setting.tau)} --alpha {number(setting.alpha)} --correction {setting.correction}"
+    return f"--setting {q(setting.decision_tag)}"
 
 
 def setting_options(setting: Setting) -> str:
@@ -50,9 +53,9 @@ def setting_options(setting: Setting) -> str:
         setting: the setting.
 
     Returns:
-        :func:`votes_options` then :func:`decision_options`, space-separated.
+        ``--setting {tag}`` (``--setting p0.6_n0100_n1000_s0/t0.95_a0.001_bonferroni``).
     """
-    return f"{votes_options(setting)} {decision_options(setting)}"
+    return f"--setting {q(setting.tag)}"
 
 
 def runtime_options(setting: Setting) -> str:
@@ -62,9 +65,9 @@ def runtime_options(setting: Setting) -> str:
         setting: the setting whose cost is measured.
 
     Returns:
-        ``--p-del P --seed S --tau T --alpha A --correction C`` (numbers exact).
+        :func:`setting_options`: the stage reads the tag's p_del, seed, tau, alpha and correction, not its n0 and n.
     """
-    return f"--p-del {number(setting.p_del)} --seed {setting.seed} {decision_options(setting)}"
+    return setting_options(setting)
 
 
 def attack_options(attack: Mapping[str, Any], setting: Setting, scorer: str) -> str:
@@ -76,7 +79,7 @@ def attack_options(attack: Mapping[str, Any], setting: Setting, scorer: str) -> 
         scorer: the scorer whose certificates it attacks.
 
     Returns:
-        ``--scorer S --k-grid ... `` then :func:`setting_options`, then ``--multiples ... --trials T --attack-seed A``.
+        ``--scorer S --k-grid ...`` then :func:`setting_options`, then ``--multiples ... --trials T --attack-seed A``.
     """
     return (f"--scorer {q(scorer)} --k-grid {words(attack['k_grid'])} {setting_options(setting)} "
             f"--multiples {words(attack['multiples'])} --trials {attack['trials']} --attack-seed {attack['seed']}")

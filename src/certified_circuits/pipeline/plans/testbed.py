@@ -108,7 +108,7 @@ def stability_options(job: Mapping[str, Any], testbed: Mapping[str, Any]) -> str
         testbed: the config's ``testbed`` block (``resamples``, ``seed``).
 
     Returns:
-        ``--scorer S --k-grid ... --p-del --n0 --n --seed --tau --alpha --correction --resamples B --bootstrap-seed s``.
+        ``--scorer S --k-grid ... --setting TAG --resamples B --bootstrap-seed s`` (the whole tag: :func:`setting_options`).
     """
     return (f"--scorer {q(job['scorer'])} --k-grid {words(job['k_grid'])} {setting_options(job['setting'])} "
             f"--resamples {int(testbed['resamples'])} --bootstrap-seed {int(testbed['seed'])}")
