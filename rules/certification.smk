@@ -2,7 +2,8 @@
 
 # Each attribution file records how its scorers rank (EAP-IG: |mean score|); the votes stage reads it.
 # The settings come from the parse-time table of every configured setting (PATHS.setting_of), never
-# from the values in a path; pipeline/plans/certification.py spells them as the stages' options.
+# from the values in a path; pipeline/plans/certification.py passes each as one `--setting TAG` (its
+# votes or decision tag), which the stage reads back exactly (core.setting).
 
 
 rule votes:
