@@ -107,14 +107,14 @@ for _name, (_stage, _inputs, _caption) in CIRCUIT_REPORTS.items():
         output:
             table=VREPORTS[_name]["table"],
             figure=report(VREPORTS[_name]["figure"], caption=f"../report/{_caption}.rst", category="Vision"),
-        params:
+        params:  # what differs between the reports is a param: the shell expression is read when the job runs
             job=job_env(_name),
-            circuits=input_pairs("--circuits", "circuits"),
+            stage=_stage,
+            inputs=vision_reports.circuit_report_options("attributions" in _inputs),
             scorer=VMAIN_SCORER,
             out=output_dir,
         log: log_path(_name)
         conda: ENV
         shell:
-            stage_command(_stage + " --operating-points {input.operating_points:q} --scorer {params.scorer} "
-                          + ("--attributions {input.attributions:q} " if "attributions" in _inputs else "")
-                          + "{params.circuits} --out-dir {params.out:q}")
+            stage_command("{params.stage} --operating-points {input.operating_points:q} --scorer {params.scorer} "
+                          "{params.inputs} --out-dir {params.out:q}")

@@ -260,7 +260,7 @@ def test_adding_a_class_runs_only_its_jobs_and_the_aggregates(smoke_run: Path, t
 
 def test_each_dry_run_plans_exact_parameters_and_quotes_hostile_paths(tmp_path: Path) -> None:
     """One dry run: a results folder with a space and shell metacharacters reaches every command as one quoted word
-    (nothing is executed), and tau / p_del reach the commands and the result paths exactly (0.7000001 is not 0.7)."""
+    (nothing is executed), and tau / p_del reach the commands' setting tags and the result paths exactly (0.7000001 is not 0.7)."""
     results = tmp_path / "res ults;$(touch INJECTED)"
     patch = override(tmp_path, "exact", {"vision": {"certification": {"tau": 0.7000001, "p_del": 0.6000001}}})
     done = snakemake(results, "-n", "--printshellcmds", configs=(patch,))
@@ -269,7 +269,9 @@ def test_each_dry_run_plans_exact_parameters_and_quotes_hostile_paths(tmp_path: 
     commands = [line for line in text.splitlines() if "certified-circuits " in line]
     assert commands and all(f"'{results}" in line or str(results) not in line for line in commands)
     assert not (ROOT / "INJECTED").exists() and not (tmp_path / "INJECTED").exists()
-    assert "--tau 0.7000001" in text and "--p-del 0.6000001" in text and "p0.6000001_n020_n100_s0" in text
+    # the votes and certify jobs take their setting as one --setting TAG (pipeline/plans/certification.py)
+    assert "--setting p0.6000001_n020_n100_s0 " in text and "--setting t0.7000001_a0.05_bonferroni " in text
+    assert "p0.6000001_n020_n100_s0/t0.7000001_a0.05_bonferroni" in text  # the result paths
 
 
 @pytest.mark.parametrize("half", ["vision", "language"])

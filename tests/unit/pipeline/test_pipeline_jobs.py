@@ -108,6 +108,13 @@ def test_every_rule_runs_one_stage_with_its_job_environment_and_log() -> None:
         text = path.read_text()
         rules = re.findall(r"^\s*(?:rule|checkpoint)\b", text, flags=re.M)
         assert re.findall(r"\bshell:\s*(\w*)", text) == ["stage_command"] * len(rules), path.name
+        # Snakemake evaluates the shell expression when the job runs, in the Snakefile's namespace: a rule made in a
+        # loop would read the loop's last values there (the circuit reports once did). Only string literals, so
+        # whatever differs between rules goes through params, which are evaluated per rule.
+        arguments = re.findall(r"\bshell:\s*stage_command\((.*?)\)\s*$", text, flags=re.M | re.S)
+        assert len(arguments) == len(rules), path.name
+        for argument in arguments:
+            assert re.fullmatch(r'(\s*"[^"]*")+\s*', argument), f"{path.name}: shell: stage_command({argument})"
 
 
 def test_the_default_config_plans_the_embedded_world_and_tiny_gpt2(default: dict) -> None:

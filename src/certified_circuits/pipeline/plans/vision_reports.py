@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any, Callable, Sequence
 
 from certified_circuits.pipeline.layout import Layout
-from certified_circuits.pipeline.plans.common import Config, rule_files
+from certified_circuits.pipeline.plans.common import Config, input_pairs, rule_files, words
 from certified_circuits.pipeline.plans.tables import sufficiency_tables
 from certified_circuits.pipeline.plans.vision import (
     embedded_vision,
@@ -22,7 +22,7 @@ from certified_circuits.pipeline.plans.vision import (
 __all__ = [
     "vision_report_outputs", "vision_targets", "features_figure", "features_job_stem", "vision_iou_circuits",
     "vision_attack_inputs", "vision_figure_job_inputs", "seed_stability_circuits", "radius_sweep_inputs",
-    "spurious_inputs",
+    "spurious_inputs", "circuit_report_options",
 ]
 
 
@@ -158,3 +158,26 @@ def spurious_inputs(config: Config, paths: Layout, concepts: Sequence[str]) -> d
     vx = config["vision"]["experiment"]
     return {"attributions": [paths.attributions(vx, "concept", c) for c in concepts],
             "circuits": [f for c in concepts for f in vision_circuits(config, paths, "concept", c)]}
+
+
+def circuit_report_options(with_attributions: bool) -> Callable[[Any, Any], str]:
+    """The params function of a circuit report's input options (``rules/vision_reports.smk``, CIRCUIT_REPORTS).
+
+    The report rules are made in a loop, and Snakemake evaluates a rule's ``shell:`` expression when the job runs, in
+    the Snakefile's namespace, where the loop's variables hold their last values: what differs between the reports
+    is therefore passed through params (evaluated per rule, at parse time), never through the shell expression.
+
+    Args:
+        with_attributions: the report reads each class's attributions too (the spurious-cue index).
+
+    Returns:
+        A function of ``(wildcards, input)``: ``"--attributions A1 A2 --circuits V1 C1 --circuits V2 C2"`` with
+        attributions, else ``"--circuits V1 C1 --circuits V2 C2"`` (each file one quoted shell word).
+    """
+    pairs = input_pairs("--circuits", "circuits")
+
+    def options(wildcards: Any, input: Any) -> str:  # noqa: A002 (Snakemake passes the inputs by this name)
+        circuits = pairs(wildcards, input)
+        return f"--attributions {words(input.attributions)} {circuits}" if with_attributions else circuits
+
+    return options
