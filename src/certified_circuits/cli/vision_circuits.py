@@ -370,8 +370,12 @@ def _runtime_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--n", type=positive_int, nargs="+", default=[100, 500, 1000], help="certification sample sizes")
     add_k_grid(p, required=False, default=[float(k) for k in np.linspace(0.05, 1.0, 20)])
     # the setting's defaults and its checks are the Setting's (core/setting.py); n0 and n are --n's
-    add_votes_setting(p, required=False, words=("p_del", "seed"),
-                      seed_help="config seed; the masks are drawn from (seed, concept), as for votes")
+    add_votes_setting(
+        p,
+        required=False,
+        words=("p_del", "seed"),
+        seed_help="config seed; the masks are drawn from (seed, concept), as for votes",
+    )
     add_decision_setting(p, required=False)
     add_setting_tag(p, "runtime")
     p.add_argument("--out-stem", type=Path, required=True, help="writes STEM.csv, STEM.md and STEM.tex")

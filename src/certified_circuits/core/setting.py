@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 
 def number(value: float | int) -> str:
@@ -224,7 +224,7 @@ _PARTS: dict[str, tuple[tuple[str, str, type], ...]] = {
 }
 #: each part's form and its writer
 _FORMS = {"votes": "p{p_del}_n0{n0}_n{n}_s{seed}", "decision": "t{tau}_a{alpha}_{correction}"}
-_WRITERS = {"votes": votes_tag, "decision": decision_tag}
+_WRITERS: dict[str, Callable[..., str]] = {"votes": votes_tag, "decision": decision_tag}
 
 
 def _parse_tag(tag: str, parts: tuple[str, ...]) -> dict[str, Any]:
@@ -260,12 +260,13 @@ def _parse_tag(tag: str, parts: tuple[str, ...]) -> dict[str, Any]:
         fields = _PARTS[part]
         words = piece.split("_")
         if len(words) != len(fields):
-            raise ValueError(f"{tag!r} {refusal}: {piece!r} has {len(words)} field(s) joined by '_', expected "
-                             f"{len(fields)}")
+            raise ValueError(
+                f"{tag!r} {refusal}: {piece!r} has {len(words)} field(s) joined by '_', expected {len(fields)}"
+            )
         for word, (field, prefix, kind) in zip(words, fields):
             if not word.startswith(prefix) or len(word) == len(prefix):
                 raise ValueError(f"{tag!r} {refusal}: field {field} is {word!r}, expected {prefix}{{{field}}}")
-            raw[field], kinds[field] = word[len(prefix):], kind
+            raw[field], kinds[field] = word[len(prefix) :], kind
     values: dict[str, Any] = {}
     for field, text in raw.items():
         try:
@@ -280,6 +281,8 @@ def _parse_tag(tag: str, parts: tuple[str, ...]) -> dict[str, Any]:
     for field, text in raw.items():
         if _text(values[field]) != text:
             canonical = "/".join(_WRITERS[part](*(values[f] for f, _prefix, _kind in _PARTS[part])) for part in parts)
-            raise ValueError(f"{tag!r} is not a {name} as {writer} writes it ({canonical!r}): {field} is written "
-                             f"{_text(values[field])!r}, not {text!r}")
+            raise ValueError(
+                f"{tag!r} is not a {name} as {writer} writes it ({canonical!r}): {field} is written "
+                f"{_text(values[field])!r}, not {text!r}"
+            )
     return values
