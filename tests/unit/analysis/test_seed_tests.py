@@ -38,11 +38,9 @@ def test_the_test_refuses_what_it_cannot_enumerate(bad, message):
         sign_flip_test(bad)
 
 
-def test_holm_adjusted_p_values_by_hand_and_against_the_engine_and_statsmodels():
+def test_holm_adjusted_p_values_by_hand_and_against_the_engine_and_statsmodels(multipletests):
     np.testing.assert_allclose(holm_adjust([0.01, 0.04, 0.03]), [0.03, 0.06, 0.06])
     assert np.isnan(holm_adjust([0.01, np.nan])[1]) and holm_adjust([0.01, np.nan])[0] == 0.01  # NaN not counted
-    from statsmodels.stats.multitest import multipletests
-
     rng = np.random.default_rng(0)
     for _ in range(50):
         p = rng.random(int(rng.integers(1, 12))) ** 3

@@ -10,7 +10,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import binom
-from statsmodels.stats.multitest import multipletests
 
 from certified_circuits.core.certification import (
     binomial_pvalue,
@@ -111,7 +110,7 @@ def test_correction_runs_per_k_over_components() -> None:
 
 
 @pytest.mark.slow
-def test_holm_matches_statsmodels_and_is_a_superset_of_bonferroni(rng: np.random.Generator) -> None:
+def test_holm_matches_statsmodels_and_is_a_superset_of_bonferroni(rng: np.random.Generator, multipletests) -> None:
     pvalues = rng.uniform(0, 0.02, size=(50, 40)) ** 2
     holm = reject(pvalues, 0.01, "holm")
     bonferroni = reject(pvalues, 0.01, "bonferroni")
