@@ -274,13 +274,16 @@ def top_segments(values: np.ndarray, kept: np.ndarray, zeros_apart: bool | None 
         zeros_apart = _zeros_apart(values, _ZERO_GAP_VALUES)
     if zeros_apart:
         suspect &= bucket != (_MAGNITUDE_BITS >> shift)
-    segments = np.bitwise_and(keys[:, :depth], low)
-    segments = segments.view(np.intp) if segments.itemsize == np.dtype(np.intp).itemsize else segments.astype(np.intp)
     rows, at = np.nonzero(suspect)
-    if rows.size:
-        wrong = np.unique(rows[_misordered(values, keys, rows, cuts[at], bucket[rows, at], shift, low)])
-        if wrong.size:
-            segments[wrong] = np.argsort(-values[wrong], axis=1, kind="stable")[:, :depth]
+    wrong = (
+        np.unique(rows[_misordered(values, keys, rows, cuts[at], bucket[rows, at], shift, low)]) if rows.size else rows
+    )
+    if np.dtype(np.intp).itemsize == 8:  # the components in place of the keys (no copy: the keys are not read again)
+        segments = np.bitwise_and(keys[:, :depth], low, out=keys[:, :depth]).view(np.intp)
+    else:
+        segments = np.bitwise_and(keys[:, :depth], low).astype(np.intp)
+    if wrong.size:
+        segments[wrong] = np.argsort(-values[wrong], axis=1, kind="stable")[:, :depth]
     return segments
 
 
