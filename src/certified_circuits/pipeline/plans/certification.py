@@ -12,62 +12,46 @@ out of a path: a job's setting is looked up by its tag in the parse-time table o
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any, Mapping
 
 from certified_circuits.core.setting import Setting
 from certified_circuits.pipeline.layout import Layout
 from certified_circuits.pipeline.plans.common import Config, q, words
 
-__all__ = ["votes_options", "decision_options", "setting_options", "runtime_options", "attack_options",
+__all__ = ["setting_option", "votes_options", "decision_options", "setting_options", "runtime_options", "attack_options",
            "votes_job_options", "decision_job_options", "votes_job_k_grid"]
 
 
-def votes_options(setting: Setting) -> str:
-    """Algorithm 2's part of a setting, the option of a votes (or vision-discover) job.
+#: the tag of each part of a setting that a stage takes (:class:`Setting`'s properties)
+_TAGS = {"votes": "votes_tag", "decision": "decision_tag", "whole": "tag"}
+
+
+def setting_option(setting: Setting, part: str = "whole") -> str:
+    """A setting as the one option a stage takes, ``--setting TAG``, which the stage reads back exactly
+    (:mod:`certified_circuits.core.setting`).
 
     Args:
         setting: the setting.
+        part: ``votes`` (Algorithm 2's part: votes and vision-discover jobs), ``decision`` (Algorithm 1's: certify
+            jobs) or ``whole`` (stages that run both: stability, report-attack; vision-runtime, which reads the
+            tag's p_del, seed, tau, alpha and correction and takes n0 and n from its own ``--n`` list).
 
     Returns:
-        ``--setting {votes_tag}`` (numbers exact: ``--setting p0.6_n0100_n1000_s0``).
+        ``--setting p0.6_n0100_n1000_s0``, ``--setting t0.95_a0.001_bonferroni`` or ``--setting
+        p0.6_n0100_n1000_s0/t0.95_a0.001_bonferroni`` (numbers exact, one shell word).
     """
-    return f"--setting {q(setting.votes_tag)}"
+    return f"--setting {q(getattr(setting, _TAGS[part]))}"
 
 
-def decision_options(setting: Setting) -> str:
-    """Algorithm 1's part of a setting, the option of a certify job.
-
-    Args:
-        setting: the setting.
-
-    Returns:
-        ``--setting {decision_tag}`` (numbers exact: ``--setting t0.95_a0.001_bonferroni``).
-    """
-    return f"--setting {q(setting.decision_tag)}"
-
-
-def setting_options(setting: Setting) -> str:
-    """The whole setting, for a stage that runs both algorithms (report-attack, stability).
-
-    Args:
-        setting: the setting.
-
-    Returns:
-        ``--setting {tag}`` (``--setting p0.6_n0100_n1000_s0/t0.95_a0.001_bonferroni``).
-    """
-    return f"--setting {q(setting.tag)}"
-
-
-def runtime_options(setting: Setting) -> str:
-    """The setting of ``vision-runtime``, which takes its ``n0`` and ``n`` from its own ``--n`` list.
-
-    Args:
-        setting: the setting whose cost is measured.
-
-    Returns:
-        :func:`setting_options`: the stage reads the tag's p_del, seed, tau, alpha and correction, not its n0 and n.
-    """
-    return setting_options(setting)
+#: the votes job's option (``--setting {votes_tag}``)
+votes_options = partial(setting_option, part="votes")
+#: the certify job's option (``--setting {decision_tag}``)
+decision_options = partial(setting_option, part="decision")
+#: the whole setting, for report-attack and stability (``--setting {tag}``)
+setting_options = partial(setting_option, part="whole")
+#: vision-runtime's option: the whole tag (its n0 and n come from the stage's ``--n`` list)
+runtime_options = setting_options
 
 
 def attack_options(attack: Mapping[str, Any], setting: Setting, scorer: str) -> str:
