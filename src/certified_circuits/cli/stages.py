@@ -338,13 +338,10 @@ def add_setting_tag(parser: argparse.ArgumentParser, kind: str) -> None:
 def tag_values(kind: str, tag: str) -> dict:
     """The words a ``--setting`` tag of ``kind`` gives, by field (a ValueError names the tag, its form and the
     bad field: :mod:`certified_circuits.core.setting`'s readers)."""
-    from dataclasses import asdict
-
-    from certified_circuits.core.setting import Setting, parse_decision_tag, parse_votes_tag
+    from certified_circuits.core.setting import parse_tag
 
     parts, words = TAG_KINDS[kind]
-    read = {("votes",): parse_votes_tag, ("decision",): parse_decision_tag}.get(parts, lambda t: asdict(Setting.from_tag(t)))
-    values = read(tag)
+    values = parse_tag(tag, parts)
     return {word: values[word] for word in words}
 
 

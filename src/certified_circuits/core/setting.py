@@ -8,7 +8,7 @@ in result paths (:mod:`certified_circuits.pipeline.layout` builds paths from the
 Numbers appear *exactly*: a float is written as Python's shortest round-trip ``repr`` (``0.95``,
 ``0.001``, ``1e-05``, ``0.6000001``), so ``float(tag) == value`` always; a 6-digit ``%g`` would turn
 ``tau: 0.9999999`` into ``1`` and ``p_del: 0.6000001`` into ``0.6``. Each tag has one exact inverse:
-:meth:`Setting.from_tag`, :func:`parse_votes_tag` and :func:`parse_decision_tag` (one reader, ``_parse_tag``); a
+:meth:`Setting.from_tag`, :func:`parse_votes_tag` and :func:`parse_decision_tag` (one reader, :func:`parse_tag`); a
 stage's ``--setting TAG`` is read through them.
 """
 
@@ -169,7 +169,7 @@ class Setting:
                 :attr:`tag` writes it (numbers exact), or names an invalid setting; the message names the tag,
                 the expected form and the bad field.
         """
-        return cls(**_parse_tag(tag, ("votes", "decision")))
+        return cls(**parse_tag(tag, ("votes", "decision")))
 
 
 def votes_tag(p_del: float | str, n0: int | str, n: int | str, seed: int | str) -> str:
@@ -199,7 +199,7 @@ def parse_votes_tag(tag: str) -> dict[str, float | int]:
         ValueError: naming the tag, the expected form and the bad field (a field that is not a number, is out of
             the Setting's range, or is not written as :func:`votes_tag` writes it).
     """
-    return _parse_tag(tag, ("votes",))
+    return parse_tag(tag, ("votes",))
 
 
 def parse_decision_tag(tag: str) -> dict[str, float | str]:
@@ -214,7 +214,7 @@ def parse_decision_tag(tag: str) -> dict[str, float | str]:
     Raises:
         ValueError: naming the tag, the expected form and the bad field.
     """
-    return _parse_tag(tag, ("decision",))
+    return parse_tag(tag, ("decision",))
 
 
 #: each part of a tag: its fields in order, each as (field, prefix in the tag, type); the fields are joined by "_"
@@ -227,7 +227,7 @@ _FORMS = {"votes": "p{p_del}_n0{n0}_n{n}_s{seed}", "decision": "t{tau}_a{alpha}_
 _WRITERS: dict[str, Callable[..., str]] = {"votes": votes_tag, "decision": decision_tag}
 
 
-def _parse_tag(tag: str, parts: tuple[str, ...]) -> dict[str, Any]:
+def parse_tag(tag: str, parts: tuple[str, ...]) -> dict[str, Any]:
     """The fields a tag of ``parts`` names: the one reader of every tag (parts joined by ``/``, each part's fields
     by ``_``); each field is parsed, checked by :class:`Setting` and must be written back exactly.
 
