@@ -6,8 +6,10 @@ from certified_circuits.language.tasks import GENERATED_TASKS as ALL_TASKS, SPLI
 # the tasks whose prompts the embedded model's training sees (and excludes from its training stream): the configured
 # train.tasks, the compiled model's task, or the default mixture
 TRAIN_TASKS = language.language_train_tasks(LANGUAGE)
-LANGUAGE_EVAL_FILES = partial(language.language_eval_job_files, config, PATHS)
-LANGUAGE_EVAL_OPTIONS = partial(language.language_eval_job_options, config, PATHS)
+# what a job that runs the model on a task's eval sets reads and passes: the inputs eval_sets and model, the params
+# model, eval_sets and experiment (language_evaluate, language_faithfulness_mib)
+LANGUAGE_EVAL_JOB_INPUTS = language.language_eval_job_inputs(config, PATHS)
+LANGUAGE_EVAL_JOB_PARAMS = language.language_eval_job_params(config, PATHS)
 
 
 if HF_LANGUAGE:
@@ -105,14 +107,11 @@ rule language_evaluate:
     input:
         votes=PATHS.votes(LX, scorer="eap_ig"),
         certificates=PATHS.certificates(LX, scorer="eap_ig"),
-        eval_sets=LANGUAGE_EVAL_FILES,
-        model=language_model_inputs(),
+        **LANGUAGE_EVAL_JOB_INPUTS,
     output: PATHS.sufficiency(LX)
     params:
         job=job_env("language_evaluate"),
-        model=language_model_args(),
-        eval_sets=LANGUAGE_EVAL_OPTIONS,
-        experiment=LX,
+        **LANGUAGE_EVAL_JOB_PARAMS,
     log: log_path("language_evaluate", PER_SUFFICIENCY)
     benchmark: benchmark_path("language_evaluate", PER_SUFFICIENCY)
     conda: ENV
@@ -136,16 +135,13 @@ if LANGUAGE["faithfulness"]["grid"] == "mib":
             attributions=partial(language.mib_job_attributions, MIB_TASK_CIRCUITS),
             circuits=partial(language.mib_job_circuit_files, MIB_TASK_CIRCUITS),
             selected=[MIB_SELECTED] if MIB_SELECTED else [],
-            eval_sets=LANGUAGE_EVAL_FILES,
-            model=language_model_inputs(),
+            **LANGUAGE_EVAL_JOB_INPUTS,
         output: PATHS.faithfulness_mib(LX)
         params:
             job=job_env("language_faithfulness_mib"),
-            model=language_model_args(),
             circuits=partial(language.mib_job_circuit_options, MIB_TASK_CIRCUITS),
             selected=f"--selected {q(MIB_SELECTED)}" if MIB_SELECTED else "",
-            eval_sets=LANGUAGE_EVAL_OPTIONS,
-            experiment=LX,
+            **LANGUAGE_EVAL_JOB_PARAMS,
         log: log_path("language_faithfulness_mib", "{concept}")
         conda: ENV
         resources: **LANGUAGE_MODEL_JOB,

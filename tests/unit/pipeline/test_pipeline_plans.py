@@ -249,6 +249,13 @@ def test_the_language_jobs_functions(smoke: dict, tmp_path: Path) -> None:
     assert language.language_eval_job_options(smoke, P, task) == (
         "--eval-set id_test=R/language/tasks/ioi/id_test.jsonl --eval-set ood_test=R/language/tasks/ioi/ood_test.jsonl "
         "--eval-set validation=R/language/tasks/ioi/validation.jsonl")
+    inputs, params = language.language_eval_job_inputs(smoke, P), language.language_eval_job_params(smoke, P)
+    assert list(inputs) == ["eval_sets", "model"] and list(params) == ["model", "eval_sets", "experiment"]
+    assert inputs["eval_sets"](task) == language.language_eval_job_files(smoke, P, task)
+    assert inputs["model"] == ["R/language/model/config.json"]
+    assert params["eval_sets"](task) == language.language_eval_job_options(smoke, P, task)
+    assert params["model"] == "--model embedded --model-path R/language/model --device auto"
+    assert params["experiment"] == "tiny_gpt2"
     hf = copy.deepcopy(smoke)
     hf["language"]["task_files"] = {"mine": "/data/my tasks/mine.jsonl"}
     assert language.language_task_job_file(hf, Wildcards(task="mine")) == "/data/my tasks/mine.jsonl"

@@ -8,6 +8,7 @@ Functions of the checked config and the result layout; the ``*_job_*`` ones take
 from __future__ import annotations
 
 import json
+from functools import partial
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -18,7 +19,8 @@ from certified_circuits.pipeline.plans.common import Config, item_options, q
 __all__ = [
     "embedded_language", "hf_language", "language_settings", "language_train_tasks", "language_shape",
     "language_dirs", "language_task_job_dir", "language_task_job_file", "language_model_args", "language_model_inputs",
-    "language_eval_sets", "language_eval_job_files", "language_eval_job_options", "mib_model_name",
+    "language_eval_sets", "language_eval_job_files", "language_eval_job_options", "language_eval_job_inputs",
+    "language_eval_job_params", "mib_model_name",
     "language_selected_table", "mib_circuits", "mib_task_circuits", "mib_job_attributions", "mib_job_circuit_files",
     "mib_job_circuit_options",
 ]
@@ -162,6 +164,38 @@ def language_eval_job_options(config: Config, paths: Layout, wildcards: Any) -> 
     files = language_eval_job_files(config, paths, wildcards)
     return item_options("--eval-set", [(f"{name}={file}",)
                                        for name, file in zip(language_eval_sets(config, wildcards.concept), files)])
+
+
+def language_eval_job_inputs(config: Config, paths: Layout) -> dict[str, Any]:
+    """What a job that runs the language model on a task's eval sets reads (``language_evaluate``,
+    ``language_faithfulness_mib``): the rule's named inputs ``eval_sets`` and ``model``.
+
+    Args:
+        config: the run's config.
+        paths: the run's layout.
+
+    Returns:
+        ``{"eval_sets": <input function>, "model": [...]}``: the eval sets' prompt files of the job's task
+        (:func:`language_eval_job_files`, bound) and the model file (:func:`language_model_inputs`).
+    """
+    return {"eval_sets": partial(language_eval_job_files, config, paths), "model": language_model_inputs(config, paths)}
+
+
+def language_eval_job_params(config: Config, paths: Layout) -> dict[str, Any]:
+    """What such a job passes to its stage beside its own options: the rule's params ``model``, ``eval_sets`` and
+    ``experiment`` (the shell writes ``{params.model} ... {params.eval_sets} --experiment {params.experiment:q}``).
+
+    Args:
+        config: the run's config.
+        paths: the run's layout.
+
+    Returns:
+        ``{"model": "--model ...", "eval_sets": <params function>, "experiment": "tiny_gpt2"}``:
+        :func:`language_model_args`, the ``--eval-set NAME=FILE`` options of the job's task
+        (:func:`language_eval_job_options`, bound) and the language experiment's name.
+    """
+    return {"model": language_model_args(config, paths), "eval_sets": partial(language_eval_job_options, config, paths),
+            "experiment": config["language"]["experiment"]}
 
 
 # ------------------------------------------------------------------------ MIB (docs/mib.md)
