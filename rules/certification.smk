@@ -14,7 +14,7 @@ rule votes:
         job=job_env("votes"),
         k_grid=partial(certification.votes_job_k_grid, config),
         setting=partial(certification.votes_job_options, PATHS),
-        device=q(DEVICE),
+        device=common.vote_device_option(DEVICE),
     log: log_path("votes", PER_VOTES)
     benchmark: benchmark_path("votes", PER_VOTES)
     conda: ENV

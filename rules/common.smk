@@ -40,7 +40,8 @@ VMAIN_SCORER = vision.vision_main_scorer(config)
 # Additive plugins are scored by vision-attribute (cached path); discovery plugins run in vision-discover.
 VDISCOVERY_SCORERS = vision.vision_discovery_scorers(config)
 # Model jobs of the paper config ask the cluster for a GPU, more memory and time; the embedded default
-# and a paper run with `device: cpu` ask for none (profiles/slurm routes gpu > 0 to the GPU partition).
+# and a paper run with `device: cpu` ask for none, and any model job asks for one when `device` names CUDA
+# (profiles/slurm routes gpu > 0 to the GPU partition). Votes jobs never need one (plans/common.py vote_device_option).
 VISION_GPU, VISION_MEM_MB, VISION_RUNTIME = common.model_resources(EMBEDDED_VISION, DEVICE)
 LANGUAGE_GPU, LANGUAGE_MEM_MB, LANGUAGE_RUNTIME = common.model_resources(EMBEDDED_LANGUAGE, DEVICE)
 # what a job of each kind asks for: a model job of either half, a job on the embedded world (render, filter, truth)

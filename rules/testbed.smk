@@ -52,9 +52,7 @@ if GROUND_TRUTHS.get(LX) == "language":
         log: log_path("language_ground_truth")
         conda: ENV
         priority: 15
-        resources:
-            mem_mb=LANGUAGE_MEM_MB,
-            runtime=LANGUAGE_RUNTIME,
+        resources: **LANGUAGE_MODEL_JOB,
         shell:
             stage_command("language-ground-truth --model-path {params.model:q} --examples {input.examples:q} "
                           "--task {params.task} --experiment {params.experiment:q} --seed {params.seed} "

@@ -126,7 +126,11 @@ def test_the_default_config_plans_the_embedded_world_and_tiny_gpt2(default: dict
     assert vision.vision_model_inputs(default, P) == ["R/vision/model.pt"]
     assert language.language_model_inputs(default, P) == ["R/language/model/config.json"]
     assert vision.vision_concept_size(default) == 50
-    assert common.model_resources(True, "auto") == common.model_resources(True, "cuda") == (0, 4000, 60)
+    assert common.model_resources(True, "auto") == common.model_resources(True, "cpu") == (0, 4000, 60)
+    # a device that names CUDA: the stage refuses to run without it, so even the embedded model's jobs ask for a GPU
+    assert common.model_resources(True, "cuda") == common.model_resources(True, "cuda:1") == (1, 4000, 60)
+    # votes run no model and ask for no GPU: never the config's cuda, which would stop them on a CPU node
+    assert [common.vote_device_option(d) for d in ("auto", "cpu", "cuda", "cuda:1")] == ["auto", "cpu", "auto", "auto"]
     assert [vision.vision_eval_data(default, P, s) for s in ("id", "adversarial", "anomaly", "context_shift")] == [
         "R/vision/world/concept.npz", "R/vision/adversarial.npz", "R/vision/anomaly.npz", "R/vision/world/context_shift.npz"]
     assert vision.vision_attribute_invocation(default, P, "circle") == (
@@ -426,6 +430,24 @@ def test_the_dry_run_schedules_the_recorded_jobs_and_commands(name: str) -> None
         f"regenerate with `python tests/unit/pipeline/test_pipeline_jobs.py {name}` and review the diff\n"
         f"missing: {missing[:3]}\nextra: {extra[:3]}")
     assert jobs == expected  # the same multiset (a job twice would be a different plan)
+
+
+def test_a_cuda_device_sends_every_model_job_to_a_gpu_and_no_votes_job(tmp_path: Path) -> None:
+    """``device: cuda`` on the embedded smoke run: every job that passes ``--device cuda`` asks for a GPU (the stage
+    refuses to run without CUDA, so a CPU node would stop it), and the votes jobs, which ask for none, count with
+    ``--device auto``. Before, the votes and every embedded model job were sent to CPU nodes with ``--device cuda``."""
+    override = tmp_path / "cuda.yaml"
+    override.write_text("device: cuda\n")
+    jobs = job_lines(dry_run(("configs/smoke.yaml", str(override)), tmp_path / "results"), tmp_path / "results")
+    gpu = {job.split(" | ")[0]: re.search(r"\bgpu=(\d+)", job) for job in jobs}
+    cuda_jobs = [job for job in jobs if "--device cuda" in job]
+    assert len(cuda_jobs) >= 10 and {job.split(" | ")[0] for job in cuda_jobs} >= {
+        "rule vision_attribute", "rule vision_evaluate", "rule language_attribute", "rule language_evaluate"}
+    assert all(re.search(r"\bgpu=1\b", job) for job in cuda_jobs), [j.split(" | ")[0] for j in cuda_jobs
+                                                                     if not re.search(r"\bgpu=1\b", j)]
+    votes = [job for job in jobs if job.startswith("rule votes ")]
+    assert votes and all("--device auto" in job and "gpu=" not in job for job in votes)
+    assert gpu["rule certify"] is None
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ from certified_circuits.pipeline.tracking.records import encode_wildcards
 
 __all__ = [
     "Config", "q", "words", "cli_options", "item_options", "pair_options", "chunked", "job_env", "stage_command", "log_path",
-    "benchmark_path", "local_inputs", "model_resources", "output_dir", "output_stem", "input_dir", "input_pairs",
+    "benchmark_path", "local_inputs", "model_resources", "vote_device_option", "output_dir", "output_stem", "input_dir", "input_pairs",
     "rule_files",
 ]
 
@@ -186,11 +186,31 @@ def model_resources(embedded: bool, device: str) -> tuple[int, int, int]:
         device: the config's ``device``.
 
     Returns:
-        ``(gpu, mem_mb, runtime)``: an embedded model asks for no GPU, 4000 MB and 60 minutes; a torchvision or
-        Hugging Face model for 16000 MB and 120 minutes, and one GPU unless ``device: cpu``.
+        ``(gpu, mem_mb, runtime)``: an embedded model 4000 MB and 60 minutes, a torchvision or Hugging Face model
+        16000 MB and 120 minutes. One GPU where the job needs one: a torchvision or Hugging Face model unless
+        ``device: cpu``, and any model when the device names CUDA (``cuda``, ``cuda:N``), since its stage then
+        refuses to run without CUDA (``core.devices.resolve_device``); an embedded model at ``auto`` asks for none
+        (the embedded default runs on CPU nodes).
     """
-    gpu = 0 if embedded or device == "cpu" else 1
+    gpu = 1 if device.startswith("cuda") or not (embedded or device == "cpu") else 0
     return (gpu, 4000, 60) if embedded else (gpu, 16000, 120)
+
+
+def vote_device_option(device: str) -> str:
+    """The ``--device`` of a ``votes`` job (the testbed's ``stability`` counts with numpy, its stage's default).
+
+    Votes run no model, and their jobs ask the cluster for no GPU (counting takes about a second on a CPU), so
+    they never pass the config's ``cuda``/``cuda:N``, which would stop them on a CPU node. They count with
+    ``core.devices.vote_device``'s ``auto`` (CUDA where the machine has it, else numpy; the counts are the same),
+    or with numpy when the config says ``device: cpu``.
+
+    Args:
+        device: the config's ``device`` (``auto``, ``cpu``, ``cuda`` or ``cuda:N``).
+
+    Returns:
+        ``"cpu"`` for ``cpu``, else ``"auto"``.
+    """
+    return "cpu" if device == "cpu" else "auto"
 
 
 def output_dir(wildcards: Any, output: Sequence[str]) -> str:
