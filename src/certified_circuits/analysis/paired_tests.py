@@ -72,15 +72,15 @@ def mcnemar_exact(baseline: np.ndarray, certified: np.ndarray) -> PairedResult:
     baseline, certified = np.asarray(baseline, bool), np.asarray(certified, bool)
     if baseline.shape != certified.shape:
         raise ValueError(f"paired outcomes differ in shape: {baseline.shape} vs {certified.shape}")
-    # P[X <= k] for X ~ Binomial(m, 1/2) is the regularised upper incomplete beta I_{1/2}(m - k, k + 1) complemented,
-    # betaincc(k + 1, m - k, 1/2): within 3e-16 of the exact sum_{i <= k} C(m, i) / 2^m (scipy.stats.binom.cdf: 1e-13),
-    # from scipy.special, which loads in a tenth of scipy.stats' ~0.7 s (issue 51)
-    from scipy.special import betaincc
+    # P[X <= k] = P[X >= m - k] for X ~ Binomial(m, 1/2): the engine's one binomial tail (core.certification
+    # binomial_tail, betaincc(k + 1, m - k, 1/2)), within 3e-16 of the exact sum_{i <= k} C(m, i) / 2^m
+    # (scipy.stats.binom.cdf: 1e-13), and light to import (scipy.special; scipy.stats takes ~0.7 s, issue 51)
+    from certified_circuits.core.certification import binomial_tail
 
     b = int(np.sum(baseline & ~certified))
     c = int(np.sum(certified & ~baseline))
     k, m = min(b, c), b + c
-    p = 1.0 if m == 0 else min(1.0, 2.0 * float(betaincc(k + 1, m - k, 0.5)))
+    p = 1.0 if m == 0 else min(1.0, 2.0 * float(binomial_tail(m - k, m, 0.5)))
     return PairedResult("mcnemar", p, int(baseline.size), b + c, (c - b) / max(1, baseline.size))
 
 

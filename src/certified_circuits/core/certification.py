@@ -28,7 +28,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from scipy.special import bdtrc
+from scipy.special import betainc
 
 from certified_circuits.core.contracts import ABSTAIN, IN, Certificates, Votes
 from certified_circuits.core.validation import check_alpha, check_correction, check_count, check_p_del, check_tau
@@ -101,15 +101,43 @@ def selected_decision(selection_counts: np.ndarray, n0: int) -> np.ndarray:
     return (2 * selection_counts > n0).astype(np.int8)
 
 
+def binomial_tail(k: np.ndarray | int, n: np.ndarray | int, p: float) -> np.ndarray:
+    """``P[Bin(n, p) >= k]`` elementwise (float64): the one binomial tail of the package (the certificates'
+    p-values, the planner's power, the reports' exact McNemar test).
+
+    ``k`` and ``n`` broadcast; ``k <= 0`` gives 1 and ``k > n`` gives 0. Computed as the regularised incomplete
+    beta function ``I_p(k, n - k + 1)`` (``scipy.special.betainc``: accurate in the far tail, light to import).
+
+    Against the exact sum ``sum_{i >= k} C(n, i) p^i (1 - p)^(n - i)`` in rationals (``p`` as its float64's exact
+    rational), at n <= 2,130 and tails above 1e-290: within 1.1e-13 relative, 2e-15 at McNemar's ``p = 1/2``.
+    ``scipy.special.bdtrc(k - 1, n, p)``, used before, was off by up to 1.5e-12; ``betaincc(n - k + 1, k, 1 - p)``
+    is closer still for ``p >= 1/2`` (2e-16) but ten times slower (1.7 ms for a table of 1,000 counts) on the
+    certificates' path (tests/unit/core/test_binomial_tail.py).
+
+    Args:
+        k: int, the least number of successes counted.
+        n: int >= 0, the number of trials.
+        p: the success probability, a float in [0, 1].
+
+    Returns:
+        float64 array of the broadcast shape of ``k`` and ``n``.
+    """
+    k, n = np.asarray(k, dtype=np.int64), np.asarray(n, dtype=np.int64)
+    inside = (k >= 1) & (k <= n)
+    k_in, n_in = np.where(inside, k, 1), np.where(inside, n, 1)  # in-range arguments everywhere (no warning)
+    tail = betainc(k_in, n_in - k_in + 1, p)
+    return np.where(k <= 0, 1.0, np.where(inside, tail, 0.0))
+
+
 def binomial_pvalue(agreeing: np.ndarray | int, n: np.ndarray | int, tau: float) -> np.ndarray:
     """``P[Bin(n, tau) >= agreeing]``, the one-sided p-value of ``H0: p <= tau`` (float64).
 
     ``agreeing`` and ``n`` broadcast (the planner passes one ``n`` per count); a count above ``n`` gives 0.
 
-    Computed with ``scipy.special.bdtrc(k, n, p) = P[X > k]`` (the regularised incomplete beta
-    function, accurate in the far tail, and light to import); ``agreeing = 0`` gives 1. With one ``n`` for many
-    counts (a K grid of a ResNet class: 76,800), the tail is computed once for every count ``0..n + 1`` and looked
-    up: the same values, from ``n + 2`` evaluations instead of one per count.
+    Computed by :func:`binomial_tail` (the regularised incomplete beta function, accurate in the far tail, and
+    light to import); ``agreeing = 0`` gives 1. With one ``n`` for many counts (a K grid of a ResNet class: 76,800),
+    the tail is computed once for every count ``0..n + 1`` and looked up: the same values, from ``n + 2``
+    evaluations instead of one per count.
     """
     agreeing = np.asarray(agreeing, dtype=np.int64)
     if (
@@ -118,13 +146,8 @@ def binomial_pvalue(agreeing: np.ndarray | int, n: np.ndarray | int, tau: float)
         and agreeing.min(initial=0) >= 0
         and agreeing.max(initial=0) <= n + 1
     ):
-        return _binomial_tail(np.arange(int(n) + 2), n, tau)[agreeing]
-    return _binomial_tail(agreeing, n, tau)
-
-
-def _binomial_tail(agreeing: np.ndarray, n: np.ndarray | int, tau: float) -> np.ndarray:
-    """``P[Bin(n, tau) >= agreeing]`` elementwise: 1 for ``agreeing <= 0``, else ``bdtrc(agreeing - 1, n, tau)``."""
-    return np.where(agreeing <= 0, 1.0, bdtrc(np.maximum(agreeing - 1, 0), n, tau))
+        return binomial_tail(np.arange(int(n) + 2), n, tau)[agreeing]
+    return binomial_tail(agreeing, n, tau)
 
 
 def pvalues(

@@ -37,9 +37,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from scipy.special import bdtrc
 
-from certified_circuits.core.certification import binomial_pvalue, radius_of, samples_for
+from certified_circuits.core.certification import binomial_pvalue, binomial_tail, radius_of, samples_for
 from certified_circuits.core.setting import Setting, number
 from certified_circuits.core.validation import check_count
 
@@ -109,15 +108,6 @@ def critical_counts(n: np.ndarray | int, tau: float, level: float) -> np.ndarray
         high = np.where(ok & (high - low > 1), mid, high)
         low = np.where(~ok & (high - low > 1), mid, low)
     return high
-
-
-def _tail(k: np.ndarray | int, n: np.ndarray | int, p: float) -> np.ndarray:
-    """``P[Bin(n, p) >= k]`` (1 for ``k <= 0``, 0 for ``k > n``)."""
-    k, n = np.asarray(k, dtype=np.int64), np.asarray(n, dtype=np.int64)
-    if p <= 0.0:
-        return np.where(k <= 0, 1.0, 0.0)
-    inside = np.where(k <= 0, 1.0, bdtrc(np.maximum(k - 1, 0), n, p))
-    return np.where(k > n, 0.0, inside)
 
 
 @dataclass(frozen=True)
@@ -475,14 +465,14 @@ def _smallest_n_for_power(n_examples: int, n_components: int, setting: Setting, 
     """The smallest ``n <= SUGGEST_MAX_N`` with best-case IN power >= ``power`` (vectorized scan), or None."""
     in_rate = 1.0 - setting.p_del**n_examples
     start = samples_for(setting.tau, setting.alpha, n_components)
-    select = float(_tail(setting.n0 // 2 + 1, setting.n0, in_rate))
+    select = float(binomial_tail(setting.n0 // 2 + 1, setting.n0, in_rate))
     if select < power:
         return None
     width = 512
     while start <= SUGGEST_MAX_N:
         n = np.arange(start, min(start + width, SUGGEST_MAX_N + 1))
         k = critical_counts(n, setting.tau, setting.alpha / n_components)
-        reached = np.nonzero(select * _tail(k, n, in_rate) >= power)[0]
+        reached = np.nonzero(select * binomial_tail(k, n, in_rate) >= power)[0]
         if reached.size:
             return int(n[reached[0]])
         start, width = int(n[-1]) + 1, width * 2
@@ -526,8 +516,8 @@ def plan(n_examples: int, n_components: int, setting: Setting | None = None) -> 
     can_in = reachable and in_rate > setting.tau
     power_in = 0.0
     if can_in:
-        select_in = float(_tail(setting.n0 // 2 + 1, setting.n0, in_rate))  # c0 > n0/2 guesses in
-        power_in = select_in * float(_tail(k_star, setting.n, in_rate))
+        select_in = float(binomial_tail(setting.n0 // 2 + 1, setting.n0, in_rate))  # c0 > n0/2 guesses in
+        power_in = select_in * float(binomial_tail(k_star, setting.n, in_rate))
     partial = Plan(
         n_examples=n_examples,
         n_components=n_components,

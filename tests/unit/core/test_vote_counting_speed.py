@@ -14,10 +14,9 @@ import hashlib
 
 import numpy as np
 import pytest
-from scipy.special import bdtrc
 
 from certified_circuits.core import smoothing as S
-from certified_circuits.core.certification import binomial_pvalue
+from certified_circuits.core.certification import binomial_pvalue, binomial_tail
 from certified_circuits.core.discovery import TopKDiscovery
 
 #: sha256 (first 16 hex digits) of dtype, shape and bytes of each case's result, computed by the code at 96c0e6f
@@ -166,8 +165,9 @@ def test_vote_counts_equal_the_naive_path_with_ties(absolute: bool) -> None:
 
 
 def direct_tail(agreeing: np.ndarray, n, tau: float) -> np.ndarray:
-    """P[Bin(n, tau) >= agreeing], one scipy call per count: 1 for agreeing <= 0, else bdtrc(agreeing - 1, n, tau)."""
-    return np.where(agreeing <= 0, 1.0, bdtrc(np.maximum(agreeing - 1, 0), n, tau))
+    """P[Bin(n, tau) >= agreeing], one scipy evaluation per count (no table): ``binomial_tail`` of the counts as
+    given (its accuracy: tests/unit/core/test_binomial_tail.py)."""
+    return binomial_tail(agreeing, n, tau)
 
 
 def test_binomial_pvalue_table_equals_the_direct_tail() -> None:
