@@ -37,6 +37,7 @@ from certified_circuits.cli.stages import (  # noqa: E402
     existing_file, output_file,
     positive_int,
     resolve_setting,
+    setting_of_args,
 )
 from certified_circuits.pipeline.tracking import add_metrics  # noqa: E402
 
@@ -188,11 +189,8 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     Example: certified-circuits plan --examples 100 --components 32491 --p-del 0.99 --tau 0.9 --radius 9
     """
     from certified_circuits.core.planning import plan
-    from certified_circuits.core.setting import Setting
 
-    setting = Setting(p_del=args.p_del, n0=args.n0, n=args.n, seed=0, tau=args.tau, alpha=args.alpha,
-                      correction=args.correction)
-    result = plan(args.examples, args.components, setting)
+    result = plan(args.examples, args.components, setting_of_args(args))
     print(result)
     if args.radius is not None:
         suggestions = result.suggest(radius=args.radius)

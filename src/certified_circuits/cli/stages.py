@@ -206,12 +206,21 @@ def add_device(parser: argparse.ArgumentParser) -> None:
 
 
 def setting_of_args(args: argparse.Namespace) -> "Setting":
-    """The :class:`~certified_circuits.core.setting.Setting` of a stage's ``--p-del --n0 --n --seed --tau --alpha
-    --correction`` (the Setting checks every field: ValueError naming it)."""
+    """The :class:`~certified_circuits.core.setting.Setting` of a command's ``--p-del --n0 --n --seed --tau --alpha
+    --correction`` (the Setting checks every field: ValueError naming it): every command that takes a setting in
+    words builds it here.
+
+    Args:
+        args: the parsed command line. A command without ``--seed`` (``plan``: what a setting can certify does not
+            depend on which masks are drawn) gets seed 0.
+
+    Returns:
+        The Setting.
+    """
     from certified_circuits.core.setting import Setting
 
-    return Setting(p_del=args.p_del, n0=args.n0, n=args.n, seed=args.seed, tau=args.tau, alpha=args.alpha,
-                   correction=args.correction)
+    return Setting(p_del=args.p_del, n0=args.n0, n=args.n, seed=getattr(args, "seed", 0), tau=args.tau,
+                   alpha=args.alpha, correction=args.correction)
 
 
 # ------------------------------------------------------------------------------ the setting of a stage
