@@ -73,8 +73,8 @@ def mcnemar_exact(baseline: np.ndarray, certified: np.ndarray) -> PairedResult:
     if baseline.shape != certified.shape:
         raise ValueError(f"paired outcomes differ in shape: {baseline.shape} vs {certified.shape}")
     # P[X <= k] = P[X >= m - k] for X ~ Binomial(m, 1/2): the engine's one binomial tail (core.certification
-    # binomial_tail, betaincc(k + 1, m - k, 1/2)), within 3e-16 of the exact sum_{i <= k} C(m, i) / 2^m
-    # (scipy.stats.binom.cdf: 1e-13), and light to import (scipy.special; scipy.stats takes ~0.7 s, issue 51)
+    # binomial_tail, scipy.special.betainc), within 2e-15 of the exact sum_{i <= k} C(m, i) / 2^m
+    # (scipy.stats.binom.cdf: 1e-13), and light to import (scipy.stats takes ~0.7 s, issue 51)
     from certified_circuits.core.certification import binomial_tail
 
     b = int(np.sum(baseline & ~certified))

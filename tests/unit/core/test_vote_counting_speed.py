@@ -164,12 +164,6 @@ def test_vote_counts_equal_the_naive_path_with_ties(absolute: bool) -> None:
         np.testing.assert_array_equal(S.vote_counts(scores, groups, k_grid, masks, absolute, chunk_size=5), naive)
 
 
-def direct_tail(agreeing: np.ndarray, n, tau: float) -> np.ndarray:
-    """P[Bin(n, tau) >= agreeing], one scipy evaluation per count (no table): ``binomial_tail`` of the counts as
-    given (its accuracy: tests/unit/core/test_binomial_tail.py)."""
-    return binomial_tail(agreeing, n, tau)
-
-
 def test_binomial_pvalue_table_equals_the_direct_tail() -> None:
     """The table of every count 0..n + 1 gives the direct formula's values exactly; counts outside it (or one n per
     count) take the direct formula."""
@@ -177,8 +171,8 @@ def test_binomial_pvalue_table_equals_the_direct_tail() -> None:
     for n in (7, 100, 1000):
         agreeing = rng.integers(0, n + 2, size=(20, 400))
         for tau in (0.5, 0.9, 0.95, 0.99):
-            np.testing.assert_array_equal(binomial_pvalue(agreeing, n, tau), direct_tail(agreeing, n, tau))
+            np.testing.assert_array_equal(binomial_pvalue(agreeing, n, tau), binomial_tail(agreeing, n, tau))
     edge = binomial_pvalue(np.array([0, 1000, 1001]), 1000, 0.95)  # P[X >= 0] = 1, P[X = n] = tau^n, P[X > n] = 0
     assert edge[0] == 1.0 and edge[1] == pytest.approx(0.95**1000, rel=1e-12) and edge[2] == 0.0
     per_count = binomial_pvalue(np.arange(5), np.arange(5) + 3, 0.9)  # the planner's one n per count
-    np.testing.assert_array_equal(per_count, direct_tail(np.arange(5), np.arange(5) + 3, 0.9))
+    np.testing.assert_array_equal(per_count, binomial_tail(np.arange(5), np.arange(5) + 3, 0.9))

@@ -192,7 +192,7 @@ def model_resources(embedded: bool, device: str) -> tuple[int, int, int]:
         refuses to run without CUDA (``core.devices.resolve_device``); an embedded model at ``auto`` asks for none
         (the embedded default runs on CPU nodes).
     """
-    gpu = 1 if device.startswith("cuda") or not (embedded or device == "cpu") else 0
+    gpu = int(device.startswith("cuda") or (not embedded and device != "cpu"))
     return (gpu, 4000, 60) if embedded else (gpu, 16000, 120)
 
 
