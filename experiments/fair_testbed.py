@@ -183,8 +183,42 @@ def _language_seed(lang: dict[str, Any], seed: int) -> dict[str, Any]:
     return {"row": row, "arrays": arrays}
 
 
+def _missing_scores(lang: dict[str, Any], seed: int, npz: Path, meta: Path) -> None:
+    """Add the methods of ``lang`` that a cached seed lacks (its truth is kept: only the model is compiled again, and
+    the same prompts are scored), so a method added to the config after the truths were verified costs only its own
+    scores."""
+    from certified_circuits.language.compiled import compile_model
+    from certified_circuits.language.forward import GPT2Weights
+    from certified_circuits.language.tasks import generate_splits
+    from certified_circuits.language.tokenizer import encode_examples
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from noise_sweep import score_prompts
+
+    with np.load(npz, allow_pickle=False) as data:
+        arrays = {k: data[k] for k in data.files}
+    missing = [m for m in lang["methods"] if f"scores/{m}" not in arrays]
+    if not missing:
+        return
+    start = time.perf_counter()
+    hf, tok, _ = compile_model(lang["compiled"], seed, distractor_scale=float(lang["distractor_scale"]))
+    weights = GPT2Weights.from_hf(hf)
+    if list(np.asarray(weights.graph.edge_names())) != list(arrays["names"]):
+        raise ConfigError(f"{npz}: its edges are not those of {lang['compiled']} seed {seed}; delete it and rerun "
+                          "--stage score")
+    train = generate_splits("induction", int(lang["task_seed"]), int(lang["population"]))["train"]
+    batch = encode_examples(train, tok, max_len=hf.config.n_positions)
+    for method in missing:
+        arrays[f"scores/{method}"] = score_prompts(weights, batch, lang, method)
+    tmp = npz.with_name(npz.name + ".tmp.npz")
+    np.savez(tmp, **arrays)
+    tmp.replace(npz)
+    print(f"fair testbed: language seed {seed}: added {', '.join(missing)}; {time.perf_counter() - start:.0f} s",
+          file=sys.stderr)
+
+
 def stage_score(lang: dict[str, Any], work: Path) -> None:
-    """Cache every seed's truth and scores (skipping seeds already cached)."""
+    """Cache every seed's truth and scores (a cached seed only gets the methods it lacks)."""
     import torch
 
     torch.set_num_threads(1)
@@ -192,6 +226,7 @@ def stage_score(lang: dict[str, Any], work: Path) -> None:
     for seed in lang["model_seeds"]:
         npz, meta = work / "language" / f"s{seed}.npz", work / "language" / f"s{seed}.json"
         if npz.is_file() and meta.is_file():
+            _missing_scores(lang, int(seed), npz, meta)
             continue
         start = time.perf_counter()
         result = _language_seed(lang, int(seed))
