@@ -129,6 +129,15 @@ def _test_row(hypothesis: str, claim: str, scorer: str, method: str, alternative
             "mean_difference": diff, "pvalue": p, "min_pvalue": min_pvalue(d) if d.size else 1.0}  # fmt: skip
 
 
+def hypothesis_row(hypothesis: str, claim: str, scorer: str, method: str, alternative: str, per_seed: pd.DataFrame,
+                   n_dropped: int) -> dict[str, Any]:  # fmt: skip
+    """One test of a hypothesis family before :func:`finish_family` (the row :func:`seed_hypothesis_table` builds):
+    the exact sign-flip test of ``per_seed``'s ``certified - baseline`` (columns of :func:`seed_values`), with the
+    columns of :data:`COLUMNS` but ``pvalue_holm`` and ``status``. Public for the other families of tests over seeds
+    (:mod:`certified_circuits.analysis.equal_footing`)."""
+    return _test_row(hypothesis, claim, scorer, method, alternative, per_seed, n_dropped)
+
+
 def finish_family(rows: list[dict[str, Any]], non_inferior: bool = False) -> list[dict[str, Any]]:
     """Holm within one hypothesis' rows, then each row's status: ``holds``, ``does not hold`` or ``untestable at
     n=<n_seeds>`` (its smallest attainable p is >= :data:`ALPHA`)."""
