@@ -235,3 +235,69 @@ def straightforward_node_scores(lm, batch, alphas: list[float], mlp_gradient: st
     where = {u: _in_hook(u, None, L) if u.startswith("m") and mlp_gradient == "input" else _out_hook(u) for u in nodes}
     grads = o.mean_grads(list(where.values()), [[o.embed_hook(a)] for a in alphas])
     return {u: ((_act(o.c_corr, u) - _act(o.c_clean, u)) * grads[where[u]]).sum((1, 2)).numpy() for u in nodes}
+
+
+def _node_outputs_at(o: _Oracle, hooks: list, nodes: list[str]) -> dict[str, torch.Tensor]:
+    """Every node's output [B, P, d] in one forward of the clean prompt under ``hooks``, read at the node's own
+    hook after those hooks ran (so the ``input`` node is the interpolated embedding plus the position embedding)."""
+    names = ["blocks.0.hook_resid_pre"] + sorted({_out_hook(u)[0] for u in nodes if u != "input"})
+    seen: dict[str, torch.Tensor] = {}
+
+    def keep(name):
+        def fn(x, hook):
+            seen[name] = x.detach().clone()
+            return x
+        return fn
+
+    with torch.no_grad(), o.br.hooks(fwd_hooks=hooks + [(n, keep(n)) for n in names]):
+        o.br(o.clean)
+    return {u: _act(seen, u) for u in nodes}
+
+
+def conductance_scores(lm, batch, m: int, term: str = "corrupted-ward", level: str = "edge") -> dict[str, np.ndarray]:
+    """CEAP's per-example scores by the formula (Wu, Tonin and Cevher; LIONS-EPFL/Circuit-Variance ``ceap``),
+    written without the package's graph, hooks or method registry:
+
+        CEAP_i(u -> v) = sum_{k=1..m} (z_u(k-1) - z_u(k)) . dM_i/d in_v |_{z(k)},
+
+    z(k) the clean prompt's run with ``hook_embed`` set to x0 + (k/m)(x1 - x0) (corrupted x0, clean x1), z(0) the
+    corrupted prompt's own run (``run_with_cache``), z_u(k) node u's output in run k read at u's hook in that run
+    (recorded in its own forward, :func:`_node_outputs_at`), and dM/d in_v the gradient of the summed metric at
+    v's input alone (:meth:`_Oracle.grads`, a zero perturbation at that input), one separate forward per k.
+
+    Args:
+        lm, batch: as :func:`straightforward_scores`.
+        m: the number of steps.
+        term: ``"corrupted-ward"``: z_u(k-1) - z_u(k) (this project's sign); ``"clean-ward"``: z_u(k) - z_u(k-1)
+            (LIONS-EPFL's ``activation_curr - activation_prev``).
+        level: ``"edge"``, or ``"node"``: s_i(u) = sum_k (z_u(k-1) - z_u(k)) . dM_i/d a_u |_{z(k)} (the gradient at
+            u's own output).
+
+    Returns:
+        {edge name, or node name (``a{l}.h{h}``, ``m{l}``): [B] scores}.
+    """
+    o = _Oracle(lm, batch)
+    L, H = o.g.n_layers, o.g.n_heads
+    edges = reference_edges(L, H, o.g.parallel_attn_mlp)
+    nodes = ["input"] + [f"a{l}.h{h}" for l in range(L) for h in range(H)] + [f"m{l}" for l in range(L)]
+    if level == "edge":
+        targets = list(dict.fromkeys(_in_hook(child, letter, L) for _, child, letter in edges))
+    else:
+        targets = [_out_hook(u) for u in nodes[1:]]
+    sign = {"corrupted-ward": 1.0, "clean-ward": -1.0}[term]
+    previous = {u: _act(o.c_corr, u) for u in nodes}                                    # z(0)
+    totals: dict[str, torch.Tensor] = {}
+    for k in range(1, m + 1):
+        hooks = [o.embed_hook(k / m)]
+        current = _node_outputs_at(o, hooks, nodes)                                     # z(k)
+        grads = o.grads(targets, hooks)                                                 # at z(k)
+        if level == "edge":
+            parts = {f"{p}->{c}" + (f"<{x}>" if x else ""): (previous[p] - current[p]) * grads[_in_hook(c, x, L)]
+                     for p, c, x in edges}
+        else:
+            parts = {u: (previous[u] - current[u]) * grads[_out_hook(u)] for u in nodes[1:]}
+        for name, prod in parts.items():
+            s = sign * prod.sum((1, 2))
+            totals[name] = s if name not in totals else totals[name] + s
+        previous = current
+    return {name: v.numpy() for name, v in totals.items()}

@@ -57,7 +57,8 @@ def score_examples(lm: LanguageModel, batch: EncodedBatch, *, method: str = "EAP
         if conv.input_gradient != "always" or conv.mlp_node_gradient != "output":
             raise RuntimeError(f"the decomposed forward does not compute {conv}")
         return eap_ig_scores(lm.weights, batch, ig_steps=ig_steps, batch_size=batch_size, device=device,
-                             points=list(conv.points), progress=progress, desc=method, factor=spec.factor)
+                             points=list(conv.points), progress=progress, desc=method,
+                             factor=spec.factor_for(integration))
     return attribution_scores(lm.bridge, lm.graph, batch, method=method, level=level, ig_steps=ig_steps,
                               integration=integration, batch_size=batch_size, device=device, progress=progress)
 
@@ -82,9 +83,11 @@ def attribute_task(examples: list[Example], *, task: str, split: str, model: str
         ig_steps, integration, batch_size: the IG points, the convention (:class:`~.methods.Convention`:
             ``reference`` (default), ``endpoint`` or ``hannamw``, the reference's code) and batching. The file
             records ``integration`` and what it resolved to for this method and level: ``ig_points`` (the
-            alphas), ``input_gradient`` and ``mlp_node_gradient`` (docs/reference_parity.md).
+            alphas), ``input_gradient`` and ``mlp_node_gradient``, and for ``CEAP`` ``conductance_term`` (its
+            step term; docs/reference_parity.md).
         method: a registered method (:data:`~.methods.METHODS`: ``EAP``, ``EAP-IG-inputs`` (default),
-            ``EAP-IG-activations``, ``clean-corrupted``, ``grad-x-act``), recorded in the file with its ranking.
+            ``EAP-IG-activations``, ``clean-corrupted``, ``grad-x-act``, ``CEAP``), recorded in the file with its
+            ranking.
         level: ``edge`` (every EAP edge a component) or ``node`` (every head and MLP), recorded in the file.
 
     Returns:

@@ -41,6 +41,16 @@ vanishes only as m grows (tested in tests/unit/language/test_eap_reference.py).
   hidden``); the contraction is one einsum of upstream activation differences [B, n_up, P, d] with
   downstream input gradients [B, n_down, P, d], restricted to the graph's valid edges in canonical order.
   Rows are returned signed.
+
+CEAP (a :class:`~.methods.ConductanceStep` factor; :mod:`.methods`' module docstring; Wu, Tonin and Cevher,
+arXiv 2606.16920) runs the same m forward and backward passes at the points alpha_k = k/m, k = 1..m, but pairs
+each pass's gradient with that step's change of every node output, and sums:
+
+    CEAP_i(u -> v) = sum_{k=1..m} (z_u(k-1) - z_u(k)) . dM_i/d in_v |_{x = x_k},
+
+z(k) the run at x_k (the input node's output is x_k itself) and z(0) the corrupted run; no 1/m. That is m
+contractions [B, n_up, P, d] x [B, n_down, P, d] instead of one, and no clean run (z(m) is it). With the factor
+``lions_conductance_step`` every term is z_u(k) - z_u(k-1), LIONS-EPFL/Circuit-Variance's sign.
 """
 
 from __future__ import annotations
@@ -54,7 +64,9 @@ from tqdm.auto import tqdm
 
 from certified_circuits.language.forward import GPT2Weights, flat_inputs, run
 from certified_circuits.language.methods import INTEGRATIONS, RANKING, integration_points  # noqa: F401 (re-exported)
+from certified_circuits.language.methods import ConductanceStep
 from certified_circuits.language.tokenizer import EncodedBatch
+
 
 def metric_per_example(logits_last: torch.Tensor, answer: torch.Tensor, distractor: torch.Tensor) -> torch.Tensor:
     """logit(answer) - logit(distractor) per example, [B]."""
@@ -76,9 +88,13 @@ def eap_ig_batch(w: GPT2Weights, clean_tok: torch.Tensor, corr_tok: torch.Tensor
     matters: attention is causal and the metric reads position ``lengths - 1``, so gradients at later
     positions are zero. ``points`` overrides the IG points (``EAP``: [1]; ``clean-corrupted``: [1, 0];
     :func:`~.hooked.method_points`); the gradients are averaged over them. ``factor(clean, corrupted)``
-    overrides the activation term corrupted - clean (``grad-x-act``: the clean nodes; :mod:`.methods`).
+    overrides the activation term corrupted - clean (``grad-x-act``: the clean nodes; :mod:`.methods`). A
+    :class:`~.methods.ConductanceStep` factor (``CEAP``) makes it a conductance over ``points`` (increasing,
+    the path starting at the corrupted input alpha = 0): :func:`conductance_batch`.
     """
     alphas = integration_points(ig_steps, integration) if points is None else list(points)
+    if isinstance(factor, ConductanceStep):
+        return conductance_batch(w, clean_tok, corr_tok, lengths, answer, distractor, alphas, factor)
     g = w.graph
     eu = torch.as_tensor(g.edge_up, device=clean_tok.device)
     ed = torch.as_tensor(g.edge_down, device=clean_tok.device)
@@ -101,6 +117,42 @@ def eap_ig_batch(w: GPT2Weights, clean_tok: torch.Tensor, corr_tok: torch.Tensor
         return dense[:, eu, ed]
 
 
+def conductance_batch(w: GPT2Weights, clean_tok: torch.Tensor, corr_tok: torch.Tensor, lengths: torch.Tensor,
+                      answer: torch.Tensor, distractor: torch.Tensor, alphas: list[float],
+                      step: ConductanceStep) -> torch.Tensor:
+    """Signed CEAP scores of one batch, [B, n_edges] in the weights' dtype (module docstring).
+
+    Args:
+        w: the GPT-2 weights.
+        clean_tok, corr_tok, lengths, answer, distractor: as :func:`eap_ig_batch`.
+        alphas: the path's points after its start, increasing (``CEAP``: k/m for k = 1..m); the start is the
+            corrupted input, alpha = 0.
+        step: the step term (:class:`~.methods.ConductanceStep`): z(k-1) - z(k) (this project) or z(k) - z(k-1)
+            (LIONS-EPFL).
+
+    Returns:
+        sum over k of step(z(k), z(k-1)) . dM/d in_v at x_k, per example and edge (no 1/m).
+    """
+    g = w.graph
+    eu = torch.as_tensor(g.edge_up, device=clean_tok.device)
+    ed = torch.as_tensor(g.edge_down, device=clean_tok.device)
+    x_clean, x_corr = w.embed(clean_tok), w.embed(corr_tok)
+    with torch.no_grad():
+        previous = run(w, x_corr, lengths).nodes                                    # z(0): the corrupted run
+    dense = None
+    for alpha in alphas:
+        x = (x_corr + alpha * (x_clean - x_corr)).detach().requires_grad_(True)
+        cache = run(w, x, lengths, keep_inputs=True)                              # z(k); nodes[:, 0] is x_k
+        metric = metric_per_example(cache.logits_last, answer, distractor).sum()
+        cache.inputs = list(torch.autograd.grad(metric, cache.inputs))
+        with torch.no_grad():
+            current = cache.nodes.detach()
+            term = torch.einsum("bupd,bnpd->bun", step(current, previous), flat_inputs(cache, w.n_heads))
+            dense = term if dense is None else dense + term
+            previous = current
+    return dense[:, eu, ed]
+
+
 def eap_ig_scores(w: GPT2Weights, batch: EncodedBatch, *, ig_steps: int = 5, batch_size: int = 16,
                   device: str | torch.device = "cpu", progress: bool = True,
                   integration: str = "reference", points: list[float] | None = None,
@@ -109,7 +161,8 @@ def eap_ig_scores(w: GPT2Weights, batch: EncodedBatch, *, ig_steps: int = 5, bat
     """Signed per-example EAP-IG scores, float32 [n_examples, n_edges] in canonical edge order.
 
     ``integration`` picks the IG points (module docstring): ``"reference"`` (default, k = 0..m-1, as the
-    reference code) or ``"endpoint"`` (k = 1..m); ``points`` and ``factor`` as :func:`eap_ig_batch`.
+    reference code) or ``"endpoint"`` (k = 1..m); ``points`` and ``factor`` as :func:`eap_ig_batch` (a
+    :class:`~.methods.ConductanceStep` factor with ``CEAP``'s points computes ``CEAP``).
     """
     integration_points(ig_steps, integration)   # validate before any work
     n = len(batch.ids)

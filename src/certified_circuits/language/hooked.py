@@ -49,6 +49,12 @@ last prompt position, summed over the batch so that each row is one example's sc
   the reference (:class:`~.methods.Convention`, docs/reference_parity.md);
 * ``grad-x-act`` (not in the reference): A = {clean input} and the clean activation a_u(clean_i) in place of
   the difference, s_i(u -> v) = a_u(clean_i) . dM_i/d in_v |_clean (no corrupted run).
+* ``CEAP`` (conductance EAP; Wu, Tonin and Cevher; LIONS-EPFL/Circuit-Variance ``ceap``): the input
+  interpolated at alpha = k/m, k = 1..m, as ``EAP-IG-inputs``, but each pass k records every node output z_u(k)
+  (the input node's is the interpolated input itself) and pairs that step's change with that pass's gradient,
+  s_i(u -> v) = sum_{k=1..m} (z_u(k-1) - z_u(k)) . dM_i/d in_v |_{z(k)}, z(0) the corrupted run, no 1/m
+  (:mod:`.methods`' module docstring); ``integration="hannamw"`` takes LIONS-EPFL's term z_u(k) - z_u(k-1).
+  At node level the gradient is at u's own output, as for the other methods.
 
 Each method is one entry of :data:`~.methods.METHODS` (its points, where it interpolates, its activation
 factor, levels and ranking); :func:`scores_batch` dispatches on the entry, never on a name.
@@ -214,13 +220,24 @@ class _GradPass:
     def grads(self, tokens: torch.Tensor, lengths: torch.Tensor, answer: torch.Tensor, distractor: torch.Tensor,
               replace: dict[str, torch.Tensor]) -> torch.Tensor:
         """dM/d(in hooks) [B, n_down, P, d] (edge level) or dM/d(out hooks) [B, n_up, P, d] (node level)."""
+        return self.grads_and_nodes(tokens, lengths, answer, distractor, replace, keep_nodes=False)[0]
+
+    def grads_and_nodes(self, tokens: torch.Tensor, lengths: torch.Tensor, answer: torch.Tensor,
+                        distractor: torch.Tensor, replace: dict[str, torch.Tensor], *, keep_nodes: bool = True
+                        ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """:meth:`grads`, and (``keep_nodes``) the node outputs [B, n_up, P, d] of the same forward, detached:
+        what flows on from each out hook, so a replaced output (the interpolated input) is recorded as replaced."""
         kept: dict[str, torch.Tensor] = {}
+        seen: list[torch.Tensor | None] = [None] * len(self.out_names)
         names = self.in_names if self.level == "edge" else self.out_names + list(self.mlp_in.values())
+        record = {n: i for i, n in enumerate(self.out_names)} if keep_nodes else {}
 
         def hook(name):
             def fn(x, hook):
                 if name in replace:
                     x = replace[name].clone().requires_grad_(True)
+                if name in record:
+                    seen[record[name]] = _as_nodes(x.detach())
                 if name in names:
                     # a copy that feeds only what follows the hook point (module docstring)
                     x = x.clone() if x.requires_grad else x.detach().requires_grad_(True)
@@ -228,16 +245,17 @@ class _GradPass:
                 return x
             return fn
 
-        hooked = dict.fromkeys(list(replace) + names)
+        hooked = dict.fromkeys(list(replace) + names + list(record))
         with torch.enable_grad():
             logits = _forward(self.bridge, tokens, [(n, hook(n)) for n in hooked])
             metric = metric_per_example(last_positions(logits, lengths), answer, distractor).sum()
             grads = torch.autograd.grad(metric, [kept[n] for n in names], allow_unused=True)
         grads = [torch.zeros_like(kept[n]) if g is None else g for n, g in zip(names, grads)]
+        nodes = torch.cat(seen, 1) if keep_nodes else None     # type: ignore[arg-type]
         if self.level == "edge":
-            return _downstream(grads, self.graph)
+            return _downstream(grads, self.graph), nodes
         by_name = dict(zip(names, grads))
-        return torch.cat([_as_nodes(by_name[self.mlp_in.get(i, n)]) for i, n in enumerate(self.out_names)], 1)
+        return torch.cat([_as_nodes(by_name[self.mlp_in.get(i, n)]) for i, n in enumerate(self.out_names)], 1), nodes
 
 
 def scores_batch(bridge, graph: EAPGraph, clean: torch.Tensor, corrupted: torch.Tensor, lengths: torch.Tensor,
@@ -262,8 +280,11 @@ def scores_batch(bridge, graph: EAPGraph, clean: torch.Tensor, corrupted: torch.
     conv = spec.convention(level, ig_steps, integration)
     clean_nodes = node_outputs(bridge, graph, clean)
     corr_nodes = node_outputs(bridge, graph, corrupted) if spec.needs_corrupted else None
-    diff = spec.factor(clean_nodes, corr_nodes)                                    # [B, n_up, P, d]
     gp = _GradPass(bridge, graph, level, conv.mlp_node_gradient)
+    if spec.conductance:
+        return _conductance(gp, spec.factor_for(integration), conv.points, clean_nodes, corr_nodes, clean, lengths,
+                            answer, distractor)
+    diff = spec.factor(clean_nodes, corr_nodes)                                    # [B, n_up, P, d]
     grad_sum, n_points = None, 0
 
     def add(g):
@@ -298,6 +319,24 @@ def scores_batch(bridge, graph: EAPGraph, clean: torch.Tensor, corrupted: torch.
         if level == "edge":
             return edge_scores(diff, grad_mean, graph)
         return torch.einsum("bupd,bupd->bu", diff, grad_mean)[:, 1:]
+
+
+def _conductance(gp: _GradPass, step, points: Sequence[float], clean_nodes: torch.Tensor, corr_nodes: torch.Tensor,
+                 clean: torch.Tensor, lengths: torch.Tensor, answer: torch.Tensor, distractor: torch.Tensor
+                 ) -> torch.Tensor:
+    """CEAP's scores (module docstring): sum over the points alpha_k of step(z(k), z(k-1)) . the gradient of pass k,
+    [B, E] edges or [B, n_up - 1] nodes; z(0) = the corrupted run's node outputs."""
+    x_clean, x_corr = clean_nodes[:, 0], corr_nodes[:, 0]
+    previous, total = corr_nodes, None
+    for a in points:
+        g, current = gp.grads_and_nodes(clean, lengths, answer, distractor, {INPUT_HOOK: x_corr + a * (x_clean - x_corr)})
+        with torch.no_grad():
+            term = step(current, previous)
+            s = (edge_scores(term, g, gp.graph) if gp.level == "edge"
+                 else torch.einsum("bupd,bupd->bu", term, g)[:, 1:])
+            total = s if total is None else total + s
+            previous = current
+    return total
 
 
 def attribution_scores(bridge, graph: EAPGraph, batch: EncodedBatch, *, method: str = "EAP-IG-inputs",

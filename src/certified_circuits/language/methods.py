@@ -20,12 +20,34 @@ logit(distractor_i) at the last prompt position (:mod:`.hooked`'s module docstri
   group's output in turn, hannamw/EAP-IG's ``get_scores_ig_activations``);
 * ``points(m, integration)``: the alphas (0 = corrupted, 1 = clean), m = ``ig_steps``;
 * ``factor``: the activation term, :func:`corrupted_minus_clean` (EAP's activation difference) or
-  :func:`clean_activation` (gradient x activation, no corrupted baseline);
+  :func:`clean_activation` (gradient x activation, no corrupted baseline), or a :class:`ConductanceStep`
+  (``CEAP``: each step's change of a_u along the path, paired with that step's gradient and summed, below);
 * ``ranking``: how a dataset score ranks components (``absolute``: |mean score|, hannamw/EAP-IG's top-n
   with ``absolute=True``; core.discovery.RANKINGS).
 
 To add a method: one entry in :data:`METHODS` (plus, if it needs new math, one function its entry
 references); nothing else names it.
+
+CEAP (conductance EAP; Wu, Tonin and Cevher, arXiv 2606.16920; code LIONS-EPFL/Circuit-Variance, ``CEAP/ceap/
+attribute.py``, ``ig_style="ceap"``) is conductance on EAP's edges. With z(k) the run whose input is
+x_k = x_corr + (k/m) (x_clean - x_corr) (z(0) the corrupted run, z(m) the clean one), z_u(k) node u's output in
+run k (for the ``input`` node: x_k itself) and in_v v's input (the copy read only by v),
+
+    CEAP_i(u -> v) = sum_{k=1..m} (z_u(k-1) - z_u(k)) . dM_i/d in_v |_{z(k)}
+
+per example i, the dot product over positions and model dimensions, no 1/m (a conductance is a sum: the
+steps' changes add up to z_u(0) - z_u(m) = a_u(corrupted) - a_u(clean)). Its factor is not one activation
+term times an averaged gradient: each of the m steps pairs its own change of a_u with its own gradient, so
+the entry's factor is a :class:`ConductanceStep`, applied to consecutive runs (``step(z(k), z(k-1))``), and
+the m gradient points are k/m for k = 1..m (:func:`conductance_points`, the step's end, as the paper and
+``range(1, steps + 1)``) under every integration. Sign: this project's term is z_u(k-1) - z_u(k), the
+corrupted-ward direction of EAP's ``corrupted - clean``, so that CEAP with m = 1 *is* EAP ((a_u(corr) -
+a_u(clean)) . dM/d in_v at the clean input) and CEAP and EAP-IG agree in sign as m grows (both tend to the
+same path integral). Its edges into v from the ``input`` node move by the same (x_clean - x_corr)/m every
+step, so they equal ``EAP-IG-inputs`` under ``endpoint`` exactly (tested). Node level is natural: a node's
+score is its own output's step changes times the gradient at that output, sum_k (z_u(k-1) - z_u(k)) .
+dM/d a_u |_{z(k)}, and since every in_v is a copy of the residual stream dM/d a_u is the sum over u's
+children, so a node's score is the sum of its outgoing edges' (tested for every method).
 
 Conventions (``integration``, config key ``language.ig_integration``; docs/reference_parity.md). Where
 hannamw/EAP-IG's code and this project differ, :func:`convention` says which rule a run uses, and the
@@ -45,7 +67,13 @@ attribution file records it:
   (edge level, ``get_scores_ig_activations``) the input group's interpolation is a constant, so an input
   whose only parent is the ``input`` node receives no gradient in the input group's passes unless the model
   adds a trainable position embedding after the embedding (TransformerLens ``positional_embedding_type
-  == "standard"``: GPT-2), through which autograd still reaches it.
+  == "standard"``: GPT-2), through which autograd still reaches it. For ``CEAP``, whose reference code is
+  LIONS-EPFL/Circuit-Variance's ``ceap`` (a fork of hannamw/EAP-IG's ``attribute.py``, the same Graph and
+  hooks), ``"hannamw"`` is that code's number: its step term z_u(k) - z_u(k-1) (``activation_curr -
+  activation_prev``: the clean-ward direction, every score negated), the same points k = 1..m and no 1/m;
+  its ``scores /= total_items`` with a summed metric is the mean of our rows. It has no node-level code, so
+  ``CEAP`` at node level under ``"hannamw"`` is refused. The attribution file records the step term
+  (``conductance_term``).
 """
 
 from __future__ import annotations
@@ -110,6 +138,48 @@ def clean_activation(clean: "torch.Tensor", corrupted: "torch.Tensor | None") ->
     return clean
 
 
+#: CEAP's step terms (module docstring): this project's corrupted-ward change, LIONS-EPFL's clean-ward one
+CONDUCTANCE_TERMS = ("z(k-1) - z(k)", "z(k) - z(k-1)")
+
+
+@dataclass(frozen=True)
+class ConductanceStep:
+    """CEAP's activation term: the change of every node's output over one step of the input path.
+
+    A factor like :func:`corrupted_minus_clean`, but applied to each pair of consecutive runs of the path
+    (``step(z(k), z(k-1))``) and paired with that run's gradient, the products summed over k = 1..m (module
+    docstring); :mod:`.hooked` and :mod:`.eap_ig` dispatch on this type.
+
+    Attributes:
+        term: ``"z(k-1) - z(k)"`` (this project: the direction of EAP's corrupted - clean) or ``"z(k) -
+            z(k-1)"`` (LIONS-EPFL/Circuit-Variance's ``activation_curr - activation_prev``): one of
+            :data:`CONDUCTANCE_TERMS`.
+    """
+
+    term: str = CONDUCTANCE_TERMS[0]
+
+    def __post_init__(self) -> None:
+        if self.term not in CONDUCTANCE_TERMS:
+            raise ValueError(f"term must be one of {CONDUCTANCE_TERMS}, got {self.term!r}")
+
+    def __call__(self, current: "torch.Tensor", previous: "torch.Tensor") -> "torch.Tensor":
+        """The step's term.
+
+        Args:
+            current: z(k), node outputs of run k [..., n_up, P, d].
+            previous: z(k-1), those of run k - 1 (the corrupted run for k = 1).
+
+        Returns:
+            ``previous - current`` or ``current - previous`` (:attr:`term`).
+        """
+        return previous - current if self.term == CONDUCTANCE_TERMS[0] else current - previous
+
+
+#: CEAP's factor in this project's convention, and in LIONS-EPFL's (``integration="hannamw"``)
+conductance_step = ConductanceStep()
+lions_conductance_step = ConductanceStep(CONDUCTANCE_TERMS[1])
+
+
 def _fixed(*alphas: float) -> Callable[..., list[float]]:
     def points(ig_steps: int, integration: str = "reference", level: str = "edge") -> list[float]:
         return list(alphas)
@@ -119,6 +189,22 @@ def _fixed(*alphas: float) -> Callable[..., list[float]]:
 def _activation_points(ig_steps: int, integration: str = "reference", level: str = "edge") -> list[float]:
     """k/m for k = 1..m under every convention, as the reference's ``get_scores_ig_activations``."""
     integration_points(ig_steps, "endpoint")     # validates m
+    return [k / ig_steps for k in range(1, ig_steps + 1)]
+
+
+def conductance_points(ig_steps: int, integration: str = "reference", level: str = "edge") -> list[float]:
+    """CEAP's gradient points: k/m for k = 1..m under every convention (module docstring).
+
+    Args:
+        ig_steps: m >= 1, the number of steps of the path from the corrupted input (alpha = 0, the run z(0)
+            whose outputs only start the first step's change) to the clean one (alpha = 1).
+        integration, level: validated only; the conductance of the paper and of LIONS-EPFL's code
+            (``for step in range(1, steps+1)``) takes each step's gradient at its end.
+
+    Returns:
+        The m alphas, in increasing order.
+    """
+    integration_points(ig_steps, integration, level)     # validates all three
     return [k / ig_steps for k in range(1, ig_steps + 1)]
 
 
@@ -132,18 +218,24 @@ class Convention:
     where an input whose only parent is ``input`` gets a gradient only through a trainable position
     embedding; ``mlp_node_gradient``: where a node-level MLP score takes its gradient, ``"output"`` (this
     project: s(m_l) = (a(corr) - a(clean)) . dM/d a_{m_l}) or ``"input"`` (the reference's node code:
-    . dM/d in_{m_l}).
+    . dM/d in_{m_l}); ``conductance_term``: a conductance method's step term (:class:`ConductanceStep`), None
+    for the others.
     """
 
     integration: str
     points: tuple[float, ...]
     input_gradient: str
     mlp_node_gradient: str
+    conductance_term: str | None = None     # CEAP's step term (CONDUCTANCE_TERMS); None for the other methods
 
     def attrs(self) -> dict[str, str]:
-        """The convention as attribution-file attributes (strings: alphas with repr precision)."""
-        return {"ig_points": ", ".join(repr(a) for a in self.points), "input_gradient": self.input_gradient,
-                "mlp_node_gradient": self.mlp_node_gradient}
+        """The convention as attribution-file attributes (strings: alphas with repr precision), with
+        ``conductance_term`` for a conductance method (``CEAP``) only."""
+        out = {"ig_points": ", ".join(repr(a) for a in self.points), "input_gradient": self.input_gradient,
+               "mlp_node_gradient": self.mlp_node_gradient}
+        if self.conductance_term is not None:
+            out["conductance_term"] = self.conductance_term
+        return out
 
 
 @dataclass(frozen=True)
@@ -158,6 +250,19 @@ class MethodSpec:
     levels: tuple[str, ...] = LEVELS
     ranking: str = RANKING                                  # core.discovery.RANKINGS
     uses_ig_steps: bool = False                             # m (and for inputs the integration) changes the points
+
+    @property
+    def conductance(self) -> bool:
+        """Whether the activation term is a per-step change (:class:`ConductanceStep`: ``CEAP``), the products
+        summed over the steps, instead of one term times the gradient averaged over the points."""
+        return isinstance(self.factor, ConductanceStep)
+
+    def factor_for(self, integration: str) -> Callable[[Any, Any], Any]:
+        """The activation term a run under ``integration`` uses: :attr:`factor`, except a conductance under
+        ``"hannamw"``, which takes LIONS-EPFL's clean-ward step term (module docstring)."""
+        if self.conductance and integration == "hannamw":
+            return lions_conductance_step
+        return self.factor
 
     @property
     def needs_corrupted(self) -> bool:
@@ -175,14 +280,23 @@ class MethodSpec:
 
         Returns:
             The :class:`Convention`; ``"hannamw"`` changes the input gradient only where this method
-            interpolates activations at edge level, and the MLP gradient only at node level.
+            interpolates activations at edge level, the MLP gradient only at node level, and a
+            conductance's step term (to LIONS-EPFL's).
+
+        Raises:
+            ValueError: a conductance at node level under ``"hannamw"`` (its reference code scores edges only).
         """
         integration_points(ig_steps, integration, level)               # validates all three
         hannamw = integration == "hannamw"
+        if self.conductance and hannamw and level == "node":
+            raise ValueError(f"method {self.name} has no node level under integration 'hannamw': its reference code "
+                             f"(LIONS-EPFL/Circuit-Variance ceap) scores edges only; use 'reference' or 'endpoint'")
         constant_input = hannamw and self.interpolates == "activations" and level == "edge"
+        step = self.factor_for(integration)
         return Convention(integration, tuple(self.points(ig_steps, integration, level)),
                           "trainable-position" if constant_input else "always",
-                          "input" if hannamw and level == "node" else "output")
+                          "input" if hannamw and level == "node" else "output",
+                          step.term if isinstance(step, ConductanceStep) else None)
 
     @property
     def decomposed(self) -> bool:
@@ -203,6 +317,10 @@ METHODS: dict[str, MethodSpec] = {spec.name: spec for spec in (
                "corrupted input (get_scores_clean_corrupted)", "none", _fixed(1.0, 0.0)),
     MethodSpec("grad-x-act", "gradient x activation: clean activation x gradient at the clean input, no "
                "corrupted baseline", "none", _fixed(1.0), factor=clean_activation),
+    MethodSpec("CEAP", "conductance EAP: each of m steps from the corrupted to the clean input, the change of "
+               "u's output x the gradient at in_v there, summed over k = 1..m (Wu, Tonin and Cevher; "
+               "LIONS-EPFL/Circuit-Variance ceap)", "inputs", conductance_points, factor=conductance_step,
+               uses_ig_steps=True),
 )}
 
 
@@ -211,8 +329,8 @@ def method_spec(method: str) -> MethodSpec:
     try:
         return METHODS[method]
     except (KeyError, TypeError):
-        raise ValueError(f"method must be one of {', '.join(METHODS)} (hannamw/EAP-IG's names and grad-x-act), "
-                         f"got {method!r}") from None
+        raise ValueError(f"method must be one of {', '.join(METHODS)} (hannamw/EAP-IG's names, grad-x-act and "
+                         f"CEAP), got {method!r}") from None
 
 
 def check_method(method: str, level: str, ig_steps: int, integration: str) -> MethodSpec:
@@ -222,5 +340,5 @@ def check_method(method: str, level: str, ig_steps: int, integration: str) -> Me
         raise ValueError(f"level must be one of {', '.join(LEVELS)}, got {level!r}")
     if level not in spec.levels:
         raise ValueError(f"method {method} has no {level} level (levels: {', '.join(spec.levels)})")
-    integration_points(ig_steps, integration, level)
+    spec.convention(level, ig_steps, integration)     # validates the points, and what the method refuses
     return spec

@@ -1,4 +1,5 @@
-"""The language method registry (language/methods.py) and the method it was extended with, grad-x-act.
+"""The language method registry (language/methods.py) and the methods it was extended with, grad-x-act and CEAP
+(CEAP's own tests: test_ceap.py).
 
 * every former list of method names derives from the registry: the CLI choices, the hooked dispatch and
   the workflow's config check (``pipeline/config.check_language_method``; config.schema.yaml does not repeat
@@ -63,7 +64,7 @@ def test_the_config_check_refuses_an_unknown_method_naming_the_registry() -> Non
     from certified_circuits.pipeline.config_errors import ConfigError
 
     with pytest.raises(ConfigError, match=r"language\.method = 'EAP-IG'.*EAP, EAP-IG-inputs, EAP-IG-activations, "
-                                          r"clean-corrupted, grad-x-act"):
+                                          r"clean-corrupted, grad-x-act, CEAP"):
         check_language_method(_language("EAP-IG"))
     with pytest.raises(ConfigError, match="level must be one of"):
         check_language_method(_language("EAP", level="head"))
@@ -95,16 +96,35 @@ def test_every_entry_is_well_formed(name) -> None:
     assert (spec.points(3, "reference") != points) == spec.uses_ig_steps
     for level in spec.levels:
         for integration in methods.INTEGRATIONS:
+            if spec.conductance and level == "node" and integration == "hannamw":   # no reference code: refused
+                with pytest.raises(ValueError, match="LIONS-EPFL"):
+                    methods.check_method(name, level, 4, integration)
+                continue
             conv = spec.convention(level, 4, integration)
             assert list(conv.points) == spec.points(4, integration, level)
+            assert (conv.conductance_term is not None) == spec.conductance
+            assert ("conductance_term" in conv.attrs()) == spec.conductance
 
 
 def test_registry_values() -> None:
     m = methods.METHODS
     assert m["EAP-IG-activations"].points(4, "reference") == [0.25, 0.5, 0.75, 1.0]
-    assert [m[n].needs_corrupted for n in m] == [True, True, True, True, False]
-    assert [m[n].decomposed for n in m] == [True, True, False, True, True]
+    assert list(m) == ["EAP", "EAP-IG-inputs", "EAP-IG-activations", "clean-corrupted", "grad-x-act", "CEAP"]
+    assert [m[n].needs_corrupted for n in m] == [True, True, True, True, False, True]
+    assert [m[n].decomposed for n in m] == [True, True, False, True, True, True]
+    assert [m[n].conductance for n in m] == [False] * 5 + [True]
     assert {spec.ranking for spec in m.values()} == {"absolute"}
+    # CEAP: gradient points k/m, k = 1..m, under every convention; the step term is the project's except hannamw
+    ceap = m["CEAP"]
+    for integration in methods.INTEGRATIONS:
+        assert ceap.points(4, integration, "edge") == [0.25, 0.5, 0.75, 1.0]
+    assert ceap.convention("edge", 4, "reference").conductance_term == "z(k-1) - z(k)"
+    assert ceap.convention("node", 4, "endpoint").conductance_term == "z(k-1) - z(k)"
+    assert ceap.convention("edge", 4, "hannamw").conductance_term == "z(k) - z(k-1)"
+    assert ceap.factor_for("hannamw") is methods.lions_conductance_step
+    assert ceap.factor_for("reference") is ceap.factor is methods.conductance_step
+    with pytest.raises(ValueError, match="term must be one of"):
+        methods.ConductanceStep("z(k) - z(0)")
     with pytest.raises(ValueError, match="grad-x-act"):
         methods.check_method("gradient", "edge", 5, "reference")
 
