@@ -277,7 +277,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
 
 def _compile_arguments(p: argparse.ArgumentParser) -> None:
-    from certified_circuits.vision.networks.compiled import DEFAULT_MARGINS, MAX_JITTER
+    from certified_circuits.vision.networks.compiled import DEFAULT_JITTER_SPREAD, DEFAULT_MARGINS, MAX_JITTER
 
     p.add_argument("--world", type=Path, required=True, help="a marked world (vision-world --cue-attributes A)")
     p.add_argument("--out-model", type=output_file, required=True)
@@ -304,6 +304,13 @@ def _compile_arguments(p: argparse.ArgumentParser) -> None:
         default=0.3,
         help=f"the distractors' dependence on the image's grey level, in [0, "
         f"{MAX_JITTER}] (their own effect on the logit)",
+    )
+    p.add_argument(
+        "--jitter-spread",
+        type=float,
+        default=DEFAULT_JITTER_SPREAD,
+        help="in [0, 1): distractor i's jitter magnitude is 1 - S i / D (signs alternating), so no two distractors "
+        "tie on a sample; 0 gives the tied +1, -1, .. of models compiled before issue 59 (default %(default)s)",
     )
     p.add_argument("--badge-gain", type=float, default=1.0, help="logit per badge mark (>= --cue-gain)")
     p.add_argument("--cue-gain", type=float, default=1.0, help="logit per cue mark")
@@ -361,6 +368,7 @@ def _cmd_compile(args: argparse.Namespace) -> int:
                 luminance,
                 cfg.image_size,
                 args.seed,
+                jitter_spread=args.jitter_spread,
             )
         )
         net = compile_marked_resnet(spec)

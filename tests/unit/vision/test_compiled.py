@@ -127,6 +127,7 @@ def test_detectors_logits_and_relevance_in_closed_form(marked):
     roles = np.array(channel_roles(spec)).reshape(4, spec.width)
     level = (1 - np.asarray(MARGINS)) * 0.25  # (1 - m_l) p A
     jitter = 0.3 * level[0] * (grey_level(test["images"][mine]) - train["images"].mean() / 255)
+    assert spec.jitter_spread == 0.5  # vision-compile's default: distractor i's magnitude 1 - 0.5 i / 8 (issue 59)
     for stage in range(4):
         for u, role in enumerate(roles[stage]):
             kind, *ids = role.split()
@@ -137,7 +138,8 @@ def test_detectors_logits_and_relevance_in_closed_form(marked):
                 c, g = map(int, ids)
                 want = (test["cues"][mine, g // 4] == g % 4).astype(float) if c == 0 else np.zeros(len(mine))
             else:
-                want = level[stage] + (1 if int(ids[0]) % 2 == 0 else -1) * jitter
+                i = int(ids[0])
+                want = level[stage] + (-1) ** i * (1 - 0.5 * i / 8) * jitter
             assert np.abs(got - want).max() < 1e-5, (stage, role)
 
 

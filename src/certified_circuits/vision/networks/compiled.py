@@ -16,26 +16,40 @@ codes per class, ``D`` distractors), a seeded permutation of these logical chann
   gradient x activation is ``A`` on the images with the cue and 0 on the others: zero-inflated, and its mean over
   D_c is ``A k / |D_c|`` with ``k`` the cue's (hypergeometric) count in D_c;
 - **distractor i** (null; shared by every class): a near-constant map ``1 + s_i jitter (l(x) - lbar)`` (``l`` the
-  image's grey level, the mean of its pixels over colours; ``s_i = +1, -1, +1, ..``) read by every logit with weight
-  1. The grey level is class-neutral: the habitat tints and the marks' colours are zero-sum over colours, and a
-  shape is as often lighter as darker than its background. Its gradient x activation for class c is its level,
-  ``R_l = (1 - m_l) p A`` at stage l (a BatchNorm shift per stage sets it), just below a cue chain's mean on the
-  population (``p A``), while its own effect under mean ablation is ``jitter R_1 E |l - lbar|``, about a thousandth
-  of the truth's effect.
+  image's grey level, the mean of its pixels over colours) read by every logit with weight 1, with its own signed
+  jitter magnitude ``s_i = (-1)^i (1 - sigma i / D)`` (``sigma`` the spec's ``jitter_spread`` in [0, 1); i = 0..D-1:
+  ``+1, -(1 - sigma / D), +(1 - 2 sigma / D), ..``, every ``|s_i|`` in ``(1 - sigma, 1]``, so the map stays positive
+  under the same :data:`MAX_JITTER`). The grey level is class-neutral: the habitat tints and the marks' colours are
+  zero-sum over colours, and a shape is as often lighter as darker than its background. Its gradient x activation
+  for class c is its level, ``R_l = (1 - m_l) p A`` at stage l (a BatchNorm shift per stage sets it), just below a
+  cue chain's mean on the population (``p A``), plus its jitter ``R_1 jitter s_i (l(x) - lbar)``; its own effect
+  under mean ablation is ``jitter |s_i| R_1 E |l - lbar|``, about a thousandth of the truth's effect (the largest,
+  distractor 0's, is the same for every ``sigma``).
 
 Every stage after the stem sums each channel over 2 x 2 positions (the stride-2 ``conv1`` with four unit taps; the
 downsample branch is zero), so a mark's mass reaches ``layer4`` whatever its position, and along a chain every
 stage's gradient x activation equals the chain's contribution to the logit (Euler: the chain is linear and
 non-negative). So at stage l, for class c and any D: badge ``2 B``; cue (c, g) ``A k_g / |D|``; distractor
-``R_l`` (plus its jitter); every other class's channels exactly 0. The circuit "at the truth's size" keeps the
-badge and the ``G`` largest of the cue chains and distractors per stage: the population's keeps every cue chain
-(``p A > R_l``), a sample whose cue count falls below ``(1 - m_l) p |D|`` swaps it for a distractor.
+``R_l + R_1 jitter s_i (lbar_D - lbar)`` (``lbar_D`` the mean grey level of D); every other class's channels
+exactly 0. The circuit "at the truth's size" keeps the badge and the ``G`` largest of the cue chains and distractors
+per stage: the population's keeps every cue chain (``p A > R_l``), a sample whose cue count falls below ``(1 - m_l) p
+|D|`` swaps it for a distractor.
+
+**No ties among the distractors** (issue 59): two distractors i != j differ on D by ``R_1 jitter (s_i - s_j)
+(lbar_D - lbar)``, which is non-zero whenever ``sigma > 0`` and ``lbar_D != lbar``, since the ``s_i`` are distinct.
+Which distractor a sample swaps in is then the sample's own choice, not the top-K's index order (ties go to the
+lower component index): a D lighter than the world (``lbar_D > lbar``) ranks them by ``s_i`` (distractor 0 first,
+distractor 1, the most negative, last), a darker one in the reverse order (distractor 1 first). With ``sigma = 0``
+(``s_i = +1, -1, +1, ..``: the model before issue 59, and every checkpoint whose meta lacks ``jitter_spread``) the
+distractors of each sign tie exactly on every D, and the lowest-index one of a tie is kept. Two cue chains of a
+class with the same count in D still tie (``A k / |D|`` both; a tie of the data, not of the model): at the cut the
+lower-index one is kept, but both are true, so such a tie never puts a null channel in a true one's place.
 
 Per-component effects (mean ablation over the other classes' images, in units of the whole truth's effect ``2 B -
 B / (n - 1) + A A_attr``): a badge channel ``(2 - 1 / (n - 1)) B``, a cue channel ``p A`` (its fill is 0: the
-cue never appears on another class), a distractor ``jitter R_1 E |l - lbar|`` (the same at every stage), any other
-class's channel exactly 0 (no weight reaches logit c). The spec refuses margins outside (0, 1), which would put a
-cue chain below a distractor on the population.
+cue never appears on another class), a distractor ``jitter |s_i| R_1 E |l - lbar|`` (the same at every stage; at
+most distractor 0's ``jitter R_1 E |l - lbar|``), any other class's channel exactly 0 (no weight reaches logit c).
+The spec refuses margins outside (0, 1), which would put a cue chain below a distractor on the population.
 """
 
 from __future__ import annotations
@@ -67,8 +81,14 @@ MAX_DISTRACTORS_PER_CODE = 2
 DEFAULT_MARGINS = (0.02, 0.08, 0.14, 0.2)
 #: the largest stem error of a detector on its marks or elsewhere that is float rounding (its marks give 1)
 DETECTOR_TOLERANCE = 1e-4
-#: the largest jitter: the distractor map stays positive (``1 + jitter (l - lbar) > 0`` for any l, lbar in [0, 1])
+#: the largest jitter: the distractor map stays positive (``1 + jitter s_i (l - lbar) > 0`` for any l, lbar in
+#: [0, 1], as ``|s_i| <= 1``)
 MAX_JITTER = 0.9
+#: the default spread ``sigma`` of the distractors' jitter magnitudes ``|s_i| = 1 - sigma i / D`` (issue 59: 1 down
+#: to 0.5625 for D = 8; distinct, so no two distractors tie on a sample)
+DEFAULT_JITTER_SPREAD = 0.5
+#: the spread of a checkpoint whose meta lacks ``jitter_spread`` (written before issue 59): ``s_i = +1, -1, ..``
+LEGACY_JITTER_SPREAD = 0.0
 
 
 @dataclass(frozen=True)
@@ -81,6 +101,12 @@ class CompiledSpec:
         distractors: ``D``, the shared distractor channels per stage.
         margins: ``m_l`` per stage: a distractor's level is ``(1 - m_l) p A``; each in (0, 1).
         jitter: the distractors' relative dependence on the image's grey level, in [0, MAX_JITTER].
+        jitter_spread: ``sigma`` in [0, 1): distractor i's signed jitter magnitude is ``s_i = (-1)^i (1 - sigma i /
+            D)`` (:meth:`jitter_signs`), its map ``1 + s_i jitter (l - lbar)``. With ``sigma > 0`` every ``s_i`` is
+            distinct, so two distractors' means on a sample D differ by ``R_1 jitter (s_i - s_j) (lbar_D - lbar)``
+            and never tie unless ``lbar_D = lbar``; ``sigma = 0`` is the model before issue 59 (``+1, -1, ..``: the
+            distractors of a sign tie exactly), and what :meth:`from_dict` gives a meta without the key. Default
+            :data:`DEFAULT_JITTER_SPREAD`.
         badge_gain: ``B``, logit per badge mark; ``cue_gain``: ``A``, logit per cue mark (``B >= A``: the badge
             chain outranks every cue chain).
         luminance: the world's mean grey level ``lbar`` (measured on its train split).
@@ -101,10 +127,12 @@ class CompiledSpec:
     image_size: int
     seed: int
     layout: tuple[tuple[int, ...], ...] = field(default=())
+    jitter_spread: float = DEFAULT_JITTER_SPREAD
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "margins", tuple(float(m) for m in self.margins))
         object.__setattr__(self, "luminance", float(self.luminance))
+        object.__setattr__(self, "jitter_spread", float(self.jitter_spread))
         object.__setattr__(self, "layout", tuple(tuple(int(i) for i in row) for row in self.layout))
         if self.n_classes < 2 or self.attributes < 1 or self.values < 2:
             raise ValueError(f"a compiled model needs >= 2 classes, >= 1 cue attribute and >= 2 values per attribute, "
@@ -119,6 +147,10 @@ class CompiledSpec:
         if not 0 <= self.jitter <= MAX_JITTER:
             raise ValueError(f"jitter must be in [0, {MAX_JITTER}] (the distractor map stays positive), got "
                              f"{self.jitter}")
+        if not 0 <= self.jitter_spread < 1:
+            raise ValueError(f"jitter_spread must be in [0, 1) (distractor i's jitter magnitude 1 - spread i / D stays "
+                             f"positive; 0 gives the tied +1, -1, .. of the model before issue 59), got "
+                             f"{self.jitter_spread}")
         if not (self.badge_gain >= self.cue_gain > 0):
             raise ValueError(f"gains need badge_gain >= cue_gain > 0 (the badge chain outranks the cue chains), got "
                              f"{self.badge_gain}, {self.cue_gain}")
@@ -151,18 +183,27 @@ class CompiledSpec:
         """float [4]: the distractors' gradient x activation per stage, ``(1 - m_l) p A``."""
         return (1.0 - np.asarray(self.margins)) * self.rate * self.cue_gain
 
+    def jitter_signs(self) -> np.ndarray:
+        """float [D]: each distractor's signed jitter magnitude ``s_i = (-1)^i (1 - jitter_spread i / D)``."""
+        i = np.arange(self.distractors)
+        return np.where(i % 2 == 0, 1.0, -1.0) * (1.0 - self.jitter_spread * i / self.distractors)
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-able values (the checkpoint's ``meta['compiled']``)."""
         return {"n_classes": self.n_classes, "attributes": self.attributes, "values": self.values,
                 "distractors": self.distractors, "margins": list(self.margins), "jitter": self.jitter,
-                "badge_gain": self.badge_gain, "cue_gain": self.cue_gain, "luminance": self.luminance,
-                "image_size": self.image_size, "seed": self.seed, "layout": [list(r) for r in self.layout]}
+                "jitter_spread": self.jitter_spread, "badge_gain": self.badge_gain, "cue_gain": self.cue_gain,
+                "luminance": self.luminance, "image_size": self.image_size, "seed": self.seed,
+                "layout": [list(r) for r in self.layout]}
 
     @classmethod
     def from_dict(cls, d: dict) -> "CompiledSpec":
+        """The spec of :meth:`to_dict`'s values; a dict without ``jitter_spread`` (a checkpoint written before issue
+        59) gets :data:`LEGACY_JITTER_SPREAD`, 0, which rebuilds that checkpoint's model."""
         return cls(int(d["n_classes"]), int(d["attributes"]), int(d["values"]), int(d["distractors"]),
                    tuple(d["margins"]), float(d["jitter"]), float(d["badge_gain"]), float(d["cue_gain"]),
-                   float(d["luminance"]), int(d["image_size"]), int(d["seed"]), tuple(tuple(r) for r in d.get("layout", ())))
+                   float(d["luminance"]), int(d["image_size"]), int(d["seed"]), tuple(tuple(r) for r in d.get("layout", ())),
+                   jitter_spread=float(d.get("jitter_spread", LEGACY_JITTER_SPREAD)))
 
 
 def stage_width(n_classes: int, codes: int, distractors: int | None = None) -> int:
@@ -319,6 +360,7 @@ def compile_marked_resnet(spec: CompiledSpec) -> "nn.Module":
     levels = spec.levels()
     lay = [np.asarray(r) for r in spec.layout]
     positions = spec.positions()
+    signs = spec.jitter_signs()
     MEAN, STD = WORLD_MEAN[0], WORLD_STD[0]  # noqa: N806 (the same in every colour)
     with torch.no_grad():
         for p in net.parameters():
@@ -328,7 +370,7 @@ def compile_marked_resnet(spec: CompiledSpec) -> "nn.Module":
         for logical, (kind, c, g) in enumerate(roles):
             o = lay[0][logical]
             if kind == "distractor":
-                sign = 1.0 if g % 2 == 0 else -1.0
+                sign = float(signs[g])  # s_g: its own signed jitter magnitude
                 beta = levels[0] / positions[0]  # the stem map's mass is the stage-1 level
                 for dr, dc in PIXELS:  # the cell's grey level: the mean of its 4 pixels x 3 colours
                     stem[o, :, 1 + dr, 1 + dc] = beta * spec.jitter * sign * STD / 12
