@@ -8,8 +8,13 @@ Three stages, each reading the one before from ``--work`` (so an interrupted run
   D is its first ``size``) with every method. Cached as ``<half>/s<seed>.npz`` (+ ``.json``).
 - ``conditions``: the baseline's conditions (a)-(c) at the truth's size over ``resamples`` bootstrap resamples of D
   (:func:`certified_circuits.analysis.baseline_conditions.baseline_conditions`). Computes no certified number.
-- ``hypotheses``: certified circuits at the truth's size, the size-matched comparisons and H1-H3 over the model
-  seeds (:mod:`certified_circuits.analysis.size_matched`, :mod:`certified_circuits.analysis.seed_tests`).
+- ``hypotheses``: certified circuits at the truth's size, the size-matched comparisons and H1 and H3 over the model
+  seeds (:mod:`certified_circuits.analysis.size_matched`, :mod:`certified_circuits.analysis.seed_tests`). The old H2
+  (three-valued labels against two-valued memberships) is withdrawn and no longer reported.
+- ``equal``: the equal-footing comparisons (docs/embedded_default.md, "The fair testbed on equal footing"): the
+  certificate against the matched cut, the bootstrap interval and consensus, which may abstain as much; shares over
+  the live components; abstention as a detector of the population's contested set; H2a-H2c and H4
+  (:mod:`certified_circuits.analysis.equal_footing`).
 
 Usage::
 
@@ -38,7 +43,9 @@ from certified_circuits.core.setting import Setting
 from certified_circuits.storage.atomic import write_text
 
 ROOT = Path(__file__).resolve().parents[1]
-STAGES = ("score", "conditions", "hypotheses")
+STAGES = ("score", "conditions", "hypotheses", "equal")
+#: the vision scorers the mechanism's attribution files hold (experiments/vision_mechanism.py)
+VISION_SCORERS = ("relevance", "activation", "conductance")
 
 
 class ConfigError(ValueError):
@@ -52,6 +59,49 @@ def _setting(section: dict[str, Any], s: dict[str, Any], where: str) -> Setting:
                        tau=float(s["tau"]), alpha=float(c["alpha"]), correction=str(c["correction"]))
     except (KeyError, TypeError, ValueError) as exc:
         raise ConfigError(f"{where}: {exc}; see experiments/fair_testbed.yaml") from None
+
+
+#: the ``equal_footing`` block of each half: key -> (type, lowest, highest) (the pre-registration's values in the yaml)
+FOOTING_KEYS = {"inner_resamples": (int, 2, 10_000), "inner_seed": (int, 0, 2**32 - 1), "q": (float, 0.5, 1.0),
+                "z": (float, 0.0, 10.0), "population_samples": (int, 10, 100_000),
+                "population_seed": (int, 0, 2**32 - 1), "tie_seed": (int, 0, 2**32 - 1)}
+
+
+def check_footing(section: dict[str, Any], where: str) -> None:
+    """The ``equal_footing`` block: every key of :data:`FOOTING_KEYS`, of its type and in its range (q in (0.5, 1]).
+
+    Raises:
+        ConfigError: naming the file, the key and the allowed range.
+    """
+    block = section.get("equal_footing")
+    if not isinstance(block, dict):
+        raise ConfigError(f"{where}.equal_footing: missing or not a mapping; see experiments/fair_testbed.yaml")
+    unknown = sorted(set(block) - set(FOOTING_KEYS))
+    missing = sorted(set(FOOTING_KEYS) - set(block))
+    if unknown or missing:
+        raise ConfigError(f"{where}.equal_footing: {'unknown ' + ', '.join(unknown) if unknown else ''}"
+                          f"{'; ' if unknown and missing else ''}{'lacks ' + ', '.join(missing) if missing else ''}; "
+                          f"the keys are {', '.join(FOOTING_KEYS)}")
+    for key, (kind, low, high) in FOOTING_KEYS.items():
+        value = block[key]
+        ok = (isinstance(value, (int, float)) and not isinstance(value, bool) and np.isfinite(value)
+              and (kind is float or isinstance(value, int)) and low <= value <= high and not (key == "q" and value == low))
+        if not ok:
+            span = f"({low}, {high}]" if key == "q" else f"[{low}, {high}]"
+            raise ConfigError(f"{where}.equal_footing.{key}: {value!r} must be {'an integer' if kind is int else 'a number'} "
+                              f"in {span}")
+
+
+def footing_protocol(section: dict[str, Any]):
+    """The half's :class:`~certified_circuits.analysis.equal_footing.FootingProtocol` (the outer resamples and their
+    seed are the conditions' ``resamples`` and ``bootstrap_seed``)."""
+    from certified_circuits.analysis.equal_footing import FootingProtocol
+
+    b = section["equal_footing"]
+    return FootingProtocol(n_resamples=int(section["resamples"]), bootstrap_seed=int(section["bootstrap_seed"]),
+                           n_inner=int(b["inner_resamples"]), inner_seed=int(b["inner_seed"]), q=float(b["q"]),
+                           z=float(b["z"]), n_population_samples=int(b["population_samples"]),
+                           population_seed=int(b["population_seed"]), tie_seed=int(b["tie_seed"]))
 
 
 def load_language(path: Path) -> dict[str, Any]:
@@ -112,6 +162,7 @@ def load_language(path: Path) -> dict[str, Any]:
     tags = [_setting(lang, s, f"{path}: language.settings[{i}]").tag for i, s in enumerate(settings)]
     if len(set(tags)) != len(tags):
         raise ConfigError(f"{path}: language.settings: a setting is given twice ({tags})")
+    check_footing(lang, f"{path}: language")
     return lang
 
 
@@ -140,13 +191,15 @@ def load_vision(path: Path) -> dict[str, Any]:
             raise ConfigError(f"{path}: vision.{key}: {value!r} must be an integer in [{floor}, 100000]")
     scorers = vision["scorers"]
     if not isinstance(scorers, list) or not scorers or len({str(x) for x in scorers}) != len(scorers) or not all(
-            isinstance(x, dict) and x.get("scorer") in ("relevance", "activation")
-            and x.get("ranking") in ("signed", "absolute") and x.get("name") for x in scorers):
-        raise ConfigError(f"{path}: vision.scorers: {scorers!r} must be distinct {{name, scorer: relevance|"
-                          "activation, ranking: signed|absolute}")
+            isinstance(x, dict) and x.get("scorer") in VISION_SCORERS
+            and x.get("ranking") in ("signed", "absolute") and x.get("name") for x in scorers) or len(
+            {x["name"] for x in scorers}) != len(scorers):
+        raise ConfigError(f"{path}: vision.scorers: {scorers!r} must be {{name, scorer: {'|'.join(VISION_SCORERS)}, "
+                          "ranking: signed|absolute}, with distinct names")
     tags = [_setting(vision, x, f"{path}: vision.settings[{i}]").tag for i, x in enumerate(vision["settings"])]
     if len(set(tags)) != len(tags):
         raise ConfigError(f"{path}: vision.settings: a setting is given twice ({tags})")
+    check_footing(vision, f"{path}: vision")
     return vision
 
 
@@ -309,6 +362,7 @@ def language_cases(lang: dict[str, Any], work: Path):
         for method in lang["methods"]:
             yield {"seed": int(seed), "concept": truth_row["concept"], "scorer": method,
                    "scores": arrays[f"scores/{method}"][: int(lang["size"])], "groups": arrays["groups"],
+                   "population": arrays[f"scores/{method}"],
                    "truth": arrays["truth"], "grey": arrays["grey"],
                    "absolute": check_method(method, "edge", int(lang["ig_steps"]), "reference").ranking == "absolute"}
 
@@ -331,10 +385,19 @@ def vision_cases(vision: dict[str, Any]):
                       file=sys.stderr)
                 continue
             attr = read_attributions(root / f"s{seed}" / f"dc_{concept}.h5")
+            pop = read_attributions(root / f"s{seed}" / f"population_{concept}.h5")
+            if list(pop.names) != list(attr.names):
+                raise ConfigError(f"{root / f's{seed}'}: population_{concept}.h5 and dc_{concept}.h5 name other "
+                                  "components; rerun experiments/vision_mechanism.py into a fresh --work")
             truth = truth_mask(known, concept, attr.names, str(truth_file))
             for scorer in vision["scorers"]:
+                if scorer["scorer"] not in attr.scores or scorer["scorer"] not in pop.scores:
+                    raise ConfigError(f"{root / f's{seed}'}: dc_{concept}.h5 or population_{concept}.h5 lacks scores "
+                                      f"of {scorer['scorer']!r}; add it to experiments/vision_mechanism.yaml's "
+                                      "scorers and rerun experiments/vision_mechanism.py")
                 yield {"seed": int(seed), "concept": concept, "scorer": scorer["name"],
                        "scores": attr.scores[scorer["scorer"]][: int(vision["size"])], "groups": attr.groups,
+                       "population": pop.scores[scorer["scorer"]],
                        "truth": truth, "grey": grey_mask(known, concept, attr.names),
                        "absolute": scorer["ranking"] == "absolute"}
 
@@ -364,6 +427,9 @@ def hypotheses(cases, settings: list[Setting], section: dict[str, Any]) -> tuple
             stability.append({**labels, **{key: rows[0][key] for key in shared}})
     matched_df, stability_df = pd.DataFrame(matched), pd.DataFrame(stability)
     table = seed_hypothesis_table(matched_df, stability_df, [int(s) for s in section["model_seeds"]])
+    # the old H2 set three-valued labels against two-valued memberships: withdrawn (H2a-H2c of the equal stage);
+    # Holm runs within each hypothesis, so H1's and H3's p-values do not depend on it
+    table = table[table["hypothesis"] != "H2"].reset_index(drop=True)
     return matched_df, stability_df, table
 
 
@@ -394,12 +460,6 @@ def hypotheses_markdown(matched: pd.DataFrame, stability: pd.DataFrame, table: p
         out.append(f"| {scorer} | {method} | {part['size'].mean():.2f} | {part['precision'].mean():.3f} | "
                    f"{part['baseline_precision'].mean():.3f} | {part['recall'].mean():.3f} | "
                    f"{part['baseline_recall'].mean():.3f} | {n} of {len(part)} |")
-    out += ["", "| scorer | setting | can certify IN | baseline memberships changed | certified labels changed | "
-            "in <-> out flips | abstained |", "|---|---|---|---|---|---|---|"]
-    for (scorer, setting), part in stability.groupby(["scorer", "setting"], sort=False):
-        out.append(f"| {scorer} | {setting} | {'yes' if part['can_certify_in'].all() else 'no'} | "
-                   f"{part['baseline_change_share'].mean():.2%} | {part['certified_change_share'].mean():.2%} | "
-                   f"{part['certified_flip_share'].mean():.3%} | {part['abstain_share'].mean():.1%} |")
     out += ["", "| hypothesis | scorer | method | seeds | certified | baseline | mean difference | p (exact) | p "
             "(Holm) | smallest p possible | result |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in table.itertuples():
@@ -407,6 +467,88 @@ def hypotheses_markdown(matched: pd.DataFrame, stability: pd.DataFrame, table: p
                    f"{r.certified:.4f} | {r.baseline:.4f} | {r.mean_difference:+.4f} | {r.pvalue:.4g} | "
                    f"{r.pvalue_holm:.4g} | {r.min_pvalue:.4g} | {r.status} |")
     return "\n".join(out) + "\n"
+
+
+#: the equal-footing table's columns: (column, header, format)
+EQUAL_TABLE = (("change_share_live", "labels changed (live)", "{:.2%}"), ("change_share_all", "(all)", "{:.2%}"),
+               ("flip_share_live", "in <-> out flips (live)", "{:.3%}"), ("abstain_share_live", "abstained (live)",
+                                                                        "{:.1%}"),
+               ("in_precision_d", "IN precision on D", "{:.3f}"), ("in_precision_mean", "IN precision, resampled",
+                                                                   "{:.3f}"),
+               ("detector_precision", "contested: precision", "{:.2f}"), ("detector_recall", "recall", "{:.2f}"),
+               ("detector_auroc", "AUROC", "{:.3f}"))
+#: the two-valued table's columns
+TWO_TABLE = (("size_d", "size on D", "{:.2f}"), ("change_share_live", "memberships changed (live)", "{:.2%}"),
+             ("baseline_change_share_live", "baseline's top of that size (live)", "{:.2%}"),
+             ("change_share_all", "(all)", "{:.2%}"), ("baseline_change_share_all", "baseline (all)", "{:.2%}"))
+
+
+def _cells(frame: pd.DataFrame, columns) -> str:
+    values = []
+    for column, _, fmt in columns:
+        value = frame[column].mean()
+        values.append("n/a" if pd.isna(value) else fmt.format(value))
+    return " | ".join(values)
+
+
+def equal_markdown(rows: pd.DataFrame, table: pd.DataFrame) -> str:
+    """Per scorer: the three-valued methods (means over seeds of the per-seed means over concepts and settings), the
+    two-valued circuits against the baseline's top of their size, then H2a-H2c and H4 with Holm."""
+    from certified_circuits.analysis.equal_footing import THREE_VALUED, TWO_VALUED
+
+    per_seed = rows.groupby(["scorer", "method", "seed"], sort=False).mean(numeric_only=True)
+    out = ["| scorer | method | " + " | ".join(h for _, h, _ in EQUAL_TABLE) + " |",
+           "|---|---|" + "---|" * len(EQUAL_TABLE)]
+    for (scorer, method), part in per_seed.groupby(level=[0, 1], sort=False):
+        if method in THREE_VALUED:
+            out.append(f"| {scorer} | {method} | {_cells(part, EQUAL_TABLE)} |")
+    out += ["", "| scorer | circuit | " + " | ".join(h for _, h, _ in TWO_TABLE) + " |",
+            "|---|---|" + "---|" * len(TWO_TABLE)]
+    for (scorer, method), part in per_seed.groupby(level=[0, 1], sort=False):
+        if method in TWO_VALUED:
+            out.append(f"| {scorer} | {method} | {_cells(part, TWO_TABLE)} |")
+    out += ["", "| hypothesis | scorer | against | seeds | certified | comparator | mean difference | p (exact) | "
+            "p (Holm) | smallest p possible | result |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in table.itertuples():
+        out.append(f"| {r.hypothesis} | {r.scorer} | {r.method} | {r.n_seeds} (dropped {r.n_dropped}) | "
+                   f"{r.certified:.4f} | {r.baseline:.4f} | {r.mean_difference:+.4f} | {r.pvalue:.4g} | "
+                   f"{r.pvalue_holm:.4g} | {r.min_pvalue:.4g} | {r.status} |")
+    return "\n".join(out) + "\n"
+
+
+def stage_equal(half: str, section: dict[str, Any], work: Path) -> pd.DataFrame:
+    """The equal-footing stage of one half (module docstring); like ``hypotheses``, it refuses to run before the
+    half's conditions were written (the pre-registration reads them first)."""
+    from certified_circuits.analysis.equal_footing import equal_footing_hypotheses, equal_footing_rows
+    from certified_circuits.core.planning import PlanWarning
+    from certified_circuits.core.smoothing import mask_seed
+
+    conditions = work / "language_conditions.csv" if half == "language" else Path(section["from"]) / "conditions.csv"
+    if not conditions.is_file():
+        first = "--stage conditions" if half == "language" else "experiments/vision_mechanism.py"
+        raise ConfigError(f"{conditions}: missing; run {first} first (the pre-registration reads the baseline's "
+                          "conditions before any certified number)")
+    warnings.simplefilter("ignore", PlanWarning)
+    protocol = footing_protocol(section)
+    settings = [_setting(section, s, f"{half}.settings") for s in section["settings"]]
+    cases = language_cases(section, work) if half == "language" else vision_cases(section)
+    rows, start = [], time.perf_counter()
+    for case in cases:
+        for setting in settings:
+            labels = {"seed": case["seed"], "concept": case["concept"], "scorer": case["scorer"],
+                      "setting": setting.tag}
+            found = equal_footing_rows(case["scores"], case["groups"], case["truth"], setting, case["population"],
+                                       absolute=case["absolute"], exclude=case["grey"],
+                                       mask_seed=mask_seed(setting.seed, case["concept"]), protocol=protocol)
+            rows += [{**labels, **row} for row in found]
+        print(f"fair testbed: {half} equal footing: seed {case['seed']} {case['concept']} {case['scorer']} done "
+              f"({time.perf_counter() - start:.0f} s)", file=sys.stderr)
+    frame = pd.DataFrame(rows)
+    table = equal_footing_hypotheses(frame, [int(s) for s in section["model_seeds"]])
+    write_text(work / f"{half}_equal_rows.csv", frame.to_csv(index=False))
+    write_text(work / f"{half}_equal_hypotheses.csv", table.to_csv(index=False))
+    write_text(work / f"{half}_equal.md", equal_markdown(frame, table))
+    return table
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -422,17 +564,19 @@ def main(argv: list[str] | None = None) -> int:
         if not args.config.is_file():
             raise ConfigError(f"{args.config}: not found; pass experiments/fair_testbed.yaml")
         section = load_language(args.config) if args.half == "language" else load_vision(args.config)
-        if args.half == "vision" and args.stage != "hypotheses":
+        if args.half == "vision" and args.stage not in ("hypotheses", "equal"):
             raise ConfigError(f"--stage {args.stage} --half vision: the vision truths and conditions are "
-                              "experiments/vision_mechanism.py's; run it, then --stage hypotheses")
+                              "experiments/vision_mechanism.py's; run it, then --stage hypotheses or --stage equal")
         args.work.mkdir(parents=True, exist_ok=True)
         warnings.simplefilter("ignore", UserWarning)
         if args.stage == "score":
             stage_score(section, args.work)
         elif args.stage == "conditions":
             print(stage_conditions(section, args.work).to_string(), file=sys.stderr)
-        else:
+        elif args.stage == "hypotheses":
             print(stage_hypotheses(args.half, section, args.work).to_string(), file=sys.stderr)
+        else:
+            print(stage_equal(args.half, section, args.work).to_string(), file=sys.stderr)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

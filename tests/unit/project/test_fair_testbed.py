@@ -25,6 +25,10 @@ def fair():
     return _load()
 
 
+#: the pre-registered equal_footing block (experiments/fair_testbed.yaml)
+FOOTING = yaml.safe_load((ROOT / "experiments" / "fair_testbed.yaml").read_text())["language"]["equal_footing"]
+
+
 def _config(tmp_path: Path, **changes) -> Path:
     config = yaml.safe_load((ROOT / "experiments" / "fair_testbed.yaml").read_text())
     config["language"].update(changes)
@@ -46,6 +50,16 @@ def _config(tmp_path: Path, **changes) -> Path:
     ({"settings": [{"tau": 0.9, "p_del": 0.95}, {"tau": 0.9, "p_del": 0.95}]}, "a setting is given twice"),
     ({"settings": [{"tau": 2.0, "p_del": 0.95}]}, "language.settings[0]: "),
     ({"held_out": 1e9}, "language.held_out: 1000000000.0 must be an integer"),
+    ({"equal_footing": None}, "language.equal_footing: missing or not a mapping"),
+    ({"equal_footing": {"q": 0.9}}, "language.equal_footing: lacks "),
+    ({"equal_footing": {**FOOTING, "extra": 1}}, "language.equal_footing: unknown extra"),
+    ({"equal_footing": {**FOOTING, "q": 0.5}}, "language.equal_footing.q: 0.5 must be a number in (0.5, 1.0]"),
+    ({"equal_footing": {**FOOTING, "q": float("nan")}}, "language.equal_footing.q: nan must be a number"),
+    ({"equal_footing": {**FOOTING, "inner_resamples": 1}}, "language.equal_footing.inner_resamples: 1 must be an "
+                                                           "integer in [2, 10000]"),
+    ({"equal_footing": {**FOOTING, "population_samples": 20.5}}, "language.equal_footing.population_samples: 20.5 "
+                                                                 "must be an integer"),
+    ({"equal_footing": {**FOOTING, "inner_seed": True}}, "language.equal_footing.inner_seed: True must be"),
 ])  # fmt: skip
 def test_a_bad_config_is_one_error_line_naming_the_file_and_key(fair, tmp_path, capsys, changes, message):
     path = _config(tmp_path, **changes)
@@ -103,12 +117,30 @@ def test_the_conditions_and_hypotheses_stages_on_cached_seeds(fair, tmp_path, ca
 
     assert fair.main([str(path), "--work", str(work), "--stage", "hypotheses"]) == 0
     table = pd.read_csv(work / "language_hypotheses.csv")
-    assert set(table["hypothesis"]) == {"H1", "H2", "H3"} and set(table["n_seeds"]) <= {8}
+    # the old H2 (three-valued labels against two-valued memberships) is withdrawn: H2a-H2c of the equal stage
+    assert set(table["hypothesis"]) == {"H1", "H3"} and set(table["n_seeds"]) <= {8}
     matched = pd.read_csv(work / "language_matched.csv")
     assert len(matched) == 8 * 2 * 3  # seeds x settings x methods: one row each, averaged within the seed later
     assert (matched.loc[matched["method"] == "certified_in", "size"] >= 1).all()  # something is certified IN
     text = (work / "language_hypotheses.md").read_text()
-    assert "| H1 | EAP | certified_in | 8 (dropped 0) |" in text
+    assert "| H1 | EAP | certified_in | 8 (dropped 0) |" in text and "baseline memberships changed" not in text
+
+    assert fair.main([str(path), "--work", str(work), "--stage", "equal"]) == 0
+    rows = pd.read_csv(work / "language_equal_rows.csv")
+    assert len(rows) == 8 * 2 * 7  # seeds x settings x (4 three-valued + 3 two-valued methods)
+    assert set(rows["n_live"]) == {5} and set(rows["n_components"]) == {5}  # every edge is non-zero somewhere
+    three = rows[rows["values"] == 3].set_index(["seed", "setting", "method"])
+    for (seed, setting), cell in three.groupby(level=[0, 1]):
+        cell = cell.droplevel([0, 1])  # the matched cut abstains exactly as much as the certificate, on D
+        assert cell.loc["matched_cut", "abstain_d"] == cell.loc["certified", "abstain_d"]
+        assert cell.loc["matched_cut", "size_d"] == cell.loc["certified", "size_d"]
+    # edge 0 (always 1.0) is certified IN on D in every cell: IN precision on D is 1 (edge 0 is true)
+    assert (three.xs("certified", level="method")["in_precision_d"] == 1.0).all()
+    hypotheses = pd.read_csv(work / "language_equal_hypotheses.csv")
+    assert set(hypotheses["hypothesis"]) == {"H2a", "H2b", "H2c", "H4"}
+    assert set(hypotheses.loc[hypotheses["hypothesis"] == "H2a", "method"]) == {"matched_cut", "interval",
+                                                                                 "consensus"}
+    assert "| H2a | EAP | matched_cut |" in (work / "language_equal.md").read_text()
 
 
 def test_the_vision_half_reads_the_mechanisms_work_folder(fair, tmp_path, capsys):
@@ -125,8 +157,13 @@ def test_the_vision_half_reads_the_mechanisms_work_folder(fair, tmp_path, capsys
         rng = np.random.default_rng(seed)
         scores = rng.normal(size=(50, 12))
         scores[:, [0, 1, 6]] += 4.0
-        write_attributions(root / f"s{seed}" / "dc_circle.h5", {"relevance": scores, "activation": scores + 1.0},
+        write_attributions(root / f"s{seed}" / "dc_circle.h5", {"relevance": scores, "conductance": scores + 1.0},
                            groups, names, [str(i) for i in range(50)], {"concept": "circle", "experiment": "world"})
+        population = rng.normal(size=(1000, 12))
+        population[:, [0, 1, 6]] += 4.0
+        write_attributions(root / f"s{seed}" / "population_circle.h5", {"relevance": population,
+                                                                        "conductance": population + 1.0},
+                           groups, names, [str(i) for i in range(1000)], {"concept": "circle", "experiment": "world"})
         write_json(root / f"s{seed}" / "ground_truth.json", {
             "format": GROUND_TRUTH_FORMAT, "experiment": "world", "kind": "vision", "n_components": 12,
             "concepts": {"circle": {"components": ["layer1.0", "layer1.1", "layer2.0"],
@@ -142,9 +179,41 @@ def test_the_vision_half_reads_the_mechanisms_work_folder(fair, tmp_path, capsys
     (root / "conditions.csv").write_text("seed\n0\n")
     assert fair.main([*args, "hypotheses"]) == 0
     matched = pd.read_csv(work / "vision_matched.csv")
-    assert len(matched) == 8 * 3 * 3  # seeds x scorers x methods (one setting)
+    assert len(matched) == 8 * 2 * 3  # seeds x scorers x methods (one setting)
     certified = matched[matched["method"] == "certified_in"]
     assert (certified["size"] == 3).all() and (certified["precision"] == 1.0).all()  # the strong three, certified
     table = pd.read_csv(work / "vision_hypotheses.csv")
-    assert set(table["scorer"]) == {"relevance (signed)", "relevance (absolute)", "activation"}
+    assert set(table["scorer"]) == {"relevance (signed)", "conductance"}
     assert set(table["n_seeds"]) == {8}
+    assert fair.main([*args, "equal"]) == 0
+    rows = pd.read_csv(work / "vision_equal_rows.csv")
+    assert len(rows) == 8 * 2 * 7
+    # the strong three are far above the rest: no comparator and no resample leaves them, nothing is contested
+    assert (rows.loc[rows["values"] == 3, "change_share_all"] == 0.0).all()
+    assert (rows["n_contested"] == 0).all()
+    # H4 cannot be computed without a contested component: every H4 row drops every seed
+    h4 = pd.read_csv(work / "vision_equal_hypotheses.csv").query("hypothesis == 'H4'")
+    assert len(h4) == 2 * 3 and (h4["n_dropped"] == 8).all()
+
+
+def test_the_vision_equal_stage_refuses_attribution_files_without_the_scorer(fair, tmp_path, capsys):
+    from certified_circuits.analysis.recovery import GROUND_TRUTH_FORMAT
+    from certified_circuits.storage.atomic import write_json
+    from certified_circuits.storage.store import write_attributions
+
+    root = tmp_path / "mechanism"
+    names = [f"layer1.{i}" for i in range(4)]
+    for part in ("dc", "population"):
+        write_attributions(root / "s0" / f"{part}_circle.h5", {"relevance": np.ones((50, 4))},
+                           np.zeros(4, np.int32), names, [str(i) for i in range(50)], {"concept": "circle"})
+    write_json(root / "s0" / "ground_truth.json", {
+        "format": GROUND_TRUTH_FORMAT, "experiment": "world", "kind": "vision", "n_components": 4,
+        "concepts": {"circle": {"components": ["layer1.0"], "verification": {"passed": True}}}})
+    (root / "conditions.csv").write_text("seed\n0\n")
+    config = yaml.safe_load((ROOT / "experiments" / "fair_testbed.yaml").read_text())
+    config["vision"].update({"from": str(root), "model_seeds": [0]})
+    path = tmp_path / "fair.yaml"
+    path.write_text(yaml.safe_dump(config))
+    assert fair.main([str(path), "--work", str(tmp_path / "w"), "--half", "vision", "--stage", "equal"]) == 2
+    err = capsys.readouterr().err
+    assert "lacks scores of 'conductance'" in err and "experiments/vision_mechanism.yaml" in err
