@@ -277,7 +277,12 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
 
 def _compile_arguments(p: argparse.ArgumentParser) -> None:
-    from certified_circuits.vision.networks.compiled import DEFAULT_JITTER_SPREAD, DEFAULT_MARGINS, MAX_JITTER
+    from certified_circuits.vision.networks.compiled import (
+        DEFAULT_CUE_GAIN_SPREAD,
+        DEFAULT_JITTER_SPREAD,
+        DEFAULT_MARGINS,
+        MAX_JITTER,
+    )
 
     p.add_argument("--world", type=Path, required=True, help="a marked world (vision-world --cue-attributes A)")
     p.add_argument("--out-model", type=output_file, required=True)
@@ -312,8 +317,15 @@ def _compile_arguments(p: argparse.ArgumentParser) -> None:
         help="in [0, 1): distractor i's jitter magnitude is 1 - S i / D (signs alternating), so no two distractors "
         "tie on a sample; 0 gives the tied +1, -1, .. of models compiled before issue 59 (default %(default)s)",
     )
+    p.add_argument(
+        "--cue-gain-spread",
+        type=float,
+        default=DEFAULT_CUE_GAIN_SPREAD,
+        help="in [0, 1): cue code g's logit gain is A (1 + S g / G), so no two cue chains tie on a sample; 0 gives "
+        "the one gain A of models compiled before it, whose cue chains of equal count tie (default %(default)s)",
+    )
     p.add_argument("--badge-gain", type=float, default=1.0, help="logit per badge mark (>= --cue-gain)")
-    p.add_argument("--cue-gain", type=float, default=1.0, help="logit per cue mark")
+    p.add_argument("--cue-gain", type=float, default=1.0, help="logit per cue mark (A, code 0's gain)")
     p.add_argument("--threads", type=positive_int, default=1, help="torch CPU threads (default 1)")
 
 
@@ -369,6 +381,7 @@ def _cmd_compile(args: argparse.Namespace) -> int:
                 cfg.image_size,
                 args.seed,
                 jitter_spread=args.jitter_spread,
+                cue_gain_spread=args.cue_gain_spread,
             )
         )
         net = compile_marked_resnet(spec)

@@ -91,7 +91,8 @@ def test_compiled_spec_is_checked():
                 cue_gain=1.0, luminance=0.5, image_size=16, seed=0)
     for change, words in (({"margins": (0.0, 0.1, 0.1, 0.1)}, "margins must be 4 values in"),
                           ({"image_size": 24}, "multiple of 16"), ({"badge_gain": 0.5}, "badge_gain >= cue_gain"),
-                          ({"distractors": 17}, "distractors must be in 1..16"), ({"jitter": 1.0}, "jitter must")):
+                          ({"distractors": 17}, "distractors must be in 1..16"), ({"jitter": 1.0}, "jitter must"),
+                          ({"cue_gain_spread": 1.0}, "cue_gain_spread must be in")):
         with pytest.raises(ValueError, match=words):
             CompiledSpec(**{**base, **change})
     spec = compile_spec(CompiledSpec(**base))
@@ -113,13 +114,16 @@ def test_detectors_logits_and_relevance_in_closed_form(marked):
     x = model.normalize(torch.from_numpy(test["images"]))
     with torch.no_grad():
         z = model.net(x).numpy()
-    # logit c reads 2 badge marks (B = 1) and 2 cue marks (A = 1); the stray mark's class reads B; the distractors
-    # add the same to every logit
+    # logit c reads 2 badge marks (B = 1) and 2 cue marks, code g at A_g = 1 + 0.0715 g / 8 (vision-compile's
+    # default cue gain spread); the stray mark's class reads B; the distractors add the same to every logit
+    gains = 1 + 0.0715 * np.arange(8) / 8
+    assert spec.cue_gain_spread == 0.0715 and np.array_equal(spec.cue_gains(), gains)
+    cue_logit = gains[test["cues"][:, 0]] + gains[4 + test["cues"][:, 1]]
     rows = np.arange(len(labels))
-    assert np.abs(z[rows, labels] - z[rows, test["stray"]] - 3.0).max() < 1e-5
+    assert np.abs(z[rows, labels] - z[rows, test["stray"]] - 1.0 - cue_logit).max() < 1e-5
     others = np.ones_like(z, dtype=bool)
     others[rows, labels] = others[rows, test["stray"]] = False
-    assert np.abs(z[rows, labels] - z[others].reshape(len(z), -1).max(axis=1) - 4.0).max() < 1e-5
+    assert np.abs(z[rows, labels] - z[others].reshape(len(z), -1).max(axis=1) - 2.0 - cue_logit).max() < 1e-5
     # gradient x activation of class 0 on its images, stage by stage
     mine = np.flatnonzero(labels == 0)
     scores, _ = score_batch(model, x[mine], 0)
@@ -136,7 +140,7 @@ def test_detectors_logits_and_relevance_in_closed_form(marked):
                 want = np.full(len(mine), 2.0 if ids == ["0"] else 0.0)
             elif kind == "cue":
                 c, g = map(int, ids)
-                want = (test["cues"][mine, g // 4] == g % 4).astype(float) if c == 0 else np.zeros(len(mine))
+                want = gains[g] * (test["cues"][mine, g // 4] == g % 4) if c == 0 else np.zeros(len(mine))
             else:
                 i = int(ids[0])
                 want = level[stage] + (-1) ** i * (1 - 0.5 * i / 8) * jitter
@@ -181,7 +185,7 @@ def test_the_truth_has_no_grey_zone_and_is_checked_as_written(marked, monkeypatc
         assert effects[truth].min() >= 5 * block["epsilon"] > 0 and effects[null].max() == block["epsilon"]
         assert effects[np.char.startswith(roles, "distractor")].max() == block["epsilon"]
         assert effects[~truth & ~np.char.startswith(roles, "distractor")].max() < 1e-6  # other classes: no path
-        # closed form (the unit cancels): a cue channel's effect is A x its share of the first 30 test images of
+        # closed form (the unit cancels): a cue channel's effect is A_g x its share of the first 30 test images of
         # the class; the badge channel's (2 - f) B, f the share of the other classes' train images whose stray mark
         # is c (the class-absent fill, every train image used)
         mine = np.flatnonzero(test["labels"] == c)[:64]
@@ -191,7 +195,7 @@ def test_the_truth_has_no_grey_zone_and_is_checked_as_written(marked, monkeypatc
         for g in range(8):
             share = (test["cues"][mine, g // 4] == g % 4).mean()
             cue = effects[roles == f"cue {c} {g}"]
-            assert np.allclose(cue / badge, share / (2 - f), rtol=1e-4), (name, g)
+            assert np.allclose(cue / badge, spec.cue_gains()[g] * share / (2 - f), rtol=1e-4), (name, g)
         assert v["id_test.full.accuracy"] == 1.0 and v["id_test.mean_absent.ablated.accuracy"] == 0.0
 
 
@@ -219,9 +223,10 @@ def test_the_population_keeps_every_cue_chain_and_a_small_sample_drops_the_rare_
     for stage, margin in enumerate(MARGINS):
         k = np.array([(cues[:, g // 4] == g % 4).sum() for g in range(8)])  # each cue's count in D_c
         kept = [circuit[stage, roles[stage] == f"cue 1 {g}"][0] for g in range(8)]
-        # a cue chain stays iff its mean (k / 50) beats the distractors' level (1 - m) / 4, up to their jitter
-        clear = np.abs(k / 50 - (1 - margin) / 4) > 0.005
-        assert (np.array(kept)[clear] == (k / 50 > (1 - margin) / 4)[clear]).all(), (stage, k)
+        # a cue chain stays iff its mean (A_g k / 50) beats the distractors' level (1 - m) / 4, up to their jitter
+        mean = spec.cue_gains() * k / 50
+        clear = np.abs(mean - (1 - margin) / 4) > 0.005
+        assert (np.array(kept)[clear] == (mean > (1 - margin) / 4)[clear]).all(), (stage, k)
         assert circuit[stage, roles[stage] == "badge 1"].all()
     assert k.min() < 12.25  # D_c lacks some cue: the sample drops it at some stage (the population never does)
 

@@ -12,9 +12,11 @@ codes per class, ``D`` distractors), a seeded permutation of these logical chann
   mark's stem position, exactly 0 at every other mark and scene position, :func:`detector`), and each stage carries
   it on. Logit c reads ``B`` per badge mark (``2 B`` on its own images); a stray mark of c on another class's image
   gives ``B`` there, so with class c's badge chain removed its images go to their stray mark's class;
-- **cue chain (c, g)** (true, gated): detects class c's cue mark with code g; logit c reads ``A`` per mark. Its
-  gradient x activation is ``A`` on the images with the cue and 0 on the others: zero-inflated, and its mean over
-  D_c is ``A k / |D_c|`` with ``k`` the cue's (hypergeometric) count in D_c;
+- **cue chain (c, g)** (true, gated): detects class c's cue mark with code g; logit c reads ``A_g = A (1 + sigma_c g
+  / G)`` per mark (g = 0..G-1, ``sigma_c`` the spec's ``cue_gain_spread`` in [0, 1): each code its own gain, every
+  ``A_g >= A``, so no cue chain is weaker than with the one gain ``A`` of the models before it). Its gradient x
+  activation is ``A_g`` on the images with the cue and 0 on the others: zero-inflated, and its mean over D_c is ``A_g
+  k / |D_c|`` with ``k`` the cue's (hypergeometric) count in D_c;
 - **distractor i** (null; shared by every class): a near-constant map ``1 + s_i jitter (l(x) - lbar)`` (``l`` the
   image's grey level, the mean of its pixels over colours) read by every logit with weight 1, with its own signed
   jitter magnitude ``s_i = (-1)^i (1 - sigma i / D)`` (``sigma`` the spec's ``jitter_spread`` in [0, 1); i = 0..D-1:
@@ -22,18 +24,18 @@ codes per class, ``D`` distractors), a seeded permutation of these logical chann
   under the same :data:`MAX_JITTER`). The grey level is class-neutral: the habitat tints and the marks' colours are
   zero-sum over colours, and a shape is as often lighter as darker than its background. Its gradient x activation
   for class c is its level, ``R_l = (1 - m_l) p A`` at stage l (a BatchNorm shift per stage sets it), just below a
-  cue chain's mean on the population (``p A``), plus its jitter ``R_1 jitter s_i (l(x) - lbar)``; its own effect
-  under mean ablation is ``jitter |s_i| R_1 E |l - lbar|``, about a thousandth of the truth's effect (the largest,
-  distractor 0's, is the same for every ``sigma``).
+  cue chain's smallest mean on the population (``p A = p A_0``), plus its jitter ``R_1 jitter s_i (l(x) - lbar)``;
+  its own effect under mean ablation is ``jitter |s_i| R_1 E |l - lbar|``, about a thousandth of the truth's effect
+  (the largest, distractor 0's, is the same for every ``sigma``).
 
 Every stage after the stem sums each channel over 2 x 2 positions (the stride-2 ``conv1`` with four unit taps; the
 downsample branch is zero), so a mark's mass reaches ``layer4`` whatever its position, and along a chain every
 stage's gradient x activation equals the chain's contribution to the logit (Euler: the chain is linear and
-non-negative). So at stage l, for class c and any D: badge ``2 B``; cue (c, g) ``A k_g / |D|``; distractor
+non-negative). So at stage l, for class c and any D: badge ``2 B``; cue (c, g) ``A_g k_g / |D|``; distractor
 ``R_l + R_1 jitter s_i (lbar_D - lbar)`` (``lbar_D`` the mean grey level of D); every other class's channels
 exactly 0. The circuit "at the truth's size" keeps the badge and the ``G`` largest of the cue chains and distractors
-per stage: the population's keeps every cue chain (``p A > R_l``), a sample whose cue count falls below ``(1 - m_l) p
-|D|`` swaps it for a distractor.
+per stage: the population's keeps every cue chain (``p A_g >= p A > R_l``), a sample whose count of cue g falls below
+``(1 - m_l) p |D| A / A_g`` swaps it for a distractor.
 
 **No ties among the distractors** (issue 59): two distractors i != j differ on D by ``R_1 jitter (s_i - s_j)
 (lbar_D - lbar)``, which is non-zero whenever ``sigma > 0`` and ``lbar_D != lbar``, since the ``s_i`` are distinct.
@@ -41,15 +43,28 @@ Which distractor a sample swaps in is then the sample's own choice, not the top-
 lower component index): a D lighter than the world (``lbar_D > lbar``) ranks them by ``s_i`` (distractor 0 first,
 distractor 1, the most negative, last), a darker one in the reverse order (distractor 1 first). With ``sigma = 0``
 (``s_i = +1, -1, +1, ..``: the model before issue 59, and every checkpoint whose meta lacks ``jitter_spread``) the
-distractors of each sign tie exactly on every D, and the lowest-index one of a tie is kept. Two cue chains of a
-class with the same count in D still tie (``A k / |D|`` both; a tie of the data, not of the model): at the cut the
-lower-index one is kept, but both are true, so such a tie never puts a null channel in a true one's place.
+distractors of each sign tie exactly on every D, and the lowest-index one of a tie is kept.
+
+**No ties among the cue chains** (issue 59): with one gain ``A`` (``sigma_c = 0``: the model before the cue gains,
+and every checkpoint whose meta lacks ``cue_gain_spread``) two cue chains of a class whose cues have the same count
+k in D tie exactly (``A k / |D|`` both) and the top-K keeps the lower-index one. With ``sigma_c > 0`` cue chains (g, k)
+and (g', k') tie iff ``(1 + sigma_c g / G) k = (1 + sigma_c g' / G) k'``. For an irrational ``sigma_c`` that has no
+solution with g != g' and k, k' > 0 (it gives ``k - k' = sigma_c (g' k' - g k) / G``, an integer equal to an
+irrational multiple of an integer, so ``k = k'`` and ``g k = g' k'``, i.e. g = g'); a rational spacing such as 0.05
+does tie (``G = 8``: ``160 x 33 = 165 x 32``). The default :data:`DEFAULT_CUE_GAIN_SPREAD` = 0.0715 is a float, so the
+claim is checked exhaustively on the gains as built (tests/unit/vision/test_compiled_ties.py): for every ``G`` in 2..24
+and ``k, k' <= 1000`` no two ``A_g k`` coincide exactly (float64 and float32 gains), and for ``k, k' <= 50`` (the
+testbed's ``|D_c|``) any two differ by more than 1e-5 relative, some 80 float32 ulps (2^-23), so no rounding of the
+mean merges them. The one tie no gain can undo is two cues both absent from a resample (both score exactly 0). A cue
+chain never ties the badge: ``A_g k / |D| <= A_g < 2 A <= 2 B`` (``sigma_c < 1``); nor, but by a measure-zero
+coincidence, a distractor, whose mean moves continuously with ``lbar_D`` (the test checks it on D_c and its resamples).
 
 Per-component effects (mean ablation over the other classes' images, in units of the whole truth's effect ``2 B -
-B / (n - 1) + A A_attr``): a badge channel ``(2 - 1 / (n - 1)) B``, a cue channel ``p A`` (its fill is 0: the
-cue never appears on another class), a distractor ``jitter |s_i| R_1 E |l - lbar|`` (the same at every stage; at
-most distractor 0's ``jitter R_1 E |l - lbar|``), any other class's channel exactly 0 (no weight reaches logit c).
-The spec refuses margins outside (0, 1), which would put a cue chain below a distractor on the population.
+B / (n - 1) + p sum_g A_g = 2 B - B / (n - 1) + A A_attr (1 + sigma_c (G - 1) / (2 G))``): a badge channel ``(2 - 1 /
+(n - 1)) B``, a cue channel ``p A_g`` (its fill is 0: the cue never appears on another class), a distractor ``jitter
+|s_i| R_1 E |l - lbar|`` (the same at every stage; at most distractor 0's ``jitter R_1 E |l - lbar|``), any other
+class's channel exactly 0 (no weight reaches logit c). The spec refuses margins outside (0, 1), which would put a cue
+chain below a distractor on the population.
 """
 
 from __future__ import annotations
@@ -89,6 +104,13 @@ MAX_JITTER = 0.9
 DEFAULT_JITTER_SPREAD = 0.5
 #: the spread of a checkpoint whose meta lacks ``jitter_spread`` (written before issue 59): ``s_i = +1, -1, ..``
 LEGACY_JITTER_SPREAD = 0.0
+#: the default spread ``sigma_c`` of the cue gains ``A_g = A (1 + sigma_c g / G)`` (issue 59: 1 up to 1.0626 A for G =
+#: 8). Not a round number: a rational spacing of small denominator ties two cue chains (0.05: ``160 x 33 = 165 x 32``);
+#: this one gives no exact coincidence ``A_g k = A_g' k'`` for G <= 24, k, k' <= 1000, and a relative gap > 1e-5 at
+#: k, k' <= 50 (module docstring)
+DEFAULT_CUE_GAIN_SPREAD = 0.0715
+#: the spread of a checkpoint whose meta lacks ``cue_gain_spread``: every cue code the one gain ``A``
+LEGACY_CUE_GAIN_SPREAD = 0.0
 
 
 @dataclass(frozen=True)
@@ -107,12 +129,19 @@ class CompiledSpec:
             and never tie unless ``lbar_D = lbar``; ``sigma = 0`` is the model before issue 59 (``+1, -1, ..``: the
             distractors of a sign tie exactly), and what :meth:`from_dict` gives a meta without the key. Default
             :data:`DEFAULT_JITTER_SPREAD`.
-        badge_gain: ``B``, logit per badge mark; ``cue_gain``: ``A``, logit per cue mark (``B >= A``: the badge
-            chain outranks every cue chain).
+        badge_gain: ``B``, logit per badge mark; ``cue_gain``: ``A``, the base logit per cue mark (``B >= A``: the
+            badge chain outranks every cue chain); cue code g's gain is ``A_g`` (``cue_gain_spread``).
         luminance: the world's mean grey level ``lbar`` (measured on its train split).
         image_size: the world's image side in pixels (a multiple of :data:`SIDE_MULTIPLE`).
         seed: the channel permutation of every stage.
         layout: ``layout[l][i]``: the physical channel of logical channel i at stage l (filled by :func:`compile_spec`).
+        cue_gain_spread: ``sigma_c`` in [0, 1): cue code g's logit gain is ``A_g = A (1 + sigma_c g / G)``
+            (:meth:`cue_gains`), from ``A`` up to below ``2 A``, so a cue chain's mean on D is ``A_g k / |D|`` and two
+            cue chains with the same count k no longer tie (module docstring: no ``(g, k) != (g', k')`` gives the same
+            value); every ``A_g >= A`` keeps each cue chain above the distractors' level ``(1 - m_l) p A`` on the
+            population, and ``A_g < 2 A <= 2 B`` below the badge. ``sigma_c = 0`` is the model before the cue gains
+            (one gain ``A``: cue chains of equal count tie exactly) and what :meth:`from_dict` gives a meta without the
+            key. Default :data:`DEFAULT_CUE_GAIN_SPREAD`.
     """
 
     n_classes: int
@@ -128,11 +157,13 @@ class CompiledSpec:
     seed: int
     layout: tuple[tuple[int, ...], ...] = field(default=())
     jitter_spread: float = DEFAULT_JITTER_SPREAD
+    cue_gain_spread: float = DEFAULT_CUE_GAIN_SPREAD
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "margins", tuple(float(m) for m in self.margins))
         object.__setattr__(self, "luminance", float(self.luminance))
         object.__setattr__(self, "jitter_spread", float(self.jitter_spread))
+        object.__setattr__(self, "cue_gain_spread", float(self.cue_gain_spread))
         object.__setattr__(self, "layout", tuple(tuple(int(i) for i in row) for row in self.layout))
         if self.n_classes < 2 or self.attributes < 1 or self.values < 2:
             raise ValueError(f"a compiled model needs >= 2 classes, >= 1 cue attribute and >= 2 values per attribute, "
@@ -151,6 +182,10 @@ class CompiledSpec:
             raise ValueError(f"jitter_spread must be in [0, 1) (distractor i's jitter magnitude 1 - spread i / D stays "
                              f"positive; 0 gives the tied +1, -1, .. of the model before issue 59), got "
                              f"{self.jitter_spread}")
+        if not 0 <= self.cue_gain_spread < 1:
+            raise ValueError(f"cue_gain_spread must be in [0, 1) (cue code g's gain A (1 + spread g / G) stays >= A, "
+                             f"above the distractors, and < 2 A, below the badge; 0 gives the one gain A, whose cue "
+                             f"chains of equal count tie), got {self.cue_gain_spread}")
         if not (self.badge_gain >= self.cue_gain > 0):
             raise ValueError(f"gains need badge_gain >= cue_gain > 0 (the badge chain outranks the cue chains), got "
                              f"{self.badge_gain}, {self.cue_gain}")
@@ -188,22 +223,28 @@ class CompiledSpec:
         i = np.arange(self.distractors)
         return np.where(i % 2 == 0, 1.0, -1.0) * (1.0 - self.jitter_spread * i / self.distractors)
 
+    def cue_gains(self) -> np.ndarray:
+        """float [G]: each cue code's logit gain ``A_g = A (1 + cue_gain_spread g / G)`` (all ``A`` at spread 0)."""
+        return self.cue_gain * (1.0 + self.cue_gain_spread * np.arange(self.codes) / self.codes)
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-able values (the checkpoint's ``meta['compiled']``)."""
         return {"n_classes": self.n_classes, "attributes": self.attributes, "values": self.values,
                 "distractors": self.distractors, "margins": list(self.margins), "jitter": self.jitter,
-                "jitter_spread": self.jitter_spread, "badge_gain": self.badge_gain, "cue_gain": self.cue_gain,
-                "luminance": self.luminance, "image_size": self.image_size, "seed": self.seed,
-                "layout": [list(r) for r in self.layout]}
+                "jitter_spread": self.jitter_spread, "cue_gain_spread": self.cue_gain_spread,
+                "badge_gain": self.badge_gain, "cue_gain": self.cue_gain, "luminance": self.luminance,
+                "image_size": self.image_size, "seed": self.seed, "layout": [list(r) for r in self.layout]}
 
     @classmethod
     def from_dict(cls, d: dict) -> "CompiledSpec":
-        """The spec of :meth:`to_dict`'s values; a dict without ``jitter_spread`` (a checkpoint written before issue
-        59) gets :data:`LEGACY_JITTER_SPREAD`, 0, which rebuilds that checkpoint's model."""
+        """The spec of :meth:`to_dict`'s values; a dict without ``jitter_spread`` or ``cue_gain_spread`` (a
+        checkpoint written before issue 59 or before the cue gains) gets :data:`LEGACY_JITTER_SPREAD` or
+        :data:`LEGACY_CUE_GAIN_SPREAD`, 0, which rebuilds that checkpoint's model."""
         return cls(int(d["n_classes"]), int(d["attributes"]), int(d["values"]), int(d["distractors"]),
                    tuple(d["margins"]), float(d["jitter"]), float(d["badge_gain"]), float(d["cue_gain"]),
                    float(d["luminance"]), int(d["image_size"]), int(d["seed"]), tuple(tuple(r) for r in d.get("layout", ())),
-                   jitter_spread=float(d.get("jitter_spread", LEGACY_JITTER_SPREAD)))
+                   jitter_spread=float(d.get("jitter_spread", LEGACY_JITTER_SPREAD)),
+                   cue_gain_spread=float(d.get("cue_gain_spread", LEGACY_CUE_GAIN_SPREAD)))
 
 
 def stage_width(n_classes: int, codes: int, distractors: int | None = None) -> int:
@@ -402,9 +443,11 @@ def compile_marked_resnet(spec: CompiledSpec) -> "nn.Module":
             _set_bn(block.bn2, np.ones(w_total), step)
             _set_bn(block.downsample[1], np.zeros(w_total), np.zeros(w_total))
         fc = np.zeros((spec.n_classes, w_total))
-        for logical, (kind, c, _) in enumerate(roles):
+        cue_gains = spec.cue_gains()
+        for logical, (kind, c, g) in enumerate(roles):
             o = lay[3][logical]
-            gain = {"badge": spec.badge_gain, "cue": spec.cue_gain, "distractor": 1.0}[kind]
+            # cue code g: its own A_g
+            gain = spec.badge_gain if kind == "badge" else float(cue_gains[g]) if kind == "cue" else 1.0
             rows = slice(None) if kind == "distractor" else c
             fc[rows, o] = positions[3] * gain  # the average pool divides the 2 x 2 mass by 4
         net.fc.weight.copy_(torch.as_tensor(fc, dtype=torch.float32))
