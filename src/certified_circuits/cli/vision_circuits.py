@@ -1,7 +1,8 @@
 """``certified-circuits vision-*`` stages of a class's circuits (declared with :mod:`certified_circuits.cli.stages`).
 
 - ``vision-attribute``: per-example scores of one class on one or more splits -> attribution HDF5 (the
-  built-in scorers and any additive plugin, ``--scorer module:function``);
+  built-in scorers, layer conductance with ``--conductance BASELINE``, and any additive plugin, ``--scorer
+  module:function``);
 - ``vision-discover``: a black-box discovery plugin run on every sub-dataset -> votes HDF5;
 - ``vision-evaluate``: sufficiency of one class's circuits (votes + certificates) -> tidy CSV;
 - ``vision-runtime``: naive vs cached certification cost (App. D).
@@ -36,7 +37,15 @@ from certified_circuits.cli.stages import (
     positive_int,
 )
 from certified_circuits.cli.stages import seed as seed_option
-from certified_circuits.cli.vision_common import class_label, load_model, log_startup, model_arguments
+from certified_circuits.cli.vision_common import (
+    check_conductance_options,
+    class_label,
+    conductance_arguments,
+    conductance_of,
+    load_model,
+    log_startup,
+    model_arguments,
+)
 
 log = logging.getLogger(__name__)
 STAGES = Stages()
@@ -82,6 +91,7 @@ def _attribute_arguments(p: argparse.ArgumentParser) -> None:
         help="an additive scorer plugin f(activations, gradients, channel_dim) -> [B, U], scored beside "
         "the built-in scorers as scores/FUNCTION (repeatable; certified_circuits/vision/scoring/plugins.py)",
     )
+    conductance_arguments(p)
 
 
 def plugin_of_kind(kind: str):
@@ -111,7 +121,8 @@ additive_plugin = plugin_of_kind("additive")
 @STAGES.stage("vision-attribute", _attribute_arguments, help="per-example scores of one class on one split -> HDF5")
 def _cmd_attribute(args: argparse.Namespace) -> int:
     """Relevance, activation and rank scores of every vertex for the images of one class (one forward/backward per
-    batch), in the attribution contract.
+    batch), and layer conductance with ``--conductance`` (m more forward/backward passes per batch), in the
+    attribution contract.
     """
 
     from certified_circuits.core.sampling import AlgorithmError
@@ -122,8 +133,10 @@ def _cmd_attribute(args: argparse.Namespace) -> int:
     for split, data, _ in args.also:
         if not Path(data).exists():
             raise InputError(f"--also {split}: {data} does not exist")
+    check_conductance_options(args)
     model, index = load_model(args)
     label = class_label(model, args.concept)
+    conductance = conductance_of(args, model, index)
     wnids = [args.concept] if index is not None else None
     cf = load_split(args.counterfactual) if args.counterfactual else None
     extra = {key: str(value) for key, value in args.attr}
@@ -136,12 +149,12 @@ def _cmd_attribute(args: argparse.Namespace) -> int:
         attrs = {"experiment": args.experiment, "dataset": str(data), "split": split, "concept": args.concept, **extra}
         if min_examples == 0 and Path(data).is_dir() and not (Path(data) / args.concept).is_dir():
             # ImageNet-A/O hold 200 of the 1,000 classes: a class they lack has nothing to re-discover
-            write_empty_attribution(model, out, attrs, args.scorer)
+            write_empty_attribution(model, out, attrs, args.scorer, conductance)
             log.info("vision-attribute: %s has no folder for %s; wrote an empty %s", data, args.concept, out)
             continue
         iset = open_set(data, index, names=wnids)
         if min_examples == 0 and not (iset.labels == label).any():
-            write_empty_attribution(model, out, attrs, args.scorer)
+            write_empty_attribution(model, out, attrs, args.scorer, conductance)
             log.info("vision-attribute: %s holds no image of %s; wrote an empty %s", data, args.concept, out)
             continue
         if split == args.split:
@@ -158,6 +171,7 @@ def _cmd_attribute(args: argparse.Namespace) -> int:
                 top_k=args.top_k,
                 counterfactual=counterfactual,
                 plugins=args.scorer,
+                conductance=conductance,
             )
         except AlgorithmError as exc:  # a plug-in scorer raised: name the concept and split too
             raise AlgorithmError(f"{exc} (concept {args.concept!r}, split {split}, {data})") from exc.__cause__

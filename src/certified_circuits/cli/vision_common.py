@@ -1,5 +1,6 @@
 """What the ``vision-*`` stages share: the model options (``--model``, ``--checkpoint``, ``--layers``...), the
-model's loading (cached for a batch process), the start-up metric and a class's label.
+model's loading (cached for a batch process), the start-up metric and a class's label; and the layer-conductance
+options of ``vision-attribute`` (``--conductance BASELINE``), checked before the model loads.
 
 The stages are in :mod:`.vision_data` (the embedded world, training, OOD filtration),
 :mod:`.vision_circuits` (attribution, discovery, evaluation, runtime) and :mod:`.vision_imagenet`
@@ -15,7 +16,15 @@ import time
 
 from certified_circuits.core.devices import configure_torch
 from certified_circuits.vision.networks.architectures import MODEL_CHOICES
-from certified_circuits.cli.stages import InputError, add_device, existing_file, positive_int
+from certified_circuits.cli.stages import (
+    InputError,
+    add_device,
+    existing_file,
+    existing_path,
+    positive_int,
+    reference_size,
+)
+from certified_circuits.cli.stages import seed as seed_option
 
 log = logging.getLogger(__name__)
 
@@ -123,3 +132,79 @@ def class_label(model, concept: str) -> int:
         f"unknown concept {concept!r}: use a class name of the model, e.g. {model.class_names[:5]}, "
         f"or a class index < {len(model.class_names)}"
     )
+
+
+def conductance_arguments(p: argparse.ArgumentParser) -> None:
+    """``vision-attribute``'s layer-conductance options (``vision.conductance``; scored only with ``--conductance``)."""
+    from certified_circuits.vision.scoring.plugins import CONDUCTANCE_BASELINES, CONDUCTANCE_STEPS
+
+    g = p.add_argument_group("layer conductance (scores/conductance; vision.conductance; off unless --conductance)")
+    g.add_argument(
+        "--conductance",
+        choices=CONDUCTANCE_BASELINES,
+        default=None,
+        metavar="BASELINE",
+        help="also score layer conductance (Captum's LayerConductance, riemann_trapezoid) from this baseline image: "
+        "zeros (the all-zero normalised input) or mean (the mean image of --conductance-reference) "
+        "(default: not scored)",
+    )
+    g.add_argument(
+        "--conductance-steps",
+        type=positive_int,
+        default=None,
+        metavar="M",
+        help=f"path intervals m: m more forward and backward passes per batch (default {CONDUCTANCE_STEPS})",
+    )
+    g.add_argument(
+        "--conductance-reference",
+        type=existing_path,
+        default=None,
+        help="--conductance mean: class-agnostic reference images whose mean image is the baseline (world .npz "
+        "or ROOT/<class>/)",
+    )
+    g.add_argument(
+        "--conductance-reference-size",
+        type=reference_size,
+        default=1000,
+        help="--conductance mean: reference images averaged (seeded sample; default 1000)",
+    )
+    g.add_argument(
+        "--conductance-seed", type=seed_option, default=0, help="--conductance mean: the sample's seed (default 0)"
+    )
+
+
+def check_conductance_options(args: argparse.Namespace) -> None:
+    """Refuse, before the model loads, a conductance option that would be ignored or lacks its reference."""
+    given = [
+        f"--{name.replace('_', '-')}"
+        for name in ("conductance_steps", "conductance_reference")
+        if getattr(args, name) is not None
+    ]
+    if args.conductance is None and given:
+        raise InputError(f"{' and '.join(given)} without --conductance: add --conductance zeros or mean")
+    if args.conductance == "mean" and args.conductance_reference is None:
+        raise InputError("--conductance mean needs --conductance-reference (images whose mean image is the baseline)")
+    if args.conductance == "zeros" and args.conductance_reference is not None:
+        raise InputError("--conductance-reference is read by --conductance mean only: drop it, or use mean")
+    if args.conductance is not None and any(plugin.name == "conductance" for plugin in args.scorer):
+        raise InputError(
+            "--scorer names a plugin 'conductance' and --conductance scores the built-in one: rename "
+            "the plugin function"
+        )
+
+
+def conductance_of(args: argparse.Namespace, model, index):
+    """The :class:`~certified_circuits.vision.scoring.scorers.Conductance` of the options, or None."""
+    if args.conductance is None:
+        return None
+    from certified_circuits.vision.data.image_sets import open_set
+    from certified_circuits.vision.scoring.attribution import conductance_baseline
+    from certified_circuits.vision.scoring.plugins import CONDUCTANCE_STEPS
+    from certified_circuits.vision.scoring.scorers import Conductance
+
+    steps = args.conductance_steps or CONDUCTANCE_STEPS
+    if args.conductance == "zeros":
+        return Conductance(steps)
+    reference = open_set(args.conductance_reference, index)
+    baseline = conductance_baseline(model, reference, args.conductance_reference_size, args.conductance_seed)
+    return Conductance(steps, baseline.to(model.device), "mean")

@@ -105,6 +105,34 @@ def check_scorers(vision) -> None:
         config_error("vision.main_scorer", vision["main_scorer"], f"must be one of vision.scorers {vision['scorers']}")
 
 
+def check_conductance(vision) -> None:
+    """``vision.conductance`` (read when ``conductance`` is in ``vision.scorers``): a baseline of
+    :data:`~certified_circuits.vision.scoring.plugins.CONDUCTANCE_BASELINES` (the schema's enum too; this names the
+    key and the values for a config that skipped the schema's defaults), ``mean`` only where the workflow has its
+    reference images (the embedded world's train split), an integer ``steps`` >= 1, and not the main scorer of the
+    radius sweep (whose ``vision_attribute_sized`` jobs score the built-in scorers only)."""
+    from certified_circuits.vision.scoring.plugins import CONDUCTANCE_BASELINES, CONDUCTANCE_STEPS
+
+    settings = vision.get("conductance", {})
+    baseline, steps = settings.get("baseline", "zeros"), settings.get("steps", CONDUCTANCE_STEPS)
+    if baseline not in CONDUCTANCE_BASELINES:
+        config_error("vision.conductance.baseline", baseline, f"use one of {', '.join(CONDUCTANCE_BASELINES)}")
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+        config_error("vision.conductance.steps", steps, "use an integer >= 1 (m, the path's intervals)")
+    if "conductance" not in vision["scorers"]:
+        return
+    if baseline == "mean" and vision["source"] != "embedded":
+        config_error("vision.conductance.baseline", baseline,
+                     "the mean baseline in the workflow is the mean image of the embedded world's train split; for your "
+                     f"own data use zeros, or run `{COMMAND} vision-attribute ... --conductance mean "
+                     "--conductance-reference ROOT` by hand (allowed: zeros, mean)")
+    if vision["main_scorer"] == "conductance" and vision.get("radius_sweep", {}).get("enabled"):
+        config_error("vision.main_scorer", "conductance",
+                     "the radius sweep's attributions (vision_attribute_sized) score the built-in relevance, activation "
+                     "and rank only: keep conductance in vision.scorers with another main scorer, or set "
+                     "vision.radius_sweep.enabled: false")
+
+
 def check_folders(vision) -> int | None:
     """The folders source (and the imagenet preset's paths), whose files :func:`check_paths` has found to exist
     (:func:`check_config` runs it first, listing every missing one): every class folder is a class of the
@@ -174,6 +202,7 @@ def check_concept_sizes(vision, concepts) -> None:
 def check_vision(vision) -> int | None:
     """Scorers, eval sets, the world or the model and data; returns the folders model's component count."""
     check_scorers(vision)
+    check_conductance(vision)
     if vision["selection_set"] and vision["selection_set"] not in vision["eval_sets"]:
         config_error("vision.selection_set", vision["selection_set"], f"must be one of vision.eval_sets {vision['eval_sets']}")
     unknown = set(vision["rediscovery_sets"]) - set(vision["eval_sets"])

@@ -21,7 +21,7 @@ __all__ = [
     "vision_discover_job_spec", "vision_model_command", "vision_concepts", "vision_eval_data", "vision_concept_size",
     "vision_model_args", "vision_model_inputs", "vision_attribute_invocation", "vision_attribute_outputs",
     "vision_attribute_inputs", "vision_attribute_job_invocation", "vision_id_job_data", "vision_sized_job_data",
-    "vision_scorers",
+    "vision_scorers", "vision_conductance_options",
     "vision_circuits", "vision_evaluate_circuits", "vision_evaluate_sets", "vision_evaluate_job_circuits",
     "vision_evaluate_job_sets", "vision_evaluate_job_data", "vision_evaluate_job_set_options",
     "vision_ablation_options", "vision_ablation_inputs", "vision_images_per_class", "vision_rediscovered",
@@ -227,6 +227,31 @@ def vision_model_inputs(config: Config, paths: Layout) -> list[str]:
 # ------------------------------------------------------------------------ attribution
 
 
+def _conductance_reference(config: Config, paths: Layout) -> str | None:
+    """The train split whose mean image is the ``mean`` conductance baseline, when conductance runs with it."""
+    vision = config["vision"]
+    if "conductance" not in vision_scorer_specs(config) or vision.get("conductance", {}).get("baseline") != "mean":
+        return None
+    return vision_dirs(paths)["world"] + "/train.npz"
+
+
+def vision_conductance_options(config: Config, paths: Layout) -> str:
+    """vision-attribute's layer-conductance options (``vision.conductance``), only when ``conductance`` is in
+    ``vision.scorers`` (else "": the default's jobs are unchanged): ``--conductance zeros --conductance-steps 16``;
+    the ``mean`` baseline adds mean ablation's reference (the world's train split, ``mean_reference_size`` images,
+    the certification seed): ``--conductance-reference R/vision/world/train.npz --conductance-reference-size 1000
+    --conductance-seed 0``."""
+    if "conductance" not in vision_scorer_specs(config):
+        return ""
+    vision, reference = config["vision"], _conductance_reference(config, paths)
+    settings = {"baseline": "zeros", "steps": 16, **vision.get("conductance", {})}  # the schema's defaults
+    options = f"--conductance {q(settings['baseline'])} --conductance-steps {int(settings['steps'])}"
+    if reference is not None:
+        options += (f" --conductance-reference {q(reference)} --conductance-reference-size "
+                    f"{int(vision['mean_reference_size'])} --conductance-seed {int(vision_setting(config).seed)}")
+    return options
+
+
 def vision_attribute_invocation(config: Config, paths: Layout, concept: str) -> str:
     """The ``vision-attribute`` arguments of one class: its concept set, then every OOD re-discovery set
     (``--also``), all quoted. The per-class rule and the class-group rules run exactly these.
@@ -238,7 +263,8 @@ def vision_attribute_invocation(config: Config, paths: Layout, concept: str) -> 
 
     Returns:
         ``vision-attribute <model options> --threads 1 --data ... --out <concept attributions> [--scorer <additive
-        plugin>]... [--also <set> <data> <attributions>]...``.
+        plugin>]... [<conductance options>] [--also <set> <data> <attributions>]...``
+        (:func:`vision_conductance_options`).
     """
     vx = config["vision"]["experiment"]
     also = item_options("--also", [(s, vision_eval_data(config, paths, s), paths.attributions(vx, s, concept))
@@ -246,6 +272,7 @@ def vision_attribute_invocation(config: Config, paths: Layout, concept: str) -> 
     world = vision_dirs(paths)["world"]
     counterfactual = f"--counterfactual {q(f'{world}/counterfactual.npz')}" if embedded_vision(config) else ""
     plugins = item_options("--scorer", [(spec,) for spec in vision_additive_plugins(config)])
+    plugins = " ".join(part for part in (plugins, vision_conductance_options(config, paths)) if part)
     return (f"vision-attribute {vision_model_args(config, paths)} --threads 1 --data {q(vision_eval_data(config, paths, 'id'))} "
             f"--n-examples {vision_concept_size(config)} {counterfactual} --concept {q(concept)} --split concept "
             f"--experiment {q(vx)} --out {q(paths.attributions(vx, 'concept', concept))} {plugins} {also}")
@@ -267,12 +294,15 @@ def vision_attribute_inputs(config: Config, paths: Layout) -> list[str]:
 
     Returns:
         :func:`vision_model_inputs`, then the local data of ``id`` and each re-discovery set, then
-        ``R/vision/world/counterfactual.npz`` (embedded only).
+        ``R/vision/world/counterfactual.npz`` (embedded only), then the train split of the ``mean`` conductance
+        baseline (when conductance runs with it).
     """
     world = vision_dirs(paths)["world"]
+    reference = _conductance_reference(config, paths)
     return (vision_model_inputs(config, paths)
             + local_inputs(paths, (vision_eval_data(config, paths, s) for s in ["id"] + rediscovery_sets(config)))
-            + ([f"{world}/counterfactual.npz"] if embedded_vision(config) else []))
+            + ([f"{world}/counterfactual.npz"] if embedded_vision(config) else [])
+            + ([reference] if reference is not None else []))
 
 
 def vision_attribute_job_invocation(config: Config, paths: Layout, wildcards: Any) -> str:

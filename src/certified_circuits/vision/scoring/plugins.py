@@ -31,6 +31,17 @@ from typing import Any, Callable, Literal
 
 import numpy as np
 
+#: built-in scorers that ``vision-attribute`` writes only when asked (:mod:`.scorers`; named here, without torch, for
+#: the CLI's choices and the config check): ``conductance`` (``--conductance BASELINE``, m passes per batch)
+OPTIONAL_SCORERS: tuple[str, ...] = ("conductance",)
+#: conductance's baselines (``vision.conductance.baseline``): the all-zero normalised input, or the mean image of a
+#: fixed class-agnostic reference set (:mod:`.scorers` says why never the concept dataset's own)
+CONDUCTANCE_BASELINES: tuple[str, ...] = ("zeros", "mean")
+#: the Captum method conductance equals (``LayerConductance.attribute(method=...)``)
+CONDUCTANCE_METHOD = "riemann_trapezoid"
+#: conductance's default m (``vision.conductance.steps``, ``vision-attribute --conductance-steps``)
+CONDUCTANCE_STEPS = 16
+
 ADDITIVE_PARAMETERS = ("activations", "gradients", "channel_dim")
 DISCOVERY_PARAMETERS = ("model", "images", "label", "k_grid")
 SIGNATURES = (
