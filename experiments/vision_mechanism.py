@@ -44,6 +44,11 @@ from certified_circuits.storage.store import read_attributions
 ROOT = Path(__file__).resolve().parents[1]
 CLI = str(ROOT / "bin" / "certified-circuits")
 KEYS = ("model_seeds", "world", "compile", "reference_size", "scorers", "resamples", "bootstrap_seed")
+#: the scores a scorer entry may read; conductance (layer conductance, vision-attribute --conductance) is scored
+#: only when an entry names it, from the zeros baseline (the world's mean grey image) with 16 steps, the defaults
+#: of vision.conductance (docs/custom_vision.md, "The built-in scorers")
+SCORERS = ("relevance", "activation", "conductance")
+CONDUCTANCE = ("--conductance", "zeros", "--conductance-steps", "16")
 
 
 class ConfigError(ValueError):
@@ -63,8 +68,8 @@ def load_config(path: Path) -> dict[str, Any]:
     Raises:
         ConfigError: naming the file and the key: an unreadable file, a missing or unknown key, fewer than 8 model
             seeds or a seed that is not a distinct non-negative integer, resamples below the conditions' 50, a
-            scorer that is not relevance/activation with a signed/absolute ranking (or given twice), a world or
-            compile section that is not a mapping, or a world without cues.
+            scorer that is not relevance/activation/conductance with a signed/absolute ranking (or given twice), a
+            world or compile section that is not a mapping, or a world without cues.
     """
     try:
         config = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
@@ -85,9 +90,9 @@ def load_config(path: Path) -> dict[str, Any]:
     _int(config, "bootstrap_seed", path, 0, 2**32 - 1)
     scorers = config["scorers"]
     if not isinstance(scorers, list) or not scorers or len({str(x) for x in scorers}) != len(scorers) or not all(
-            isinstance(x, dict) and x.get("name") and x.get("scorer") in ("relevance", "activation")
+            isinstance(x, dict) and x.get("name") and x.get("scorer") in SCORERS
             and x.get("ranking") in ("signed", "absolute") for x in scorers):
-        raise ConfigError(f"{path}: scorers: {scorers!r} must be distinct {{name, scorer: relevance|activation, "
+        raise ConfigError(f"{path}: scorers: {scorers!r} must be distinct {{name, scorer: {'|'.join(SCORERS)}, "
                           "ranking: signed|absolute}")
     for key in ("world", "compile"):
         if not isinstance(config[key], dict):
@@ -163,12 +168,14 @@ def run_seed(config: dict[str, Any], seed: int, work: Path) -> tuple[list[dict],
     truth = read_ground_truth(gt)
     files = {(c, part): folder / f"{part}_{c}.h5" for c in truth.concepts for part in ("dc", "population")}
     batch: list[str] = []
+    conductance = CONDUCTANCE if any(s["scorer"] == "conductance" for s in config["scorers"]) else ()
     for (concept, part), out in files.items():
         if not out.is_file():
             split = "concept" if part == "dc" else "train"
             batch += [*([] if not batch else ["::"]), "vision-attribute", "--model", "world", "--checkpoint",
                       str(model), "--threads", "1", "--data", str(world / f"{split}.npz"), "--concept", concept,
-                      "--split", split, "--experiment", "vision_mechanism", "--batch-size", "250", "--out", str(out)]
+                      "--split", split, "--experiment", "vision_mechanism", "--batch-size", "250", "--out", str(out),
+                      *conductance]
     if batch:
         cli("batch", *batch, log=log)
     rows, effects = [], []
