@@ -47,8 +47,8 @@ def message(config_file: str, key: str, value) -> str:
      f"config is invalid: [] is not allowed here: use 'all'; or a non-empty list, each {NAME}, no repeats "
      "(at vision.radius_sweep.concepts)"),
     ("configs/smoke.yaml", "vision.scorers", ["relevance", "grad"],
-     "config is invalid: 'grad' is not allowed here: use 'relevance' or 'activation' or 'rank'; or a plugin "
-     "package.module:function (at vision.scorers.1)"),
+     "config is invalid: 'grad' is not allowed here: use 'relevance' or 'activation' or 'rank'; or 'conductance' "
+     "(vision.conductance); or a plugin package.module:function (at vision.scorers.1)"),
     ("configs/custom.yaml", "vision.folders.n_classes", 0,
      "config is invalid: 0 is not allowed here: use null (unset); or an integer >= 1 (at vision.folders.n_classes)"),
     ("configs/custom.yaml", "vision.folders.layers", "all",

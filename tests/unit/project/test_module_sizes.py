@@ -29,6 +29,7 @@ LONG_MODULES = {
     "vision/ground_truth.py": "one job, the causal verification of both testbed ResNets' class circuits",
     "analysis/evaluation.py": "one job, the paper's aggregate evaluations of the sufficiency tables",
     "language/models.py": "one job, loading a causal LM through TransformerBridge, with its checks",
+    "vision/networks/compiled.py": "one job, the hand-set marked ResNet: its spec, weights and closed-form checks",
 }
 
 #: the one builder of each domain's workflow settings: (package-relative path, function)
