@@ -93,7 +93,7 @@ from certified_circuits.language.methods import check_method, method_spec
 from certified_circuits.language.methods import METHODS as METHOD_SPECS
 from certified_circuits.language.tokenizer import EncodedBatch
 
-#: the registered method names (:data:`~.methods.METHODS`: hannamw/EAP-IG's and grad-x-act)
+#: the registered method names (:data:`~.methods.METHODS`: hannamw/EAP-IG's, grad-x-act and CEAP)
 METHODS = tuple(METHOD_SPECS)
 INPUT_HOOK = "blocks.0.hook_resid_pre"
 
