@@ -262,7 +262,8 @@ def _attribute_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--integration", choices=INTEGRATIONS, default="reference",
                    help="EAP-IG convention (docs/reference_parity.md): reference = k/m for k = 0..m-1 at every level, "
                         "as hannamw/EAP-IG's edge code (default); endpoint = k = 1..m at every level; hannamw = the "
-                        "reference's code per method and level, to reproduce a published number")
+                        "reference's code per method and level (for CEAP: LIONS-EPFL/Circuit-Variance's code), to "
+                        "reproduce a published number")
     p.add_argument("--batch-size", type=positive_int, default=16)
     p.add_argument("--method", choices=METHOD_CHOICES, default="EAP-IG-inputs",
                    help="attribution method (default EAP-IG-inputs): "

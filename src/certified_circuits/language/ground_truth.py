@@ -485,10 +485,10 @@ def baseline_regime(weights: GPT2Weights, batch: EncodedBatch, truth: Sequence[s
     spec = check_method(method, "edge", ig_steps, integration)
     if not spec.decomposed:
         raise ValueError(f"method {method} is not computed by the decomposed forward: use EAP, EAP-IG-inputs, "
-                         "clean-corrupted or grad-x-act")
+                         "CEAP, clean-corrupted or grad-x-act")
     conv = spec.convention("edge", ig_steps, integration)
     scores = eap_ig_scores(weights, batch, ig_steps=ig_steps, points=list(conv.points), progress=False,
-                           factor=spec.factor, device=device)
+                           factor=spec.factor_for(integration), device=device)
     names_ = weights.graph.edge_names()
     truth_mask = np.isin(names_, list(truth))
     # the baseline does not depend on the certification setting; any valid one serves
