@@ -102,14 +102,17 @@ rule warnings:
 
 
 rule summary:
-    """summary.md, the run's results in one page (reports/summary.py): the findings, one compact table per result
-    family, the warnings grouped by kind; after every table (the end of the run prints its findings)."""
+    """summary.md, the run's results in one page (reports/summary.py): the headline (one table per experiment at the
+    truth's size, also written to findings.json, which the explorer and the end of the run show), one compact table
+    per result family, the warnings grouped by kind; after every table."""
     input:
         targets=reports.summary_targets(config, PATHS, VCONCEPTS),
         warnings=RUN["warnings"]["list"],
         plan=PLAN_WARNINGS_FILE,
         **SUMMARY_INPUTS,
-    output: RUN["summary"]["page"]
+    output:
+        page=RUN["summary"]["page"],
+        findings=RUN["summary"]["findings"],
     params:
         job=job_env("summary"),
         experiments=item_options("--experiment", [row[1:] for row in EXPERIMENT_TABLES]),
@@ -118,7 +121,8 @@ rule summary:
     conda: ENV
     shell:
         stage_command("report-summary {params.experiments} --warnings {input.warnings:q} "
-                      "--plan-warnings {input.plan:q} {params.testbed} --out {output:q}")
+                      "--plan-warnings {input.plan:q} {params.testbed} --out {output.page:q} "
+                      "--out-findings {output.findings:q}")
 
 
 rule explorer:
@@ -127,7 +131,7 @@ rule explorer:
     input:
         targets=reports.explorer_targets(config, PATHS, VCONCEPTS),
         warnings=RUN["warnings"]["list"],
-        summary=RUN["summary"]["page"],
+        findings=RUN["summary"]["findings"],
         ground_truths=SUMMARY_INPUTS["ground_truths"],
         circuits=list(dict.fromkeys(path for row in EXPLORER_CIRCUITS for path in row[2:])),
     output:
@@ -146,4 +150,4 @@ rule explorer:
     shell:
         stage_command("report-explorer {params.experiments} {params.circuits} {params.features} "
                       "--theory {params.theory} --warnings {input.warnings:q} "
-                      "--summary {input.summary:q} {params.truth} --out-dir {params.out:q}")
+                      "--findings {input.findings:q} {params.truth} --out-dir {params.out:q}")

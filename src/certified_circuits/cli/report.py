@@ -271,31 +271,36 @@ def _summary_arguments(p: argparse.ArgumentParser) -> None:
                    help="plan/warnings.json: marks the radius sweep's settings the plan warned about")
     p.add_argument("--ground-truth", nargs="*", default=[], type=existing_file,
                    help="testbed: ground-truth JSONs (vision-ground-truth, language-ground-truth)")
-    p.add_argument("--recovery", nargs="*", default=[], type=existing_file, help="testbed: recovery_auroc.csv per experiment")
-    p.add_argument("--stability", nargs="*", default=[], type=existing_file, help="testbed: stability.csv per experiment")
-    p.add_argument("--mean-ablation", nargs="*", default=[], type=existing_file,
-                   help="testbed: mean_ablation/selected_balanced_raw.csv per vision experiment")
-    p.add_argument("--main-scorer", default=None, help="the vision scorer the findings report (vision.main_scorer)")
-    p.add_argument("--out", required=True, type=Path)
+    p.add_argument("--truth-size", nargs="*", default=[], type=existing_file,
+                   help="testbed: testbed/truth_size.csv per experiment (report-stability): the headline's tables")
+    p.add_argument("--main-scorer", default=None, help="the vision scorer the headline reports (vision.main_scorer)")
+    p.add_argument("--out", required=True, type=Path, help="RESULTS/summary.md")
+    p.add_argument("--out-findings", type=Path, default=None,
+                   help="RESULTS/findings.json: the headline, which the explorer and the end of the run show")
 
 
 @STAGES.stage("report-summary", _summary_arguments, help="the run's results for people, in one page (summary.md)")
 def _cmd_summary(args: argparse.Namespace) -> int:
-    """Write summary.md (reports/summary.py): the findings, one compact table per result family, the warnings of
-    warnings.json grouped by kind."""
+    """Write summary.md (reports/summary.py): the headline (reports/findings.py ``headline``, also written to
+    ``--out-findings``), one compact table per result family, the warnings of warnings.json grouped by kind."""
+    from certified_circuits.reports.findings import headline, write_headline
     from certified_circuits.reports.flags import read_flags, read_plan_records
     from certified_circuits.reports.summary import summary_report
 
     for name, tables in args.experiment:
         if not Path(tables).is_dir():
             raise InputError(f"--experiment {name}: tables folder {tables} does not exist; run the tables first")
-    testbed = {"ground_truths": args.ground_truth, "recovery": args.recovery, "stability": args.stability,
-               "mean_ablation": args.mean_ablation}
+    try:
+        top = headline(args.truth_size, args.ground_truth, args.main_scorer)
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
     found = read_flags(args.warnings) if args.warnings else []
     plans = read_plan_records(args.plan_warnings) if args.plan_warnings else []
-    n = summary_report(args.out, [(name, Path(tables)) for name, tables in args.experiment], found, testbed,
+    n = summary_report(args.out, [(name, Path(tables)) for name, tables in args.experiment], found, top,
                        args.main_scorer, plans)
-    add_metrics({"summary_lines": n})
+    if args.out_findings is not None:
+        write_headline(args.out_findings, top)
+    add_metrics({"summary_lines": n, "headline_tables": len(top.tables)})
     return 0
 
 
@@ -312,8 +317,8 @@ def _explorer_arguments(p: argparse.ArgumentParser) -> None:
                    help="the run's warning list (warnings.json of report-warnings), shown on every page")
     p.add_argument("--ground-truth", nargs="*", default=[], type=existing_file,
                    help="testbed: ground-truth JSONs (one per experiment): the true components on its pages")
-    p.add_argument("--summary", type=existing_file, default=None,
-                   help="summary.md of report-summary: its findings open the overview")
+    p.add_argument("--findings", type=existing_file, default=None,
+                   help="findings.json of report-summary: the headline that opens the overview (summary.md's too)")
     p.add_argument("--out-dir", required=True, type=Path, help="the explorer folder (RESULTS/explorer)")
 
 
@@ -336,13 +341,15 @@ def _cmd_explorer(args: argparse.Namespace) -> int:
             if not Path(path).is_file():
                 raise InputError(f"--circuit {experiment} {concept}: {path} does not exist")
         circuits.append(Circuit(experiment, concept, *map(Path, paths), features=features.get((experiment, concept))))
+    from certified_circuits.reports.findings import NO_HEADLINE, read_headline
     from certified_circuits.reports.flags import read_flags
 
-    from certified_circuits.reports.findings import summary_findings
-
     found = read_flags(args.warnings) if args.warnings else []
-    lines = summary_findings(args.summary) if args.summary else []
-    metrics = build_explorer(args.out_dir, experiments, circuits, args.theory, found, args.ground_truth, lines)
+    try:
+        top = read_headline(args.findings) if args.findings else NO_HEADLINE
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
+    metrics = build_explorer(args.out_dir, experiments, circuits, args.theory, found, args.ground_truth, top)
     add_metrics(metrics)
     log.info("report-explorer: %d pages -> %s/index.html", int(metrics["explorer_pages"]), args.out_dir)
     return 0

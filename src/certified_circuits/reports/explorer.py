@@ -3,12 +3,14 @@
 It opens from disk with no server and no network: every page links ``explorer.css`` and ``explorer.js``
 from the folder, every figure is copied into it, and the circuit data is embedded in the pages.
 
-- every page: the run's one warning list (``warnings.json``, :func:`certified_circuits.reports.flags.run_flags`,
-  the list ``summary.md``, MLflow and the end of the run show) as one line per kind (wrapped, never cut), each a
-  link to its details;
-- ``index.html``: its first screen is the run's findings in words (the lines that open ``summary.md``,
-  :func:`certified_circuits.reports.findings.summary_findings`) beside its main figure (the testbed's recovery
-  figure, else the first key figure); then the results: the settings of each experiment in words and what the
+- every page: a banner of its own warnings, one line per kind (wrapped, never cut), each a link to its details on
+  the overview: the overview's are the run's one list (``warnings.json``, :func:`certified_circuits.reports.flags.
+  run_flags`, the list ``summary.md``, MLflow and the end of the run show), a class or task page's those of its
+  experiment that name its concept or none (:func:`page_flags`, by the flags' ``experiment`` and ``concept``);
+- ``index.html``: its first screen is the run's headline (one table per experiment at the truth's size and at most
+  two lines: :func:`certified_circuits.reports.findings.headline`, read from ``findings.json``, the same cells as
+  ``summary.md``'s first screen and the end of the run) beside its main figure (the testbed's recovery figure,
+  else the first key figure); then the results: the settings of each experiment in words and what the
   guarantee says (Theorem 1), the headline tables (peaks and held-out selections, with Δ and significance
   markers), the key figures with one-line captions, and links to every class and task; then every warning with
   its place and fix, one collapsed block per kind;
@@ -16,14 +18,16 @@ from the folder, every figure is copied into it, and the circuit data is embedde
   scorer's certified counts and a switch between them (:func:`~.html.switch_html`; ``#scorer=NAME`` in the
   address opens one), each panel holding what follows for its scorer (the feature grid and the attack are the
   main scorer's); under the setting, the class's warnings (collapsed); the circuit per layer at a K chosen with
-  a selector (default: the operating K), every channel coloured certified in, abstained within the baseline,
+  a selector (opened at :func:`~.explorer_data.drawn_k`: the truth's size on a testbed model, else the operating
+  K), every channel coloured certified in, abstained within the baseline,
   abstained outside it, or certified out, with its certification votes on hover; on a testbed model (one with a
   ground-truth file) the true channels marked, each method's precision and recall against them at the selected
   K (:mod:`certified_circuits.analysis.recovery`) and a switch to the truth alone, else a line saying that no
   truth is known; the feature grid (top-activating images of channels of each category); the class's cACC-K
   and false-positive-rate curves; its attack result;
 - ``<experiment>/<task>.html`` (language): under the setting, its warnings (collapsed); the circuit on the model
-  graph at the selected setting and K (nodes by layer, each named; certified-in edges solid, edges of the
+  graph at the selected setting and the K of :func:`~.explorer_data.drawn_k` (the truth's size on a testbed model,
+  else the operating K; the page names which) (nodes by layer, each named; certified-in edges solid, edges of the
   baseline that are not certified in dashed, the most-voted abstained edges outside the baseline dotted, the
   legend naming how many; the drawing keeps only those edges); on a testbed model the true edges drawn under it,
   precision and recall at the K shown and a switch to the truth alone; the edge counts (certified in, abstained
@@ -56,6 +60,7 @@ from certified_circuits.reports.explorer_data import (
     Experiment,
     circuit_json,
     concept_truth,
+    drawn_k,
     nearest_index,
     operating_k,
     operating_k_name,
@@ -65,7 +70,7 @@ from certified_circuits.reports.explorer_data import (
     truth_recovery,
     vision_circuit_data,
 )
-from certified_circuits.reports.findings import METHOD_WORDS
+from certified_circuits.reports.findings import METHOD_WORDS, NO_HEADLINE, Headline
 from certified_circuits.reports.flags import Flag, certificate_where, is_full_model, sorted_flags
 from certified_circuits.reports.html import (
     EDGE_PARTITION,
@@ -79,6 +84,7 @@ from certified_circuits.reports.html import (
     esc,
     file_stem,
     frame_html,
+    headline_html,
     json_script,
     language_graph_svg,
     markdown_table_html,
@@ -124,12 +130,14 @@ __all__ = [
     "recovery_html",
     "code_spans",
     "curve_charts",
+    "drawn_k",
     "esc",
     "figure_html",
     "file_stem",
     "page_flags",
     "page_flags_html",
     "frame_html",
+    "headline_html",
     "json_script",
     "language_graph_svg",
     "language_page",
@@ -351,10 +359,17 @@ def vision_panel(
     truth, why = concept_truth(truths or {}, experiment.name, circuit.concept, attributions.names, where)
     if truth is not None:
         data["truth"] = "".join("1" if t else "0" for t in truth)
-    k0 = nearest_index(votes.k_grid, operating_k(experiment.tables, None, scorer, votes.k_grid))
-    k_named = (
-        f"The K opened first ({100 * votes.k_grid[k0]:g}%) is {operating_k_name(experiment.tables, None, scorer)}."
+    k, chosen_by = drawn_k(
+        experiment.tables,
+        None,
+        scorer,
+        votes.k_grid,
+        (truths or {}).get(experiment.name),
+        circuit.concept,
+        len(attributions.names),
     )
+    k0 = nearest_index(votes.k_grid, k)
+    k_named = f"The K opened first ({100 * votes.k_grid[k0]:g}%) is {chosen_by}."
     options = "".join(
         f'<option value="{i}"{" selected" if i == k0 else ""}>K = {100 * k:g}%</option>'
         for i, k in enumerate(votes.k_grid)
@@ -398,9 +413,11 @@ def vision_panel(
 
 
 def page_flags(flags: Sequence[Flag], experiment: str, concept: str) -> list[Flag]:
-    """The flags of the run's list (``warnings.json``) that concern one class or task page: those of its
-    experiment that name its concept."""
-    return [f for f in flags if f.experiment == experiment and f.concept == concept]
+    """The flags of the run's list (``warnings.json``) that concern one class or task page, selected by the flags'
+    structured fields (never by their text): those of its experiment (``Flag.experiment``) that name its concept or
+    no concept (``Flag.concept`` empty: the experiment's tables as a whole, which its pages show). A page's banner
+    and its collapsed list show these; a flag of no experiment, or of another, is on the overview only."""
+    return [f for f in flags if f.experiment == experiment and f.concept in (concept, "")]
 
 
 PAGE_WARNINGS = "Warnings about this page's circuits and settings"
@@ -417,8 +434,9 @@ def vision_page(
     """The class page: under its setting, the class's flags of the run's list (collapsed: one line, a click
     away); per scorer (a switch between them where the class has several circuits, one per scorer; the first
     given is the main scorer) the circuit per layer with a K selector (with the known circuit on a testbed
-    model, ``truths``), the feature grid and the curves; then the attack (the main scorer's). Returns the page's
-    body and its flags."""
+    model, ``truths``; opened at :func:`~.explorer_data.drawn_k`: the truth's size there), the feature grid and the
+    curves; then the attack (the main scorer's). Returns the page's body and its flags (:func:`page_flags`: the
+    page's banner lists them)."""
     circuits = [circuits] if isinstance(circuits, Circuit) else list(circuits)
     groups = by_scorer(circuits)
     scorers = list(groups)
@@ -486,7 +504,15 @@ def language_panel(
     by_tag = {setting_tag(v, cert): (c, a, v, cert) for c, a, v, cert in read}
     tag = chosen if chosen in by_tag else next(iter(by_tag))
     circuit, attributions, votes, certificates = by_tag[tag]
-    k = operating_k(experiment.tables, task, scorer if several else None, votes.k_grid)
+    k, chosen_by = drawn_k(
+        experiment.tables,
+        task,
+        scorer if several else None,
+        votes.k_grid,
+        (truths or {}).get(experiment.name),
+        task,
+        len(attributions.names),
+    )
     i = nearest_index(votes.k_grid, k)
     attrs = {
         **dict(votes.attrs),
@@ -573,6 +599,7 @@ def language_panel(
     return (
         (
             f"<h2>Circuit on the model graph (K = {100 * votes.k_grid[i]:g}%, {esc(tag_words(tag))})</h2>"
+            f"<p class=note>K = {100 * votes.k_grid[i]:g}% is {esc(chosen_by)}.</p>"
             f'<div class="graph-view"><p><span class=legend><span class="ln ln-in"></span>certified in '
             f'<span class="ln ln-base"></span>in the baseline, not certified in <span class="ln ln-abs"></span>abstained '
             f"outside the baseline ({dotted}) {truth_key}</span> · "
@@ -594,8 +621,9 @@ def language_page(
     """The task page at the selected setting (held-out selection when there is one, else the best peak): under
     its setting, the task's flags of the run's list (collapsed, a click away); per method (a switch between them
     where the task has circuits of several; the first given is the main one) the circuit on the model graph
-    (with the known circuit on a testbed model, ``truths``) and every setting's flag codes in the settings
-    table; then the attack. Returns the page's body and its flags."""
+    (with the known circuit on a testbed model, ``truths``; drawn at :func:`~.explorer_data.drawn_k`: the
+    truth's size there) and every setting's flag codes in the settings table; then the attack. Returns the page's
+    body and its flags (:func:`page_flags`: the page's banner lists them)."""
     task = circuits[0].concept
     groups = by_scorer(circuits)
     methods = list(groups)
@@ -618,9 +646,10 @@ def language_page(
 
 def recovery_html(tables: Path) -> str:
     """One line on how each method recovers the experiment's known circuit (``testbed/recovery_auroc.csv`` of
-    report-recovery: mean AUROC over concepts, and precision / recall at each method's held-out-selected K), and the
-    recovery table; nothing for an experiment without a ground truth. K is named in % of the components (the
-    held-out selection's K of each method, every concept's where they differ)."""
+    report-recovery: mean AUROC over concepts, and precision / recall at each method's held-out-selected K where the
+    run selected one), and the recovery table; nothing for an experiment without a ground truth. K is named in % of
+    the components (the held-out selection's K of each method, every concept's where they differ); a run that
+    selected no K (the embedded default's vision half) shows AUROC alone, and says where the truth's size is."""
     path = tables / "testbed" / "recovery_auroc.csv"
     if not path.is_file():
         return ""
@@ -635,23 +664,31 @@ def recovery_html(tables: Path) -> str:
     table = table[table["at_selected_setting"].astype(bool)]
     if "scorer" in table and table["scorer"].nunique() > 1:
         table = table[table["scorer"] == table["scorer"].iloc[0]]
+    selected = bool(table["k_target"].notna().any())
     words = []
     for method, part in table.groupby("method", sort=False):
         name = METHOD_WORDS.get(method, method)
         k = ", ".join(f"{100 * v:g}%" for v in sorted(part["k_target"].dropna().unique()))
         whole = len(part) and part["k_target"].map(is_full_model).all()
-        point = (
-            " (its selected K is 100%, the whole model: no comparison there)"
-            if whole
-            else f", precision {part['precision'].mean():.2f} / recall {part['recall'].mean():.2f}"
-            + (f" at K {k}" if k else "")
-        )
+        if not selected:
+            point = ""
+        elif whole:
+            point = " (its selected K is 100%, the whole model: no comparison there)"
+        else:
+            point = f", precision {part['precision'].mean():.2f} / recall {part['recall'].mean():.2f}" + (
+                f" at K {k}" if k else ""
+            )
         words.append(f"{name} AUROC {part['auroc'].mean():.3f}{point}")
     scorer = f" ({table['scorer'].iloc[0]})" if "scorer" in table and len(table) else ""
+    how = (
+        "mean over concepts; precision and recall at the K selected on held-out data"
+        if selected
+        else "mean over concepts, over the K grid; no K was selected on held-out data: precision and recall at "
+        "the truth's size are in the first table"
+    )
     summary = tables / "testbed" / "recovery_summary.md"
     return (
-        f"<p><b>Recovery of the known circuit{esc(scorer)}</b> (mean over concepts; precision and recall at the K "
-        f"selected on held-out data). {esc('; '.join(words))} "
+        f"<p><b>Recovery of the known circuit{esc(scorer)}</b> ({esc(how)}). {esc('; '.join(words))} "
         f"(<code>testbed/recovery_auroc.csv</code>).</p>"
         + (markdown_table_html(summary.read_text()) if summary.is_file() else "")
     )
@@ -677,26 +714,26 @@ def main_figure(figures: Mapping[str, Sequence[tuple[str, str]]]) -> tuple[str, 
     return None
 
 
-def lead_html(findings: Sequence[str], figure: tuple[str, str, str] | None) -> str:
-    """The overview's first screen: the run's findings in words (the lines that open ``summary.md``,
-    :func:`certified_circuits.reports.findings.summary_findings`) beside its main figure (:func:`main_figure`).
+def lead_html(found: Headline, figure: tuple[str, str, str] | None) -> str:
+    """The overview's first screen: the run's headline (:func:`certified_circuits.reports.findings.headline`, read
+    from ``findings.json``: the same tables and lines as ``summary.md``'s first screen and the end of the run,
+    :func:`~.html.headline_html`) beside its main figure (:func:`main_figure`).
 
     Args:
-        findings: the finding lines (Markdown list items, ``- ...``; code spans shown as code).
+        found: the headline (empty: the run has no testbed).
         figure: (experiment, file name, source) or None.
 
     Returns:
         the section, or "" with neither.
     """
-    if not findings and figure is None:
+    if not found and figure is None:
         return ""
-    items = "".join(f"<li>{code_spans(esc(line.removeprefix('- ').replace('**', '')))}</li>" for line in findings)
     words = (
-        f"<div class=findings><ul>{items}</ul><p class=note>The findings that open "
-        '<a href="../summary.md">summary.md</a>, each read from the table it names.</p></div>'
-        if findings
-        else "<div class=findings><p class=note>No findings: summary.md has no “What this run shows” (it has one "
-        "when the run has a testbed model, whose circuits have a known right answer).</p></div>"
+        f"<div class=findings>{headline_html(found)}<p class=note>The same tables open "
+        '<a href="../summary.md">summary.md</a> and end the run in the terminal.</p></div>'
+        if found
+        else "<div class=findings><p class=note>No headline: the run has no testbed model (one whose circuits have "
+        "a known right answer, with its table at the truth's size).</p></div>"
     )
     shown = ""
     if figure is not None:
@@ -713,9 +750,9 @@ def overview(
     figures: dict[str, list[tuple[str, str]]],
     theory: list[tuple[str, str]],
     flags: Sequence[Flag] = (),
-    findings: Sequence[str] = (),
+    findings: Headline = NO_HEADLINE,
 ) -> str:
-    """The overview page: first the run's findings in words beside its main figure (:func:`lead_html`), then the
+    """The overview page: first the run's headline beside its main figure (:func:`lead_html`), then the
     results of each experiment (settings, guarantee, links to every class and task, recovery, headline tables,
     key figures), then the theory figures, then the run's warnings in full (one collapsed block per kind,
     :func:`~.html.warnings_section_html`; every page's banner links there).
@@ -727,7 +764,7 @@ def overview(
         figures: experiment -> its key figures, (file name, source).
         theory: the theory figures, (file name, source).
         flags: the run's warning list.
-        findings: the finding lines that open ``summary.md``.
+        findings: the run's headline (``findings.json``).
 
     Returns:
         the page's body.
@@ -785,7 +822,7 @@ def build_explorer(
     theory_figures: Iterable[Path] = (),
     flags: Sequence[Flag] = (),
     ground_truths: Iterable[Path] = (),
-    findings: Sequence[str] = (),
+    findings: Headline = NO_HEADLINE,
 ) -> dict[str, float]:
     """Write the explorer folder (atomically: a temporary folder renamed into place).
 
@@ -795,11 +832,11 @@ def build_explorer(
         circuits: the circuits to show (vision: one per class; language: one per task and setting).
         theory_figures: PNGs of the theory report.
         flags: the run's one warning list (``warnings.json``, :func:`certified_circuits.reports.flags.run_flags`):
-            one line per kind on every page, in full at the end of the overview, and on each class and task page
-            those that concern it.
+            the overview's banner (one line per kind) and its full list at the end; each class and task page's
+            banner and collapsed list show those that concern it (:func:`page_flags`).
         ground_truths: the testbed models' ground-truth files (``ground_truth/<experiment>.json``): each class or
             task page of their experiments marks the true components and gives precision and recall against them.
-        findings: the lines that open ``summary.md`` (:func:`certified_circuits.reports.findings.summary_findings`),
+        findings: the run's headline (``findings.json``, :func:`certified_circuits.reports.findings.read_headline`),
             on the overview's first screen beside the main figure.
 
     Returns:
@@ -842,10 +879,10 @@ def build_explorer(
                     if group[0].features is not None and Path(group[0].features).is_file():
                         features = f"figures/features_{file_stem(concept)}.png"
                         shutil.copyfile(group[0].features, folder / features)
-                    body, _ = vision_page(group, experiment, sufficiency, features, flags, truths)
+                    body, own = vision_page(group, experiment, sufficiency, features, flags, truths)
                 else:
-                    body, _ = language_page(group, experiment, sufficiency, folder, flags, truths)
-                text = page(f"{concept} · {experiment.name}", body, depth=1, flags=flags)
+                    body, own = language_page(group, experiment, sufficiency, folder, flags, truths)
+                text = page(f"{concept} · {experiment.name}", body, depth=1, flags=own)
                 (folder / f"{file_stem(concept)}.html").write_text(text)
                 sizes.append(len(text))
                 links.setdefault(experiment.name, []).append((concept, f"{folder.name}/{file_stem(concept)}.html"))

@@ -2,7 +2,8 @@
 
 :class:`Experiment` and :class:`Circuit` name the files; :func:`read_circuit` reads them; the page data of a
 vision circuit (:func:`vision_circuit_data`), a language circuit as EAP-IG Graph JSON (:func:`circuit_json`),
-the page's default K (:func:`operating_k`) and a task's
+the page's default K (:func:`operating_k`), the K a page draws (:func:`drawn_k`: the truth's size on a
+testbed model) and a task's
 held-out setting (:func:`select_setting`), and on a testbed model the known circuit (:func:`read_truths`,
 :func:`concept_truth`) with each method's precision and recall against it (:func:`truth_recovery`, by
 :mod:`certified_circuits.analysis.recovery`). Nothing here writes HTML (:mod:`.html`, :mod:`.explorer`).
@@ -172,6 +173,49 @@ def operating_k_name(tables: Path, concept: str | None, scorer: str | None) -> s
     cACC on id_test"``; the same name the summary and tables give it."""
     choice = _operating_choice(tables, concept, scorer)
     return choice[1] if choice else "the middle of the K grid (this run chose no K)"
+
+
+def drawn_k(
+    tables: Path,
+    concept: str | None,
+    scorer: str | None,
+    k_grid: np.ndarray,
+    truth: GroundTruth | None = None,
+    page_concept: str = "",
+    n_components: int = 0,
+) -> tuple[float, str]:
+    """The K a page draws its circuit at (a class page's K selector opens there; a task page draws that K alone),
+    and what chose it, in words. One rule for every page:
+
+    1. where the page's concept has a ground truth that passed its causal check (``truth.verified``): the K of the
+       grid nearest the truth's size, ``|T| / U`` (:func:`~certified_circuits.analysis.recovery.truth_size_k`).
+       There the baseline keeps as many components as the truth and no selection is involved, so the drawing shows
+       each method's hits and misses against it; a K chosen on held-out data can be most of the model (the noisy
+       language model's: 70% of 310 edges, precision 0.04), which draws nothing worth reading;
+    2. otherwise the operating K (:func:`operating_k`: the certified circuit's K chosen on held-out data, else the
+       K of its ID peak, else the grid's middle), named by :func:`operating_k_name`.
+
+    Args:
+        tables: the experiment's tables folder (rule 2).
+        concept, scorer: as :func:`operating_k` (rule 2; ``concept`` None for a vision class).
+        k_grid: the circuit's K grid.
+        truth: the experiment's ground truth, or None.
+        page_concept: the page's concept (its truth is ``truth.concepts[page_concept]``).
+        n_components: ``U``, the circuit's components.
+
+    Returns:
+        (K, why).
+    """
+    from certified_circuits.analysis.recovery import truth_size_k
+
+    if truth is not None and page_concept in truth.concepts and truth.verified(page_concept) and n_components:
+        size = len(truth.concepts[page_concept])
+        k = truth_size_k([size], [n_components], k_grid)
+        return k, (
+            f"the K of the grid nearest the truth's size ({size} of {n_components} components, verified causally): "
+            "there the baseline keeps as many components as the truth, and no selection is involved"
+        )
+    return operating_k(tables, concept, scorer, k_grid), operating_k_name(tables, concept, scorer)
 
 
 def nearest_index(k_grid: np.ndarray, k: float) -> int:

@@ -26,6 +26,13 @@ Codes and their rules (thresholds are the module constants below):
 ``certified-nothing``
     A certificate has no component certified IN at any K (its certified circuit is empty at every K); the
     message says whether every component abstained.
+``saturated``
+    On an eval set, the full model's headline (cACC, else accuracy) is constant and every method's curve equals it at
+    every K of the grid (at least :data:`MIN_SHARED_K` K, at least two methods; within :data:`IDENTICAL_TOLERANCE`):
+    each circuit already reproduces the model at the smallest K, so the curves cannot rank circuits (the compiled
+    marked world: every class circuit keeps its badge chain, cACC 1 at every K). One flag per curve group without
+    its eval set (the eval sets are named in the message); the curves' ``identical-curves`` and the headline's
+    ``constant-quantity`` are its symptoms and are not repeated.
 ``identical-curves``
     Two methods' headline curves (cACC, else accuracy) of one group agree within :data:`IDENTICAL_TOLERANCE`
     (max absolute difference) at every K of their shared grid, which holds at least :data:`MIN_SHARED_K` K.
@@ -88,8 +95,8 @@ BINARY_METRICS = ("balanced_accuracy", "binary_accuracy")
 #: Quantities the reports plot against K (checked by ``constant-quantity``).
 PLOTTED = ("cacc", "accuracy", "balanced_accuracy", "false_positive_rate", "binary_accuracy", "logit_diff")
 #: Codes from most to least severe (the order of every list: :func:`sorted_flags`).
-CODES = ("model-at-chance", "plan", "certified-nothing", "empty-circuit", "full-model-k", "high-fpr", "identical-curves",
-         "constant-quantity")
+CODES = ("model-at-chance", "plan", "certified-nothing", "empty-circuit", "full-model-k", "saturated", "high-fpr",
+         "identical-curves", "constant-quantity")
 
 
 @dataclass(frozen=True)
@@ -220,6 +227,63 @@ def _empty_flags(pruned: pd.DataFrame, keys: list[str], prefix: str) -> tuple[li
     return flags, empty[[*keys, "method"]]
 
 
+def _saturated_groups(full: pd.DataFrame, pruned: pd.DataFrame, keys: list[str], headline: str) -> pd.DataFrame:
+    """The curve groups (``keys``, eval set included) whose every method's headline equals the full model's constant
+    value at every K (``saturated``, module docstring): one row per group with ``value`` (the full model's) and
+    ``n_k`` (the K of the grid)."""
+    columns = [*keys, "value", "n_k"]
+    if full.empty or pruned.empty or headline not in full.columns or not keys:
+        return pd.DataFrame(columns=columns)
+    reference = full.groupby(keys, sort=True)[headline].agg(["min", "max"]).reset_index()
+    reference = reference[(reference["max"] - reference["min"]) < CONSTANT_RANGE].rename(columns={"max": "value"})
+    merged = pruned[[*keys, "method", "k_target", headline]].dropna(subset=[headline]).merge(
+        reference[[*keys, "value"]], on=keys)
+    if merged.empty:
+        return pd.DataFrame(columns=columns)
+    merged["gap"] = (merged[headline] - merged["value"]).abs()
+    stats = merged.groupby(keys, sort=True).agg(gap=("gap", "max"), methods=("method", "nunique"),
+                                                n_k=("k_target", "nunique"), value=("value", "first")).reset_index()
+    hit = stats[(stats["gap"] <= IDENTICAL_TOLERANCE) & (stats["methods"] >= 2) & (stats["n_k"] >= MIN_SHARED_K)]
+    return hit[columns].reset_index(drop=True)
+
+
+def _saturated_flags(saturated: pd.DataFrame, keys: list[str], headline: str, prefix: str) -> list[Flag]:
+    """``saturated``: one flag per saturated curve group without its eval set, naming the eval sets."""
+    if saturated.empty:
+        return []
+    outer = [k for k in keys if k != "eval_set"]
+    frame = saturated.assign(_all=0)
+    by = outer or ["_all"]
+    sets = "eval_set" in frame.columns
+    grouped = frame.groupby(by, sort=True).agg(
+        sets=("eval_set", lambda v: ", ".join(map(str, v))) if sets else ("value", lambda v: ""),
+        value=("value", lambda v: ", ".join(dict.fromkeys(_fmt(x) for x in v))),
+        n_k=("n_k", "min")).reset_index()
+    grouped["where"] = _where(grouped, outer, prefix)
+    flags = []
+    for where, on, value, n_k, place in zip(grouped["where"], grouped["sets"], grouped["value"], grouped["n_k"],
+                                            _places(grouped)):
+        flags.append(Flag(
+            "saturated", where,
+            f"every method's {headline} equals the full model's ({value}) at all {n_k} K"
+            + (f" on {on}" if on else "") + ": each circuit already reproduces the model at the smallest K, so these "
+            "curves cannot rank the methods (their identical-curves and constant-quantity symptoms are not repeated).",
+            "compare the methods where they differ: recovery of the known circuit (testbed/recovery*, "
+            "testbed/truth_size.csv) on a testbed model; to compare sufficiency, evaluate a model below its ceiling "
+            "(the trained control of configs/clean_testbed.yaml) or an eval set on which the full model errs.",
+            **place,
+        ))
+    return flags
+
+
+def _without(frame: pd.DataFrame, groups: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """The rows of ``frame`` outside the ``groups`` (rows of ``keys``)."""
+    if groups.empty or not keys:
+        return frame
+    marked = frame.merge(groups[keys].drop_duplicates(), on=keys, how="left", indicator="_in")
+    return frame[(marked["_in"] == "left_only").to_numpy()]
+
+
 def _identical_flags(pruned: pd.DataFrame, keys: list[str], headline: str, prefix: str) -> list[Flag]:
     """``identical-curves``: pairs of methods whose headline curves agree at every shared K."""
     methods = sorted(pruned["method"].unique())
@@ -272,8 +336,9 @@ def _fpr_flags(table: pd.DataFrame, keys: list[str], headline: str, prefix: str)
 
 
 def _constant_flags(pruned: pd.DataFrame, keys: list[str], metrics: list[str], skip: pd.DataFrame,
-                    prefix: str) -> list[Flag]:
-    """``constant-quantity``: one flag per (keys, method) curve listing its constant plotted quantities."""
+                    prefix: str, saturated: pd.DataFrame | None = None, headline: str = "") -> list[Flag]:
+    """``constant-quantity``: one flag per (keys, method) curve listing its constant plotted quantities (not the
+    curves of ``skip``, already flagged empty-circuit, nor the headline of a ``saturated`` group)."""
     if not metrics or pruned.empty:
         return []
     curve = [*keys, "method"]
@@ -283,6 +348,9 @@ def _constant_flags(pruned: pd.DataFrame, keys: list[str], metrics: list[str], s
     if not skip.empty:  # curves already flagged empty-circuit
         marked = stats.merge(skip.drop_duplicates(), on=curve, how="left", indicator=True)
         stats = marked[marked["_merge"] == "left_only"].drop(columns="_merge")
+    if saturated is not None and not saturated.empty:  # the headline of a saturated group: its flag says it
+        head = stats["quantity"] == headline
+        stats = pd.concat([stats[~head], _without(stats[head], saturated, keys)])
     if stats.empty:
         return []
     stats = stats.assign(what=stats["quantity"] + " = " + stats["min"].map(_fmt))
@@ -300,7 +368,7 @@ def _constant_flags(pruned: pd.DataFrame, keys: list[str], metrics: list[str], s
 def curve_flags(curves: pd.DataFrame, where: str = "", *, n_classes: int | None = None) -> list[Flag]:
     """Flags of a curves table (``curves.csv`` of report-sufficiency, :func:`certified_circuits.analysis.evaluation.
     cacc_curves`) or a tidy sufficiency table (``accuracy`` per concept): ``model-at-chance``, ``empty-circuit``,
-    ``identical-curves``, ``high-fpr`` and ``constant-quantity`` (module docstring).
+    ``saturated``, ``identical-curves``, ``high-fpr`` and ``constant-quantity`` (module docstring).
 
     Args:
         curves: needs ``method`` and ``k_target``; a curve is one (:data:`GROUP_KEYS` present, method); the
@@ -327,10 +395,12 @@ def curve_flags(curves: pd.DataFrame, where: str = "", *, n_classes: int | None 
     flags = _chance_flags(full, keys, headline, n_classes, where)
     empty_flags, empty = _empty_flags(pruned, keys, where)
     flags += empty_flags
-    if headline in table.columns:
-        flags += _identical_flags(pruned, keys, headline, where)
+    saturated = _saturated_groups(full, pruned, keys, headline) if headline in table.columns else None
+    if saturated is not None:
+        flags += _saturated_flags(saturated, keys, headline, where)
+        flags += _identical_flags(_without(pruned, saturated, keys), keys, headline, where)
     flags += _fpr_flags(table, keys, headline if headline in table.columns else "false_positive_rate", where)
-    flags += _constant_flags(pruned, keys, metrics, empty, where)
+    flags += _constant_flags(pruned, keys, metrics, empty, where, saturated, headline)
     return flags
 
 
@@ -731,4 +801,5 @@ def grouped_markdown(flags: Sequence[Flag], details: str = "") -> list[str]:
 
 #: The Warnings section of a run without flags (one line, naming what was checked).
 NO_WARNINGS = ("None: no degenerate result found (checked: model at chance, empty circuits, certified IN nothing, "
-               f"identical or constant curves, false-positive rate >= {HIGH_FPR:g}, plan warnings).")
+               "a K chosen on held-out data that is the whole model, saturated, identical or constant curves, "
+               f"false-positive rate >= {HIGH_FPR:g}, plan warnings).")

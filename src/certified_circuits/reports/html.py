@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from certified_circuits.language import names as grammar
+from certified_circuits.reports.findings import Headline
 from certified_circuits.reports.flags import Flag, by_kind, counts_line, kind_line, sorted_flags
 
 
@@ -115,7 +116,7 @@ def _flag_items(flags: Sequence[Flag]) -> str:
 
 
 def banner_html(flags: Sequence[Flag], depth: int) -> str:
-    """The run's warnings as one line per kind, on top of every page: the kind, its count, its first place and
+    """A page's warnings as one line per kind, on top of it: the kind, its count, its first place and
     message (whole: the line wraps, it is never cut), each a link to the kind's details on the overview
     (``index.html#warn-<kind>``); "" without flags."""
     if not flags:
@@ -141,6 +142,28 @@ def warnings_section_html(flags: Sequence[Flag]) -> str:
         for code, group in by_kind(flags).items()
     )
     return f'<section id="warnings"><h2>{esc(counts_line(flags))}</h2>{blocks}</section>'
+
+
+def headline_html(found: Headline) -> str:
+    """The run's headline (:func:`certified_circuits.reports.findings.headline`) as HTML: per experiment a table
+    whose caption is its title, then its lines as paragraphs (code spans as ``<code>``); every cell escaped. The same
+    cells as :func:`~certified_circuits.reports.findings.headline_markdown` and
+    :func:`~certified_circuits.reports.findings.headline_text`."""
+    parts = []
+    for table in found.tables:
+        head = "".join(f"<th{' class=num' if n else ''}>{esc(h)}</th>" for h, n in zip(table.header, table.numeric))
+        body = "".join(
+            "<tr>"
+            + "".join(f"<td{' class=num' if n else ''}>{esc(c)}</td>" for c, n in zip(row, table.numeric))
+            + "</tr>"
+            for row in table.rows
+        )
+        parts.append(
+            f'<table class="headline"><caption>{code_spans(esc(table.title))}</caption><thead><tr>{head}</tr></thead>'
+            f"<tbody>{body}</tbody></table>"
+        )
+    parts += [f"<p class=headline-line>{code_spans(esc(line))}</p>" for line in found.lines]
+    return "".join(parts)
 
 
 def page_flags_html(flags: Sequence[Flag], title: str) -> str:
@@ -401,8 +424,10 @@ def language_graph_svg(
 
 
 def page(title: str, body: str, depth: int, flags: Sequence[Flag] = ()) -> str:
-    """A page of the explorer: its title, the link home, the run's warnings as one line per kind
-    (:func:`banner_html`), then ``body``; ``depth``: folders below the explorer's root."""
+    """A page of the explorer: its title, the link home, the page's warnings as one line per kind
+    (:func:`banner_html`: the overview is given the run's list, a class or task page its own,
+    :func:`certified_circuits.reports.explorer.page_flags`), then ``body``; ``depth``: folders below the explorer's
+    root."""
     up = "../" * depth
     return (
         f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{esc(title)}</title>'

@@ -2,8 +2,9 @@
 
 At most :data:`MAX_LINES` lines, in this order:
 
-1. "What this run shows": the findings (:mod:`certified_circuits.reports.findings`), each a line of numbers read
-   from a result table;
+1. "What this run shows": the run's headline (:func:`certified_circuits.reports.findings.headline`: one short table
+   per experiment at the truth's size and at most two lines; the explorer's first screen and the end of the run show
+   the same cells);
 2. one compact table per result family the run produced (:data:`FAMILIES`: sufficiency, faithfulness, recovery,
    stability, IoU, certification seeds, spurious index, attack, radius sweep), every row a mean read from the
    family's raw table, with a link to its full table;
@@ -25,7 +26,7 @@ import pandas as pd
 
 from certified_circuits.core.setting import number
 from certified_circuits.reports import flags as fl
-from certified_circuits.reports.findings import findings, findings_section
+from certified_circuits.reports.findings import NO_HEADLINE, Headline, headline_section
 from certified_circuits.reports.tables import markdown_table, pct, selection_name
 from certified_circuits.storage.atomic import write_text
 
@@ -300,26 +301,24 @@ def _section(title: str, what: str, frame: pd.DataFrame, links: Sequence[str], r
 
 
 def summary_lines(experiments: Sequence[tuple[str, Path]], flags: Sequence[fl.Flag],
-                  testbed: Mapping[str, Sequence[Path]] | None = None, main_scorer: str | None = None,
+                  found: Headline | None = None, main_scorer: str | None = None,
                   plan_warnings: Sequence[Mapping] = ()) -> list[str]:
     """The lines of ``summary.md`` (at most :data:`MAX_LINES`; see the module docstring).
 
     Args:
         experiments: (name, tables folder) of each experiment.
         flags: the run's one warning list (``warnings.json``).
-        testbed: ``ground_truths``, ``recovery``, ``stability``, ``mean_ablation`` paths of the findings.
-        main_scorer: the vision scorer the findings and the compact tables report.
+        found: the run's headline (:func:`certified_circuits.reports.findings.headline`; None: no testbed).
+        main_scorer: the vision scorer the compact tables report.
         plan_warnings: the parse-time plan records (``plan/warnings.json``), marked in the radius sweep's table.
 
     Returns:
         The lines, without newlines.
     """
-    testbed = testbed or {}
     head = ["# certified-circuits run summary", "",
             "Explorer: `explorer/index.html` (beside this file: every circuit, figure and warning); full tables: "
             "`tables/`.", ""]
-    head += findings_section(findings(testbed.get("ground_truths", ()), testbed.get("recovery", ()),
-                                      testbed.get("stability", ()), testbed.get("mean_ablation", ()), main_scorer))
+    head += headline_section(found or NO_HEADLINE)
     tail = fl.grouped_markdown(flags, "Every warning with its place and fix: the explorer's overview "
                                       "(`explorer/index.html#warnings`); as data: `warnings.json`.")
     families = family_tables(experiments, main_scorer, plan_warnings)
@@ -332,14 +331,14 @@ def summary_lines(experiments: Sequence[tuple[str, Path]], flags: Sequence[fl.Fl
 
 
 def summary_report(out: Path, experiments: Sequence[tuple[str, Path]], flags: Sequence[fl.Flag] = (),
-                   testbed: Mapping[str, Sequence[Path]] | None = None, main_scorer: str | None = None,
+                   found: Headline | None = None, main_scorer: str | None = None,
                    plan_warnings: Sequence[Mapping] = ()) -> int:
     """Write ``summary.md`` (:func:`summary_lines`, atomically) and say on stderr where it is.
 
     Returns:
         Its number of lines.
     """
-    lines = summary_lines(experiments, flags, testbed, main_scorer, plan_warnings)
+    lines = summary_lines(experiments, flags, found, main_scorer, plan_warnings)
     write_text(out, "\n".join(lines) + "\n")
     print(f"summary: {len(lines)} lines -> {out}", file=sys.stderr)
     return len(lines)

@@ -198,20 +198,20 @@ def _note(row: pd.Series) -> str:
 def recovery_summary(auroc: pd.DataFrame) -> pd.DataFrame:
     """The people's table: per concept (and setting, when several) and method, AUROC and the point at the chosen
     K, then a ``mean`` row per method (precision over the non-empty circuits; ``note`` counts the empty ones).
-    Rows of a setting that was not the selected one for that method are left out."""
+    Rows of a setting that was not the selected one for that method are left out. Without a K (no ``--selected``
+    and no ``--k``: AUROC only) the point's columns, empty, are left out too."""
     shown = auroc[auroc["at_selected_setting"].astype(bool)].copy()
     shown["note"] = [_note(row) for _, row in shown.iterrows()]
     several = bool(shown["setting"].nunique() > 1)
     keys = ["concept", "scorer"] + (["setting"] if several else [])
-    columns = [*keys, "method", "auroc", "k_target", "precision", "recall", "fpr", "size", "note"]
+    point = ["k_target", "precision", "recall", "fpr", "size"] if shown["k_target"].notna().any() else []
+    columns = [*keys, "method", "auroc", *point, "note"]
     table = shown[columns]
     means = []
     for key, part in shown.groupby([*keys[1:], "method"], sort=False):
         empty = int(part["empty_circuit"].sum())
-        means.append({"concept": "mean", **dict(zip([*keys[1:], "method"], key)),
-                      "auroc": part["auroc"].mean(), "k_target": part["k_target"].mean(),
-                      "precision": part["precision"].mean(), "recall": part["recall"].mean(),
-                      "fpr": part["fpr"].mean(), "size": part["size"].mean(),
+        means.append({"concept": "mean", **dict(zip([*keys[1:], "method"], key)), "auroc": part["auroc"].mean(),
+                      **{column: part[column].mean() for column in point},
                       "note": f"{empty} empty circuit(s) left out of precision" if empty else ""})  # fmt: skip
     return pd.concat([table, pd.DataFrame(means, columns=columns)], ignore_index=True)
 

@@ -29,8 +29,9 @@ def by_key(plans):
     return {p.key: p for p in plans}
 
 
-def test_the_embedded_default_plans_every_main_setting_ok_and_only_the_radius_sweep_marginal():
-    """The testbed's main comparison can certify both ways; only the radius sweep explores where it stops."""
+def test_the_embedded_default_plans_every_setting_ok_and_the_clean_controls_sweep_shows_where_it_stops():
+    """The testbed's main comparison and its radius sweep (radius 1 and 7) can certify both ways: the default runs
+    no setting that is vacuous on its own data; the clean control's sweep explores where certification stops."""
     config = load("config.yaml")
     plans = by_key(check_config_plans(config_plans(config)))
     vision = plans["vision.certification"].plan
@@ -49,13 +50,16 @@ def test_the_embedded_default_plans_every_main_setting_ok_and_only_the_radius_sw
         p = plans[key].plan
         assert (p.n_examples, p.n_components, p.radius) == (100, language_u, radius)
         assert p.verdict == "ok" and p.can_certify_in and p.can_certify_out
-    marginal = sorted(k for k, p in plans.items() if p.plan.verdict != "ok")
-    assert marginal == ["vision.radius_sweep (size 50, p_del 0.948)"]
-    # the radius sweep's |D| = 50 at p_del 0.948: 0.948^50 = 0.069 > 1 - tau = 0.05
-    sweep = plans["vision.radius_sweep (size 50, p_del 0.948)"].plan
-    assert not sweep.can_certify_in and sweep.radius == 11
+    assert [k for k, p in plans.items() if p.plan.verdict != "ok"] == []
+    assert plans["vision.radius_sweep (size 50, p_del 0.92)"].plan.radius == 7
+    assert plans["vision.radius_sweep (size 50, p_del 0.92)"].plan.can_certify_in
     tags = plan_tags(list(plans.values()))
-    assert tags["cc.plan.verdict"] == "marginal" and sum(k.startswith("cc.plan.warning.") for k in tags) == 1
+    assert tags["cc.plan.verdict"] == "ok" and not any(k.startswith("cc.plan.warning.") for k in tags)
+    # the clean control's sweep at |D| = 50 and p_del 0.948: 0.948^50 = 0.069 > 1 - tau = 0.05, IN impossible
+    marginal = sorted(k for k, p in clean.items() if p.plan.verdict != "ok")
+    assert marginal == ["vision.radius_sweep (size 50, p_del 0.948)"]
+    sweep = clean["vision.radius_sweep (size 50, p_del 0.948)"].plan
+    assert not sweep.can_certify_in and sweep.radius == 11
 
 
 def test_the_paper_setting_plans_with_the_architectures_and_gpt2_small(tmp_path):

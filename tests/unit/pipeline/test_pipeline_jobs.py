@@ -152,10 +152,15 @@ def test_the_default_config_plans_the_embedded_world_and_tiny_gpt2(default: dict
         f"R/{kind}/world/concept/star/{scorer}/p0.6_n0100_n1000_s0{tail}"
         for scorer in ("relevance", "activation")
         for kind, tail in (("votes", ".h5"), ("certificates", "/t0.95_a0.001_bonferroni.h5"))]
-    # both ablations in one evaluate job: mean ablation reads the world's train split
-    assert vision.vision_ablation_options(default, P) == (
+    # the default evaluates zero ablation only (mean ablation is the clean control's: configs/clean_testbed.yaml);
+    # with both, one evaluate job runs both, and mean ablation reads the world's train split
+    assert vision.vision_ablation_options(default, P) == "--ablation zero"
+    assert vision.vision_ablation_inputs(default, P) == []
+    both = copy.deepcopy(default)
+    both["vision"]["ablations"] = ["zero", "mean"]
+    assert vision.vision_ablation_options(both, P) == (
         "--ablation zero mean --reference R/vision/world/train.npz --reference-size 1000 --seed 0")
-    assert vision.vision_ablation_inputs(default, P) == ["R/vision/world/train.npz"]
+    assert vision.vision_ablation_inputs(both, P) == ["R/vision/world/train.npz"]
     assert certification.attack_options(default["vision"]["attack"], main, "relevance") == (
         "--scorer relevance --k-grid 0.25 0.5 0.75 --setting p0.6_n0100_n1000_s0/t0.95_a0.001_bonferroni "
         "--multiples 1 2 4 --trials 3 --attack-seed 0")

@@ -96,10 +96,11 @@ def test_rule_all_asks_for_the_recorded_targets_by_domain(name: str, files: tupl
                + language_reports.language_targets(config, paths) + testbed.testbed_targets(config, paths, concepts)
                + reports.run_targets(paths))
     assert targets == golden_inputs(name, "all")
-    assert targets[-3:] == ["RESULTS/warnings.json", "RESULTS/summary.md", "RESULTS/explorer/index.html"]
-    assert reports.summary_targets(config, paths, concepts) == targets[:-2]
+    assert targets[-4:] == ["RESULTS/warnings.json", "RESULTS/summary.md", "RESULTS/findings.json",
+                            "RESULTS/explorer/index.html"]
+    assert reports.summary_targets(config, paths, concepts) == targets[:-3]
     assert reports.explorer_targets(config, paths, concepts) == targets[:-1]
-    assert golden_inputs(name, "summary")[:len(targets) - 2] == targets[:-2]
+    assert golden_inputs(name, "summary")[:len(targets) - 3] == targets[:-3]
 
 
 def test_the_default_targets_by_domain(default: dict) -> None:
@@ -111,7 +112,7 @@ def test_the_default_targets_by_domain(default: dict) -> None:
     assert vision_rules["vision_features"] == {"figures": ["R/figures/world/features_circle.png",
                                                            "R/figures/world/features_star.png"]}
     vision_targets = vision_reports.vision_targets(default, P, concepts)
-    assert len(vision_targets) == 8 * 2 + 2 + 3 + 2 + 3 + 2 + 1 + 2  # two tables (6 files + 2 selected each), then 7 rules
+    assert len(vision_targets) == 6 + 2 + 3 + 2 + 3 + 2 + 1 + 2  # one table (6 files, no selection), then 7 rules
     assert vision_targets[:2] == ["R/tables/world/peaks_cacc_raw.csv", "R/tables/world/peaks_balanced_raw.csv"]
     assert language_reports.language_targets(default, P) == [
         "R/tables/tiny_gpt2/peaks_cacc_raw.csv", "R/tables/tiny_gpt2/curves.csv", "R/tables/tiny_gpt2/operating_points.csv",
@@ -137,7 +138,15 @@ def test_rule_files_flattens_rule_outputs_in_order() -> None:
 
 
 def test_the_sufficiency_tables_of_the_default(default: dict) -> None:
+    # the default selects no vision K and runs no mean ablation (both cannot discriminate on the compiled model: they
+    # run on the clean control, configs/clean_testbed.yaml); with both, the vision half gets its mean-ablation job
     jobs = tables.sufficiency_tables(default, P, default["concepts"])
+    assert list(jobs) == ["vision_tables", "language_tables"]
+    assert jobs["vision_tables"].options == "--by scorer --test wilcoxon --bootstrap-seed 0  --title world"
+    assert jobs["vision_tables"].outputs["selected"] == []
+    control = copy.deepcopy(default)
+    control["vision"].update(ablations=["zero", "mean"], selection_set="id_test")
+    jobs = tables.sufficiency_tables(control, P, default["concepts"])
     assert list(jobs) == ["vision_tables", "vision_tables_mean", "language_tables"]
     main, mean, lang = jobs.values()
     assert main.options == "--by scorer --test wilcoxon --bootstrap-seed 0 --select-on id_test --title world"
@@ -234,7 +243,7 @@ def test_the_vision_jobs_functions(default: dict) -> None:
     assert len(seeds) == 2 * 2 * 2  # circle and square, seeds 0 and 1, votes and certificates
     sweep = vision_reports.radius_sweep_inputs(default, P, concepts)
     assert sweep["sufficiency"] == [f"R/sufficiency/world/{split}/circle/p{p}_n0100_n1000_s0/t0.95_a0.001_bonferroni.csv"
-                                    for split in ("concept", "concept_n200") for p in ("0.6", "0.948")]
+                                    for split in ("concept", "concept_n200") for p in ("0.6", "0.92")]
     assert sweep["circuits"][:2] == [CIRCLE_VOTES, CIRCLE_CERTIFICATES] and len(sweep["circuits"]) == 8
     spurious = vision_reports.spurious_inputs(default, P, concepts)
     assert spurious["attributions"][0] == "R/attributions/world/concept/circle.h5"
@@ -284,7 +293,11 @@ def test_the_testbed_jobs_functions(default: dict) -> None:
     assert testbed.ground_truth_job_path(P, star) == "R/ground_truth/world.json"
     recovery = testbed.recovery_inputs(default, P, concepts, "world")
     assert recovery["truth"] == "R/ground_truth/world.json"
-    assert recovery["selected"] == ["R/tables/world/mean_ablation/selected_balanced_raw.csv"]
+    assert recovery["selected"] == []  # no vision K selected on held-out data: AUROC (and the truth's size) only
+    control = copy.deepcopy(default)
+    control["vision"].update(ablations=["zero", "mean"], selection_set="id_test")
+    assert testbed.recovery_inputs(control, P, concepts, "world")["selected"] == [
+        "R/tables/world/mean_ablation/selected_balanced_raw.csv"]
     assert recovery["circuits"][:4] == [CIRCLE_VOTES, CIRCLE_CERTIFICATES, CIRCLE_VOTES.replace("relevance", "activation"),
                                         CIRCLE_CERTIFICATES.replace("relevance", "activation")]
     assert len(recovery["circuits"]) == 10 * 2 * 2  # classes x scorers x (votes, certificates)
@@ -303,25 +316,21 @@ def test_the_testbed_jobs_functions(default: dict) -> None:
 def test_the_run_reports_inputs(default: dict, smoke: dict) -> None:
     concepts = default["concepts"]
     warnings = reports.warnings_inputs(default, P, concepts)
-    assert warnings["curves"] == ["R/tables/world/mean_ablation/curves.csv", "R/tables/world/curves.csv",
-                                  "R/tables/tiny_gpt2/curves.csv"]
-    assert warnings["selected"][:2] == ["R/tables/world/mean_ablation/selected_cacc_raw.csv",
-                                        "R/tables/world/mean_ablation/selected_balanced_raw.csv"]
+    assert warnings["curves"] == ["R/tables/world/curves.csv", "R/tables/tiny_gpt2/curves.csv"]
+    assert warnings["selected"] == ["R/tables/tiny_gpt2/selected_cacc_raw.csv"]
     assert warnings["certificates"][0] == CIRCLE_CERTIFICATES and len(warnings["certificates"]) == 10 * 2 + 2
     summary = reports.summary_inputs(default, P, concepts)
     assert summary == {
         "ground_truths": ["R/ground_truth/world.json", "R/ground_truth/tiny_gpt2.json"],
-        "recovery": ["R/tables/world/testbed/recovery_auroc.csv", "R/tables/tiny_gpt2/testbed/recovery_auroc.csv"],
-        "stability": ["R/tables/world/testbed/stability.csv", "R/tables/tiny_gpt2/testbed/stability.csv"],
-        "mean_ablation": ["R/tables/world/mean_ablation/selected_balanced_raw.csv"]}
-    job = Input([], ground_truths=summary["ground_truths"], recovery=summary["recovery"], stability=[], mean_ablation=[])
+        "truth_size": ["R/tables/world/testbed/truth_size.csv", "R/tables/tiny_gpt2/testbed/truth_size.csv"]}
+    job = Input([], ground_truths=summary["ground_truths"], truth_size=summary["truth_size"][:1])
     assert reports.summary_testbed_options(default, {}, job) == (
-        "--ground-truth R/ground_truth/world.json R/ground_truth/tiny_gpt2.json --recovery "
-        "R/tables/world/testbed/recovery_auroc.csv R/tables/tiny_gpt2/testbed/recovery_auroc.csv --main-scorer relevance")
+        "--ground-truth R/ground_truth/world.json R/ground_truth/tiny_gpt2.json --truth-size "
+        "R/tables/world/testbed/truth_size.csv --main-scorer relevance")
+    assert reports.run_outputs(P)["summary"] == {"page": "R/summary.md", "findings": "R/findings.json"}
     language_only = copy.deepcopy(default)
     language_only["vision"]["enabled"] = False
-    assert reports.summary_testbed_options(language_only, {}, Input([], ground_truths=[], recovery=[], stability=[],
-                                                                     mean_ablation=[])) == ""
+    assert reports.summary_testbed_options(language_only, {}, Input([], ground_truths=[], truth_size=[])) == ""
     assert reports.explorer_truth_option({}, Input([], ground_truths=["R/ground_truth/world.json"])) == (
         "--ground-truth R/ground_truth/world.json")
     assert reports.explorer_truth_option({}, Input([], ground_truths=[])) == ""

@@ -18,6 +18,7 @@ import pandas as pd
 import pytest
 
 from certified_circuits.core.contracts import Certificates, Votes
+from certified_circuits.reports.findings import NO_HEADLINE, Headline
 from certified_circuits.reports.flags import run_flags
 from certified_circuits.reports.explorer import (Circuit, Experiment, build_explorer, file_stem, figure_html,
                                                  frame_html, json_script, language_graph_svg, markdown_table_html,
@@ -103,9 +104,9 @@ def _write_circuit(folder: Path, kind: str, concept: str, names: list[str], grou
 def build(tmp_path: Path, *, concept="circle", layer="layer1", component="0", edge=None, task="ioi",
           vision="world", language="tiny_gpt2", cert_attrs: dict | None = None, language_cert_attrs: dict | None = None,
           decision: np.ndarray | None = None, tables: dict[str, pd.DataFrame] | None = None,
-          ground_truths: tuple[Path, ...] = (), findings: tuple[str, ...] = (), flags: list | None = None) -> Path:
+          ground_truths: tuple[Path, ...] = (), findings: Headline = NO_HEADLINE, flags: list | None = None) -> Path:
     """A tiny explorer: one vision class (6 channels in 2 layers) and one language task (6 edges of a 1-layer,
-    2-head graph), with the names given (and the ground truths, findings and flags given to build_explorer;
+    2-head graph), with the names given (and the ground truths, headline and flags given to build_explorer;
     flags default to the run's list of the circuits); returns its folder."""
     vision_tables, language_tables = tmp_path / "tables" / "v", tmp_path / "tables" / "l"
     for folder in (vision_tables, language_tables):

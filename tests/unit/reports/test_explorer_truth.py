@@ -15,6 +15,7 @@ import pytest
 from certified_circuits.core.contracts import Certificates, Votes
 from certified_circuits.reports.explorer import (CSS, EDGE_PARTITION, Circuit, Experiment, build_explorer,
                                                  language_graph_svg, lead_html, main_figure)
+from certified_circuits.reports.findings import NO_HEADLINE, Headline, HeadlineTable
 from certified_circuits.reports.flags import Flag
 from certified_circuits.reports.html import banner_html
 from certified_circuits.storage.store import write_attributions, write_certificates, write_votes
@@ -199,14 +200,16 @@ def test_the_task_page_counts_partition_the_edges_of_tiny_gpt2(tmp_path):
     assert text.count('class="edge abs"') == outside
 
 
-def test_the_overview_opens_with_the_findings_and_the_main_figure(tmp_path):
-    findings = ("- **world** recovery of the truth (relevance; mean over 2 concepts): AUROC baseline 0.800 "
-                "(`testbed/`).", "- **tiny_gpt2**: the true circuits passed their causal check for 1 of 1 concepts.")
-    out = build(tmp_path, findings=findings)
+def test_the_overview_opens_with_the_headline_and_the_main_figure(tmp_path):
+    table = HeadlineTable("world", "world at the truth's size (`tables/world/testbed/truth_size.csv`)",
+                          ("circuit", "precision"), (False, True), (("certified IN <b>", "0.50"),))
+    found = Headline((table,), ("The truths passed their causal check (`ground_truth/`).",))
+    out = build(tmp_path, findings=found)
     index = (out / "index.html").read_text()
     lead = index.split('<section class="lead">', 1)[1].split("</section>", 1)[0]
-    assert "<li>world recovery of the truth (relevance; mean over 2 concepts): AUROC baseline 0.800 (<code>testbed/" \
-           "</code>).</li>" in lead and "causal check for 1 of 1 concepts" in lead
+    assert "<caption>world at the truth&#x27;s size (<code>tables/world/testbed/truth_size.csv</code>)</caption>" in lead
+    assert "<td>certified IN &lt;b&gt;</td><td class=num>0.50</td>" in lead  # every cell escaped
+    assert "<p class=headline-line>The truths passed their causal check (<code>ground_truth/</code>).</p>" in lead
     assert index.index('<section class="lead">') < index.index("<section><h2>world")  # first, before the results
     figures = {"world": [("curves_cacc.png", "world/figures/curves_cacc.png"),
                          ("recovery.png", "world/figures/recovery.png")],
@@ -214,10 +217,10 @@ def test_the_overview_opens_with_the_findings_and_the_main_figure(tmp_path):
     assert main_figure(figures) == ("world", "recovery.png", "world/figures/recovery.png")
     assert main_figure({"world": figures["world"][:1]}) == ("world", "curves_cacc.png", "world/figures/curves_cacc.png")
     assert main_figure({}) is None
-    # without findings (no testbed) the first screen says so beside the main figure; with neither it is empty
-    lead = lead_html((), main_figure(figures))
-    assert "No findings: summary.md has no" in lead and 'src="world/figures/recovery.png"' in lead
-    assert "world: Recovery of the known circuit" in lead and lead_html((), None) == ""
+    # without a headline (no testbed) the first screen says so beside the main figure; with neither it is empty
+    lead = lead_html(NO_HEADLINE, main_figure(figures))
+    assert "No headline: the run has no testbed model" in lead and 'src="world/figures/recovery.png"' in lead
+    assert "world: Recovery of the known circuit" in lead and lead_html(NO_HEADLINE, None) == ""
 
 
 def test_the_cut_of_the_dotted_edges_is_named_in_the_legend():
@@ -311,3 +314,75 @@ def test_the_counts_partition_the_edges_of_a_real_run(tmp_path):
                 shown = _table_rows(text.split('<div class="truth-k"', 1)[1].split("</div>", 1)[0])
                 assert set(shown) == {"baseline", "majority vote", "certified in", "certified in + abstain"}
                 assert all(tp <= min(size, len(truth.concepts[circuit.concept])) for size, tp, _, _ in shown.values())
+
+
+# ------------------------------------------------------------------------------ each page's own warnings, its K
+
+
+def _banner_codes(page: Page) -> list[str]:
+    return [dict(a)["href"].rsplit("#warn-", 1)[1] for t, a in page.tags if dict(a).get("class") == "banner"]
+
+
+def test_each_pages_banner_lists_its_own_warnings_by_their_experiment_and_concept(tmp_path):
+    """The overview's banner is the run's list; a class or task page's lists the flags of its experiment that name
+    its concept or none, chosen by the flags' fields: a flag's text (here naming the other page) plays no part."""
+    from certified_circuits.reports.explorer import page_flags
+
+    flags = [
+        Flag("saturated", "world / scorer relevance", "every circuit equals the model.", "f.", experiment="world"),
+        Flag("certified-nothing", "tiny_gpt2 / ioi (text naming the task page)", "m.", "f.", experiment="world",
+             concept="circle"),
+        Flag("plan", "world / circle (text naming the class page)", "m.", "f.", experiment="tiny_gpt2", concept="ioi"),
+        Flag("high-fpr", "world / square", "m.", "f.", experiment="world", concept="square"),
+        Flag("empty-circuit", "the run", "m.", "f."),
+    ]
+    out = build(tmp_path, flags=flags)
+    found = {"index": Page((out / "index.html").read_text()), "vision": Page((out / "world" / "circle.html").read_text()),
+             "language": Page((out / "tiny_gpt2" / "ioi.html").read_text())}
+    assert _banner_codes(found["index"]) == ["plan", "certified-nothing", "empty-circuit", "saturated", "high-fpr"]
+    assert _banner_codes(found["vision"]) == ["certified-nothing", "saturated"]
+    assert _banner_codes(found["language"]) == ["plan"]
+    assert [f.code for f in page_flags(flags, "tiny_gpt2", "ioi")] == ["plan"]  # the one selection, both places
+    assert "every circuit equals the model" not in found["language"].all_text
+    # the page's collapsed list holds the same flags as its banner
+    assert "Warnings: 1 certified-nothing, 1 saturated" in found["vision"].all_text
+    assert "Warnings: 1 plan" in found["language"].all_text
+
+
+def _one_true(folder: Path, passed: bool = True) -> tuple[Path, Path]:
+    """Ground truths of one true channel and one true edge (1 of 6: the truth's size is K 1/6, nearest 25%)."""
+    paths = (_truth_file(folder, "world", "vision", "circle", TRUE_CHANNELS[:1], 6),
+             _truth_file(folder, "tiny_gpt2", "language", "ioi", TRUE_EDGES[:1], 6))
+    for path in paths:
+        doc = json.loads(path.read_text())
+        next(iter(doc["concepts"].values()))["verification"]["passed"] = passed
+        path.write_text(json.dumps(doc))
+    return paths
+
+
+def test_a_page_draws_its_circuit_at_the_truths_size_where_a_verified_truth_exists(tmp_path):
+    """The size rule (explorer_data.drawn_k): a verified truth -> the grid's K nearest |T| / U; no truth, or one
+    that failed its check -> the operating K (here, with no selection or peak table, the grid's middle)."""
+    from certified_circuits.analysis.recovery import read_ground_truth
+    from certified_circuits.reports.explorer_data import drawn_k
+
+    grid = np.array([0.25, 0.5])
+    verified = read_ground_truth(_one_true(tmp_path / "ok")[0])
+    failed = read_ground_truth(_one_true(tmp_path / "failed", passed=False)[0])
+    k, why = drawn_k(tmp_path, None, None, grid, verified, "circle", 6)
+    assert k == 0.25 and why.startswith("the K of the grid nearest the truth's size (1 of 6 components")
+    assert drawn_k(tmp_path, None, None, grid, failed, "circle", 6) == (0.5, "the middle of the K grid (this run "
+                                                                              "chose no K)")
+    assert drawn_k(tmp_path, None, None, grid, None, "circle", 6)[0] == 0.5
+    assert drawn_k(tmp_path, None, None, grid, verified, "square", 6)[0] == 0.5  # no truth for this concept
+    # on the pages: the class page's selector opens at 25%, the task page draws 25% and says why
+    out = build(tmp_path / "pages", ground_truths=_one_true(tmp_path / "gt"))
+    vision = (out / "world" / "circle.html").read_text()
+    assert '<option value="0" selected>K = 25%</option>' in vision
+    assert "The K opened first (25%) is the K of the grid nearest the truth&#x27;s size (1 of 6 components" in vision
+    language = (out / "tiny_gpt2" / "ioi.html").read_text()
+    assert "<h2>Circuit on the model graph (K = 25%," in language
+    assert re.findall(r'<div class="truth-k" data-k="(\d)"', language) == ["0"]
+    assert "K = 25% is the K of the grid nearest the truth&#x27;s size (1 of 6 components" in language
+    unverified = build(tmp_path / "failed_pages", ground_truths=_one_true(tmp_path / "gt2", passed=False))
+    assert "<h2>Circuit on the model graph (K = 50%," in (unverified / "tiny_gpt2" / "ioi.html").read_text()

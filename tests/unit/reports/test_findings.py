@@ -1,82 +1,62 @@
-"""The findings that open summary.md (reports/findings.py): each line's numbers are the tables' numbers."""
+"""The run's headline (reports/findings.py): one table per experiment at the truth's size, at most two lines, its
+cells the tables' numbers; one function, rendered three ways (summary.md, the explorer, the end of the run) to the
+same cells."""
 
 from __future__ import annotations
 
+import html
 import json
+import re
+from html.parser import HTMLParser
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
+from certified_circuits.reports import flags as fl
 from certified_circuits.reports.findings import (
-    MAX_FINDINGS,
-    findings,
-    findings_section,
-    mean_ablation_finding,
-    recovery_finding,
-    stability_finding,
+    END_LINES,
+    HEADLINE_COLUMNS,
+    MAX_HEADLINE_LINES,
+    NO_HEADLINE,
+    Column,
+    end_message,
+    headline,
+    headline_markdown,
+    headline_section,
+    headline_text,
+    read_headline,
     truth_finding,
+    write_headline,
 )
 
 
-def _truth(tmp_path: Path) -> Path:
+def _truth(tmp_path: Path, experiment: str = "world", passed: tuple[bool, bool] = (True, False)) -> Path:
     head = {"metric": "class accuracy", "chance": 0.1}
     doc = {
         "format": "certified-circuits/ground-truth/1",
-        "experiment": "world",
+        "experiment": experiment,
         "kind": "vision",
         "n_components": 150,
         "concepts": {
             "a": {
                 "components": [f"layer1.{i}" for i in range(30)],
                 "verification": {
-                    "passed": True,
+                    "passed": passed[0],
                     "headline": {**head, "full": 0.9, "circuit_only": 0.8, "circuit_removed": 0.0},
                 },
             },
             "b": {
                 "components": [f"layer2.{i}" for i in range(34)],
                 "verification": {
-                    "passed": False,
+                    "passed": passed[1],
                     "headline": {**head, "full": 0.7, "circuit_only": 0.6, "circuit_removed": 0.2},
                 },
             },
         },
     }
-    path = tmp_path / "world.json"
+    path = tmp_path / f"{experiment}.json"
     path.write_text(json.dumps(doc))
-    return path
-
-
-def _auroc(tmp_path: Path) -> Path:
-    rows = []
-    for concept, (p_base, p_cert, empty) in {"a": (0.5, 1.0, False), "b": (0.7, float("nan"), True)}.items():
-        for scorer in ("relevance", "activation"):
-            for method, precision, auroc in (
-                ("baseline", p_base, 0.9),
-                ("certified_in", p_cert, 0.8),
-                ("certified_in_abstain", 0.6, 0.85),
-                ("majority", 0.5, 0.9),
-            ):
-                rows.append(
-                    dict(
-                        experiment="world",
-                        concept=concept,
-                        scorer=scorer,
-                        setting="s",
-                        method=method,
-                        auroc=auroc if scorer == "relevance" else 0.5,
-                        k_target=0.1,
-                        precision=precision,
-                        recall=0.25,
-                        fpr=0.05,
-                        empty_circuit=empty and method == "certified_in",
-                        at_selected_setting=True,
-                        k_source="chosen by max balanced accuracy on id_test",
-                    )
-                )
-    path = tmp_path / "testbed" / "recovery_auroc.csv"
-    path.parent.mkdir(exist_ok=True)
-    pd.DataFrame(rows).to_csv(path, index=False)
     return path
 
 
@@ -85,81 +65,6 @@ def test_the_truth_line_counts_passed_concepts_and_averages_the_check(tmp_path: 
     assert "32 of 150 components per concept" in line and "1 of 2 concepts" in line
     assert "class accuracy 0.80 with the full model, 0.70 with the true circuit alone, 0.10 with it removed" in line
     assert "(chance 0.10)" in line
-
-
-def test_the_recovery_line_reads_the_main_scorer_and_counts_empty_circuits(tmp_path: Path) -> None:
-    path = _auroc(tmp_path)
-    line = recovery_finding(path, "relevance")
-    assert "over the K grid (relevance; mean over 2 concepts): AUROC baseline 0.900, certified in 0.800" in line
-    # at the held-out K: precision of the empty certified circuit is undefined, the mean is over the non-empty one
-    assert "at the K chosen by max balanced accuracy on id_test (baseline 0.10, certified in 0.10" in line
-    assert "baseline 0.60 / 0.25, certified in 1.00 / 0.25 (1 of 2 empty)" in line
-    assert "truth's size" not in line  # circuits at the truth's size are truth_size_block's table
-    assert "AUROC baseline 0.500" in recovery_finding(path, "activation")  # equal AUROCs, a selected K to show
-    table = pd.read_csv(path)
-    table.loc[table["scorer"] == "activation", "k_target"] = 1.0  # the whole model for every method
-    table.to_csv(path, index=False)
-    assert recovery_finding(path, "activation") == ""  # equal AUROCs and no K that discriminates: nothing to say
-
-
-def test_the_stability_line_spans_the_k_grid_and_adds_the_nearest_k(tmp_path: Path) -> None:
-    rows = [
-        dict(
-            experiment="world",
-            scorer=scorer,
-            concept=c,
-            setting="s",
-            resamples=20,
-            k_target=k,
-            baseline_jaccard_mean=j if scorer == "relevance" else 0.0,
-            baseline_change_share=0.1 * k,
-            certified_change_share=0.05 if k < 0.5 else 0.0,
-            certified_flip_share=0.0,
-        )
-        for scorer in ("relevance", "activation")
-        for c in "ab"
-        for k, j in ((0.1, 0.6 if c == "a" else 0.8), (0.5, 0.9), (1.0, 1.0))
-    ]
-    path = tmp_path / "stability.csv"
-    pd.DataFrame(rows).to_csv(path, index=False)
-    line = stability_finding(path, 0.12, "relevance")
-    # per K, the mean over the two concepts: Jaccard 0.70, 0.90, 1.00; memberships 1%, 5%, 10%; labels 5%, 0%, 0%
-    assert "20 bootstrap resamples of each dataset, relevance, mean over 2 concepts), over the K grid 0.10-1.00" in line
-    assert "Jaccard to the full-data circuit is 0.70-1.00" in line
-    assert "1.0-10.0% of baseline memberships change, 0.0-5.0% of certified labels" in line and "0.00% flip" in line
-    assert "at the truth's size (K 0.10): Jaccard 0.70, 1.0% / 5.0% / 0.00% changed" in line
-    assert "Jaccard to the full-data circuit is 0.00" in stability_finding(path, None, "activation")
-    assert "at the truth's size" not in stability_finding(path, None, "activation")
-
-
-def test_the_mean_ablation_line_names_each_eval_set(tmp_path: Path) -> None:
-    rows = [
-        dict(
-            experiment="world",
-            scorer="relevance",
-            eval_set=e,
-            full=0.9,
-            baseline=0.8,
-            certified=0.75,
-            baseline_k=0.1,
-            certified_k=0.08,
-            selected_on="id_test",
-            pvalue_examples=0.25,
-        )
-        for e in ("context_shift", "corruption")
-    ]
-    path = tmp_path / "selected_balanced_raw.csv"
-    pd.DataFrame(rows).to_csv(path, index=False)
-    line = mean_ablation_finding(path, ["id_test", "context_shift"])
-    assert "K chosen on id_test" in line and "corruption" not in line and "id_test:" not in line
-    assert "context_shift: full 0.90, baseline 0.80 (K 10%), certified 0.75 (K 8%), p 0.250" in line
-
-
-def test_the_block_is_short_and_absent_without_a_testbed(tmp_path: Path) -> None:
-    lines = findings([_truth(tmp_path)] * 5, [_auroc(tmp_path)] * 5, [])
-    assert len(lines) == MAX_FINDINGS and all(line.startswith("- ") for line in lines)
-    assert findings_section(lines)[0] == "## What this run shows"
-    assert findings_section(findings([], [], [])) == []
 
 
 def test_a_selected_k_is_named_by_its_metric_and_its_held_out_set() -> None:
@@ -173,60 +78,184 @@ def test_a_selected_k_is_named_by_its_metric_and_its_held_out_set() -> None:
     assert selection_name({"metric": "cacc", "selected_on": float("nan")}) == "selected"
 
 
-def test_a_number_read_at_the_whole_model_says_so_in_its_own_line(tmp_path: Path) -> None:
-    rows = [dict(experiment="world", scorer="relevance", eval_set="context_shift", metric="balanced_accuracy",
-                 selected_on="id_test", full=0.8, baseline=0.8, baseline_k=1.0, certified=0.8, certified_k=1.0,
-                 pvalue_examples=1.0)]
-    path = tmp_path / "selected_balanced_raw.csv"
-    pd.DataFrame(rows).to_csv(path, index=False)
-    assert mean_ablation_finding(path, ["context_shift"], "relevance") == ""  # p = 1 by construction: not shown
-    rows[0].update(certified_k=0.08)  # one method at the whole model: shown, and said
-    pd.DataFrame(rows).to_csv(path, index=False)
-    line = mean_ablation_finding(path, ["context_shift"], "relevance")
-    assert "K chosen by max balanced accuracy (mean ablation) on id_test" in line
-    assert "K 100% for baseline is the whole model: these numbers compare the full model with itself" in line
-    rows[0].update(baseline_k=0.1, certified_k=0.08)
-    pd.DataFrame(rows).to_csv(path, index=False)
-    assert "whole model" not in mean_ablation_finding(path, ["context_shift"], "relevance")
+SETTINGS = ("p0.95_n0100_n1000_s0/t0.9_a0.001_bonferroni", "p0.9_n0100_n1000_s0/t0.9_a0.001_bonferroni")
 
 
-def _truth_size(tmp_path: Path) -> Path:
-    """Two concepts, two settings: certified IN (2 of 4 true) beside the baseline's top 2 (1 of 2 true)."""
+def _truth_size(folder: Path, experiment: str = "tiny", scorer: str = "eap_ig") -> Path:
+    """Two concepts, two settings: certified IN (2 of 4 true) beside the baseline's top 2 (1 of 2 true); majority
+    vote perfect, and so the baseline's circuit of its size."""
     rows = []
     for concept in ("a", "b"):
-        for setting in ("p0.95_n0100_n1000_s0/t0.9_a0.001_bonferroni", "p0.9_n0100_n1000_s0/t0.9_a0.001_bonferroni"):
+        for setting in SETTINGS:
             for method, size, precision, recall, bp, br in (
                     ("baseline", 4, 0.75, 0.75, 0.75, 0.75), ("certified_in", 2, 1.0, 0.5, 0.5, 0.25),
                     ("certified_in_abstain", 5, 0.8, 1.0, 0.6, 0.75), ("majority", 4, 1.0, 1.0, 1.0, 1.0)):
-                rows.append(dict(experiment="tiny", concept=concept, scorer="eap_ig", setting=setting, method=method,
-                                 size=size, precision=precision, recall=recall, baseline_precision=bp,
-                                 baseline_recall=br, n_true=4, n_grey=0, resamples=20, baseline_jaccard_mean=0.7,
-                                 baseline_change_share=0.05, certified_change_share=0.02, certified_flip_share=0.0,
-                                 can_certify_in=True))
-    path = tmp_path / "testbed" / "truth_size.csv"
-    path.parent.mkdir(exist_ok=True)
+                rows.append(dict(experiment=experiment, concept=concept, scorer=scorer, setting=setting,
+                                 method=method, size=size, precision=precision, recall=recall, baseline_precision=bp,
+                                 baseline_recall=br, n_true=4, n_grey=0, n_components=20, resamples=20,
+                                 baseline_jaccard_mean=0.7, baseline_change_share=0.05, certified_change_share=0.02,
+                                 certified_flip_share=0.0, can_certify_in=True))
+    path = folder / experiment / "testbed" / "truth_size.csv"
+    path.parent.mkdir(parents=True, exist_ok=True)
     pd.DataFrame(rows).to_csv(path, index=False)
     return path
 
 
-def test_the_truth_size_table_puts_each_circuit_beside_the_baseline_of_its_size(tmp_path: Path) -> None:
-    from certified_circuits.reports.findings import truth_size_block
+def test_the_headline_puts_each_circuit_beside_the_baseline_of_its_size(tmp_path: Path) -> None:
+    found = headline([_truth_size(tmp_path)])
+    (table,) = found.tables
+    assert table.title == ("tiny at the truth's size, |T| = 4 of 20 components (eap_ig; mean over 2 concepts; "
+                           "`tables/tiny/testbed/truth_size.csv`)")
+    assert table.header == tuple(c.header for c in HEADLINE_COLUMNS)
+    assert table.rows == (
+        ("baseline (top |T|)", "--", "4.0", "0.75", "0.75", "--"),
+        ("certified IN", "p_del 0.95, tau 0.9", "2.0", "1.00", "0.50", "0.50 / 0.25"),
+        ("certified IN", "p_del 0.9, tau 0.9", "2.0", "1.00", "0.50", "0.50 / 0.25"),
+        ("certified IN + abstain", "p_del 0.95, tau 0.9", "5.0", "0.80", "1.00", "0.60 / 0.75"),
+        ("certified IN + abstain", "p_del 0.9, tau 0.9", "5.0", "0.80", "1.00", "0.60 / 0.75"),
+    )  # majority vote: 1.00 beside the baseline's 1.00, nothing told apart: left out, and said so
+    assert found.lines == (
+        "Each circuit sits beside the baseline's circuit of its own size, so none wins by being smaller.",
+        "Left out, precision 1.00 as is the baseline's circuit of that size (nothing told apart): tiny majority vote "
+        "(2 settings).")
 
-    lines = truth_size_block(_truth_size(tmp_path), None)
-    assert lines[0].startswith("**tiny** at the truth's size (eap_ig; mean over 2 concepts")
-    assert "| baseline (top \\|T\\| of the full-data ranking) | (any) | 4.0 | 0.75 | 0.75 |  |" in lines
-    assert "| certified IN | p_del 0.95, tau 0.9 | 2.0 | 1.00 | 0.50 | 0.50 / 0.25 |" in lines
-    assert "| certified IN + abstain | p_del 0.9, tau 0.9 | 5.0 | 0.80 | 1.00 | 0.60 / 0.75 |" in lines
-    assert not any(line.startswith("| majority vote") for line in lines)  # both perfect: not shown (issue 50)
-    assert lines[-1] == (
-        "- **tiny**: the truth has 4 components per concept (0 grey at most, neither hit nor miss); between 20 "
-        "bootstrap resamples at this size (p_del 0.95, tau 0.9), the baseline's Jaccard to its full-data circuit is "
-        "0.70, 5.0% of baseline memberships change, 2.0% of certified labels and 0.00% flip in<->out. Not shown: "
-        "majority vote (p_del 0.95, tau 0.9, 4.0 components); majority vote (p_del 0.9, tau 0.9, 4.0 components): "
-        "precision 1.00 and so is the baseline's circuit of that size, which tells the methods nothing apart.")
-    stability = tmp_path / "testbed" / "stability.csv"
-    pd.DataFrame([dict(experiment="tiny", scorer="eap_ig", concept="a", setting="s", resamples=20, k_target=0.1,
-                       baseline_jaccard_mean=0.7, baseline_change_share=0.05, certified_change_share=0.02,
-                       certified_flip_share=0.0)]).to_csv(stability, index=False)
-    block = findings([], [], [stability])
-    assert block[0] == lines[0] and sum(line.startswith("- ") for line in block) == 1  # the table's line only
+
+def test_the_headline_names_the_causal_checks_in_at_most_two_lines(tmp_path: Path) -> None:
+    world = _truth_size(tmp_path, "world", "relevance")
+    frame = pd.read_csv(world)
+    pd.concat([frame, frame.assign(scorer="activation", precision=0.1)]).to_csv(world, index=False)
+    found = headline([world, _truth_size(tmp_path)], [_truth(tmp_path), _truth(tmp_path, "tiny", (True, True))],
+                     main_scorer="relevance")
+    assert [t.experiment for t in found.tables] == ["world", "tiny"]
+    assert "(relevance; mean over 2 concepts" in found.tables[0].title  # the main scorer's rows only
+    assert found.tables[0].rows[1][3] == "1.00"
+    assert len(found.lines) <= MAX_HEADLINE_LINES
+    assert found.lines[0].endswith("the truths passed their causal check (`ground_truth/`): world for 1 of 2 "
+                                   "concepts, tiny for 2 of 2 concepts.")
+    # an experiment with a ground truth and no table at the truth's size (testbed.resamples 0): its truth line
+    only = headline([], [_truth(tmp_path)])
+    assert only.tables == () and only.lines[0].startswith("world: the true circuits (32 of 150 components")
+    assert not headline([], []) and headline_section(NO_HEADLINE) == []
+
+
+def test_a_comparators_column_is_added_without_touching_the_renderers(tmp_path: Path) -> None:
+    """The extension point (analysis/equal_footing.py's comparators): a Column whose cell reads its own columns of
+    the rows; a table without them shows n/a; every rendering shows the new column."""
+    path = _truth_size(tmp_path)
+    frame = pd.read_csv(path)
+    frame["matched_cut_precision"] = 0.4
+    frame.to_csv(path, index=False)
+    extra = Column("matched cut: precision", lambda part: f"{part['matched_cut_precision'].mean():.2f}"
+                   if "matched_cut_precision" in part else "n/a")
+    found = headline([path], columns=(*HEADLINE_COLUMNS, extra))
+    assert found.tables[0].header[-1] == "matched cut: precision" and found.tables[0].rows[1][-1] == "0.40"
+    assert "| matched cut: precision |" in headline_markdown(found)[2]
+    assert headline_text(found)[1].endswith("matched cut: precision")
+
+
+def test_findings_json_round_trips_and_is_read_strictly(tmp_path: Path) -> None:
+    found = headline([_truth_size(tmp_path)])
+    path = write_headline(tmp_path / "findings.json", found)
+    assert read_headline(path) == found
+    doc = json.loads(path.read_text())
+    doc["tables"][0]["rows"][0] = doc["tables"][0]["rows"][0][:-1]  # one cell short
+    path.write_text(json.dumps(doc))
+    with pytest.raises(ValueError, match=r"tables\[0\] is not a headline table .* one cell per header"):
+        read_headline(path)
+    (tmp_path / "warnings.json").write_text(json.dumps({"format": fl.FLAGS_FORMAT, "counts": {}, "flags": []}))
+    with pytest.raises(ValueError, match="findings.json that report-summary wrote"):
+        read_headline(tmp_path / "warnings.json")
+
+
+class _Cells(HTMLParser):
+    """The rows of every <table class="headline"> of a page, as lists of cell texts (header row first)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tables: list[list[list[str]]] = []
+        self.inside = False
+        self.cell: list[str] | None = None
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "table" and dict(attrs).get("class") == "headline":
+            self.inside, _ = True, self.tables.append([])
+        elif self.inside and tag == "tr":
+            self.tables[-1].append([])
+        elif self.inside and tag in ("td", "th"):
+            self.cell = []
+
+    def handle_endtag(self, tag):
+        if tag == "table":
+            self.inside = False
+        elif self.inside and tag in ("td", "th") and self.cell is not None:
+            self.tables[-1][-1].append("".join(self.cell))
+            self.cell = None
+
+    def handle_data(self, data):
+        if self.cell is not None:
+            self.cell.append(data)
+
+
+def test_the_summary_the_explorer_and_the_terminal_show_the_same_table(tmp_path: Path) -> None:
+    """One function's output (headline), three renderings: summary.md's first screen, the explorer's first screen
+    (from findings.json, as the workflow passes it) and the end of the run (from findings.json): the same cells, row
+    by row, and the same lines."""
+    from certified_circuits.reports.explorer import lead_html
+    from certified_circuits.reports.summary import summary_lines
+
+    found = headline([_truth_size(tmp_path, "world", "relevance"), _truth_size(tmp_path)], [_truth(tmp_path)],
+                     main_scorer="relevance")
+    expected = [[list(t.header), *map(list, t.rows)] for t in found.tables]
+    results = tmp_path / "results"
+    results.mkdir()
+    write_headline(results / "findings.json", found)
+    shown = read_headline(results / "findings.json")
+    # summary.md: its first screen is the headline (up to the next section), each table under its bold title
+    summary = summary_lines([], [], shown)
+    first = summary[summary.index("## What this run shows") + 1:]
+    first = first[:next((i for i, line in enumerate(first) if line.startswith("## ")), len(first))]
+    markdown: list[list[list[str]]] = []
+    for line in first:
+        if line.startswith("**"):
+            markdown.append([])
+        elif line.startswith("|") and not line.startswith("|---"):
+            markdown[-1].append([c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", line)[1:-1]])
+    assert markdown == expected
+    assert [line[2:] for line in first if line.startswith("- ")] == list(found.lines)
+    # the explorer's first screen
+    parser = _Cells()
+    lead = lead_html(shown, None)
+    parser.feed(lead)
+    assert parser.tables == expected
+    paragraphs = re.findall(r"<p class=headline-line>(.*?)</p>", lead)
+    assert [html.unescape(re.sub(r"</?code>", "`", p)) for p in paragraphs] == list(found.lines)
+    # the end of the run in the terminal
+    fl.write_flags(results / "warnings.json", [fl.Flag("saturated", "world / scorer relevance", "m.", "f.",
+                                                       experiment="world")])
+    lines = end_message(results)
+    assert len(lines) <= END_LINES and lines[-1].startswith("Warnings: 1 saturated")
+    text = lines[lines.index("What this run shows:") + 1:-1]
+    cells, at = [], 0
+    for table in found.tables:
+        assert text[at] == table.title.replace("`", "")
+        grid = [text[at + 1], *text[at + 3:at + 3 + len(table.rows)]]
+        assert set(text[at + 2]) <= {"-", " "}  # the rule under the header
+        cells.append([re.split(r"\s{2,}", row.strip()) for row in grid])
+        at += 3 + len(table.rows)
+    assert cells == expected
+    assert text[at:] == [line.replace("`", "") for line in found.lines]
+
+
+def test_the_end_of_the_run_without_a_headline_says_where_the_results_are(tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    (results / "explorer").mkdir(parents=True)
+    (results / "explorer" / "index.html").write_text("<html></html>")
+    (results / "summary.md").write_text("# s\n")
+    fl.write_flags(results / "warnings.json", [fl.Flag("plan", "a", "m.", "f."), fl.Flag("plan", "b", "m.", "f."),
+                                               fl.Flag("high-fpr", "c", "m.", "f.")])
+    lines = end_message(results)
+    assert f"Summary:  {results / 'summary.md'}" in lines and "What this run shows:" not in lines
+    assert f"Explorer: {results / 'explorer' / 'index.html'} (open it in a browser)" in lines
+    assert lines[-1].startswith("Warnings: 2 plan, 1 high-fpr")
+    empty = end_message(tmp_path / "nothing")  # a run that wrote nothing says so, and still fits
+    assert "(not written by this run)" in empty[2] and len(empty) <= END_LINES

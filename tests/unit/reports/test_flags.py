@@ -279,3 +279,25 @@ def test_a_selected_k_of_100_percent_is_flagged_once_per_method_and_group(tmp_pa
     with pytest.raises(ValueError, match=r"selected_balanced_raw.csv \(--selected\) is missing column\(s\) "
                                          r"'majority_k_target', 'certified_k_target'"):
         run_flags(selected=[path])
+
+
+def test_curves_at_the_full_models_value_at_every_k_are_one_saturated_flag_not_their_symptoms():
+    """The compiled world: every method's cACC is the full model's 1.0 at every K, on every eval set. One flag per
+    curve group without its eval set (the sets named), instead of 3 identical-curves and 3 constant-quantity per set;
+    a curve that differs, or a full model that varies, is no saturation."""
+    flat = {m: dict(cacc=[1.0] * 3) for m in ("baseline", "majority", "certified", "full")}
+    table = pd.concat([curves(**flat).assign(eval_set=s) for s in ("id", "id_test")])
+    found = curve_flags(table, where="mean ablation")
+    assert codes(found) == ["saturated"]
+    assert found[0].where == "mean ablation / world / scorer grad" and found[0].experiment == "world"
+    assert "every method's cacc equals the full model's (1) at all 3 K on id, id_test" in found[0].message
+    assert "testbed/truth_size.csv" in found[0].fix
+    # the other quantities are still checked: a constant false-positive rate of a saturated group is flagged
+    constant_fpr = curves(**{m: dict(cacc=[1.0] * 3, false_positive_rate=[0.2] * 3) for m in ("baseline", "certified")},
+                          majority=dict(cacc=[1.0] * 3), full=dict(cacc=[1.0] * 3))
+    assert codes(curve_flags(constant_fpr)) == ["saturated", "constant-quantity", "constant-quantity"]
+    assert "false_positive_rate = 0.2" in curve_flags(constant_fpr)[1].message
+    # one method below the model at one K: the curves can rank it, no saturation (and no other flag)
+    almost = curves(**{**flat, "certified": dict(cacc=[0.9, 1.0, 1.0])})
+    assert "saturated" not in codes(curve_flags(almost))
+    assert codes(curve_flags(almost)) == ["identical-curves", "constant-quantity", "constant-quantity"]

@@ -104,34 +104,13 @@ def test_report_warnings_refuses_a_curves_k_outside_the_unit_interval(tmp_path: 
 # ------------------------------------------------------------------------------ the other readers of a K column
 
 
-def test_the_findings_read_their_k_columns_with_the_one_parser(tmp_path: Path) -> None:
-    from certified_circuits.reports.findings import mean_ablation_finding, recovery_finding, stability_finding
+def test_the_headline_reads_its_truth_size_table_strictly(tmp_path: Path) -> None:
+    from certified_circuits.reports.findings import headline
 
-    auroc = tmp_path / "recovery_auroc.csv"
-    auroc.write_text("experiment,scorer,setting,concept,method,auroc,at_selected_setting,k_target,k_source\n"
-                     "w,r,s,circle,baseline,0.6,True,,\nw,r,s,circle,certified_in,0.7,True,inf,--k\n")
-    with pytest.raises(ValueError, match=rf"^{auroc}: column 'k_target' holds inf \(row 3\), not a K in \(0, 1\]"):
-        recovery_finding(auroc)
-    auroc.write_text("experiment,scorer,setting,concept,method,auroc,at_selected_setting,k_target,k_source\n"
-                     "w,r,s,circle,baseline,0.6,True,,\n")  # AUROC only (no K given): allowed
-    assert recovery_finding(auroc).startswith("**w** recovery of the truth over the K grid (r; mean over 1 concepts): "
-                                              "AUROC baseline 0.600")
-    stability = tmp_path / "stability.csv"
-    stability.write_text("experiment,scorer,concept,k_target,baseline_jaccard_mean,baseline_change_share,"
-                         "certified_change_share,certified_flip_share\nw,r,circle,,1,0,0,0\n")
-    with pytest.raises(ValueError, match=rf"^{stability}: column 'k_target' holds an empty cell \(row 2\)"):
-        stability_finding(stability, None)
-    ablation = tmp_path / "selected_balanced_raw.csv"
-    ablation.write_text("experiment,eval_set,full,baseline,baseline_k,certified,certified_k\n"
-                        "w,id_test,0.9,0.8,100%,0.7,0.1\n")
-    assert "baseline 0.80 (K 100%), certified 0.70 (K 10%)" in mean_ablation_finding(ablation, ["id_test"])
-    ablation.write_text("experiment,eval_set,full,baseline,baseline_k,certified,certified_k\n"
-                        "w,id_test,0.9,0.8,0.1,0.0,0\n")  # an empty certified circuit keeps a share of 0
-    assert "certified 0.00 (K 0%)" in mean_ablation_finding(ablation, ["id_test"])
-    ablation.write_text("experiment,eval_set,full,baseline,baseline_k,certified,certified_k\n"
-                        "w,id_test,0.9,0.8,10,0.7,0.1\n")  # a percentage written in a share column
-    with pytest.raises(ValueError, match=rf"^{ablation}: column 'baseline_k' holds 10 \(row 2\), not a K in \[0, 1\]"):
-        mean_ablation_finding(ablation, ["id_test"])
+    table = tmp_path / "truth_size.csv"
+    table.write_text("experiment,concept,scorer,setting,method,size,precision,recall\nw,circle,r,s,baseline,4,1,1\n")
+    with pytest.raises(ValueError, match=rf"^{table} is missing column\(s\) .baseline_precision."):
+        headline([table])
 
 
 def test_model_seeds_stability_reads_the_recovery_table_beside_it_strictly(tmp_path: Path) -> None:

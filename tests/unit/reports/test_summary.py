@@ -1,17 +1,14 @@
 """summary.md for a person (reports/summary.py, issue 35): at most 120 lines, the findings first, one compact table
 per result family with numbers read from its raw table, then the warnings grouped by kind; and the end of the run
-(reports/findings.py end_message)."""
+(reports/findings.py end_message: tests/unit/reports/test_findings.py)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from certified_circuits.reports import flags as fl
-from certified_circuits.reports.findings import END_LINES, end_message
 from certified_circuits.reports.summary import MAX_LINES, summary_lines, summary_report
 
 SETTING = "p0.6_n0100_n1000_s0/t0.95_a0.001_bonferroni"
@@ -96,28 +93,6 @@ def test_a_large_run_is_cut_to_120_lines_and_says_how_many_rows_are_left(tmp_pat
     warnings = lines[lines.index("## Warnings"):]
     assert len([line for line in warnings if line.startswith("- **")]) == len(fl.CODES)  # one line per kind
     assert "### Radius sweep" in "\n".join(lines)  # every family still has its table
-
-
-def test_the_end_of_the_run_says_where_the_results_are_in_at_most_25_lines(tmp_path):
-    results = tmp_path / "results"
-    (results / "explorer").mkdir(parents=True)
-    (results / "explorer" / "index.html").write_text("<html></html>")
-    findings = [f"- **world** finding {i}: AUROC 0.{i}" for i in range(8)]
-    (results / "summary.md").write_text("# s\n\n## What this run shows\n\nIntro.\n\n" + "\n".join(findings)
-                                        + "\n\n## Results\n\n- not a finding\n")
-    found = [fl.Flag("plan", "a", "m.", "f."), fl.Flag("plan", "b", "m.", "f."), fl.Flag("high-fpr", "c", "m.", "f.")]
-    fl.write_flags(results / "warnings.json", found)
-    lines = end_message(results)
-    assert len(lines) <= END_LINES
-    assert f"Summary:  {results / 'summary.md'}" in lines
-    assert f"Explorer: {results / 'explorer' / 'index.html'} (open it in a browser)" in lines
-    assert [line for line in lines if "finding" in line] == [f.replace("**", "") for f in findings]
-    assert lines[-1].startswith("Warnings: 2 plan, 1 high-fpr")
-    assert json.loads((results / "warnings.json").read_text())["counts"] == {"plan": 2, "high-fpr": 1}
-    # a run that wrote no summary says so, and still fits
-    empty = end_message(tmp_path / "nothing")
-    assert "(not written by this run)" in empty[2] and len(empty) <= END_LINES
-    assert np.all([len(line) < 1000 for line in lines])
 
 
 def test_rows_that_cannot_tell_the_methods_apart_are_left_out_and_counted(tmp_path):

@@ -24,7 +24,7 @@ from certified_circuits.pipeline.plans.language_reports import (
     language_targets,
 )
 from certified_circuits.pipeline.plans.setting_plans import ConfigPlan
-from certified_circuits.pipeline.plans.tables import mean_ablation_tables, sufficiency_tables
+from certified_circuits.pipeline.plans.tables import sufficiency_tables
 from certified_circuits.pipeline.plans.testbed import ground_truth_experiments, testbed_outputs, testbed_targets
 from certified_circuits.pipeline.plans.vision import (
     vision_circuits,
@@ -82,8 +82,10 @@ def theory_options(plans: Sequence[ConfigPlan]) -> str:
 
 def run_outputs(paths: Layout) -> dict[str, dict[str, str]]:
     """The run-level reports after every table, in order: ``warnings`` (``R/warnings.json``), ``summary``
-    (``R/summary.md``) and ``explorer`` (``R/explorer/index.html``; its other files are written beside it)."""
-    return {"warnings": {"list": f"{paths.root}/warnings.json"}, "summary": {"page": f"{paths.root}/summary.md"},
+    (``R/summary.md`` and the headline it opens with, ``R/findings.json``, which the explorer and the end of the run
+    show) and ``explorer`` (``R/explorer/index.html``; its other files are written beside it)."""
+    return {"warnings": {"list": f"{paths.root}/warnings.json"},
+            "summary": {"page": f"{paths.root}/summary.md", "findings": f"{paths.root}/findings.json"},
             "explorer": {"page": f"{paths.root}/explorer/index.html"}}
 
 
@@ -112,8 +114,9 @@ def summary_targets(config: Config, paths: Layout, concepts: Sequence[str]) -> l
 
 
 def explorer_targets(config: Config, paths: Layout, concepts: Sequence[str]) -> list[str]:
-    """Every target before the explorer, which shows them: :func:`summary_targets`, then summary.md."""
-    return summary_targets(config, paths, concepts) + [run_outputs(paths)["summary"]["page"]]
+    """Every target before the explorer, which shows them: :func:`summary_targets`, then summary.md and its
+    headline (findings.json)."""
+    return summary_targets(config, paths, concepts) + list(run_outputs(paths)["summary"].values())
 
 
 def warnings_inputs(config: Config, paths: Layout, concepts: Sequence[str]) -> dict[str, list[str]]:
@@ -140,25 +143,18 @@ def warnings_inputs(config: Config, paths: Layout, concepts: Sequence[str]) -> d
 
 
 def summary_inputs(config: Config, paths: Layout, concepts: Sequence[str]) -> dict[str, list[str]]:
-    """The testbed's files that summary.md's findings read.
+    """The testbed's files that the run's headline reads (summary.md's first screen, findings.json).
 
     Args:
         config, paths, concepts: the run's checked config, its layout and the vision classes it certifies.
 
     Returns:
-        ``ground_truths`` (one per experiment with a ground truth), ``recovery`` (their recovery AUROC tables),
-        ``stability`` (their stability tables) and ``mean_ablation`` (the vision testbed's mean-ablation selection
-        table, with mean ablation and a selection set).
+        ``ground_truths`` (one per experiment with a ground truth) and ``truth_size`` (their tables at the truth's
+        size, ``testbed/truth_size.csv``; none with ``testbed.resamples`` 0).
     """
-    truths = ground_truth_experiments(config)
     outputs = testbed_outputs(config, paths, concepts)
-    vision = config["vision"]
-    mean = (vision["enabled"] and "mean" in vision["ablations"] and vision["selection_set"]
-            and truths.get(vision["experiment"]) == "vision")
-    return {"ground_truths": [paths.ground_truth(x) for x in truths],
-            "recovery": [files["auroc"] for name, files in outputs.items() if name.startswith("recovery_")],
-            "stability": [files["table"] for name, files in outputs.items() if name.startswith("stability_")],
-            "mean_ablation": [f"{mean_ablation_tables(paths, vision['experiment'])}/selected_balanced_raw.csv"] if mean else []}
+    return {"ground_truths": [paths.ground_truth(x) for x in ground_truth_experiments(config)],
+            "truth_size": [files["truth_size"] for name, files in outputs.items() if name.startswith("stability_")]}
 
 
 def summary_testbed_options(config: Config, wildcards: Any, input: Any) -> str:  # noqa: A002 (Snakemake's name)
@@ -170,11 +166,9 @@ def summary_testbed_options(config: Config, wildcards: Any, input: Any) -> str: 
         input: the job's inputs, named as :func:`summary_inputs`.
 
     Returns:
-        ``--ground-truth ... --recovery ... --stability ... --mean-ablation ...`` (each only when it has files),
-        then ``--main-scorer S`` with vision on.
+        ``--ground-truth ... --truth-size ...`` (each only when it has files), then ``--main-scorer S`` with vision on.
     """
-    named = (("ground-truth", input.ground_truths), ("recovery", input.recovery), ("stability", input.stability),
-             ("mean-ablation", input.mean_ablation))
+    named = (("ground-truth", input.ground_truths), ("truth-size", input.truth_size))
     options = " ".join(f"--{flag} {words(files)}" for flag, files in named if files)
     return options + (f" --main-scorer {q(vision_main_scorer(config))}" if config["vision"]["enabled"] else "")
 
