@@ -1,6 +1,7 @@
 """The testbed end to end (configs/testbed_smoke.yaml): a 3-class planted world ResNet (2 classes certified) and the
 compiled induction GPT-2, their causally verified ground truths, recovery of the truth per method, bootstrap
-stability, and the findings that open summary.md and the explorer's recovery line. Tiny data: the numbers checked are the ones that hold by
+stability, the headline that opens summary.md, the explorer and the end of the run, and the explorer's recovery
+line. Tiny data: the numbers checked are the ones that hold by
 construction (the truth's size, the induction circuit's verification, the baseline recovering the 3 true edges), the
 rest are checked for shape and range."""
 
@@ -78,23 +79,29 @@ def test_stability_resamples_each_dataset_twenty_times(run: Path) -> None:
     assert (run / "tables" / "tiny_gpt2" / "testbed" / "stability_summary.md").is_file()
 
 
-def test_the_summary_opens_with_findings_and_the_explorer_shows_recovery(run: Path) -> None:
+def test_the_summary_opens_with_the_headline_and_the_explorer_shows_it_and_recovery(run: Path) -> None:
+    """The headline (reports/findings.py): per experiment one table at the truth's size, each circuit beside the
+    baseline's circuit of its size, at most two lines under them; written once (findings.json) and shown with the
+    same cells on the explorer's first screen."""
+    import html
+    import re
+
+    from certified_circuits.reports.findings import MAX_HEADLINE_LINES, read_headline
+
     summary = (run / "summary.md").read_text()
-    assert summary.index("## What this run shows") < summary.index("## Warnings")
-    findings = summary.split("## What this run shows", 1)[1].split("## Warnings", 1)[0]
-    bullets = [line for line in findings.splitlines() if line.startswith("- ")]
-    assert 4 <= len(bullets) <= 7  # a line under each experiment's table, then MAX_FINDINGS (5) lines of prose
-    # issue 50: per experiment, the circuits at the truth's size beside the baseline's circuit of their size
-    # certified IN in a row of each table, or named under it when it and the baseline's circuit of its size are both
-    # perfect (not shown: two perfect scores tell nothing apart)
-    assert findings.count("at the truth's size (") == 2
-    assert findings.count("| certified IN |") + findings.count("Not shown: certified IN (") == 2
-    assert "H1a" not in findings  # one run's concepts are not independent pairs: the seed tests are in the docs
-    assert any("recovery of the truth over the K grid" in b and "AUROC baseline" in b for b in bullets)
-    assert any("bootstrap resamples" in b for b in bullets)
-    # mean ablation's line is shown unless both K are the whole model, which the warning list then says
-    assert any("balanced accuracy under mean ablation" in b for b in bullets) or "full-model-k" in summary
+    assert summary.index("## What this run shows") < summary.index("## Results") < summary.index("## Warnings")
+    first = summary.split("## What this run shows", 1)[1].split("## Results", 1)[0]
+    bullets = [line for line in first.splitlines() if line.startswith("- ")]
+    assert 1 <= len(bullets) <= MAX_HEADLINE_LINES
+    assert first.count("at the truth's size, |T| = ".replace("|", "\\|")) == 2  # one table per experiment
+    assert first.count("| baseline (top \\|T\\|) | -- |") == 2
+    assert "H1a" not in first  # one run's concepts are not independent pairs: the seed tests are in the docs
+    found = read_headline(run / "findings.json")
+    assert [t.experiment for t in found.tables] == ["world", "tiny_gpt2"] and list(found.lines) == [b[2:] for b in bullets]
     index = (run / "explorer" / "index.html").read_text()
+    lead = index.split('<section class="lead">', 1)[1].split("</section>", 1)[0]
+    cells = [html.unescape(c) for c in re.findall(r"<td(?: class=num)?>(.*?)</td>", lead)]
+    assert cells == [cell for table in found.tables for row in table.rows for cell in row]
     assert "Recovery of the known circuit" in index and "recovery.png" in index
     assert (run / "tables" / "world" / "mean_ablation" / "selected_balanced_raw.csv").is_file()
 
@@ -130,15 +137,25 @@ def test_one_warning_list_everywhere_and_a_summary_a_person_reads(run: Path) -> 
     end = stderr[stderr.rindex("certified-circuits: done"):].splitlines()
     terminal = _kinds((code, n) for n, code in re.findall(r"(\d+) ([a-z-]+)", next(l for l in end if l.startswith("Warnings:"))))
     assert record == tags == in_summary == banners == terminal
-    for page in (run / "explorer").glob("*/*.html"):  # every page carries one line per kind
-        assert page.read_text().count('class="banner"') == len(record), page
+    # a class or task page's banner: one line per kind of its own flags (its experiment's, naming its concept or none;
+    # the smoke's classes and task are their own file names)
+    from certified_circuits.reports.explorer import page_flags
+
+    for experiment in ("world", "tiny_gpt2"):
+        for page in (run / "explorer" / experiment).glob("*.html"):
+            kinds = {f.code for f in page_flags(listed, experiment, page.stem)}
+            assert page.read_text().count('class="banner"') == len(kinds), page
     # the explorer's first screen is results: the full warning list comes after them
     assert index.index("<section>") < index.index('id="warnings"')
     # the end: at most 25 lines, both paths, the findings, the counts
     assert len(end) <= 25
     assert any(l.startswith("Summary:  ") and l.endswith("summary.md") for l in end)
     assert any(l.startswith("Explorer: ") and "explorer/index.html" in l for l in end)
-    assert "What this run shows:" in end and sum(l.startswith("- ") for l in end) >= 4
+    from certified_circuits.reports.findings import headline_text, read_headline
+
+    shown = headline_text(read_headline(run / "findings.json"))  # the headline's tables, the same cells
+    at = end.index("What this run shows:")
+    assert end[at + 1:at + 1 + len(shown)] == shown
     assert "Building DAG" not in "\n".join(end)  # nothing of the summary's body, no job blocks after it
     # progress: the latest log line of running jobs, while they run (every 5 s here: vision_train alone runs longer)
     assert re.search(r"^\[\d\d:\d\d:\d\d\] [a-z_]+( \(.*\))?, \d+ min: .+", stderr, re.M)

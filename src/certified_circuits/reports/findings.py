@@ -440,10 +440,16 @@ def end_message(results: str | Path) -> list[str]:
     lines = ["", "=" * 40 + " certified-circuits: done " + "=" * 40]
     lines.append(f"Summary:  {summary}" + ("" if summary.is_file() else " (not written by this run)"))
     lines.append(f"Explorer: {explorer}" + (" (open it in a browser)" if explorer.is_file() else " (not written by this run)"))
-    text = headline_text(read_headline(found)) if found.is_file() else []
+    top = read_headline(found) if found.is_file() else NO_HEADLINE
     tail = ([counts_line(read_flags(warnings)) + " (each with its places and fix: summary.md, the explorer)"]
             if warnings.is_file() else [])
-    if text:
-        lines += ["What this run shows:", *text[:END_LINES - len(lines) - len(tail) - 1]]
+    room = END_LINES - len(lines) - len(tail) - 1
+    text = headline_text(top)
+    if len(text) > room:  # whole tables only, never a table cut in the middle; the rest is named
+        shown = max((n for n in range(len(top.tables) + 1)
+                     if len(headline_text(Headline(top.tables[:n]))) < room), default=0)
+        text = [*headline_text(Headline(top.tables[:shown])), "... the rest of the headline: summary.md"]
+    if top:
+        lines += ["What this run shows:", *text]
     return [*lines, *tail][:END_LINES]
 

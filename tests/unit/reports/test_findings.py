@@ -259,3 +259,16 @@ def test_the_end_of_the_run_without_a_headline_says_where_the_results_are(tmp_pa
     assert lines[-1].startswith("Warnings: 2 plan, 1 high-fpr")
     empty = end_message(tmp_path / "nothing")  # a run that wrote nothing says so, and still fits
     assert "(not written by this run)" in empty[2] and len(empty) <= END_LINES
+
+
+def test_the_end_of_the_run_shows_whole_tables_only(tmp_path: Path) -> None:
+    """A headline longer than the end's 25 lines keeps the tables that fit, whole, and names where the rest is."""
+    results = tmp_path / "results"
+    results.mkdir()
+    found = headline([_truth_size(tmp_path, name) for name in ("a", "b", "c", "d")])
+    write_headline(results / "findings.json", found)
+    lines = end_message(results)
+    assert len(lines) <= END_LINES and lines[-1] == "... the rest of the headline: summary.md"
+    shown = lines[lines.index("What this run shows:") + 1:-1]
+    assert shown == headline_text(type(found)(found.tables[:len(shown) // 8]))  # 8 lines a table: title, 2, 5 rows
+    assert len(shown) % 8 == 0 and shown
