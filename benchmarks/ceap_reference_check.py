@@ -7,7 +7,8 @@ Three steps, two Python environments:
    pairs, and the project's per-example CEAP scores for each m of ``STEPS`` on both paths (the TransformerBridge
    hooks, :mod:`certified_circuits.language.hooked`, and the decomposed GPT-2 forward,
    :mod:`certified_circuits.language.eap_ig`), under ``integration="hannamw"`` (LIONS-EPFL's sign) and the
-   default; written to ``project.json`` as the mean of the rows (the dataset score).
+   default; written to ``project.json`` as the mean of the rows (the dataset score), with the token ids and the
+   weights' fingerprint (:func:`weights_fingerprint`). The fixture is built by :func:`fixture`.
 2. ``reference`` (a separate venv with torch, transformer-lens 2.15, transformers 4.49, einops, tqdm, scipy; see
    docs/reference_parity.md): the same HF weights as a HookedTransformer (``use_split_qkv_input``,
    ``use_attn_result``, ``use_hook_mlp_in``), LIONS-EPFL's ``Graph.from_model`` and ``attribute(model, graph,
@@ -29,7 +30,12 @@ Usage (the venv of step 2 built as docs/reference_parity.md says)::
 
     PYTHONPATH=src .venv/bin/python benchmarks/ceap_reference_check.py prepare --out /tmp/ceapcmp
     /tmp/ceapref/bin/python benchmarks/ceap_reference_check.py reference --out /tmp/ceapcmp --ceap /tmp/ceapsrc/CEAP
-    python3 benchmarks/ceap_reference_check.py compare --out /tmp/ceapcmp
+    python3 benchmarks/ceap_reference_check.py compare --out /tmp/ceapcmp --store tests/unit/data/ceap_reference
+
+``--store`` refreshes the test data of tests/unit/language/test_ceap_reference.py (which runs in CI without the
+second venv): LIONS-EPFL's dataset-mean scores per m, the token and label ids their side fed the model, the
+device-substitution record, the prompts and the fixture's weight fingerprint. The weights themselves are not
+stored: :func:`fixture` rebuilds them bit for bit from the seed, and the test rebuilds them the same way.
 """
 
 from __future__ import annotations
@@ -41,6 +47,11 @@ import sys
 import types
 from pathlib import Path
 
+#: what ``compare --store`` writes beside the numbers (tests/unit/language/test_ceap_reference.py reads them)
+STORED_ABOUT = ("LIONS-EPFL/Circuit-Variance's CEAP (ig_style='ceap', CPU copy) on the fixture GPT-2 of "
+                "benchmarks/ceap_reference_check.py: scores[m][edge] = their dataset-mean edge score; clean_tokens "
+                "and labels = the ids their side fed the model; weights = the fixture's fingerprint (rebuilt by "
+                "fixture()); written by `ceap_reference_check.py compare --out DIR --store DIR`")
 #: the step counts checked: m = 1 (their code switches to its EAP), a small m, and their default 30
 STEPS = (1, 5, 30)
 #: the prompts' batches on the reference side (two batches: its reduction over items is exercised)
@@ -63,30 +74,60 @@ def rows() -> list[dict]:
     return out
 
 
-def prepare(out: Path) -> None:
-    import numpy as np
-
-    from certified_circuits.core.devices import configure_torch
-    from certified_circuits.language.attribution import score_examples, uses_fast_path
+def fixture(folder: Path):
+    """The check's inputs, rebuilt from code (the tests rebuild them the same way): the fixture GPT-2 saved into
+    ``folder`` (``save_family("gpt2", seed=0)``: ``torch.manual_seed``, Hugging Face's init, the 2-D weights
+    times 4, a BPE trained by ``tokenizers``), loaded on the hooks and on the decomposed forward, and the
+    prompts of :func:`rows` encoded. Returns ``(hooks, decomposed, batch, rows)``."""
+    from certified_circuits.language.attribution import uses_fast_path
     from certified_circuits.language.forward import GPT2Weights
     from certified_circuits.language.models import LanguageModel, load_hf_model
     from certified_circuits.language.tasks import Example
     from certified_circuits.language.tokenizer import encode_examples
     from tests.helpers.family_fixtures import save_family
 
-    configure_torch(1)
-    model_dir = save_family("gpt2", out / "model", seed=0)
+    model_dir = save_family("gpt2", folder, seed=0)
     data = rows()
-    (out / "prompts.json").write_text(json.dumps(data, indent=1))
     hooks = load_hf_model(model_dir)
     fast = LanguageModel("gpt2", hooks.hf, hooks.bridge, GPT2Weights.from_hf(hooks.hf), hooks.tokenizer)
     assert uses_fast_path(fast, "CEAP", "edge") and not uses_fast_path(hooks, "CEAP", "edge")
     examples = [Example(f"e{i}", "ioi", "train", r["clean"], r["corrupted"], r["answer"], r["distractor"])
                 for i, r in enumerate(data)]
-    batch = encode_examples(examples, hooks.tokenizer, max_len=hooks.n_positions)
-    result: dict = {"edges": hooks.graph.edge_names(),
-                    "clean_tokens": [batch.clean[i, :n].tolist() for i, n in enumerate(batch.lengths)],
-                    "answer": batch.answer.tolist(), "distractor": batch.distractor.tolist(), "scores": {}}
+    return hooks, fast, encode_examples(examples, hooks.tokenizer, max_len=hooks.n_positions), data
+
+
+def weights_fingerprint(model_dir: Path) -> dict:
+    """Per tensor of the folder's ``model.safetensors`` (the file both sides load): its shape, its L2 norm and its
+    first four values (float64 repr), so that a rebuilt fixture can be checked against the one the reference ran
+    on to a tolerance (a changed init moves every value; a last-ulp difference of the RNG on another CPU does
+    not)."""
+    import torch
+    from safetensors.torch import load_file
+
+    out = {}
+    for name, p in sorted(load_file(Path(model_dir) / "model.safetensors").items()):
+        x = p.to(torch.float64).flatten()
+        out[name] = {"shape": list(p.shape), "l2": float(x.norm()), "first": x[:4].tolist()}
+    return out
+
+
+def tokens(batch) -> dict:
+    """The token ids the model is fed (clean prompts, unpadded) and the answer/distractor ids."""
+    return {"clean_tokens": [batch.clean[i, :n].tolist() for i, n in enumerate(batch.lengths)],
+            "answer": batch.answer.tolist(), "distractor": batch.distractor.tolist()}
+
+
+def prepare(out: Path) -> None:
+    import numpy as np
+
+    from certified_circuits.core.devices import configure_torch
+    from certified_circuits.language.attribution import score_examples
+
+    configure_torch(1)
+    hooks, fast, batch, data = fixture(out / "model")
+    (out / "prompts.json").write_text(json.dumps(data, indent=1))
+    result: dict = {"edges": hooks.graph.edge_names(), **tokens(batch), "weights": weights_fingerprint(out / "model"),
+                    "scores": {}}
     for m in STEPS:
         for path, lm in (("hooks", hooks), ("decomposed", fast)):
             for integration in ("hannamw", "reference"):
@@ -97,7 +138,7 @@ def prepare(out: Path) -> None:
         s = score_examples(fast, batch, method="EAP-IG-inputs", ig_steps=m, integration="endpoint", progress=False)
         result["scores"][f"{m}/eap-ig-endpoint"] = s.astype(np.float64).mean(0).tolist()
     (out / "project.json").write_text(json.dumps(result))
-    print(f"prepared {len(examples)} prompts, {len(result['edges'])} edges, m = {STEPS}", file=sys.stderr)
+    print(f"prepared {len(data)} prompts, {len(result['edges'])} edges, m = {STEPS}", file=sys.stderr)
 
 
 def _cpu_copy(ceap: Path, out: Path) -> tuple[Path, list[dict]]:
@@ -180,7 +221,7 @@ def reference(out: Path, ceap: Path) -> None:
     print(f"reference: {len(changed)} lines device='cuda' -> 'cpu'; m = {STEPS}", file=sys.stderr)
 
 
-def compare(out: Path) -> None:
+def compare(out: Path, store: Path | None = None) -> None:
     ours = json.loads((out / "project.json").read_text())
     theirs = json.loads((out / "reference.json").read_text())
     same_tokens = ours["clean_tokens"] == theirs["clean_tokens"]
@@ -206,6 +247,17 @@ def compare(out: Path) -> None:
     print(f"summary: integration=hannamw (and minus the default) equals LIONS-EPFL's ceap to {worst_abs:.2e} absolute, "
           f"{worst:.2e} relative to the largest score (max over m = {STEPS} and both paths); same tokens "
           f"{same_tokens and same_labels}")
+    if store is not None:
+        if not (same_tokens and same_labels):
+            raise SystemExit("not stored: the two sides fed the model different token ids")
+        store.mkdir(parents=True, exist_ok=True)
+        stored = {"about": STORED_ABOUT, "steps": list(STEPS), "prompts": json.loads((out / "prompts.json").read_text()),
+                  "weights": ours["weights"], "device_substitution": theirs["device_substitution"],
+                  "clean_tokens": theirs["clean_tokens"], "labels": theirs["labels"], "scores": theirs["scores"]}
+        # one top-level key a line (full float repr, nothing rounded): a refresh's diff shows which part moved
+        (store / "reference.json").write_text("{\n" + ",\n".join(f"{json.dumps(k)}: {json.dumps(v)}"
+                                                                  for k, v in stored.items()) + "\n}\n")
+        print(f"stored LIONS-EPFL's scores and the inputs' record in {store / 'reference.json'}")
 
 
 def main() -> None:
@@ -213,6 +265,8 @@ def main() -> None:
     parser.add_argument("step", choices=["prepare", "reference", "compare"])
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--ceap", type=Path, help="LIONS-EPFL/Circuit-Variance's CEAP/ folder (reference step)")
+    parser.add_argument("--store", type=Path, help="compare: also write the reference side's scores and the inputs' "
+                        "record here as the test data (tests/unit/data/ceap_reference)")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     if args.step == "prepare":
@@ -221,7 +275,7 @@ def main() -> None:
     elif args.step == "reference":
         reference(args.out, args.ceap)
     else:
-        compare(args.out)
+        compare(args.out, args.store)
 
 
 if __name__ == "__main__":
