@@ -63,13 +63,16 @@ if STABILITY_JOBS:
 
     rule stability:
         """One concept's baseline and certified circuits over bootstrap resamples of its dataset (Wu, Tonin and
-        Cevher 2026): Jaccard against the full-data circuit, label changes between resamples, recovery of the truth."""
+        Cevher 2026): Jaccard against the full-data circuit, label changes between resamples, recovery of the truth;
+        at the truth's size, each circuit beside the baseline's of its size and the certificate beside the
+        comparators that abstain as much (the equal footing, testbed.equal_footing)."""
         input:
             attributions=partial(testbed.stability_job_attributions, STABILITY_JOBS, PATHS),
             truth=partial(testbed.ground_truth_job_path, PATHS),
         output:
             table=PATHS.stability(),
             truth_size=PATHS.truth_size(),
+            truth_size_equal=PATHS.truth_size_equal(),
         params:
             job=job_env("stability"),
             options=partial(testbed.stability_job_options, STABILITY_JOBS, PATHS, TESTBED),
@@ -79,7 +82,7 @@ if STABILITY_JOBS:
         shell:
             stage_command("stability --attributions {input.attributions:q} {params.options} "
                           "--ground-truth {input.truth:q} --out {output.table:q} "
-                          "--out-truth-size {output.truth_size:q}")
+                          "--out-truth-size {output.truth_size:q} --out-truth-size-equal {output.truth_size_equal:q}")
 
 
 # the recovery and stability tables of each experiment with a ground truth (pipeline/plans/testbed.py testbed_outputs)
@@ -122,4 +125,4 @@ for _experiment, _kind in GROUND_TRUTHS.items():
             conda: ENV
             shell:
                 stage_command("report-stability --inputs {input.tables:q} --truth-size {input.truth_size:q} "
-                              "--out-dir {params.out:q}")
+                              "--truth-size-equal {input.truth_size_equal:q} --out-dir {params.out:q}")

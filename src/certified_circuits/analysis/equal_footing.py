@@ -41,7 +41,8 @@ whose IN is non-empty (the empty ones counted), over the scored (non-grey) compo
 **Contested set** (:func:`contested_share`). ``A_T`` on ``n_pop`` samples of ``|D|`` examples drawn with
 replacement from the population (``default_rng(population_seed).integers(0, N, (n_pop, |D|))``); contested when
 kept in a share within :data:`~certified_circuits.analysis.baseline_conditions.MEMBERSHIP_BAND` (0.2-0.8,
-inclusive). Each three-valued method's contestedness score on D (:func:`contestedness`): certified
+inclusive); without a population (the workflow's ``stability`` stage, which has only D) there is no contested set and
+the detector columns and ``n_contested`` are NaN. Each three-valued method's contestedness score on D (:func:`contestedness`): certified
 ``1 - |2 v/n - 1|`` of its ``v`` certification votes of ``n``; interval ``-|r̄ - c_g| / s`` (``0`` when
 ``r̄ = c_g``, ``-inf`` when ``s = 0`` and ``r̄ != c_g``: a point mass off the cut is uncontested); consensus
 ``1 - |2 f - 1|``; matched cut ``-|rho - (a_g + (m_g + 1) / 2)|``, the distance in ranks from the middle of its
@@ -64,7 +65,6 @@ from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
-from scipy.stats import mannwhitneyu
 
 from certified_circuits.analysis.baseline_conditions import MEMBERSHIP_BAND, dataset_scores
 from certified_circuits.analysis.recovery import confusion, rates, scored_only
@@ -74,7 +74,6 @@ from certified_circuits.analysis.stability import bootstrap_indices, flip_share,
 from certified_circuits.core.contracts import ABSTAIN, IN, OUT
 from certified_circuits.core.discovery import GroupIndex, group_counts, top_count_rows
 from certified_circuits.core.setting import Setting
-from certified_circuits.core.smoothing import selection_and_certification_masks, vote_counts_at_counts
 
 #: the three-valued labellings (in / out / abstain), the certificate first
 THREE_VALUED = ("certified", "matched_cut", "interval", "consensus")
@@ -91,6 +90,9 @@ EQUAL_FOOTING_COLUMNS = ("method", "values", "change_share_live", "change_share_
                          "detector_recall", "detector_auroc", "n_contested", "n_contested_all", "n_live",
                          "n_components", "n_true", "n_grey", "resamples", "inner_resamples", "population_samples",
                          "can_certify_in", "certified_in_any")  # fmt: skip
+#: most inner resamples of each D' (``FootingProtocol.n_inner``; experiments/fair_testbed.py and the workflow's
+#: ``testbed.equal_footing.inner_resamples`` accept no more)
+MAX_INNER_RESAMPLES = 10_000
 #: slack of the consensus rule's comparisons of a count with ``q B_in`` (counts are integers)
 _COUNT_GUARD = 1e-9
 
@@ -120,11 +122,11 @@ class FootingProtocol:
     tie_seed: int = 0
 
     def __post_init__(self) -> None:
-        if self.n_resamples < 2 or self.n_inner < 2 or self.n_population_samples < 1:
-            raise ValueError(f"{self}: n_resamples and n_inner must be >= 2 (pairs; a standard deviation), "
-                             "n_population_samples >= 1")  # fmt: skip
-        if not 0.5 < self.q <= 1 or not self.z > 0:
-            raise ValueError(f"q={self.q} must lie in (0.5, 1] and z={self.z} be positive")
+        if self.n_resamples < 2 or not 2 <= self.n_inner <= MAX_INNER_RESAMPLES or self.n_population_samples < 1:
+            raise ValueError(f"{self}: n_resamples must be >= 2 (pairs), n_inner in [2, {MAX_INNER_RESAMPLES}] (a "
+                             "standard deviation needs two), n_population_samples >= 1")  # fmt: skip
+        if not 0.5 < self.q <= 1 or not 0 < self.z < np.inf:
+            raise ValueError(f"q={self.q} must lie in (0.5, 1] and z={self.z} be positive and finite")
 
 
 def _inverse(groups: np.ndarray) -> tuple[np.ndarray, int]:
@@ -237,6 +239,8 @@ def detector(score: np.ndarray, contested: np.ndarray, count: int, tie_seed: int
         ``precision`` (NaN for ``k = 0``), ``recall`` (NaN without a contested component) of the top-``k`` and
         ``auroc`` of the score (NaN unless both classes occur).
     """
+    from scipy.stats import mannwhitneyu  # here: scipy.stats costs 0.4 s to import, and only the detector needs it
+
     score, contested = np.asarray(score, dtype=np.float64), np.asarray(contested, dtype=bool)
     permutation = np.random.default_rng(tie_seed).permutation(score.size)
     top = np.lexsort((permutation, -score))[:count]
@@ -282,12 +286,16 @@ class Labellings:
         two: method of :data:`TWO_VALUED` -> bool ``[B + 1, U]``; baselines: the same keys, the baseline's top of
             its per-group sizes.
         scores: method of :data:`THREE_VALUED` -> its contestedness score on D, float64 ``[U]``.
+        kept: bool ``[B + 1, U]``, ``A_T`` itself on D and on each resample (the size-matched stage's baseline).
+        certificate: the :class:`~certified_circuits.analysis.size_matched.TruthSizeCertificate` on D (row 0's).
     """
 
     three: dict[str, np.ndarray]
     two: dict[str, np.ndarray]
     baselines: dict[str, np.ndarray]
     scores: dict[str, np.ndarray]
+    kept: np.ndarray | None = None
+    certificate: Any = None
 
 
 def labellings(scores: np.ndarray, groups: np.ndarray, counts: np.ndarray, setting: Setting,
@@ -311,10 +319,12 @@ def labellings(scores: np.ndarray, groups: np.ndarray, counts: np.ndarray, setti
     three: dict[str, list] = {m: [] for m in THREE_VALUED}
     two: dict[str, list] = {m: [] for m in TWO_VALUED}
     base: dict[str, list] = {m: [] for m in TWO_VALUED}
+    kept: list[np.ndarray] = []
     inverse, _ = _inverse(groups)
     for b, picked in enumerate(rows):
         sub = scores[picked]
         cert = certify_at_counts(sub, groups, counts, setting, absolute=absolute, mask_seed=mask_seed)
+        kept.append(cert.baseline)
         ranking = dataset_scores(sub, np.ones((1, n_examples)), absolute)[0]
         ranks = group_ranks(ranking, groups)
         n_in, n_abstain = per_group(cert.decision == IN, groups), per_group(cert.decision == ABSTAIN, groups)
@@ -329,17 +339,15 @@ def labellings(scores: np.ndarray, groups: np.ndarray, counts: np.ndarray, setti
             two[name].append(circuit)
             base[name].append(ranks <= per_group(circuit, groups)[inverse])
         if b == 0:
-            seed = setting.seed if mask_seed is None else int(mask_seed)
-            certification = selection_and_certification_masks(n_examples, setting.n0, setting.n, setting.p_del,
-                                                               seed)[1]  # fmt: skip
-            votes = vote_counts_at_counts(scores, groups, counts, certification, absolute)
+            on_d_certificate, votes = cert, cert.certified_votes
             on_d = {"certified": contestedness("certified", votes=votes, n=setting.n),
                     "matched_cut": contestedness("matched_cut", ranks=ranks, groups=groups, n_in=n_in,
                                                  n_abstain=n_abstain),
                     "interval": contestedness("interval", mean=mean, sd=sd, cut=cut),
                     "consensus": contestedness("consensus", share=share)}  # fmt: skip
     return Labellings(three={m: np.stack(v) for m, v in three.items()}, two={m: np.stack(v) for m, v in two.items()},
-                      baselines={m: np.stack(v) for m, v in base.items()}, scores=on_d)  # fmt: skip
+                      baselines={m: np.stack(v) for m, v in base.items()}, scores=on_d, kept=np.stack(kept),
+                      certificate=on_d_certificate)  # fmt: skip
 
 
 def live_share(share: Any, labels: np.ndarray, live: np.ndarray) -> tuple[float, float]:
@@ -384,18 +392,22 @@ def share_columns(found: Labellings, live: np.ndarray, truth: np.ndarray, grey: 
 
 
 def equal_footing_rows(scores: np.ndarray, groups: np.ndarray, truth: np.ndarray, setting: Setting,
-                       population: np.ndarray, *, absolute: bool = False, exclude: np.ndarray | None = None,
-                       mask_seed: int | None = None,
-                       protocol: FootingProtocol = FootingProtocol()) -> list[dict[str, Any]]:  # fmt: skip
+                       population: np.ndarray | None, *, absolute: bool = False, exclude: np.ndarray | None = None,
+                       mask_seed: int | None = None, protocol: FootingProtocol = FootingProtocol(),
+                       found: Labellings | None = None) -> list[dict[str, Any]]:  # fmt: skip
     """One (seed, concept, scorer, setting) cell of the equal-footing testbed (module docstring).
 
     Args:
         scores: float ``[|D|, U]`` per-example scores of D.
         groups: int ``[U]``; truth: bool ``[U]`` the verified truth (its per-group sizes are ``t``).
         setting: the certification setting; mask_seed: the masks' seed (the votes stage's).
-        population: float ``[N, U]`` the population's scores (the contested set).
+        population: float ``[N, U]`` the population's scores (the contested set), or None where there is none (the
+            workflow's ``stability`` stage): then no contested set is drawn, the detector columns
+            (``detector_*``), ``n_contested`` and ``n_contested_all`` are NaN and ``population_samples`` is 0.
         absolute: rank by ``|mean|``; exclude: bool ``[U]`` grey components (left out of precision only).
         protocol: :class:`FootingProtocol`.
+        found: :func:`labellings` of these arguments, when the caller has them already (the ``stability`` stage
+            shares them with the size-matched table); computed here otherwise.
 
     Returns:
         One row per method of :data:`THREE_VALUED` then :data:`TWO_VALUED`, columns :data:`EQUAL_FOOTING_COLUMNS`
@@ -408,21 +420,24 @@ def equal_footing_rows(scores: np.ndarray, groups: np.ndarray, truth: np.ndarray
     grey = np.zeros_like(truth) if exclude is None else np.asarray(exclude, dtype=bool)
     counts = group_counts(truth, GroupIndex.from_groups(groups))
     live = (scores != 0).any(axis=0)
-    found = labellings(scores, groups, counts, setting, protocol, absolute=absolute, mask_seed=mask_seed)
+    if found is None:
+        found = labellings(scores, groups, counts, setting, protocol, absolute=absolute, mask_seed=mask_seed)
     columns = share_columns(found, live, truth, grey)
-    contested = contested_share(population, groups, counts, scores.shape[0], protocol.n_population_samples,
-                                protocol.population_seed, absolute)  # fmt: skip
-    contested = (contested >= MEMBERSHIP_BAND[0]) & (contested <= MEMBERSHIP_BAND[1])
-    count = int(((found.three["certified"][0] == ABSTAIN) & live).sum())
-    for method, score in found.scores.items():
-        found_d = detector(score[live], contested[live], count, protocol.tie_seed)
-        columns[method].update({"detector_count": count, **{f"detector_{k}": v for k, v in found_d.items()}})
-    common = {"n_contested": int((contested & live).sum()), "n_contested_all": int(contested.sum()),
-              "n_live": int(live.sum()), "n_components": int(truth.size), "n_true": int(truth[~grey].sum()),
-              "n_grey": int(grey.sum()), "resamples": protocol.n_resamples, "inner_resamples": protocol.n_inner,
-              "population_samples": protocol.n_population_samples,
-              "can_certify_in": bool(plan(scores.shape[0], scores.shape[1], setting).can_certify_in),
-              "certified_in_any": bool((found.three["certified"][1:] == IN).any())}  # fmt: skip
+    common: dict[str, Any] = {"n_contested": np.nan, "n_contested_all": np.nan, "population_samples": 0}
+    if population is not None:
+        contested = contested_share(population, groups, counts, scores.shape[0], protocol.n_population_samples,
+                                    protocol.population_seed, absolute)  # fmt: skip
+        contested = (contested >= MEMBERSHIP_BAND[0]) & (contested <= MEMBERSHIP_BAND[1])
+        count = int(((found.three["certified"][0] == ABSTAIN) & live).sum())
+        for method, score in found.scores.items():
+            found_d = detector(score[live], contested[live], count, protocol.tie_seed)
+            columns[method].update({"detector_count": count, **{f"detector_{k}": v for k, v in found_d.items()}})
+        common = {"n_contested": int((contested & live).sum()), "n_contested_all": int(contested.sum()),
+                  "population_samples": protocol.n_population_samples}  # fmt: skip
+    common.update({"n_live": int(live.sum()), "n_components": int(truth.size), "n_true": int(truth[~grey].sum()),
+                   "n_grey": int(grey.sum()), "resamples": protocol.n_resamples, "inner_resamples": protocol.n_inner,
+                   "can_certify_in": bool(plan(scores.shape[0], scores.shape[1], setting).can_certify_in),
+                   "certified_in_any": bool((found.three["certified"][1:] == IN).any())})  # fmt: skip
     return [{key: {**columns[m], **common, "method": m}.get(key, np.nan) for key in EQUAL_FOOTING_COLUMNS}
             for m in THREE_VALUED + TWO_VALUED]  # fmt: skip
 

@@ -24,6 +24,10 @@ Stability at the truth's size (:func:`resampled_labels`, :func:`stability_shares
     labels (in / out / abstain) that change between resamples, and the in <-> out flips
     (:func:`~certified_circuits.analysis.stability.label_change_share`,
     :func:`~certified_circuits.analysis.stability.flip_share`).
+The equal footing (:func:`concept_truth_size_tables`)
+    The ``stability`` stage also writes the certificate beside the comparators that abstain as much (the matched
+    cut, the bootstrap interval, consensus: :mod:`certified_circuits.analysis.equal_footing`) on the same resamples,
+    one pass of the certificate serving both tables.
 """
 
 from __future__ import annotations
@@ -46,6 +50,8 @@ from certified_circuits.core.smoothing import selection_and_certification_masks,
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
+    from certified_circuits.analysis.equal_footing import FootingProtocol
+
 #: the circuits compared with the baseline at their own size, in table order
 METHODS = ("certified_in", "certified_in_abstain", "majority")
 
@@ -59,12 +65,15 @@ class TruthSizeCertificate:
         baseline: bool ``[U]``, ``A_T(D)``.
         decision: int8 ``[U]`` in {1 in, 0 out, -1 abstain}.
         majority: bool ``[U]``, the majority vote at identical compute.
+        certified_votes: int ``[U]``, the votes over the ``n`` certification masks the labels were decided on
+            (None where not kept; the equal-footing stage's contestedness reads them).
     """
 
     counts: np.ndarray
     baseline: np.ndarray
     decision: np.ndarray
     majority: np.ndarray
+    certified_votes: np.ndarray | None = None
 
     def circuits(self) -> dict[str, np.ndarray]:
         """The circuits of :data:`METHODS`: certified IN, IN + abstain (everything not OUT), majority vote."""
@@ -96,7 +105,8 @@ def certify_at_counts(scores: np.ndarray, groups: np.ndarray, counts: np.ndarray
     decision, _, majority = decide_setting(selected, certified, setting)
     full = dataset_scores(scores, np.ones((1, scores.shape[0])), absolute)[0]
     return TruthSizeCertificate(counts=np.asarray(counts, dtype=np.int64), baseline=top_count_circuit(full, groups,
-                                counts), decision=decision.astype(np.int8), majority=majority.astype(bool))  # fmt: skip
+                                counts), decision=decision.astype(np.int8), majority=majority.astype(bool),
+                                certified_votes=certified)  # fmt: skip
 
 
 def _scored(circuit: np.ndarray, truth: np.ndarray, exclude: np.ndarray) -> tuple[float, float]:
@@ -187,7 +197,8 @@ TRUTH_SIZE_COLUMNS = ("method", "size", "precision", "recall", "baseline_precisi
 
 def truth_size_rows(scores: np.ndarray, groups: np.ndarray, truth: np.ndarray, setting: Setting, *,
                     absolute: bool = False, exclude: np.ndarray | None = None, mask_seed: int | None = None,
-                    n_resamples: int = 20, bootstrap_seed: int = 0) -> list[dict[str, Any]]:  # fmt: skip
+                    n_resamples: int = 20, bootstrap_seed: int = 0, certificate: TruthSizeCertificate | None = None,
+                    resampled: tuple[np.ndarray, np.ndarray] | None = None) -> list[dict[str, Any]]:  # fmt: skip
     """One concept's circuits at the truth's size, compared at equal size, with their stability (module docstring):
     the rows the ``stability`` stage writes beside its per-K table (``truth_size/...csv``).
 
@@ -200,6 +211,9 @@ def truth_size_rows(scores: np.ndarray, groups: np.ndarray, truth: np.ndarray, s
         exclude: bool ``[U]`` grey components (neither hit nor miss).
         mask_seed: the masks' seed (the votes stage's).
         n_resamples, bootstrap_seed: the bootstrap of the stability columns.
+        certificate, resampled: :func:`certify_at_counts` on D and :func:`resampled_labels` of these arguments,
+            when the caller has them (the ``stability`` stage: the equal-footing labellings' rows 0 and 1..B,
+            :func:`concept_truth_size_tables`); computed here otherwise.
 
     Returns:
         One row per method: ``baseline`` (``A_T`` on D: ``|T|`` components; its ``baseline_*`` columns are itself)
@@ -214,9 +228,11 @@ def truth_size_rows(scores: np.ndarray, groups: np.ndarray, truth: np.ndarray, s
     truth = np.asarray(truth, dtype=bool)
     grey = np.zeros_like(truth) if exclude is None else np.asarray(exclude, dtype=bool)
     counts = group_counts(truth, GroupIndex.from_groups(groups))
-    cert = certify_at_counts(scores, groups, counts, setting, absolute=absolute, mask_seed=mask_seed)
-    baseline, decision = resampled_labels(scores, groups, counts, setting, n_resamples, bootstrap_seed,
-                                          absolute=absolute, mask_seed=mask_seed)  # fmt: skip
+    cert = (certify_at_counts(scores, groups, counts, setting, absolute=absolute, mask_seed=mask_seed)
+            if certificate is None else certificate)
+    baseline, decision = (resampled_labels(scores, groups, counts, setting, n_resamples, bootstrap_seed,
+                                           absolute=absolute, mask_seed=mask_seed)
+                          if resampled is None else resampled)  # fmt: skip
     common = {"n_true": int(truth[~grey].sum()), "n_grey": int(grey.sum()), "n_components": int(truth.size),
               "can_certify_in": bool(plan(scores.shape[0], scores.shape[1], setting).can_certify_in),
               "resamples": int(n_resamples),
@@ -250,3 +266,47 @@ def concept_truth_size(attributions: Path, scorer: str, setting: Setting, mask_s
     labels = {**stability_labels(attr.attrs, concept, scorer, setting, mask_seed),
               "truth_verified": known.verified(concept), "n_examples": int(attr.scores[scorer].shape[0])}
     return pd.DataFrame([{**labels, **row} for row in rows])
+
+
+def concept_truth_size_tables(attributions: Path, scorer: str, setting: Setting, mask_seed: int, ground_truth: Path,
+                              protocol: "FootingProtocol") -> tuple["pd.DataFrame", "pd.DataFrame"]:  # fmt: skip
+    """The ``stability`` stage's truth-size table (:func:`concept_truth_size`) and its equal-footing table
+    (:func:`certified_circuits.analysis.equal_footing.equal_footing_rows`, no population: no contested set), from one
+    pass of ``A_T``'s certificate over D and the ``protocol.n_resamples`` bootstrap resamples (seed
+    ``protocol.bootstrap_seed``): the equal-footing labellings' rows are the size-matched stage's resampled labels,
+    so the two tables share every vote count.
+
+    Returns:
+        ``(truth_size, equal)``: the first equal to :func:`concept_truth_size`'s with the same resamples and seed; the
+        second one row per method of :data:`~certified_circuits.analysis.equal_footing.THREE_VALUED` then
+        :data:`~certified_circuits.analysis.equal_footing.TWO_VALUED`, labelled as the first (plus ``bootstrap_seed``,
+        ``inner_seed``, ``q``, ``z`` and ``tie_seed``, the protocol), columns
+        :data:`~certified_circuits.analysis.equal_footing.EQUAL_FOOTING_COLUMNS` after the labels.
+
+    Raises:
+        ValueError: as :func:`concept_truth_size`.
+    """
+    import pandas as pd
+
+    from certified_circuits.analysis.equal_footing import equal_footing_rows, labellings
+    from certified_circuits.analysis.recovery import grey_mask
+    from certified_circuits.analysis.stability import concept_inputs, stability_labels
+
+    attr, concept, known, truth = concept_inputs(attributions, scorer, ground_truth)
+    scores, absolute = np.asarray(attr.scores[scorer], dtype=np.float64), attr.absolute(scorer)
+    grey = grey_mask(known, concept, attr.names)
+    counts = group_counts(np.asarray(truth, dtype=bool), GroupIndex.from_groups(attr.groups))
+    found = labellings(scores, attr.groups, counts, setting, protocol, absolute=absolute, mask_seed=mask_seed)
+    assert found.kept is not None  # labellings() keeps A_T
+    rows = truth_size_rows(scores, attr.groups, truth, setting, absolute=absolute, exclude=grey, mask_seed=mask_seed,
+                           n_resamples=protocol.n_resamples, bootstrap_seed=protocol.bootstrap_seed,
+                           certificate=found.certificate,
+                           resampled=(found.kept[1:], found.three["certified"][1:]))  # fmt: skip
+    equal = equal_footing_rows(scores, attr.groups, truth, setting, None, absolute=absolute, exclude=grey,
+                               mask_seed=mask_seed, protocol=protocol, found=found)  # fmt: skip
+    labels = {**stability_labels(attr.attrs, concept, scorer, setting, mask_seed),
+              "truth_verified": known.verified(concept), "n_examples": int(scores.shape[0])}
+    footing = {"bootstrap_seed": protocol.bootstrap_seed, "inner_seed": protocol.inner_seed, "q": protocol.q,
+               "z": protocol.z, "tie_seed": protocol.tie_seed}  # fmt: skip
+    return (pd.DataFrame([{**labels, **row} for row in rows]),
+            pd.DataFrame([{**labels, **footing, **row} for row in equal]))  # fmt: skip

@@ -83,6 +83,41 @@ def _stability_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out-truth-size", type=output_file, default=None,
                    help="with --ground-truth: the circuits at the truth's size, each against the baseline's circuit of "
                         "its own size, and their stability (CSV, output; analysis/size_matched.py)")
+    p.add_argument("--out-truth-size-equal", type=output_file, default=None,
+                   help="with --ground-truth: the certificate at the truth's size beside the comparators that abstain "
+                        "as much (matched cut, bootstrap interval, consensus) on the same resamples (CSV, output; "
+                        "analysis/equal_footing.py; no population, so no contested set)")
+    footing = p.add_argument_group("the equal footing (--out-truth-size-equal; testbed.equal_footing in the config)")
+    footing.add_argument("--inner-resamples", type=int, default=20,
+                         help="inner bootstrap resamples of each resampled dataset, for the interval and consensus "
+                              "(2 to 10000; default 20)")
+    footing.add_argument("--inner-seed", type=seed, default=1, help="seed the inner resamples' streams are spawned from")
+    footing.add_argument("--consensus-q", type=float, default=0.9,
+                         help="consensus: in where >= q of the inner circuits keep it, out where <= 1 - q (in (0.5, 1])")
+    footing.add_argument("--interval-z", type=float, default=1.96, help="the bootstrap interval's normal quantile (> 0)")
+    footing.add_argument("--tie-seed", type=seed, default=0, help="seed of the contested-set detector's tie order")
+
+
+def _footing_protocol(args: argparse.Namespace):
+    """The equal footing's :class:`~certified_circuits.analysis.equal_footing.FootingProtocol` of the options: the
+    outer resamples and their seed are the stage's (``--resamples``, ``--bootstrap-seed``), the rest its own.
+
+    Raises:
+        InputError: an option out of its range (named, with the range).
+    """
+    from certified_circuits.analysis.equal_footing import MAX_INNER_RESAMPLES, FootingProtocol
+
+    if not 2 <= args.inner_resamples <= MAX_INNER_RESAMPLES:
+        raise InputError(f"--inner-resamples {args.inner_resamples}: 2 to {MAX_INNER_RESAMPLES} (a standard deviation "
+                         "needs two; the pre-registration uses 20)")
+    if not 0.5 < args.consensus_q <= 1:
+        raise InputError(f"--consensus-q {args.consensus_q}: must lie in (0.5, 1] (in and out must not both hold; "
+                         "the pre-registration uses 0.9)")
+    if not 0 < args.interval_z < float("inf"):
+        raise InputError(f"--interval-z {args.interval_z}: must be positive and finite (the pre-registration uses 1.96)")
+    return FootingProtocol(n_resamples=args.resamples, bootstrap_seed=args.bootstrap_seed,
+                           n_inner=args.inner_resamples, inner_seed=args.inner_seed, q=args.consensus_q,
+                           z=args.interval_z, tie_seed=args.tie_seed)
 
 
 @STAGES.stage("stability", _stability_arguments,
@@ -111,8 +146,10 @@ def _cmd_stability(args: argparse.Namespace) -> int:
                          f"pairwise shares grow with its square); the protocol uses {PROTOCOL_RESAMPLES}")
     if args.resamples < PROTOCOL_RESAMPLES:
         log.warning("stability: %d resamples, fewer than the protocol's %d", args.resamples, PROTOCOL_RESAMPLES)
-    if args.out_truth_size is not None and args.ground_truth is None:
-        raise InputError("--out-truth-size needs --ground-truth: the truth's size is the ground truth's")
+    for given, name in ((args.out_truth_size, "--out-truth-size"), (args.out_truth_size_equal, "--out-truth-size-equal")):
+        if given is not None and args.ground_truth is None:
+            raise InputError(f"{name} needs --ground-truth: the truth's size is the ground truth's")
+    protocol = _footing_protocol(args) if args.out_truth_size_equal is not None else None
     setting = setting_of_args(args)
     concept = str(read_attributions(args.attributions).attrs.get("concept", ""))
     try:
@@ -134,7 +171,15 @@ def _cmd_stability(args: argparse.Namespace) -> int:
         raise InputError(f"{exc}\nChange the setting as suggested, or pass --allow-vacuous to run anyway.") from exc
     for warning in caught:
         log.warning("plan (%s, tau %s): %s", concept, number(args.tau), warning.message)
-    if args.out_truth_size is not None:
+    if protocol is not None:
+        from certified_circuits.analysis.size_matched import concept_truth_size_tables
+
+        at_truth, equal = concept_truth_size_tables(args.attributions, args.scorer, setting,
+                                                    mask_seed(args.seed, concept), args.ground_truth, protocol)
+        write_csv(args.out_truth_size_equal, equal)
+        if args.out_truth_size is not None:
+            write_csv(args.out_truth_size, at_truth)
+    elif args.out_truth_size is not None:
         from certified_circuits.analysis.size_matched import concept_truth_size
 
         at_truth = concept_truth_size(args.attributions, args.scorer, setting, mask_seed(args.seed, concept),
@@ -166,6 +211,9 @@ def _report_stability_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--k", type=k_fraction, default=None, help="also list every concept at this K of the grid")
     p.add_argument("--truth-size", nargs="+", default=(), type=existing_file,
                    help="per-concept truth-size CSVs (stability --out-truth-size): truth_size.csv and its summary")
+    p.add_argument("--truth-size-equal", nargs="+", default=(), type=existing_file,
+                   help="per-concept equal-footing CSVs (stability --out-truth-size-equal): truth_size_equal.csv and "
+                        "its summary")
     p.add_argument("--out-dir", required=True, type=Path)
 
 
@@ -173,12 +221,15 @@ def _report_stability_arguments(p: argparse.ArgumentParser) -> None:
               help="combine per-concept stability tables: stability.csv and stability_summary.{csv,md,tex}")
 def _cmd_report_stability(args: argparse.Namespace) -> int:
     """Concatenate the stability CSVs (stability.csv) and write the mean over concepts per K (stability_summary),
-    with every concept at --k when given."""
-    from certified_circuits.reports.testbed import stability_report, truth_size_report
+    with every concept at --k when given; likewise the truth-size (truth_size.csv) and equal-footing
+    (truth_size_equal.csv) tables when given."""
+    from certified_circuits.reports.testbed import stability_report, truth_size_equal_report, truth_size_report
 
     add_metrics(stability_report(args.inputs, args.out_dir, k=args.k))
     if args.truth_size:
         add_metrics(truth_size_report(args.truth_size, args.out_dir))
+    if args.truth_size_equal:
+        add_metrics(truth_size_equal_report(args.truth_size_equal, args.out_dir))
     return 0
 
 

@@ -322,6 +322,30 @@ TESTBED_OPTIONS = {"vision": ("embedded", ("planted_own", "planted_shared", "pla
                    "language": ("embedded", ("compiled",))}
 
 
+def check_equal_footing(block: dict[str, Any]) -> None:
+    """``testbed.equal_footing`` (the stability stage's comparators, analysis/equal_footing.py), each key in the range
+    the stage accepts: ``inner_resamples`` 2 to MAX_INNER_RESAMPLES, ``q`` in (0.5, 1], ``z`` positive and finite
+    (the seeds are the schema's 32-bit seeds; a key left out is the schema's default).
+
+    Raises:
+        ConfigError: naming the key, the value and its range.
+    """
+    from certified_circuits.analysis.equal_footing import MAX_INNER_RESAMPLES
+
+    key = "testbed.equal_footing"
+    inner = block.get("inner_resamples", 20)
+    if isinstance(inner, bool) or not isinstance(inner, int) or not 2 <= inner <= MAX_INNER_RESAMPLES:
+        config_error(f"{key}.inner_resamples", inner, f"an integer from 2 to {MAX_INNER_RESAMPLES} (a standard "
+                                                      "deviation needs two; the pre-registration uses 20)")
+    q_value = block.get("q", 0.9)
+    if isinstance(q_value, bool) or not isinstance(q_value, (int, float)) or not 0.5 < q_value <= 1:
+        config_error(f"{key}.q", q_value, "a number in (0.5, 1]: in where at least q of the inner circuits keep a "
+                                          "component, out where at most 1 - q do (the pre-registration uses 0.9)")
+    z_value = block.get("z", 1.96)
+    if isinstance(z_value, bool) or not isinstance(z_value, (int, float)) or not 0 < z_value < float("inf"):
+        config_error(f"{key}.z", z_value, "a positive finite number, the interval's normal quantile (1.96: 95%)")
+
+
 def check_testbed(config: dict[str, Any]) -> None:
     """The testbed's keys, before any job: ``testbed.resamples`` is 0 (no stability jobs) or within
     [MIN_RESAMPLES, MAX_RESAMPLES]; a testbed option (``vision.train.planted_own``/``planted_shared``,
@@ -341,6 +365,7 @@ def check_testbed(config: dict[str, Any]) -> None:
         config_error("testbed.resamples", resamples, f"0 (no stability jobs) or {MIN_RESAMPLES} to {MAX_RESAMPLES} "
                                                      f"bootstrap resamples (the pairwise shares need two; the protocol "
                                                      f"uses 20): set testbed.resamples: 20")
+    check_equal_footing(config.get("testbed", {}).get("equal_footing", {}))
     for half, (source, keys) in TESTBED_OPTIONS.items():
         block = config[half]
         if not block["enabled"] or block["source"] == source:

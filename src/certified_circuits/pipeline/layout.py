@@ -15,6 +15,7 @@ Layout (under ``results_dir``)::
     faithfulness_mib/{experiment}/{concept}.csv                              (language.faithfulness.grid: mib)
     stability/{experiment}/{split}/{concept}/{scorer}/{setting}/{decision}.csv  (bootstrap resamples: testbed)
     truth_size/{experiment}/{split}/{concept}/{scorer}/{setting}/{decision}.csv (at the truth's size: testbed)
+    truth_size_equal/{experiment}/{split}/{concept}/{scorer}/{setting}/{decision}.csv  (its equal footing: testbed)
     ground_truth/{experiment}.json          (the planted or verified circuits of a testbed model)
     tables/{experiment}/...   figures/{experiment}/...   mib/{experiment}/...   logs/  benchmarks/  mlflow.db
 
@@ -139,6 +140,14 @@ class Layout:
         """One concept's circuits at the truth's size, each against the baseline of its own size, and their
         stability (the ``stability`` stage's second table; analysis/size_matched.py)."""
         return f"{self.root}/truth_size/{experiment}/{split}/{concept}/{scorer}/{self._setting_path(setting)}.csv"
+
+    def truth_size_equal(self, experiment: str = "{experiment}", split: str = "{split}", concept: str = "{concept}",
+                         scorer: str = "{scorer}", setting: Setting | None = None) -> str:
+        """One concept's certificate at the truth's size beside the comparators that abstain as much (matched cut,
+        bootstrap interval, consensus) on the same resamples (the ``stability`` stage's third table;
+        analysis/equal_footing.py)."""
+        return (f"{self.root}/truth_size_equal/{experiment}/{split}/{concept}/{scorer}/"
+                f"{self._setting_path(setting)}.csv")
 
     def ground_truth(self, experiment: str = "{experiment}") -> str:
         """The true circuits of an experiment's model, causally verified (``vision-ground-truth``,

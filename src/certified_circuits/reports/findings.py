@@ -23,6 +23,16 @@ analysis/equal_footing.py: e.g. each comparator's precision at the same size) is
 the rows (``truth_size.csv`` rows; a column the table lacks is shown ``n/a``); the renderers show every column and
 need no change.
 
+**The equal footing** (issue 59) is two such columns. The ``stability`` stage also writes, per concept, the
+certificate at the truth's size beside the comparators that abstain as much (analysis/equal_footing.py, on the same
+bootstrap resamples): ``report-stability`` combines them into ``testbed/truth_size_equal.csv`` beside
+``truth_size.csv``, and :func:`with_footing` joins its three-valued rows onto the truth-size rows by concept and
+setting (:func:`footing_column`). On the rows read off the certificate's labels (certified IN, IN + abstain) the
+headline shows the share of labels (in / out / abstain) that change between resample pairs, over the live
+components, of the certificate, the matched cut, the bootstrap interval and consensus, and the in <-> out flips of
+the certificate and the matched cut (the words: :data:`certified_circuits.reports.words.FOOTING_WORDS`). A run
+without that table (an older one) shows ``n/a`` there.
+
 A number that cannot tell methods apart is not cited as if it meant something: two perfect precisions are left out
 (and named), an empty circuit is counted, a truth that failed its check is said to have failed, and every degenerate
 result stays in the warning list (:mod:`certified_circuits.reports.flags`). The hypotheses tests are not here: one
@@ -39,6 +49,7 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from certified_circuits.reports.words import footing_header
 from certified_circuits.storage.tables import parse_k_column, read_csv_table
 
 __all__ = [
@@ -185,6 +196,35 @@ def _beside(part: pd.DataFrame) -> str:
     return f"{_mean(part, 'baseline_precision')} / {_mean(part, 'baseline_recall')}"
 
 
+#: the three-valued labellings of the equal footing the headline shows, and those whose in <-> out flips it shows
+#: (analysis/equal_footing.py THREE_VALUED: the certificate first)
+FOOTING_CHANGED = ("certified", "matched_cut", "interval", "consensus")
+FOOTING_FLIPS = ("certified", "matched_cut")
+#: the rows that carry the equal footing's cells: the circuits read off the certificate's labels
+FOOTING_ROWS = ("certified_in", "certified_in_abstain")
+
+
+def footing_column(method: str, column: str) -> str:
+    """The name under which :func:`headline` joins an equal-footing number onto the truth-size rows:
+    ``footing_<method>_<column>`` (``truth_size_equal.csv``'s ``column`` of its ``method`` row, same concept and
+    setting)."""
+    return f"footing_{method}_{column}"
+
+
+def _footing(column: str, methods: Sequence[str], digits: int) -> Callable[[pd.DataFrame], str]:
+    """A cell of the equal footing: each method's mean over concepts of ``column``, ``" / "`` apart, on the rows of
+    :data:`FOOTING_ROWS` (:data:`NOT_APPLICABLE` elsewhere; ``n/a`` where the run has no equal-footing table)."""
+
+    def cell(part: pd.DataFrame) -> str:
+        if not part["method"].isin(FOOTING_ROWS).all():
+            return NOT_APPLICABLE
+        if footing_column(methods[0], column) not in part:
+            return "n/a"  # the run wrote no equal-footing table
+        return " / ".join(_mean(part, footing_column(m, column), digits) for m in methods)
+
+    return cell
+
+
 #: the headline's columns, in order (module docstring: add a comparator's column here or through ``columns=``)
 HEADLINE_COLUMNS: tuple[Column, ...] = (
     Column("circuit", lambda part: TRUTH_SIZE_WORDS.get(str(part["method"].iloc[0]), str(part["method"].iloc[0])),
@@ -195,6 +235,9 @@ HEADLINE_COLUMNS: tuple[Column, ...] = (
     Column("precision", _precision),
     Column("recall", lambda part: _mean(part, "recall")),
     Column("baseline of that size: precision / recall", _beside),  # the size-matched comparison (issue 50)
+    # the equal footing (issue 59): the certificate's labels beside the comparators that abstain as much
+    Column(footing_header("labels changed (live)", FOOTING_CHANGED), _footing("change_share_live", FOOTING_CHANGED, 2)),
+    Column(footing_header("in<->out flips (live)", FOOTING_FLIPS), _footing("flip_share_live", FOOTING_FLIPS, 3)),
 )
 
 
@@ -259,6 +302,34 @@ def _check_words(truth) -> str:
     return f"{truth.experiment} for {passed} of {len(truth.concepts)} concept{'s' if len(truth.concepts) > 1 else ''}"
 
 
+#: the equal-footing table's name beside ``truth_size.csv`` (reports/testbed.py ``TRUTH_SIZE_EQUAL_FILE``, which
+#: imports matplotlib: the headline imports it only where the table exists)
+TRUTH_SIZE_EQUAL_NAME = "truth_size_equal.csv"
+#: the keys that join an equal-footing row onto a truth-size row (one concept's certificate)
+_FOOTING_KEYS = ["experiment", "concept", "scorer", "setting"]
+
+
+def with_footing(table: pd.DataFrame, path: Path) -> pd.DataFrame:
+    """The truth-size rows with the equal footing's numbers joined on, as :func:`footing_column` names them, read from
+    ``truth_size_equal.csv`` beside ``path`` (the same ``report-stability`` job writes both:
+    :func:`certified_circuits.reports.testbed.read_truth_size_equal_table`, the format's one reader); the rows as
+    they are when the run wrote none (an older run: its cells are ``n/a``).
+
+    Raises:
+        ValueError: the equal-footing table is refused by its reader.
+    """
+    equal_path = Path(path).with_name(TRUTH_SIZE_EQUAL_NAME)
+    if not equal_path.is_file():
+        return table
+    from certified_circuits.reports.testbed import read_truth_size_equal_table
+    equal = read_truth_size_equal_table(equal_path, option="beside truth_size.csv", allow_empty=True)
+    columns = ("change_share_live", "flip_share_live")
+    wide = equal[equal["method"].isin(FOOTING_CHANGED)].pivot(index=_FOOTING_KEYS, columns="method",
+                                                              values=list(columns))  # keys unique: its writer's check
+    wide.columns = [footing_column(method, column) for column, method in wide.columns]
+    return table.merge(wide.reset_index(), on=_FOOTING_KEYS, how="left") if len(wide) else table
+
+
 def headline(truth_sizes: Sequence[Path], ground_truths: Sequence[Path] = (), main_scorer: str | None = None,
              columns: Sequence[Column] = HEADLINE_COLUMNS) -> Headline:
     """THE run's headline (module docstring): per experiment one table at the truth's size, then at most two lines.
@@ -280,14 +351,17 @@ def headline(truth_sizes: Sequence[Path], ground_truths: Sequence[Path] = (), ma
 
     truths = {t.experiment: (t, Path(p)) for p in ground_truths for t in [read_ground_truth(p)]}
     tables, blind, sizes = [], [], {}  # sizes: the experiments with a table
+    footed: list[bool] = []  # per table: whether its run wrote the equal footing
     for path in map(Path, truth_sizes):
         table = _read(path, TRUTH_SIZE_COLUMNS, {}, allow_empty=True)
         if table.empty:
             continue
+        table = with_footing(table, path)
         used = main_scorer if main_scorer is not None and (table["scorer"] == main_scorer).any() else table["scorer"].iloc[0]
         rows = table[table["scorer"] == used]
         experiment, n_concepts = str(rows["experiment"].iloc[0]), rows["concept"].nunique()
         sizes[experiment] = True
+        footed.append(footing_column("certified", "change_share_live") in rows)
         cells, hidden = [], {}
         for part in _circuits(rows):
             if _blind(part):  # counted by circuit, over its settings
@@ -303,13 +377,18 @@ def headline(truth_sizes: Sequence[Path], ground_truths: Sequence[Path] = (), ma
         title = (f"{experiment} at the truth's size, |T| = {_num(rows['n_true'].mean(), 0)}{of} components"
                  + (f", {grey} grey (neither hit nor miss)" if grey else "")
                  + f" ({used}; mean over {n_concepts} concept{'s' if n_concepts > 1 else ''}; "
-                 f"`tables/{experiment}/testbed/{path.name}`)")
+                 f"`tables/{experiment}/testbed/{path.name}`"
+                 + (f", `{TRUTH_SIZE_EQUAL_NAME}`" if footed[-1] else "")
+                 + ")")
         tables.append(HeadlineTable(experiment, title, tuple(c.header for c in columns),
                                     tuple(c.numeric for c in columns), tuple(cells)))
     lines = []
     checked = [_check_words(truth) for name, (truth, _) in truths.items() if name in sizes]
     if tables:
+        footing = any(footed)
         lines.append("Each circuit sits beside the baseline's circuit of its own size, so none wins by being smaller"
+                     + (", and the certificate's labels beside the matched cut, which abstains exactly as much, and "
+                        "the bootstrap interval and consensus, on the same resamples" if footing else "")
                      + (f"; the truths passed their causal check (`ground_truth/`): {', '.join(checked)}."
                         if checked else "."))
     lines += [truth_finding(path).replace("**", "") for name, (_, path) in truths.items() if name not in sizes]

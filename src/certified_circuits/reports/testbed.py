@@ -46,6 +46,7 @@ from certified_circuits.core.contracts import setting_columns
 from certified_circuits.core.discovery import k_index
 from certified_circuits.reports import tables
 from certified_circuits.reports.figures import METHOD_COLOR, save_figure
+from certified_circuits.reports.findings import TRUTH_SIZE_EQUAL_NAME
 from certified_circuits.reports.paper import read_circuits
 from certified_circuits.storage.atomic import write_csv
 
@@ -459,6 +460,87 @@ def truth_size_report(inputs: Sequence[Path], out_dir: Path) -> dict[str, float]
         metrics[f"truth_size_{method}_precision"] = float(part["precision"].mean())
         metrics[f"truth_size_{method}_baseline_precision"] = float(part["baseline_precision"].mean())
     log.info("report-stability: %d truth-size tables -> %s", len(frames), out_dir)
+    return metrics
+
+
+#: the combined equal-footing table ``report-stability --truth-size-equal`` writes beside ``truth_size.csv`` (the
+#: headline reads it there: reports/findings.py, whose name for it this is)
+TRUTH_SIZE_EQUAL_FILE = TRUTH_SIZE_EQUAL_NAME
+#: what identifies one row of an equal-footing table, and the numbers its readers use (analysis/equal_footing.py)
+TRUTH_SIZE_EQUAL_KEYS = ("experiment", "concept", "scorer", "setting", "method")
+TRUTH_SIZE_EQUAL_NUMBERS = ("values", "change_share_live", "change_share_all", "flip_share_live", "flip_share_all",
+                            "baseline_change_share_live", "baseline_change_share_all", "abstain_share_live",
+                            "abstain_share_all", "size_d", "abstain_d", "in_precision_d", "in_precision_mean",
+                            "n_live", "n_components", "n_true", "n_grey", "resamples", "inner_resamples")  # fmt: skip
+TRUTH_SIZE_EQUAL_FIX = ("rerun the stability stage with --out-truth-size-equal and report-stability with "
+                        "--truth-size-equal (make reproduce reruns what is missing)")
+
+
+def read_truth_size_equal_table(path: str | Path, option: str = "--truth-size-equal",
+                                allow_empty: bool = False) -> pd.DataFrame:
+    """One equal-footing CSV: a concept's (the ``stability`` stage's ``--out-truth-size-equal``,
+    :func:`certified_circuits.analysis.size_matched.concept_truth_size_tables`) or the combined
+    ``truth_size_equal.csv`` (:func:`truth_size_equal_report`), checked: UTF-8 CSV with rows (unless
+    ``allow_empty``), every key filled, the numbers numeric (a share may be empty: NaN where it has no meaning, e.g.
+    the flips of a two-valued circuit, the live shares without a live component). The one reader of the format.
+
+    Raises:
+        ValueError: naming the file, the column or row, and the fix.
+    """
+    where = f"{path} ({option})"
+    table = read_csv_table(path, where, [*TRUTH_SIZE_EQUAL_KEYS, *TRUTH_SIZE_EQUAL_NUMBERS], TRUTH_SIZE_EQUAL_FIX,
+                           dtype={"concept": str, "scorer": str, "setting": str, "experiment": str, "method": str},
+                           allow_empty=allow_empty)  # fmt: skip
+    return filled_and_numeric(table, where, TRUTH_SIZE_EQUAL_KEYS, TRUTH_SIZE_EQUAL_NUMBERS, TRUTH_SIZE_EQUAL_FIX)
+
+
+#: the summary's columns of the equal-footing table: column -> header
+TRUTH_SIZE_EQUAL_SHOWN = {"change_share_live": "label changed (live)", "flip_share_live": "in<->out flips (live)",
+                          "abstain_share_live": "abstain (live)", "baseline_change_share_live":
+                          "baseline's top-size changed (live)", "size_d": "IN on D", "abstain_d": "abstain on D",
+                          "in_precision_d": "IN precision on D"}  # fmt: skip
+
+
+def truth_size_equal_report(inputs: Sequence[Path], out_dir: Path) -> dict[str, float]:
+    """Combine per-concept equal-footing tables: ``truth_size_equal.csv`` and ``truth_size_equal_summary.{csv,md,tex}``,
+    the mean over concepts per experiment, scorer, setting and method (the certificate, then the comparators that
+    abstain as much, then the two-valued circuits beside the baseline's circuit of their size).
+
+    Returns:
+        ``truth_size_equal_<method>_change_live`` and, for the three-valued, ``..._flips_live`` (mean over the table).
+    """
+    from certified_circuits.reports.words import FOOTING_WORDS
+
+    frames = [read_truth_size_equal_table(path) for path in inputs]
+    table = pd.concat(frames, ignore_index=True)
+    duplicated = table.duplicated(subset=list(TRUTH_SIZE_EQUAL_KEYS))
+    if duplicated.any():
+        row = table[duplicated].iloc[0]
+        raise ValueError(f"{', '.join(str(row[k]) for k in TRUTH_SIZE_EQUAL_KEYS)} is in two equal-footing tables: "
+                         "pass each concept's table once")  # fmt: skip
+    out_dir = Path(out_dir)
+    write_csv(out_dir / TRUTH_SIZE_EQUAL_FILE, table)
+    keys = ["experiment", "scorer", "setting", "method"]
+    grouped = table.groupby(keys, sort=False)
+    summary = grouped[list(TRUTH_SIZE_EQUAL_SHOWN)].mean()
+    summary.insert(0, "concepts", grouped["concept"].nunique())
+    summary = summary.reset_index()
+    summary["method"] = summary["method"].map(lambda m: FOOTING_WORDS.get(m, m))
+    resamples = ", ".join(str(int(v)) for v in sorted(set(table["resamples"])))
+    inner = ", ".join(str(int(v)) for v in sorted(set(table["inner_resamples"])))
+    tables.write_table(summary.rename(columns=TRUTH_SIZE_EQUAL_SHOWN), out_dir / "truth_size_equal_summary", caption=(
+        f"The certificate at the truth's size beside the comparators that abstain as much, on the same {resamples} "
+        f"bootstrap resamples (analysis/equal_footing.py): the matched cut (the baseline's ranking cut at the "
+        f"certificate's per-group in and abstain counts), the bootstrap interval and consensus ({inner} inner "
+        f"resamples each); mean over concepts. Shares over resample pairs, over the live components (a score non-zero "
+        f"on some example); the two-valued circuits beside the baseline's top of their per-group sizes. No contested "
+        f"set: the workflow has no population."))  # fmt: skip
+    metrics = {}
+    for method, part in table.groupby("method", sort=False):
+        metrics[f"truth_size_equal_{method}_change_live"] = float(part["change_share_live"].mean())
+        if (part["values"] == 3).all():
+            metrics[f"truth_size_equal_{method}_flips_live"] = float(part["flip_share_live"].mean())
+    log.info("report-stability: %d equal-footing tables -> %s", len(frames), out_dir)
     return metrics
 
 

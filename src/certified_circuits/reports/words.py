@@ -74,3 +74,16 @@ def tag_words(tag: str) -> str:
     except ValueError:
         return str(tag)
     return short_words(setting.tau, setting.p_del)
+
+
+#: the equal footing's methods (analysis/equal_footing.py: THREE_VALUED, then TWO_VALUED) in words, for the headline
+#: (reports/findings.py) and ``truth_size_equal_summary`` (reports/testbed.py)
+FOOTING_WORDS = {"certified": "certified", "matched_cut": "matched cut", "interval": "interval",
+                 "consensus": "consensus", "certified_in": "certified IN",
+                 "certified_in_abstain": "certified IN + abstain", "majority": "majority vote"}  # fmt: skip
+
+
+def footing_header(what: str, methods: tuple[str, ...]) -> str:
+    """``"labels changed (live): certified / matched cut / interval / consensus"``: a header whose cell holds one
+    number per method, in that order, ``" / "`` apart (:data:`FOOTING_WORDS`)."""
+    return f"{what}: " + " / ".join(FOOTING_WORDS.get(m, m) for m in methods)

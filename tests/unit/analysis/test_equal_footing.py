@@ -349,3 +349,108 @@ def test_a_seed_is_the_mean_over_concepts_then_over_settings():
         rows.loc[certified & (rows["setting"] == setting) & (rows["concept"] == concept), "change_share_live"] = value
     table = equal_footing_hypotheses(rows, [3])
     assert table[table["hypothesis"] == "H2a"]["certified"].tolist() == pytest.approx([0.25] * 3, abs=1e-15)
+
+
+# --- without a population: the workflow's stability stage -------------------------------------------------------------
+
+DETECTOR = ("detector_count", "detector_precision", "detector_recall", "detector_auroc", "n_contested",
+            "n_contested_all")  # fmt: skip
+
+
+def test_without_a_population_the_detector_columns_are_nan_and_the_rest_unchanged():
+    """population None (the workflow has only D): no contested set is drawn, so the detector columns and the
+    contested counts are NaN and no population sample is counted; every other column is the same as with one."""
+    scores, groups, truth, population = _case()
+    with_population = pd.DataFrame(equal_footing_rows(scores, groups, truth, SETTING, population, protocol=SMALL))
+    without = pd.DataFrame(equal_footing_rows(scores, groups, truth, SETTING, None, protocol=SMALL))
+    assert list(without.columns) == list(EQUAL_FOOTING_COLUMNS)
+    assert without[list(DETECTOR)].isna().all().all() and (without["population_samples"] == 0).all()
+    assert with_population.loc[with_population["values"] == 3, "detector_auroc"].notna().all()  # the control
+    rest = [c for c in EQUAL_FOOTING_COLUMNS if c not in DETECTOR and c != "population_samples"]
+    pd.testing.assert_frame_equal(without[rest], with_population[rest])
+    # labellings computed once and passed in give the same rows
+    found = labellings(scores, groups, per_group(truth, groups), SETTING, SMALL)
+    again = pd.DataFrame(equal_footing_rows(scores, groups, truth, SETTING, None, protocol=SMALL, found=found))
+    pd.testing.assert_frame_equal(again, without)
+    assert np.array_equal(found.kept[0], found.certificate.baseline) and found.kept.shape == (SMALL.n_resamples + 1, 12)
+
+
+# --- the stability stage's third table ----------------------------------------------------------------------------------
+
+#: |D| = 40, U = 12, one group: IN and OUT certifiable (the planner, asserted), votes in milliseconds
+STAGE_SETTING = Setting(p_del=0.6, n0=50, n=200, seed=3, tau=0.9, alpha=0.01, correction="bonferroni")
+
+
+def _stage_files(root):
+    """A concept whose 3 true components sit 20 standard deviations above 9 others (one group of 12), and its
+    verified ground truth."""
+    from certified_circuits.analysis.recovery import GROUND_TRUTH_FORMAT
+    from certified_circuits.storage.atomic import write_json
+    from certified_circuits.storage.store import write_attributions
+
+    rng = np.random.default_rng(0)
+    scores = np.r_[np.full(3, 10.0), np.linspace(0.6, 0.0, 9)] + rng.normal(size=(40, 12))
+    names = [f"layer1.{i}" for i in range(12)]
+    attributions = write_attributions(root / "circle.h5", {"relevance": scores}, np.zeros(12, dtype=np.int32), names,
+                                      [str(i) for i in range(40)], {"concept": "circle", "experiment": "world",
+                                                                    "split": "concept"})  # fmt: skip
+    truth = write_json(root / "gt.json", {
+        "format": GROUND_TRUTH_FORMAT, "experiment": "world", "kind": "vision", "n_components": 12,
+        "concepts": {"circle": {"components": names[:3], "verification": {"passed": True}}}})  # fmt: skip
+    return attributions, truth
+
+
+def _stage_args(attributions, truth, out, *extra):
+    return ["stability", "--attributions", str(attributions), "--scorer", "relevance", "--k-grid", "0.25", "--p-del",
+            "0.6", "--n0", "50", "--n", "200", "--seed", "3", "--tau", "0.9", "--alpha", "0.01", "--resamples", "6",
+            "--bootstrap-seed", "2", "--ground-truth", str(truth), "--out", str(out), *extra]  # fmt: skip
+
+
+def test_the_stability_stage_writes_the_equal_footing_beside_the_truth_size_table(tmp_path):
+    """--out-truth-size-equal: one row per method with the stage's resamples and seed and the options' protocol; the
+    truth-size table it shares its certificates with is byte-identical to the one written without it, and the
+    certificate's label-change and flip shares over all components are that table's; report-stability combines it."""
+    from certified_circuits.cli.main import main
+    from certified_circuits.core.planning import plan
+
+    the_plan = plan(40, 12, STAGE_SETTING)
+    assert the_plan.can_certify_in and the_plan.can_certify_out  # the fixture certifies something
+    attributions, truth = _stage_files(tmp_path)
+    alone = tmp_path / "alone.csv"
+    assert main(_stage_args(attributions, truth, tmp_path / "s0.csv", "--out-truth-size", str(alone))) == 0
+    sizes, equal = tmp_path / "t.csv", tmp_path / "e.csv"
+    assert main(_stage_args(attributions, truth, tmp_path / "s1.csv", "--out-truth-size", str(sizes),
+                            "--out-truth-size-equal", str(equal), "--inner-resamples", "5", "--inner-seed", "4",
+                            "--consensus-q", "0.8", "--interval-z", "1.5", "--tie-seed", "9")) == 0
+    assert sizes.read_bytes() == alone.read_bytes()
+    rows = pd.read_csv(equal).set_index("method")
+    assert rows.index.tolist() == list(THREE_VALUED + TWO_VALUED)
+    assert (rows["resamples"] == 6).all() and (rows["inner_resamples"] == 5).all() and (rows["bootstrap_seed"] == 2).all()
+    assert (rows["inner_seed"] == 4).all() and (rows["q"] == 0.8).all() and (rows["z"] == 1.5).all()
+    assert (rows["tie_seed"] == 9).all() and (rows["concept"] == "circle").all()
+    assert rows[list(DETECTOR)].isna().all().all() and (rows["population_samples"] == 0).all()
+    assert rows.loc["certified", "size_d"] >= 3 and rows.loc["certified", "in_precision_d"] == 1.0  # IN certified
+    at_truth = pd.read_csv(sizes).iloc[0]
+    assert rows.loc["certified", "change_share_all"] == pytest.approx(at_truth["certified_change_share"], abs=1e-12)
+    assert rows.loc["certified", "flip_share_all"] == pytest.approx(at_truth["certified_flip_share"], abs=1e-12)
+    assert main(["report-stability", "--inputs", str(tmp_path / "s1.csv"), "--truth-size", str(sizes),
+                 "--truth-size-equal", str(equal), "--out-dir", str(tmp_path / "out")]) == 0
+    combined = pd.read_csv(tmp_path / "out" / "truth_size_equal.csv")
+    assert len(combined) == 7 and "matched cut" in (tmp_path / "out" / "truth_size_equal_summary.md").read_text()
+
+
+@pytest.mark.parametrize("option, value, message", [
+    ("--inner-resamples", "1", "--inner-resamples 1: 2 to 10000"),
+    ("--consensus-q", "0.5", "--consensus-q 0.5: must lie in (0.5, 1]"),
+    ("--interval-z", "0", "--interval-z 0.0: must be positive and finite"),
+    ("--interval-z", "nan", "--interval-z nan: must be positive and finite"),
+])  # fmt: skip
+def test_the_stage_refuses_an_equal_footing_option_out_of_range(tmp_path, capsys, option, value, message):
+    from certified_circuits.cli.main import main
+
+    attributions, truth = _stage_files(tmp_path)
+    with pytest.raises(SystemExit) as exc:
+        main(_stage_args(attributions, truth, tmp_path / "s.csv", "--out-truth-size-equal", str(tmp_path / "e.csv"),
+                         option, value))
+    assert exc.value.code == 2 and message in capsys.readouterr().err
+    assert not (tmp_path / "e.csv").exists()

@@ -289,7 +289,8 @@ def test_the_testbed_jobs_functions(default: dict) -> None:
     assert testbed.stability_job_attributions(planned, P, star) == "R/attributions/world/concept/star.h5"
     assert testbed.stability_job_options(planned, P, default["testbed"], star) == (
         "--scorer relevance --k-grid 0.05 0.1 0.15 0.2 0.25 0.3 0.4 0.5 0.75 1 "
-        "--setting p0.6_n0100_n1000_s0/t0.95_a0.001_bonferroni --resamples 20 --bootstrap-seed 0")
+        "--setting p0.6_n0100_n1000_s0/t0.95_a0.001_bonferroni --resamples 20 --bootstrap-seed 0 "
+        "--inner-resamples 20 --inner-seed 1 --consensus-q 0.9 --interval-z 1.96 --tie-seed 0")  # testbed.equal_footing
     assert testbed.ground_truth_job_path(P, star) == "R/ground_truth/world.json"
     recovery = testbed.recovery_inputs(default, P, concepts, "world")
     assert recovery["truth"] == "R/ground_truth/world.json"
@@ -308,6 +309,10 @@ def test_the_testbed_jobs_functions(default: dict) -> None:
     assert stability["tables"] == [f"R/stability/tiny_gpt2/train/induction/eap_ig/p{p}_n0100_n1000_s0/"
                                    "t0.9_a0.001_bonferroni.csv" for p in ("0.95", "0.9")]
     assert stability["truth_size"][0].startswith("R/truth_size/tiny_gpt2/train/induction/eap_ig/p0.95_")
+    assert stability["truth_size_equal"] == [p.replace("R/truth_size/", "R/truth_size_equal/")
+                                             for p in stability["truth_size"]]
+    assert testbed.testbed_outputs(default, P, concepts)["stability_language"]["truth_size_equal"] == (
+        "R/tables/tiny_gpt2/testbed/truth_size_equal.csv")
     none = copy.deepcopy(default)
     none["testbed"]["resamples"] = 0
     assert list(testbed.testbed_outputs(none, P, concepts)) == ["recovery_vision", "recovery_language"]

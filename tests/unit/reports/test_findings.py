@@ -108,12 +108,13 @@ def test_the_headline_puts_each_circuit_beside_the_baseline_of_its_size(tmp_path
                            "`tables/tiny/testbed/truth_size.csv`)")
     assert table.header == tuple(c.header for c in HEADLINE_COLUMNS)
     assert table.rows == (
-        ("baseline (top |T|)", "--", "4.0", "0.75", "0.75", "--"),
-        ("certified IN", "p_del 0.95, tau 0.9", "2.0", "1.00", "0.50", "0.50 / 0.25"),
-        ("certified IN", "p_del 0.9, tau 0.9", "2.0", "1.00", "0.50", "0.50 / 0.25"),
-        ("certified IN + abstain", "p_del 0.95, tau 0.9", "5.0", "0.80", "1.00", "0.60 / 0.75"),
-        ("certified IN + abstain", "p_del 0.9, tau 0.9", "5.0", "0.80", "1.00", "0.60 / 0.75"),
-    )  # majority vote: 1.00 beside the baseline's 1.00, nothing told apart: left out, and said so
+        ("baseline (top |T|)", "--", "4.0", "0.75", "0.75", "--", "--", "--"),
+        ("certified IN", "p_del 0.95, tau 0.9", "2.0", "1.00", "0.50", "0.50 / 0.25", "n/a", "n/a"),
+        ("certified IN", "p_del 0.9, tau 0.9", "2.0", "1.00", "0.50", "0.50 / 0.25", "n/a", "n/a"),
+        ("certified IN + abstain", "p_del 0.95, tau 0.9", "5.0", "0.80", "1.00", "0.60 / 0.75", "n/a", "n/a"),
+        ("certified IN + abstain", "p_del 0.9, tau 0.9", "5.0", "0.80", "1.00", "0.60 / 0.75", "n/a", "n/a"),
+    )  # majority vote: 1.00 beside the baseline's 1.00, nothing told apart: left out, and said so; no equal-footing
+    # table beside truth_size.csv (an older run): its cells n/a
     assert found.lines == (
         "Each circuit sits beside the baseline's circuit of its own size, so none wins by being smaller.",
         "Left out, precision 1.00 as is the baseline's circuit of that size (nothing told apart): tiny majority vote "
@@ -151,6 +152,66 @@ def test_a_comparators_column_is_added_without_touching_the_renderers(tmp_path: 
     assert found.tables[0].header[-1] == "matched cut: precision" and found.tables[0].rows[1][-1] == "0.40"
     assert "| matched cut: precision |" in headline_markdown(found)[2]
     assert headline_text(found)[1].endswith("matched cut: precision")
+
+
+def _equal_tables(folder: Path, experiment: str = "tiny", scorer: str = "eap_ig") -> list[Path]:
+    """Per concept, the stability stage's equal-footing table (analysis/equal_footing.py's columns): the certificate's
+    labels change 0.1 + 0.1 * concept (+ 0.2 at the second setting), the matched cut's 0.3, the interval's 0.4,
+    consensus 0.5; flips 0.001 * (1 + concept) and 0.002; the two-valued rows with other numbers (never shown)."""
+    from certified_circuits.analysis.equal_footing import EQUAL_FOOTING_COLUMNS, THREE_VALUED, TWO_VALUED
+
+    paths = []
+    for index, concept in enumerate(("a", "b")):
+        rows = []
+        for shift, setting in zip((0.0, 0.2), SETTINGS):
+            changes = dict(zip(THREE_VALUED, (0.1 + 0.1 * index + shift, 0.3, 0.4, 0.5)))
+            flips = dict(zip(THREE_VALUED, (0.001 * (1 + index), 0.002, 0.003, 0.004)))
+            for method in THREE_VALUED + TWO_VALUED:
+                row = dict.fromkeys(EQUAL_FOOTING_COLUMNS, float("nan"))
+                three = method in THREE_VALUED
+                row.update(method=method, values=3 if three else 2, change_share_live=changes.get(method, 0.9),
+                           change_share_all=0.01, flip_share_live=flips.get(method, float("nan")), size_d=2,
+                           n_live=18, n_components=20, n_true=4, n_grey=0, resamples=20, inner_resamples=20,
+                           population_samples=0, can_certify_in=True, certified_in_any=True)
+                rows.append(dict(experiment=experiment, concept=concept, scorer=scorer, setting=setting, **row))
+        path = folder / "per_concept" / f"{concept}.csv"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        pd.DataFrame(rows).to_csv(path, index=False)
+        paths.append(path)
+    return paths
+
+
+def test_the_headline_shows_the_equal_footing_read_from_its_table(tmp_path: Path) -> None:
+    """Issue 59: report-stability's truth_size_equal.csv beside truth_size.csv (its writer and its one reader,
+    reports/testbed.py); on the certificate's rows the labels changed (live) of the certificate, the matched cut, the
+    interval and consensus and the flips of the first two, mean over concepts, per setting; nothing on the others."""
+    from certified_circuits.reports.testbed import truth_size_equal_report
+    from certified_circuits.reports.words import FOOTING_WORDS
+
+    path = _truth_size(tmp_path)
+    truth_size_equal_report(_equal_tables(tmp_path), path.parent)
+    assert (path.parent / "truth_size_equal.csv").is_file() and (path.parent / "truth_size_equal_summary.md").is_file()
+    (table,) = headline([path]).tables
+    assert table.header[-2:] == ("labels changed (live): certified / matched cut / interval / consensus",
+                                 "in<->out flips (live): certified / matched cut")
+    assert all(FOOTING_WORDS[m] in table.header[-2] for m in ("matched_cut", "interval", "consensus"))
+    assert table.title.endswith("`tables/tiny/testbed/truth_size.csv`, `truth_size_equal.csv`)")
+    cells = {(row[0], row[1]): row[-2:] for row in table.rows}
+    assert cells[("baseline (top |T|)", "--")] == ("--", "--")
+    for circuit in ("certified IN", "certified IN + abstain"):  # both read off the certificate's labels
+        assert cells[(circuit, "p_del 0.95, tau 0.9")] == ("0.15 / 0.30 / 0.40 / 0.50", "0.002 / 0.002")
+        assert cells[(circuit, "p_del 0.9, tau 0.9")] == ("0.35 / 0.30 / 0.40 / 0.50", "0.002 / 0.002")
+    found = headline([path])
+    assert "the certificate's labels beside the matched cut, which abstains exactly as much" in found.lines[0]
+    assert len(found.lines) <= MAX_HEADLINE_LINES
+    assert "| 0.15 / 0.30 / 0.40 / 0.50 | 0.002 / 0.002 |" in "\n".join(headline_markdown(found))
+    # the table's one reader refuses a broken file, naming it
+    equal = path.parent / "truth_size_equal.csv"
+    frame = pd.read_csv(equal, dtype={"change_share_live": str})
+    frame.loc[0, "change_share_live"] = "lots"
+    frame.to_csv(equal, index=False)
+    with pytest.raises(ValueError, match="truth_size_equal.csv .*'change_share_live'"):
+        headline([path])
 
 
 def test_findings_json_round_trips_and_is_read_strictly(tmp_path: Path) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from certified_circuits.pipeline.layout import Layout
+from certified_circuits.pipeline.layout import Layout, number
 from certified_circuits.pipeline.plans.certification import setting_options
 from certified_circuits.pipeline.plans.common import Config, q, rule_files, words
 from certified_circuits.pipeline.plans.language import embedded_language, language_selected_table, language_settings
@@ -17,7 +17,7 @@ from certified_circuits.pipeline.plans.vision import (embedded_vision, vision_ci
 
 __all__ = [
     "GROUND_TRUTH_TASK", "ground_truth_experiments", "testbed_notes", "stability_jobs", "stability_options",
-    "stability_job", "stability_job_attributions", "stability_job_options", "ground_truth_job_path",
+    "stability_job", "stability_job_attributions", "equal_footing_options", "stability_job_options", "ground_truth_job_path",
     "recovery_inputs", "stability_table_inputs", "testbed_outputs", "testbed_targets",
 ]
 
@@ -78,7 +78,8 @@ def stability_jobs(config: Config, paths: Layout, concepts: Sequence[str]) -> li
 
     Returns:
         Dicts with ``experiment``, ``concept``, ``scorer``, ``setting``, ``attributions``, ``out``, ``truth_size``
-        (the stage's second table, at the truth's size) and ``k_grid``: vision, every class at the main scorer and
+        (the stage's second table, at the truth's size), ``truth_size_equal`` (its third, the equal footing) and
+        ``k_grid``: vision, every class at the main scorer and
         setting; language, the ground-truth task at every setting of it (the held-out selection picks among them).
     """
     if not int(config["testbed"]["resamples"]):
@@ -96,7 +97,8 @@ def stability_jobs(config: Config, paths: Layout, concepts: Sequence[str]) -> li
             rows.append({"experiment": experiment, "concept": concept, "scorer": scorer, "setting": setting,
                          "k_grid": grid, "attributions": paths.attributions(experiment, split, concept),
                          "out": paths.stability(experiment, split, concept, scorer, setting),
-                         "truth_size": paths.truth_size(experiment, split, concept, scorer, setting)})
+                         "truth_size": paths.truth_size(experiment, split, concept, scorer, setting),
+                         "truth_size_equal": paths.truth_size_equal(experiment, split, concept, scorer, setting)})
     return rows
 
 
@@ -105,13 +107,25 @@ def stability_options(job: Mapping[str, Any], testbed: Mapping[str, Any]) -> str
 
     Args:
         job: a row of :func:`stability_jobs`.
-        testbed: the config's ``testbed`` block (``resamples``, ``seed``).
+        testbed: the config's ``testbed`` block (``resamples``, ``seed``, ``equal_footing``).
 
     Returns:
-        ``--scorer S --k-grid ... --setting TAG --resamples B --bootstrap-seed s`` (the whole tag: :func:`setting_options`).
+        ``--scorer S --k-grid ... --setting TAG --resamples B --bootstrap-seed s`` (the whole tag: :func:`setting_options`)
+        and the equal footing's ``--inner-resamples --inner-seed --consensus-q --interval-z --tie-seed``
+        (:func:`equal_footing_options`).
     """
     return (f"--scorer {q(job['scorer'])} --k-grid {words(job['k_grid'])} {setting_options(job['setting'])} "
-            f"--resamples {int(testbed['resamples'])} --bootstrap-seed {int(testbed['seed'])}")
+            f"--resamples {int(testbed['resamples'])} --bootstrap-seed {int(testbed['seed'])} "
+            f"{equal_footing_options(testbed)}")
+
+
+def equal_footing_options(testbed: Mapping[str, Any]) -> str:
+    """The ``stability`` stage's equal-footing options from ``testbed.equal_footing`` (the schema's defaults: the
+    pre-registration's, experiments/fair_testbed.yaml), each number exactly (:func:`number`)."""
+    block = testbed["equal_footing"]
+    return (f"--inner-resamples {int(block['inner_resamples'])} --inner-seed {int(block['inner_seed'])} "
+            f"--consensus-q {number(float(block['q']))} --interval-z {number(float(block['z']))} "
+            f"--tie-seed {int(block['tie_seed'])}")
 
 
 def stability_job(planned: Mapping[str, Mapping[str, Any]], paths: Layout, wildcards: Any) -> Mapping[str, Any]:
@@ -174,11 +188,12 @@ def stability_table_inputs(config: Config, paths: Layout, concepts: Sequence[str
         experiment: a key of :func:`ground_truth_experiments`.
 
     Returns:
-        ``tables`` (the bootstrap tables) and ``truth_size`` (the tables at the truth's size), in job order; both
-        empty when ``testbed.resamples`` is 0.
+        ``tables`` (the bootstrap tables), ``truth_size`` (the tables at the truth's size) and ``truth_size_equal``
+        (their equal footing), in job order; all empty when ``testbed.resamples`` is 0.
     """
     rows = [job for job in stability_jobs(config, paths, concepts) if job["experiment"] == experiment]
-    return {"tables": [job["out"] for job in rows], "truth_size": [job["truth_size"] for job in rows]}
+    return {"tables": [job["out"] for job in rows], "truth_size": [job["truth_size"] for job in rows],
+            "truth_size_equal": [job["truth_size_equal"] for job in rows]}
 
 
 def testbed_outputs(config: Config, paths: Layout, concepts: Sequence[str]) -> dict[str, dict[str, str]]:
@@ -190,7 +205,8 @@ def testbed_outputs(config: Config, paths: Layout, concepts: Sequence[str]) -> d
     Returns:
         ``recovery_<kind>`` (``table``, ``auroc``, ``summary``, ``figure`` in ``R/tables/<x>/testbed``) and, when the
         experiment has stability jobs, ``stability_<kind>`` (``table``, ``summary``, ``truth_size``,
-        ``truth_size_summary``), by experiment (vision first), ``kind`` its ground truth's half.
+        ``truth_size_summary``, ``truth_size_equal``, ``truth_size_equal_summary``), by experiment (vision first),
+        ``kind`` its ground truth's half.
     """
     rules: dict[str, dict[str, str]] = {}
     for experiment, kind in ground_truth_experiments(config).items():
@@ -200,7 +216,9 @@ def testbed_outputs(config: Config, paths: Layout, concepts: Sequence[str]) -> d
         if stability_table_inputs(config, paths, concepts, experiment)["tables"]:
             rules[f"stability_{kind}"] = {"table": f"{out}/stability.csv", "summary": f"{out}/stability_summary.md",
                                           "truth_size": f"{out}/truth_size.csv",
-                                          "truth_size_summary": f"{out}/truth_size_summary.md"}
+                                          "truth_size_summary": f"{out}/truth_size_summary.md",
+                                          "truth_size_equal": f"{out}/truth_size_equal.csv",
+                                          "truth_size_equal_summary": f"{out}/truth_size_equal_summary.md"}
     return rules
 
 
