@@ -14,11 +14,19 @@ and work. Paths in the log are relative to the folder snakemake ran in: the one 
 Prints a Markdown table (rule, jobs, job-seconds, share of all, start-up, work, where the seconds come from) sorted by
 job-seconds, the run's wall time and how many cores its jobs kept busy (job-seconds / wall). The last line is a
 one-line summary.
+
+Every refusal is one line on stderr, ``error: <file or option>: <what is wrong>; <fix>``, exit 2, and nothing is
+written: a log given twice (by another path, a symlink or a hard link included: logs are told apart by file identity),
+a ``--root`` that is not a folder or holds none of the files the log names, a log that is not a Snakemake log, a job
+that finishes before it starts or a run whose clock goes backwards, a benchmark file whose seconds are not a finite
+number >= 0.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
+import os
 import re
 import sys
 from dataclasses import dataclass, field
@@ -27,6 +35,11 @@ from pathlib import Path
 from typing import Sequence
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+class BenchError(ValueError):
+    """A refusal: printed by :func:`main` as ``error: <file or option>: <what is wrong>; <fix>`` with exit 2."""
+
 #: ``[Sat Nov 28 00:16:11 2026]``: the clock line snakemake writes before a job starts and before it finishes
 STAMP = re.compile(r"^\[(\w{3} \w{3} +\d+ \d\d:\d\d:\d\d \d{4})\]$")
 #: ``localrule vision_evaluate:`` (local execution) or ``rule vision_evaluate:`` (cluster) or ``checkpoint ...:``
@@ -76,7 +89,8 @@ def parse_log(text: str) -> tuple[list[Job], float]:
         (killed) its last clock line minus its first.
 
     Raises:
-        ValueError: a job line without the clock line before it (not a Snakemake log).
+        ValueError: a job line without the clock line before it (not a Snakemake log), a job that finishes before it
+            starts, or a clock line earlier than the one before (not one run's log, or its clock was set back).
     """
     jobs: list[Job] = []
     running: dict[int, Job] = {}
@@ -86,7 +100,14 @@ def parse_log(text: str) -> tuple[list[Job], float]:
     first = None
     for number, line in enumerate(text.splitlines(), 1):
         if found := STAMP.match(line):
-            stamp, current = datetime.strptime(found[1], "%a %b %d %H:%M:%S %Y"), None
+            try:
+                clock = datetime.strptime(found[1], "%a %b %d %H:%M:%S %Y")
+            except ValueError:
+                raise ValueError(f"line {number}: {line!r} is not a Snakemake clock line") from None
+            if stamp is not None and clock < stamp:
+                raise ValueError(f"line {number}: the clock goes back from {stamp} to {clock}: not one run's log, or "
+                                 "its clock was set back")
+            stamp, current = clock, None
             first = first or stamp
         elif found := JOB_START.match(line):
             if stamp is None:
@@ -105,6 +126,9 @@ def parse_log(text: str) -> tuple[list[Job], float]:
         elif found := FINISHED.match(line):
             job = running.pop(int(found[1]), None)
             if job is not None and stamp is not None:
+                if stamp < job.started:
+                    raise ValueError(f"line {number}: job {job.jobid} ({job.rule}) finishes at {stamp}, before it "
+                                     f"started ({job.started}): not one run's log, or its clock was set back")
                 job.finished = stamp
             current = None
         elif found := ELAPSED.match(line):
@@ -126,15 +150,26 @@ def benchmark_seconds(path: Path) -> float | None:
         The seconds, or None when the file is missing or holds no row.
 
     Raises:
-        ValueError: the file has no ``s`` column (not a benchmark file).
+        ValueError: the file has no ``s`` column (not a benchmark file), or a row whose seconds are not a finite
+            number >= 0.
     """
     if not path.is_file():
         return None
-    lines = [line.split("\t") for line in path.read_text().splitlines() if line.strip()]
+    lines = [line.split("\t") for line in path.read_text(errors="replace").splitlines() if line.strip()]
     if not lines or "s" not in lines[0]:
         raise ValueError(f"{path}: no 's' column: not a Snakemake benchmark file")
     column = lines[0].index("s")
-    return sum(float(row[column]) for row in lines[1:]) if len(lines) > 1 else None
+    total = 0.0
+    for number, row in enumerate(lines[1:], 2):
+        try:
+            value = float(row[column])
+        except (IndexError, ValueError):
+            value = float("nan")
+        if not math.isfinite(value) or value < 0:
+            raise ValueError(f"{path}: line {number}: column s: {row[column] if column < len(row) else 'missing'!r} "
+                             "is not a finite number of seconds >= 0: not a Snakemake benchmark file")
+        total += value
+    return total if len(lines) > 1 else None
 
 
 def startup_seconds(paths: Sequence[Path]) -> float | None:
@@ -183,18 +218,24 @@ def newest_log(root: Path) -> Path | None:
     return None
 
 
+def _share(part: float, total: float, digits: int = 1) -> str:
+    """``part / total`` as a percentage; ``-`` when no job took a second (nothing to share)."""
+    return f"{part / total:.{digits}%}" if total > 0 else "-"
+
+
 def render(costs: Sequence[RuleCost], unfinished: Sequence[Job], wall: float | None) -> list[str]:
-    """The report's lines: the Markdown table, the totals, and the summary line last."""
+    """The report's lines: the Markdown table, the totals, and the summary line last. A run whose jobs took 0 s in
+    all (the log's clock counts whole seconds) shows its shares as ``-``."""
     total = sum(c.seconds for c in costs)
     startup = sum(c.startup for c in costs)
     lines = ["| rule | jobs | job-seconds | share | start-up s | work s | seconds from |", "|---|---:|---:|---:|---:|---:|---|"]
     for c in costs:
         split = (f"{c.startup:.1f} ({c.startup_jobs} jobs)", f"{c.startup_job_seconds - c.startup:.1f}") if c.startup_jobs else ("", "")
-        lines.append(f"| {c.rule} | {c.jobs} | {c.seconds:.1f} | {c.seconds / total:.1%} | {split[0]} | {split[1]} | "
+        lines.append(f"| {c.rule} | {c.jobs} | {c.seconds:.1f} | {_share(c.seconds, total)} | {split[0]} | {split[1]} | "
                      f"{' + '.join(sorted(c.sources))} |")
     jobs = sum(c.jobs for c in costs)
     lines.append(f"total: {jobs} jobs of {len(costs)} rules, {total:.1f} job-seconds; start-up logged {startup:.1f} s "
-                 f"({startup / total:.1%} of the job-seconds)")
+                 f"({_share(startup, total)} of the job-seconds)")
     if wall:
         lines.append(f"wall: {wall:.1f} s; the jobs kept {total / wall:.2f} cores busy on average")
     if unfinished:
@@ -203,41 +244,116 @@ def render(costs: Sequence[RuleCost], unfinished: Sequence[Job], wall: float | N
     top = costs[0]
     lines.append(f"SUMMARY rule_costs: {jobs} jobs, {total:.1f} job-seconds" +
                  (f" in {wall:.1f} s wall ({total / wall:.2f} cores busy)" if wall else "") +
-                 f"; most: {top.rule} {top.seconds:.1f} s ({top.seconds / total:.0%}); start-up {startup:.1f} s "
-                 f"({startup / total:.0%})")
+                 f"; most: {top.rule} {top.seconds:.1f} s ({_share(top.seconds, total, 0)}); start-up {startup:.1f} s "
+                 f"({_share(startup, total, 0)})")
     return lines
 
 
+def check_logs(logs: Sequence[Path]) -> list[Path]:
+    """The ``--log`` files, each a readable file given once: told apart by file identity (device and inode), so the
+    same log by another path, a symlink or a hard link is refused rather than counted twice.
+
+    Raises:
+        BenchError: naming the option, the file and the fix.
+    """
+    seen: dict[tuple[int, int], Path] = {}
+    for log in logs:
+        if not log.is_file():
+            raise BenchError(f"--log {log}: no such Snakemake log; pass a run's .snakemake/log/*.snakemake.log")
+        try:
+            info = os.stat(log)
+        except OSError as exc:
+            raise BenchError(f"--log {log}: cannot be read ({exc.strerror}); pass a readable Snakemake log") from None
+        key = (info.st_dev, info.st_ino)
+        if key in seen:
+            same = "given twice" if seen[key] == log else f"the same file as --log {seen[key]}"
+            raise BenchError(f"--log {log}: {same} (resolved: {log.resolve()}): its jobs would be counted twice; "
+                             "pass each log once (a resumed run: one --log per invocation)")
+        seen[key] = log
+    return list(logs)
+
+
+def check_root(root: Path, jobs: Sequence[Job], option: str) -> None:
+    """Refuse a root that is not a folder, or that holds none of the log and benchmark files the finished jobs name
+    (every job would fall back to the log's clock with a start-up of 0 s: the wrong folder).
+
+    Raises:
+        BenchError: naming ``option`` (``--root`` or the log whose folder was taken) and the fix.
+    """
+    if not root.is_dir():
+        raise BenchError(f"{option} {root}: not a folder; pass the folder snakemake ran in (the one holding "
+                         ".snakemake/)")
+    named = [name for job in jobs if job.finished is not None for name in (*job.logs, *filter(None, [job.benchmark]))]
+    if named and not any((root / name).is_file() for name in named):
+        raise BenchError(f"{option} {root}: holds none of the {len(named)} job log and benchmark files the log names "
+                         f"(the first: {named[0]}); pass --root the folder snakemake ran in (the one holding "
+                         ".snakemake/)")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """The cost table's command line: every refusal one ``error: ...`` line on stderr, exit 2 (module docstring)."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--log", action="append", type=Path, default=[],
                     help="a Snakemake log of the run (repeat for a resumed run); default: the newest of this checkout")
     ap.add_argument("--root", type=Path, default=None,
                     help="the folder snakemake ran in (default: the one holding the first log's .snakemake/)")
     args = ap.parse_args(argv)
-    if not args.log:
+    try:
+        return report(args.log, args.root)
+    except BenchError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+def report(logs: list[Path], root: Path | None) -> int:
+    """Print the cost table of ``logs`` (the newest run of this checkout when empty) read under ``root``."""
+    if not logs:
         newest = newest_log(ROOT)
         if newest is None:  # `make bench` in a checkout that has not run the workflow
             print(f"no Snakemake log of a run under {ROOT / '.snakemake' / 'log'}: run the workflow first (make reproduce), "
                   f"or pass --log PATH of a run's .snakemake/log/*.snakemake.log")
             print("SUMMARY rule_costs: skipped (no workflow run in this checkout)")
             return 0
-        args.log = [newest]
-    logs = args.log
-    for log in logs:
-        if not log.is_file():
-            sys.exit(f"{log}: no such Snakemake log; pass a run's .snakemake/log/*.snakemake.log")
-    root = args.root or logs[0].resolve().parents[2]
+        logs = [newest]
+        try:  # `make bench`: a run whose files were deleted since is skipped, as a checkout without a run is
+            check_root(newest.resolve().parents[2], parse_log(newest.read_text(errors="replace"))[0], "its run folder")
+        except (BenchError, ValueError) as exc:
+            print(f"the newest Snakemake log of this checkout, {newest}, cannot be costed ({exc}); pass --log and "
+                  "--root of a run whose files are there")
+            print("SUMMARY rule_costs: skipped (the newest workflow run's files are gone)")
+            return 0
+    logs = check_logs(logs)
+    if root is not None and not root.is_dir():
+        raise BenchError(f"--root {root}: not a folder; pass the folder snakemake ran in (the one holding .snakemake/)")
     jobs, wall = [], 0.0
     for log in logs:  # a resumed run: the wall of each invocation, summed
-        found, seconds = parse_log(log.read_text(errors="replace"))
+        try:
+            found, seconds = parse_log(log.read_text(errors="replace"))
+        except OSError as exc:
+            raise BenchError(f"--log {log}: cannot be read ({exc.strerror}); pass a readable Snakemake log") from None
+        except ValueError as exc:
+            raise BenchError(f"--log {log}: {exc}; pass a run's .snakemake/log/*.snakemake.log") from None
         if not found:
-            sys.exit(f"{log}: no job in this log (a dry run, or a run that found nothing to do); pass a run that ran jobs")
+            raise BenchError(f"--log {log}: no job in this log (a dry run, or a run that found nothing to do); pass a "
+                             "run that ran jobs")
         jobs += found
         wall += seconds
-    costs, unfinished = cost_table(jobs, root)
+    if root is None:
+        where = logs[0].resolve()
+        if where.parent.name != "log" or where.parent.parent.name != ".snakemake":
+            raise BenchError(f"--log {logs[0]}: not in a .snakemake/log/ folder, so the folder snakemake ran in is "
+                             "unknown; pass --root that folder")
+        check_root(where.parents[2], jobs, f"--log {logs[0]}: its run folder")
+        root = where.parents[2]
+    else:
+        check_root(root, jobs, "--root")
+    try:
+        costs, unfinished = cost_table(jobs, root)
+    except ValueError as exc:  # a benchmark file that is not one (benchmark_seconds names it)
+        raise BenchError(f"{exc}; pass --root the folder snakemake ran in, or delete the file") from None
     if not costs:
-        sys.exit(f"no job of {', '.join(map(str, logs))} finished: nothing to cost")
+        raise BenchError(f"--log {', '.join(map(str, logs))}: no job finished: nothing to cost; pass a run whose jobs "
+                         "finished")
     print(f"{len(logs)} Snakemake log(s): {', '.join(map(str, logs))}; files read under {root}")
     print("\n".join(render(costs, unfinished, wall)))
     return 0

@@ -94,15 +94,40 @@ def test_make_bench_without_a_run_skips(tmp_path: Path, monkeypatch: pytest.Monk
     monkeypatch.setattr(bench, "ROOT", tmp_path)  # a checkout that never ran the workflow
     assert bench.main([]) == 0
     assert capsys.readouterr().out.splitlines()[-1] == "SUMMARY rule_costs: skipped (no workflow run in this checkout)"
+    (tmp_path / ".snakemake" / "log").mkdir(parents=True)
+    shutil.copy(LOG, tmp_path / ".snakemake" / "log" / "2026-11-28T001714.585805.snakemake.log")  # its files gone
+    assert bench.main([]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert "holds none of the 11 job log and benchmark files" in out[0]
+    assert out[-1] == "SUMMARY rule_costs: skipped (the newest workflow run's files are gone)"
 
 
-def test_bad_inputs_name_the_fix(tmp_path: Path) -> None:
-    with pytest.raises(SystemExit, match="no such Snakemake log"):
-        bench.main(["--log", str(tmp_path / "missing.log")])
+def _refused(capsys: pytest.CaptureFixture[str], argv: list[str], *message: str) -> str:
+    """``main(argv)`` refuses: exit 2, one ``error:`` line on stderr holding every ``message``, no traceback, nothing
+    on stdout."""
+    assert bench.main(argv) == 2
+    out, err = capsys.readouterr()
+    assert err.startswith("error: ") and err.count("\n") == 1 and "Traceback" not in err, err
+    assert all(m in err for m in message), err
+    assert out == ""
+    return err
+
+
+def _run(tmp_path: Path, text: str) -> Path:
+    """A run folder in ``tmp_path``: the fixture's job files and ``text`` as its Snakemake log."""
+    log = tmp_path / ".snakemake" / "log" / "2026-11-28T001714.585805.snakemake.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.write_text(text)
+    if not (tmp_path / "run").exists():
+        shutil.copytree(FIXTURE / "run", tmp_path / "run")
+    return log
+
+
+def test_bad_inputs_name_the_fix(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _refused(capsys, ["--log", str(tmp_path / "missing.log")], "missing.log: no such Snakemake log")
     empty = tmp_path / "dry.log"
     empty.write_text("Building DAG of jobs...\nNothing to be done (all requested files are present and up to date).\n")
-    with pytest.raises(SystemExit, match="no job in this log"):
-        bench.main(["--log", str(empty)])
+    _refused(capsys, ["--log", str(empty)], f"--log {empty}: no job in this log")
     assert bench.newest_log(tmp_path) is None  # no .snakemake/log here: `make bench` skips the table
     (tmp_path / ".snakemake" / "log").mkdir(parents=True)
     shutil.copy(empty, tmp_path / ".snakemake" / "log" / "2026-11-28T010000.000000.snakemake.log")
@@ -111,3 +136,82 @@ def test_bad_inputs_name_the_fix(tmp_path: Path) -> None:
     (tmp_path / "b.tsv").write_text("seconds\n1.0\n")
     with pytest.raises(ValueError, match="not a Snakemake benchmark file"):
         bench.benchmark_seconds(tmp_path / "b.tsv")
+
+
+def _same_file_twice(tmp_path: Path) -> list[list[str]]:
+    """Issue 61, class 2: one log passed twice, by the same path, another spelling, a symlink and a hard link."""
+    log = _run(tmp_path, LOG.read_text())
+    (tmp_path / "link.log").symlink_to(log)
+    (tmp_path / "hard.log").hardlink_to(log)
+    spelled = tmp_path / ".snakemake" / "log" / ".." / "log" / log.name
+    return [[str(log), str(log)], [str(log), str(spelled)], [str(log), str(tmp_path / "link.log")],
+            [str(log), str(tmp_path / "hard.log")]]
+
+
+@pytest.mark.parametrize("case", range(4))
+def test_one_log_given_twice_is_refused_by_file_identity(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                         case: int) -> None:
+    first, second = _same_file_twice(tmp_path)[case]
+    err = _refused(capsys, ["--log", first, "--log", second, "--root", str(tmp_path)], f"--log {second}: ",
+                   "its jobs would be counted twice; pass each log once")
+    assert ("given twice" if first == second else f"the same file as --log {first}") in err
+
+
+def _shift(text: str, old: str, new: str) -> str:
+    assert old in text
+    return text.replace(old, new, 1)
+
+
+#: issue 61, class 5: logs that are not one run's, each refused by the log's name with the fix
+BAD_LOGS = {
+    # the vision_tables job (started 00:17:19) finishes at 00:17:18, before it starts (-0.17 cores busy before)
+    "finishes before it starts": (lambda t: _shift(t, "[Sat Nov 28 00:17:23 2026]\nFinished jobid: 1",
+                                                   "[Sat Nov 28 00:17:18 2026]\nFinished jobid: 1"),
+                                  "the clock goes back from 2026-11-28 00:17:19 to 2026-11-28 00:17:18"),
+    "clock goes backwards": (lambda t: _shift(t, "[Sat Nov 28 00:17:16 2026]\nFinished jobid: 4",
+                                              "[Sat Nov 28 00:16:00 2026]\nFinished jobid: 4"),
+                             "the clock goes back from 2026-11-28 00:17:15 to 2026-11-28 00:16:00"),
+    "not a clock": (lambda t: _shift(t, "[Sat Nov 28 00:17:15 2026]", "[Sat Nov 99 00:17:15 2026]"),
+                    "is not a Snakemake clock line"),
+    "a job line without a clock": (lambda t: "localrule all:\n    jobid: 0\n", "not a Snakemake log"),
+}
+
+
+@pytest.mark.parametrize("name", BAD_LOGS)
+def test_a_log_that_is_not_one_runs_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str) -> None:
+    change, message = BAD_LOGS[name]
+    log = _run(tmp_path, change(LOG.read_text()))
+    _refused(capsys, ["--log", str(log)], f"error: --log {log}: line ", message)
+
+
+@pytest.mark.parametrize("value", ["abc", "-1.5", "inf", "nan", ""])
+def test_a_benchmark_file_whose_seconds_are_not_seconds_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                                    value: str) -> None:
+    log = _run(tmp_path, LOG.read_text())
+    tsv = tmp_path / "run" / "benchmarks" / "vision_train" / "job.tsv"
+    tsv.write_text(f"s\th:m:s\n{value}\t0:00:01\n")
+    _refused(capsys, ["--log", str(log)], f"error: {tsv}: line 2: column s: ", "is not a finite number of seconds >= 0")
+
+
+def test_a_root_that_is_not_the_runs_folder_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    log = _run(tmp_path, LOG.read_text())
+    _refused(capsys, ["--log", str(log), "--root", str(tmp_path / "nowhere")],
+             f"--root {tmp_path / 'nowhere'}: not a folder; pass the folder snakemake ran in")
+    (tmp_path / "empty").mkdir()  # a folder, but none of the run's files: every start-up would read 0.0 s
+    _refused(capsys, ["--log", str(log), "--root", str(tmp_path / "empty")],
+             f"--root {tmp_path / 'empty'}: holds none of the 11 job log and benchmark files the log names")
+    copied = tmp_path / "copied.log"  # a log outside .snakemake/log/: its run folder is unknown
+    copied.write_text(LOG.read_text())
+    _refused(capsys, ["--log", str(copied)], f"--log {copied}: not in a .snakemake/log/ folder", "pass --root")
+
+
+def test_a_run_whose_jobs_took_0_s_is_costed_without_dividing_by_zero(tmp_path: Path,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """The target rule's job alone, started and finished in the same second: 0 job-seconds, shares shown as ``-``."""
+    text = ("[Sat Nov 28 00:17:23 2026]\nlocalrule all:\n    jobid: 0\n    reason: Input files updated\n"
+            "[Sat Nov 28 00:17:23 2026]\nFinished jobid: 0 (Rule: all)\n")
+    log = _run(tmp_path, text)
+    assert bench.main(["--log", str(log)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert "| all | 1 | 0.0 | - |  |  | log clock |" in out
+    assert out[-1] == "SUMMARY rule_costs: 1 jobs, 0.0 job-seconds; most: all 0.0 s (-); start-up 0.0 s (-)"
