@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
+import re
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
@@ -38,82 +40,105 @@ STAGES = Stages()
 # ---------------------------------------------------------------------------------------------- world
 
 
+#: vision-world's option of every WorldConfig knob it sets (the refusals of WorldConfig.validate name the option)
+WORLD_OPTIONS = {
+    "seed": "--seed",
+    "image_size": "--image-size",
+    "n_classes": "--n-classes",
+    "n_fills": "--n-fills",
+    "habitat_rate": "--habitat-rate",
+    "texture_contrast": "--texture-contrast",
+    "habitat_tint": "--habitat-tint",
+    "n_train_per_class": "--n-train-per-class",
+    "n_concept_per_class": "--n-concept-per-class",
+    "n_test_per_class": "--n-test-per-class",
+    "n_ood_per_class": "--n-ood-per-class",
+    "n_pool_per_class": "--n-pool-per-class",
+    "n_anomaly_pool": "--n-anomaly-pool",
+    "corruption_severity": "--severity",
+    "cue_attributes": "--cue-attributes",
+    "cue_values": "--cue-values",
+}
+
+
+def option_words(text: str, options: dict[str, str]) -> str:
+    """``text`` with every knob name of ``options`` that has an underscore (``n_classes``) written as its option
+    (``--n-classes``): a library's refusal, in the words of the command line."""
+    names = sorted((name for name in options if "_" in name), key=len, reverse=True)
+    if not names:
+        return text
+    return re.sub(r"\b(" + "|".join(map(re.escape, names)) + r")\b", lambda m: options[m.group(1)], text)
+
+
+def world_knob(name: str) -> Callable[[str], int | float]:
+    """argparse type of WorldConfig knob ``name``: an integer or a finite number in the knob's range
+    (world.INT_RANGES / FLOAT_RANGES, the table WorldConfig.validate reads); argparse names the option."""
+    from certified_circuits.vision.data.world import INT_RANGES, check_knob
+
+    integer = name in INT_RANGES
+
+    def parse(text: str) -> int | float:
+        try:
+            value: int | float = int(text) if integer else float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {'an integer' if integer else 'a number'}") from None
+        try:
+            check_knob(name, value)
+        except ValueError as exc:  # argparse names the option: "argument --n-classes: must be ..."
+            raise argparse.ArgumentTypeError(option_words(str(exc).removeprefix(f"{name} "), WORLD_OPTIONS)) from None
+        return value
+
+    parse.__name__ = name
+    return parse
+
+
 def _world_arguments(p: argparse.ArgumentParser) -> None:
     from certified_circuits.vision.data.world import SPLITS, WorldConfig
 
     d = WorldConfig()
+    helps = {
+        "n_fills": "0: classes are shapes; F > 0: classes are (shape, fill) pairs, n-classes a multiple of F",
+        "habitat_rate": "P(class's own habitat) in ID splits",
+        "n_concept_per_class": "|D_c| (paper: 50; up to 5000)",
+        "n_pool_per_class": "adversarial pool before filtration",
+        "n_anomaly_pool": "novel-shape pool before filtration",
+        "corruption_severity": "defocus blur severity (paper: 2)",
+        "cue_attributes": "0: no marks; A > 0: the marked world (issue 50): every image carries its class's badge, a "
+        "stray mark of another class and one cue mark per attribute (the model of vision-compile reads them)",
+        "cue_values": "values of each cue attribute: each value is on 1 / V of a class's images (exactly in a split "
+        "of 1,000 or more images of the class, a hypergeometric count in a smaller one such as D_c)",
+    }
     p.add_argument("--out", type=Path, required=True, help="output folder")
-    p.add_argument("--seed", type=seed, default=d.seed)
-    p.add_argument("--image-size", type=int, default=d.image_size)
-    p.add_argument("--n-classes", type=int, default=d.n_classes)
-    p.add_argument(
-        "--n-fills",
-        type=int,
-        default=d.n_fills,
-        help="0: classes are shapes; F > 0: classes are (shape, fill) pairs, n-classes a multiple of F",
-    )
-    p.add_argument("--habitat-rate", type=float, default=d.habitat_rate, help="P(class's own habitat) in ID splits")
-    p.add_argument("--texture-contrast", type=float, default=d.texture_contrast)
-    p.add_argument("--habitat-tint", type=float, default=d.habitat_tint)
-    p.add_argument("--n-train-per-class", type=int, default=d.n_train_per_class)
-    p.add_argument(
-        "--n-concept-per-class", type=int, default=d.n_concept_per_class, help="|D_c| (paper: 50; up to 1000)"
-    )
-    p.add_argument("--n-test-per-class", type=int, default=d.n_test_per_class)
-    p.add_argument("--n-ood-per-class", type=int, default=d.n_ood_per_class)
-    p.add_argument(
-        "--n-pool-per-class", type=int, default=d.n_pool_per_class, help="adversarial pool before filtration"
-    )
-    p.add_argument("--n-anomaly-pool", type=int, default=d.n_anomaly_pool, help="novel-shape pool before filtration")
-    p.add_argument("--severity", type=int, default=d.corruption_severity, help="defocus blur severity (paper: 2)")
-    p.add_argument(
-        "--cue-attributes",
-        type=int,
-        default=d.cue_attributes,
-        help="0: no marks; A > 0: the marked world (issue 50): every image carries its class's badge, a stray mark of "
-        "another class and one cue mark per attribute (the model of vision-compile reads them)",
-    )
-    p.add_argument(
-        "--cue-values",
-        type=int,
-        default=d.cue_values,
-        help="values of each cue attribute: each value is on 1 / V of a class's images (exactly in a split of 1,000 "
-        "or more images of the class, a hypergeometric count in a smaller one such as D_c)",
-    )
+    for name, flag in WORLD_OPTIONS.items():
+        p.add_argument(
+            flag,
+            dest=name,
+            type=seed if name == "seed" else world_knob(name),  # every stage's --seed: stages.seed
+            default=getattr(d, name),
+            metavar=flag[2:].upper().replace("-", "_"),
+            help=helps.get(name),
+        )
     p.add_argument("--splits", nargs="*", choices=SPLITS, help="only these splits (default: all)")
 
 
 @STAGES.stage("vision-world", _world_arguments, help="build the embedded concept world")
 def _cmd_world(args: argparse.Namespace) -> int:
     """Render the concept world (shape classes + class-correlated habitats) into OUT/<split>.npz and OUT/world.json.
-    Deterministic in --seed.
+    Deterministic in --seed. Every knob is checked (type, range, memory) before any image is drawn.
     """
 
-    from certified_circuits.vision.data.world import SPLITS, WorldConfig, build_world
+    from certified_circuits.vision.data.world import SPLITS, WorldConfig, build_world, check_world_memory
 
-    cfg = WorldConfig(
-        seed=args.seed,
-        image_size=args.image_size,
-        n_classes=args.n_classes,
-        habitat_rate=args.habitat_rate,
-        texture_contrast=args.texture_contrast,
-        habitat_tint=args.habitat_tint,
-        n_train_per_class=args.n_train_per_class,
-        n_concept_per_class=args.n_concept_per_class,
-        n_test_per_class=args.n_test_per_class,
-        n_ood_per_class=args.n_ood_per_class,
-        n_pool_per_class=args.n_pool_per_class,
-        n_anomaly_pool=args.n_anomaly_pool,
-        corruption_severity=args.severity,
-        n_fills=args.n_fills,
-        cue_attributes=args.cue_attributes,
-        cue_values=args.cue_values,
-    )
+    cfg = WorldConfig(**{name: getattr(args, name) for name in WORLD_OPTIONS})
+    splits = tuple(args.splits) if args.splits else SPLITS
+    twice = sorted({split for split in splits if splits.count(split) > 1})
+    if twice:
+        raise InputError(f"--splits names {', '.join(twice)} more than once: name each split once")
     try:
         cfg.validate()
+        check_world_memory(cfg, splits)
     except ValueError as exc:
-        raise InputError(str(exc)) from None
-    splits = tuple(args.splits) if args.splits else SPLITS
+        raise InputError(option_words(str(exc), WORLD_OPTIONS)) from None
     t0 = time.perf_counter()
     build_world(cfg, args.out, splits)
     log.info("vision-world: wrote %d splits to %s in %.1fs", len(splits), args.out, time.perf_counter() - t0)
@@ -276,14 +301,55 @@ def _cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
+def number_in(
+    low: float, high: float, *, low_open: bool = False, high_open: bool = False, why: str = ""
+) -> Callable[[str], float]:
+    """argparse type: a finite number in the interval from ``low`` to ``high`` (open at an end when asked); argparse
+    names the option, the message the interval and ``why``."""
+    interval = f"{'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}"
+    because = f" ({why})" if why else ""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number; expected one in {interval}{because}") from None
+        inside = (
+            math.isfinite(value)
+            and (value > low if low_open else value >= low)
+            and (value < high if high_open else value <= high)
+        )
+        if not inside:
+            raise argparse.ArgumentTypeError(f"{text} is outside {interval}{because}")
+        return value
+
+    parse.__name__ = "number"
+    return parse
+
+
+#: vision-compile's option of every CompiledSpec field it sets (the spec's refusals name the option)
+COMPILE_OPTIONS = {
+    "distractors": "--distractors",
+    "margins": "--margins",
+    "jitter": "--jitter",
+    "jitter_spread": "--jitter-spread",
+    "cue_gain_spread": "--cue-gain-spread",
+    "badge_gain": "--badge-gain",
+    "cue_gain": "--cue-gain",
+}
+
+
 def _compile_arguments(p: argparse.ArgumentParser) -> None:
     from certified_circuits.vision.networks.compiled import (
         DEFAULT_CUE_GAIN_SPREAD,
         DEFAULT_JITTER_SPREAD,
         DEFAULT_MARGINS,
+        MAX_GAIN,
         MAX_JITTER,
+        MIN_GAIN,
     )
 
+    gain = number_in(MIN_GAIN, MAX_GAIN, why="a logit per mark: finite and positive")
     p.add_argument("--world", type=Path, required=True, help="a marked world (vision-world --cue-attributes A)")
     p.add_argument("--out-model", type=output_file, required=True)
     p.add_argument("--out-metrics", type=output_file, required=True)
@@ -292,11 +358,18 @@ def _compile_arguments(p: argparse.ArgumentParser) -> None:
         "--distractors",
         type=positive_int,
         default=None,
-        help="shared distractor channels per stage (default: the cue codes per class, cue-attributes x cue-values)",
+        help="shared distractor channels per stage, 1 to 2 x the cue codes per class (default: the cue codes per "
+        "class, cue-attributes x cue-values)",
     )
     p.add_argument(
         "--margins",
-        type=float,
+        type=number_in(
+            0,
+            1,
+            low_open=True,
+            high_open=True,
+            why="a distractor's level (1 - M) p A stays below the cue chains' population mean p A",
+        ),
         nargs=4,
         default=list(DEFAULT_MARGINS),
         metavar="M",
@@ -305,27 +378,37 @@ def _compile_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--jitter",
-        type=float,
+        type=number_in(0, MAX_JITTER, why="the distractor map stays positive"),
         default=0.3,
         help=f"the distractors' dependence on the image's grey level, in [0, "
         f"{MAX_JITTER}] (their own effect on the logit)",
     )
     p.add_argument(
         "--jitter-spread",
-        type=float,
+        type=number_in(0, 1, high_open=True, why="distractor i's jitter magnitude 1 - S i / D stays positive"),
         default=DEFAULT_JITTER_SPREAD,
         help="in [0, 1): distractor i's jitter magnitude is 1 - S i / D (signs alternating), so no two distractors "
         "tie on a sample; 0 gives the tied +1, -1, .. of models compiled before issue 59 (default %(default)s)",
     )
     p.add_argument(
         "--cue-gain-spread",
-        type=float,
+        type=number_in(0, 1, high_open=True, why="cue code g's gain A (1 + S g / G) stays in [A, 2 A)"),
         default=DEFAULT_CUE_GAIN_SPREAD,
         help="in [0, 1): cue code g's logit gain is A (1 + S g / G), so no two cue chains tie on a sample; 0 gives "
         "the one gain A of models compiled before it, whose cue chains of equal count tie (default %(default)s)",
     )
-    p.add_argument("--badge-gain", type=float, default=1.0, help="logit per badge mark (>= --cue-gain)")
-    p.add_argument("--cue-gain", type=float, default=1.0, help="logit per cue mark (A, code 0's gain)")
+    p.add_argument(
+        "--badge-gain",
+        type=gain,
+        default=1.0,
+        help=f"logit per badge mark, in [{MIN_GAIN:g}, {MAX_GAIN:g}] (>= --cue-gain)",
+    )
+    p.add_argument(
+        "--cue-gain",
+        type=gain,
+        default=1.0,
+        help=f"logit per cue mark (A, code 0's gain), in [{MIN_GAIN:g}, {MAX_GAIN:g}]",
+    )
     p.add_argument("--threads", type=positive_int, default=1, help="torch CPU threads (default 1)")
 
 
@@ -333,16 +416,16 @@ def _compile_arguments(p: argparse.ArgumentParser) -> None:
 def _cmd_compile(args: argparse.Namespace) -> int:
     """Set every weight of a world ResNet by hand (vision/networks/compiled.py) for WORLD's marks, check on its train
     split that every mark detector fires on its marks only, and write the checkpoint (a world checkpoint:
-    ``--model world --checkpoint``) and its accuracies (JSON).
+    ``--model world --checkpoint``) and its accuracies (JSON). WORLD's world.json and train split are checked
+    (every knob in range, every class present) before any weight is set.
     """
-    import json
-
     from certified_circuits.storage.atomic import write_json
-    from certified_circuits.vision.data.world import WorldConfig, load_split
+    from certified_circuits.vision.data.world import WORLD_FILE, load_split, read_world_config
     from certified_circuits.vision.networks.checkpoints import save_world_model
     from certified_circuits.vision.networks.compiled import (
         BLOCKS,
         DETECTOR_TOLERANCE,
+        MAX_DISTRACTORS_PER_CODE,
         CompiledSpec,
         compile_marked_resnet,
         compile_spec,
@@ -351,20 +434,34 @@ def _cmd_compile(args: argparse.Namespace) -> int:
     from certified_circuits.vision.networks.models import world_model_from_net
 
     configure_torch(args.threads)
-    meta_path = args.world / "world.json"
-    if not meta_path.is_file():
+    if not (args.world / WORLD_FILE).is_file():
         raise InputError(
-            f"{meta_path} does not exist: build a marked world with `{COMMAND} vision-world --out "
+            f"{args.world / WORLD_FILE} does not exist: build a marked world with `{COMMAND} vision-world --out "
             f"{args.world} --cue-attributes 2`"
         )
-    cfg = WorldConfig(**json.loads(meta_path.read_text())["config"])
+    cfg = read_world_config(args.world)  # strict: a truncated or edited world.json is refused by name
     if not cfg.cue_attributes:
         raise InputError(
             f"{args.world} is not a marked world (cue_attributes 0): the compiled model reads marks; "
             f"build one with `{COMMAND} vision-world --out {args.world} --image-size 16 "
             "--cue-attributes 2 --cue-values 4`"
         )
-    tr = load_split(args.world / "train.npz")
+    codes = cfg.cue_attributes * cfg.cue_values
+    if args.distractors is not None and args.distractors > MAX_DISTRACTORS_PER_CODE * codes:
+        raise InputError(
+            f"--distractors {args.distractors} is outside 1..{MAX_DISTRACTORS_PER_CODE * codes} "
+            f"({MAX_DISTRACTORS_PER_CODE} x the {codes} cue codes per class of {args.world}; more only add null "
+            "channels): lower --distractors"
+        )
+    train = args.world / "train.npz"
+    tr = load_split(train)
+    per_class = np.bincount(tr["labels"].astype(np.int64), minlength=cfg.n_classes)
+    if len(per_class) != cfg.n_classes or not per_class.all():
+        raise InputError(
+            f"{train} holds {per_class.tolist()} images per class, not some of each of the {cfg.n_classes} classes "
+            f"of {args.world / WORLD_FILE}: the compiled model's grey level is measured on it; rebuild the world with "
+            f"`{COMMAND} vision-world --out {args.world} --n-train-per-class N` (N >= 1)"
+        )
     luminance = float(tr["images"].mean() / 255.0)
     try:
         spec = compile_spec(
@@ -372,7 +469,7 @@ def _cmd_compile(args: argparse.Namespace) -> int:
                 cfg.n_classes,
                 cfg.cue_attributes,
                 cfg.cue_values,
-                args.distractors or cfg.cue_attributes * cfg.cue_values,
+                args.distractors or codes,
                 tuple(args.margins),
                 args.jitter,
                 args.badge_gain,
@@ -386,13 +483,13 @@ def _cmd_compile(args: argparse.Namespace) -> int:
         )
         net = compile_marked_resnet(spec)
     except ValueError as exc:
-        raise InputError(str(exc)) from None
+        raise InputError(option_words(str(exc), COMPILE_OPTIONS)) from None
     error = detector_error(
         net, spec, tr["images"], tr["labels"].astype(np.int64), {k: tr[k] for k in ("mark_slots", "stray", "cues")}
     )
     if error > DETECTOR_TOLERANCE:
         raise InputError(
-            f"a mark detector of the compiled model misfires on {args.world / 'train.npz'} (largest "
+            f"a mark detector of the compiled model misfires on {train} (largest "
             f"error {error:.3g}): the world's scenes reach a mark's score; report this world's config"
         )
     model = world_model_from_net(net, cfg.class_names(), cfg.image_size)

@@ -95,11 +95,12 @@ def test_end_to_end(tmp_path):
     assert not wrong.exists()
 
 
-def test_clear_errors(tmp_path):
+def test_clear_errors(tmp_path, capsys):
     with pytest.raises(FileNotFoundError, match="vision-world"):
         run("vision-train", "--world", tmp_path, "--out-model", tmp_path / "m.pt", "--out-metrics", tmp_path / "x.json")
-    with pytest.raises(ValueError, match="habitat_rate"):
+    with pytest.raises(SystemExit):  # refused where it enters: argparse names the option and the range
         run("vision-world", "--out", tmp_path / "w", "--habitat-rate", 2)
+    assert "argument --habitat-rate: must be a number in [0, 1] (a probability), got 2.0" in capsys.readouterr().err
     with pytest.raises(SystemExit):  # argparse: --eval-set expects NAME=PATH
         parser().parse_args(["vision-evaluate", "--circuits", __file__, __file__, "--concept", "c", "--eval-set",
                              "nopath", "--out", str(tmp_path / "e.csv")])

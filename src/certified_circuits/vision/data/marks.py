@@ -45,6 +45,9 @@ MAX_MARKED_CLASSES = 12
 DECK = 1000
 #: the marks the world draws per image besides its cues: two badge marks, one stray mark
 BADGE_MARKS = 2
+#: a marked world's image side is a multiple of this: the compiled model's stride-2 stem and four stages halve it
+#: down to one position (vision/networks/compiled.py's SIDE_MULTIPLE, which must equal it)
+MARKED_SIDE_MULTIPLE = 16
 #: pixel kinds of a code
 HUE, WHITE, BLACK = "H", "W", "K"
 
@@ -99,6 +102,9 @@ def check_marks(n_classes: int, attributes: int, values: int, image_size: int) -
         raise ValueError(f"cue_attributes must be >= 0 (0: no marks), got {attributes}")
     if not attributes:
         return
+    if n_classes < 2:
+        raise ValueError(f"a marked world (cue_attributes {attributes}) needs n_classes >= 2: every image carries a "
+                         f"stray mark of another class; got n_classes {n_classes}")
     if values < 2:
         raise ValueError(f"cue_values must be >= 2 (a cue on a 1 / cue_values minority of a class), got {values}")
     if attributes * values > len(CODES):
@@ -107,6 +113,9 @@ def check_marks(n_classes: int, attributes: int, values: int, image_size: int) -
     if n_classes > MAX_MARKED_CLASSES:
         raise ValueError(f"a marked world has at most {MAX_MARKED_CLASSES} classes (their colours must stay apart), "
                          f"got {n_classes}: lower n_classes or set cue_attributes 0")
+    if image_size < MARKED_SIDE_MULTIPLE or image_size % MARKED_SIDE_MULTIPLE:
+        raise ValueError(f"a marked world's image_size must be a multiple of {MARKED_SIDE_MULTIPLE} (the compiled "
+                         f"model's stages halve it down to one position), got {image_size}: use 16 or 32")
     slots = len(slot_pixels(image_size))
     if BADGE_MARKS + 1 + attributes > slots:
         raise ValueError(f"{BADGE_MARKS + 1 + attributes} marks per image do not fit the {slots} slots of a "

@@ -31,6 +31,8 @@ Rendering is vectorised over chunks of images (shape edges 2x2 supersampled for 
 from __future__ import annotations
 
 import dataclasses
+import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,7 +41,7 @@ import numpy as np
 from certified_circuits.commands import COMMAND
 from certified_circuits.storage.arrays import ArrayFileError, read_npz
 from certified_circuits.storage.atomic import write_json, write_npz
-from certified_circuits.vision.data.marks import MARK_STREAM, check_marks, draw_marks, paint_marks
+from certified_circuits.vision.data.marks import CODES, MARK_STREAM, check_marks, draw_marks, paint_marks
 
 CLASS_SHAPES: tuple[str, ...] = (
     "circle", "square", "triangle", "plus", "star", "ring", "hexagon", "crescent", "bar", "ell",
@@ -55,6 +57,63 @@ SPLITS: tuple[str, ...] = (
     "train", "concept", "id_test", "context_shift", "corruption", "adversarial_pool", "anomaly_pool",
     "counterfactual",
 )
+#: the world's metadata file beside its splits (:func:`build_world` writes it, :func:`read_world_config` reads it)
+WORLD_FILE = "world.json"
+
+
+#: the range (inclusive) of every integer knob of :class:`WorldConfig`, and why: ``validate`` and the argparse types
+#: of ``vision-world`` (cli/vision_data.py) read this one table (None: no bound but memory, :func:`check_world_memory`)
+INT_RANGES: dict[str, tuple[int, int | None, str]] = {
+    "seed": (0, 2**32 - 1, "seeds are non-negative 32-bit integers"),
+    "image_size": (16, 1024, "pixels per side; a marked world's must be a multiple of 16"),
+    "n_classes": (2, len(CLASS_SHAPES) * len(FILLS), "a classifier needs two classes, and the counterfactual split's "
+                  "shape swaps and a marked world's stray marks (cue_attributes) are of another class; at most 10 "
+                  "shapes x n_fills"),
+    "n_fills": (0, len(FILLS), "0: classes are shapes; F: classes are (shape, fill) pairs"),
+    "n_train_per_class": (1, None, "every split holds images of every class"),
+    "n_concept_per_class": (1, 5000, "|D_c|, images per class of the concept split"),
+    "n_test_per_class": (1, None, "every split holds images of every class"),
+    "n_ood_per_class": (1, None, "every split holds images of every class"),
+    "n_pool_per_class": (1, None, "every split holds images of every class"),
+    "n_anomaly_pool": (1, None, "the anomaly pool's novel-shape images"),
+    "n_counterfactual": (1, None, "the counterfactual split's images"),
+    "corruption_severity": (1, 5, "ImageNet-C's defocus severities"),
+    "cue_attributes": (0, len(CODES), "0: no marks; A: one cue mark per attribute"),
+    "cue_values": (1, len(CODES), "values of each cue attribute (a marked world needs >= 2)"),
+}
+#: the range (inclusive) of every real knob of :class:`WorldConfig`, and why
+FLOAT_RANGES: dict[str, tuple[float, float, str]] = {
+    "habitat_rate": (0.0, 1.0, "a probability"),
+    "texture_contrast": (0.0, 0.5, "the habitat pattern's amplitude in luminance units"),
+    "habitat_tint": (0.0, 0.5, "the habitat tint's strength in luminance units"),
+    "shape_contrast": (0.0, 0.5, "the shape's least distance from its background in luminance units"),
+}
+#: the most memory one split may take while it is built (its images, their working copies): larger worlds are
+#: refused before any image is drawn (:func:`check_world_memory`)
+WORLD_MEMORY_BYTES = 8 * 2**30
+#: the most memory the renderer's temporaries of one chunk of images take (the chunk shrinks for large images)
+RENDER_CHUNK_BYTES = 256 * 2**20
+
+
+def _in_range(name: str, value: object, low: float, high: float | None, why: str, integer: bool) -> None:
+    kind = "an integer" if integer else "a number"
+    span = f"in {low}..{high}" if integer and high is not None else f">= {low}" if high is None else \
+        f"in [{low:g}, {high:g}]"
+    is_number = isinstance(value, (int, np.integer)) if integer else isinstance(value, (int, float, np.integer,
+                                                                                       np.floating))
+    if isinstance(value, bool) or not is_number:
+        raise ValueError(f"{name} must be {kind} {span} ({why}), got {value!r}")
+    if not math.isfinite(float(value)) or value < low or (high is not None and value > high):  # type: ignore[operator]
+        raise ValueError(f"{name} must be {kind} {span} ({why}), got {value}")
+
+
+def check_knob(name: str, value: object) -> None:
+    """Raise ValueError naming ``name``, its range and why unless ``value`` is a valid value of that knob
+    (:data:`INT_RANGES`, :data:`FLOAT_RANGES`; right type, finite, in range)."""
+    if name in INT_RANGES:
+        _in_range(name, value, *INT_RANGES[name], integer=True)
+    else:
+        _in_range(name, value, *FLOAT_RANGES[name], integer=False)
 
 
 @dataclass(frozen=True)
@@ -82,21 +141,28 @@ class WorldConfig:
     cue_values: int = 4                # values of each cue attribute: each is on 1 / cue_values of a class's images
 
     def validate(self) -> None:
-        if not 0 <= self.n_fills <= len(FILLS):
-            raise ValueError(f"n_fills must be in 0..{len(FILLS)}, got {self.n_fills}")
+        """Raise ValueError naming the knob, its range and why unless every knob is of the right type, finite and in
+        range (:data:`INT_RANGES`, :data:`FLOAT_RANGES`) and the knobs agree with each other."""
+        if isinstance(self.cue_attributes, int) and self.cue_attributes > 0 and isinstance(self.n_classes, int) \
+                and self.n_classes < 2:
+            raise ValueError(f"a marked world (cue_attributes {self.cue_attributes}) needs n_classes >= 2: every "
+                             f"image carries a stray mark of another class; got n_classes {self.n_classes}")
+        for name in (*INT_RANGES, *FLOAT_RANGES):
+            check_knob(name, getattr(self, name))
         per_shape = max(1, self.n_fills)
-        if not 1 <= self.n_classes <= len(CLASS_SHAPES) * per_shape or self.n_classes % per_shape:
-            raise ValueError(f"n_classes must be a multiple of n_fills ({per_shape}) in 1..{len(CLASS_SHAPES) * per_shape}, "
-                             f"got {self.n_classes}")
-        if self.image_size < 16:
-            raise ValueError(f"image_size must be >= 16 px, got {self.image_size}")
-        if not 0.0 <= self.habitat_rate <= 1.0:
-            raise ValueError(f"habitat_rate must be in [0, 1], got {self.habitat_rate}")
-        if not 1 <= self.n_concept_per_class <= 5000:
-            raise ValueError(f"n_concept_per_class must be in 1..5000, got {self.n_concept_per_class}")
-        lo, hi = self.shape_radius
-        if not 0.05 <= lo <= hi <= 0.5:
-            raise ValueError(f"shape_radius must satisfy 0.05 <= lo <= hi <= 0.5, got {self.shape_radius}")
+        if self.n_classes > len(CLASS_SHAPES) * per_shape or self.n_classes % per_shape:
+            if not self.n_fills:
+                raise ValueError(f"n_classes must be a multiple of n_fills in 2..{len(CLASS_SHAPES)} with n_fills 0 "
+                                 f"(one class per shape; with n_fills F > 0 classes are (shape, fill) pairs, up to "
+                                 f"{len(CLASS_SHAPES)} F), got {self.n_classes}")
+            raise ValueError(f"n_classes must be a multiple of n_fills ({per_shape}) in "
+                             f"{max(2, per_shape)}..{len(CLASS_SHAPES) * per_shape}, got {self.n_classes}")
+        radius = tuple(self.shape_radius) if isinstance(self.shape_radius, (tuple, list)) else ()
+        if len(radius) != 2 or not all(isinstance(r, (int, float, np.integer, np.floating)) and not isinstance(r, bool)
+                                       and math.isfinite(r)
+                                       for r in radius) or not 0.05 <= radius[0] <= radius[1] <= 0.5:
+            raise ValueError(f"shape_radius must be two numbers lo, hi with 0.05 <= lo <= hi <= 0.5, got "
+                             f"{self.shape_radius!r}")
         check_marks(self.n_classes, self.cue_attributes, self.cue_values, self.image_size)
 
     def class_names(self) -> list[str]:
@@ -290,10 +356,18 @@ def _coverage(scenes: Scene, size: int, shape_names: tuple[str, ...], ss: int = 
     return coverage, np.where(coverage > 0, covered_tone / np.maximum(coverage, 1e-6), 1.0).astype(np.float32)
 
 
+def render_chunk(image_size: int, chunk: int = 1024) -> int:
+    """Images rendered at once: ``chunk``, fewer for large images, so that the renderer's supersampled temporaries
+    (some ten float32 arrays of ``(2 side)^2`` per image) stay within :data:`RENDER_CHUNK_BYTES`. The images do not
+    depend on it (each is a pure function of its scene)."""
+    return max(1, min(int(chunk), RENDER_CHUNK_BYTES // (40 * (2 * int(image_size)) ** 2)))
+
+
 def render(scenes: Scene, cfg: WorldConfig, shape_names: tuple[str, ...] = CLASS_SHAPES, chunk: int = 1024) -> np.ndarray:
-    """Render scenes to uint8 [N, H, W, 3]: vectorised over chunks of images; the background is
+    """Render scenes to uint8 [N, H, W, 3]: vectorised over chunks of images (:func:`render_chunk`); the background is
     drawn at pixel centres, the shape edge anti-aliased by 2x2 supersampling."""
     n = len(scenes.shape)
+    chunk = render_chunk(cfg.image_size, chunk)
     out = np.empty((n, cfg.image_size, cfg.image_size, 3), dtype=np.uint8)
     for s0 in range(0, n, chunk):
         sl = slice(s0, min(n, s0 + chunk))
@@ -344,6 +418,37 @@ def _marked(cfg: WorldConfig, split: str, labels: np.ndarray, images: np.ndarray
     return paint_marks(images, labels, marks, cfg.n_classes, cfg.cue_values)
 
 
+#: the knob that sets each split's images per class (or in all), and the working copies of its images a build holds
+#: (the counterfactual split's three variants; the corruption split's float64 blur: input, padded copy, output)
+SPLIT_SIZES: dict[str, tuple[str, int]] = {
+    "train": ("n_train_per_class", 1), "concept": ("n_concept_per_class", 1), "id_test": ("n_test_per_class", 1),
+    "corruption": ("n_test_per_class", 25), "context_shift": ("n_ood_per_class", 1),
+    "adversarial_pool": ("n_pool_per_class", 1), "anomaly_pool": ("n_anomaly_pool", 1),
+    "counterfactual": ("n_counterfactual", 3),
+}
+
+
+def split_bytes(cfg: WorldConfig, split: str) -> int:
+    """About the most memory building ``split`` takes: its images (uint8 ``side^2 x 3`` each) times the working copies
+    of :data:`SPLIT_SIZES`, plus the renderer's chunk (:data:`RENDER_CHUNK_BYTES`)."""
+    knob, copies = SPLIT_SIZES[split]
+    per_class = knob not in ("n_anomaly_pool", "n_counterfactual")
+    images = int(getattr(cfg, knob)) * (int(cfg.n_classes) if per_class else 1)
+    return images * int(cfg.image_size) ** 2 * 3 * copies + RENDER_CHUNK_BYTES
+
+
+def check_world_memory(cfg: WorldConfig, splits: tuple[str, ...] = SPLITS) -> None:
+    """Raise ValueError naming the split and the knobs that size it when building one of ``splits`` would take more
+    than :data:`WORLD_MEMORY_BYTES` (estimated before any image is drawn)."""
+    for split in splits:
+        needed = split_bytes(cfg, split)
+        if needed > WORLD_MEMORY_BYTES:
+            knob = SPLIT_SIZES[split][0]
+            raise ValueError(f"the {split} split ({knob} {getattr(cfg, knob)}, n_classes {cfg.n_classes}, image_size "
+                             f"{cfg.image_size}) needs about {needed / 2**30:.1f} GiB (limit "
+                             f"{WORLD_MEMORY_BYTES / 2**30:.0f} GiB): lower {knob} or image_size")
+
+
 def make_split(cfg: WorldConfig, split: str) -> dict[str, np.ndarray]:
     """Generate one split as arrays: images uint8 [N,H,W,3], labels, habitat, shape, ids.
 
@@ -352,6 +457,7 @@ def make_split(cfg: WorldConfig, split: str) -> dict[str, np.ndarray]:
     cfg.validate()
     if split not in SPLITS:
         raise ValueError(f"unknown world split {split!r}; choose one of {SPLITS}")
+    check_world_memory(cfg, (split,))
     rng = _split_rng(cfg, split)
     nc = cfg.n_classes
     shape_names = CLASS_SHAPES
@@ -434,14 +540,59 @@ def build_world(cfg: WorldConfig, out_dir: Path, splits: tuple[str, ...] = SPLIT
     from tqdm import tqdm
 
     cfg.validate()
+    unknown = [split for split in splits if split not in SPLITS]
+    if unknown:
+        raise ValueError(f"unknown world splits {unknown}; choose from {SPLITS}")
+    check_world_memory(cfg, tuple(splits))
     out_dir = Path(out_dir)
     paths = {}
     for split in tqdm(splits, desc="vision-world", disable=not progress, file=None):
         paths[split] = save_split(out_dir / f"{split}.npz", make_split(cfg, split))
     meta = {"config": dataclasses.asdict(cfg), "class_names": cfg.class_names(), "habitats": [f"habitat{i}" for i in range(cfg.n_classes)],
             "novel_shapes": list(NOVEL_SHAPES), "splits": sorted(p.stem for p in out_dir.glob("*.npz"))}
-    paths["meta"] = write_json(out_dir / "world.json", meta, sort_keys=True)
+    paths["meta"] = write_json(out_dir / WORLD_FILE, meta, sort_keys=True)
     return paths
+
+
+def read_world_config(folder: str | os.PathLike) -> WorldConfig:
+    """The :class:`WorldConfig` of a world folder, read strictly from its ``world.json`` (the one reader of the file
+    :func:`build_world` writes): valid UTF-8 JSON with no key twice, a ``config`` object of known knobs, each of the
+    right type and in range, and class names that agree with it.
+
+    Raises:
+        FileNotFoundError: no ``world.json`` (naming the command that builds it).
+        ValueError: (:class:`~certified_circuits.storage.documents.DocumentError`) anything else wrong, naming the
+            file, the problem and the fix (rebuild the world).
+    """
+    from certified_circuits.storage.documents import DocumentError, read_json_document
+
+    folder = Path(folder)
+    path = folder / WORLD_FILE
+    fix = (f"rebuild the world with `{COMMAND} vision-world --out {folder}` and the options it was built with (it "
+           f"rewrites every split and {WORLD_FILE})")
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} does not exist: build the world first with `{COMMAND} vision-world --out "
+                                f"{folder}`")
+    meta = read_json_document(path, fix, what=f"{WORLD_FILE} of vision-world")
+    config = meta.get("config")
+    if not isinstance(config, dict):
+        raise DocumentError(f"{path} has no 'config' object (it holds {sorted(meta)}): it is not the {WORLD_FILE} of "
+                            f"vision-world; {fix}")
+    known = {f.name for f in dataclasses.fields(WorldConfig)}
+    unknown = sorted(set(config) - known)
+    if unknown:
+        raise DocumentError(f"{path}: config has unknown knobs {unknown} (known: {sorted(known)}); {fix}")
+    if isinstance(config.get("shape_radius"), list):
+        config = {**config, "shape_radius": tuple(config["shape_radius"])}
+    cfg = WorldConfig(**config)
+    try:
+        cfg.validate()
+    except ValueError as exc:
+        raise DocumentError(f"{path}: config: {exc}; {fix}") from None
+    if "class_names" in meta and meta["class_names"] != cfg.class_names():
+        raise DocumentError(f"{path}: class_names {meta['class_names']} do not match its config's "
+                            f"{cfg.class_names()}; {fix}")
+    return cfg
 
 
 def load_split(path: Path) -> dict[str, np.ndarray]:

@@ -111,6 +111,22 @@ LEGACY_JITTER_SPREAD = 0.0
 DEFAULT_CUE_GAIN_SPREAD = 0.0715
 #: the spread of a checkpoint whose meta lacks ``cue_gain_spread``: every cue code the one gain ``A``
 LEGACY_CUE_GAIN_SPREAD = 0.0
+#: the range of a logit gain (``badge_gain`` B, ``cue_gain`` A): finite and positive, within six orders of magnitude
+MIN_GAIN, MAX_GAIN = 1e-3, 1e3
+#: the largest ``B / A``: a cue chain's share of the logit (``A / 2 B``; its gains' spread ``A sigma_c / G`` less still)
+#: stays some thousand float32 ulps above rounding
+MAX_GAIN_RATIO = 100.0
+#: seeds of the channel permutation are non-negative 32-bit integers, as every seed of the project
+MAX_SEED = 2**32 - 1
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
+def _is_real(value: object) -> bool:
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool) \
+        and bool(np.isfinite(value))
 
 
 @dataclass(frozen=True)
@@ -160,6 +176,7 @@ class CompiledSpec:
     cue_gain_spread: float = DEFAULT_CUE_GAIN_SPREAD
 
     def __post_init__(self) -> None:
+        self._check_types()
         object.__setattr__(self, "margins", tuple(float(m) for m in self.margins))
         object.__setattr__(self, "luminance", float(self.luminance))
         object.__setattr__(self, "jitter_spread", float(self.jitter_spread))
@@ -186,14 +203,39 @@ class CompiledSpec:
             raise ValueError(f"cue_gain_spread must be in [0, 1) (cue code g's gain A (1 + spread g / G) stays >= A, "
                              f"above the distractors, and < 2 A, below the badge; 0 gives the one gain A, whose cue "
                              f"chains of equal count tie), got {self.cue_gain_spread}")
+        for name in ("badge_gain", "cue_gain"):
+            if not MIN_GAIN <= getattr(self, name) <= MAX_GAIN:
+                raise ValueError(f"{name} must be a finite number in [{MIN_GAIN:g}, {MAX_GAIN:g}] (a logit per mark), "
+                                 f"got {getattr(self, name)}")
         if not (self.badge_gain >= self.cue_gain > 0):
             raise ValueError(f"gains need badge_gain >= cue_gain > 0 (the badge chain outranks the cue chains), got "
                              f"{self.badge_gain}, {self.cue_gain}")
+        if self.badge_gain > MAX_GAIN_RATIO * self.cue_gain:
+            raise ValueError(f"badge_gain / cue_gain must be at most {MAX_GAIN_RATIO:g} (the cue chains' share of a "
+                             f"logit stays above float32 rounding), got {self.badge_gain} / {self.cue_gain}")
+        if not 0.0 <= self.luminance <= 1.0:
+            raise ValueError(f"luminance (the world's mean grey level) must be in [0, 1], got {self.luminance}: "
+                             "measure it on a non-empty train split")
+        if not 0 <= self.seed <= MAX_SEED:
+            raise ValueError(f"seed must be in [0, 2**32 - 1] (seeds are non-negative 32-bit integers), got {self.seed}")
         if self.image_size < SIDE_MULTIPLE or self.image_size % SIDE_MULTIPLE:
             raise ValueError(f"image_size must be a positive multiple of {SIDE_MULTIPLE} (each stage halves the stem's "
                              f"grid), got {self.image_size}: build the world with --image-size 16 or 32")
         if self.layout and (len(self.layout) != 4 or any(sorted(r) != list(range(self.width)) for r in self.layout)):
             raise ValueError(f"layout must be 4 permutations of 0..{self.width - 1}")
+
+    def _check_types(self) -> None:
+        """Raise ValueError naming the field unless every count is an integer and every real value a finite number
+        (``inf`` passes every comparison with a bound: a gain of inf compiled a model at chance)."""
+        for name in ("n_classes", "attributes", "values", "distractors", "image_size", "seed"):
+            if not _is_int(getattr(self, name)):
+                raise ValueError(f"{name} must be an integer, got {getattr(self, name)!r}")
+        for name in ("jitter", "badge_gain", "cue_gain", "luminance", "jitter_spread", "cue_gain_spread"):
+            if not _is_real(getattr(self, name)):
+                raise ValueError(f"{name} must be a finite number, got {getattr(self, name)!r}")
+        margins = self.margins
+        if not isinstance(margins, (tuple, list)) or not all(_is_real(m) for m in margins):
+            raise ValueError(f"margins must be 4 finite numbers in (0, 1), got {margins!r}")
 
     @property
     def codes(self) -> int:
