@@ -61,6 +61,27 @@ STAGES = Stages()
 VOTES_MEMORY_BYTES = 8 * 2**30
 
 
+def masks_fix(args: argparse.Namespace) -> str:
+    """The fix of a vote count too large for memory, in the words the command was given: ``--n`` and ``--n0``, or
+    the n and n0 of its ``--setting`` tag."""
+    tag = getattr(args, "setting", None)
+    return f"lower n (or n0) in --setting {tag}" if tag else "lower --n (or --n0)"
+
+
+def check_votes_memory(n_masks: int, n_examples: int, n_components: int, fix: str = "lower --n (or --n0)") -> None:
+    """Refuse, before any mask is drawn, a vote count whose masks and sub-dataset scores (float64, ``n_masks x
+    (|D| + U)``) would take more than :data:`VOTES_MEMORY_BYTES`: the one estimate of every stage that draws masks
+    (``votes``, ``certify-scores``).
+
+    Raises:
+        InputError: naming the sizes, the memory needed and ``fix`` (the option that sets n).
+    """
+    needed = n_masks * (n_examples + n_components) * 8
+    if needed > VOTES_MEMORY_BYTES:
+        raise InputError(f"n0 + n = {n_masks} masks over {n_examples} examples and {n_components} components need "
+                         f"about {needed / 2**30:.1f} GiB (limit {VOTES_MEMORY_BYTES / 2**30:.0f} GiB): {fix}")
+
+
 def _votes_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--attributions", type=existing_file, required=True, help="attribution HDF5 (input)")
     p.add_argument("--scorer", required=True, help="score matrix to use, e.g. relevance or eap_ig")
@@ -90,11 +111,8 @@ def _cmd_votes(args: argparse.Namespace) -> int:
     if args.scorer not in attributions.scores:
         raise InputError(f"{args.attributions} has no scorer '{args.scorer}'; it has {sorted(attributions.scores)}")
     scores = attributions.scores[args.scorer]
-    n_masks, (n_examples, n_components) = args.n0 + args.n, scores.shape
-    needed = n_masks * (n_examples + n_components) * 8
-    if needed > VOTES_MEMORY_BYTES:
-        raise InputError(f"n0 + n = {n_masks} masks over {n_examples} examples and {n_components} components need "
-                         f"about {needed / 2**30:.1f} GiB (limit {VOTES_MEMORY_BYTES / 2**30:.0f} GiB): lower --n")
+    n_examples, n_components = scores.shape
+    check_votes_memory(args.n0 + args.n, n_examples, n_components, masks_fix(args))
     concept = str(attributions.attrs.get("concept", ""))
     start = time.perf_counter()
     votes = compute_votes(

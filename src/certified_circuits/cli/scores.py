@@ -115,6 +115,9 @@ def _cmd_certify_scores(args: argparse.Namespace) -> int:
         setting = setting_of_args(args)
     except ValueError as exc:
         raise InputError(f"invalid setting: {exc}") from exc
+    from certified_circuits.cli.main import check_votes_memory, masks_fix  # the votes stage's one estimate
+
+    check_votes_memory(setting.n0 + setting.n, n_examples, n_components, masks_fix(args))
     attrs = {**source.attrs, "source": str(args.scores)}  # the API adds the plan's record
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", cc.PlanWarning)

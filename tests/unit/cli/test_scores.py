@@ -378,3 +378,22 @@ def test_the_library_page_example_prints_what_it_shows(tmp_path: Path, monkeypat
         assert main(shlex.split(line)) == 0
         printed = capsys.readouterr()
         assert (printed.err + printed.out).strip() == expected.strip(), line
+
+
+@pytest.mark.parametrize("setting, fix", [
+    (["--n", "1000000000"], "lower --n (or --n0)"),
+    (["--setting", "p0.5_n0100_n1000000000_s0/t0.9_a0.01_bonferroni"],
+     "lower n (or n0) in --setting p0.5_n0100_n1000000000_s0/t0.9_a0.01_bonferroni"),
+])
+def test_masks_too_large_for_memory_are_refused_naming_the_option_before_any_draw(setting: list[str], fix: str,
+                                                                                  tmp_path: Path, capsys) -> None:
+    """Issue 61: n = 10^9 failed with numpy's "Unable to allocate 298 GiB"; the votes stage's one estimate
+    (cli.main.check_votes_memory) now refuses it first, naming the option that sets n."""
+    np.save(tmp_path / "s.npy", _scores())
+    out = tmp_path / "cert.h5"
+    with pytest.raises(SystemExit) as stop:
+        main(["certify-scores", "--scores", str(tmp_path / "s.npy"), *setting, "--out", str(out)])
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and "Traceback" not in err
+    assert f"n0 + n = 1000000100 masks over {N} examples and {U} components need about" in err
+    assert f"GiB (limit 8 GiB): {fix}" in err and not out.exists()
