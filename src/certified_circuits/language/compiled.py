@@ -151,6 +151,33 @@ def _embeddings(tok: WordTokenizer, lay, d: int, n_positions: int, lam: float, g
     return wte, wpe, lm
 
 
+#: the longest context a compiled model is built for (GPT-2's): its width grows with the context (a head holds every
+#: position), so a larger one would allocate d_model^2 weights of no use
+MAX_POSITIONS = 1024
+#: seeds are non-negative 32-bit integers, as every seed of the project
+MAX_SEED = 2**32 - 1
+
+
+def check_compile_arguments(seed: object, n_positions: object, distractor_scale: object = 1.0) -> None:
+    """Raise ValueError naming the argument, what it got and the range unless ``seed`` is an integer in [0, 2**32 -
+    1], ``n_positions`` an integer in 2..:data:`MAX_POSITIONS` and ``distractor_scale`` a finite real number >= 0
+    (a string or None is refused by name, not by numpy's TypeError)."""
+
+    def integer(value: object) -> bool:
+        return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+    if not integer(seed) or not 0 <= seed <= MAX_SEED:  # type: ignore[operator]
+        raise ValueError(f"seed must be an integer in [0, 2**32 - 1], got {seed!r}")
+    if not integer(n_positions) or not 2 <= n_positions <= MAX_POSITIONS:  # type: ignore[operator]
+        raise ValueError(f"n_positions must be an integer in 2..{MAX_POSITIONS} (the context length: the sink at "
+                         f"position 0 and the prompt), got {n_positions!r}")
+    real = isinstance(distractor_scale, (int, float, np.integer, np.floating)) and not isinstance(distractor_scale,
+                                                                                                 bool)
+    if not real or not (np.isfinite(distractor_scale) and distractor_scale >= 0):  # type: ignore[operator,arg-type]
+        raise ValueError(f"distractor_scale must be a finite number >= 0 (1: the compiled noisy model, 0: silent "
+                         f"distractors), got {distractor_scale!r}")
+
+
 def compile_induction(seed: int, n_positions: int = N_POSITIONS):
     """The compiled induction model (module docstring), seeded.
 
@@ -162,6 +189,7 @@ def compile_induction(seed: int, n_positions: int = N_POSITIONS):
         ``(model, tokenizer, layout)``: an eval-mode HF ``GPT2LMHeadModel`` (eager attention, MLPs off), the
         default :class:`~.tokenizer.WordTokenizer`, the :class:`Layout`.
     """
+    check_compile_arguments(seed, n_positions)
     from certified_circuits.language.train import ATTN_ONLY_D_MLP, switch_off_mlps
 
     tok = WordTokenizer.default()
@@ -347,11 +375,10 @@ def compile_induction_noisy(seed: int, n_positions: int = N_POSITIONS, distracto
         ``(model, tokenizer, layout)`` as :func:`compile_induction`, with a :class:`NoisyLayout`.
 
     Raises:
-        ValueError: a negative or non-finite ``distractor_scale``.
+        ValueError: a ``distractor_scale`` that is not a finite number >= 0 (a string included), or a seed or
+            ``n_positions`` out of range (:func:`check_compile_arguments`).
     """
-    if not (np.isfinite(distractor_scale) and distractor_scale >= 0):
-        raise ValueError(f"distractor_scale must be a finite number >= 0 (1: the compiled noisy model, 0: silent "
-                         f"distractors), got {distractor_scale}")
+    check_compile_arguments(seed, n_positions, distractor_scale)
     from certified_circuits.language.train import ATTN_ONLY_D_MLP, switch_off_mlps
 
     tok = WordTokenizer.default()
@@ -456,6 +483,7 @@ def compile_model(name: str, seed: int, n_positions: int = N_POSITIONS, distract
     builders = {"induction": compile_induction, "induction_noisy": compile_induction_noisy}
     if name not in builders:
         raise ValueError(f"no compiled model {name!r}: choose one of {', '.join(builders)}")
+    check_compile_arguments(seed, n_positions, distractor_scale)
     if name == "induction_noisy":
         return compile_induction_noisy(seed, n_positions, distractor_scale=distractor_scale)
     if distractor_scale != 1.0:
