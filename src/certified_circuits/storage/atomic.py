@@ -133,6 +133,7 @@ def atomic_dir(path: str | os.PathLike) -> Iterator[Path]:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=TEMP_MARK, dir=path.parent))
+    inside = tmp.resolve()
     try:
         yield tmp
         follow_umask(tmp)  # the folder and what library writers put in it (safetensors: 0600)
@@ -143,10 +144,24 @@ def atomic_dir(path: str | os.PathLike) -> Iterator[Path]:
             shutil.rmtree(old, ignore_errors=True)
         else:
             os.replace(tmp, path)
+        _rename_written(inside, path.resolve())  # files written inside it are outputs under their final names
         _WRITTEN.append(path.resolve())
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
+            _rename_written(inside, None)  # the block failed: what it wrote inside is gone, and no output
+
+
+def _rename_written(old: Path, new: Path | None) -> None:
+    """Record every written path under folder ``old`` under folder ``new`` instead (``None``: forget them): an
+    atomic folder's files are written under its temporary name and must be recorded under the final one."""
+    kept = []
+    for written in _WRITTEN:
+        if written != old and old not in written.parents:
+            kept.append(written)
+        elif new is not None:
+            kept.append(new / written.relative_to(old))
+    _WRITTEN[:] = kept
 
 
 def write_text(path: str | os.PathLike, text: str) -> Path:
