@@ -1,7 +1,7 @@
 """The testbed end to end (configs/testbed_smoke.yaml): a 3-class planted world ResNet (2 classes certified) and the
 compiled induction GPT-2, their causally verified ground truths, recovery of the truth per method, bootstrap
-stability, the headline that opens summary.md, the explorer and the end of the run, and the explorer's recovery
-line. Tiny data: the numbers checked are the ones that hold by
+stability and its equal footing at the truth's size, the headline that opens summary.md, the explorer and the end
+of the run, and the explorer's recovery line. Tiny data: the numbers checked are the ones that hold by
 construction (the truth's size, the induction circuit's verification, the baseline recovering the 3 true edges), the
 rest are checked for shape and range."""
 
@@ -104,6 +104,47 @@ def test_the_summary_opens_with_the_headline_and_the_explorer_shows_it_and_recov
     assert cells == [cell for table in found.tables for row in table.rows for cell in row]
     assert "Recovery of the known circuit" in index and "recovery.png" in index
     assert (run / "tables" / "world" / "mean_ablation" / "selected_balanced_raw.csv").is_file()
+
+
+def test_the_stability_stage_writes_the_equal_footing_and_the_headline_shows_it(run: Path) -> None:
+    """Issue 59: each stability job's third table (the certificate at the truth's size beside the matched cut, the
+    bootstrap interval and consensus on the same resamples), combined per experiment; the certificate's shares over
+    all components are the truth-size table's (one pass of the certificate serves both); no population, so no
+    contested set; the headline's two equal-footing columns read from it."""
+    import re
+
+    import pandas as pd
+
+    from certified_circuits.analysis.equal_footing import THREE_VALUED, TWO_VALUED
+    from certified_circuits.reports.findings import read_headline
+    from certified_circuits.reports.testbed import read_truth_size_equal_table
+
+    for experiment, concepts in (("world", 2), ("tiny_gpt2", 1)):
+        folder = run / "tables" / experiment / "testbed"
+        equal = read_truth_size_equal_table(folder / "truth_size_equal.csv")
+        assert equal["concept"].nunique() == concepts and (folder / "truth_size_equal_summary.md").is_file()
+        for _, rows in equal.groupby(["concept", "setting"]):
+            assert rows["method"].tolist() == list(THREE_VALUED + TWO_VALUED)
+        assert (equal["resamples"] == 20).all() and (equal["inner_resamples"] == 20).all()
+        assert equal["detector_auroc"].isna().all() and (equal["population_samples"] == 0).all()
+        three = equal[equal["values"] == 3]
+        assert three["change_share_all"].between(0, 1).all() and three["flip_share_all"].between(0, 1).all()
+        sizes = pd.read_csv(folder / "truth_size.csv", dtype={"concept": str})
+        certified = three[three["method"] == "certified"].merge(
+            sizes[sizes["method"] == "baseline"], on=["concept", "setting"], suffixes=("", "_t"))
+        assert len(certified) == len(three) // len(THREE_VALUED)
+        assert (certified["change_share_all"] - certified["certified_change_share"]).abs().max() < 1e-12
+        assert (certified["flip_share_all"] - certified["certified_flip_share"]).abs().max() < 1e-12
+    for table in read_headline(run / "findings.json").tables:
+        assert table.header[-2:] == ("labels changed (live): certified / matched cut / interval / consensus",
+                                     "in<->out flips (live): certified / matched cut")
+        assert table.title.endswith(", `truth_size_equal.csv`)")
+        for row in table.rows:
+            if row[0].startswith("certified IN"):
+                assert re.fullmatch(r"(\d\.\d\d|n/a)( / (\d\.\d\d|n/a)){3}", row[-2]), row
+                assert re.fullmatch(r"(\d\.\d{3}|n/a) / (\d\.\d{3}|n/a)", row[-1]), row
+            else:
+                assert row[-2:] == ("--", "--")
 
 
 def _kinds(pairs) -> dict[str, int]:
