@@ -46,6 +46,7 @@ rows and ``c_proj`` are re-centred, so zero-mean stays exact).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -163,17 +164,16 @@ def check_compile_arguments(seed: object, n_positions: object, distractor_scale:
     1], ``n_positions`` an integer in 2..:data:`MAX_POSITIONS` and ``distractor_scale`` a finite real number >= 0
     (a string or None is refused by name, not by numpy's TypeError)."""
 
-    def integer(value: object) -> bool:
-        return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+    def integer_in(value: object, low: int, high: int) -> bool:
+        return isinstance(value, (int, np.integer)) and not isinstance(value, bool) and low <= int(value) <= high
 
-    if not integer(seed) or not 0 <= seed <= MAX_SEED:  # type: ignore[operator]
+    if not integer_in(seed, 0, MAX_SEED):
         raise ValueError(f"seed must be an integer in [0, 2**32 - 1], got {seed!r}")
-    if not integer(n_positions) or not 2 <= n_positions <= MAX_POSITIONS:  # type: ignore[operator]
+    if not integer_in(n_positions, 2, MAX_POSITIONS):
         raise ValueError(f"n_positions must be an integer in 2..{MAX_POSITIONS} (the context length: the sink at "
                          f"position 0 and the prompt), got {n_positions!r}")
-    real = isinstance(distractor_scale, (int, float, np.integer, np.floating)) and not isinstance(distractor_scale,
-                                                                                                 bool)
-    if not real or not (np.isfinite(distractor_scale) and distractor_scale >= 0):  # type: ignore[operator,arg-type]
+    real = isinstance(distractor_scale, (int, float, np.integer, np.floating)) and not isinstance(distractor_scale, bool)
+    if not real or not (math.isfinite(float(distractor_scale)) and float(distractor_scale) >= 0):  # type: ignore[arg-type]
         raise ValueError(f"distractor_scale must be a finite number >= 0 (1: the compiled noisy model, 0: silent "
                          f"distractors), got {distractor_scale!r}")
 

@@ -99,11 +99,11 @@ def _in_range(name: str, value: object, low: float, high: float | None, why: str
     kind = "an integer" if integer else "a number"
     span = f"in {low}..{high}" if integer and high is not None else f">= {low}" if high is None else \
         f"in [{low:g}, {high:g}]"
-    is_number = isinstance(value, (int, np.integer)) if integer else isinstance(value, (int, float, np.integer,
-                                                                                       np.floating))
-    if isinstance(value, bool) or not is_number:
+    allowed: tuple[type, ...] = (int, np.integer) if integer else (int, float, np.integer, np.floating)
+    if isinstance(value, bool) or not isinstance(value, allowed):
         raise ValueError(f"{name} must be {kind} {span} ({why}), got {value!r}")
-    if not math.isfinite(float(value)) or value < low or (high is not None and value > high):  # type: ignore[operator]
+    number = float(value)  # type: ignore[arg-type]  # an int or a float (checked above)
+    if not math.isfinite(number) or number < low or (high is not None and number > high):
         raise ValueError(f"{name} must be {kind} {span} ({why}), got {value}")
 
 
