@@ -210,7 +210,10 @@ def test_the_default_config_plans_the_embedded_world_and_tiny_gpt2(default: dict
     assert stability[0]["attributions"] == "R/attributions/world/concept/circle.h5"
     assert testbed.stability_options(stability[-1], default["testbed"]) == (
         "--scorer eap_ig --k-grid " + common.words(default["language"]["k_grid"]) + " --setting "
-        "p0.9_n0100_n1000_s0/t0.9_a0.001_bonferroni --resamples 20 --bootstrap-seed 0")
+        "p0.9_n0100_n1000_s0/t0.9_a0.001_bonferroni --resamples 20 --bootstrap-seed 0 --inner-resamples 20 "
+        "--inner-seed 1 --consensus-q 0.9 --interval-z 1.96 --tie-seed 0")  # testbed.equal_footing's defaults
+    assert stability[0]["truth_size_equal"] == (
+        "R/truth_size_equal/world/concept/circle/relevance/p0.6_n0100_n1000_s0/t0.95_a0.001_bonferroni.csv")
     no_resamples = copy.deepcopy(default)
     no_resamples["testbed"]["resamples"] = 0
     assert testbed.stability_jobs(no_resamples, P, concepts) == []
