@@ -73,7 +73,7 @@ def option_words(text: str, options: dict[str, str]) -> str:
 def world_knob(name: str) -> Callable[[str], int | float]:
     """argparse type of WorldConfig knob ``name``: an integer or a finite number in the knob's range
     (world.INT_RANGES / FLOAT_RANGES, the table WorldConfig.validate reads); argparse names the option."""
-    from certified_circuits.vision.data.world import INT_RANGES, check_knob
+    from certified_circuits.vision.data.world_limits import INT_RANGES, check_knob
 
     integer = name in INT_RANGES
 
@@ -127,7 +127,8 @@ def _cmd_world(args: argparse.Namespace) -> int:
     Deterministic in --seed. Every knob is checked (type, range, memory) before any image is drawn.
     """
 
-    from certified_circuits.vision.data.world import SPLITS, WorldConfig, build_world, check_world_memory
+    from certified_circuits.vision.data.world import SPLITS, WorldConfig, build_world
+    from certified_circuits.vision.data.world_limits import check_world_memory
 
     cfg = WorldConfig(**{name: getattr(args, name) for name in WORLD_OPTIONS})
     splits = tuple(args.splits) if args.splits else SPLITS

@@ -152,11 +152,8 @@ def _embeddings(tok: WordTokenizer, lay, d: int, n_positions: int, lam: float, g
     return wte, wpe, lm
 
 
-#: the longest context a compiled model is built for (GPT-2's): its width grows with the context (a head holds every
-#: position), so a larger one would allocate d_model^2 weights of no use
-MAX_POSITIONS = 1024
-#: seeds are non-negative 32-bit integers, as every seed of the project
-MAX_SEED = 2**32 - 1
+#: the longest context a compiled model is built for (GPT-2's; a head holds every position, so d_model grows with it)
+MAX_POSITIONS, MAX_SEED = 1024, 2**32 - 1  # seeds: non-negative 32-bit integers, as every seed of the project
 
 
 def check_compile_arguments(seed: object, n_positions: object, distractor_scale: object = 1.0) -> None:

@@ -253,7 +253,7 @@ def test_a_failed_stage_names_its_log_and_shows_its_last_lines(sweep, tmp_path):
     assert first.startswith(f"{log}: certified-circuits vision-world failed (exit 2): ")
     assert "fix what it names and rerun the same command (finished files are reused). Its last lines:" in first
     lines = log.read_text().strip().splitlines()
-    assert tail == [f"  | {line}" for line in lines[-sweep.LOG_TAIL:]] and "n_classes" in tail[-1]
+    assert tail == [f"  | {line}" for line in lines[-sweep.LOG_TAIL:]] and "argument --n-classes: must be an integer in 2..60" in tail[-1]
 
 
 def test_an_attribution_file_with_other_examples_is_refused(sweep, tmp_path):

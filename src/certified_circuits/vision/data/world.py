@@ -41,17 +41,17 @@ import numpy as np
 from certified_circuits.commands import COMMAND
 from certified_circuits.storage.arrays import ArrayFileError, read_npz
 from certified_circuits.storage.atomic import write_json, write_npz
-from certified_circuits.vision.data.marks import CODES, MARK_STREAM, check_marks, draw_marks, paint_marks
+from certified_circuits.vision.data.marks import MARK_STREAM, check_marks, draw_marks, paint_marks
+from certified_circuits.vision.data.shapes import CLASS_SHAPES, FILLS, NOVEL_SHAPES, fill_pattern, shape_mask
+from certified_circuits.vision.data.world_limits import (
+    FLOAT_RANGES,
+    INT_RANGES,
+    check_knob,
+    check_world_memory,
+    render_chunk,
+)
 
-CLASS_SHAPES: tuple[str, ...] = (
-    "circle", "square", "triangle", "plus", "star", "ring", "hexagon", "crescent", "bar", "ell",
-)
-NOVEL_SHAPES: tuple[str, ...] = (
-    "frame", "hollow_triangle", "tee", "two_dots", "chevron", "oval", "rectangle", "target",
-)
 HABITATS: tuple[str, ...] = tuple(f"habitat{i}" for i in range(len(CLASS_SHAPES)))
-#: fill patterns of the compositional world (``n_fills > 0``), drawn in the shape's local coordinates
-FILLS: tuple[str, ...] = ("solid", "hstripes", "vstripes", "dots", "checker", "diagonal")
 
 SPLITS: tuple[str, ...] = (
     "train", "concept", "id_test", "context_shift", "corruption", "adversarial_pool", "anomaly_pool",
@@ -59,61 +59,6 @@ SPLITS: tuple[str, ...] = (
 )
 #: the world's metadata file beside its splits (:func:`build_world` writes it, :func:`read_world_config` reads it)
 WORLD_FILE = "world.json"
-
-
-#: the range (inclusive) of every integer knob of :class:`WorldConfig`, and why: ``validate`` and the argparse types
-#: of ``vision-world`` (cli/vision_data.py) read this one table (None: no bound but memory, :func:`check_world_memory`)
-INT_RANGES: dict[str, tuple[int, int | None, str]] = {
-    "seed": (0, 2**32 - 1, "seeds are non-negative 32-bit integers"),
-    "image_size": (16, 1024, "pixels per side; a marked world's must be a multiple of 16"),
-    "n_classes": (2, len(CLASS_SHAPES) * len(FILLS), "a classifier needs two classes, and the counterfactual split's "
-                  "shape swaps and a marked world's stray marks (cue_attributes) are of another class; at most 10 "
-                  "shapes x n_fills"),
-    "n_fills": (0, len(FILLS), "0: classes are shapes; F: classes are (shape, fill) pairs"),
-    "n_train_per_class": (1, None, "every split holds images of every class"),
-    "n_concept_per_class": (1, 5000, "|D_c|, images per class of the concept split"),
-    "n_test_per_class": (1, None, "every split holds images of every class"),
-    "n_ood_per_class": (1, None, "every split holds images of every class"),
-    "n_pool_per_class": (1, None, "every split holds images of every class"),
-    "n_anomaly_pool": (1, None, "the anomaly pool's novel-shape images"),
-    "n_counterfactual": (1, None, "the counterfactual split's images"),
-    "corruption_severity": (1, 5, "ImageNet-C's defocus severities"),
-    "cue_attributes": (0, len(CODES), "0: no marks; A: one cue mark per attribute"),
-    "cue_values": (1, len(CODES), "values of each cue attribute (a marked world needs >= 2)"),
-}
-#: the range (inclusive) of every real knob of :class:`WorldConfig`, and why
-FLOAT_RANGES: dict[str, tuple[float, float, str]] = {
-    "habitat_rate": (0.0, 1.0, "a probability"),
-    "texture_contrast": (0.0, 0.5, "the habitat pattern's amplitude in luminance units"),
-    "habitat_tint": (0.0, 0.5, "the habitat tint's strength in luminance units"),
-    "shape_contrast": (0.0, 0.5, "the shape's least distance from its background in luminance units"),
-}
-#: the most memory one split may take while it is built (its images, their working copies): larger worlds are
-#: refused before any image is drawn (:func:`check_world_memory`)
-WORLD_MEMORY_BYTES = 8 * 2**30
-#: the most memory the renderer's temporaries of one chunk of images take (the chunk shrinks for large images)
-RENDER_CHUNK_BYTES = 256 * 2**20
-
-
-def _in_range(name: str, value: object, low: float, high: float | None, why: str, integer: bool) -> None:
-    kind = "an integer" if integer else "a number"
-    span = f"in {low}..{high}" if integer and high is not None else f">= {low}" if high is None else \
-        f"in [{low:g}, {high:g}]"
-    allowed: tuple[type, ...] = (int, np.integer) if integer else (int, float, np.integer, np.floating)
-    if isinstance(value, bool) or not isinstance(value, allowed):
-        raise ValueError(f"{name} must be {kind} {span} ({why}), got {value!r}")
-    number = float(value)  # type: ignore[arg-type]  # an int or a float (checked above)
-    if not math.isfinite(number) or number < low or (high is not None and number > high):
-        raise ValueError(f"{name} must be {kind} {span} ({why}), got {value}")
-
-
-def check_knob(name: str, value: object) -> None:
-    """Raise ValueError naming ``name``, its range and why unless ``value`` is a valid value of that knob
-    (:data:`INT_RANGES`, :data:`FLOAT_RANGES`; right type, finite, in range)."""
-    if name in INT_RANGES:
-        _in_range(name, value, *INT_RANGES[name], integer=True)
-    else:
-        _in_range(name, value, *FLOAT_RANGES[name], integer=False)
 
 
 @dataclass(frozen=True)
@@ -173,66 +118,6 @@ class WorldConfig:
     def n_habitats(self) -> int:
         """Habitats: one per class (at least the shape-only world's ten)."""
         return max(len(HABITATS), self.n_classes)
-
-
-# ----------------------------------------------------------------------------------------------
-# shapes: inside-tests on local coordinates (u, v) in roughly [-1, 1]; all vectorised
-# ----------------------------------------------------------------------------------------------
-
-def _polygon(u: np.ndarray, v: np.ndarray, n: int, r: float = 1.0) -> np.ndarray:
-    """Inside a regular n-gon of circumradius r (one vertex pointing up)."""
-    ang = np.arctan2(u, -v)
-    sector = 2 * np.pi / n
-    local = (ang % sector) - sector / 2
-    apothem = r * np.cos(np.pi / n)
-    return np.hypot(u, v) * np.cos(local) <= apothem
-
-
-def shape_mask(name: str, u: np.ndarray, v: np.ndarray) -> np.ndarray:
-    """Boolean inside-mask of shape ``name`` at local coordinates (u, v)."""
-    r = np.hypot(u, v)
-    if name == "circle":
-        return r <= 0.95
-    if name == "square":
-        return np.maximum(np.abs(u), np.abs(v)) <= 0.78
-    if name == "triangle":
-        return _polygon(u, v + 0.15, 3, 1.05)
-    if name == "plus":
-        return ((np.abs(u) <= 0.3) & (np.abs(v) <= 0.95)) | ((np.abs(v) <= 0.3) & (np.abs(u) <= 0.95))
-    if name == "star":
-        phi = np.arctan2(v, u)
-        return r <= 0.42 + 0.58 * ((np.cos(5 * phi) + 1) / 2) ** 2
-    if name == "ring":
-        return (r <= 0.95) & (r >= 0.55)
-    if name == "hexagon":
-        return _polygon(u, v, 6, 0.95)
-    if name == "crescent":
-        return (r <= 0.95) & (np.hypot(u - 0.45, v) >= 0.78)
-    if name == "bar":
-        return (np.abs(u) <= 0.95) & (np.abs(v) <= 0.32)
-    if name == "ell":
-        return ((u >= -0.85) & (u <= -0.3) & (np.abs(v) <= 0.9)) | (
-            (u >= -0.85) & (u <= 0.85) & (v >= 0.35) & (v <= 0.9)
-        )
-    # novel shapes (anomaly set only)
-    if name == "frame":
-        m = np.maximum(np.abs(u), np.abs(v))
-        return (m <= 0.85) & (m >= 0.55)
-    if name == "hollow_triangle":
-        return _polygon(u, v + 0.15, 3, 1.05) & ~_polygon(u, v + 0.15, 3, 0.55)
-    if name == "tee":
-        return ((np.abs(u) <= 0.9) & (v >= -0.9) & (v <= -0.45)) | ((np.abs(u) <= 0.25) & (v >= -0.9) & (v <= 0.9))
-    if name == "two_dots":
-        return (np.hypot(u - 0.5, v) <= 0.38) | (np.hypot(u + 0.5, v) <= 0.38)
-    if name == "chevron":
-        return (np.abs(v - 0.6 * np.abs(u)) <= 0.25) & (np.abs(u) <= 0.9)
-    if name == "oval":
-        return (u / 0.95) ** 2 + (v / 0.6) ** 2 <= 1
-    if name == "rectangle":
-        return (np.abs(u) <= 0.9) & (np.abs(v) <= 0.55)
-    if name == "target":
-        return ((r <= 0.95) & (r >= 0.7)) | (r <= 0.3)
-    raise ValueError(f"unknown shape {name!r}; known: {CLASS_SHAPES + NOVEL_SHAPES}")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -310,24 +195,6 @@ def _background(scenes: Scene, cfg: WorldConfig, size: int) -> np.ndarray:
     return lum[..., None] + np.float32(cfg.habitat_tint) * tint[h][:, None, None, :]
 
 
-def fill_pattern(name: str, u: np.ndarray, v: np.ndarray) -> np.ndarray:
-    """Tone in {0, 1} of fill ``name`` at local coordinates (u, v) (period 0.7 of the shape radius)."""
-    p = 0.7
-    if name == "solid":
-        return np.ones_like(u)
-    if name == "hstripes":
-        return (np.floor(v / (p / 2)) % 2).astype(np.float32)
-    if name == "vstripes":
-        return (np.floor(u / (p / 2)) % 2).astype(np.float32)
-    if name == "dots":
-        return (np.hypot((u % p) - p / 2, (v % p) - p / 2) >= 0.2).astype(np.float32)
-    if name == "checker":
-        return ((np.floor(u / (p / 2)) + np.floor(v / (p / 2))) % 2).astype(np.float32)
-    if name == "diagonal":
-        return (np.floor((u + v) / (p / 2)) % 2).astype(np.float32)
-    raise ValueError(f"unknown fill {name!r}; known: {FILLS}")
-
-
 def _coverage(scenes: Scene, size: int, shape_names: tuple[str, ...], ss: int = 2):
     """Fraction of each pixel covered by the shape, float32 [N, size, size] (ss x ss supersampling); with
     fills, also the shape's tone per pixel (coverage-weighted mean of the fill pattern) as a second result."""
@@ -354,13 +221,6 @@ def _coverage(scenes: Scene, size: int, shape_names: tuple[str, ...], ss: int = 
         tone[sel] = fill_pattern(FILLS[int(k)], u[sel], v[sel])
     covered_tone = (inside * tone).reshape(n, size, ss, size, ss).mean(axis=(2, 4))
     return coverage, np.where(coverage > 0, covered_tone / np.maximum(coverage, 1e-6), 1.0).astype(np.float32)
-
-
-def render_chunk(image_size: int, chunk: int = 1024) -> int:
-    """Images rendered at once: ``chunk``, fewer for large images, so that the renderer's supersampled temporaries
-    (some ten float32 arrays of ``(2 side)^2`` per image) stay within :data:`RENDER_CHUNK_BYTES`. The images do not
-    depend on it (each is a pure function of its scene)."""
-    return max(1, min(int(chunk), RENDER_CHUNK_BYTES // (40 * (2 * int(image_size)) ** 2)))
 
 
 def render(scenes: Scene, cfg: WorldConfig, shape_names: tuple[str, ...] = CLASS_SHAPES, chunk: int = 1024) -> np.ndarray:
@@ -416,37 +276,6 @@ def _marked(cfg: WorldConfig, split: str, labels: np.ndarray, images: np.ndarray
     marks = draw_marks(rng, labels, cfg.n_classes, cfg.cue_attributes, cfg.cue_values, cfg.image_size)
     out.update(marks)
     return paint_marks(images, labels, marks, cfg.n_classes, cfg.cue_values)
-
-
-#: the knob that sets each split's images per class (or in all), and the working copies of its images a build holds
-#: (the counterfactual split's three variants; the corruption split's float64 blur: input, padded copy, output)
-SPLIT_SIZES: dict[str, tuple[str, int]] = {
-    "train": ("n_train_per_class", 1), "concept": ("n_concept_per_class", 1), "id_test": ("n_test_per_class", 1),
-    "corruption": ("n_test_per_class", 25), "context_shift": ("n_ood_per_class", 1),
-    "adversarial_pool": ("n_pool_per_class", 1), "anomaly_pool": ("n_anomaly_pool", 1),
-    "counterfactual": ("n_counterfactual", 3),
-}
-
-
-def split_bytes(cfg: WorldConfig, split: str) -> int:
-    """About the most memory building ``split`` takes: its images (uint8 ``side^2 x 3`` each) times the working copies
-    of :data:`SPLIT_SIZES`, plus the renderer's chunk (:data:`RENDER_CHUNK_BYTES`)."""
-    knob, copies = SPLIT_SIZES[split]
-    per_class = knob not in ("n_anomaly_pool", "n_counterfactual")
-    images = int(getattr(cfg, knob)) * (int(cfg.n_classes) if per_class else 1)
-    return images * int(cfg.image_size) ** 2 * 3 * copies + RENDER_CHUNK_BYTES
-
-
-def check_world_memory(cfg: WorldConfig, splits: tuple[str, ...] = SPLITS) -> None:
-    """Raise ValueError naming the split and the knobs that size it when building one of ``splits`` would take more
-    than :data:`WORLD_MEMORY_BYTES` (estimated before any image is drawn)."""
-    for split in splits:
-        needed = split_bytes(cfg, split)
-        if needed > WORLD_MEMORY_BYTES:
-            knob = SPLIT_SIZES[split][0]
-            raise ValueError(f"the {split} split ({knob} {getattr(cfg, knob)}, n_classes {cfg.n_classes}, image_size "
-                             f"{cfg.image_size}) needs about {needed / 2**30:.1f} GiB (limit "
-                             f"{WORLD_MEMORY_BYTES / 2**30:.0f} GiB): lower {knob} or image_size")
 
 
 def make_split(cfg: WorldConfig, split: str) -> dict[str, np.ndarray]:
