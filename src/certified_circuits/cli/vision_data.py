@@ -61,6 +61,10 @@ WORLD_OPTIONS = {
 }
 
 
+def _dest(flag: str) -> str:
+    return flag[2:].replace("-", "_")
+
+
 def option_words(text: str, options: dict[str, str]) -> str:
     """``text`` with every knob name of ``options`` that has an underscore (``n_classes``) written as its option
     (``--n-classes``): a library's refusal, in the words of the command line."""
@@ -112,10 +116,9 @@ def _world_arguments(p: argparse.ArgumentParser) -> None:
     for name, flag in WORLD_OPTIONS.items():
         p.add_argument(
             flag,
-            dest=name,
+            dest=_dest(flag),  # the option's own name (--severity: severity), as configs and scripts give it
             type=seed if name == "seed" else world_knob(name),  # every stage's --seed: stages.seed
             default=getattr(d, name),
-            metavar=flag[2:].upper().replace("-", "_"),
             help=helps.get(name),
         )
     p.add_argument("--splits", nargs="*", choices=SPLITS, help="only these splits (default: all)")
@@ -130,7 +133,7 @@ def _cmd_world(args: argparse.Namespace) -> int:
     from certified_circuits.vision.data.world import SPLITS, WorldConfig, build_world
     from certified_circuits.vision.data.world_limits import check_world_memory
 
-    cfg = WorldConfig(**{name: getattr(args, name) for name in WORLD_OPTIONS})
+    cfg = WorldConfig(**{name: getattr(args, _dest(flag)) for name, flag in WORLD_OPTIONS.items()})
     splits = tuple(args.splits) if args.splits else SPLITS
     twice = sorted({split for split in splits if splits.count(split) > 1})
     if twice:
