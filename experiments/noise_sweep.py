@@ -541,23 +541,33 @@ def run_stage(args: Sequence[str], log: Path) -> None:
     """One ``certified-circuits`` command (an argument list, no shell), its stderr kept in ``log``.
 
     Raises:
-        ConfigError: the stage failed: ``"<log>: certified-circuits <stage> failed (exit N): <its last line>; ..."``
-            followed by the log's last :data:`LOG_TAIL` lines (the stage's own message, which names its input).
+        ConfigError: the stage failed, in one line: ``"<log>: certified-circuits <stage> failed (exit N): <the last
+            line it wrote>; ..."`` (the stage's own message, which names its input; the exception a traceback ends
+            with, never the traceback).
     """
     with log.open("w") as err:
         done = subprocess.run([str(ROOT / "bin" / "certified-circuits"), *args], stderr=err, check=False)
     if done.returncode:
-        tail = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-LOG_TAIL:] or ["(no output)"]
-        raise ConfigError(f"{log}: certified-circuits {args[0]} failed (exit {done.returncode}): {tail[-1]}; fix what "
-                          "it names and rerun the same command (finished files are reused). Its last lines:\n"
-                          + "\n".join(f"  | {line}" for line in tail))
+        raise ConfigError(f"{log}: certified-circuits {args[0]} failed (exit {done.returncode}): {last_said(log)}; fix "
+                          f"what it names and rerun the same command (finished files are reused; the log holds its "
+                          f"last {LOG_TAIL} lines and more)")
+
+
+def last_said(log: Path) -> str:
+    """The last line of a stage's log that says something: its own ``error:`` line, or the exception a traceback
+    ends with (never the traceback, and not a progress bar)."""
+    text = log.read_text(encoding="utf-8", errors="replace").replace("\r", "\n")
+    said = [line.strip() for line in text.splitlines()
+            if line.strip() and "it/s]" not in line and "s/it]" not in line]
+    return said[-1] if said else "(no output)"
 
 
 #: the record of what a work folder's files were built from (:func:`work_record`)
 RECORD = "built_from.json"
 
 
-def work_record(folder: Path, built_from: dict[str, Any], option: str) -> None:
+def work_record(folder: Path, built_from: dict[str, Any], option: str,
+                products: dict[str, tuple[str, ...]] | None = None) -> None:
     """Record what a folder's reusable files (world, models, truths, attributions) are built from, or refuse a folder
     built from anything else: a reused file of another checkpoint or config would be read as this run's.
 
@@ -565,6 +575,10 @@ def work_record(folder: Path, built_from: dict[str, Any], option: str) -> None:
         folder: the work folder.
         built_from: JSON values that determine its files (a checkpoint's path and sha256, the config's keys).
         option: the option that names the folder, for the fix (``"--work"``).
+        products: optional ``{key: file patterns}``: the files each key builds. A key that differs refuses the
+            folder only where such a file exists; otherwise nothing was built from it (a stage that failed writes no
+            file) and the record is rewritten, so a failed command never blocks the corrected one. Without it, any
+            difference refuses.
 
     Raises:
         ConfigError: ``"<folder>/built_from.json: <key>: the files here were built from X, this run gives Y; ..."``,
@@ -581,10 +595,19 @@ def work_record(folder: Path, built_from: dict[str, Any], option: str) -> None:
             old = read_json_document(path, fix, what="work-folder record")
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
+        changed = False
         for key, value in wanted.items():
-            if old.get(key) != value:
-                raise ConfigError(f"{path}: {key}: the files here were built from {old.get(key)!r}, this run gives "
-                                  f"{value!r}: they would be reused as this run's; {fix}")
+            if old.get(key) == value:
+                continue
+            built = None if products is None or key not in products else sorted(
+                f for pattern in products[key] for f in folder.glob(pattern))
+            if built is None or built:
+                first = f" ({len(built)} of them: {built[0].name}, ...)" if built else ""
+                raise ConfigError(f"{path}: {key}: the files here{first} were built from {old.get(key)!r}, this run "
+                                  f"gives {value!r}: they would be reused as this run's; {fix}")
+            changed = True
+        if changed:  # nothing was built from the keys that changed: the record follows this run
+            write_json(path, {**old, **wanted})
         return
     if folder.is_dir() and any(folder.iterdir()):
         raise ConfigError(f"{path}: missing, but {folder} holds files (made before records were kept): what they were "
@@ -600,6 +623,12 @@ def vision_built_from(section: dict[str, Any]) -> dict[str, Any]:
             "attribution_examples": max(section["sizes"])}
 
 
+#: the files each key of :func:`vision_built_from` builds (every later file depends on the world's)
+VISION_PRODUCTS = {"world": ("world/world.json", "*.pt", "*_truth.json", "*.h5"), "train": ("*.pt", "*_truth.json",
+                                                                                             "*.h5"),
+                   "reference_size": ("*_truth.json",), "attribution_examples": ("*.h5",)}
+
+
 def run_vision(section: dict[str, Any], work: Path) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """Every cell of the vision sweep: per leak and model seed, train the planted world ResNet (``vision-train``),
     verify its truth per channel (``vision-ground-truth``), score the first ``max(sizes)`` concept images of each
@@ -613,7 +642,10 @@ def run_vision(section: dict[str, Any], work: Path) -> tuple[pd.DataFrame, pd.Da
     from certified_circuits.storage.store import read_attributions
 
     w, t = section["world"], section["train"]
-    work_record(work, vision_built_from(section), "--out")
+    work_record(work, vision_built_from(section), "--out", VISION_PRODUCTS)
+    # a setting that cannot certify IN at a size is in the tables ("can certify IN": no), not a warning per cell (as
+    # the language half)
+    warnings.simplefilter("ignore", PlanWarning)
     world = work / "world"
     if not (world / "world.json").is_file():
         run_stage(["vision-world", "--out", str(world), "--seed", str(w["seed"]), "--n-classes", str(w["n_classes"]),
@@ -635,7 +667,7 @@ def run_vision(section: dict[str, Any], work: Path) -> tuple[pd.DataFrame, pd.Da
                 run_stage(["vision-ground-truth", "--checkpoint", str(model), "--world", str(world), "--out",
                            str(gt_file), "--reference-size", str(section["reference_size"]), "--seed", "0", "--threads",
                            "1"], work / f"{name}_truth.log")
-            truth_file = read_ground_truth(gt_file)
+            truth_file = _read(read_ground_truth, gt_file)
             label = f"leak {float(leak):g}"
             for concept in section["concepts"]:
                 attributions = work / f"{name}_{concept}.h5"
@@ -645,9 +677,12 @@ def run_vision(section: dict[str, Any], work: Path) -> tuple[pd.DataFrame, pd.Da
                                "--counterfactual", str(world / "counterfactual.npz"), "--concept", concept,
                                "--split", "concept", "--experiment", "world", "--out", str(attributions)],
                               work / f"{name}_{concept}_attribute.log")
-                attr = read_attributions(attributions)
+                attr = _read(read_attributions, attributions)
                 check_examples(attr, max(section["sizes"]), attributions)
-                truth = truth_mask(truth_file, concept, attr.names, str(attributions))
+                try:
+                    truth = truth_mask(truth_file, concept, attr.names, str(attributions))
+                except ValueError as exc:
+                    raise ConfigError(f"{exc}; delete {attributions} and {gt_file} (they are rebuilt)") from None
                 checks = truth_file.verification.get(concept, {})
                 block = checks.get("per_component") or {}
                 effects = effect_summary(block.get("effects", {}), list(truth_file.concepts[concept]))
@@ -674,6 +709,15 @@ def run_vision(section: dict[str, Any], work: Path) -> tuple[pd.DataFrame, pd.Da
     hypotheses = cell_hypotheses(recoveries, stabilities, {"model": f"leak {float(section['preregistered']['leak']):g}",
                                                            "size": section["preregistered"]["size"]})
     return pd.DataFrame(rows), pd.DataFrame(truths), hypotheses
+
+
+def _read(reader: Any, path: Path) -> Any:
+    """A reused file read by its reader; a file it refuses (truncated, another format) is one refusal naming it."""
+    try:
+        return reader(path)
+    except (OSError, ValueError, KeyError) as exc:
+        raise ConfigError(f"{path}: cannot be reused ({' '.join(str(exc).split())}); delete it (the stage that "
+                          "writes it runs again)") from None
 
 
 def failed_checks(truth: Any, concept: str) -> list[str]:
@@ -771,9 +815,13 @@ def main(argv: list[str] | None = None) -> int:
                   if args.half in ("vision", "both") else None)
         if args.out.exists() and not args.out.is_dir():
             raise ConfigError(f"{args.out}: --out: a file, not a folder; pass a folder for the tables")
-        if vision is not None:  # before the language half's minutes: a vision folder of another config is refused
-            work_record(args.out / "vision", vision_built_from(vision), "--out")
-        args.out.mkdir(parents=True, exist_ok=True)
+        try:
+            if vision is not None:  # before the language half's minutes: a vision folder of another config is refused
+                work_record(args.out / "vision", vision_built_from(vision), "--out", VISION_PRODUCTS)
+            args.out.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ConfigError(f"{args.out}: --out: cannot be made a folder ({exc.strerror}); pass a folder you can "
+                              "write") from None
         halves = []
         if lang is not None:
             rows, truth, hypotheses = run_language(lang)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import json
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -237,23 +238,95 @@ def test_the_sweeps_vision_folder_of_another_config_is_refused_before_the_langua
     path = _config(tmp_path, "vision")
     sweep.work_record(out / "vision", sweep.vision_built_from({**SHIPPED["vision"], "train": {
         **SHIPPED["vision"]["train"], "epochs": 5}}), "--out")
+    (out / "vision" / "leak0_s0.pt").write_bytes(b"a model trained for 5 epochs")
     assert sweep.main([str(path), "--out", str(out), "--half", "both"]) == 2
     err = capsys.readouterr().err
-    assert err.startswith(f"error: {out / 'vision' / 'built_from.json'}: train: the files here were built from ")
+    assert err.startswith(f"error: {out / 'vision' / 'built_from.json'}: train: the files here (1 of them: "
+                          "leak0_s0.pt, ...) were built from ")
     assert "'epochs': 5" in err and "'epochs': 10" in err and "Traceback" not in err
     assert not (out / "language_rows.csv").exists()
 
 
-def test_a_failed_stage_names_its_log_and_shows_its_last_lines(sweep, tmp_path):
+def test_a_failed_vision_stage_does_not_block_the_corrected_rerun(sweep, tmp_path):
+    """Issue 61: a stage that failed wrote no file, so its key's new value is recorded, not refused; a key whose
+    files exist still refuses."""
+    work = tmp_path / "vision"
+    first = sweep.vision_built_from({**SHIPPED["vision"], "train": {**SHIPPED["vision"]["train"], "epochs": 5}})
+    sweep.work_record(work, first, "--out", sweep.VISION_PRODUCTS)
+    (work / "world").mkdir()
+    (work / "world" / "world.json").write_text("{}")  # the world was built; training then failed
+    (work / "leak0_s0_train.log").write_text("error: ...\n")
+    corrected = sweep.vision_built_from(SHIPPED["vision"])
+    sweep.work_record(work, corrected, "--out", sweep.VISION_PRODUCTS)
+    assert json.loads((work / "built_from.json").read_text()) == json.loads(json.dumps(corrected))
+    with pytest.raises(sweep.ConfigError, match=r"world: the files here \(1 of them: world.json, ...\) were built"):
+        sweep.work_record(work, {**corrected, "world": {**corrected["world"], "seed": 1}}, "--out",
+                          sweep.VISION_PRODUCTS)
+
+
+def test_the_vision_half_prints_no_warning_and_refuses_an_unreadable_reused_file(sweep, tmp_path, capsys):
+    """Every stage's file is there (so nothing runs), and the setting cannot certify IN at |D_c| 20: the tables say
+    so ("can certify IN": no), as the language half does, with no PlanWarning (its file and source line) on stderr.
+    A truncated reused truth is then one line naming it."""
+    from certified_circuits.analysis.recovery import GROUND_TRUTH_FORMAT
+    from certified_circuits.storage.atomic import write_json
+    from certified_circuits.storage.store import write_attributions
+
+    vision = {**copy.deepcopy(SHIPPED["vision"]), "leaks": [0.0], "model_seeds": [0], "concepts": ["circle"],
+              "sizes": [20], "scorers": [SHIPPED["vision"]["scorers"][0]], "resamples": 2, "k_grid": [0.5, 1.0],
+              "world": {"seed": 0, "n_classes": 10, "n_concept_per_class": 20},
+              "preregistered": {"leak": 0.0, "size": 20},
+              "certification": {**SHIPPED["vision"]["certification"], "n0": 10, "n": 20}}
+    path = tmp_path / "sweep.yaml"
+    path.write_text(yaml.safe_dump({"vision": vision}))
+    out = tmp_path / "out"
+    work = out / "vision"
+    sweep.work_record(work, sweep.vision_built_from(vision), "--out", sweep.VISION_PRODUCTS)
+    (work / "world").mkdir()
+    (work / "world" / "world.json").write_text("{}")
+    (work / "leak0_s0.pt").write_bytes(b"a model")
+    names = [f"layer1.{i}" for i in range(6)]
+    effects = {n: (1.0 if i < 2 else 0.01) for i, n in enumerate(names)}
+    write_json(work / "leak0_s0_truth.json", {
+        "format": GROUND_TRUTH_FORMAT, "experiment": "world", "kind": "vision", "n_components": 6,
+        "concepts": {"circle": {"components": names[:2], "verification": {"passed": True, "per_component": {
+            "metric": "class logit", "ablation": "mean", "unit": "u", "delta": 0.05, "epsilon": 0.01, "ratio": 100.0,
+            "required_ratio": 5.0, "passed": True, "effects": effects, "dropped": []}}}}})
+    scores = np.tile(np.array([1.0, 0.9, 0.1, 0.0, 0.0, 0.2]), (20, 1))
+    write_attributions(work / "leak0_s0_circle.h5", {"relevance": scores}, np.zeros(6, np.int64), names,
+                       [f"i{i}" for i in range(20)], {"concept": "circle"})
+    with warnings.catch_warnings(record=True) as shown:  # what python prints outside pytest
+        warnings.simplefilter("always")
+        assert sweep.main([str(path), "--out", str(out), "--half", "vision"]) == 0
+    assert not [w for w in shown if issubclass(w.category, sweep.PlanWarning)]
+    err = capsys.readouterr().err
+    assert "Traceback" not in err, err
+    assert "| leak 0 | 20 | no |" in (out / "vision_sweep.md").read_text()
+    (work / "leak0_s0_truth.json").write_text('{"format": ')
+    assert sweep.main([str(path), "--out", str(out), "--half", "vision"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {work / 'leak0_s0_truth.json'}: cannot be reused (") and err.count("\n") == 1
+    assert "delete it (the stage that writes it runs again)" in err and "Traceback" not in err
+
+
+def test_a_failed_stage_is_one_line_naming_its_log_and_its_last_line(sweep, tmp_path):
     log = tmp_path / "stage.log"
     with pytest.raises(sweep.ConfigError) as caught:
         sweep.run_stage(["vision-world", "--out", str(tmp_path / "w"), "--n-classes", "0"], log)
     message = str(caught.value)
-    first, *tail = message.split("\n")
-    assert first.startswith(f"{log}: certified-circuits vision-world failed (exit 2): ")
-    assert "fix what it names and rerun the same command (finished files are reused). Its last lines:" in first
-    lines = log.read_text().strip().splitlines()
-    assert tail == [f"  | {line}" for line in lines[-sweep.LOG_TAIL:]] and "argument --n-classes: must be an integer in 2..60" in tail[-1]
+    assert "\n" not in message and message.startswith(f"{log}: certified-circuits vision-world failed (exit 2): ")
+    last = log.read_text().strip().splitlines()[-1].strip()
+    assert f"(exit 2): {last}; fix what it names and rerun the same command (finished files are reused" in message
+    assert "n-classes" in last or "n_classes" in last
+
+
+def test_a_stage_that_ends_in_a_traceback_shows_only_its_exception(sweep, tmp_path):
+    log = tmp_path / "stage.log"
+    log.write_text("vision-train:  50%|#####     | 1/2 [00:01<00:01,  1.00s/it]\rTraceback (most recent call last):\n"
+                   '  File "x.py", line 1, in <module>\nValueError: lr must be positive\n')
+    assert sweep.last_said(log) == "ValueError: lr must be positive"
+    log.write_text("")
+    assert sweep.last_said(log) == "(no output)"
 
 
 def test_an_attribution_file_with_other_examples_is_refused(sweep, tmp_path):
@@ -342,7 +415,8 @@ def test_vision_regime_leaves_failed_classes_out_and_refuses_another_checkpoint(
     err = capsys.readouterr().err
     log = tmp_path / "work" / "circle_n4.log"
     assert err.startswith("vision regime: square: the truth fails ['recovery']; left out\n")
-    assert f"\nerror: {log}: certified-circuits vision-attribute failed (exit " in err and "\n  | " in err
+    assert f"\nerror: {log}: certified-circuits vision-attribute failed (exit " in err and err.endswith("\n")
+    assert "Traceback" not in err and "\n  | " not in err  # one line: the stage's last line, not its log
     assert not (tmp_path / "work" / "square_n4.log").exists()  # the failed class is never attributed
     # the circle's attributions (4 identical examples): relevance ranks c0, c2 (signed) and c3, c0 (absolute);
     # activation ranks c0, c1; the truth {c0, c1} of 6 is K 0.3 on the grid (2 components)
