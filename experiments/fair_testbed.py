@@ -21,7 +21,15 @@ Usage::
     PYTHONPATH=src .venv/bin/python experiments/fair_testbed.py experiments/fair_testbed.yaml \\
         --work results/fair_testbed --half language --stage score
 
-Every refusal is one line on stderr, ``error: <file>: <key>: <what is wrong>; <fix>``, exit 2.
+Every refusal is one line on stderr, ``error: <file>: <key>: <what is wrong>; <fix>``, exit 2, and leaves nothing
+behind: every number of the config is checked when it loads (type, finite, range; the range in the message). The
+score stage records what its cache is built from (``<work>/language/built_from.json``: the compiled model, its
+distractor scale, the prompts' seed, the held-out and population sizes, the IG steps and each method's convention),
+and every stage refuses, by key, a cache built from another config (``--include-other-build`` includes it, with a
+warning). A cache made before the record existed is checked when first read: each cached seed's edges and its first
+prompts' scores, computed again from this config, must match (then the record is written; a mismatch is refused by
+seed and method). The vision half reads experiments/vision_mechanism.py's work folder (it must hold that script's
+``built_from.json``) and refuses a ``size`` larger than a class's D_c in its attribution files.
 """
 
 from __future__ import annotations
@@ -52,13 +60,79 @@ class ConfigError(ValueError):
     """A refusal of the command line or the config: printed as ``error: <message>`` with exit 2."""
 
 
+#: the certification block's keys: (kind, lowest, highest); alpha in (0, 1], correction by name
+CERTIFICATION = {"n0": (int, 1, 10**7), "n": (int, 1, 10**7), "seed": (int, 0, 2**32 - 1), "alpha": (float, 0.0, 1.0)}
+CORRECTIONS = ("bonferroni", "holm")
+
+
+def _number(value: Any, kind: type, low: float, high: float, where: str, *, open_low: bool = False) -> Any:
+    """``value`` checked where it enters: an integer (``kind`` int: no float, bool or string) or a finite number in
+    ``[low, high]`` (``(low, high]`` with ``open_low``).
+
+    Raises:
+        ConfigError: ``"<where>: <value>: must be an integer in [low, high]"`` (or a number).
+    """
+    ok = (isinstance(value, (int, float)) and not isinstance(value, bool) and bool(np.isfinite(value))
+          and (kind is float or isinstance(value, int)) and (low < value if open_low else low <= value) and value <= high)
+    if not ok:
+        span = f"{'(' if open_low else '['}{low:g}, {high:g}]"
+        raise ConfigError(f"{where}: {value!r}: must be {'an integer' if kind is int else 'a finite number'} in {span}")
+    return value
+
+
+def check_settings(section: dict[str, Any], where: str) -> None:
+    """The ``certification`` block (its keys, each number's type and range) and the ``settings`` list (a non-empty
+    list of ``{tau, p_del}`` in [0, 1], none given twice, each a valid :class:`Setting`).
+
+    Raises:
+        ConfigError: naming the file and the key path.
+    """
+    c = section["certification"]
+    if not isinstance(c, dict) or set(c) != {*CERTIFICATION, "correction"}:
+        raise ConfigError(f"{where}.certification: {c!r} must be a mapping of exactly "
+                          f"{', '.join([*CERTIFICATION, 'correction'])}; see experiments/fair_testbed.yaml")
+    for key, (kind, low, high) in CERTIFICATION.items():
+        _number(c[key], kind, low, high, f"{where}.certification.{key}", open_low=key == "alpha")
+    if c["correction"] not in CORRECTIONS:
+        raise ConfigError(f"{where}.certification.correction: {c['correction']!r}: must be bonferroni or holm")
+    settings = section["settings"]
+    if not isinstance(settings, list) or not settings:
+        raise ConfigError(f"{where}.settings: {settings!r}: must be a non-empty list of {{tau, p_del}}")
+    for i, s in enumerate(settings):
+        if not isinstance(s, dict) or set(s) != {"tau", "p_del"}:
+            raise ConfigError(f"{where}.settings[{i}]: {s!r}: must be a mapping of exactly tau and p_del")
+        for key in ("tau", "p_del"):
+            _number(s[key], float, 0.0, 1.0, f"{where}.settings[{i}].{key}")
+    tags = [_setting(section, s, f"{where}.settings[{i}]").tag for i, s in enumerate(settings)]
+    if len(set(tags)) != len(tags):
+        raise ConfigError(f"{where}.settings: a setting is given twice ({tags})")
+
+
 def _setting(section: dict[str, Any], s: dict[str, Any], where: str) -> Setting:
+    """One setting of a section whose numbers :func:`check_settings` checked."""
     c = section["certification"]
     try:
         return Setting(p_del=float(s["p_del"]), n0=int(c["n0"]), n=int(c["n"]), seed=int(c["seed"]),
                        tau=float(s["tau"]), alpha=float(c["alpha"]), correction=str(c["correction"]))
     except (KeyError, TypeError, ValueError) as exc:
         raise ConfigError(f"{where}: {exc}; see experiments/fair_testbed.yaml") from None
+
+
+def _seeds(value: Any, where: str, minimum: int = 1) -> list[int]:
+    """Distinct integers in [0, 2**32) (a seed given twice would count as two pairs)."""
+    if (not isinstance(value, list) or len(value) < minimum or len(set(map(str, value))) != len(value)
+            or not all(isinstance(s, int) and not isinstance(s, bool) and 0 <= s < 2**32 for s in value)):
+        raise ConfigError(f"{where}: {value!r} must be distinct non-negative integers below 2**32 (a seed given twice "
+                          "would count as two pairs)")
+    return value
+
+
+def _read_yaml(path: Path) -> Any:
+    try:
+        return yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise ConfigError(f"{path}: cannot be read as YAML ({' '.join(str(exc).split())}); pass "
+                          "experiments/fair_testbed.yaml") from None
 
 
 #: the ``equal_footing`` block of each half: key -> (type, lowest, highest) (the pre-registration's values in the yaml)
@@ -114,39 +188,39 @@ def load_language(path: Path) -> dict[str, Any]:
     from certified_circuits.language.graph import COMPILED_SHAPES
     from certified_circuits.language.methods import check_method
 
-    try:
-        config = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise ConfigError(f"{path}: cannot be read as YAML ({exc}); pass experiments/fair_testbed.yaml") from None
+    config = _read_yaml(path)
     lang = config.get("language") if isinstance(config, dict) else None
     if not isinstance(lang, dict):
         raise ConfigError(f"{path}: language: missing or not a mapping; see experiments/fair_testbed.yaml")
     needed = ("compiled", "distractor_scale", "model_seeds", "task_seed", "held_out", "size", "population",
-              "methods", "ig_steps", "settings", "certification", "resamples", "bootstrap_seed")
-    missing = [k for k in needed if k not in lang]
+              "methods", "ig_steps", "settings", "certification", "resamples", "bootstrap_seed", "equal_footing")
+    missing, unknown = [k for k in needed if k not in lang], [k for k in lang if k not in needed]
     if missing:
         raise ConfigError(f"{path}: language: lacks {', '.join(missing)}; see experiments/fair_testbed.yaml")
-    if lang["compiled"] not in COMPILED_SHAPES:
+    if unknown:
+        raise ConfigError(f"{path}: language.{unknown[0]}: not a key of language (a misspelt key would be ignored); "
+                          f"the keys are {', '.join(needed)}")
+    if not isinstance(lang["compiled"], str) or lang["compiled"] not in COMPILED_SHAPES:
         raise ConfigError(f"{path}: language.compiled: {lang['compiled']!r} is not a compiled model; choose one of "
                           f"{', '.join(COMPILED_SHAPES)}")
-    if lang["compiled"] != "induction_noisy" and float(lang["distractor_scale"]) != 1.0:
+    scale = _number(lang["distractor_scale"], float, 0.0, 1e6, f"{path}: language.distractor_scale")
+    if lang["compiled"] != "induction_noisy" and float(scale) != 1.0:
         raise ConfigError(f"{path}: language.distractor_scale: only the noisy model has distractors; set it to 1.0 "
                           f"for {lang['compiled']!r}")
-    seeds = lang["model_seeds"]
-    if (not isinstance(seeds, list) or not seeds or len(set(map(str, seeds))) != len(seeds)
-            or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds)):
-        raise ConfigError(f"{path}: language.model_seeds: {seeds!r} must be distinct non-negative integers (a seed "
-                          "given twice would count as two pairs)")
+    _seeds(lang["model_seeds"], f"{path}: language.model_seeds")
     for key, floor in (("size", 2), ("held_out", 10), ("population", MIN_POPULATION), ("resamples", MIN_RESAMPLES),
                        ("ig_steps", 1)):
         value = lang[key]
         if not isinstance(value, int) or isinstance(value, bool) or value < floor or value > 100_000:
             raise ConfigError(f"{path}: language.{key}: {value!r} must be an integer in [{floor}, 100000]")
+    for key in ("task_seed", "bootstrap_seed"):
+        _number(lang[key], int, 0, 2**32 - 1, f"{path}: language.{key}")
     if lang["size"] > lang["population"]:
         raise ConfigError(f"{path}: language.size: {lang['size']} exceeds language.population "
                           f"({lang['population']}): D is the population's first |D| prompts")
     methods = lang["methods"]
-    if not isinstance(methods, list) or not methods or len(set(methods)) != len(methods):
+    if (not isinstance(methods, list) or not methods or not all(isinstance(m, str) for m in methods)
+            or len(set(methods)) != len(methods)):
         raise ConfigError(f"{path}: language.methods: {methods!r} must be a list of distinct methods")
     for method in methods:
         try:
@@ -156,12 +230,7 @@ def load_language(path: Path) -> dict[str, Any]:
         if not spec.decomposed:
             raise ConfigError(f"{path}: language.methods: {method} is not computed by the decomposed forward; "
                               "use EAP-IG-inputs or EAP")
-    settings = lang["settings"]
-    if not isinstance(settings, list) or not settings:
-        raise ConfigError(f"{path}: language.settings: a non-empty list of {{tau, p_del}}")
-    tags = [_setting(lang, s, f"{path}: language.settings[{i}]").tag for i, s in enumerate(settings)]
-    if len(set(tags)) != len(tags):
-        raise ConfigError(f"{path}: language.settings: a setting is given twice ({tags})")
+    check_settings(lang, f"{path}: language")
     check_footing(lang, f"{path}: language")
     return lang
 
@@ -173,32 +242,36 @@ def load_vision(path: Path) -> dict[str, Any]:
     Raises:
         ConfigError: naming the file and the key.
     """
-    config = yaml.safe_load(path.read_text(encoding="utf-8"))
+    config = _read_yaml(path)
     vision = config.get("vision") if isinstance(config, dict) else None
     if not isinstance(vision, dict):
         raise ConfigError(f"{path}: vision: missing or not a mapping; see experiments/fair_testbed.yaml")
-    needed = ("from", "model_seeds", "size", "scorers", "settings", "certification", "resamples", "bootstrap_seed")
-    missing = [k for k in needed if k not in vision]
+    needed = ("from", "model_seeds", "size", "scorers", "settings", "certification", "resamples", "bootstrap_seed",
+              "equal_footing")
+    missing, unknown = [k for k in needed if k not in vision], [k for k in vision if k not in needed]
     if missing:
         raise ConfigError(f"{path}: vision: lacks {', '.join(missing)}; see experiments/fair_testbed.yaml")
-    seeds = vision["model_seeds"]
-    if (not isinstance(seeds, list) or not seeds or len(set(map(str, seeds))) != len(seeds)
-            or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in seeds)):
-        raise ConfigError(f"{path}: vision.model_seeds: {seeds!r} must be distinct non-negative integers")
+    if unknown:
+        raise ConfigError(f"{path}: vision.{unknown[0]}: not a key of vision (a misspelt key would be ignored); the "
+                          f"keys are {', '.join(needed)}")
+    if not isinstance(vision["from"], str) or not vision["from"].strip():
+        raise ConfigError(f"{path}: vision.from: {vision['from']!r} must be the path of experiments/"
+                          "vision_mechanism.py's --work folder")
+    _seeds(vision["model_seeds"], f"{path}: vision.model_seeds")
     for key, floor in (("size", 2), ("resamples", MIN_RESAMPLES)):
         value = vision[key]
         if not isinstance(value, int) or isinstance(value, bool) or value < floor or value > 100_000:
             raise ConfigError(f"{path}: vision.{key}: {value!r} must be an integer in [{floor}, 100000]")
+    _number(vision["bootstrap_seed"], int, 0, 2**32 - 1, f"{path}: vision.bootstrap_seed")
     scorers = vision["scorers"]
     if not isinstance(scorers, list) or not scorers or len({str(x) for x in scorers}) != len(scorers) or not all(
-            isinstance(x, dict) and x.get("scorer") in VISION_SCORERS
-            and x.get("ranking") in ("signed", "absolute") and x.get("name") for x in scorers) or len(
-            {x["name"] for x in scorers}) != len(scorers):
+            isinstance(x, dict) and set(x) == {"name", "scorer", "ranking"} and x.get("scorer") in VISION_SCORERS
+            and x.get("ranking") in ("signed", "absolute") and isinstance(x.get("name"), str) and x["name"]
+            for x in scorers) or len({x["name"] for x in scorers}) != len(scorers) or len(
+            {(x["scorer"], x["ranking"]) for x in scorers}) != len(scorers):
         raise ConfigError(f"{path}: vision.scorers: {scorers!r} must be {{name, scorer: {'|'.join(VISION_SCORERS)}, "
-                          "ranking: signed|absolute}, with distinct names")
-    tags = [_setting(vision, x, f"{path}: vision.settings[{i}]").tag for i, x in enumerate(vision["settings"])]
-    if len(set(tags)) != len(tags):
-        raise ConfigError(f"{path}: vision.settings: a setting is given twice ({tags})")
+                          "ranking: signed|absolute}, with distinct names and no (scorer, ranking) twice")
+    check_settings(vision, f"{path}: vision")
     check_footing(vision, f"{path}: vision")
     return vision
 
@@ -270,12 +343,148 @@ def _missing_scores(lang: dict[str, Any], seed: int, npz: Path, meta: Path) -> N
           file=sys.stderr)
 
 
+#: the record of what the language cache is built from (under ``<work>/language``), its format, and the keys of the
+#: config that build it (``size`` only cuts D from the cached population, so it is not among them)
+RECORD = "built_from.json"
+RECORD_FORMAT = "experiments/fair_testbed/language/1"
+BUILT_FROM = ("compiled", "distractor_scale", "task_seed", "held_out", "population", "ig_steps")
+#: the prompts a cache made before the record existed is scored on again, per seed and method, to adopt it
+SPOT_PROMPTS = 4
+
+
+def method_convention(method: str, ig_steps: int) -> dict[str, Any]:
+    """What a method's cached scores were computed with: its convention (points, gradients), factor and ranking."""
+    import dataclasses
+
+    from certified_circuits.language.methods import check_method
+
+    spec = check_method(method, "edge", ig_steps, "reference")
+    convention = dataclasses.asdict(spec.convention("edge", ig_steps, "reference"))
+    factor = getattr(spec.factor, "__name__", type(spec.factor).__name__)
+    return json.loads(json.dumps({**convention, "factor": factor, "ranking": spec.ranking,
+                                  "interpolates": spec.interpolates}, default=str))
+
+
+def language_built_from(lang: dict[str, Any]) -> dict[str, Any]:
+    """The record of a language cache built from ``lang`` (:data:`BUILT_FROM` and each method's convention)."""
+    return {"format": RECORD_FORMAT, **{k: lang[k] for k in BUILT_FROM},
+            "distractor_scale": float(lang["distractor_scale"]),
+            "methods": {m: method_convention(m, int(lang["ig_steps"])) for m in lang["methods"]}}
+
+
+def cached_seeds(folder: Path) -> list[int]:
+    """The seeds cached in a language folder (both their ``.npz`` and ``.json``)."""
+    seeds = []
+    for npz in folder.glob("s*.npz"):
+        if npz.stem[1:].isdigit() and npz.with_suffix(".json").is_file():
+            seeds.append(int(npz.stem[1:]))
+    return sorted(seeds)
+
+
+def check_language_work(lang: dict[str, Any], work: Path, path: Path, include_other: bool = False) -> None:
+    """Refuse a language cache built from another config than ``lang`` (every stage calls it first), and record
+    what a cache is built from (:func:`language_built_from`) when it is new or was made before the record existed.
+
+    - A record that differs from this config in a key of :data:`BUILT_FROM` or in a method's convention refuses the
+      folder when it holds cached seeds (they were built from the recorded values); with no seed cached, the record
+      is replaced (a failed score stage never blocks the corrected one).
+    - A cache without a record (made before it existed) is checked seed by seed against this config: its edges must
+      be those of the compiled model, its population as long, and its first :data:`SPOT_PROMPTS` prompts' scores of
+      each method the same when computed again (within 1e-4); then the record is written.
+
+    Raises:
+        ConfigError: naming the record or the seed's file, the key, both values and the fix (unless
+            ``include_other``: then the difference is printed as a warning and the folder used as it is).
+    """
+    folder = work / "language"
+    record = folder / RECORD
+    wanted = language_built_from(lang)
+    cached = cached_seeds(folder) if folder.is_dir() else []
+    fix = (f"pass a new --work folder (or delete {folder}: the score stage rebuilds it), or --include-other-build to "
+           "use it anyway")
+
+    def refuse(message: str) -> None:
+        if not include_other:
+            raise ConfigError(message)
+        print(f"fair testbed: warning: --include-other-build: {message}", file=sys.stderr)
+
+    if record.is_file():
+        try:
+            old = json.loads(record.read_text(encoding="utf-8"))
+            if not isinstance(old, dict) or old.get("format") != RECORD_FORMAT:
+                raise ValueError(f"format is not {RECORD_FORMAT!r}")
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            raise ConfigError(f"{record}: cannot be read as the cache's record ({exc}); delete it and run --stage "
+                              "score (it adds only what is missing)") from None
+        if not cached:
+            return
+        for key in BUILT_FROM:
+            if old.get(key) != wanted[key]:
+                return refuse(f"{record}: {key}: the {len(cached)} cached seeds were built from {old.get(key)!r}, "
+                              f"{path} gives language.{key} {wanted[key]!r}: another config's truths and scores; {fix}")
+        for method, convention in wanted["methods"].items():
+            if method in old.get("methods", {}) and old["methods"][method] != convention:
+                return refuse(f"{record}: methods.{method}: the cached scores were computed with "
+                              f"{old['methods'][method]}, {path} gives {convention}; {fix}")
+        return
+    if not cached:
+        return
+    from certified_circuits.language.compiled import compile_model
+    from certified_circuits.language.forward import GPT2Weights
+    from certified_circuits.language.tasks import generate_splits
+    from certified_circuits.language.tokenizer import encode_examples
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from noise_sweep import score_prompts
+
+    start = time.perf_counter()
+    train = generate_splits("induction", int(lang["task_seed"]), int(lang["population"]))["train"][:SPOT_PROMPTS]
+    checked = []
+    for seed in cached:
+        npz = folder / f"s{seed}.npz"
+        with np.load(npz, allow_pickle=False) as data:
+            arrays = {k: data[k] for k in data.files}
+        hf, tok, _ = compile_model(lang["compiled"], seed, distractor_scale=float(lang["distractor_scale"]))
+        weights = GPT2Weights.from_hf(hf)
+        made = f"made before {record.name} was kept, so it was checked against {path}"
+        if list(np.asarray(weights.graph.edge_names())) != list(arrays.get("names", [])):
+            return refuse(f"{npz}: names: its edges are not those of language.compiled {lang['compiled']!r} seed "
+                          f"{seed} ({made}): another compiled model's cache; {fix}")
+        batch = encode_examples(train, tok, max_len=hf.config.n_positions)
+        for method in lang["methods"]:
+            if f"scores/{method}" not in arrays:
+                continue  # the score stage adds it
+            cached_scores = arrays[f"scores/{method}"]
+            if cached_scores.shape[0] != int(lang["population"]):
+                return refuse(f"{npz}: scores/{method}: holds {cached_scores.shape[0]} prompts, language.population "
+                              f"is {lang['population']} ({made}); {fix}")
+            again = score_prompts(weights, batch, lang, method)
+            scale = float(np.abs(cached_scores[:SPOT_PROMPTS]).max()) or 1.0
+            if not np.allclose(again, cached_scores[:SPOT_PROMPTS], rtol=1e-4, atol=1e-6 * scale):
+                return refuse(f"{npz}: scores/{method}: its first {SPOT_PROMPTS} prompts' scores differ from "
+                              f"{lang['compiled']!r} seed {seed}'s at distractor_scale {lang['distractor_scale']}, "
+                              f"task_seed {lang['task_seed']}, ig_steps {lang['ig_steps']} (largest difference "
+                              f"{float(np.abs(again - cached_scores[:SPOT_PROMPTS]).max()):.3g}; {made}): another "
+                              f"config's cache; {fix}")
+        checked.append(seed)
+    write_text(record, json.dumps(wanted, indent=1) + "\n")
+    print(f"fair testbed: {folder}: no {RECORD} (made before it was kept); seeds {checked} match {path} (their edges, "
+          f"population and first {SPOT_PROMPTS} prompts' scores, computed again; held_out cannot be checked so): "
+          f"recorded; {time.perf_counter() - start:.0f} s", file=sys.stderr)
+
+
 def stage_score(lang: dict[str, Any], work: Path) -> None:
-    """Cache every seed's truth and scores (a cached seed only gets the methods it lacks)."""
+    """Cache every seed's truth and scores (a cached seed only gets the methods it lacks); the record
+    (:func:`language_built_from`) is written first, with the methods recorded before kept."""
     import torch
 
     torch.set_num_threads(1)
-    (work / "language").mkdir(parents=True, exist_ok=True)
+    record = work / "language" / RECORD
+    wanted = language_built_from(lang)
+    if record.is_file():
+        old = json.loads(record.read_text(encoding="utf-8"))
+        wanted["methods"] = {**old.get("methods", {}), **wanted["methods"]}
+    write_text(record, json.dumps(wanted, indent=1) + "\n")
     for seed in lang["model_seeds"]:
         npz, meta = work / "language" / f"s{seed}.npz", work / "language" / f"s{seed}.json"
         if npz.is_file() and meta.is_file():
@@ -298,20 +507,35 @@ def read_seed(work: Path, half: str, seed: int) -> tuple[dict[str, Any], dict[st
     npz, meta = work / half / f"s{seed}.npz", work / half / f"s{seed}.json"
     if not (npz.is_file() and meta.is_file()):
         raise ConfigError(f"{npz}: missing; run the score stage first (--stage score)")
-    with np.load(npz, allow_pickle=False) as data:
-        arrays = {k: data[k] for k in data.files}
-    return json.loads(meta.read_text(encoding="utf-8")), arrays
+    try:
+        with np.load(npz, allow_pickle=False) as data:
+            arrays = {k: data[k] for k in data.files}
+        row = json.loads(meta.read_text(encoding="utf-8"))
+    except (OSError, ValueError, EOFError) as exc:
+        raise ConfigError(f"{npz}: cannot be read ({exc}); delete it and its .json, and run --stage score") from None
+    return row, arrays
+
+
+def language_seed(lang: dict[str, Any], work: Path, seed: int) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """A cached language seed with a score of every method of ``lang`` (else refused: run the score stage)."""
+    row, arrays = read_seed(work, "language", seed)
+    lacking = [m for m in lang["methods"] if f"scores/{m}" not in arrays]
+    if lacking:
+        raise ConfigError(f"{work / 'language' / f's{seed}.npz'}: lacks the scores of {', '.join(lacking)} "
+                          "(language.methods); run --stage score (it adds only the missing methods)")
+    return row, arrays
 
 
 def stage_conditions(lang: dict[str, Any], work: Path) -> pd.DataFrame:
     """Conditions (a)-(c) per seed and method (baseline only: no certified number)."""
     from certified_circuits.language.methods import check_method
 
-    rows = []
+    rows, left_out = [], []
     for seed in lang["model_seeds"]:
-        truth_row, arrays = read_seed(work, "language", int(seed))
+        truth_row, arrays = language_seed(lang, work, int(seed))
         if not truth_row["passed"]:
             print(f"fair testbed: language seed {seed}: the truth fails its check; left out", file=sys.stderr)
+            left_out.append(int(seed))
             continue
         for method in lang["methods"]:
             absolute = check_method(method, "edge", int(lang["ig_steps"]), "reference").ranking == "absolute"
@@ -323,14 +547,15 @@ def stage_conditions(lang: dict[str, Any], work: Path) -> pd.DataFrame:
                          "n_examples": int(lang["size"]), "n_population": int(population.shape[0]), **result.row()})
     table = pd.DataFrame(rows)
     write_text(work / "language_conditions.csv", table.to_csv(index=False))
-    write_text(work / "language_conditions.md", conditions_markdown(table))
+    write_text(work / "language_conditions.md", conditions_markdown(table, left_out))
     return table
 
 
-def conditions_markdown(table: pd.DataFrame) -> str:
-    """Per scorer: each seed's (a)-(c) numbers, then the mean over seeds and how many seeds meet each."""
+def conditions_markdown(table: pd.DataFrame, left_out: list[int] = ()) -> str:
+    """Per scorer: each seed's (a)-(c) numbers, then the mean over seeds and how many seeds meet each; the seeds whose
+    truth failed have no conditions, are in no count, and are named last."""
     out = []
-    for scorer, part in table.groupby("scorer", sort=False):
+    for scorer, part in (table.groupby("scorer", sort=False) if len(table) else ()):
         out += [f"#### {scorer}", "", "| seed | precision on D (resampled) / population | gap (a: >= 0.1) | true "
                 "components in 20-80% (b) | Jaccard to full D (c: <= 0.85) | a / b / c |", "|---|---|---|---|---|---|"]
         seeds = part.groupby("seed", sort=True).agg(
@@ -348,6 +573,11 @@ def conditions_markdown(table: pd.DataFrame) -> str:
                 f"{int((seeds.b).sum())} of {n} seeds | {seeds.jaccard.mean():.3f} | "
                 f"{int((seeds.precision_gap >= 0.1).sum())} / {int(seeds.b.sum())} / "
                 f"{int((seeds.jaccard <= 0.85).sum())} of {n} seeds |", ""]
+    if left_out:
+        out.append(f"Left out (the truth failed its check, so no condition is reported and they are in no count): "
+                   f"seeds {', '.join(map(str, left_out))}.")
+    elif not len(table):
+        out.append("No seed: no condition is reported.")
     return "\n".join(out) + "\n"
 
 
@@ -356,7 +586,7 @@ def language_cases(lang: dict[str, Any], work: Path):
     from certified_circuits.language.methods import check_method
 
     for seed in lang["model_seeds"]:
-        truth_row, arrays = read_seed(work, "language", int(seed))
+        truth_row, arrays = language_seed(lang, work, int(seed))
         if not truth_row["passed"]:
             continue
         for method in lang["methods"]:
@@ -365,6 +595,68 @@ def language_cases(lang: dict[str, Any], work: Path):
                    "population": arrays[f"scores/{method}"],
                    "truth": arrays["truth"], "grey": arrays["grey"],
                    "absolute": check_method(method, "edge", int(lang["ig_steps"]), "reference").ranking == "absolute"}
+
+
+#: the record of experiments/vision_mechanism.py's --work folder (its config, or its record format)
+MECHANISM_RECORD_FORMAT = "experiments/vision_mechanism/2"
+
+
+def _examples(path: Path) -> int:
+    """The examples an attribution file holds (``examples/id``), read without its scores."""
+    import h5py
+
+    try:
+        with h5py.File(path, "r") as handle:
+            return int(handle["examples/id"].shape[0])
+    except (OSError, KeyError, ValueError) as exc:
+        raise ConfigError(f"{path}: cannot be read as an attribution file ({exc}); rerun experiments/"
+                          "vision_mechanism.py (it scores what is missing)") from None
+
+
+def check_vision_from(vision: dict[str, Any], path: Path) -> None:
+    """Before the vision half's stage: ``vision.from`` is experiments/vision_mechanism.py's work folder (its
+    ``built_from.json``), every seed's truth is there, and each class whose truth passed holds at least ``size``
+    concept images in its D_c file and in its population (the first |D_c| would silently be fewer).
+
+    Raises:
+        ConfigError: naming ``vision.from`` or the file, and the fix.
+    """
+    from certified_circuits.analysis.recovery import read_ground_truth
+
+    root = Path(vision["from"])
+    record = root / "built_from.json"
+    run = f"run experiments/vision_mechanism.py experiments/vision_mechanism.yaml --work {root}"
+    if not root.is_dir():
+        raise ConfigError(f"{path}: vision.from: {root}: not a folder; {run} first")
+    try:
+        made = json.loads(record.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise ConfigError(f"{path}: vision.from: {record}: cannot be read ({type(exc).__name__}): not a work folder of "
+                          f"experiments/vision_mechanism.py; {run}") from None
+    if not isinstance(made, dict) or not (made.get("format") == MECHANISM_RECORD_FORMAT or "model_seeds" in made):
+        raise ConfigError(f"{path}: vision.from: {record}: not the record of experiments/vision_mechanism.py; {run}")
+    size = int(vision["size"])
+    for seed in vision["model_seeds"]:
+        truth_file = root / f"s{seed}" / "ground_truth.json"
+        if not truth_file.is_file():
+            raise ConfigError(f"{truth_file}: missing; {run} with model seed {seed} first")
+        try:
+            known = read_ground_truth(truth_file)
+        except ValueError as exc:
+            raise ConfigError(f"{exc}; {run}") from None
+        for concept in known.concepts:
+            if not known.verified(concept):
+                continue
+            for part in ("dc", "population"):
+                file = root / f"s{seed}" / f"{part}_{concept}.h5"
+                if not file.is_file():
+                    raise ConfigError(f"{file}: missing; {run} (it scores what is missing)")
+                held = _examples(file)
+                if held < size:
+                    raise ConfigError(f"{path}: vision.size: {size} exceeds the {held} examples of {file} "
+                                      f"({'D_c' if part == 'dc' else 'the population'}): the first {size} would "
+                                      f"silently be {held}; lower vision.size to at most {held}, or rebuild the "
+                                      "mechanism with a larger world.n_concept_per_class")
 
 
 def vision_cases(vision: dict[str, Any]):
@@ -378,14 +670,20 @@ def vision_cases(vision: dict[str, Any]):
         truth_file = root / f"s{seed}" / "ground_truth.json"
         if not truth_file.is_file():
             raise ConfigError(f"{truth_file}: missing; run experiments/vision_mechanism.py with --work {root} first")
-        known = read_ground_truth(truth_file)
+        try:
+            known = read_ground_truth(truth_file)
+        except ValueError as exc:
+            raise ConfigError(f"{exc}; rerun experiments/vision_mechanism.py") from None
         for concept in known.concepts:
             if not known.verified(concept):
                 print(f"fair testbed: vision seed {seed} {concept}: the truth fails its check; left out",
                       file=sys.stderr)
                 continue
-            attr = read_attributions(root / f"s{seed}" / f"dc_{concept}.h5")
-            pop = read_attributions(root / f"s{seed}" / f"population_{concept}.h5")
+            try:
+                attr = read_attributions(root / f"s{seed}" / f"dc_{concept}.h5")
+                pop = read_attributions(root / f"s{seed}" / f"population_{concept}.h5")
+            except (OSError, ValueError) as exc:
+                raise ConfigError(f"{exc}; rerun experiments/vision_mechanism.py (it scores what is missing)") from None
             if list(pop.names) != list(attr.names):
                 raise ConfigError(f"{root / f's{seed}'}: population_{concept}.h5 and dc_{concept}.h5 name other "
                                   "components; rerun experiments/vision_mechanism.py into a fresh --work")
@@ -559,6 +857,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="vision: the hypotheses of the vision mechanism (its truths and conditions are "
                         "experiments/vision_mechanism.py's)")
     p.add_argument("--stage", choices=STAGES, required=True)
+    p.add_argument("--include-other-build", action="store_true",
+                   help="read a language cache built from another config than this one (its record differs): a "
+                        "warning instead of the refusal; never with --stage score, which adds to the cache")
     args = p.parse_args(argv)
     try:
         if not args.config.is_file():
@@ -567,8 +868,17 @@ def main(argv: list[str] | None = None) -> int:
         if args.half == "vision" and args.stage not in ("hypotheses", "equal"):
             raise ConfigError(f"--stage {args.stage} --half vision: the vision truths and conditions are "
                               "experiments/vision_mechanism.py's; run it, then --stage hypotheses or --stage equal")
-        args.work.mkdir(parents=True, exist_ok=True)
+        if args.include_other_build and (args.stage == "score" or args.half == "vision"):
+            raise ConfigError(f"--include-other-build: only the language half's reading stages include another "
+                              f"config's cache (--stage {args.stage} --half {args.half} would add to it or has none); "
+                              "drop it")
+        if args.work.exists() and not args.work.is_dir():
+            raise ConfigError(f"{args.work}: --work: a file, not a folder; pass a folder")
         warnings.simplefilter("ignore", UserWarning)
+        if args.half == "language":
+            check_language_work(section, args.work, args.config, args.include_other_build)
+        else:
+            check_vision_from(section, args.config)
         if args.stage == "score":
             stage_score(section, args.work)
         elif args.stage == "conditions":
