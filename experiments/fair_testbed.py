@@ -890,6 +890,10 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except (ValueError, OSError) as exc:  # a reader or an analysis refusing its input: its message, one line
+        print(f"error: {args.config}: --stage {args.stage} --half {args.half}: {' '.join(str(exc).split())}; fix what "
+              f"it names and rerun", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -326,11 +326,14 @@ def check_work(work: Path, config: dict[str, Any], path: Path) -> None:
         for key, product in DEPENDS:
             if key not in old or old[key] == wanted[key]:
                 continue
+            if isinstance(wanted[key], dict) and isinstance(old[key], dict) and all(
+                    old[key][k] == v for k, v in wanted[key].items() if k in old[key]):
+                continue  # an option added or renamed since: the files themselves are read back (check_products)
             built = sorted(work.glob(f"s*/{product}"))
             if key == "conductance" and old[key]:
                 continue  # files with conductance scores serve a run without it
             if built:
-                changed = ({k: (old[key].get(k), v) for k, v in wanted[key].items() if old[key].get(k) != v}
+                changed = ({k: (old[key][k], v) for k, v in wanted[key].items() if k in old[key] and old[key][k] != v}
                            if isinstance(wanted[key], dict) else (old[key], wanted[key]))
                 raise ConfigError(f"{record}: {key}: the {len(built)} {product} file(s) here (the first: {built[0]}) "
                                   f"were built from another {key} (recorded, this run: {changed}): they would be "
@@ -664,6 +667,10 @@ def main(argv: list[str] | None = None) -> int:
             r, e, walls[int(seed)] = run_seed(config, int(seed), args.work)
         except (RuntimeError, ConfigError) as exc:  # a stage failed or a reused file is refused: one line
             print(f"error: seed {seed}: {exc}", file=sys.stderr)
+            return 2
+        except (ValueError, OSError) as exc:  # a reader refusing a file: its message (which names it), one line
+            print(f"error: seed {seed}: {args.work / f's{seed}'}: {' '.join(str(exc).split())}; fix what it names, or "
+                  "delete the file (it is rebuilt), and rerun", file=sys.stderr)
             return 2
         rows += r
         effects += e

@@ -434,3 +434,11 @@ def test_a_vision_size_larger_than_dc_is_refused_before_the_stage(fair, tmp_path
                    "the first 1000 would silently be 10; lower vision.size to at most 10, or rebuild the mechanism "
                    "with a larger world.n_concept_per_class\n")
     assert not work.exists()
+
+
+def test_the_shipped_config_is_accepted(fair):
+    path = ROOT / "experiments" / "fair_testbed.yaml"
+    lang, vision = fair.load_language(path), fair.load_vision(path)
+    assert lang["compiled"] == "induction_noisy" and vision["size"] == 50
+    record = fair.language_built_from(lang)
+    assert list(record["methods"]) == ["EAP-IG-inputs", "CEAP"] and record["distractor_scale"] == 1.0
