@@ -41,9 +41,9 @@ whose IN is non-empty (the empty ones counted), over the scored (non-grey) compo
 **Contested set** (:func:`contested_share`). ``A_T`` on ``n_pop`` samples of ``|D|`` examples drawn with
 replacement from the population (``default_rng(population_seed).integers(0, N, (n_pop, |D|))``); contested when
 kept in a share within :data:`~certified_circuits.analysis.baseline_conditions.MEMBERSHIP_BAND` (0.2-0.8,
-inclusive); without a population (the workflow's ``stability`` stage, which has only D) there is no contested set and
-the detector columns and ``n_contested`` are NaN. Each three-valued method's contestedness score on D (:func:`contestedness`): certified
-``1 - |2 v/n - 1|`` of its ``v`` certification votes of ``n``; interval ``-|r̄ - c_g| / s`` (``0`` when
+inclusive); without one (the workflow's ``stability`` stage: ``cli/testbed.py``) the detector columns are NaN.
+Each three-valued method's contestedness score on D (:func:`contestedness`): certified ``1 - |2 v/n - 1|`` of its
+``v`` certification votes of ``n``; interval ``-|r̄ - c_g| / s`` (``0`` when
 ``r̄ = c_g``, ``-inf`` when ``s = 0`` and ``r̄ != c_g``: a point mass off the cut is uncontested); consensus
 ``1 - |2 f - 1|``; matched cut ``-|rho - (a_g + (m_g + 1) / 2)|``, the distance in ranks from the middle of its
 group's abstain window, i.e. its in/out boundary (``a_g + 1/2`` when ``m_g = 0``), so its abstain set in a group is
@@ -52,6 +52,9 @@ live|`` on D takes the top-``k`` live components by the score, ties broken by on
 live components (``default_rng(tie_seed)``, the same for every method, never by index); precision and recall of that
 set against the live contested set, and the AUROC of the score, ``U / (n_1 n_0)`` of
 :func:`scipy.stats.mannwhitneyu` (ties count one half).
+
+**In the workflow** the ``stability`` stage writes one concept's rows without a population (``truth_size_equal/``;
+``cli/testbed.py``, which reuses :func:`labellings` for the truth-size table) and the headline shows them.
 
 **Hypotheses** (:func:`equal_footing_hypotheses`): H2a, H2b, H2c and H4 over model seeds with
 :mod:`certified_circuits.analysis.seed_tests`' exact sign-flip test, Holm within each hypothesis and "untestable at
@@ -90,8 +93,7 @@ EQUAL_FOOTING_COLUMNS = ("method", "values", "change_share_live", "change_share_
                          "detector_recall", "detector_auroc", "n_contested", "n_contested_all", "n_live",
                          "n_components", "n_true", "n_grey", "resamples", "inner_resamples", "population_samples",
                          "can_certify_in", "certified_in_any")  # fmt: skip
-#: most inner resamples of each D' (``FootingProtocol.n_inner``; experiments/fair_testbed.py and the workflow's
-#: ``testbed.equal_footing.inner_resamples`` accept no more)
+#: most inner resamples of each D' (``FootingProtocol.n_inner``; ``testbed.equal_footing.inner_resamples``'s bound)
 MAX_INNER_RESAMPLES = 10_000
 #: slack of the consensus rule's comparisons of a count with ``q B_in`` (counts are integers)
 _COUNT_GUARD = 1e-9
@@ -286,8 +288,7 @@ class Labellings:
         two: method of :data:`TWO_VALUED` -> bool ``[B + 1, U]``; baselines: the same keys, the baseline's top of
             its per-group sizes.
         scores: method of :data:`THREE_VALUED` -> its contestedness score on D, float64 ``[U]``.
-        kept: bool ``[B + 1, U]``, ``A_T`` itself on D and on each resample (the size-matched stage's baseline).
-        certificate: the :class:`~certified_circuits.analysis.size_matched.TruthSizeCertificate` on D (row 0's).
+        kept, certificate: bool ``[B + 1, U]`` ``A_T`` itself on each row; the ``TruthSizeCertificate`` on D.
     """
 
     three: dict[str, np.ndarray]
@@ -401,13 +402,11 @@ def equal_footing_rows(scores: np.ndarray, groups: np.ndarray, truth: np.ndarray
         scores: float ``[|D|, U]`` per-example scores of D.
         groups: int ``[U]``; truth: bool ``[U]`` the verified truth (its per-group sizes are ``t``).
         setting: the certification setting; mask_seed: the masks' seed (the votes stage's).
-        population: float ``[N, U]`` the population's scores (the contested set), or None where there is none (the
-            workflow's ``stability`` stage): then no contested set is drawn, the detector columns
-            (``detector_*``), ``n_contested`` and ``n_contested_all`` are NaN and ``population_samples`` is 0.
+        population: float ``[N, U]`` the population's scores (the contested set), or None (the workflow has none):
+            then ``detector_*``, ``n_contested`` and ``n_contested_all`` are NaN and ``population_samples`` is 0.
         absolute: rank by ``|mean|``; exclude: bool ``[U]`` grey components (left out of precision only).
         protocol: :class:`FootingProtocol`.
-        found: :func:`labellings` of these arguments, when the caller has them already (the ``stability`` stage
-            shares them with the size-matched table); computed here otherwise.
+        found: :func:`labellings` of these arguments where the caller has them (else computed here).
 
     Returns:
         One row per method of :data:`THREE_VALUED` then :data:`TWO_VALUED`, columns :data:`EQUAL_FOOTING_COLUMNS`

@@ -24,10 +24,9 @@ Stability at the truth's size (:func:`resampled_labels`, :func:`stability_shares
     labels (in / out / abstain) that change between resamples, and the in <-> out flips
     (:func:`~certified_circuits.analysis.stability.label_change_share`,
     :func:`~certified_circuits.analysis.stability.flip_share`).
-The equal footing (:func:`concept_truth_size_tables`)
+The equal footing (:func:`certified_circuits.cli.testbed.truth_size_tables`)
     The ``stability`` stage also writes the certificate beside the comparators that abstain as much (the matched
-    cut, the bootstrap interval, consensus: :mod:`certified_circuits.analysis.equal_footing`) on the same resamples,
-    one pass of the certificate serving both tables.
+    cut, the bootstrap interval, consensus) on the same resamples, one pass of the certificate serving both tables.
 """
 
 from __future__ import annotations
@@ -49,8 +48,6 @@ from certified_circuits.core.smoothing import selection_and_certification_masks,
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
-
-    from certified_circuits.analysis.equal_footing import FootingProtocol
 
 #: the circuits compared with the baseline at their own size, in table order
 METHODS = ("certified_in", "certified_in_abstain", "majority")
@@ -213,7 +210,7 @@ def truth_size_rows(scores: np.ndarray, groups: np.ndarray, truth: np.ndarray, s
         n_resamples, bootstrap_seed: the bootstrap of the stability columns.
         certificate, resampled: :func:`certify_at_counts` on D and :func:`resampled_labels` of these arguments,
             when the caller has them (the ``stability`` stage: the equal-footing labellings' rows 0 and 1..B,
-            :func:`concept_truth_size_tables`); computed here otherwise.
+            :func:`certified_circuits.cli.testbed.truth_size_tables`); computed here otherwise.
 
     Returns:
         One row per method: ``baseline`` (``A_T`` on D: ``|T|`` components; its ``baseline_*`` columns are itself)
@@ -266,47 +263,3 @@ def concept_truth_size(attributions: Path, scorer: str, setting: Setting, mask_s
     labels = {**stability_labels(attr.attrs, concept, scorer, setting, mask_seed),
               "truth_verified": known.verified(concept), "n_examples": int(attr.scores[scorer].shape[0])}
     return pd.DataFrame([{**labels, **row} for row in rows])
-
-
-def concept_truth_size_tables(attributions: Path, scorer: str, setting: Setting, mask_seed: int, ground_truth: Path,
-                              protocol: "FootingProtocol") -> tuple["pd.DataFrame", "pd.DataFrame"]:  # fmt: skip
-    """The ``stability`` stage's truth-size table (:func:`concept_truth_size`) and its equal-footing table
-    (:func:`certified_circuits.analysis.equal_footing.equal_footing_rows`, no population: no contested set), from one
-    pass of ``A_T``'s certificate over D and the ``protocol.n_resamples`` bootstrap resamples (seed
-    ``protocol.bootstrap_seed``): the equal-footing labellings' rows are the size-matched stage's resampled labels,
-    so the two tables share every vote count.
-
-    Returns:
-        ``(truth_size, equal)``: the first equal to :func:`concept_truth_size`'s with the same resamples and seed; the
-        second one row per method of :data:`~certified_circuits.analysis.equal_footing.THREE_VALUED` then
-        :data:`~certified_circuits.analysis.equal_footing.TWO_VALUED`, labelled as the first (plus ``bootstrap_seed``,
-        ``inner_seed``, ``q``, ``z`` and ``tie_seed``, the protocol), columns
-        :data:`~certified_circuits.analysis.equal_footing.EQUAL_FOOTING_COLUMNS` after the labels.
-
-    Raises:
-        ValueError: as :func:`concept_truth_size`.
-    """
-    import pandas as pd
-
-    from certified_circuits.analysis.equal_footing import equal_footing_rows, labellings
-    from certified_circuits.analysis.recovery import grey_mask
-    from certified_circuits.analysis.stability import concept_inputs, stability_labels
-
-    attr, concept, known, truth = concept_inputs(attributions, scorer, ground_truth)
-    scores, absolute = np.asarray(attr.scores[scorer], dtype=np.float64), attr.absolute(scorer)
-    grey = grey_mask(known, concept, attr.names)
-    counts = group_counts(np.asarray(truth, dtype=bool), GroupIndex.from_groups(attr.groups))
-    found = labellings(scores, attr.groups, counts, setting, protocol, absolute=absolute, mask_seed=mask_seed)
-    assert found.kept is not None  # labellings() keeps A_T
-    rows = truth_size_rows(scores, attr.groups, truth, setting, absolute=absolute, exclude=grey, mask_seed=mask_seed,
-                           n_resamples=protocol.n_resamples, bootstrap_seed=protocol.bootstrap_seed,
-                           certificate=found.certificate,
-                           resampled=(found.kept[1:], found.three["certified"][1:]))  # fmt: skip
-    equal = equal_footing_rows(scores, attr.groups, truth, setting, None, absolute=absolute, exclude=grey,
-                               mask_seed=mask_seed, protocol=protocol, found=found)  # fmt: skip
-    labels = {**stability_labels(attr.attrs, concept, scorer, setting, mask_seed),
-              "truth_verified": known.verified(concept), "n_examples": int(scores.shape[0])}
-    footing = {"bootstrap_seed": protocol.bootstrap_seed, "inner_seed": protocol.inner_seed, "q": protocol.q,
-               "z": protocol.z, "tie_seed": protocol.tie_seed}  # fmt: skip
-    return (pd.DataFrame([{**labels, **row} for row in rows]),
-            pd.DataFrame([{**labels, **footing, **row} for row in equal]))  # fmt: skip

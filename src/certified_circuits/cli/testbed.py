@@ -13,11 +13,18 @@ import argparse
 import logging
 import warnings
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from certified_circuits.cli.stages import InputError, Stages, add_decision_setting, add_k_grid, add_setting_tag
 from certified_circuits.cli.stages import add_votes_setting, existing_file, k_fraction
 from certified_circuits.cli.stages import output_file, positive_int, seed, setting_of_args
 from certified_circuits.pipeline.tracking import add_metrics
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+
+    from certified_circuits.analysis.equal_footing import FootingProtocol
+    from certified_circuits.core.setting import Setting
 
 log = logging.getLogger(__name__)
 STAGES = Stages()
@@ -98,6 +105,52 @@ def _stability_arguments(p: argparse.ArgumentParser) -> None:
     footing.add_argument("--tie-seed", type=seed, default=0, help="seed of the contested-set detector's tie order")
 
 
+def truth_size_tables(attributions: Path, scorer: str, setting: "Setting", mask_seed: int, ground_truth: Path,
+                      protocol: "FootingProtocol") -> tuple["pd.DataFrame", "pd.DataFrame"]:  # fmt: skip
+    """The ``stability`` stage's truth-size table (:func:`~certified_circuits.analysis.size_matched.concept_truth_size`)
+    and its equal-footing table (:func:`equal_footing_rows`, no population: no contested set), from one pass of
+    ``A_T``'s certificate over D and the ``protocol.n_resamples`` bootstrap resamples (seed ``protocol.bootstrap_seed``):
+    the labellings' rows are the size-matched stage's resampled labels, so the two tables share every vote count.
+
+    Returns:
+        ``(truth_size, equal)``: the first equal to ``concept_truth_size``'s with the same resamples and seed; the
+        second one row per method (``THREE_VALUED`` then ``TWO_VALUED``), labelled as the first (plus
+        ``bootstrap_seed``, ``inner_seed``, ``q``, ``z`` and ``tie_seed``, the protocol), columns
+        ``EQUAL_FOOTING_COLUMNS`` after the labels (analysis/equal_footing.py).
+
+    Raises:
+        ValueError: as ``concept_truth_size`` (an unknown scorer, a truth of another experiment, names that do not
+            match).
+    """
+    import numpy as np
+    import pandas as pd
+
+    from certified_circuits.analysis.equal_footing import equal_footing_rows, labellings
+    from certified_circuits.analysis.recovery import grey_mask
+    from certified_circuits.analysis.size_matched import truth_size_rows
+    from certified_circuits.core.discovery import GroupIndex, group_counts
+    from certified_circuits.analysis.stability import concept_inputs, stability_labels
+
+    attr, concept, known, truth = concept_inputs(attributions, scorer, ground_truth)
+    scores, absolute = np.asarray(attr.scores[scorer], dtype=np.float64), attr.absolute(scorer)
+    grey = grey_mask(known, concept, attr.names)
+    counts = group_counts(np.asarray(truth, dtype=bool), GroupIndex.from_groups(attr.groups))
+    found = labellings(scores, attr.groups, counts, setting, protocol, absolute=absolute, mask_seed=mask_seed)
+    assert found.kept is not None  # labellings() keeps A_T
+    rows = truth_size_rows(scores, attr.groups, truth, setting, absolute=absolute, exclude=grey, mask_seed=mask_seed,
+                           n_resamples=protocol.n_resamples, bootstrap_seed=protocol.bootstrap_seed,
+                           certificate=found.certificate,
+                           resampled=(found.kept[1:], found.three["certified"][1:]))  # fmt: skip
+    equal = equal_footing_rows(scores, attr.groups, truth, setting, None, absolute=absolute, exclude=grey,
+                               mask_seed=mask_seed, protocol=protocol, found=found)  # fmt: skip
+    labels = {**stability_labels(attr.attrs, concept, scorer, setting, mask_seed),
+              "truth_verified": known.verified(concept), "n_examples": int(scores.shape[0])}
+    footing = {"bootstrap_seed": protocol.bootstrap_seed, "inner_seed": protocol.inner_seed, "q": protocol.q,
+               "z": protocol.z, "tie_seed": protocol.tie_seed}  # fmt: skip
+    return (pd.DataFrame([{**labels, **row} for row in rows]),
+            pd.DataFrame([{**labels, **footing, **row} for row in equal]))  # fmt: skip
+
+
 def _footing_protocol(args: argparse.Namespace):
     """The equal footing's :class:`~certified_circuits.analysis.equal_footing.FootingProtocol` of the options: the
     outer resamples and their seed are the stage's (``--resamples``, ``--bootstrap-seed``), the rest its own.
@@ -172,10 +225,8 @@ def _cmd_stability(args: argparse.Namespace) -> int:
     for warning in caught:
         log.warning("plan (%s, tau %s): %s", concept, number(args.tau), warning.message)
     if protocol is not None:
-        from certified_circuits.analysis.size_matched import concept_truth_size_tables
-
-        at_truth, equal = concept_truth_size_tables(args.attributions, args.scorer, setting,
-                                                    mask_seed(args.seed, concept), args.ground_truth, protocol)
+        at_truth, equal = truth_size_tables(args.attributions, args.scorer, setting, mask_seed(args.seed, concept),
+                                            args.ground_truth, protocol)
         write_csv(args.out_truth_size_equal, equal)
         if args.out_truth_size is not None:
             write_csv(args.out_truth_size, at_truth)

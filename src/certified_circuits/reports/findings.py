@@ -23,15 +23,10 @@ analysis/equal_footing.py: e.g. each comparator's precision at the same size) is
 the rows (``truth_size.csv`` rows; a column the table lacks is shown ``n/a``); the renderers show every column and
 need no change.
 
-**The equal footing** (issue 59) is two such columns. The ``stability`` stage also writes, per concept, the
-certificate at the truth's size beside the comparators that abstain as much (analysis/equal_footing.py, on the same
-bootstrap resamples): ``report-stability`` combines them into ``testbed/truth_size_equal.csv`` beside
-``truth_size.csv``, and :func:`with_footing` joins its three-valued rows onto the truth-size rows by concept and
-setting (:func:`footing_column`). On the rows read off the certificate's labels (certified IN, IN + abstain) the
-headline shows the share of labels (in / out / abstain) that change between resample pairs, over the live
-components, of the certificate, the matched cut, the bootstrap interval and consensus, and the in <-> out flips of
-the certificate and the matched cut (the words: :data:`certified_circuits.reports.words.FOOTING_WORDS`). A run
-without that table (an older one) shows ``n/a`` there.
+**The equal footing** (issue 59) is two such columns, read from ``truth_size_equal.csv`` beside ``truth_size.csv``
+(analysis/equal_footing.py; joined by concept and setting, :func:`footing_column`): on the certificate's rows, the
+share of labels that change between resamples (live components) of the certificate, the matched cut, the bootstrap
+interval and consensus, and the in <-> out flips of the first two (``n/a`` for a run without that table).
 
 A number that cannot tell methods apart is not cited as if it meant something: two perfect precisions are left out
 (and named), an empty circuit is counted, a truth that failed its check is said to have failed, and every degenerate
@@ -196,24 +191,21 @@ def _beside(part: pd.DataFrame) -> str:
     return f"{_mean(part, 'baseline_precision')} / {_mean(part, 'baseline_recall')}"
 
 
-#: the three-valued labellings of the equal footing the headline shows, and those whose in <-> out flips it shows
-#: (analysis/equal_footing.py THREE_VALUED: the certificate first)
+#: the equal footing's labellings whose label changes, and whose flips, the headline shows (the certificate first)
 FOOTING_CHANGED = ("certified", "matched_cut", "interval", "consensus")
 FOOTING_FLIPS = ("certified", "matched_cut")
-#: the rows that carry the equal footing's cells: the circuits read off the certificate's labels
+#: the rows that carry them: the circuits read off the certificate's labels
 FOOTING_ROWS = ("certified_in", "certified_in_abstain")
 
 
 def footing_column(method: str, column: str) -> str:
-    """The name under which :func:`headline` joins an equal-footing number onto the truth-size rows:
-    ``footing_<method>_<column>`` (``truth_size_equal.csv``'s ``column`` of its ``method`` row, same concept and
-    setting)."""
+    """``footing_<method>_<column>``: the equal-footing number (``truth_size_equal.csv``'s ``column`` of its
+    ``method`` row) joined onto a truth-size row of the same concept and setting."""
     return f"footing_{method}_{column}"
 
 
 def _footing(column: str, methods: Sequence[str], digits: int) -> Callable[[pd.DataFrame], str]:
-    """A cell of the equal footing: each method's mean over concepts of ``column``, ``" / "`` apart, on the rows of
-    :data:`FOOTING_ROWS` (:data:`NOT_APPLICABLE` elsewhere; ``n/a`` where the run has no equal-footing table)."""
+    """Each method's mean over concepts of ``column``, ``" / "`` apart, on :data:`FOOTING_ROWS` (else ``--``)."""
 
     def cell(part: pd.DataFrame) -> str:
         if not part["method"].isin(FOOTING_ROWS).all():
@@ -235,7 +227,6 @@ HEADLINE_COLUMNS: tuple[Column, ...] = (
     Column("precision", _precision),
     Column("recall", lambda part: _mean(part, "recall")),
     Column("baseline of that size: precision / recall", _beside),  # the size-matched comparison (issue 50)
-    # the equal footing (issue 59): the certificate's labels beside the comparators that abstain as much
     Column(footing_header("labels changed (live)", FOOTING_CHANGED), _footing("change_share_live", FOOTING_CHANGED, 2)),
     Column(footing_header("in<->out flips (live)", FOOTING_FLIPS), _footing("flip_share_live", FOOTING_FLIPS, 3)),
 )
@@ -302,34 +293,6 @@ def _check_words(truth) -> str:
     return f"{truth.experiment} for {passed} of {len(truth.concepts)} concept{'s' if len(truth.concepts) > 1 else ''}"
 
 
-#: the equal-footing table's name beside ``truth_size.csv`` (reports/testbed.py ``TRUTH_SIZE_EQUAL_FILE``, which
-#: imports matplotlib: the headline imports it only where the table exists)
-TRUTH_SIZE_EQUAL_NAME = "truth_size_equal.csv"
-#: the keys that join an equal-footing row onto a truth-size row (one concept's certificate)
-_FOOTING_KEYS = ["experiment", "concept", "scorer", "setting"]
-
-
-def with_footing(table: pd.DataFrame, path: Path) -> pd.DataFrame:
-    """The truth-size rows with the equal footing's numbers joined on, as :func:`footing_column` names them, read from
-    ``truth_size_equal.csv`` beside ``path`` (the same ``report-stability`` job writes both:
-    :func:`certified_circuits.reports.testbed.read_truth_size_equal_table`, the format's one reader); the rows as
-    they are when the run wrote none (an older run: its cells are ``n/a``).
-
-    Raises:
-        ValueError: the equal-footing table is refused by its reader.
-    """
-    equal_path = Path(path).with_name(TRUTH_SIZE_EQUAL_NAME)
-    if not equal_path.is_file():
-        return table
-    from certified_circuits.reports.testbed import read_truth_size_equal_table
-    equal = read_truth_size_equal_table(equal_path, option="beside truth_size.csv", allow_empty=True)
-    columns = ("change_share_live", "flip_share_live")
-    wide = equal[equal["method"].isin(FOOTING_CHANGED)].pivot(index=_FOOTING_KEYS, columns="method",
-                                                              values=list(columns))  # keys unique: its writer's check
-    wide.columns = [footing_column(method, column) for column, method in wide.columns]
-    return table.merge(wide.reset_index(), on=_FOOTING_KEYS, how="left") if len(wide) else table
-
-
 def headline(truth_sizes: Sequence[Path], ground_truths: Sequence[Path] = (), main_scorer: str | None = None,
              columns: Sequence[Column] = HEADLINE_COLUMNS) -> Headline:
     """THE run's headline (module docstring): per experiment one table at the truth's size, then at most two lines.
@@ -349,6 +312,8 @@ def headline(truth_sizes: Sequence[Path], ground_truths: Sequence[Path] = (), ma
     """
     from certified_circuits.analysis.recovery import read_ground_truth
 
+    from certified_circuits.reports.testbed import TRUTH_SIZE_EQUAL_FILE, join_truth_size_equal
+
     truths = {t.experiment: (t, Path(p)) for p in ground_truths for t in [read_ground_truth(p)]}
     tables, blind, sizes = [], [], {}  # sizes: the experiments with a table
     footed: list[bool] = []  # per table: whether its run wrote the equal footing
@@ -356,7 +321,8 @@ def headline(truth_sizes: Sequence[Path], ground_truths: Sequence[Path] = (), ma
         table = _read(path, TRUTH_SIZE_COLUMNS, {}, allow_empty=True)
         if table.empty:
             continue
-        table = with_footing(table, path)
+        table = join_truth_size_equal(table, path, FOOTING_CHANGED, ("change_share_live", "flip_share_live"),
+                                      footing_column)
         used = main_scorer if main_scorer is not None and (table["scorer"] == main_scorer).any() else table["scorer"].iloc[0]
         rows = table[table["scorer"] == used]
         experiment, n_concepts = str(rows["experiment"].iloc[0]), rows["concept"].nunique()
@@ -378,7 +344,7 @@ def headline(truth_sizes: Sequence[Path], ground_truths: Sequence[Path] = (), ma
                  + (f", {grey} grey (neither hit nor miss)" if grey else "")
                  + f" ({used}; mean over {n_concepts} concept{'s' if n_concepts > 1 else ''}; "
                  f"`tables/{experiment}/testbed/{path.name}`"
-                 + (f", `{TRUTH_SIZE_EQUAL_NAME}`" if footed[-1] else "")
+                 + (f", `{TRUTH_SIZE_EQUAL_FILE}`" if footed[-1] else "")
                  + ")")
         tables.append(HeadlineTable(experiment, title, tuple(c.header for c in columns),
                                     tuple(c.numeric for c in columns), tuple(cells)))

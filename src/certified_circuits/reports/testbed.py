@@ -46,7 +46,6 @@ from certified_circuits.core.contracts import setting_columns
 from certified_circuits.core.discovery import k_index
 from certified_circuits.reports import tables
 from certified_circuits.reports.figures import METHOD_COLOR, save_figure
-from certified_circuits.reports.findings import TRUTH_SIZE_EQUAL_NAME
 from certified_circuits.reports.paper import read_circuits
 from certified_circuits.storage.atomic import write_csv
 
@@ -464,8 +463,8 @@ def truth_size_report(inputs: Sequence[Path], out_dir: Path) -> dict[str, float]
 
 
 #: the combined equal-footing table ``report-stability --truth-size-equal`` writes beside ``truth_size.csv`` (the
-#: headline reads it there: reports/findings.py, whose name for it this is)
-TRUTH_SIZE_EQUAL_FILE = TRUTH_SIZE_EQUAL_NAME
+#: headline reads it there, :func:`join_truth_size_equal`)
+TRUTH_SIZE_EQUAL_FILE = "truth_size_equal.csv"
 #: what identifies one row of an equal-footing table, and the numbers its readers use (analysis/equal_footing.py)
 TRUTH_SIZE_EQUAL_KEYS = ("experiment", "concept", "scorer", "setting", "method")
 TRUTH_SIZE_EQUAL_NUMBERS = ("values", "change_share_live", "change_share_all", "flip_share_live", "flip_share_all",
@@ -479,7 +478,7 @@ TRUTH_SIZE_EQUAL_FIX = ("rerun the stability stage with --out-truth-size-equal a
 def read_truth_size_equal_table(path: str | Path, option: str = "--truth-size-equal",
                                 allow_empty: bool = False) -> pd.DataFrame:
     """One equal-footing CSV: a concept's (the ``stability`` stage's ``--out-truth-size-equal``,
-    :func:`certified_circuits.analysis.size_matched.concept_truth_size_tables`) or the combined
+    :func:`certified_circuits.cli.testbed.truth_size_tables`) or the combined
     ``truth_size_equal.csv`` (:func:`truth_size_equal_report`), checked: UTF-8 CSV with rows (unless
     ``allow_empty``), every key filled, the numbers numeric (a share may be empty: NaN where it has no meaning, e.g.
     the flips of a two-valued circuit, the live shares without a live component). The one reader of the format.
@@ -492,6 +491,25 @@ def read_truth_size_equal_table(path: str | Path, option: str = "--truth-size-eq
                            dtype={"concept": str, "scorer": str, "setting": str, "experiment": str, "method": str},
                            allow_empty=allow_empty)  # fmt: skip
     return filled_and_numeric(table, where, TRUTH_SIZE_EQUAL_KEYS, TRUTH_SIZE_EQUAL_NUMBERS, TRUTH_SIZE_EQUAL_FIX)
+
+
+def join_truth_size_equal(table: pd.DataFrame, path: str | Path, methods: Sequence[str], columns: Sequence[str],
+                          name: Any) -> pd.DataFrame:
+    """Truth-size rows (``path``: a ``truth_size.csv``) with the numbers of ``truth_size_equal.csv`` beside it joined
+    on by experiment, concept, scorer and setting: ``columns`` of each of ``methods``' rows, as ``name(method,
+    column)`` (the headline's, reports/findings.py). The rows as they are where the run wrote no such table.
+
+    Raises:
+        ValueError: the equal-footing table is refused (:func:`read_truth_size_equal_table`).
+    """
+    equal_path = Path(path).with_name(TRUTH_SIZE_EQUAL_FILE)
+    if not equal_path.is_file():
+        return table
+    equal = read_truth_size_equal_table(equal_path, option=f"beside {Path(path).name}", allow_empty=True)
+    keys = ["experiment", "concept", "scorer", "setting"]
+    wide = equal[equal["method"].isin(methods)].pivot(index=keys, columns="method", values=list(columns))
+    wide.columns = [name(method, column) for column, method in wide.columns]  # keys unique: the writer refuses twins
+    return table.merge(wide.reset_index(), on=keys, how="left") if len(wide) else table
 
 
 #: the summary's columns of the equal-footing table: column -> header
