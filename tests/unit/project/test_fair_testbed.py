@@ -5,7 +5,6 @@ gated true edge that swaps with a distractor when its cue is rare)."""
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -393,21 +392,6 @@ def test_a_cache_made_before_the_record_is_checked_against_the_model(fair, tmp_p
     fair.check_language_work(lang, work, path)
     assert json.loads((work / "language" / "built_from.json").read_text()) == fair.language_built_from(lang)
     assert "seeds [3] match" in capsys.readouterr().err
-
-
-@pytest.mark.slow
-@pytest.mark.skipif(not (ROOT / "results" / "fair_testbed" / "language" / "s3.npz").is_file(),
-                    reason="results/fair_testbed not in this checkout")
-def test_the_documented_conditions_command_runs_on_todays_folder(fair, tmp_path, capsys):
-    """results/fair_testbed, made before the record: its copy is checked, adopted, and its conditions are the same
-    to the byte (the folder itself is never written)."""
-    work = tmp_path / "ft_copy"
-    shutil.copytree(ROOT / "results" / "fair_testbed", work)
-    path = ROOT / "experiments" / "fair_testbed.yaml"
-    assert fair.main([str(path), "--work", str(work), "--stage", "conditions"]) == 0
-    assert (work / "language" / "built_from.json").is_file()
-    for name in ("language_conditions.csv", "language_conditions.md"):
-        assert (work / name).read_bytes() == (ROOT / "results" / "fair_testbed" / name).read_bytes()
 
 
 def test_a_vision_size_larger_than_dc_is_refused_before_the_stage(fair, tmp_path, capsys):

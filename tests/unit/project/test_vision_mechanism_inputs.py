@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import copy
 import json
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -23,7 +22,6 @@ from tests.helpers.paths import ROOT
 
 SHIPPED = yaml.safe_load((ROOT / "experiments" / "vision_mechanism.yaml").read_text())
 #: today's results, made by the code before the record held the effective options (read, never written)
-TODAY = ROOT / "results" / "vision_mechanism"
 
 
 @pytest.fixture(scope="module")
@@ -272,22 +270,6 @@ def test_a_model_of_an_older_default_is_refused_by_its_meta(mech, tmp_path, caps
     _seed(mech, config, work, 5, {"circle": True})
     _run(mech, capsys, path, work)  # every file as this run builds it: reused, old record upgraded
     assert json.loads((work / "built_from.json").read_text())["format"] == mech.RECORD_FORMAT
-
-
-@pytest.mark.skipif(not (TODAY / "built_from.json").is_file(), reason="results/vision_mechanism not in this checkout")
-def test_todays_results_folder_is_accepted(mech, tmp_path):
-    """results/vision_mechanism, made before the record held the effective options: its models carry today's spec,
-    so a copy of its records, models and truths is accepted (the folder itself is never written)."""
-    work = tmp_path / "copy"
-    work.mkdir()
-    shutil.copy(TODAY / "built_from.json", work)
-    for seed in SHIPPED["model_seeds"]:
-        (work / f"s{seed}" / "world").mkdir(parents=True)
-        shutil.copy(TODAY / f"s{seed}" / "world" / "world.json", work / f"s{seed}" / "world")
-        for name in ("model.pt", "ground_truth.json"):
-            shutil.copy(TODAY / f"s{seed}" / name, work / f"s{seed}")
-    path = ROOT / "experiments" / "vision_mechanism.yaml"
-    mech.check_work(work, mech.load_config(path), path)
 
 
 def test_a_failed_stage_is_one_line_and_does_not_block_the_corrected_rerun(mech, tmp_path, capsys, monkeypatch):
