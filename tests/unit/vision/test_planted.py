@@ -501,8 +501,9 @@ def test_per_component_effects_are_zero_outside_a_clean_truth_and_not_outside_a_
 
 
 #: component effects against a float64 forward per vertex: float32 logits of order 1 round at about 1e-7, and an
-#: effect is a mean of logit differences in units of another one
-EFFECT_RTOL = 1e-5
+#: effect is a mean of logit differences in units of another one; a small effect (0.008) loses relative accuracy to
+#: that cancellation, 1.2e-5 measured on an AVX2 machine, so 5e-5
+EFFECT_RTOL = 5e-5
 
 
 @pytest.mark.parametrize("ablation", ["zero", "mean"])
