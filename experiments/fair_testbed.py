@@ -613,6 +613,33 @@ def _examples(path: Path) -> int:
                           "vision_mechanism.py (it scores what is missing)") from None
 
 
+def passed_concepts(vision: dict[str, Any], quiet: bool = False):
+    """``(seed, ground truth, its file, concept)`` for every concept of the vision half's seeds whose truth passed its
+    check (read from ``vision.from``); a failed one is left out, and said on stderr unless ``quiet``.
+
+    Raises:
+        ConfigError: a seed's ground truth missing or unreadable, naming the file and the command that makes it.
+    """
+    from certified_circuits.analysis.recovery import read_ground_truth
+
+    root = Path(vision["from"])
+    run = f"run experiments/vision_mechanism.py experiments/vision_mechanism.yaml --work {root}"
+    for seed in vision["model_seeds"]:
+        truth_file = root / f"s{seed}" / "ground_truth.json"
+        if not truth_file.is_file():
+            raise ConfigError(f"{truth_file}: missing; {run} with model seed {seed} first")
+        try:
+            known = read_ground_truth(truth_file)
+        except ValueError as exc:
+            raise ConfigError(f"{exc}; {run}") from None
+        for concept in known.concepts:
+            if known.verified(concept):
+                yield seed, known, truth_file, concept
+            elif not quiet:
+                print(f"fair testbed: vision seed {seed} {concept}: the truth fails its check; left out",
+                      file=sys.stderr)
+
+
 def check_vision_from(vision: dict[str, Any], path: Path) -> None:
     """Before the vision half's stage: ``vision.from`` is experiments/vision_mechanism.py's work folder (its
     ``built_from.json``), every seed's truth is there, and each class whose truth passed holds at least ``size``
@@ -621,7 +648,6 @@ def check_vision_from(vision: dict[str, Any], path: Path) -> None:
     Raises:
         ConfigError: naming ``vision.from`` or the file, and the fix.
     """
-    from certified_circuits.analysis.recovery import read_ground_truth
 
     root = Path(vision["from"])
     record = root / "built_from.json"
@@ -636,68 +662,46 @@ def check_vision_from(vision: dict[str, Any], path: Path) -> None:
     if not isinstance(made, dict) or not (made.get("format") == MECHANISM_RECORD_FORMAT or "model_seeds" in made):
         raise ConfigError(f"{path}: vision.from: {record}: not the record of experiments/vision_mechanism.py; {run}")
     size = int(vision["size"])
-    for seed in vision["model_seeds"]:
-        truth_file = root / f"s{seed}" / "ground_truth.json"
-        if not truth_file.is_file():
-            raise ConfigError(f"{truth_file}: missing; {run} with model seed {seed} first")
-        try:
-            known = read_ground_truth(truth_file)
-        except ValueError as exc:
-            raise ConfigError(f"{exc}; {run}") from None
-        for concept in known.concepts:
-            if not known.verified(concept):
-                continue
-            for part in ("dc", "population"):
-                file = root / f"s{seed}" / f"{part}_{concept}.h5"
-                if not file.is_file():
-                    raise ConfigError(f"{file}: missing; {run} (it scores what is missing)")
-                held = _examples(file)
-                if held < size:
-                    raise ConfigError(f"{path}: vision.size: {size} exceeds the {held} examples of {file} "
-                                      f"({'D_c' if part == 'dc' else 'the population'}): the first {size} would "
-                                      f"silently be {held}; lower vision.size to at most {held}, or rebuild the "
-                                      "mechanism with a larger world.n_concept_per_class")
+    for seed, _, _, concept in passed_concepts(vision, quiet=True):
+        for part in ("dc", "population"):
+            file = root / f"s{seed}" / f"{part}_{concept}.h5"
+            if not file.is_file():
+                raise ConfigError(f"{file}: missing; {run} (it scores what is missing)")
+            held = _examples(file)
+            if held < size:
+                raise ConfigError(f"{path}: vision.size: {size} exceeds the {held} examples of {file} "
+                                  f"({'D_c' if part == 'dc' else 'the population'}): the first {size} would "
+                                  f"silently be {held}; lower vision.size to at most {held}, or rebuild the "
+                                  "mechanism with a larger world.n_concept_per_class")
 
 
 def vision_cases(vision: dict[str, Any]):
     """Every (seed, class, scorer) of the vision half whose truth passed, read from experiments/vision_mechanism.py's
     work folder (``vision.from``): ``s<seed>/ground_truth.json`` and ``s<seed>/dc_<class>.h5`` (D_c)."""
-    from certified_circuits.analysis.recovery import grey_mask, read_ground_truth, truth_mask
+    from certified_circuits.analysis.recovery import grey_mask, truth_mask
     from certified_circuits.storage.store import read_attributions
 
     root = Path(vision["from"])
-    for seed in vision["model_seeds"]:
-        truth_file = root / f"s{seed}" / "ground_truth.json"
-        if not truth_file.is_file():
-            raise ConfigError(f"{truth_file}: missing; run experiments/vision_mechanism.py with --work {root} first")
+    for seed, known, truth_file, concept in passed_concepts(vision):
         try:
-            known = read_ground_truth(truth_file)
-        except ValueError as exc:
-            raise ConfigError(f"{exc}; rerun experiments/vision_mechanism.py") from None
-        for concept in known.concepts:
-            if not known.verified(concept):
-                print(f"fair testbed: vision seed {seed} {concept}: the truth fails its check; left out",
-                      file=sys.stderr)
-                continue
-            try:
-                attr = read_attributions(root / f"s{seed}" / f"dc_{concept}.h5")
-                pop = read_attributions(root / f"s{seed}" / f"population_{concept}.h5")
-            except (OSError, ValueError) as exc:
-                raise ConfigError(f"{exc}; rerun experiments/vision_mechanism.py (it scores what is missing)") from None
-            if list(pop.names) != list(attr.names):
-                raise ConfigError(f"{root / f's{seed}'}: population_{concept}.h5 and dc_{concept}.h5 name other "
-                                  "components; rerun experiments/vision_mechanism.py into a fresh --work")
-            truth = truth_mask(known, concept, attr.names, str(truth_file))
-            for scorer in vision["scorers"]:
-                if scorer["scorer"] not in attr.scores or scorer["scorer"] not in pop.scores:
-                    raise ConfigError(f"{root / f's{seed}'}: dc_{concept}.h5 or population_{concept}.h5 lacks scores "
-                                      f"of {scorer['scorer']!r}; add it to experiments/vision_mechanism.yaml's "
-                                      "scorers and rerun experiments/vision_mechanism.py")
-                yield {"seed": int(seed), "concept": concept, "scorer": scorer["name"],
-                       "scores": attr.scores[scorer["scorer"]][: int(vision["size"])], "groups": attr.groups,
-                       "population": pop.scores[scorer["scorer"]],
-                       "truth": truth, "grey": grey_mask(known, concept, attr.names),
-                       "absolute": scorer["ranking"] == "absolute"}
+            attr = read_attributions(root / f"s{seed}" / f"dc_{concept}.h5")
+            pop = read_attributions(root / f"s{seed}" / f"population_{concept}.h5")
+        except (OSError, ValueError) as exc:
+            raise ConfigError(f"{exc}; rerun experiments/vision_mechanism.py (it scores what is missing)") from None
+        if list(pop.names) != list(attr.names):
+            raise ConfigError(f"{root / f's{seed}'}: population_{concept}.h5 and dc_{concept}.h5 name other "
+                              "components; rerun experiments/vision_mechanism.py into a fresh --work")
+        truth = truth_mask(known, concept, attr.names, str(truth_file))
+        for scorer in vision["scorers"]:
+            if scorer["scorer"] not in attr.scores or scorer["scorer"] not in pop.scores:
+                raise ConfigError(f"{root / f's{seed}'}: dc_{concept}.h5 or population_{concept}.h5 lacks scores "
+                                  f"of {scorer['scorer']!r}; add it to experiments/vision_mechanism.yaml's "
+                                  "scorers and rerun experiments/vision_mechanism.py")
+            yield {"seed": int(seed), "concept": concept, "scorer": scorer["name"],
+                   "scores": attr.scores[scorer["scorer"]][: int(vision["size"])], "groups": attr.groups,
+                   "population": pop.scores[scorer["scorer"]],
+                   "truth": truth, "grey": grey_mask(known, concept, attr.names),
+                   "absolute": scorer["ranking"] == "absolute"}
 
 
 def hypotheses(cases, settings: list[Setting], section: dict[str, Any]) -> tuple[pd.DataFrame, pd.DataFrame,

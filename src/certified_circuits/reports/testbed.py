@@ -410,6 +410,21 @@ TRUTH_SIZE_NUMBERS = ("size", "precision", "recall", "baseline_precision", "base
 TRUTH_SIZE_FIX = "rerun the stability stage with --out-truth-size (make reproduce reruns what is missing)"
 
 
+def concat_once(frames: Sequence[pd.DataFrame], keys: Sequence[str], kind: str) -> pd.DataFrame:
+    """The per-concept tables as one, refusing a concept given twice (its ``keys`` in two tables).
+
+    Raises:
+        ValueError: naming the row's keys and the ``kind`` of table.
+    """
+    table = pd.concat(frames, ignore_index=True)
+    duplicated = table.duplicated(subset=list(keys))
+    if duplicated.any():
+        row = table[duplicated].iloc[0]
+        raise ValueError(f"{', '.join(str(row[k]) for k in keys)} is in two {kind} tables: pass each concept's table "
+                         "once")
+    return table
+
+
 def read_truth_size_table(path: str | Path, option: str = "--truth-size") -> pd.DataFrame:
     """One truth-size CSV (the ``stability`` stage's ``--out-truth-size``, or ``truth_size.csv``), checked: UTF-8 CSV
     with rows, every key filled, the numbers numeric (precision may be empty: an empty circuit has none).
@@ -431,13 +446,7 @@ def truth_size_report(inputs: Sequence[Path], out_dir: Path) -> dict[str, float]
     Returns:
         ``truth_size_<method>_precision`` and ``truth_size_<method>_baseline_precision`` (mean over the table).
     """
-    frames = [read_truth_size_table(path) for path in inputs]
-    table = pd.concat(frames, ignore_index=True)
-    duplicated = table.duplicated(subset=list(TRUTH_SIZE_KEYS))
-    if duplicated.any():
-        row = table[duplicated].iloc[0]
-        raise ValueError(f"{', '.join(str(row[k]) for k in TRUTH_SIZE_KEYS)} is in two truth-size tables: pass each "
-                         "concept's table once")  # fmt: skip
+    table = concat_once([read_truth_size_table(path) for path in inputs], TRUTH_SIZE_KEYS, "truth-size")
     out_dir = Path(out_dir)
     write_csv(out_dir / "truth_size.csv", table)
     keys = ["experiment", "scorer", "setting", "method"]
@@ -458,7 +467,7 @@ def truth_size_report(inputs: Sequence[Path], out_dir: Path) -> dict[str, float]
     for method, part in table.groupby("method", sort=False):
         metrics[f"truth_size_{method}_precision"] = float(part["precision"].mean())
         metrics[f"truth_size_{method}_baseline_precision"] = float(part["baseline_precision"].mean())
-    log.info("report-stability: %d truth-size tables -> %s", len(frames), out_dir)
+    log.info("report-stability: %d truth-size tables -> %s", len(inputs), out_dir)
     return metrics
 
 
@@ -529,13 +538,7 @@ def truth_size_equal_report(inputs: Sequence[Path], out_dir: Path) -> dict[str, 
     """
     from certified_circuits.reports.words import FOOTING_WORDS
 
-    frames = [read_truth_size_equal_table(path) for path in inputs]
-    table = pd.concat(frames, ignore_index=True)
-    duplicated = table.duplicated(subset=list(TRUTH_SIZE_EQUAL_KEYS))
-    if duplicated.any():
-        row = table[duplicated].iloc[0]
-        raise ValueError(f"{', '.join(str(row[k]) for k in TRUTH_SIZE_EQUAL_KEYS)} is in two equal-footing tables: "
-                         "pass each concept's table once")  # fmt: skip
+    table = concat_once([read_truth_size_equal_table(path) for path in inputs], TRUTH_SIZE_EQUAL_KEYS, "equal-footing")
     out_dir = Path(out_dir)
     write_csv(out_dir / TRUTH_SIZE_EQUAL_FILE, table)
     keys = ["experiment", "scorer", "setting", "method"]
@@ -558,7 +561,7 @@ def truth_size_equal_report(inputs: Sequence[Path], out_dir: Path) -> dict[str, 
         metrics[f"truth_size_equal_{method}_change_live"] = float(part["change_share_live"].mean())
         if (part["values"] == 3).all():
             metrics[f"truth_size_equal_{method}_flips_live"] = float(part["flip_share_live"].mean())
-    log.info("report-stability: %d equal-footing tables -> %s", len(frames), out_dir)
+    log.info("report-stability: %d equal-footing tables -> %s", len(inputs), out_dir)
     return metrics
 
 
