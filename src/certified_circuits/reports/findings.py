@@ -344,8 +344,7 @@ def headline(truth_sizes: Sequence[Path], ground_truths: Sequence[Path] = (), ma
                  + (f", {grey} grey (neither hit nor miss)" if grey else "")
                  + f" ({used}; mean over {n_concepts} concept{'s' if n_concepts > 1 else ''}; "
                  f"`tables/{experiment}/testbed/{path.name}`"
-                 + (f", `{TRUTH_SIZE_EQUAL_FILE}`" if footed[-1] else "")
-                 + ")")
+                 + (f", `{TRUTH_SIZE_EQUAL_FILE}`" if footed[-1] else "") + ")")
         tables.append(HeadlineTable(experiment, title, tuple(c.header for c in columns),
                                     tuple(c.numeric for c in columns), tuple(cells)))
     lines = []
@@ -353,8 +352,9 @@ def headline(truth_sizes: Sequence[Path], ground_truths: Sequence[Path] = (), ma
     if tables:
         footing = any(footed)
         lines.append("Each circuit sits beside the baseline's circuit of its own size, so none wins by being smaller"
-                     + (", and the certificate's labels beside the matched cut, which abstains exactly as much, and "
-                        "the bootstrap interval and consensus, on the same resamples" if footing else "")
+                     + (", and the certificate's labels beside the matched cut, which abstains exactly as much, and the "
+                        "bootstrap interval and consensus, on the same resamples (over 8 model seeds, and when a certificate "
+                        "is worth its cost: docs/fair_testbed.md)" if footing else "")
                      + (f"; the truths passed their causal check (`ground_truth/`): {', '.join(checked)}."
                         if checked else "."))
     lines += [truth_finding(path).replace("**", "") for name, (_, path) in truths.items() if name not in sizes]

@@ -203,6 +203,7 @@ def test_the_headline_shows_the_equal_footing_read_from_its_table(tmp_path: Path
         assert cells[(circuit, "p_del 0.9, tau 0.9")] == ("0.35 / 0.30 / 0.40 / 0.50", "0.002 / 0.002")
     found = headline([path])
     assert "the certificate's labels beside the matched cut, which abstains exactly as much" in found.lines[0]
+    assert "when a certificate is worth its cost: docs/fair_testbed.md" in found.lines[0]
     assert len(found.lines) <= MAX_HEADLINE_LINES
     assert "| 0.15 / 0.30 / 0.40 / 0.50 | 0.002 / 0.002 |" in "\n".join(headline_markdown(found))
     # the table's one reader refuses a broken file, naming it
