@@ -274,8 +274,16 @@ def _cmd_report_stability(args: argparse.Namespace) -> int:
     """Concatenate the stability CSVs (stability.csv) and write the mean over concepts per K (stability_summary),
     with every concept at --k when given; likewise the truth-size (truth_size.csv) and equal-footing
     (truth_size_equal.csv) tables when given."""
-    from certified_circuits.reports.testbed import stability_report, truth_size_equal_report, truth_size_report
+    from certified_circuits.reports.testbed import read_stability_table, read_truth_size_equal_table
+    from certified_circuits.reports.testbed import read_truth_size_table, stability_report, truth_size_equal_report
+    from certified_circuits.reports.testbed import truth_size_report
 
+    for path in args.inputs:  # every table checked before the first output is written
+        read_stability_table(path)
+    for path in args.truth_size:
+        read_truth_size_table(path)
+    for path in args.truth_size_equal:
+        read_truth_size_equal_table(path)
     add_metrics(stability_report(args.inputs, args.out_dir, k=args.k))
     if args.truth_size:
         add_metrics(truth_size_report(args.truth_size, args.out_dir))

@@ -351,6 +351,29 @@ def filled_and_numeric(table: pd.DataFrame, where: str, keys: Sequence[str], num
     return table
 
 
+def check_ranges(table: pd.DataFrame, where: str, shares: Sequence[str], counts: Sequence[str], fix: str, *,
+                 empty: Sequence[str] = (), empty_why: str = "it has none there") -> pd.DataFrame:
+    """Every ``shares`` cell a number in [0, 1] and every ``counts`` cell an integer >= 0 (finite), after
+    :func:`filled_and_numeric`; an empty cell (NaN) only in the ``empty`` columns (the columns whose producer
+    documents one). The first bad cell is refused by column and row (the header is row 1)."""
+    for column in (*shares, *counts):
+        values = table[column].to_numpy(dtype=np.float64, na_value=np.nan)
+        missing = np.isnan(values)
+        if column in shares:
+            bad, wanted = ~missing & ~((values >= 0) & (values <= 1)), "a share in [0, 1]"
+        else:
+            bad = ~missing & ~(np.isfinite(values) & (values >= 0) & (np.floor(values) == values))
+            wanted = "a count (a whole number >= 0)"
+        if column not in empty:
+            bad |= missing
+        if bad.any():
+            index = int(np.flatnonzero(bad)[0])
+            shown = "an empty cell" if missing[index] else repr(_cell(table, column, index))
+            also = f" (or empty: {empty_why})" if column in empty else ""
+            raise ValueError(f"{where}: column {column!r} holds {shown} (row {index + 2}), not {wanted}{also}; {fix}")
+    return table
+
+
 def _check_distinct(tables: Sequence[pd.DataFrame], inputs: Sequence[Path]) -> None:
     """Refuse one (experiment, concept, scorer, setting, K) row in two inputs (a table given twice would weigh
     its concept twice in the mean)."""
@@ -407,6 +430,11 @@ TRUTH_SIZE_KEYS = ("experiment", "concept", "scorer", "setting", "method")
 TRUTH_SIZE_NUMBERS = ("size", "precision", "recall", "baseline_precision", "baseline_recall", "n_true", "n_grey",
                       "baseline_jaccard_mean", "baseline_change_share", "certified_change_share",
                       "certified_flip_share", "abstain_share")  # fmt: skip
+#: its shares (in [0, 1]) and counts (integers >= 0); the size-matched numbers are empty where the circuit is empty
+TRUTH_SIZE_SHARES = ("precision", "recall", "baseline_precision", "baseline_recall", "baseline_jaccard_mean",
+                     "baseline_change_share", "certified_change_share", "certified_flip_share", "abstain_share")
+TRUTH_SIZE_COUNTS = ("size", "n_true", "n_grey")
+TRUTH_SIZE_EMPTY = ("precision", "recall", "baseline_precision", "baseline_recall")
 TRUTH_SIZE_FIX = "rerun the stability stage with --out-truth-size (make reproduce reruns what is missing)"
 
 
@@ -435,7 +463,9 @@ def read_truth_size_table(path: str | Path, option: str = "--truth-size") -> pd.
     where = f"{path} ({option})"
     table = read_csv_table(path, where, [*TRUTH_SIZE_KEYS, *TRUTH_SIZE_NUMBERS, "can_certify_in"], TRUTH_SIZE_FIX,
                            dtype={"concept": str, "scorer": str, "setting": str, "experiment": str, "method": str})
-    return filled_and_numeric(table, where, TRUTH_SIZE_KEYS, TRUTH_SIZE_NUMBERS, TRUTH_SIZE_FIX)
+    table = filled_and_numeric(table, where, TRUTH_SIZE_KEYS, TRUTH_SIZE_NUMBERS, TRUTH_SIZE_FIX)
+    return check_ranges(table, where, TRUTH_SIZE_SHARES, TRUTH_SIZE_COUNTS, TRUTH_SIZE_FIX, empty=TRUTH_SIZE_EMPTY,
+                        empty_why="an empty circuit has none")
 
 
 def truth_size_report(inputs: Sequence[Path], out_dir: Path) -> dict[str, float]:
@@ -480,6 +510,11 @@ TRUTH_SIZE_EQUAL_NUMBERS = ("values", "change_share_live", "change_share_all", "
                             "baseline_change_share_live", "baseline_change_share_all", "abstain_share_live",
                             "abstain_share_all", "size_d", "abstain_d", "in_precision_d", "in_precision_mean",
                             "n_live", "n_components", "n_true", "n_grey", "resamples", "inner_resamples")  # fmt: skip
+#: its columns that may be empty (NaN where a number has no meaning: a three-valued row's baseline columns, a
+#: two-valued row's flips and abstentions, the live shares without a live component); the rest are filled
+TRUTH_SIZE_EQUAL_EMPTY = tuple(c for c in TRUTH_SIZE_EQUAL_NUMBERS if c not in ("values", "n_live", "n_components",
+                                                                               "n_true", "n_grey", "resamples",
+                                                                               "inner_resamples", "size_d"))
 TRUTH_SIZE_EQUAL_FIX = ("rerun the stability stage with --out-truth-size-equal and report-stability with "
                         "--truth-size-equal (make reproduce reruns what is missing)")
 
@@ -499,7 +534,11 @@ def read_truth_size_equal_table(path: str | Path, option: str = "--truth-size-eq
     table = read_csv_table(path, where, [*TRUTH_SIZE_EQUAL_KEYS, *TRUTH_SIZE_EQUAL_NUMBERS], TRUTH_SIZE_EQUAL_FIX,
                            dtype={"concept": str, "scorer": str, "setting": str, "experiment": str, "method": str},
                            allow_empty=allow_empty)  # fmt: skip
-    return filled_and_numeric(table, where, TRUTH_SIZE_EQUAL_KEYS, TRUTH_SIZE_EQUAL_NUMBERS, TRUTH_SIZE_EQUAL_FIX)
+    table = filled_and_numeric(table, where, TRUTH_SIZE_EQUAL_KEYS, TRUTH_SIZE_EQUAL_NUMBERS, TRUTH_SIZE_EQUAL_FIX)
+    shares = [c for c in TRUTH_SIZE_EQUAL_NUMBERS if "share" in c or "precision" in c]
+    counts = [c for c in TRUTH_SIZE_EQUAL_NUMBERS if c not in shares]
+    return check_ranges(table, where, shares, counts, TRUTH_SIZE_EQUAL_FIX, empty=TRUTH_SIZE_EQUAL_EMPTY,
+                        empty_why="NaN where the number has no meaning")
 
 
 def join_truth_size_equal(table: pd.DataFrame, path: str | Path, methods: Sequence[str], columns: Sequence[str],
