@@ -400,6 +400,57 @@ def resolve_setting(args: argparse.Namespace) -> argparse.Namespace:
 
 # ------------------------------------------------------------------------------ input checks shared by stages
 
+def file_identity(path: str | Path) -> tuple:
+    """What one file is, whatever its spelling: ``(st_dev, st_ino)`` of an existing file (a symlink, a hard link and
+    ``./a.csv`` are the file they name), else its resolved path (an output not written yet)."""
+    try:
+        info = Path(path).stat()
+    except OSError:
+        return ("path", str(Path(path).resolve()))
+    return ("file", info.st_dev, info.st_ino)
+
+
+def check_distinct_inputs(given, what: str = "file") -> None:
+    """Refuse one file given twice, by any spelling (a symlink or hard link to it too: :func:`file_identity`), before
+    any work. ``given``: ``(option, path)`` pairs (``("--run 0", Path(...))``); ``what``: the kind, for the message.
+
+    Raises:
+        InputError: naming both paths and options, and the fix.
+    """
+    seen: dict[tuple, tuple[str, Path]] = {}
+    for option_name, path in given:
+        key = file_identity(path)
+        if key in seen:
+            first, first_path = seen[key]
+            raise InputError(f"{path} ({option_name}) is the {what} also given as {first_path} ({first}), by another "
+                             "spelling, a symlink or a hard link: its rows would be counted twice; pass each file once")
+        seen[key] = (option_name, Path(path))
+
+
+def check_distinct_outputs(args: argparse.Namespace, outputs: tuple[str, ...], inputs: tuple[str, ...] = ()) -> None:
+    """Refuse one path given to two ``outputs`` options (``("--out", "--out-truth-size")``: one table would be
+    written over the other) or an output that is one of the ``inputs`` options' files (by any spelling,
+    :func:`file_identity`), before any work; options left unset are skipped.
+
+    Raises:
+        InputError: naming both options, the path and the fix.
+    """
+    def values(name: str) -> list[Path]:
+        value = getattr(args, name.lstrip("-").replace("-", "_"), None)
+        return [] if value is None else [Path(v) for v in (value if isinstance(value, (list, tuple)) else [value])]
+
+    seen: dict[tuple, str] = {}
+    for name in inputs:
+        for path in values(name):
+            seen.setdefault(file_identity(path), f"input {name}")
+    for name in outputs:
+        for path in values(name):
+            key = file_identity(path)
+            if key in seen:
+                raise InputError(f"{name} {path} is also given as {seen[key]}: one output would be written over the "
+                                 "other (or over the input); give each output its own path")
+            seen[key] = name
+
 def check_circuit_files(pairs, concept: str | None = None, what: str = "--concept") -> None:
     """Refuse votes and certificates that are not of one circuit, before any work.
 

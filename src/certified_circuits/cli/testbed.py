@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from certified_circuits.cli.stages import InputError, Stages, add_decision_setting, add_k_grid, add_setting_tag
-from certified_circuits.cli.stages import add_votes_setting, existing_file, k_fraction
+from certified_circuits.cli.stages import add_votes_setting, check_distinct_inputs, check_distinct_outputs
+from certified_circuits.cli.stages import existing_file, k_fraction
 from certified_circuits.cli.stages import output_file, positive_int, seed, setting_of_args
 from certified_circuits.pipeline.tracking import add_metrics
 
@@ -199,6 +200,8 @@ def _cmd_stability(args: argparse.Namespace) -> int:
                          f"pairwise shares grow with its square); the protocol uses {PROTOCOL_RESAMPLES}")
     if args.resamples < PROTOCOL_RESAMPLES:
         log.warning("stability: %d resamples, fewer than the protocol's %d", args.resamples, PROTOCOL_RESAMPLES)
+    check_distinct_outputs(args, ("--out", "--out-truth-size", "--out-truth-size-equal"),
+                           inputs=("--attributions", "--ground-truth"))
     for given, name in ((args.out_truth_size, "--out-truth-size"), (args.out_truth_size_equal, "--out-truth-size-equal")):
         if given is not None and args.ground_truth is None:
             raise InputError(f"{name} needs --ground-truth: the truth's size is the ground truth's")
@@ -278,6 +281,8 @@ def _cmd_report_stability(args: argparse.Namespace) -> int:
     from certified_circuits.reports.testbed import read_truth_size_table, stability_report, truth_size_equal_report
     from certified_circuits.reports.testbed import truth_size_report
 
+    for option_name in ("--inputs", "--truth-size", "--truth-size-equal"):
+        check_distinct_inputs([(option_name, path) for path in getattr(args, option_name[2:].replace("-", "_"))])
     for path in args.inputs:  # every table checked before the first output is written
         read_stability_table(path)
     for path in args.truth_size:
@@ -340,6 +345,11 @@ def _cmd_hypotheses(args: argparse.Namespace) -> int:
         where[model_seed] = f"{path} (--run {model_seed})"
         if not path.is_file():
             raise InputError(f"{where[model_seed]} does not exist; {HYPOTHESES_FIX}")
+    # a seed's table that is a symlink or hard link to another seed's would count one seed twice
+    check_distinct_inputs([(f"--run {s}", folder / "truth_size.csv") for s, folder in zip(seeds, folders)],
+                          "truth-size table of another seed,")
+    for model_seed, folder in zip(seeds, folders):
+        path = folder / "truth_size.csv"
         tables[model_seed] = read_truth_size_table(path, option=f"--run {model_seed}")
     table = truth_size_hypotheses(tables, where, TRUTH_SIZE_FIX)
     args.out_dir.mkdir(parents=True, exist_ok=True)
