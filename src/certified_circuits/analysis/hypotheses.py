@@ -236,13 +236,38 @@ def check_truth_size(table: pd.DataFrame, where: str, fix: str = TABLE_FIX) -> p
     return out
 
 
+def check_verified(table: pd.DataFrame, where: str, include_unverified: bool = False) -> list[str]:
+    """The concepts of a checked truth-size table whose truth failed verification (``truth_verified`` False, the
+    producer's mark; a table without the column is taken as verified), refused unless ``include_unverified``.
+
+    Returns:
+        Those concepts (empty unless ``include_unverified``).
+
+    Raises:
+        ValueError: naming ``where``, the concepts, their first row and the option that includes them.
+    """
+    if "truth_verified" not in table:
+        return []
+    verified = _flag_column(table, "truth_verified", where, "rerun the stability stage (its truth_verified is the "
+                            "ground truth's verification)")
+    failed = list(dict.fromkeys(table["concept"].astype(str)[~verified]))
+    if failed and not include_unverified:
+        row = _first_row(~verified)
+        every = "every row" if not verified.any() else f"{len(failed)} concept(s)"
+        raise ValueError(f"{where}: the truth of concept(s) {', '.join(failed)} failed verification (truth_verified "
+                         f"False, {every}; first at row {row}): a circuit scored against a truth that does not hold "
+                         "tests nothing; pass --include-unverified to include them anyway, or pass seeds whose "
+                         "truth passed")
+    return failed
+
+
 def _certificate(table: pd.DataFrame, row: int) -> str:
     """The certificate of a file row, for a message: ``experiment 'world', concept 'a', ...``."""
     return ", ".join(f"{c} {_shown(table[c].iloc[row - 2])}" for c in CERTIFICATE_KEYS)
 
 
 def truth_size_hypotheses(tables: Mapping[int, pd.DataFrame], where: Mapping[int, str],
-                          fix: str = TABLE_FIX) -> pd.DataFrame:
+                          fix: str = TABLE_FIX, include_unverified: bool = False) -> pd.DataFrame:
     """H1-H3 per experiment over model seeds, from each seed's truth-size table (module docstring; the test is
     :func:`certified_circuits.analysis.seed_tests.seed_hypothesis_table`, Holm within each hypothesis of an experiment).
 
@@ -257,16 +282,19 @@ def truth_size_hypotheses(tables: Mapping[int, pd.DataFrame], where: Mapping[int
             is replaced by the model seed; the setting's tag names the certification seed).
         where: model seed -> the file (and option) its table came from, for messages.
         fix: the end of a message about one table's content.
+        include_unverified: include concepts whose truth failed verification (else refused, :func:`check_verified`).
 
     Returns:
         One row per experiment, hypothesis, scorer and method, columns :data:`SEED_COLUMNS`.
 
     Raises:
-        ValueError: a table refused by :func:`check_truth_size`, or two seeds whose tables hold different
+        ValueError: a table refused by :func:`check_truth_size` or :func:`check_verified`, or two seeds whose tables hold different
             certificates (a seed's mean would be over other concepts or settings), each naming the file.
     """
     seeds = [int(seed) for seed in tables]
     checked = {seed: check_truth_size(table, where[seed], fix) for seed, table in tables.items()}
+    for seed, table in checked.items():
+        check_verified(table, where[seed], include_unverified)
     held = {seed: list(dict.fromkeys(table[list(CERTIFICATE_KEYS)].itertuples(index=False, name=None)))
             for seed, table in checked.items()}
     first = seeds[0]

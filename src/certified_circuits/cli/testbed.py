@@ -301,6 +301,9 @@ def _hypotheses_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--run", nargs=2, action="append", required=True, metavar=("SEED", "TESTBED_DIR"),
                    help="one model seed's testbed folder (tables/<experiment>/testbed, whose truth_size.csv the "
                         "stability jobs wrote); repeat per seed, each seed and folder once, at most 20 seeds")
+    p.add_argument("--include-unverified", action="store_true",
+                   help="include concepts whose truth failed verification (truth_verified False; refused by default: "
+                        "a circuit scored against a truth that does not hold tests nothing); hypotheses.md names them")
     p.add_argument("--out-dir", required=True, type=Path, help="writes hypotheses.csv and hypotheses.md")
 
 
@@ -319,9 +322,10 @@ def _cmd_hypotheses(args: argparse.Namespace) -> int:
     seeds than the exact test enumerates, a folder given twice (by any spelling), a seed whose table is missing or
     unreadable, an empty key cell, a share outside [0, 1], a flag not True/False, a row given twice, counts that
     disagree (within a concept, or a certificate's stability between its rows), a certificate without a tested
-    method's row, and seeds whose tables hold different certificates.
+    method's row, and seeds whose tables hold different certificates; issue 61: a seed's table that is a link to
+    another's, and a concept whose truth failed verification (unless --include-unverified).
     """
-    from certified_circuits.analysis.hypotheses import truth_size_hypotheses
+    from certified_circuits.analysis.hypotheses import check_verified, truth_size_hypotheses
     from certified_circuits.analysis.seed_tests import ALPHA, MAX_SEEDS, TESTS
     from certified_circuits.reports.tables import markdown_table
     from certified_circuits.reports.testbed import TRUTH_SIZE_FIX, read_truth_size_table
@@ -351,7 +355,9 @@ def _cmd_hypotheses(args: argparse.Namespace) -> int:
     for model_seed, folder in zip(seeds, folders):
         path = folder / "truth_size.csv"
         tables[model_seed] = read_truth_size_table(path, option=f"--run {model_seed}")
-    table = truth_size_hypotheses(tables, where, TRUTH_SIZE_FIX)
+    table = truth_size_hypotheses(tables, where, TRUTH_SIZE_FIX, include_unverified=args.include_unverified)
+    failed = {seed: check_verified(tables[seed], where[seed], True) for seed in seeds}
+    unverified = "; ".join(f"seed {seed}: {', '.join(found)}" for seed, found in failed.items() if found)
     args.out_dir.mkdir(parents=True, exist_ok=True)
     write_csv(args.out_dir / "hypotheses.csv", table)
     first = tables[seeds[0]]
@@ -368,7 +374,9 @@ def _cmd_hypotheses(args: argparse.Namespace) -> int:
              "fewer), not that the hypothesis fails. H2 reads only the certificates whose setting can certify IN "
              "and that certify something IN on some resample; H3 holds when its test of 'lower' is not rejected and "
              "the mean difference is >= 0. n_seeds: the seeds with a value; n_dropped: the seeds with none (every "
-             "circuit empty, or no certificate H2 reads).", "",
+             "circuit empty, or no certificate H2 reads)." + (f" Included by --include-unverified, though their truth "
+                                                              f"failed verification: {unverified}." if unverified
+                                                              else ""), "",
              *markdown_table(table.drop(columns=["claim", "alternative"]), "{:.4g}"), "",
              *dict.fromkeys(f"- {name}, {method}: {claim} (alternative {alternative})"
                             for name, claim, method, _, _, alternative in TESTS)]
