@@ -183,6 +183,43 @@ def test_an_overlay_with_a_yaml_error_is_named_with_its_line(checkout: Path, tmp
     assert _log(checkout) == [] and not (tmp_path / "runs").exists()
 
 
+@pytest.mark.parametrize("text, key, shown", [
+    ("vision: 5\n", "vision", "5 (a YAML int)"),
+    ("vision:\n  train: [1]\n", "vision.train", "[1] (a YAML list)"),
+    ("vision:\n  world: seed\n", "vision.world", "'seed' (a YAML str)"),
+    ("language: true\n", "language", "True (a YAML bool)"),
+    ("language:\n  train: 3\n", "language.train", "3 (a YAML int)"),
+])  # fmt: skip
+def test_a_section_that_is_not_a_mapping_is_named_and_leaves_nothing_behind(checkout: Path, tmp_path: Path,
+                                                                            text: str, key: str, shown: str) -> None:
+    """Issue 61: ``vision: 5`` raised AttributeError after the run's record was written, so the corrected command
+    was refused as another run's files."""
+    overlay = tmp_path / "overlay.yaml"
+    overlay.write_text(text)
+    root = tmp_path / "runs"
+    done = _run(checkout, root, "config.yaml", str(overlay), "0")
+    assert done.returncode == 2 and "Traceback" not in done.stderr and "Error" not in done.stderr
+    assert f"bin/model-seeds: config {overlay}: key {key} is {shown}, not a mapping" in done.stderr
+    assert _log(checkout) == [] and not root.exists()
+    overlay.write_text("vision:\n  train: {compiled: true}\n")  # the corrected command runs
+    assert _run(checkout, root, "config.yaml", str(overlay), "0").returncode == 0
+
+
+def test_a_folder_left_by_a_refused_workflow_does_not_block_the_corrected_command(checkout: Path,
+                                                                                  tmp_path: Path) -> None:
+    root = tmp_path / "runs"
+    root.mkdir()
+    (root / "model-seeds.record").write_text("configs 0123\nseeds 0\n")  # another config's record, no results
+    (root / "s0.json").write_text("{}\n")
+    assert _run(checkout, root, "config.yaml", "0").returncode == 0
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "model-seeds.record").write_text("configs 0123\nseeds 0\n")
+    (other / "notes.json").write_text("{}\n")  # anything else is another run's file
+    done = _run(checkout, other, "config.yaml", "0")
+    assert done.returncode == 2 and "it holds another run's files" in done.stderr
+
+
 # ------------------------------------------------------------------------------ the hypotheses across seeds
 
 TESTBED_TABLES = """results=$("$VENV/bin/python" -c 'import json, sys; print(json.load(open(sys.argv[1]))["results_dir"])' \\
