@@ -207,7 +207,13 @@ def _cmd_stability(args: argparse.Namespace) -> int:
             raise InputError(f"{name} needs --ground-truth: the truth's size is the ground truth's")
     protocol = _footing_protocol(args) if args.out_truth_size_equal is not None else None
     setting = setting_of_args(args)
-    concept = str(read_attributions(args.attributions).attrs.get("concept", ""))
+    attributions = read_attributions(args.attributions)
+    concept = str(attributions.attrs.get("concept", ""))
+    if args.scorer in attributions.scores:  # else concept_stability names the scorers the file holds
+        from certified_circuits.cli.main import check_votes_memory, masks_fix  # the votes stage's one estimate
+
+        n_examples, n_components = attributions.scores[args.scorer].shape
+        check_votes_memory(setting.n0 + setting.n, n_examples, n_components, masks_fix(args))
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", PlanWarning)

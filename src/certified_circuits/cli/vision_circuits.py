@@ -210,6 +210,7 @@ def _cmd_discover(args: argparse.Namespace) -> int:
     (the masks of the votes stage), in --workers processes, and write the votes contract.
     """
 
+    from certified_circuits.cli.main import check_votes_memory, masks_fix  # the votes stage's one estimate
     from certified_circuits.core.smoothing import mask_seed
     from certified_circuits.pipeline.tracking import add_metrics
     from certified_circuits.storage.store import write_votes
@@ -221,6 +222,7 @@ def _cmd_discover(args: argparse.Namespace) -> int:
     label = class_label(model, args.concept)
     iset = open_set(args.data, index, names=[args.concept] if index is not None else None)
     images = iset.load(class_indices(iset, label, args.n_examples), model).to(model.device)
+    check_votes_memory(args.n0 + args.n, int(images.shape[0]), model.n_vertices, masks_fix(args))
     log_startup("vision-discover")
     start = time.perf_counter()
     concept_seed = mask_seed(args.seed, args.concept)
@@ -401,6 +403,7 @@ def _cmd_runtime(args: argparse.Namespace) -> int:
     (cached).
     """
 
+    from certified_circuits.cli.main import check_votes_memory  # the votes stage's one estimate
     from certified_circuits.core.smoothing import mask_seed
     from certified_circuits.reports.tables import format_runtime_table, write_table
     from certified_circuits.vision.scoring.attribution import class_indices
@@ -415,6 +418,7 @@ def _cmd_runtime(args: argparse.Namespace) -> int:
     label = class_label(model, args.concept)
     iset = open_set(args.data, index, names=[args.concept] if index is not None else None)
     images = iset.load(class_indices(iset, label, args.n_examples), model).to(model.device)
+    check_votes_memory(max(args.n), int(images.shape[0]), model.n_vertices, "lower --n")
     table = format_runtime_table(
         measure_naive_vs_cached(
             model,

@@ -106,3 +106,22 @@ def test_report_stability_refuses_a_table_given_twice_by_a_link(tmp_path: Path, 
                             "--out-dir", str(out)])
     assert f"{tmp_path / 't.csv'} (--inputs) is the file also given as {tmp_path / 's.csv'} (--inputs)" in err
     assert not out.exists()
+
+
+def test_stability_refuses_masks_too_large_for_memory_before_any_draw(tmp_path: Path,
+                                                                      capsys: pytest.CaptureFixture) -> None:
+    """Issue 61: every stage that draws masks estimates their memory first (cli.main.check_votes_memory, the votes
+    stage's one estimate); n = 10^9 over 20 examples and 8 components needs about 208.6 GiB (1,000,000,100 x 28 x 8
+    bytes), refused naming --setting."""
+    import numpy as np
+
+    from certified_circuits.storage.store import write_attributions
+
+    attributions = write_attributions(tmp_path / "a.h5", {"relevance": np.ones((20, 8))}, np.zeros(8, np.int32),
+                                      [f"c{i}" for i in range(8)], [str(i) for i in range(20)], {"concept": "a"})
+    tag = "p0.6_n0100_n1000000000_s0/t0.95_a0.001_bonferroni"
+    out = tmp_path / "stability.csv"
+    err = _refused(capsys, ["stability", "--attributions", str(attributions), "--scorer", "relevance", "--k-grid",
+                            "0.5", "--setting", tag, "--out", str(out)])
+    assert "1000000100 masks over 20 examples and 8 components need about 208.6 GiB (limit 8 GiB)" in err
+    assert f"lower n (or n0) in --setting {tag}" in err and not out.exists()
