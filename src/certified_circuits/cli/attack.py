@@ -116,11 +116,15 @@ def _cmd_attack(args: argparse.Namespace) -> int:
         write_text(args.out_dir / "attack.md", "No class had enough pool examples to attack.\n")
         plot_message(args.out_dir / "attack", "Dataset-edit attack", "No class had enough pool examples to attack.")
         return 0
+    from certified_circuits.cli.main import check_votes_memory, masks_fix  # the votes stage's one estimate
+
     tables = []
     for index, paths in enumerate(args.classes):
         concept, scores, pool, groups, absolute = _load_class(paths, args.scorer)
         name = concept or f"class{index}"
         log.info("attack: %s: |D| = %d, pool = %d, U = %d", name, scores.shape[0], pool.shape[0], scores.shape[1])
+        # the edited datasets' masks draw over |D| plus the inserted pool examples at most
+        check_votes_memory(args.n0 + args.n, scores.shape[0] + pool.shape[0], scores.shape[1], masks_fix(args))
         table = attack_table(
             scores, pool, groups, args.k_grid,
             p_del=args.p_del, n0=args.n0, n=args.n, seed=mask_seed(args.seed, concept), tau=args.tau,

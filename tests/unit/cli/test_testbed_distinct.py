@@ -125,3 +125,24 @@ def test_stability_refuses_masks_too_large_for_memory_before_any_draw(tmp_path: 
                             "0.5", "--setting", tag, "--out", str(out)])
     assert "1000000100 masks over 20 examples and 8 components need about 208.6 GiB (limit 8 GiB)" in err
     assert f"lower n (or n0) in --setting {tag}" in err and not out.exists()
+
+
+def test_report_attack_refuses_masks_too_large_for_memory_before_any_draw(tmp_path: Path,
+                                                                          capsys: pytest.CaptureFixture) -> None:
+    """The attack draws masks over |D| plus its pool at most: 20 + 10 examples and 8 components at n = 10^9 need
+    1,000,000,100 x 38 x 8 bytes, about 283.1 GiB; refused naming --setting, nothing written."""
+    import numpy as np
+
+    from certified_circuits.storage.store import write_attributions
+
+    names, groups = [f"c{i}" for i in range(8)], np.zeros(8, np.int32)
+    concept = write_attributions(tmp_path / "a.h5", {"relevance": np.ones((20, 8))}, groups, names,
+                                 [str(i) for i in range(20)], {"concept": "a"})
+    pool = write_attributions(tmp_path / "pool.h5", {"relevance": np.ones((10, 8))}, groups, names,
+                              [f"p{i}" for i in range(10)], {"concept": "a"})
+    tag = "p0.6_n0100_n1000000000_s0/t0.95_a0.001_bonferroni"
+    out = tmp_path / "attack"
+    err = _refused(capsys, ["report-attack", "--class", str(concept), str(pool), "--scorer", "relevance",
+                            "--k-grid", "0.5", "--setting", tag, "--out-dir", str(out)])
+    assert "1000000100 masks over 30 examples and 8 components need about 283.1 GiB (limit 8 GiB)" in err
+    assert f"lower n (or n0) in --setting {tag}" in err and not out.exists()
