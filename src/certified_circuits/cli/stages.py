@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from certified_circuits.commands import COMMAND, certify_command
+from certified_circuits.storage.paths import file_identity
 
 if TYPE_CHECKING:  # pragma: no cover
     from certified_circuits.core.setting import Setting
@@ -400,19 +401,10 @@ def resolve_setting(args: argparse.Namespace) -> argparse.Namespace:
 
 # ------------------------------------------------------------------------------ input checks shared by stages
 
-def file_identity(path: str | Path) -> tuple:
-    """What one file is, whatever its spelling: ``(st_dev, st_ino)`` of an existing file (a symlink, a hard link and
-    ``./a.csv`` are the file they name), else its resolved path (an output not written yet)."""
-    try:
-        info = Path(path).stat()
-    except OSError:
-        return ("path", str(Path(path).resolve()))
-    return ("file", info.st_dev, info.st_ino)
-
-
 def check_distinct_inputs(given, what: str = "file") -> None:
-    """Refuse one file given twice, by any spelling (a symlink or hard link to it too: :func:`file_identity`), before
-    any work. ``given``: ``(option, path)`` pairs (``("--run 0", Path(...))``); ``what``: the kind, for the message.
+    """Refuse one file given twice, by any spelling (a symlink or hard link to it too:
+    :func:`~certified_circuits.storage.paths.file_identity`), before any work. ``given``: ``(option, path)`` pairs
+    (``("--run 0", Path(...))``); ``what``: the kind, for the message.
 
     Raises:
         InputError: naming both paths and options, and the fix.
@@ -430,7 +422,7 @@ def check_distinct_inputs(given, what: str = "file") -> None:
 def check_distinct_outputs(args: argparse.Namespace, outputs: tuple[str, ...], inputs: tuple[str, ...] = ()) -> None:
     """Refuse one path given to two ``outputs`` options (``("--out", "--out-truth-size")``: one table would be
     written over the other) or an output that is one of the ``inputs`` options' files (by any spelling,
-    :func:`file_identity`), before any work; options left unset are skipped.
+    :func:`~certified_circuits.storage.paths.file_identity`), before any work; options left unset are skipped.
 
     Raises:
         InputError: naming both options, the path and the fix.

@@ -23,6 +23,8 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
+from certified_circuits.storage.paths import file_identity
+
 
 def require_columns(table: pd.DataFrame, columns: Iterable[str], what: str) -> None:
     """Raise ValueError naming every required column ``what`` lacks (the one column check of every table reader,
@@ -78,8 +80,8 @@ def _ragged_line(path: str | Path) -> str:
 
 
 def check_distinct_files(paths: Iterable[str | Path], option: str) -> None:
-    """Refuse a file given twice to one option, by any spelling (``a.csv``, ``./a.csv``, a symlink to it): a report
-    that reads it twice would count its rows twice.
+    """Refuse a file given twice to one option, by any spelling (``a.csv``, ``./a.csv``, a symlink or a hard link to
+    it: :func:`~certified_circuits.storage.paths.file_identity`): a report that reads it twice would count its rows twice.
 
     Args:
         paths: the option's files.
@@ -88,9 +90,9 @@ def check_distinct_files(paths: Iterable[str | Path], option: str) -> None:
     Raises:
         ValueError: ``"<path> (<option>) is given twice (also as <first spelling>) ...; pass each file once"``.
     """
-    seen: dict[Path, str | Path] = {}
+    seen: dict[tuple, str | Path] = {}
     for path in paths:
-        key = Path(path).resolve()
+        key = file_identity(path)
         if key in seen:
             raise ValueError(f"{path} ({option}) is given twice (also as {seen[key]}): its rows would be counted twice; "
                              "pass each file once")

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from certified_circuits.cli.main import main
-from certified_circuits.cli.stages import InputError, check_distinct_inputs, check_distinct_outputs, file_identity
+from certified_circuits.cli.stages import InputError, check_distinct_inputs, check_distinct_outputs
+from certified_circuits.storage.paths import file_identity
 from tests.helpers.truth_size_tables import certificate, write_seed
 
 SETTING = "p0.6_n0100_n1000_s0/t0.95_a0.001_bonferroni"

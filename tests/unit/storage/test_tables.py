@@ -6,6 +6,7 @@ and refuses a value outside its range with the file, row and column, and one fil
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -90,8 +91,11 @@ def test_check_distinct_files_refuses_one_file_by_two_spellings(tmp_path: Path) 
     path = tmp_path / "a.csv"
     path.write_text("a\n1\n")
     (tmp_path / "link.csv").symlink_to(path)
+    os.link(path, tmp_path / "hard.csv")  # a hard link is the same file by another name (storage.paths.file_identity)
+    (tmp_path / "copy.csv").write_text("a\n1\n")
     check_distinct_files([path, tmp_path / "b.csv"], "--selected")  # two files: no error
-    for twice in (str(tmp_path / "." / "a.csv"), str(tmp_path / "link.csv")):
+    check_distinct_files([path, tmp_path / "copy.csv"], "--selected")  # same content, two files: no error
+    for twice in (str(tmp_path / "." / "a.csv"), str(tmp_path / "link.csv"), str(tmp_path / "hard.csv")):
         with pytest.raises(ValueError) as caught:
             check_distinct_files([path, twice], "--selected")
         assert str(caught.value) == (f"{twice} (--selected) is given twice (also as {path}): its rows would be "
