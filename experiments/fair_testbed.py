@@ -164,6 +164,10 @@ def check_footing(section: dict[str, Any], where: str) -> None:
             span = f"({low}, {high}]" if key == "q" else f"[{low}, {high}]"
             raise ConfigError(f"{where}.equal_footing.{key}: {value!r} must be {'an integer' if kind is int else 'a number'} "
                               f"in {span}")
+    try:  # the protocol's own rules are the last word (z > 0, n_inner's ceiling): one owner of what it accepts
+        footing_protocol(section)
+    except ValueError as exc:
+        raise ConfigError(f"{where}.equal_footing: {exc}; see experiments/fair_testbed.yaml") from None
 
 
 def footing_protocol(section: dict[str, Any]):

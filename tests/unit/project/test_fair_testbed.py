@@ -62,6 +62,8 @@ def _config(tmp_path: Path, **changes) -> Path:
     ({"equal_footing": {**FOOTING, "population_samples": 20.5}}, "language.equal_footing.population_samples: 20.5 "
                                                                  "must be an integer"),
     ({"equal_footing": {**FOOTING, "inner_seed": True}}, "language.equal_footing.inner_seed: True must be"),
+    ({"equal_footing": {**FOOTING, "z": 0.0}}, "language.equal_footing: q=0.9 must lie in (0.5, 1] and z=0.0 be "
+                                              "positive and finite"),  # the protocol's own rule, at load
 ])  # fmt: skip
 def test_a_bad_config_is_one_error_line_naming_the_file_and_key(fair, tmp_path, capsys, changes, message):
     path = _config(tmp_path, **changes)
