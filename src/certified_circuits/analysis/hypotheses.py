@@ -30,7 +30,7 @@ import pandas as pd
 
 from certified_circuits.analysis.seed_tests import COLUMNS as SEED_TEST_COLUMNS
 from certified_circuits.analysis.seed_tests import TESTS, seed_hypothesis_table
-from certified_circuits.storage.tables import require_columns
+from certified_circuits.storage.tables import check_share_column, require_columns
 
 #: what to do when a table is refused
 TABLE_FIX = "rerun the stage that wrote it (report-recovery, report-stability) rather than editing it"
@@ -153,19 +153,9 @@ SEED_COLUMNS = ("experiment", *SEED_TEST_COLUMNS)
 
 def _share_column(table: pd.DataFrame, column: str, where: str, fix: str, allow_empty: bool) -> np.ndarray:
     """A column of shares as float64, refused at the first cell that is not a number in [0, 1] (or, unless
-    ``allow_empty``, is empty)."""
-    raw = table[column]
-    values = pd.to_numeric(raw, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
-    empty = raw.isna().to_numpy()
-    bad = ~empty & ~((values >= 0) & (values <= 1))  # a word is NaN here: refused
-    if not allow_empty:
-        bad |= empty
-    if bad.any():
-        row = _first_row(bad)
-        shown = "an empty cell" if empty[row - 2] else _shown(raw.iloc[row - 2])
-        also = " (or empty: an empty circuit has none)" if allow_empty else ""
-        raise ValueError(f"{where}: column {column!r} holds {shown} (row {row}), not a share in [0, 1]{also}; {fix}")
-    return values
+    ``allow_empty``, is empty): :func:`~certified_circuits.storage.tables.check_share_column`."""
+    return check_share_column(table[column], column, where, fix, allow_empty=allow_empty,
+                              empty_why="an empty circuit has none")
 
 
 def _flag_column(table: pd.DataFrame, column: str, where: str, fix: str) -> np.ndarray:

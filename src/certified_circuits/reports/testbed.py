@@ -29,7 +29,7 @@ import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from certified_circuits.storage.tables import parse_k_column, read_csv_table, require_columns
+from certified_circuits.storage.tables import check_share_column, parse_k_column, read_csv_table, require_columns
 from certified_circuits.analysis.recovery import (
     RECOVERY_METHODS,
     SELECTED_METHOD,
@@ -356,21 +356,20 @@ def check_ranges(table: pd.DataFrame, where: str, shares: Sequence[str], counts:
     """Every ``shares`` cell a number in [0, 1] and every ``counts`` cell an integer >= 0 (finite), after
     :func:`filled_and_numeric`; an empty cell (NaN) only in the ``empty`` columns (the columns whose producer
     documents one). The first bad cell is refused by column and row (the header is row 1)."""
-    for column in (*shares, *counts):
+    for column in shares:
+        check_share_column(table[column], column, where, fix, allow_empty=column in empty, empty_why=empty_why)
+    for column in counts:
         values = table[column].to_numpy(dtype=np.float64, na_value=np.nan)
         missing = np.isnan(values)
-        if column in shares:
-            bad, wanted = ~missing & ~((values >= 0) & (values <= 1)), "a share in [0, 1]"
-        else:
-            bad = ~missing & ~(np.isfinite(values) & (values >= 0) & (np.floor(values) == values))
-            wanted = "a count (a whole number >= 0)"
+        bad = ~missing & ~(np.isfinite(values) & (values >= 0) & (np.floor(values) == values))
         if column not in empty:
             bad |= missing
         if bad.any():
             index = int(np.flatnonzero(bad)[0])
             shown = "an empty cell" if missing[index] else repr(_cell(table, column, index))
             also = f" (or empty: {empty_why})" if column in empty else ""
-            raise ValueError(f"{where}: column {column!r} holds {shown} (row {index + 2}), not {wanted}{also}; {fix}")
+            raise ValueError(f"{where}: column {column!r} holds {shown} (row {index + 2}), not a count (a whole "
+                             f"number >= 0){also}; {fix}")
     return table
 
 

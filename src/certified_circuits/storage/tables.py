@@ -79,6 +79,34 @@ def _ragged_line(path: str | Path) -> str:
     return f"line {line} has {int(widths[line - 1])} fields, the header {int(widths[0])}"
 
 
+def check_share_column(raw: pd.Series, column: str, where: str, fix: str, *, allow_empty: bool,
+                       empty_why: str = "it has none there") -> np.ndarray:
+    """A column of shares as float64, refused at the first cell that is not a number in [0, 1] (a word, inf, 1.5)
+    or, unless ``allow_empty``, is empty: the one share check of the table readers.
+
+    Args:
+        raw: the column as read; column, where, fix: for the message (``where`` names the file and option).
+        allow_empty: whether an empty cell (NaN) is allowed; empty_why: why, for the message.
+
+    Raises:
+        ValueError: ``"<where>: column '<c>' holds <cell> (row <r>), not a share in [0, 1][ (or empty: <why>)];
+            <fix>"`` (the header is row 1).
+    """
+    values = pd.to_numeric(raw, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+    empty = raw.isna().to_numpy()
+    bad = ~empty & ~((values >= 0) & (values <= 1))  # a word is NaN here: refused
+    if not allow_empty:
+        bad |= empty
+    if bad.any():
+        index = int(np.flatnonzero(bad)[0])
+        value = raw.iloc[index]
+        shown = "an empty cell" if empty[index] else repr(value.item() if isinstance(value, np.generic) else value)
+        also = f" (or empty: {empty_why})" if allow_empty else ""
+        raise ValueError(f"{where}: column {column!r} holds {shown} (row {index + 2}), not a share in [0, 1]{also}; "
+                         f"{fix}")
+    return values
+
+
 def check_distinct_files(paths: Iterable[str | Path], option: str) -> None:
     """Refuse a file given twice to one option, by any spelling (``a.csv``, ``./a.csv``, a symlink or a hard link to
     it: :func:`~certified_circuits.storage.paths.file_identity`): a report that reads it twice would count its rows twice.
