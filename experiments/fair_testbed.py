@@ -766,13 +766,20 @@ def hypotheses_markdown(matched: pd.DataFrame, stability: pd.DataFrame, table: p
         out.append(f"| {scorer} | {method} | {part['size'].mean():.2f} | {part['precision'].mean():.3f} | "
                    f"{part['baseline_precision'].mean():.3f} | {part['recall'].mean():.3f} | "
                    f"{part['baseline_recall'].mean():.3f} | {n} of {len(part)} |")
-    out += ["", "| hypothesis | scorer | method | seeds | certified | baseline | mean difference | p (exact) | p "
-            "(Holm) | smallest p possible | result |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    out += ["", *hypothesis_lines(table, "method", "baseline")]
+    return "\n".join(out) + "\n"
+
+
+def hypothesis_lines(table: pd.DataFrame, method: str, other: str) -> list[str]:
+    """The hypothesis rows of :mod:`~certified_circuits.analysis.seed_tests`' table as Markdown lines, the method and
+    its comparator's columns headed ``method`` and ``other``."""
+    out = [f"| hypothesis | scorer | {method} | seeds | certified | {other} | mean difference | p (exact) | p (Holm) | "
+           "smallest p possible | result |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in table.itertuples():
         out.append(f"| {r.hypothesis} | {r.scorer} | {r.method} | {r.n_seeds} (dropped {r.n_dropped}) | "
                    f"{r.certified:.4f} | {r.baseline:.4f} | {r.mean_difference:+.4f} | {r.pvalue:.4g} | "
                    f"{r.pvalue_holm:.4g} | {r.min_pvalue:.4g} | {r.status} |")
-    return "\n".join(out) + "\n"
+    return out
 
 
 #: the equal-footing table's columns: (column, header, format)
@@ -813,12 +820,7 @@ def equal_markdown(rows: pd.DataFrame, table: pd.DataFrame) -> str:
     for (scorer, method), part in per_seed.groupby(level=[0, 1], sort=False):
         if method in TWO_VALUED:
             out.append(f"| {scorer} | {method} | {_cells(part, TWO_TABLE)} |")
-    out += ["", "| hypothesis | scorer | against | seeds | certified | comparator | mean difference | p (exact) | "
-            "p (Holm) | smallest p possible | result |", "|---|---|---|---|---|---|---|---|---|---|---|"]
-    for r in table.itertuples():
-        out.append(f"| {r.hypothesis} | {r.scorer} | {r.method} | {r.n_seeds} (dropped {r.n_dropped}) | "
-                   f"{r.certified:.4f} | {r.baseline:.4f} | {r.mean_difference:+.4f} | {r.pvalue:.4g} | "
-                   f"{r.pvalue_holm:.4g} | {r.min_pvalue:.4g} | {r.status} |")
+    out += ["", *hypothesis_lines(table, "against", "comparator")]
     return "\n".join(out) + "\n"
 
 
